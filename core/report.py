@@ -1,0 +1,116 @@
+"""Command line: measure a checkpoint.
+
+    python -m core.report FILE [--json] [--period P] [--offsets 23,31] [--n-seqs N] [--seed S]
+
+The JSON object holds config, task, metrics (the copy metrics), heads (one object per head with
+0-based layer and head, every head score, ov_diag_top1, ov_copying_eig and
+ablation_loss_later_delta) and, with --offsets, offset_mass rows {layer, head, offset, mass}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import torch
+
+from .ablation import single_head_ablation
+from .checkpoints import read_checkpoint
+from .circuits import ov_copying_eig, ov_copying_matrix, ov_diag_top1
+from .cli import OneLineParser, UsageError, run_main
+from .heads import PERIOD_SCORES, head_scores, offset_mass
+from .metrics import copy_metrics
+from .model import TinyCharLM
+from .task import TaskConfig, sample_batch
+
+DEFAULT_N_SEQS = 256
+DEFAULT_SEED = 0
+
+
+def _clean(x):
+    """Floats rounded for JSON; NaN becomes None."""
+    if isinstance(x, float):
+        return None if math.isnan(x) else round(x, 6)
+    return x
+
+
+@torch.no_grad()
+def build_report(model: TinyCharLM, task: TaskConfig, period: int | None = None, offsets: list[int] = (),
+                 n_seqs: int = DEFAULT_N_SEQS, seed: int = DEFAULT_SEED) -> dict:
+    """Every number `python -m core.report --json` prints, as a dict."""
+    g = torch.Generator().manual_seed(seed)
+    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
+    logits, cache = model.run_with_cache(tokens)
+    metrics = copy_metrics(logits, tokens, periods)
+    ablation = {(r["layer"], r["head"]): r for r in single_head_ablation(model, tokens, periods)}
+    heads, offset_rows = [], []
+    for layer, pattern in enumerate(cache["pattern"]):
+        scores = head_scores(pattern, periods)
+        masses = {k: offset_mass(pattern, k) for k in offsets}
+        for head in range(model.cfg.n_heads):
+            C = ov_copying_matrix(model, layer, head)
+            row = {"layer": layer, "head": head}
+            row.update({name: float(scores[name][head]) for name in PERIOD_SCORES})
+            row["ov_diag_top1"] = ov_diag_top1(C)
+            row["ov_copying_eig"] = ov_copying_eig(C)
+            row["ablation_loss_later_delta"] = ablation[(layer, head)]["loss_later_delta"]
+            heads.append({k: _clean(v) for k, v in row.items()})
+            for k in offsets:
+                offset_rows.append({"layer": layer, "head": head, "offset": k, "mass": _clean(float(masses[k][head]))})
+    report = {
+        "config": model.cfg.to_dict(),
+        "task": task.to_dict(),
+        "eval": {"n_seqs": n_seqs, "seed": seed, "period": period},
+        "metrics": {k: _clean(v) for k, v in metrics.items()},
+        "heads": heads,
+    }
+    if offsets:
+        report["offset_mass"] = offset_rows
+    return report
+
+
+def format_text(report: dict) -> str:
+    """A short human-readable rendering of build_report's dict."""
+    lines = [f"{k:>20}: {v}" for k, v in report["metrics"].items()]
+    cols = [c for c in report["heads"][0] if c not in ("layer", "head")] if report["heads"] else []
+    if cols:
+        lines.append("block.head " + " ".join(f"{c[:12]:>12}" for c in cols))
+        for h in report["heads"]:
+            vals = " ".join(f"{'-' if h[c] is None else format(h[c], '.3f'):>12}" for c in cols)
+            lines.append(f"{h['layer'] + 1}.{h['head']:<8} {vals}")
+    for r in report.get("offset_mass", []):
+        lines.append(f"offset mass block {r['layer'] + 1} head {r['head']} offset {r['offset']}: {r['mass']}")
+    return "\n".join(lines)
+
+
+def _offsets(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--offsets takes comma-separated whole numbers, got {text!r}") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError("offsets must be 0 or more")
+    return values
+
+
+def main(argv=None) -> int:
+    p = OneLineParser(prog="python -m core.report", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--period", type=int, help="evaluate every sequence at this one period")
+    p.add_argument("--offsets", type=_offsets, default=[], help="comma-separated offsets for offset_mass rows")
+    p.add_argument("--n-seqs", type=int, default=DEFAULT_N_SEQS)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    args = p.parse_args(argv)
+    if not 1 <= args.n_seqs <= 4096:
+        raise UsageError(f"--n-seqs must be between 1 and 4096, got {args.n_seqs}")
+    model, info = read_checkpoint(args.file)
+    report = build_report(model, info["task"], args.period, args.offsets, args.n_seqs, args.seed)
+    print(json.dumps(report) if args.json else format_text(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main("python -m core.report", main))

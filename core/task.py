@@ -1,0 +1,77 @@
+"""The repeated-sequence task: a random pattern of L tokens tiled to seq_len.
+
+Per sequence the period L is uniform in [period_min, period_max] and the pattern's tokens are
+uniform over the vocabulary (repeats allowed). Token x_t is the *target* predicted at position t-1.
+A target at position t is in the first copy if t < L, the second copy if L <= t < 2L and in the
+later copies if t >= L (the second copy is part of the later copies).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+
+@dataclass
+class TaskConfig:
+    period_min: int = 16
+    period_max: int = 32
+    seq_len: int = 96
+
+    def validate(self, vocab_size: int | None = None) -> "TaskConfig":
+        """Raise ValueError saying what to change if no sequence of this task can be made."""
+        if vocab_size is not None and vocab_size < 2:
+            raise ValueError(f"vocab_size must be at least 2 (got {vocab_size}): one symbol cannot form a pattern.")
+        if self.period_min < 1:
+            raise ValueError(f"period_min must be at least 1 (got {self.period_min}).")
+        if self.period_min > self.period_max:
+            raise ValueError(
+                f"period_min ({self.period_min}) is above period_max ({self.period_max}): "
+                "lower period_min or raise period_max."
+            )
+        if self.seq_len < 2 * self.period_max:
+            raise ValueError(
+                f"seq_len {self.seq_len} leaves no complete second copy of a period-{self.period_max} pattern: "
+                f"raise seq_len to at least {2 * self.period_max} or lower period_max to at most {self.seq_len // 2}."
+            )
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sample_batch(
+    task: TaskConfig,
+    batch_size: int,
+    vocab_size: int,
+    generator: torch.Generator | None = None,
+    period: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw fresh sequences: tokens [B, seq_len] (long) and periods [B] (long).
+
+    `period` fixes every sequence's period (a probe); it only needs seq_len > period.
+    """
+    task.validate(vocab_size)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    T = task.seq_len
+    if period is not None:
+        if not 1 <= period < T:
+            raise ValueError(f"probe period {period} must be between 1 and seq_len - 1 = {T - 1}.")
+        periods = torch.full((batch_size,), period, dtype=torch.long)
+    else:
+        periods = torch.randint(task.period_min, task.period_max + 1, (batch_size,), generator=generator)
+    width = int(periods.max())
+    patterns = torch.randint(0, vocab_size, (batch_size, width), generator=generator)
+    positions = torch.arange(T)[None, :] % periods[:, None]  # [B, T]
+    return patterns.gather(1, positions), periods
+
+
+def copy_masks(periods: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
+    """Boolean masks [B, seq_len - 1] over targets t = 1..seq_len-1 (logit position t-1).
+
+    Keys: "first" (t < L), "second" (L <= t < 2L), "later" (t >= L).
+    """
+    t = torch.arange(1, seq_len)[None, :]
+    L = periods[:, None]
+    return {"first": t < L, "second": (t >= L) & (t < 2 * L), "later": t >= L}

@@ -1,0 +1,102 @@
+"""Command line: train TinyCharLM and write a checkpoint.
+
+    python -m core.train --preset variable-period-2block --out m.pt
+    python -m core.train --layers 2 --period-min 16 --period-max 32 --stop-at-loss 0.5 --out m.pt
+
+Flags given explicitly override the preset's values.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from .checkpoints import save_checkpoint
+from .cli import OneLineParser, UsageError, run_main
+from .model import ModelConfig
+from .presets import PRESETS, get_preset
+from .task import TaskConfig
+from .trainer import TrainConfig, Trainer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m core.train", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--out", required=True, help="checkpoint file to write")
+    p.add_argument("--layers", type=int, help="number of attention blocks (0-6)")
+    p.add_argument("--period-min", type=int)
+    p.add_argument("--period-max", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None, help="q/k/v/o biases")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--stop-at-loss", type=float,
+                   help="stop once loss_later_copies on the fixed evaluation batch is below this")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    return p
+
+
+def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
+    """Preset (or defaults) overridden by the explicit flags; raises ValueError for bad values."""
+    preset = get_preset(args.preset) if args.preset else None
+    model = preset.model if preset else ModelConfig()
+    task = preset.task if preset else TaskConfig()
+    train = preset.train if preset else TrainConfig()
+    model = dataclasses.replace(model, **{k: v for k, v in {"n_layers": args.layers, "bias": args.bias}.items()
+                                          if v is not None})
+    task = dataclasses.replace(task, **{k: v for k, v in {"period_min": args.period_min, "period_max": args.period_max,
+                                                          "seq_len": args.seq_len}.items() if v is not None})
+    train = dataclasses.replace(train, **{k: v for k, v in {"steps": args.steps, "lr": args.lr, "seed": args.seed,
+                                                            "batch_size": args.batch_size,
+                                                            "log_every": args.log_every}.items() if v is not None})
+    task.validate(model.vocab_size)
+    train.validate()
+    return model, task, train
+
+
+def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progress=False, preset=None) -> Trainer:
+    """Run a whole training and save it to `out`; returns the finished Trainer."""
+    trainer = Trainer(model_cfg, task_cfg, train_cfg)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=train_cfg.steps, unit="step", file=sys.stderr)
+    while not trainer.done:
+        n = trainer.run(train_cfg.log_every, stop_at_loss)
+        if bar is not None:
+            bar.update(n)
+            bar.set_postfix(later=f"{trainer.history[-1]['loss_later_copies']:.3f}")
+        if stop_at_loss is not None and trainer.reached(stop_at_loss):
+            break
+    if bar is not None:
+        bar.close()
+    fields = trainer.checkpoint_fields()
+    fields["train"]["preset"] = preset
+    fields["train"]["stop_at_loss"] = stop_at_loss
+    save_checkpoint(trainer.model, out, **fields)
+    return trainer
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    model_cfg, task_cfg, train_cfg = configs_from_args(args)
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise UsageError(f"the folder {out.parent} for --out does not exist.")
+    progress = not args.quiet and sys.stderr.isatty()
+    trainer = train_to_file(model_cfg, task_cfg, train_cfg, out, args.stop_at_loss, progress, args.preset)
+    if not args.quiet:
+        last = trainer.history[-1]
+        print(f"trained {trainer.step} steps in {trainer.seconds:.1f} s: loss_first_copy "
+              f"{last['loss_first_copy']:.3f}, loss_later_copies {last['loss_later_copies']:.3f}, "
+              f"acc_later_copies {last['acc_later_copies']:.3f} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main("python -m core.train", main))

@@ -1,0 +1,148 @@
+"""Which model the student is analysing: the shared sidebar picker and the session's own models.
+
+Shipped checkpoints are loaded once per server (st.cache_resource on the file name). Models trained
+or uploaded in a session live only in that session's st.session_state, so one user never sees
+another's. Every model carries a `key` that is unique across the server ("shipped:<file>" or
+"session:<uuid>"): use it as the cache key of anything computed from the model (pass the model
+itself as an underscore argument so Streamlit does not hash it).
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from core.checkpoints import CheckpointError, read_checkpoint
+from core.model import TinyCharLM
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINT_DIR = ROOT / "checkpoints"
+MAX_UPLOAD_MB = 5
+
+
+@dataclass
+class LabModel:
+    key: str  # unique on the server; the cache key for anything derived from this model
+    label: str  # what the picker shows
+    model: TinyCharLM
+    info: dict  # config, task (TaskConfig), train, history (see core.checkpoints.read_checkpoint)
+    source: str  # "shipped", "trained" or "uploaded"
+
+
+def shipped_files() -> list[dict]:
+    """Manifest rows (at least {"file", "preset"}) of the shipped checkpoints that exist on disk."""
+    manifest = CHECKPOINT_DIR / "manifest.json"
+    rows = []
+    if manifest.is_file():
+        rows = json.loads(manifest.read_text()).get("checkpoints", [])
+    if not rows:
+        rows = [{"file": p.name, "preset": p.stem} for p in sorted(CHECKPOINT_DIR.glob("*.pt"))]
+    return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
+
+
+@st.cache_resource(show_spinner=False)
+def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
+    return read_checkpoint(CHECKPOINT_DIR / file)
+
+
+def shipped_models() -> list[LabModel]:
+    out = []
+    for row in shipped_files():
+        model, info = _load_shipped(row["file"])
+        out.append(LabModel(f"shipped:{row['file']}", f"{row.get('preset', row['file'])} (shipped)", model, info,
+                            "shipped"))
+    return out
+
+
+def session_models() -> dict[str, LabModel]:
+    """This session's trained and uploaded models, by key."""
+    return st.session_state.setdefault("lab_models", {})
+
+
+def add_session_model(model: TinyCharLM, info: dict, label: str, source: str, select: bool = True) -> LabModel:
+    """Register a model in this session (and make it the picked one)."""
+    entry = LabModel(f"session:{uuid.uuid4().hex}", label, model, info, source)
+    session_models()[entry.key] = entry
+    if select:
+        st.session_state["picked_model"] = entry.key
+    return entry
+
+
+def all_models() -> dict[str, LabModel]:
+    models = {m.key: m for m in shipped_models()}
+    models.update(session_models())
+    return models
+
+
+def selected_model() -> LabModel | None:
+    """The model picked in the sidebar, or None when there is none."""
+    models = all_models()
+    if not models:
+        return None
+    key = st.session_state.get("picked_model")
+    if key not in models:
+        preferred = [k for k in models if "variable-period-2block" in k]
+        key = preferred[0] if preferred else next(iter(models))
+        st.session_state["picked_model"] = key
+    return models[key]
+
+
+def require_model() -> LabModel:
+    """The picked model; stops the page with a message if there is none."""
+    entry = selected_model()
+    if entry is None:
+        st.info("No model to analyse yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
+        st.stop()
+    return entry
+
+
+def _on_upload():
+    upload = st.session_state.get("upload_checkpoint")
+    if upload is None:
+        return
+    data = upload.getvalue()
+    if len(data) > MAX_UPLOAD_MB * 2**20:
+        st.session_state["upload_error"] = (
+            f"{upload.name} is {len(data) / 2**20:.1f} MB; checkpoints here are at most {MAX_UPLOAD_MB} MB. "
+            "Your current model is unchanged.")
+        return
+    try:
+        model, info = read_checkpoint(data, name=upload.name)
+    except CheckpointError as e:
+        st.session_state["upload_error"] = f"{e} Your current model is unchanged."
+        return
+    st.session_state.pop("upload_error", None)
+    add_session_model(model, info, f"{upload.name} (uploaded)", "uploaded")
+
+
+def model_summary(entry: LabModel) -> str:
+    cfg, task = entry.info["config"], entry.info["task"]
+    bias = ", bias" if cfg.bias else ""
+    return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
+            f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "
+            f"length {task.seq_len}")
+
+
+def sidebar_picker() -> LabModel | None:
+    """The sidebar shared by every page: pick the analysed model, or upload one."""
+    with st.sidebar:
+        st.markdown("### Model under study")
+        models = all_models()
+        if models:
+            selected_model()  # makes sure the picked key is valid
+            keys = list(models)
+            st.selectbox("Analyse", keys, key="picked_model", format_func=lambda k: models[k].label,
+                         help="Shipped checkpoints, models you trained in this session, and uploads.")
+            entry = models[st.session_state["picked_model"]]
+            st.caption(model_summary(entry))
+        else:
+            entry = None
+            st.caption("No model yet.")
+        st.file_uploader("Upload a checkpoint (.pt)", type=["pt"], key="upload_checkpoint",
+                         on_change=_on_upload, help=f"A TinyCharLM file, format version 1, at most {MAX_UPLOAD_MB} MB.")
+        if st.session_state.get("upload_error"):
+            st.error(st.session_state["upload_error"])
+    return entry
