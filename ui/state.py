@@ -71,6 +71,12 @@ def add_session_model(model: TinyCharLM, info: dict, label: str, source: str, se
     return entry
 
 
+def pick_on_next_run(key: str) -> None:
+    """Make `key` the picked model from the next script run on. Safe to call after the sidebar's
+    selectbox exists in this run (setting "picked_model" directly then is a Streamlit error)."""
+    st.session_state["pending_pick"] = key
+
+
 def all_models() -> dict[str, LabModel]:
     models = {m.key: m for m in shipped_models()}
     models.update(session_models())
@@ -131,6 +137,9 @@ def sidebar_picker() -> LabModel | None:
     with st.sidebar:
         st.markdown("### Model under study")
         models = all_models()
+        pending = st.session_state.pop("pending_pick", None)
+        if pending in models:
+            st.session_state["picked_model"] = pending
         if models:
             selected_model()  # makes sure the picked key is valid
             keys = list(models)
