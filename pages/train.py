@@ -1,4 +1,237 @@
+"""Train page: pick a model and task, train live in chunks, watch the loss split and the heads form."""
+import math
+import uuid
+
+import pandas as pd
 import streamlit as st
 
-st.title("train")
-st.info("This page is being built.")
+from core import live
+from core.charts import train as charts
+from core.slots import shared_slots, shared_slots_problem
+from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
+
+CHUNK_SECONDS = 0.4  # training work per fragment run; the page redraws in between
+RUN_EVERY = 0.5
+LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
+
+
+def holder() -> str:
+    """This session's name in the server-wide training limiter."""
+    return st.session_state.setdefault("train_holder", uuid.uuid4().hex)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frames(key: str, _info: dict, upto: int | None = None):
+    hist = [r for r in (_info.get("history") or []) if upto is None or r["step"] <= upto]
+    return live.loss_frame(hist, key), live.accuracy_frame(hist, key)
+
+
+def shipped_runs() -> dict[str, dict]:
+    """{preset: info} of every shipped checkpoint that carries a training history."""
+    presets = {f"shipped:{r['file']}": r.get("preset", r["file"]) for r in shipped_files()}
+    return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
+
+
+def settings_widgets() -> live.TrainSettings:
+    d = live.TrainSettings.defaults()
+    left, right = st.columns(2)
+    left.slider("Depth: attention blocks", 0, live.UI_MAX_LAYERS, d.n_layers, key="tr_layers",
+                           help="0 blocks = embedding only (bigram statistics); induction needs 2.")
+    right.slider("Period range L (pattern length)", 1, 64, (d.period_min, d.period_max), key="tr_periods",
+                           help="Each sequence repeats a random pattern whose length is drawn from this range.")
+    with st.expander("Advanced: sequence length, bias, learning rate, batch, steps, seed"):
+        a, b, c = st.columns(3)
+        a.slider("Sequence length", 8, 192, d.seq_len, key="tr_seq_len")
+        a.checkbox("Biases on q, k, v and output", d.bias, key="tr_bias")
+        b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), d.lr, key="tr_lr",
+                             format_func=lambda v: f"{v:g}")
+        b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), d.batch_size, key="tr_batch")
+        c.number_input("Steps", 1, 20000, d.steps, step=50, key="tr_steps")
+        c.number_input("Seed", 0, 999_999, d.seed, key="tr_seed")
+    return settings_from_state()
+
+
+def settings_from_state() -> live.TrainSettings:
+    """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
+    d, ss = live.TrainSettings.defaults(), st.session_state
+    pmin, pmax = ss.get("tr_periods", (d.period_min, d.period_max))
+    return live.TrainSettings(ss.get("tr_layers", d.n_layers), pmin, pmax, ss.get("tr_seq_len", d.seq_len),
+                              ss.get("tr_bias", d.bias), ss.get("tr_lr", d.lr), ss.get("tr_batch", d.batch_size),
+                              int(ss.get("tr_steps", d.steps)), int(ss.get("tr_seed", d.seed)))
+
+
+def register(run: live.LiveRun) -> None:
+    """Put a finished or stopped run's model in the sidebar picker (once) and pick it."""
+    if run.result is None or run.registered_key:
+        return
+    model, info, _ = run.result
+    n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
+    entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",
+                              select=False)
+    run.registered_key = entry.key
+    pick_on_next_run(entry.key)
+
+
+def start() -> None:
+    old, settings = st.session_state.get("train_run"), settings_from_state()
+    if (old is not None and old.active) or settings.problem():
+        return
+    st.session_state["train_run"] = live.LiveRun(settings)
+
+
+def stop() -> None:
+    run = st.session_state.get("train_run")
+    if run is not None:
+        run.stop()
+        shared_slots().release(holder())
+        register(run)
+
+
+def reset() -> None:
+    shared_slots().release(holder())
+    st.session_state.pop("train_run", None)
+
+
+def fmt_seconds(s: float) -> str:
+    return "–" if not math.isfinite(s) else f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def progress(run: live.LiveRun) -> None:
+    rate = run.steps_per_second()
+    text = f"step {run.step} / {run.total_steps}"
+    if run.active and math.isfinite(rate):
+        text += f" · {rate:.1f} steps/s · about {fmt_seconds(run.seconds_left())} left"
+    elif not run.active:
+        text += f" · {run.status} after {fmt_seconds(run.wall)} of training"
+    st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=text)
+
+
+def live_charts(run: live.LiveRun, reference: dict | None) -> None:
+    hist = run.history()
+    vocab = run.model_cfg.vocab_size
+    drop = live.drop_step(hist, vocab)
+    loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
+    if reference is not None:
+        ref_loss, ref_acc = _frames("shipped 1 block", reference, run.total_steps)
+        loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
+    chart, note = st.columns([3, 1])
+    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop), width="stretch")
+    note.markdown(
+        "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
+        "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
+        "ln V. Blue: targets in the *later copies*, which can be read off the earlier copy. "
+        + ("Dashed: the shipped 1-block run, which never learns to look things up. " if reference else "")
+        + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
+           if drop is not None else "The later-copy loss has not yet fallen below ln V / 2."))
+    chart, note = st.columns([3, 1])
+    chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop), width="stretch")
+    note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
+                  "second copy (the first repeat) and on all later copies. Guessing gives 1/V.")
+    heads = live.head_score_frame(hist)
+    if heads.empty:
+        st.info("A 0-block model has no attention heads: its logits come from the embedding alone "
+                "(bigram statistics), so there are no head scores to follow.")
+        return
+    chart, note = st.columns([3, 1])
+    chart.altair_chart(charts.head_score_chart(heads, drop))
+    note.markdown(
+        "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
+        "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
+        "occurrence of the current token, one period back (the induction target). In a 2-block run, watch a "
+        "block-1 head turn into a previous-token head and block-2 heads turn into induction heads at the "
+        "same step the later-copy loss drops (Olsson et al., 2022).")
+
+
+def live_panel() -> None:
+    run = st.session_state.get("train_run")
+    if run is None:
+        return
+    if run.active:
+        status = shared_slots().request(holder())
+        if status.granted:
+            run.advance(CHUNK_SECONDS)
+        else:
+            st.info(status.message().capitalize() + ". Training starts on its own when a slot frees up.")
+        if not run.active:  # finished or diverged in this chunk
+            shared_slots().release(holder())
+            register(run)
+            st.rerun()  # redraw the whole page: buttons, picker, download
+    st.caption(f"This run: {run.settings.label()}, learning rate {run.settings.lr:g}, batch {run.settings.batch_size}.")
+    progress(run)
+    live_charts(run, shipped_runs().get(live.REFERENCE_PRESET))
+
+
+def result_panel(run: live.LiveRun) -> None:
+    if run.status == "diverged":
+        st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
+                 "rate and train again; this model was not added to the picker.")
+        return
+    if run.status == "cancelled":
+        st.warning("Stopped before the first step finished: there is no model to keep.")
+        return
+    if run.result is None:
+        return
+    model, info, data = run.result
+    m = live.final_metrics(info["history"])
+    st.success(f"{run.status.capitalize()} at step {run.step}: later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
+               f"nats, later-copy accuracy {m.get('acc_later_copies', math.nan):.3f}. The model is now picked in "
+               "the sidebar, so every other page analyses it.")
+    st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",
+                       mime="application/octet-stream", key="tr_download")
+
+
+def shipped_panel() -> None:
+    runs = shipped_runs()
+    st.subheader("The shipped runs")
+    if not runs:
+        st.info("No shipped checkpoint with a training history is installed.")
+        return
+    frames = [_frames(name, info)[0] for name, info in runs.items()]
+    vocab = next(iter(runs.values()))["config"].vocab_size
+    chart, note = st.columns([3, 1])
+    chart.altair_chart(charts.shipped_runs_chart(pd.concat(frames), math.log(vocab)), width="stretch")
+    note.markdown(
+        "**What am I looking at?** The training curves stored in the shipped checkpoints. Solid lines: loss "
+        "on later-copy targets; dashed: first-copy targets, which no model can predict. The 2-block run "
+        "sits on the 1-block curve for a while, then drops by several nats; the 1-block and 0-block runs "
+        "never do. With one fixed period, one block finds a shortcut: attend a fixed distance back.")
+
+
+def transition_panel() -> None:
+    st.subheader("How often, and when, does the drop happen?")
+    st.info("Not yet measured: the transition study (many seeds of the 2-block run) has not been shipped "
+            "with this copy of the lab. One run cannot tell you how reliable or how early the drop is; "
+            "train a few seeds yourself above to get a feel for it.")
+
+
+st.title("Train TinyCharLM")
+st.markdown(
+    "Each training sequence repeats a freshly drawn random pattern, so the first copy is pure noise and every "
+    "later token can be found earlier in the context. A model can only beat chance on the repeats by "
+    "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "
+    "moment the later-copy loss falls and the heads take on their jobs.")
+if problem := shared_slots_problem():
+    st.warning(problem)
+settings = settings_widgets()
+bad = settings.problem()
+if bad:
+    st.error(f"These settings cannot be trained: {bad}")
+run = st.session_state.get("train_run")
+active = run is not None and run.active
+b1, b2, b3, _ = st.columns([1, 1, 1, 5])
+b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active, key="tr_train",
+          help="Start a new run with the settings above.")
+b2.button("Stop", on_click=stop, disabled=not active, key="tr_stop",
+          help="End the run at its last finished step and keep that model.")
+b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
+          help="Clear this page (a kept model stays in the sidebar picker; a running one is discarded).")
+if active:
+    st.caption("Training runs a chunk of steps at a time. If you visit another page it pauses, and it "
+               "continues when you come back; press Stop to keep the model as it is now.")
+st.fragment(run_every=RUN_EVERY if active else None)(live_panel)()
+if run is not None and not run.active:
+    result_panel(run)
+if not active:
+    shipped_panel()
+transition_panel()

@@ -1,0 +1,109 @@
+"""Training charts: loss and accuracy curves, head scores over training, shipped runs, transition study.
+
+Inputs are the tidy frames of core.live (loss_frame, accuracy_frame, head_score_frame).
+"""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from . import OKABE_ITO
+
+PART_COLOURS = alt.Scale(domain=["first copy", "second copy", "later copies"],
+                         range=[OKABE_ITO[0], OKABE_ITO[2], OKABE_ITO[4]])
+HEAD_COLOURS = alt.Scale(range=OKABE_ITO)
+STEP = alt.X("step:Q", title="training step")
+
+
+def _dash(runs: list[str]) -> alt.StrokeDash:
+    """The first run solid, the references dashed."""
+    dashes = [[1, 0], [6, 4], [2, 3], [8, 3, 2, 3]]
+    return alt.StrokeDash("run:N", title="run", sort=runs,
+                          scale=alt.Scale(domain=runs, range=[dashes[i % len(dashes)] for i in range(len(runs))]))
+
+
+def _chance_rule(value: float, label: str) -> alt.Chart:
+    df = pd.DataFrame({"y": [value], "label": [label]})
+    rule = alt.Chart(df).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="y:Q")
+    text = alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="gray").encode(
+        y="y:Q", x=alt.value(0), text="label:N")
+    return rule + text
+
+
+def _drop_rule(step: int | None) -> list[alt.Chart]:
+    if step is None:
+        return []
+    df = pd.DataFrame({"step": [step]})
+    return [alt.Chart(df).mark_rule(color=OKABE_ITO[5], strokeWidth=1.5).encode(
+        x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
+
+
+def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height: int = 260) -> alt.LayerChart:
+    """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked."""
+    runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
+    lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
+        x=STEP,
+        y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
+        color=alt.Color("part:N", title="targets", scale=PART_COLOURS),
+        strokeDash=_dash(runs),
+        detail="run:N",
+        tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
+    )
+    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)"), *_drop_rule(drop)).properties(height=height)
+
+
+def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height: int = 200) -> alt.LayerChart:
+    """Argmax accuracy on the second and later copies against step; 1/V marked."""
+    runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
+    lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
+        x=STEP,
+        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("part:N", title="targets", scale=PART_COLOURS),
+        strokeDash=_dash(runs),
+        detail="run:N",
+        tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+    )
+    return alt.layer(lines, _chance_rule(chance, "chance (1/V)"), *_drop_rule(drop)).properties(height=height)
+
+
+def head_score_chart(df: pd.DataFrame, drop: int | None = None, width: int = 220, height: int = 140) -> alt.FacetChart:
+    """Every head's previous-token and induction score against step: rows = score, columns = block."""
+    df = df.assign(drop=drop if drop is not None else float("nan"))
+    base = alt.Chart(df)
+    lines = base.mark_line(strokeWidth=2).encode(
+        x=STEP,
+        y=alt.Y("value:Q", title="attention share", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("head:N", title="head", scale=HEAD_COLOURS),
+        tooltip=["block:O", "head:N", "score:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=width, height=height)
+    layers = [lines]
+    if drop is not None:
+        layers.append(base.mark_rule(color=OKABE_ITO[5], strokeWidth=1.5).encode(x="mean(drop):Q"))
+    return alt.layer(*layers, data=df).facet(
+        row=alt.Row("score:N", title=None, sort=["previous-token", "induction"]),
+        column=alt.Column("block:O", title="block"),
+    )
+
+
+def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> alt.LayerChart:
+    """Later-copy (solid) and first-copy (dashed) loss of every shipped run; colour = run."""
+    runs = list(dict.fromkeys(df["run"])) if len(df) else []
+    lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
+        x=STEP,
+        y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
+        color=alt.Color("run:N", title="shipped run", scale=alt.Scale(domain=runs, range=OKABE_ITO[:len(runs)] or OKABE_ITO)),
+        strokeDash=alt.StrokeDash("part:N", title="targets", sort=["later copies", "first copy"],
+                                  scale=alt.Scale(domain=["later copies", "first copy"], range=[[1, 0], [5, 4]])),
+        detail="part:N",
+        tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
+    )
+    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)")).properties(height=height)
+
+
+def drop_steps_chart(df: pd.DataFrame, height: int = 220) -> alt.Chart:
+    """Histogram of the step at which the later-copy loss dropped, one count per seed (column drop_step)."""
+    return alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
+        x=alt.X("drop_step:Q", bin=alt.Bin(maxbins=20), title="step at which the later-copy loss drops"),
+        y=alt.Y("count():Q", title="seeds"),
+        tooltip=[alt.Tooltip("count():Q", title="seeds")],
+    ).properties(height=height)

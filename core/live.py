@@ -1,0 +1,226 @@
+"""What the Train page computes: settings -> configs, a chunked live run, history -> tidy frames.
+
+A LiveRun wraps one Trainer and advances it a chunk at a time (about `budget` seconds of work), so
+a page can redraw between chunks. Stopping between chunks keeps the model and history of the last
+finished step. Nothing here imports streamlit; the page keeps the LiveRun in st.session_state.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from .checkpoints import checkpoint_bytes
+from .model import MAX_LAYERS, ModelConfig, TinyCharLM
+from .presets import get_preset
+from .task import TaskConfig
+from .trainer import Trainer, TrainConfig, eval_batch, evaluate
+
+DEFAULT_PRESET = "variable-period-2block"
+REFERENCE_PRESET = "variable-period-1block"
+UI_MAX_LAYERS = min(4, MAX_LAYERS)
+PARTS = {"loss_first_copy": "first copy", "loss_later_copies": "later copies"}
+ACCURACY = {"acc_second_copy": "second copy", "acc_later_copies": "later copies"}
+HEAD_SCORES = {"prev_token": "previous-token", "induction": "induction"}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything the Train page lets a student choose."""
+    n_layers: int
+    period_min: int
+    period_max: int
+    seq_len: int
+    bias: bool
+    lr: float
+    batch_size: int
+    steps: int
+    seed: int
+
+    @classmethod
+    def defaults(cls, preset: str = DEFAULT_PRESET) -> "TrainSettings":
+        p = get_preset(preset)
+        return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
+                   p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)
+
+    def configs(self, preset: str = DEFAULT_PRESET) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
+        """The preset's configs with this page's choices; raises ValueError saying what to change."""
+        p = get_preset(preset)
+        if not 0 <= self.n_layers <= UI_MAX_LAYERS:
+            raise ValueError(f"Depth must be between 0 and {UI_MAX_LAYERS} blocks, got {self.n_layers}.")
+        model = replace(p.model, n_layers=self.n_layers, bias=self.bias)
+        task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
+                       seq_len=self.seq_len).validate(model.vocab_size)
+        train = replace(p.train, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed)
+        if getattr(train, "seq_len", 0):  # the preset trains on shorter sequences: keep that only if it fits
+            fits = 2 * task.period_max <= train.seq_len < task.seq_len
+            train = replace(train, seq_len=train.seq_len if fits else 0)
+        train.validate()
+        if self.steps < 1:
+            raise ValueError("Train for at least 1 step.")
+        return model, task, train
+
+    def problem(self) -> str | None:
+        """Why these settings cannot be trained (the configs' own message), or None."""
+        try:
+            self.configs()
+        except ValueError as e:
+            return str(e)
+        return None
+
+    def label(self) -> str:
+        bias = ", bias" if self.bias else ""
+        return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
+                f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
+
+
+class LiveRun:
+    """One training run advanced in chunks. status: waiting -> running -> finished | stopped | diverged."""
+
+    def __init__(self, settings: TrainSettings):
+        self.settings = settings
+        self.model_cfg, self.task_cfg, self.train_cfg = settings.configs()
+        self.trainer = Trainer(self.model_cfg, self.task_cfg, self.train_cfg)
+        self.status = "waiting"
+        self.wall = 0.0  # seconds spent inside trainer.run (training and its logging)
+        self._per_step = None  # smoothed wall seconds per step
+        self.result: tuple[TinyCharLM, dict, bytes] | None = None
+        self.registered_key: str | None = None  # set by the page once the model is in the picker
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("waiting", "running")
+
+    @property
+    def step(self) -> int:
+        return self.trainer.step
+
+    @property
+    def total_steps(self) -> int:
+        return self.train_cfg.steps
+
+    def chunk_size(self, budget: float) -> int:
+        """Steps that fit in about `budget` seconds (2 until the speed is known)."""
+        left = self.total_steps - self.step
+        if self._per_step is None:
+            return min(2, left)
+        return max(1, min(left, int(budget / self._per_step)))
+
+    def advance(self, budget: float = 0.4) -> int:
+        """Train one chunk of about `budget` seconds; returns steps done. Finishes the run when done."""
+        if not self.active:
+            return 0
+        self.status = "running"
+        n = self.chunk_size(budget)
+        t0 = time.perf_counter()
+        done = self.trainer.run(n)
+        dt = time.perf_counter() - t0
+        self.wall += dt
+        if done:
+            rate = dt / done
+            self._per_step = rate if self._per_step is None else 0.5 * self._per_step + 0.5 * rate
+        last = self.trainer.history[-1]
+        if not math.isfinite(last.get("loss_later_copies", 0.0)):
+            self.status = "diverged"
+        elif self.trainer.done:
+            self._finish("finished")
+        return done
+
+    def stop(self) -> None:
+        """End the run at its last finished step (a run that never trained just ends)."""
+        if self.active:
+            self._finish("stopped" if self.step > 0 else "cancelled")
+
+    def steps_per_second(self) -> float:
+        return self.step / self.wall if self.wall > 0 else math.nan
+
+    def seconds_left(self) -> float:
+        rate = self.steps_per_second()
+        return (self.total_steps - self.step) / rate if rate > 0 else math.nan
+
+    def history(self) -> list[dict]:
+        """Logged rows so far, plus (once stopped between logs) a row at the final step."""
+        rows = list(self.trainer.history)
+        if self.result is not None:
+            rows = self.result[1]["history"]
+        return rows
+
+    def _finish(self, status: str) -> None:
+        self.status = status
+        if status == "cancelled":
+            return
+        model = copy.deepcopy(self.trainer.model).eval()
+        fields = self.trainer.checkpoint_fields()
+        history = list(fields["history"])
+        if history[-1]["step"] != self.step:  # stopped between two logged steps: measure the last one
+            tokens, periods = eval_batch(self.task_cfg, self.model_cfg.vocab_size, self.train_cfg.eval_size)
+            row = {"step": self.step, "train_loss": math.nan, "seconds": round(self.trainer.seconds, 3)}
+            row.update(evaluate(model, tokens, periods))
+            history.append(row)
+        fields["history"] = history
+        info = {"config": self.model_cfg, "task": self.task_cfg, "train": fields["train"], "history": history}
+        self.result = (model, info, checkpoint_bytes(model, **fields))
+
+
+# ---------------------------------------------------------------------------------------------
+# history rows -> tidy frames for the charts
+
+
+def _rows(history: list[dict] | None, names: dict[str, str], value: str, run: str) -> pd.DataFrame:
+    out = []
+    for row in history or []:
+        for key, label in names.items():
+            v = row.get(key)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                out.append({"step": row["step"], "seconds": row.get("seconds"), "part": label, value: float(v),
+                            "run": run})
+    return pd.DataFrame(out, columns=["step", "seconds", "part", value, "run"])
+
+
+def loss_frame(history: list[dict] | None, run: str) -> pd.DataFrame:
+    """Columns step, seconds, part ("first copy" | "later copies"), loss (nats), run."""
+    return _rows(history, PARTS, "loss", run)
+
+
+def accuracy_frame(history: list[dict] | None, run: str) -> pd.DataFrame:
+    """Columns step, seconds, part ("second copy" | "later copies"), accuracy, run."""
+    return _rows(history, ACCURACY, "accuracy", run)
+
+
+def head_score_frame(history: list[dict] | None) -> pd.DataFrame:
+    """Columns step, block (1-based), head, score ("previous-token" | "induction"), value."""
+    out = []
+    for row in history or []:
+        for key, label in HEAD_SCORES.items():
+            for layer, heads in enumerate(row.get(key) or []):
+                for head, v in enumerate(heads):
+                    if isinstance(v, (int, float)) and math.isfinite(v):
+                        out.append({"step": row["step"], "block": layer + 1, "head": head, "score": label,
+                                    "value": float(v)})
+    return pd.DataFrame(out, columns=["step", "block", "head", "score", "value"])
+
+
+def drop_threshold(vocab_size: int) -> float:
+    """Half the loss of a uniform guess, ln V / 2: where we say the later-copy loss has dropped."""
+    return math.log(vocab_size) / 2
+
+
+def drop_step(history: list[dict] | None, vocab_size: int) -> int | None:
+    """The first logged step whose later-copy loss is below drop_threshold, or None."""
+    limit = drop_threshold(vocab_size)
+    for row in history or []:
+        v = row.get("loss_later_copies")
+        if isinstance(v, (int, float)) and v < limit:
+            return int(row["step"])
+    return None
+
+
+def final_metrics(history: list[dict] | None) -> dict:
+    """The last logged row's copy metrics (empty without history)."""
+    if not history:
+        return {}
+    last = history[-1]
+    return {k: last[k] for k in (*PARTS, *ACCURACY, "step", "seconds") if k in last}

@@ -1,0 +1,52 @@
+"""What the Home page shows about one model: its settings and headline measurements."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .model import TinyCharLM
+from .report import build_report
+from .task import TaskConfig
+
+HEAD_COLUMNS = ["block", "head", "prev_token", "induction", "duplicate", "first_token", "ov_diag_top1",
+                "ablation_loss_later_delta"]
+
+
+def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> dict:
+    """Headline numbers measured now on `n_seqs` fresh sequences of the model's own task.
+
+    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS, block 1-based), "n_seqs", "seed"}.
+    """
+    report = build_report(model, task, n_seqs=n_seqs, seed=seed)
+    heads = pd.DataFrame(report["heads"])
+    if heads.empty:
+        heads = pd.DataFrame(columns=HEAD_COLUMNS)
+    else:
+        heads = heads.assign(block=heads["layer"] + 1)[HEAD_COLUMNS]
+    return {"metrics": report["metrics"], "heads": heads, "n_seqs": n_seqs, "seed": seed}
+
+
+def top_head(heads: pd.DataFrame, score: str) -> tuple[int, int, float] | None:
+    """(block, head, value) of the head with the largest `score`, or None without heads."""
+    col = heads[score].astype(float) if len(heads) else None
+    if col is None or col.isna().all():
+        return None
+    row = heads.loc[col.idxmax()]
+    return int(row["block"]), int(row["head"]), float(row[score])
+
+
+def settings_rows(info: dict) -> pd.DataFrame:
+    """The model's configuration, task and (if stored) training settings as (setting, value) rows."""
+    cfg, task, train = info["config"], info["task"], info.get("train") or {}
+    rows = [
+        ("attention blocks", cfg.n_layers), ("heads per block", cfg.n_heads), ("d_model", cfg.d_model),
+        ("d_head", cfg.d_head), ("vocabulary V", cfg.vocab_size), ("biases", "on" if cfg.bias else "off"),
+        ("rotary base", f"{cfg.rope_base:g}"),
+        ("pattern length L", f"{task.period_min}–{task.period_max}" if task.period_min != task.period_max
+         else str(task.period_min)),
+        ("sequence length", task.seq_len),
+    ]
+    for key, label in (("steps_done", "steps trained"), ("batch_size", "batch size"), ("lr", "learning rate"),
+                       ("seed", "seed"), ("seconds", "training seconds")):
+        if key in train:
+            rows.append((label, train[key]))
+    return pd.DataFrame(rows, columns=["setting", "value"]).astype({"value": str})

@@ -1,0 +1,157 @@
+"""Home and Train pages through AppTest: every shipped checkpoint renders, live training adds a model
+to the sidebar picker, bad settings give a message, Stop keeps the last finished step, the limiter."""
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+import torch
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from core.slots import shared_slots
+from ui.state import shipped_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = [row["file"] for row in shipped_files()]
+
+
+@pytest.fixture(autouse=True)
+def navigation_apps_only(monkeypatch):
+    """AppTest resets PagesManager.uses_pages_directory before every run, and with a pages/ folder
+    beside dashboard.py that makes a switched-to page run alone (Streamlit's old multipage mode:
+    no dashboard.py, so no sidebar). A real server runs st.navigation once and keeps it off."""
+    class Manager(PagesManager):
+        pass
+
+    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
+    PagesManager.uses_pages_directory = False
+
+
+def app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=60)
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def tiny_settings(at: AppTest, steps: int, layers: int = 1) -> None:
+    """Small, fast settings through the widgets themselves."""
+    at.slider(key="tr_layers").set_value(layers)
+    at.slider(key="tr_periods").set_value((4, 8))
+    at.slider(key="tr_seq_len").set_value(24)
+    at.select_slider(key="tr_batch").set_value(4)
+    at.number_input(key="tr_steps").set_value(steps)
+    at.run()
+    assert not at.exception, at.exception
+
+
+def run_until_done(at: AppTest, max_runs: int = 40):
+    for _ in range(max_runs):
+        if not at.session_state["train_run"].active:
+            return at.session_state["train_run"]
+        at.run()
+        assert not at.exception, at.exception
+    raise AssertionError("training did not finish")
+
+
+@pytest.mark.parametrize("file", SHIPPED)
+def test_home_and_train_render_on_every_shipped_checkpoint(file):
+    at = app()
+    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    assert not at.exception, at.exception
+    assert at.session_state["picked_model"] == f"shipped:{file}"
+    assert len(at.metric) == 4 and all(m.value for m in at.metric)
+    assert len(at.get("page_link")) == 6
+    assert len(at.latex) >= 2
+    at.switch_page("pages/train.py").run()
+    assert not at.exception, at.exception
+    assert not at.button(key="tr_train").disabled
+    assert at.button(key="tr_stop").disabled
+    assert not at.error
+
+
+def test_training_a_few_steps_adds_a_picked_downloadable_model():
+    at = app("pages/train.py")
+    before = [w.options for w in at.selectbox if w.key == "picked_model"]  # no picker without any model
+    before = before[0] if before else []
+    tiny_settings(at, steps=3)
+    at.button(key="tr_train").click().run()
+    run = run_until_done(at)
+    assert run.status == "finished" and run.step == 3
+    at.run()
+    options = at.selectbox(key="picked_model").options
+    assert len(options) == len(before) + 1
+    assert any(o.startswith("trained #1") for o in options)
+    key = at.session_state["picked_model"]
+    assert key == run.registered_key
+    entry = at.session_state["lab_models"][key]
+    assert entry.source == "trained" and entry.info["config"].n_layers == 1
+    assert entry.info["history"][-1]["step"] == 3
+    assert entry.info["task"].period_max == 8 and entry.info["task"].seq_len == 24
+    assert at.get("download_button"), "the finished model should be downloadable"
+    assert at.success and "step 3" in at.success[0].value
+    at.switch_page("pages/attention.py").run()  # the picked model is the trained one on other pages too
+    assert not at.exception and at.session_state["picked_model"] == key
+
+
+@pytest.mark.parametrize("periods, seq_len, phrase", [
+    ((40, 64), 96, "no complete second copy"),
+    ((32, 32), 40, "raise seq_len to at least 64"),
+])
+def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, phrase):
+    at = app("pages/train.py")
+    at.slider(key="tr_periods").set_value(periods)
+    at.slider(key="tr_seq_len").set_value(seq_len)
+    at.run()
+    assert not at.exception, at.exception
+    assert any(phrase in e.value for e in at.error)
+    assert at.button(key="tr_train").disabled
+    assert "train_run" not in at.session_state
+
+
+def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
+    at = app("pages/train.py")
+    tiny_settings(at, steps=500)
+    at.button(key="tr_train").click().run()
+    at.run()
+    run = at.session_state["train_run"]
+    assert 0 < run.step < 500
+    at.button(key="tr_stop").click().run()
+    assert not at.exception, at.exception
+    run = at.session_state["train_run"]
+    stopped_at = run.step
+    assert run.status == "stopped"
+    at.run()
+    at.run()
+    assert run.step == stopped_at, "a stopped run must not train on"
+    entry = at.session_state["lab_models"][run.registered_key]
+    assert entry.info["history"][-1]["step"] == stopped_at
+    assert entry.info["train"]["steps_done"] == stopped_at
+    for name, w in entry.model.state_dict().items():  # the kept model is the trainer's at that step
+        assert torch.equal(w, run.trainer.model.state_dict()[name])
+    assert at.selectbox(key="picked_model").value == run.registered_key
+    assert not at.button(key="tr_train").disabled and at.button(key="tr_stop").disabled
+
+
+def test_a_full_server_makes_training_wait_with_a_visible_status():
+    pool = shared_slots()
+    others = [f"other-session-{i}" for i in range(pool.capacity)]
+    try:
+        for o in others:
+            assert pool.request(o).granted
+        at = app("pages/train.py")
+        tiny_settings(at, steps=3, layers=0)
+        at.button(key="tr_train").click().run()
+        assert any(f"waiting for a free training slot: {pool.capacity} running" in i.value.lower() for i in at.info)
+        assert at.session_state["train_run"].step == 0
+        pool.release(others[0])
+        run = run_until_done(at)
+        assert run.status == "finished" and run.step == 3
+        assert any("no attention heads" in i.value for i in at.info)  # a 0-block model has none to chart
+        assert not pool.holds(at.session_state["train_holder"])
+    finally:
+        for o in others:
+            pool.release(o)
