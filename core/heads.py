@@ -2,10 +2,17 @@
 
 Every score averages one entry per (sequence, query position) over the batch and the query
 positions the definition names; a pattern is [B, H, T, T] with query i on axis -2, key j on -1.
+
+- prev_token: A[i, i-1] over i >= 1          - induction: A[i, i+1-L] over i >= L
+- duplicate: A[i, i-L] over i >= L           - first_token: A[i, 0] over i >= 1
+- self: A[i, i] over all i                   - offset_mass[k]: A[i, i-k] over i >= k
 """
 from __future__ import annotations
 
+import pandas as pd
 import torch
+
+from .detectors import DETECTORS, detector_scores
 
 PERIOD_SCORES = ("prev_token", "induction", "duplicate", "first_token", "self")
 
@@ -31,7 +38,7 @@ def head_scores(pattern: torch.Tensor, periods: torch.Tensor) -> dict[str, torch
     first_token: A[i, 0], i >= 1.    self: A[i, i], all i.
     """
     B = pattern.shape[0]
-    zeros, ones = torch.zeros(B, dtype=torch.long), torch.ones(B, dtype=torch.long)
+    ones = torch.ones(B, dtype=torch.long)
     L = periods.long()
     T = pattern.shape[-1]
     first_col = pattern[..., 1:, 0].mean((0, 2)) if T > 1 else torch.full(pattern.shape[1:2], float("nan"))
@@ -49,3 +56,51 @@ def offset_mass(pattern: torch.Tensor, k: int) -> torch.Tensor:
     B = pattern.shape[0]
     kk = torch.full((B,), k, dtype=torch.long)
     return _diagonal_mean(pattern, kk, kk)
+
+
+def offset_profile(pattern: torch.Tensor) -> torch.Tensor:
+    """offset_mass for every offset k = 0..T-1 at once: pattern [B, H, T, T] -> [H, T]."""
+    T = pattern.shape[-1]
+    return torch.stack([pattern.diagonal(-k, dim1=-2, dim2=-1).mean((0, 2)) for k in range(T)], -1)
+
+
+def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.DataFrame:
+    """One row per head: layer (0-based), block (1-based), head, and every period score.
+
+    patterns[l] [B, H, T, T] for each block; periods [B].
+    """
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        scores = head_scores(pattern, periods)
+        for h in range(pattern.shape[1]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{name: float(scores[name][h]) for name in PERIOD_SCORES}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *PERIOD_SCORES])
+
+
+def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
+    """One row per head: the token-based detector scores (core.detectors) on one sequence.
+
+    patterns[l] [H, T, T] or [1, H, T, T]; tokens [T] or [1, T].
+    """
+    tokens = tokens.reshape(-1)
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        pattern = pattern.reshape(-1, *pattern.shape[-2:])  # [H, T, T]
+        scores = detector_scores(pattern, tokens)
+        for h in range(pattern.shape[0]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{name: float(scores[name][h]) for name in DETECTORS}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *DETECTORS])
+
+
+def offset_table(patterns: list[torch.Tensor], max_offset: int | None = None) -> pd.DataFrame:
+    """Tidy offset-mass profile: rows {layer, block, head, offset, mass} for offsets 0..max_offset."""
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        prof = offset_profile(pattern)
+        K = prof.shape[1] if max_offset is None else min(prof.shape[1], max_offset + 1)
+        for h in range(prof.shape[0]):
+            for k in range(K):
+                rows.append((layer, layer + 1, h, k, float(prof[h, k])))
+    return pd.DataFrame(rows, columns=["layer", "block", "head", "offset", "mass"])

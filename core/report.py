@@ -2,9 +2,14 @@
 
     python -m core.report FILE [--json] [--period P] [--offsets 23,31] [--n-seqs N] [--seed S]
 
-The JSON object holds config, task, metrics (the copy metrics), heads (one object per head with
-0-based layer and head, every head score, ov_diag_top1, ov_copying_eig and
-ablation_loss_later_delta) and, with --offsets, offset_mass rows {layer, head, offset, mass}.
+The JSON object holds config, task, eval (the sample: n_seqs, seed, period, ablation_mode), metrics
+(the copy metrics), heads (one object per head with 0-based layer and head, every head score of
+core.heads: prev_token, induction, duplicate, first_token, self; ov_diag_top1 and ov_copying_eig of
+the head's OV copying matrix; ablation_loss_later_delta) and, with --offsets, offset_mass rows
+{layer, head, offset, mass}.
+
+ablation_loss_later_delta is the change in loss_later_copies (nats, ablated - clean) when that head
+alone is *zero*-ablated (its output replaced by 0) on the same evaluation sample.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from .task import TaskConfig, sample_batch
 
 DEFAULT_N_SEQS = 256
 DEFAULT_SEED = 0
+ABLATION_MODE = "zero"
 
 
 def _clean(x):
@@ -43,7 +49,7 @@ def build_report(model: TinyCharLM, task: TaskConfig, period: int | None = None,
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
     logits, cache = model.run_with_cache(tokens)
     metrics = copy_metrics(logits, tokens, periods)
-    ablation = {(r["layer"], r["head"]): r for r in single_head_ablation(model, tokens, periods)}
+    ablation = {(r["layer"], r["head"]): r for r in single_head_ablation(model, tokens, periods, ABLATION_MODE)}
     heads, offset_rows = [], []
     for layer, pattern in enumerate(cache["pattern"]):
         scores = head_scores(pattern, periods)
@@ -61,7 +67,7 @@ def build_report(model: TinyCharLM, task: TaskConfig, period: int | None = None,
     report = {
         "config": model.cfg.to_dict(),
         "task": task.to_dict(),
-        "eval": {"n_seqs": n_seqs, "seed": seed, "period": period},
+        "eval": {"n_seqs": n_seqs, "seed": seed, "period": period, "ablation_mode": ABLATION_MODE},
         "metrics": {k: _clean(v) for k, v in metrics.items()},
         "heads": heads,
     }
