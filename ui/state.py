@@ -23,6 +23,25 @@ CHECKPOINT_DIR = ROOT / "checkpoints"
 MAX_UPLOAD_MB = 5
 
 
+def _leave_old_multipage_mode() -> None:
+    """Until some run has called st.navigation, Streamlit treats a `pages/` folder beside the entry
+    script as an old-style multipage app: when the first visit to a fresh server is a deep link
+    (/train), it runs pages/train.py alone (no sidebar picker) and keeps doing so for every session
+    until someone opens the home page. This module is imported by that first run, whichever script
+    it is, so switch the old mode off here and rerun: dashboard.py then runs and shows the page asked
+    for. (tests/e2e checks a deep link on a fresh server.)"""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without the old mode
+        return
+    if getattr(PagesManager, "uses_pages_directory", None):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_leave_old_multipage_mode()
+
+
 @dataclass
 class LabModel:
     key: str  # unique on the server; the cache key for anything derived from this model
