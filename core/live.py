@@ -24,6 +24,7 @@ REFERENCE_PRESET = "variable-period-1block"
 UI_MAX_LAYERS = min(4, MAX_LAYERS)
 PARTS = {"loss_first_copy": "first copy", "loss_later_copies": "later copies"}
 ACCURACY = {"acc_second_copy": "second copy", "acc_later_copies": "later copies"}
+MAX_GAP = 5.0  # a longer pause between chunks means the student was elsewhere: not counted as training time
 HEAD_SCORES = {"prev_token": "previous-token", "induction": "induction"}
 
 
@@ -86,6 +87,8 @@ class LiveRun:
         self.trainer = Trainer(self.model_cfg, self.task_cfg, self.train_cfg)
         self.status = "waiting"
         self.wall = 0.0  # seconds spent inside trainer.run (training and its logging)
+        self.between = 0.0  # seconds between chunks while running (the page redrawing), gaps over 5 s left out
+        self._last_end: float | None = None
         self._per_step = None  # smoothed wall seconds per step
         self.result: tuple[TinyCharLM, dict, bytes] | None = None
         self.registered_key: str | None = None  # set by the page once the model is in the picker
@@ -116,8 +119,11 @@ class LiveRun:
         self.status = "running"
         n = self.chunk_size(budget)
         t0 = time.perf_counter()
+        if self._last_end is not None and t0 - self._last_end < MAX_GAP:
+            self.between += t0 - self._last_end
         done = self.trainer.run(n)
-        dt = time.perf_counter() - t0
+        self._last_end = time.perf_counter()
+        dt = self._last_end - t0
         self.wall += dt
         if done:
             rate = dt / done
@@ -135,7 +141,9 @@ class LiveRun:
             self._finish("stopped" if self.step > 0 else "cancelled")
 
     def steps_per_second(self) -> float:
-        return self.step / self.wall if self.wall > 0 else math.nan
+        """Steps per second of wall-clock time while running, page redraws between chunks included."""
+        spent = self.wall + self.between
+        return self.step / spent if spent > 0 else math.nan
 
     def seconds_left(self) -> float:
         rate = self.steps_per_second()
@@ -191,14 +199,15 @@ def accuracy_frame(history: list[dict] | None, run: str) -> pd.DataFrame:
 
 
 def head_score_frame(history: list[dict] | None) -> pd.DataFrame:
-    """Columns step, block (1-based), head, score ("previous-token" | "induction"), value."""
+    """Columns step, block, head (both counted from 1, as the UI does), score ("previous-token" |
+    "induction"), value."""
     out = []
     for row in history or []:
         for key, label in HEAD_SCORES.items():
             for layer, heads in enumerate(row.get(key) or []):
                 for head, v in enumerate(heads):
                     if isinstance(v, (int, float)) and math.isfinite(v):
-                        out.append({"step": row["step"], "block": layer + 1, "head": head, "score": label,
+                        out.append({"step": row["step"], "block": layer + 1, "head": head + 1, "score": label,
                                     "value": float(v)})
     return pd.DataFrame(out, columns=["step", "block", "head", "score", "value"])
 

@@ -14,14 +14,15 @@ HEAD_COLUMNS = ["block", "head", "prev_token", "induction", "duplicate", "first_
 def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> dict:
     """Headline numbers measured now on `n_seqs` fresh sequences of the model's own task.
 
-    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS, block 1-based), "n_seqs", "seed"}.
+    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS; block and head counted from 1,
+    as the UI does), "n_seqs", "seed"}.
     """
     report = build_report(model, task, n_seqs=n_seqs, seed=seed)
     heads = pd.DataFrame(report["heads"])
     if heads.empty:
         heads = pd.DataFrame(columns=HEAD_COLUMNS)
     else:
-        heads = heads.assign(block=heads["layer"] + 1)[HEAD_COLUMNS]
+        heads = heads.assign(block=heads["layer"] + 1, head=heads["head"] + 1)[HEAD_COLUMNS]
     return {"metrics": report["metrics"], "heads": heads, "n_seqs": n_seqs, "seed": seed}
 
 

@@ -11,7 +11,7 @@ from core.slots import shared_slots, shared_slots_problem
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 
 CHUNK_SECONDS = 0.4  # training work per fragment run; the page redraws in between
-RUN_EVERY = 0.5
+RUN_EVERY = 0.25  # requests for a rerun while one runs are merged, so chunks follow each other closely
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
@@ -103,7 +103,7 @@ def progress(run: live.LiveRun) -> None:
     if run.active and math.isfinite(rate):
         text += f" · {rate:.1f} steps/s · about {fmt_seconds(run.seconds_left())} left"
     elif not run.active:
-        text += f" · {run.status} after {fmt_seconds(run.wall)} of training"
+        text += f" · {run.status} after {fmt_seconds(run.wall + run.between)} of training"
     st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=text)
 
 

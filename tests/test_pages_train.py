@@ -155,3 +155,22 @@ def test_a_full_server_makes_training_wait_with_a_visible_status():
     finally:
         for o in others:
             pool.release(o)
+
+
+def test_history_frames_and_the_drop_step():
+    from core.live import TrainSettings, drop_step, drop_threshold, head_score_frame, loss_frame
+    from core.task import TaskConfig
+
+    limit = drop_threshold(64)
+    history = [{"step": s, "loss_first_copy": 4.2, "loss_later_copies": later,
+                "prev_token": [[0.1, 0.2]], "induction": [[0.0, 0.3]]}
+               for s, later in [(0, 4.1), (25, limit + 0.01), (50, limit - 0.01), (75, 0.2)]]
+    assert drop_step(history, 64) == 50
+    assert drop_step(history[:2], 64) is None
+    heads = head_score_frame(history)
+    assert len(heads) == 4 * 2 * 2 and set(heads["block"]) == {1} and set(heads["head"]) == {1, 2}
+    assert set(loss_frame(history, "r")["part"]) == {"first copy", "later copies"}
+    bad = TrainSettings(2, 32, 32, 40, False, 1e-2, 8, 10, 0)
+    with pytest.raises(ValueError) as e:
+        TaskConfig(32, 32, 40).validate(64)
+    assert bad.problem() == str(e.value)

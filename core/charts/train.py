@@ -9,8 +9,11 @@ import pandas as pd
 
 from . import OKABE_ITO
 
-PART_COLOURS = alt.Scale(domain=["first copy", "second copy", "later copies"],
-                         range=[OKABE_ITO[0], OKABE_ITO[2], OKABE_ITO[4]])
+PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later copies": OKABE_ITO[4]}
+
+
+def _part_colours(parts: list[str]) -> alt.Scale:
+    return alt.Scale(domain=parts, range=[PART_COLOUR[p] for p in parts])
 HEAD_COLOURS = alt.Scale(range=OKABE_ITO)
 STEP = alt.X("step:Q", title="training step")
 
@@ -44,7 +47,7 @@ def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height:
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
         x=STEP,
         y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
-        color=alt.Color("part:N", title="targets", scale=PART_COLOURS),
+        color=alt.Color("part:N", title="targets", scale=_part_colours(["first copy", "later copies"])),
         strokeDash=_dash(runs),
         detail="run:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
@@ -58,7 +61,7 @@ def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, hei
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
         x=STEP,
         y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("part:N", title="targets", scale=PART_COLOURS),
+        color=alt.Color("part:N", title="targets", scale=_part_colours(["second copy", "later copies"])),
         strokeDash=_dash(runs),
         detail="run:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
