@@ -1,4 +1,228 @@
+"""Head archetypes & the IOI circuit: six routing patterns, the detectors that recognise them, the same
+detectors on the student's model, the IOI circuit of GPT-2 small, and what attention weights do not say."""
 import streamlit as st
 
-st.title("archetypes")
-st.info("This page is being built.")
+from core import archetypes as arc
+from core import ioi
+from core.charts import archetypes as charts
+from ui import state
+
+st.title("Head archetypes & the IOI circuit")
+st.markdown(
+    "Trained transformers keep reinventing a handful of attention **routing patterns**. Below, six of them "
+    "are generated on a sentence of your choice, a set of detectors is checked against them, and the same "
+    "detectors are then run on the heads of your own TinyCharLM. The section after that shows how such heads "
+    "combine into the indirect-object circuit found in GPT-2 small (Wang et al. 2022).")
+
+# ---------------------------------------------------------------------------------------------
+st.header("1 · Six routing patterns")
+CUSTOM = "Your own sentence"
+controls, info = st.columns([2, 3])
+with controls:
+    choice = st.radio("Prompt", list(arc.PRESET_PROMPTS) + [CUSTOM], key="arch_prompt", horizontal=True)
+    if choice == CUSTOM:
+        text = st.text_input("Your sentence", value="Alice met Bob at the cafe, and Bob thanked", key="arch_custom",
+                             max_chars=arc.MAX_PROMPT_CHARS + 50,
+                             help=f"Up to {arc.MAX_PROMPT_WORDS} words and punctuation marks.")
+    else:
+        text = arc.PRESET_PROMPTS[choice]
+    name = st.selectbox("Archetype", arc.ARCHETYPES, format_func=arc.ARCHETYPE_LABELS.get, key="arch_name")
+    sharpness = st.slider("Sharpness (softmax inverse temperature)", 0.0, 12.0, 6.0, 0.5, key="arch_sharp",
+                          help="Score given to the keys the archetype looks for; all other keys score 0.")
+    rest = st.slider("Rest on BOS when there is nothing to find", 0.0, 1.0, 0.8, 0.05, key="arch_rest",
+                     disabled=name not in arc.RESTING,
+                     help="Share of attention parked on the first token on rows where this head has no "
+                          "target; the rest is spread evenly. Applies to induction, duplicate-token and name-mover.")
+with info:
+    st.markdown(f"**{arc.ARCHETYPE_LABELS[name]}**: {arc.ARCHETYPE_RULES[name]}.")
+    st.caption(
+        "Tokenisation: a `<bos>` marker, then words (letters, digits, underscores, with inner apostrophes kept) "
+        "and each punctuation mark as its own token; case matters. Each row i is a softmax over keys j ≤ i that "
+        "scores the archetype's targets at the sharpness above and everything else at 0. These are generated "
+        "patterns, not read from GPT-2 small: they show the shape each archetype has in real models. A "
+        "'name' is a capitalised word that is not a common opener such as *When* or *The*.")
+
+settings = arc.ArchetypeSettings(sharpness, rest)
+try:
+    tokens = arc.tokenize(text)
+except arc.PromptError as e:
+    tokens = None
+    st.warning(f"{e} The sections that need a sentence are skipped until then.")
+
+if tokens is not None:
+    labels = arc.token_labels(tokens)
+    pattern = arc.archetype_pattern(name, tokens, settings)
+    focus_options = [None] + list(range(len(tokens)))
+    focus = st.selectbox("Flow view: focus on one query token", focus_options, key=f"arch_focus_{len(tokens)}",
+                         format_func=lambda k: "all queries" if k is None else labels[k])
+    left, right = st.columns(2)
+    with left:
+        st.altair_chart(charts.pattern_matrix(pattern, labels, title="Matrix view"))
+        st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
+                   "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
+                   "because a position cannot see the future (causal mask).")
+    with right:
+        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus, title="Flow view"))
+        st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
+                   "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
+                   "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
+
+    # -----------------------------------------------------------------------------------------
+    st.header("2 · Do the detectors mean what they say?")
+    score_rows = st.radio("Average each score over", arc.SCORE_ROWS, key="arch_rows", horizontal=True,
+                          format_func={"target": "rows with something to find",
+                                       "all": "the whole pattern (TransformerLens's detect_head)"}.get,
+                          help="Also used for your model's heads in section 3.")
+    table = arc.detector_table(tokens, settings, score_rows)
+    table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
+    order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
+    own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
+    st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ALL_DETECTORS),
+                                         arc.DETECTOR_LABELS, "generated pattern", own=own,
+                                         title="Every archetype scored by every detector"))
+    wins = arc.own_detector_wins(table)
+    n_won = sum(bool(v) for v in wins.values())
+    n_scored = sum(v is not None for v in wins.values())
+    st.caption(
+        "**What am I looking at?** A detector is a 0/1 template of where one archetype would look; a head's "
+        "score is the share of its attention on the template's 1s, either averaged over the rows where the "
+        "template has a target, or over the whole pattern, where idle rows count as 0 (so a perfect induction "
+        "head scores low on a prompt with few repeats). A dash: this prompt gives that detector nothing to "
+        "find. Outlined cells: each "
+        "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
+    rivals = arc.detector_rivals(table)
+    empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
+    if rivals:
+        lost = "; ".join(f"on the {arc.DETECTOR_LABELS[d]} detector the {arc.ARCHETYPE_LABELS[r]} pattern scores "
+                         f"{rs:.2f} against its own {own:.2f}" for d, (r, own, rs) in rivals.items())
+        st.warning(f"Here {n_won} of {n_scored} detectors rank their own archetype first: {lost}. Two reasons this "
+                   "happens: the archetypes' targets coincide on this prompt (a word repeated two apart makes "
+                   "'the token after its last occurrence' the previous token), or a blunt pattern: a head that "
+                   "parks its idle rows on BOS *is* mostly a sink, and at low sharpness it out-scores a diffuse "
+                   "sink. A detector score is evidence of a behaviour only when the prompt separates the candidates.")
+    else:
+        st.success(f"Each of the {n_scored} detectors with something to find scores its own archetype highest "
+                   "on this prompt, so a high score can be read as that behaviour.")
+    if empty:
+        st.info(f"No target on this prompt for: {', '.join(empty)} (needs repeated words or names).")
+
+# ---------------------------------------------------------------------------------------------
+st.header("3 · Which of your model's heads fit an archetype?")
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _model_scores(key: str, text: str, rows: str, _model):
+    tokens = arc.encode_chars(text, _model.cfg.vocab_size)
+    patterns = arc.model_patterns(_model, tokens)
+    return arc.head_detector_table(patterns, tokens, rows), patterns
+
+
+if not state.all_models():
+    st.info("No model to score yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
+else:
+    entry = state.require_model()
+    cfg = entry.info["config"]
+    if cfg.n_layers == 0:
+        st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "
+                "from the token embedding alone (bigram statistics). Pick a model with blocks in the sidebar.")
+    else:
+        alphabet = arc.char_alphabet(cfg.vocab_size)
+        st.markdown(
+            f"TinyCharLM reads characters. Character *c* is token number *k* where *c* is the *k*-th character "
+            f"of `a…z A…Z 0…9`, space, full stop ({len(alphabet)} used by this model's vocabulary of "
+            f"{cfg.vocab_size}). The model has no BOS token, so the first-token detector watches position 0. "
+            "By default the prompt is a random string repeated, the kind of sequence this model was trained "
+            "on, so the induction and duplicate-token detectors have something to find.")
+        a, b, c, d = st.columns(4)
+        mode = a.radio("Character prompt", ["Repeated random string", "Your own characters"], key="arch_char_mode")
+        if mode == "Repeated random string":
+            period = b.number_input("Period", 2, 64, 24, key="arch_period")
+            copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
+            seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
+            chars = arc.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
+        else:
+            chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars",
+                                  max_chars=arc.MAX_CHAR_PROMPT + 50)
+        st.code(chars, language=None)
+        try:
+            head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
+                                                 entry.model)
+        except arc.PromptError as e:
+            st.warning(f"{e} Your model is unchanged.")
+            head_table = None
+        if head_table is not None:
+            labelled = arc.label_heads(head_table)
+            rows = list(dict.fromkeys(labelled["head_label"]))
+            st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, list(arc.DETECTORS),
+                                                 arc.DETECTOR_LABELS, "head", title=f"Detector scores of {entry.label}"))
+            st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
+                       "needs words, so it is left out), now on every head of the picked model reading the "
+                       "character prompt. Blocks and heads are numbered from 1.")
+            best = arc.best_matches(head_table)
+            lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
+                     + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
+                        if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
+                     for r in best.itertuples()]
+            st.markdown("Closest archetype per head (a match needs a score of 0.5 or more):\n" + "\n".join(lines))
+            head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+            pick = st.selectbox("Look at one head", head_keys, key="arch_head",
+                                format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=560,
+                                                  title=f"block {pick[0] + 1} · head {pick[1] + 1} on the prompt"))
+            st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
+                       "columns = key). A previous-token head is a line just under the diagonal; an induction "
+                       "head is a line one period back, plus one; a sink is a bright first column.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("4 · The IOI circuit in GPT-2 small")
+st.info("GPT-2 small is **not run here**. The heads below are the ones Wang et al. (2022) report; the lab "
+        "shows where they sit and what each group does, and computes nothing about them.")
+st.markdown(
+    "Given *“When John and Mary went to the store, John gave a drink to”*, GPT-2 small continues with "
+    "*Mary*. Wang et al. traced how: about two dozen heads in seven groups pass a signal from the repeated "
+    "name (John, the subject S) to the final position, where it stops the model from copying S and lets it "
+    "copy the other name (the indirect object, IO).")
+lanes = [g.label for g in ioi.GROUPS]
+st.altair_chart(charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), lanes, ioi.LOGITS_X))
+st.caption("**What am I looking at?** One row per functional group; each dot is a head at its layer, labelled "
+           "layer.head (both from 0, as in the paper). Dashed lines: which group feeds which, and into which "
+           "input (hover for it). Information flows left to right, ending in the logits.")
+roles = ioi.roles_on_prompt(arc.tokenize(ioi.IOI_PROMPT))
+st.markdown("**Where each group acts on the example sentence** (positions computed from the tokenised prompt):")
+st.dataframe(roles, hide_index=True)
+st.markdown(
+    "**How the roles were established.** *Path patching* reruns the model on the real sentence but swaps in, "
+    "along one chosen path only (say, from one head into another head's queries), the activation from a "
+    "sentence with different names. If the model's preference for IO over S (the logit difference) drops, that "
+    "path carries the information. Wang et al. worked backwards from the logits: first the heads with a direct "
+    "effect, then the heads feeding those heads' queries, then the heads feeding *those*' keys and values, "
+    "checking attention patterns and OV circuits along the way.")
+st.dataframe(ioi.groups_frame(), hide_index=True)
+
+# ---------------------------------------------------------------------------------------------
+st.header("5 · Reading attention with care")
+st.subheader("Why sinks appear")
+st.markdown(
+    "A softmax always hands out a total of 1. A head whose pattern has nothing relevant on a row cannot say "
+    "“nothing”: the weight must land somewhere. Heads learn to dump it on a position every query can see and "
+    "whose value is small or uninformative, usually the first token, which makes the head's write close to a "
+    "no-op. Xiao et al. (2023) showed how much models lean on this: dropping the first tokens from a sliding "
+    "attention window wrecks generation, and keeping a few “sink” tokens restores it. In section 1, set the rest "
+    "share to 0 on the induction archetype to see the alternative: the idle rows smear over the whole context, "
+    "so the head would write a blurred average of everything.")
+st.subheader("Many heads, many routings at once")
+st.markdown(
+    "Each head has its own query/key map (where to look) and value/output map (what to copy), and a layer adds "
+    "all its heads' writes to the residual stream. So one layer can move the previous token forward in one "
+    "head, look up an earlier occurrence in another and idle on a sink in a third, without the three competing "
+    "for one pattern (Vaswani et al. 2017; Elhage et al. 2021). Section 3 shows this on your model: heads of the "
+    "same block usually match different archetypes.")
+st.subheader("What attention weights do not tell you")
+st.markdown(
+    "A pattern says where a head reads, not how much that reading matters. A razor-sharp head can write a tiny "
+    "vector, or one that nothing downstream uses; a diffuse head can write a large vector that decides the "
+    "answer. Jain & Wallace (2019) found attention weights often disagree with other importance measures, and "
+    "that quite different patterns can give the same prediction; Wiegreffe & Pinter (2019) replied that whether "
+    "attention “explains” depends on what you ask of it, and proposed tests. Either way, the evidence that a "
+    "head matters is an intervention: remove it and measure the damage.")
+st.page_link("pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")

@@ -1,0 +1,128 @@
+"""Charts for the head-archetypes page: attention matrix, BertViz-style flow view, detector tables,
+and the IOI circuit diagram. Every builder returns an Altair chart."""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+import torch
+
+from . import CATEGORICAL, OKABE_ITO, SEQUENTIAL
+
+LINE_COLOUR = OKABE_ITO[4]  # blue
+FOCUS_COLOUR = OKABE_ITO[5]  # vermillion
+
+
+def _pattern_frame(pattern: torch.Tensor, labels: list[str]) -> pd.DataFrame:
+    """Causal entries (j <= i) of pattern [T, T] as rows query, key, i, j, weight."""
+    T = pattern.shape[0]
+    values = pattern.detach().float().tolist()
+    return pd.DataFrame([{"query": labels[i], "key": labels[j], "i": i, "j": j, "weight": values[i][j]}
+                         for i in range(T) for j in range(i + 1)])
+
+
+def pattern_matrix(pattern: torch.Tensor, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
+    """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
+    T = len(labels)
+    side = size or max(240, min(560, 22 * T))
+    data = _pattern_frame(pattern, labels)
+    return alt.Chart(data, title=title).mark_rect().encode(
+        x=alt.X("key:N", sort=labels, title="key: the token read (source)", axis=alt.Axis(labelAngle=-60)),
+        y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)"),
+        color=alt.Color("weight:Q", title="attention", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
+        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
+    ).properties(width=side, height=side)
+
+
+def pattern_flow(pattern: torch.Tensor, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
+                 title: str = "") -> alt.Chart:
+    """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
+    width and opacity grow with A[i, j]. `focus` keeps only the lines of one query position."""
+    T = len(labels)
+    data = _pattern_frame(pattern, labels)
+    data = data[data["weight"] >= min_weight]
+    if focus is not None:
+        data = data[data["i"] == focus]
+    height = max(220, min(900, 20 * T))
+    y_scale = alt.Scale(domain=[-0.5, T - 0.5], reverse=True)
+    x_scale = alt.Scale(domain=[0, 1])
+    lines = alt.Chart(data).mark_rule(color=LINE_COLOUR, strokeCap="round").encode(
+        x=alt.X("x0:Q", scale=x_scale,
+                title="left: query (destination)  →  right: key (source)",
+                axis=alt.Axis(labels=False, ticks=False, grid=False, domain=False)),
+        x2="x1:Q",
+        y=alt.Y("i:Q", scale=y_scale, title=None, axis=None),
+        y2="j:Q",
+        strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.3, 7]), legend=None),
+        opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 0.95]),
+                            legend=alt.Legend(title="attention")),
+        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
+    ).transform_calculate(x0="0.06", x1="0.94")
+    tokens = pd.DataFrame({"label": labels, "pos": range(T),
+                           "focus": [focus is not None and k == focus for k in range(T)]})
+    read = data.groupby("j")["weight"].sum() if len(data) else pd.Series(dtype=float)
+    tokens["read"] = [float(read.get(k, 0.0)) for k in range(T)]
+    left = alt.Chart(tokens).mark_text(align="right", dx=-4, fontSize=12).encode(
+        x=alt.datum(0.06, scale=x_scale), y=alt.Y("pos:Q", scale=y_scale), text="label:N",
+        color=alt.condition("datum.focus", alt.value(FOCUS_COLOUR), alt.value("#333333")),
+        tooltip=[alt.Tooltip("label:N", title="query")])
+    right = alt.Chart(tokens).mark_text(align="left", dx=4, fontSize=12).encode(
+        x=alt.datum(0.94, scale=x_scale), y=alt.Y("pos:Q", scale=y_scale), text="label:N",
+        tooltip=[alt.Tooltip("label:N", title="key"), alt.Tooltip("read:Q", title="attention received", format=".2f")])
+    return alt.layer(lines, left, right, title=title).properties(width=300, height=height)
+
+
+def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_order: list[str],
+                  detector_labels: dict[str, str], row_title: str, own: dict[str, str] | None = None,
+                  title: str = "") -> alt.Chart:
+    """Rows x detectors heatmap of scores in [0, 1] with the value written in each cell.
+
+    table has columns `row`, "detector", "score"; `own` maps a row value to its own detector, whose
+    cell gets an outline (the cell that should win its column)."""
+    data = table.copy()
+    data["detector_label"] = data["detector"].map(detector_labels)
+    data["text"] = [("—" if (s is None or (isinstance(s, float) and math.isnan(s))) else f"{s:.2f}")
+                    for s in data["score"]]
+    data["own"] = [own is not None and own.get(r) == d for r, d in zip(data[row], data["detector"])]
+    x_order = [detector_labels[d] for d in detector_order]
+    base = alt.Chart(data).encode(
+        x=alt.X("detector_label:N", sort=x_order, title="detector", axis=alt.Axis(labelAngle=-30)),
+        y=alt.Y(f"{row}:N", sort=row_order, title=row_title))
+    cells = base.mark_rect().encode(
+        color=alt.Color("score:Q", title="score", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
+        tooltip=[alt.Tooltip(f"{row}:N"), alt.Tooltip("detector_label:N", title="detector"),
+                 alt.Tooltip("score:Q", format=".3f")])
+    outline = base.transform_filter("datum.own").mark_rect(fill=None, stroke=OKABE_ITO[5], strokeWidth=3)
+    text = base.mark_text(fontSize=12).encode(
+        text="text:N",
+        color=alt.condition("datum.score > 0.55", alt.value("black"), alt.value("white")))
+    height = max(120, 32 * len(row_order))
+    return alt.layer(cells, outline, text, title=title).properties(width=110 * len(detector_order), height=height)
+
+
+def ioi_diagram(heads: pd.DataFrame, edges: pd.DataFrame, lanes: list[str], logits_x: int) -> alt.Chart:
+    """The IOI circuit: x = GPT-2 small layer, one lane per functional group, a dot per head labelled
+    "layer.head", lines for the connections between groups and into the logits."""
+    n = len(lanes)
+    lane_expr = "[" + ",".join(f"'{name}'" for name in lanes) + "][datum.value]"
+    x_scale = alt.Scale(domain=[-0.5, logits_x + 0.8])
+    y_scale = alt.Scale(domain=[-0.6, n - 0.4], reverse=True)
+    x_axis = alt.Axis(values=list(range(logits_x)), title="GPT-2 small layer (0-based; logits on the right)",
+                      grid=True, gridOpacity=0.3)
+    y_axis = alt.Axis(values=list(range(n)), labelExpr=lane_expr, title="functional group", grid=False)
+    links = alt.Chart(edges).mark_rule(color="#777777", strokeWidth=1.5, strokeDash=[4, 3]).encode(
+        x=alt.X("x:Q", scale=x_scale, axis=x_axis), x2="x2:Q",
+        y=alt.Y("y:Q", scale=y_scale, axis=y_axis), y2="y2:Q",
+        tooltip=["source:N", "target:N", "via:N"])
+    ends = alt.Chart(edges).mark_point(shape="triangle-right", filled=True, size=60, color="#777777").encode(
+        x="x2:Q", y="y2:Q", tooltip=["source:N", "target:N", "via:N"])
+    dots = alt.Chart(heads).mark_circle(size=140, opacity=1).encode(
+        x=alt.X("layer:Q", scale=x_scale, axis=x_axis), y=alt.Y("y:Q", scale=y_scale, axis=y_axis),
+        color=alt.Color("group:N", sort=lanes, scale=alt.Scale(scheme=CATEGORICAL), legend=None),
+        tooltip=[alt.Tooltip("id:N", title="head (layer.head)"), "group:N", "role:N"])
+    labels = alt.Chart(heads).mark_text(align="left", dx=8, fontSize=11).encode(
+        x="layer:Q", y="y:Q", text="id:N")
+    logits = alt.Chart(pd.DataFrame({"x": [logits_x], "y": [lanes.index("name-mover")], "t": ["logits"]}))
+    logit_mark = logits.mark_text(align="left", dx=8, fontWeight="bold").encode(x="x:Q", y="y:Q", text="t:N")
+    return alt.layer(links, ends, dots, labels, logit_mark).properties(height=70 * n, width=760)
