@@ -49,9 +49,12 @@ def compare_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Ten
 
 
 def _rest_of_model(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
-    """Run blocks start.. on stream h [B, T, D] and unembed: -> logits [B, T, V]."""
-    for block in model.blocks[start:]:
-        h = block(h)
+    """Run blocks start.. on stream h [B, T, D] and unembed: -> logits [B, T, V].
+
+    Uses the same per-head path as run_with_cache, so an ablation that changes nothing gives
+    exactly the clean logits."""
+    for layer in range(start, model.cfg.n_layers):
+        h = model.blocks[layer].forward_with_cache(h, layer)[0]
     return h @ model.W_E.T
 
 

@@ -1,0 +1,129 @@
+"""Ablations on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from core.ablation import ablated_metrics, ablation_table, compare_ablation, single_head_ablation
+from core.attention import capture, task_sequences
+from core.checkpoints import read_checkpoint
+from core.heads import head_score_table
+from core.task import TaskConfig
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+TASK = TaskConfig(period_min=4, period_max=8, seq_len=24)
+
+
+def batch(n=16, seed=0):
+    return task_sequences(TASK, 16, n, seed=seed)
+
+
+def test_head_that_writes_nothing_has_no_effect():
+    model = tiny_model(2)
+    with torch.no_grad():
+        model.blocks[0].W_O[2] = 0.0
+    tokens, periods = batch()
+    for mode in ("zero", "mean"):
+        row = next(r for r in single_head_ablation(model, tokens, periods, mode) if (r["layer"], r["head"]) == (0, 2))
+        assert row["loss_later_delta"] == 0.0 and row["acc_later_delta"] == 0.0
+    clean = ablated_metrics(model, tokens, periods)
+    for mode in ("zero", "mean"):
+        assert ablated_metrics(model, tokens, periods, {(0, 2): mode}) == clean
+    # a head that matters does change the loss, so the test above can fail
+    assert any(abs(r["loss_later_delta"]) > 1e-3 for r in single_head_ablation(model, tokens, periods))
+
+
+def test_mean_ablation_keeps_a_constant_output():
+    """A head whose values are its bias alone writes the same vector everywhere: replacing it by its
+    mean changes nothing, replacing it by zero does."""
+    model = tiny_model(1, bias=True)
+    with torch.no_grad():
+        model.blocks[0].W_V[1] = 0.0
+    tokens, periods = batch()
+    clean = ablated_metrics(model, tokens, periods)["loss_later_copies"]
+    assert ablated_metrics(model, tokens, periods, {(0, 1): "mean"})["loss_later_copies"] == pytest.approx(clean, abs=1e-5)
+    assert abs(ablated_metrics(model, tokens, periods, {(0, 1): "zero"})["loss_later_copies"] - clean) > 1e-3
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_fast_single_head_ablation_equals_a_full_ablated_run(mode):
+    model = tiny_model(3, dtype=torch.float64)  # losses of this random model are large: compare in float64
+    tokens, periods = batch()
+    clean = ablated_metrics(model, tokens, periods)
+    fast = single_head_ablation(model, tokens, periods, mode)
+    assert len(fast) == 12
+    for r in fast:
+        full = ablated_metrics(model, tokens, periods, {(r["layer"], r["head"]): mode})
+        assert r["loss_later_delta"] == pytest.approx(full["loss_later_copies"] - clean["loss_later_copies"], abs=1e-9)
+        assert r["acc_later_delta"] == pytest.approx(full["acc_later_copies"] - clean["acc_later_copies"], abs=1e-9)
+
+
+def test_permuting_heads_permutes_rows_and_keeps_the_loss():
+    model = tiny_model(2, seed=3)
+    perm = torch.tensor([2, 0, 3, 1])
+    permuted = tiny_model(2, seed=3)
+    with torch.no_grad():
+        for name in ("W_Q", "W_K", "W_V", "W_O"):
+            getattr(permuted.blocks[1], name).copy_(getattr(model.blocks[1], name)[perm])
+    tokens, periods = batch()
+    a, b = ablated_metrics(model, tokens, periods), ablated_metrics(permuted, tokens, periods)
+    for k in a:
+        assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-5)
+    ta = ablation_table(model, tokens, periods).set_index(["layer", "head"])
+    tb = ablation_table(permuted, tokens, periods).set_index(["layer", "head"])
+    for new, old in enumerate(perm.tolist()):
+        assert tb.loc[(1, new), "loss_later_delta"] == pytest.approx(ta.loc[(1, old), "loss_later_delta"], rel=1e-4, abs=1e-4)
+        assert tb.loc[(0, new), "loss_later_delta"] == pytest.approx(ta.loc[(0, new), "loss_later_delta"], rel=1e-4, abs=1e-4)
+    sa = head_score_table(capture(model, tokens, periods).pattern, periods).set_index(["layer", "head"])
+    sb = head_score_table(capture(permuted, tokens, periods).pattern, periods).set_index(["layer", "head"])
+    for new, old in enumerate(perm.tolist()):
+        assert sb.loc[(1, new), "induction"] == pytest.approx(sa.loc[(1, old), "induction"], abs=1e-6)
+
+
+def test_compare_and_bad_heads():
+    model = tiny_model(2)
+    tokens, periods = batch()
+    df = compare_ablation(model, tokens, periods, {(0, 0): "zero", (1, 3): "mean"})
+    assert list(df.columns) == ["clean", "ablated", "delta"] and "loss_later_copies" in df.index
+    assert (df["ablated"] - df["clean"] - df["delta"]).abs().max() < 1e-12
+    with pytest.raises(ValueError, match="no head 7"):
+        ablated_metrics(model, tokens, periods, {(0, 7): "zero"})
+    with pytest.raises(ValueError, match="zero' or 'mean"):
+        ablated_metrics(model, tokens, periods, {(0, 1): "noise"})
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped 2-block checkpoint: the circuit's parts matter, an unused head does not
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    if not SHIPPED.is_file():
+        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
+    model, info = read_checkpoint(SHIPPED)
+    tokens, periods = task_sequences(info["task"], model.cfg.vocab_size, 128, seed=1)
+    scores = head_score_table(capture(model, tokens, periods).pattern, periods)
+    return model, tokens, periods, scores
+
+
+def test_shipped_circuit_heads_matter(shipped):
+    model, tokens, periods, scores = shipped
+    block1, block2 = scores[scores.layer == 0], scores[scores.layer == 1]
+    prev = int(block1.loc[block1.prev_token.idxmax(), "head"])
+    induction = [int(h) for h in block2[block2.induction > 0.3]["head"]]
+    assert block1.prev_token.max() > 0.5 and induction, scores
+    clean = ablated_metrics(model, tokens, periods)["loss_later_copies"]
+    no_prev = ablated_metrics(model, tokens, periods, {(0, prev): "zero"})["loss_later_copies"]
+    no_ind = ablated_metrics(model, tokens, periods, {(1, h): "zero" for h in induction})["loss_later_copies"]
+    assert no_prev - clean >= 2.0 and no_ind - clean >= 2.0, (clean, no_prev, no_ind)
+
+
+def test_shipped_unused_head_matters_little(shipped):
+    """'Unused' chosen without looking at ablations: the block-1 head that writes least into the stream."""
+    model, tokens, periods, _ = shipped
+    cap = capture(model, tokens, periods)
+    written = (cap.pattern[0] @ cap.write_norm[0][..., None]).mean((0, 2, 3))  # mean A-weighted write norm [H]
+    quiet = int(written.argmin())
+    delta = {r["head"]: r["loss_later_delta"] for r in single_head_ablation(model, tokens, periods) if r["layer"] == 0}
+    assert abs(delta[quiet]) < 0.25, (written, delta)
