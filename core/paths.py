@@ -71,10 +71,9 @@ def stream_paths(model: TinyCharLM, tokens: torch.Tensor, patterns: list[torch.T
         block, A = model.blocks[l], patterns[l]
         new: dict[str, torch.Tensor] = {}
         for h in range(model.cfg.n_heads):
-            W_OV = block.W_V[h] @ block.W_O[h]
             name = head_label(l, h)
-            for label, x in terms.items():
-                new[name if label == "direct" else f"{label}→{name}"] = A[:, h] @ (x @ W_OV)
+            for label, x in terms.items():  # A (x W_V) W_O: the factored W_OV is cheaper
+                new[name if label == "direct" else f"{label}→{name}"] = (A[:, h] @ (x @ block.W_V[h])) @ block.W_O[h]
             if model.cfg.bias:
                 new[f"b_V {name}"] = (block.b_V[h] @ block.W_O[h]).expand(B, T, D)
         if model.cfg.bias:
@@ -94,24 +93,52 @@ def path_terms(model: TinyCharLM, tokens: torch.Tensor, cache: dict | None = Non
     return PathTerms(labels, [_kind(s) for s in labels], torch.stack([terms[s] for s in labels]))
 
 
+def example_sequence(task: TaskConfig, vocab_size: int, seed: int) -> tuple[torch.Tensor, int]:
+    """One task sequence: tokens [T] and its period, reproducible from `seed`."""
+    tokens, periods = sample_batch(task, 1, vocab_size, generator=torch.Generator().manual_seed(seed))
+    return tokens[0], int(periods[0])
+
+
 @torch.no_grad()
-def logit_contributions(model: TinyCharLM, tokens: torch.Tensor, pos: int, token: int,
+def logit_contributions(model: TinyCharLM, tokens: torch.Tensor, pos: int, token: int | None = None,
                         centered: bool = True) -> dict:
-    """Each path's share of one logit: the logit of `token` predicted at position `pos`.
+    """Each path's share of one logit: the logit of `token` predicted at position `pos` (the
+    prediction of token pos+1), tokens [T] or [1, T]; token=None takes the model's top prediction.
 
     centered=True subtracts each path's mean over the V logits (the softmax ignores a shift shared
     by all logits, so only differences matter). Returns {"labels", "kinds", "values" [P] list,
-    "total": the model's own (centered) logit}.
+    "total": the model's own (centered) logit, "token", "prob": the model's probability of it}.
     """
-    logits, cache = model.run_with_cache(tokens[None] if tokens.dim() == 1 else tokens)
-    pt = path_terms(model, tokens[None] if tokens.dim() == 1 else tokens, cache)
+    tokens = tokens[None] if tokens.dim() == 1 else tokens
+    logits, cache = model.run_with_cache(tokens)
+    pt = path_terms(model, tokens, cache)
     per_path = pt.logits(model.W_E)[:, 0, pos]  # [P, V]
     total = logits[0, pos]
+    token = int(total.argmax()) if token is None else token
+    prob = float(total.softmax(-1)[token])
     if centered:
         per_path = per_path - per_path.mean(-1, keepdim=True)
         total = total - total.mean()
     return {"labels": pt.labels, "kinds": pt.kinds, "values": per_path[:, token].tolist(),
-            "total": float(total[token])}
+            "total": float(total[token]), "token": token, "prob": prob}
+
+
+def sum_by_kind(result: dict) -> dict[str, float]:
+    """{kind: summed value} of a result with "kinds" and "values" (e.g. mean_target_contributions)."""
+    out: dict[str, float] = {}
+    for k, v in zip(result["kinds"], result["values"]):
+        out[k] = out.get(k, 0.0) + v
+    return out
+
+
+@torch.no_grad()
+def induction_scores(model: TinyCharLM, task: TaskConfig, layer: int, n_seqs: int = 32, seed: int = 0) -> list[float]:
+    """Each head's induction score (DESIGN.md: mean A[i, i+1-L] over i >= L) in block `layer`."""
+    from .heads import head_scores
+
+    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))
+    _, cache = model.run_with_cache(tokens)
+    return head_scores(cache["pattern"][layer], periods)["induction"].tolist()
 
 
 @torch.no_grad()
@@ -313,9 +340,17 @@ def target_margin(terms: torch.Tensor, query: int, key: int) -> torch.Tensor:
     row = terms[..., query, :query + 1]
     if query == 0:
         return row[..., 0] * 0
-    others = torch.ones(query + 1, dtype=torch.bool)
-    others[key] = False
-    return row[..., key] - row[..., others].mean(-1)
+    return row[..., key] - (row.sum(-1) - row[..., key]) / query
+
+
+def induction_margins(terms: torch.Tensor, period: int) -> torch.Tensor:
+    """target_margin at every query i >= period with key i+1-period: terms [..., T, T] -> [..., T-period]."""
+    T = terms.shape[-1]
+    i = torch.arange(period, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    row_sums = terms.masked_fill(~causal, 0).sum(-1)[..., period:]  # [..., n]
+    at_target = terms[..., i, i + 1 - period]
+    return at_target - (row_sums - at_target) / i.to(terms.dtype)
 
 
 @torch.no_grad()
@@ -331,44 +366,26 @@ def mean_induction_score_terms(model: TinyCharLM, task: TaskConfig, layer: int, 
     for b in range(n_seqs):
         L = int(periods[b])
         st = score_terms(model, tokens[b], layer, head)
-        for i in range(L, tokens.shape[1]):
-            acc = acc + target_margin(st["terms"], i, i + 1 - L)
-            total += float(target_margin(st["scores"], i, i + 1 - L))
-            n += 1
+        acc = acc + induction_margins(st["terms"], L).sum(-1)
+        total += float(induction_margins(st["scores"], L).sum())
+        n += tokens.shape[1] - L
     return {"q_labels": st["q_labels"], "k_labels": st["k_labels"], "terms": acc / n, "total": total / n, "n": n}
 
 
 # ---------------------------------------------------------------------------------------------
-# Composition scores (Elhage et al. 2021), computed here because no shared module held them yet
+# Composition scores: core.circuits computes them (Elhage et al. 2021); this arranges one block pair
 
 
-@torch.no_grad()
-def composition_scores(model: TinyCharLM, kind: str, writer: int = 0, reader: int = 1) -> torch.Tensor:
-    """[H writer heads, H reader heads]: ||M||_F / (||W_A||_F ||W_B||_F) where, in the row-vector
-    convention (x -> x W_OV, score = x_i W_QK x_j^T, W_QK = W_Q W_K^T at offset 0):
-    Q: M = W_OV^w W_QK^r (the reader's queries read the writer), K: M = W_QK^r (W_OV^w)^T (its keys),
-    V: M = W_OV^w W_OV^r (its values)."""
-    if kind not in ("Q", "K", "V"):
-        raise ValueError(f"composition kind must be Q, K or V, got {kind!r}.")
+def composition_matrix(model: TinyCharLM, kind: str, writer: int = 0, reader: int = 1) -> torch.Tensor:
+    """[H writer heads, H reader heads] Q-, K- or V-composition scores from core.circuits."""
+    from .circuits import COMPOSITION_KINDS, composition_table
+
+    if kind not in COMPOSITION_KINDS:
+        raise ValueError(f"composition kind must be one of {', '.join(COMPOSITION_KINDS)}, got {kind!r}.")
+    df = composition_table(model)
+    df = df[(df.kind == kind) & (df.writer_layer == writer) & (df.reader_layer == reader)]
     H = model.cfg.n_heads
-    bw, br = model.blocks[writer], model.blocks[reader]
     out = torch.zeros(H, H)
-    for a in range(H):
-        ov = bw.W_V[a] @ bw.W_O[a]
-        for b in range(H):
-            other = br.W_V[b] @ br.W_O[b] if kind == "V" else br.W_Q[b] @ br.W_K[b].T
-            M = {"Q": ov @ other, "K": other @ ov.T, "V": ov @ other}[kind]
-            out[a, b] = M.norm() / (ov.norm() * other.norm())
+    for r in df.itertuples():
+        out[r.writer_head, r.reader_head] = r.score
     return out
-
-
-def composition_baseline(d_model: int, d_head: int, n: int = 50, seed: int = 0) -> float:
-    """Mean composition score of random rank-d_head matrices (Gaussian factors), the level a score
-    must clear to mean anything. The same for Q, K and V (all are products of two such matrices)."""
-    g = torch.Generator().manual_seed(seed)
-    total = 0.0
-    for _ in range(n):
-        A = torch.randn(d_model, d_head, generator=g) @ torch.randn(d_head, d_model, generator=g)
-        B = torch.randn(d_model, d_head, generator=g) @ torch.randn(d_head, d_model, generator=g)
-        total += float((A @ B).norm() / (A.norm() * B.norm()))
-    return total / n

@@ -1,4 +1,241 @@
+"""What depth can express: with the attention patterns held fixed, the logits expand exactly into
+paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-st.title("depth")
-st.info("This page is being built.")
+from core import paths
+from core.circuits import composition_baseline
+from core.charts import depth as charts
+from core.icl import token_char
+from ui.state import require_model
+
+MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
+
+st.title("What depth can express")
+st.markdown(
+    "TinyCharLM has no MLPs and no LayerNorm, so once every attention pattern is **held fixed**, each "
+    "block is a linear map of its input stream. Multiplying the blocks out turns the logits into an exact "
+    "sum of **paths** from the embedding to the unembedding (Elhage et al. 2021). Each extra block "
+    "multiplies the kinds of path available: zero blocks give one path, the current token's own "
+    "embedding; one block adds a path through each head; two blocks add paths that go through a head "
+    "of block 1 *and then* a head of block 2.")
+
+entry = require_model()
+model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+V, n_blocks = cfg.vocab_size, cfg.n_layers
+SYMBOLS = [token_char(i) for i in range(V)]
+
+
+@st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
+def _zero_block(key, _model, _task):
+    out = paths.zero_block_summary(_model, _task, n_seqs=1024)
+    out["model_lr"] = charts.log_ratio_to_uniform(out.pop("model_probs"))
+    out["task_lr"] = charts.log_ratio_to_uniform(out.pop("task_probs"))
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _contributions(key, _model, _task, seed, pos, which):
+    tokens, _ = paths.example_sequence(_task, V, seed)
+    target = int(tokens[pos + 1])
+    return paths.logit_contributions(_model, tokens, pos, None if which == "top" else target)
+
+
+@st.cache_data(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
+def _mean_paths(key, _model, _task):
+    res = paths.mean_target_contributions(_model, _task, n_seqs=32, seed=0, part="later")
+    return res, paths.sum_by_kind(res)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _composition(key, _model):
+    base = composition_baseline(cfg.d_model, cfg.d_head)
+    return paths.composition_matrix(_model, "K"), paths.composition_matrix(_model, "V"), base
+
+
+@st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
+def _score_terms(key, _model, _task, head):
+    return paths.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _induction(key, _model, _task):
+    return paths.induction_scores(_model, _task, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+st.header("1 · Zero blocks: bigrams in Gram form")
+st.markdown(
+    "With no block at all, position i's stream is just its token's embedding `e_a`, and the tied "
+    "unembedding reads it out against every embedding: logit(b) = `e_b · e_a`. The whole model is the "
+    "matrix **W_E W_Eᵀ**, so the best it can learn is a table of next-token preferences given the current "
+    "token (bigram statistics), and only tables of that *Gram* form: symmetric (b after a scores like a "
+    "after b) and positive semidefinite, of rank at most min(V, d_model).")
+if n_blocks != 0:
+    st.info(f"The picked model has {n_blocks} block{'s' if n_blocks > 1 else ''}, so its logits are more "
+            "than the Gram form; the Gram form is only its *direct* path (section 2). Pick **zero-block** in the "
+            "sidebar to see this section's measurements.")
+else:
+    z = _zero_block(entry.key, model, task)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
+              help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over 256 sampled "
+                   "sequences: float rounding only.")
+    c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",
+              delta_color="off", help=f"ln V = ln {V} = {z['ln_V']:.3f}: the loss of a uniform guess.")
+    c3.metric("bigram table's loss", f"{z['bigram_loss']:.3f}",
+              help="Loss on fresh sequences of the task's bigram table estimated from sampled sequences "
+                   "(add-one smoothed): the best any bigram model could hope for, give or take estimation noise.")
+    c4.metric("bigram information (nats)", f"{z['mutual_info']:.4f}",
+              f"independence alone gives ≈ {z['mutual_info_bias']:.4f}", delta_color="off",
+              help=f"Plug-in mutual information between current and next token over {z['n_pairs']:,} adjacent "
+                   "pairs. Even independent tokens give a positive estimate of about (V−1)²/(2N).")
+    left, right = st.columns(2)
+    scale = (-1.0, 1.0)
+    left.altair_chart(charts.token_heatmap(
+        z["model_lr"], SYMBOLS, "The model: softmax of each Gram row", "log₂(V·p)", "current token a",
+        "next token b", domain=scale))
+    right.altair_chart(charts.token_heatmap(
+        z["task_lr"], SYMBOLS, "The task: estimated P(next b | current a)", "log₂(V·p)", "current token a",
+        "next token b", domain=scale))
+    st.caption(
+        "**What am I looking at?** Each row is a next-token distribution given the current token, drawn as "
+        "log₂(V·p): 0 (white) means exactly uniform, ±1 means twice or half as likely as uniform. Left: what "
+        "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
+        "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
+        "speckle on the right is sampling noise. The model has nothing to learn here: its loss sits at "
+        "ln V, which is also why every model's *first copy* stays near ln V.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("2 · One prediction, split into paths")
+st.markdown(
+    "Pick a sequence and a position. The bars split the model's logit for one token into its paths: "
+    "**direct** (the current token's embedding read straight out), one path per **head** (the head's "
+    "attention-weighted sum of `e_{x_j} W_OV`, read out), with two blocks the **composed** paths "
+    "(block-1 head output read through the *values* of a block-2 head), and with biases the **bias** "
+    "terms as paths of their own. The attention patterns are the model's own on this sequence, held "
+    "fixed; b_Q and b_K only shape those patterns, so they have no path.")
+if n_blocks > MAX_PATH_BLOCKS:
+    st.info(f"This model has {n_blocks} blocks: its path list grows as (heads+1)^blocks, so this page "
+            f"expands models of up to {MAX_PATH_BLOCKS} blocks only.")
+else:
+    c1, c2, c3 = st.columns([1, 3, 2])
+    seed = c1.number_input("Sequence seed", 0, 10_000, 0, key="depth_seed")
+    tokens, period = paths.example_sequence(task, V, int(seed))
+    T = len(tokens)
+    pos = c2.slider("Position predicting the next token", 0, T - 2, min(period + 4, T - 2), key="depth_pos",
+                    help="The prediction made at this position (of the token at the next position).")
+    which = c3.radio("Logit of", ["target", "top"], key="depth_which", horizontal=True,
+                     format_func={"target": "the true next token", "top": "the model's top prediction"}.get)
+    text = "".join(SYMBOLS[t] for t in tokens.tolist())
+    st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
+            f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
+    res = _contributions(entry.key, model, task, int(seed), pos, which)
+    left, right = st.columns([3, 2])
+    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+                                       f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
+    right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
+                 f"p = {res['prob']:.3f}", delta_color="off")
+    right.metric("sum of the path bars", f"{sum(res['values']):.3f}",
+                 f"difference {sum(res['values']) - res['total']:+.1e}", delta_color="off")
+    right.caption(
+        "**What am I looking at?** Each bar is one path's share of the logit. Logits are *centered* (the mean "
+        "over all V logits subtracted, path by path): a shift shared by every logit changes no probability, so "
+        "only the centered part matters. The bars add up to the model's own logit to float precision. "
+        "Labels: `2.3` is block 2, head 3; `1.2→2.3` is head 1.2's output read through head 2.3's values.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("3 · Skip-trigrams read from the weights")
+st.markdown(
+    "A head on the direct path implements rules of the form **[a] … [b] → [c]**: at destination token b, "
+    "its QK circuit prefers source tokens a (wherever they sit earlier), and its OV circuit turns "
+    "attending to a into a push on logit c. Copying is the case c = a. Both halves are read from the "
+    "weights alone: `W_E W_OV W_Eᵀ` for OV, and `(e_b W_Q)·(e_a W_K)/√d_head` for QK. **RoPE caveat:** "
+    "the query and key are rotated by their positions, so the QK table below is the *content part at "
+    "offset 0* (both at the same position, where the rotations cancel); at other offsets the same pair "
+    "scores differently, and positional heads (previous-token, fixed offsets) barely show here.")
+if n_blocks == 0:
+    st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
+else:
+    c1, c2, c3 = st.columns(3)
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}", key="depth_block")
+    a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key="depth_src")
+    b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key="depth_dst")
+    if block > 0:
+        st.caption("For block 2 and later these tables cover only the part of each head that reads raw "
+                   "embeddings; what earlier heads wrote into the stream is in section 4.")
+    cols = st.columns(cfg.n_heads)
+    for h, col in enumerate(cols):
+        name = paths.head_label(block, h)
+        tri = paths.skip_trigrams(model, block, h, k=6)
+        ov = paths.ov_top(model, block, h, a, k=4)
+        qk = paths.qk_top(model, block, h, b, k=4)
+        col.markdown(f"**head {name}**")
+        col.markdown("\n".join(f"- `{SYMBOLS[r['source']]}` … `{SYMBOLS[r['dest']]}` → `{SYMBOLS[r['boosted']]}` "
+                               f"(QK +{r['qk_margin']:.1f}, OV +{r['ov_logit']:.1f})" for r in tri))
+        col.caption(f"attending to `{SYMBOLS[a]}` boosts: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in ov))
+        col.caption(f"at `{SYMBOLS[b]}` it prefers: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in qk))
+    st.caption(
+        "**What am I looking at?** Per head: its six strongest rules, one per destination b, ranked by how far "
+        "b's favourite source a stands above b's average score (QK margin); c is the token that attending to a "
+        "boosts most (OV, centered logit). Below: the OV row of the source token you picked and the QK row of "
+        "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
+        "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("4 · Two blocks: the induction circuit through composition")
+if n_blocks < 2:
+    st.info(f"The picked model has {n_blocks} block{'s' if n_blocks != 1 else ''}: no head can read another "
+            "head's output, so there is no composition. Pick **variable-period-2block** to see the induction "
+            "circuit split into paths.")
+elif n_blocks > MAX_PATH_BLOCKS:
+    st.info(f"Shown for models of up to {MAX_PATH_BLOCKS} blocks.")
+else:
+    st.markdown(
+        "A block-2 head can read what block-1 heads wrote, in three places (Elhage et al. 2021): through its "
+        "**values** (V-composition: a composed path of section 2), or through its **keys** or **queries** "
+        "(K-/Q-composition), which change *where it attends*, i.e. the patterns held fixed above. An "
+        "induction head (Olsson et al. 2022) uses K-composition: a block-1 previous-token head writes "
+        "'my predecessor was a' into each position, and the induction head's query 'I am a' matches that key, "
+        "so it attends to the token right after the earlier a, then copies it through its own OV circuit.")
+    res, by_kind = _mean_paths(entry.key, model, task)
+    left, right = st.columns([3, 2])
+    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+                                       "mean contribution to the centered logit of the right token",
+                                       title="Where the later-copy predictions come from"))
+    with right:
+        total = res["total"]
+        for kind in charts.KIND_ORDER:
+            if kind in by_kind:
+                st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
+                          f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
+        st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; the model's mean "
+                   f"centered logit of the right token is {total:.2f}.")
+    st.caption(
+        "**What am I looking at?** The same path split as section 2, averaged over every later-copy target: "
+        "which paths push the logit of the token that will actually come next. The token being copied travels "
+        "on the paths whose *values* carry it; the composition that makes an induction head look in the right "
+        "place acts on its keys, which the next two charts measure.")
+    k_scores, v_scores, base = _composition(entry.key, model)
+    ind = _induction(entry.key, model, task)
+    best = max(range(cfg.n_heads), key=lambda h: ind[h])
+    c1, c2, c3 = st.columns([2, 2, 3])
+    c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"))
+    c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"))
+    c3.caption(
+        "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
+        "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
+        "writer), weights only; the subtitle gives the mean for random matrices of the same shapes. W_QK is "
+        "taken at offset 0 (RoPE).")
+    head = c3.selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key="depth_head",
+                        format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
+    st_terms = _score_terms(entry.key, model, task, head)
+    st.altair_chart(charts.score_term_heatmap(
+        st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
+        f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"))
+    st.caption(
+        f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
+        "(the token after the previous occurrence of the current token) minus its mean score over the other "
+        "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
+        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to {st_terms['total']:.2f}. A "
+        "large cell in the `direct` row under a block-1 head's column is K-composition at work: the key "
+        "wins because of what that block-1 head wrote there.")

@@ -1,4 +1,176 @@
+"""In-context learning in miniature: the model completes patterns it has never seen, recovers one
+exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-st.title("icl")
-st.info("This page is being built.")
+from core import icl
+from core.charts import icl as charts
+from ui.state import require_model
+
+st.title("In-context learning in miniature")
+st.markdown(
+    "Every training sequence of TinyCharLM is a freshly drawn random pattern repeated, so there is no "
+    "pattern to memorise: to predict the second copy the model must *read the first one from its context*. "
+    "That is in-context learning in its smallest form, and the mechanism behind it, the induction head, is "
+    "the one Olsson et al. (2022) found behind in-context learning in large language models.")
+
+entry = require_model()
+model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+V, T = cfg.vocab_size, task.seq_len
+SYMBOLS = icl.typable(V)
+with st.expander("How typed symbols map to tokens"):
+    st.markdown(
+        f"Token *i* is the *i*-th symbol of the base64 alphabet `{icl.ALPHABET}`: `A`=0 … `Z`=25, `a`=26 … "
+        "`z`=51, `0`=52 … `9`=61, `+`=62, `/`=63. Case matters; spaces and any other symbol have no token. "
+        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
+        + f", and at most {T} symbols (its sequence length).")
+if cfg.n_layers < 2:
+    st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
+            "induction circuit (see *What depth can express*), so expect its second copies to stay near chance "
+            "below. Pick **variable-period-2block** in the sidebar to see the skill.")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _predict(key, _model, tokens, period):
+    return icl.predict_each(_model, list(tokens), period)
+
+
+@st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
+def _curve(key, _model, _task):
+    return icl.restart_curve(_model, _task, n_seqs=512, seed=0)
+
+
+@st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
+def _check(key, _model, _task, _train):
+    return icl.in_context_check(_model, _task, _train, n_seqs=256)
+
+
+def _accuracy_line(rows):
+    parts = []
+    for part in ("first", "second", "later"):
+        sel = [r["correct"] for r in rows if r.get("copy") == part]
+        if sel:
+            parts.append(f"**{part} cop{'y' if part != 'later' else 'ies'}**: {sum(sel)}/{len(sel)} right")
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+st.header("1 · Your pattern")
+mode = st.radio("Pattern", ["type", "draw"], horizontal=True, key="icl_mode",
+                format_func={"type": "Type one", "draw": "Draw a random one from symbols you pick"}.get)
+tokens, period = None, None
+try:
+    if mode == "type":
+        c1, c2 = st.columns([3, 2])
+        text = c1.text_input("Pattern", "BlackFoxJumps+Wiz7", key="icl_text",
+                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {T}.")
+        repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
+                             help="Off: the model sees exactly what you typed, so type the repeats yourself.")
+        pattern = icl.parse_symbols(text, V, max_len=T, what="The pattern")
+    else:
+        c1, c2, c3 = st.columns([3, 1, 1])
+        pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
+                             help="Each pattern token is drawn uniformly from these (repeats allowed).")
+        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key="icl_len")
+        seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
+        symbols = sorted(set(icl.parse_symbols(pool, V, what="The symbol set")))
+        pattern, repeat = icl.random_pattern(symbols, int(length), int(seed)), True
+        st.code("".join(icl.token_char(t) for t in pattern), language=None)
+    if repeat:
+        tokens, period = icl.tile(pattern, T), len(pattern)
+    else:
+        tokens = pattern
+    if len(tokens) < 2:
+        raise icl.InputProblem("One symbol leaves nothing to predict: give at least two.")
+except icl.InputProblem as e:
+    st.warning(str(e))
+
+if tokens is not None:
+    if period and 2 * period > T:
+        st.info(f"A pattern of {period} symbols leaves no complete second copy within {T} positions; "
+                f"the model learned periods {task.period_min}–{task.period_max}.")
+    rows = _predict(entry.key, model, tuple(tokens), period)
+    bounds = [k * period for k in range(1, (T - 1) // period + 1)] if period else []
+    st.altair_chart(charts.prediction_strip(rows, bounds), width="content")
+    line = _accuracy_line(rows)
+    right = sum(r["correct"] for r in rows)
+    st.markdown(line if line else f"{right}/{len(rows)} predictions right.")
+    st.caption(
+        "**What am I looking at?** Top: at each position, the token that actually comes next (upper row) and the "
+        "model's most likely token (lower row), green when they agree and vermillion when not. Bottom: the "
+        "probability the model gives its top token. Dashed lines mark where each copy of the pattern begins. "
+        "Through the first copy the model can only guess; from the first token of the second copy on it "
+        "predicts correctly, after seeing the pattern once. Try a pattern in which a symbol occurs twice "
+        "(`abcaXY`): what comes after that symbol is then ambiguous, and so is the model.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("2 · Restarts: how fast does it catch a new pattern?")
+st.markdown(
+    "Here each sequence switches, at one random position, to a fresh pattern with its own period. The "
+    "restart position is drawn first, from its own random numbers, and the tokens afterwards, so where a "
+    "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
+curve = _curve(entry.key, model, task)
+s = curve["summary"]
+c1, c2, c3 = st.columns(3)
+c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
+c2.metric("…on its second copy's first token", f"{s['second_copy_first_token']:.2f}")
+c3.metric("…over its later copies", f"{s['later_copies']:.2f}")
+relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
+                     help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
+st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
+st.caption(
+    f"**What am I looking at?** Next-token accuracy over {s['n_after_restart']:,} targets that follow a restart "
+    f"(512 sampled sequences of length {T}, one restart each, uniform over positions 1–{T - 1}), against the "
+    "target's place in its pattern; points with fewer than 20 targets are left out. The blue series is the "
+    "pattern each sequence starts with, for comparison. The model needs one full exposure: accuracy stays at "
+    "chance through the new pattern's first copy and jumps at its second. The dotted line is chance, 1/V.")
+
+ex_seed = st.number_input("Example sequence", 0, 100_000, 3, key="icl_ex_seed")
+ex = icl.restart_example(task, V, int(ex_seed))
+r_pos, new_period = ex["restart"], ex["new_period"]
+ex_rows = _predict(entry.key, model, tuple(ex["tokens"]), None)
+marks = [b for b in (r_pos, r_pos + new_period) if b < T]
+st.altair_chart(charts.prediction_strip(ex_rows, marks, "restart / new pattern's second copy"), width="content")
+st.caption(f"**What am I looking at?** One sampled sequence, token by token, as in section 1. The old pattern "
+           f"(period {ex['old_period']}) runs until position {r_pos}, where a fresh pattern of period "
+           f"{new_period} begins (first dashed line); the second dashed line is where that pattern starts its "
+           "second copy.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("3 · Is the skill really in the context?")
+st.markdown(
+    "Training draws fresh random patterns every step, so 'the training distribution' and 'patterns never "
+    "seen' are the same distribution; comparing samples of it shows nothing. What *would* show memorisation "
+    "is a gap between the very sequences the model was trained on and new ones. The checkpoint records the "
+    "trainer's seed and settings, so the app **replays** the last training sequences exactly and compares them "
+    "with fresh sequences from a seed training never used. A third set keeps the fresh sequences but swaps "
+    "their first copy for a different pattern: the second copy is unchanged, only the context is wrong.")
+check = _check(entry.key, model, task, entry.info.get("train"))
+rows = []
+for name, label in (("seen", "seen in training (replayed)"), ("fresh", "never seen (fresh seed)"),
+                    ("swapped", "fresh, first copy swapped")):
+    v = check[name]
+    if v is not None:
+        rows.append({"sequences": label, "second-copy accuracy": f"{v['acc_second']:.3f} ± {v['acc_second_se']:.3f}",
+                     "first-copy loss (nats)": f"{v['loss_first']:.3f}", "later-copy accuracy": f"{v['acc_later']:.3f}",
+                     "second-copy targets": v["n_second"]})
+left, right = st.columns([3, 2])
+left.dataframe(rows, hide_index=True)
+right.altair_chart(charts.check_chart(check))
+if check["seen"] is None:
+    st.info("This model's file does not record the training seed, batch size and steps done, so its training "
+            "sequences cannot be replayed; the fresh and swapped rows still apply.")
+else:
+    seen, fresh = check["seen"], check["fresh"]
+    st.markdown(
+        f"Second-copy accuracy: **{seen['acc_second']:.3f}** on sequences the model trained on, "
+        f"**{fresh['acc_second']:.3f}** on sequences it never saw (a difference of "
+        f"{fresh['acc_second'] - seen['acc_second']:+.3f}, standard errors about {fresh['acc_second_se']:.3f}); "
+        f"first-copy loss {seen['loss_first']:.3f} vs {fresh['loss_first']:.3f} nats (ln V = {check['ln_V']:.3f}), so "
+        f"not even the first copy of a training sequence is remembered. With {check['n_train']:,} training "
+        f"sequences, the chance that any fresh one repeats a training sequence is below "
+        f"{check['p_fresh_in_training']:.0e}.")
+st.caption(
+    f"**What am I looking at?** 256 sequences per set, at the training length ({check['seq_len']}); ± is one "
+    "binomial standard error, and the chart's whiskers span two. If the model stored patterns in its weights, "
+    "the replayed sequences would score higher, above all on the first copy; if it reads the context, swapping "
+    "the first copy must drop the second copy to chance (1/V), however familiar its tokens.")

@@ -7,8 +7,9 @@ import torch
 
 from conftest import random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM
-from core.paths import (bigram_counts, composition_baseline, composition_scores, gram_logits, logit_contributions,
-                        mean_target_contributions, mutual_information, path_terms, qk_content, score_terms,
+from core.circuits import composition_baseline
+from core.paths import (bigram_counts, composition_matrix, gram_logits, logit_contributions,
+                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, path_terms, qk_content, score_terms,
                         skip_trigrams, target_margin, zero_block_summary)
 from core.task import TaskConfig
 
@@ -148,18 +149,69 @@ def test_skip_trigrams_read_from_weights():
         assert r["qk_margin"] > 0 and r["ov_logit"] > 0
 
 
-def test_composition_scores_find_a_planted_k_composition():
+def test_composition_matrix_finds_a_planted_k_composition():
     model = tiny_model(2, seed=12)
-    base = composition_baseline(model.cfg.d_model, model.cfg.d_head, n=30)
+    base = composition_baseline(model.cfg.d_model, model.cfg.d_head)["K"]
     with torch.no_grad():  # make head 2.3's keys read exactly what head 1.2 writes
         b0, b1 = model.blocks
-        ov = b0.W_V[1] @ b0.W_O[1]
-        U, S, Vh = torch.linalg.svd(ov)
-        b1.W_K[2] = Vh[:model.cfg.d_head].T  # keys read the writer's output directions
+        _, _, Vh = torch.linalg.svd(b0.W_V[1] @ b0.W_O[1])
+        b1.W_K[2] = Vh[:model.cfg.d_head].T
         b1.W_Q[2] = Vh[:model.cfg.d_head].T
-    k = composition_scores(model, "K")
+    k = composition_matrix(model, "K")
     assert k.shape == (4, 4)
-    assert k[1, 2] == k.max() and k[1, 2] > 2 * base
-    assert composition_scores(model, "V").shape == (4, 4)
+    assert k[1, 2] == k.max() and k[1, 2] > 1.5 * base  # 1/sqrt(d_head) here, the most a projection allows
+    assert not torch.equal(composition_matrix(model, "V"), k)
     with pytest.raises(ValueError):
-        composition_scores(model, "X")
+        composition_matrix(model, "X")
+
+
+def test_induction_margins_match_the_one_query_margin_and_add_up():
+    model = tiny_model(2, seed=13, dtype=torch.float64)
+    tokens = random_tokens(1, 16, seed=9)
+    st = score_terms(model, tokens[0], 1, 0)
+    fast = induction_margins(st["terms"], 5)
+    slow = torch.stack([target_margin(st["terms"], i, i + 1 - 5) for i in range(5, 16)], -1)
+    assert torch.allclose(fast, slow, atol=1e-12)
+    out = mean_induction_score_terms(model, TASK, 1, 0, n_seqs=4)
+    assert out["n"] > 0 and math.isclose(float(out["terms"].sum()), out["total"], abs_tol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# The page, through AppTest, with every shipped checkpoint
+
+SHIPPED = ["zero-block.pt", "variable-period-1block.pt", "variable-period-2block.pt", "fixed-period-1block-bias.pt"]
+
+
+def open_page(page: str, file: str):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "checkpoints" / file).is_file():
+        pytest.fail(f"checkpoints/{file} is not shipped")
+    at = AppTest.from_file(str(root / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("file", SHIPPED)
+def test_depth_page_with_every_shipped_checkpoint(file):
+    at = open_page("pages/depth.py", file)
+    n_blocks = {"zero-block.pt": 0, "variable-period-2block.pt": 2}.get(file, 1)
+    infos = " ".join(i.value for i in at.info)
+    metrics = {m.label: m.value for m in at.metric}
+    if n_blocks == 0:
+        assert float(metrics["max |logits − Gram rows|"]) < 1e-4  # exactly the Gram form
+        assert "no heads" in infos
+    else:
+        assert "Pick **zero-block**" in infos
+        total = float(metrics[next(k for k in metrics if k.startswith("model's centered logit"))])
+        assert math.isclose(float(metrics["sum of the path bars"]), total, abs_tol=2e-3)
+    assert ("no composition" in infos) == (n_blocks < 2)
+    if n_blocks == 2:
+        assert at.selectbox(key="depth_head").value is not None

@@ -1,0 +1,111 @@
+"""Charts for "What depth can express": the Gram form, path contributions, score terms and
+composition scores. Every builder returns an Altair chart."""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+import torch
+
+from . import DIVERGING, OKABE_ITO, SEQUENTIAL
+
+KIND_ORDER = ["direct", "head", "composed", "bias"]
+KIND_TITLES = {"direct": "direct (embedding → unembedding)", "head": "one head",
+               "composed": "two heads (V-composition)", "bias": "bias"}
+KIND_COLOURS = [OKABE_ITO[4], OKABE_ITO[0], OKABE_ITO[5], OKABE_ITO[7]]
+
+
+def _matrix_frame(M: torch.Tensor, rows: list[str], cols: list[str]) -> pd.DataFrame:
+    vals = M.detach().float().tolist()
+    return pd.DataFrame([{"row": rows[i], "col": cols[j], "value": vals[i][j]}
+                         for i in range(len(rows)) for j in range(len(cols))])
+
+
+def token_heatmap(M: torch.Tensor, symbols: list[str], title: str, value_title: str, row_title: str,
+                  col_title: str, diverging: bool = True, domain: tuple[float, float] | None = None,
+                  size: int = 330) -> alt.Chart:
+    """Heatmap of a [V, V] token-by-token matrix (row token, column token)."""
+    data = _matrix_frame(M, symbols, symbols)
+    if domain is None:
+        m = float(M.abs().max()) or 1.0
+        domain = (-m, m) if diverging else (float(M.min()), float(M.max()))
+    scale = alt.Scale(scheme=DIVERGING if diverging else SEQUENTIAL, domain=list(domain), clamp=True)
+    axis = alt.Axis(labelFontSize=8, labelAngle=0)
+    return alt.Chart(data, title=title).mark_rect().encode(
+        x=alt.X("col:N", sort=symbols, title=col_title, axis=axis),
+        y=alt.Y("row:N", sort=symbols, title=row_title, axis=alt.Axis(labelFontSize=8)),
+        color=alt.Color("value:Q", title=value_title, scale=scale),
+        tooltip=[alt.Tooltip("row:N", title=row_title), alt.Tooltip("col:N", title=col_title),
+                 alt.Tooltip("value:Q", format=".3f", title=value_title)],
+    ).properties(width=size, height=size)
+
+
+def log_ratio_to_uniform(P: torch.Tensor) -> torch.Tensor:
+    """log2(V * P): 0 where a conditional distribution is uniform, +1 where twice as likely."""
+    return torch.log2(P.clamp_min(1e-12) * P.shape[-1])
+
+
+def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str,
+              top: int = 14, title: str = "") -> alt.Chart:
+    """Horizontal bars of each path's contribution, largest |value| first; paths beyond `top` are
+    summed into one 'all other paths' bar so the bars still add up to the total."""
+    rows = sorted(zip(labels, kinds, values), key=lambda r: -abs(r[2]))
+    keep, rest = rows[:top], rows[top:]
+    if rest:
+        keep.append((f"{len(rest)} other paths", "composed" if all(k == "composed" for _, k, _ in rest) else "other",
+                     sum(v for _, _, v in rest)))
+    data = pd.DataFrame([{"path": l, "kind": KIND_TITLES.get(k, "other paths (summed)"), "value": v}
+                         for l, k, v in keep])
+    domain = [KIND_TITLES[k] for k in KIND_ORDER] + ["other paths (summed)"]
+    colours = KIND_COLOURS + [OKABE_ITO[6]]
+    bars = alt.Chart(data, title=title).mark_bar().encode(
+        y=alt.Y("path:N", sort=[r[0] for r in keep], title="path"),
+        x=alt.X("value:Q", title=x_title),
+        color=alt.Color("kind:N", title="kind of path", scale=alt.Scale(domain=domain, range=colours)),
+        tooltip=["path:N", "kind:N", alt.Tooltip("value:Q", format=".3f")],
+    )
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#444").encode(x="x:Q")
+    return (bars + zero).properties(width=420, height=max(120, 22 * len(keep)))
+
+
+def score_term_heatmap(terms: torch.Tensor, q_labels: list[str], k_labels: list[str], title: str,
+                       value_title: str) -> alt.Chart:
+    """Heatmap [query path, key path] of contributions to an attention score (or a margin)."""
+    data = _matrix_frame(terms, q_labels, k_labels)
+    m = float(terms.abs().max()) or 1.0
+    base = alt.Chart(data, title=title).encode(
+        x=alt.X("col:N", sort=k_labels, title="key side: path into the key (source position)",
+                axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("row:N", sort=q_labels, title="query side: path into the query"),
+    )
+    rect = base.mark_rect().encode(
+        color=alt.Color("value:Q", title=value_title, scale=alt.Scale(scheme=DIVERGING, domain=[-m, m])),
+        tooltip=[alt.Tooltip("row:N", title="query path"), alt.Tooltip("col:N", title="key path"),
+                 alt.Tooltip("value:Q", format=".3f", title=value_title)])
+    text = base.mark_text(fontSize=10).encode(
+        text=alt.Text("value:Q", format=".1f"),
+        color=alt.condition(f"abs(datum.value) > {0.6 * m}", alt.value("white"), alt.value("black")))
+    side = max(200, 42 * max(len(q_labels), len(k_labels)))
+    return (rect + text).properties(width=side, height=max(160, 34 * len(q_labels)))
+
+
+def composition_heatmap(scores: torch.Tensor, baseline: float | None, title: str) -> alt.Chart:
+    """[block-1 head, block-2 head] composition scores, with the random baseline in the title."""
+    H1, H2 = scores.shape
+    rows = [f"1.{h + 1}" for h in range(H1)]
+    cols = [f"2.{h + 1}" for h in range(H2)]
+    data = _matrix_frame(scores, rows, cols)
+    sub = f"random-matrix baseline {baseline:.3f}" if baseline is not None and not math.isnan(baseline) else ""
+    base = alt.Chart(data, title=alt.Title(title, subtitle=sub)).encode(
+        x=alt.X("col:N", sort=cols, title="block-2 head (reads)"),
+        y=alt.Y("row:N", sort=rows, title="block-1 head (writes)"))
+    top = float(scores.max()) or 1.0
+    rect = base.mark_rect().encode(
+        color=alt.Color("value:Q", title="score", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, top])),
+        tooltip=[alt.Tooltip("row:N", title="writer"), alt.Tooltip("col:N", title="reader"),
+                 alt.Tooltip("value:Q", format=".3f")])
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("value:Q", format=".2f"),
+        color=alt.condition(f"datum.value > {0.55 * top}", alt.value("black"), alt.value("white")))
+    return (rect + text).properties(width=200, height=170)

@@ -1,0 +1,280 @@
+"""In-context learning in miniature: typed patterns, restarts, and a check that the skill is read
+from the context rather than stored in the weights.
+
+Typed text and tokens: token i is the i-th character of the standard base64 alphabet
+ALPHABET = "A-Z a-z 0-9 + /" (A=0 ... Z=25, a=26 ... z=51, 0=52 ... 9=61, +=62, /=63), so the 64
+tokens of the default vocabulary each have one visible symbol and typing is case-sensitive. A model
+with a smaller vocabulary uses the first V symbols; tokens beyond 64 (larger vocabularies) are shown
+as ⟨id⟩ and cannot be typed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .metrics import copy_metrics, per_target_loss
+from .model import TinyCharLM
+from .task import TaskConfig, sample_batch
+
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+class InputProblem(ValueError):
+    """Typed input the model cannot take; the message is one plain sentence for the student."""
+
+
+def token_char(i: int) -> str:
+    """The symbol shown for token i."""
+    return ALPHABET[i] if 0 <= i < len(ALPHABET) else f"⟨{i}⟩"
+
+
+def typable(vocab_size: int) -> str:
+    """The symbols a student can type for a model with this vocabulary."""
+    return ALPHABET[:min(vocab_size, len(ALPHABET))]
+
+
+def parse_symbols(text: str, vocab_size: int, max_len: int | None = None, what: str = "The input") -> list[int]:
+    """Typed text -> token ids. Leading/trailing whitespace is dropped; anything else that is not one
+    of the model's symbols (spaces inside included) is refused with an InputProblem saying which."""
+    text = (text or "").strip()
+    allowed = typable(vocab_size)
+    if not text:
+        raise InputProblem(f"{what} is empty: type at least one of the symbols {allowed[:10]}…{allowed[-2:]}.")
+    unknown = sorted({c for c in text if c not in allowed})
+    if unknown:
+        shown = ", ".join(repr(c) for c in unknown[:8]) + (" …" if len(unknown) > 8 else "")
+        raise InputProblem(f"{what} holds symbols this model has no token for ({shown}); "
+                           f"use only the {len(allowed)} symbols {allowed[:3]}…{allowed[-3:]} (case matters, no spaces).")
+    if max_len is not None and len(text) > max_len:
+        raise InputProblem(f"{what} has {len(text)} symbols, more than this model's length of {max_len}: "
+                           f"shorten it to {max_len} or fewer.")
+    return [allowed.index(c) for c in text]
+
+
+def tile(pattern: list[int], length: int) -> list[int]:
+    """The pattern repeated to exactly `length` tokens."""
+    return [pattern[t % len(pattern)] for t in range(length)]
+
+
+@torch.no_grad()
+def predict_each(model: TinyCharLM, tokens: list[int], period: int | None = None) -> list[dict]:
+    """The model's prediction at every position of one sequence.
+
+    One row per target t = 1..T-1 (the prediction made at t-1): position t, target (token id),
+    predicted, p_predicted, p_target, correct, and copy ("first"/"second"/"later") when the
+    sequence's period is given.
+    """
+    x = torch.tensor(tokens, dtype=torch.long)[None]
+    probs = model(x)[0].softmax(-1)
+    rows = []
+    for t in range(1, len(tokens)):
+        p = probs[t - 1]
+        pred = int(p.argmax())
+        row = {"position": t, "target": tokens[t], "predicted": pred, "p_predicted": float(p[pred]),
+               "p_target": float(p[tokens[t]]), "correct": pred == tokens[t]}
+        if period:
+            row["copy"] = "first" if t < period else ("second" if t < 2 * period else "later")
+        rows.append(row)
+    return rows
+
+
+def random_pattern(symbols: list[int], length: int, seed: int) -> list[int]:
+    """`length` tokens drawn uniformly (repeats allowed) from `symbols`."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, len(symbols), (length,), generator=g)
+    return [symbols[i] for i in idx.tolist()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Restarts
+
+
+@dataclass
+class RestartBatch:
+    """Sequences in which fresh patterns begin at random positions.
+
+    tokens [B, T]; restart [B, T] bool (a fresh pattern begins at t; never at t = 0); since [B, T]
+    (t minus the start of t's segment, the sequence start counting as a start); period [B, T] (the
+    period of t's segment); after_restart [B, T] bool (t's segment began at a restart, not at 0).
+    """
+
+    tokens: torch.Tensor
+    restart: torch.Tensor
+    since: torch.Tensor
+    period: torch.Tensor
+    after_restart: torch.Tensor
+
+
+def restart_positions(batch_size: int, seq_len: int, n_restarts: int,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+    """[B, T] bool: `n_restarts` distinct positions per sequence, uniform over 1..T-1. Drawn from
+    their own random numbers, before and without reference to any token."""
+    if not 0 <= n_restarts < seq_len:
+        raise ValueError(f"n_restarts must be between 0 and {seq_len - 1}, got {n_restarts}.")
+    order = torch.rand(batch_size, seq_len - 1, generator=generator).argsort(-1)[:, :n_restarts] + 1
+    mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
+    mask.scatter_(1, order, True)
+    return mask
+
+
+def fill_segments(restart: torch.Tensor, task: TaskConfig, vocab_size: int,
+                  generator: torch.Generator | None = None) -> RestartBatch:
+    """Give every segment between restarts its own period (uniform in the task's range) and its own
+    fresh pattern (uniform tokens), tiled from the segment's first position."""
+    B, T = restart.shape
+    seg = restart.long().cumsum(-1)  # [B, T] segment index, 0 before the first restart
+    n_seg = int(seg.max()) + 1
+    periods = torch.randint(task.period_min, task.period_max + 1, (B, n_seg), generator=generator)
+    patterns = torch.randint(0, vocab_size, (B, n_seg, task.period_max), generator=generator)
+    t = torch.arange(T).expand(B, T)
+    seg_start = torch.where(restart, t, torch.zeros_like(t)).cummax(-1).values  # latest start <= t
+    since = t - seg_start
+    period = periods.gather(1, seg)
+    flat = patterns.view(B, -1).gather(1, seg * task.period_max + since % period)
+    return RestartBatch(flat, restart, since, period, seg > 0)
+
+
+def sample_restarts(task: TaskConfig, batch_size: int, vocab_size: int, n_restarts: int = 1,
+                    generator: torch.Generator | None = None,
+                    token_generator: torch.Generator | None = None) -> RestartBatch:
+    """Restart positions first (from `generator`), then every segment's period and tokens (from
+    `token_generator`, default the same generator): where a restart falls cannot depend on tokens."""
+    task.validate(vocab_size)
+    restart = restart_positions(batch_size, task.seq_len, n_restarts, generator)
+    return fill_segments(restart, task, vocab_size, token_generator if token_generator is not None else generator)
+
+
+def restart_example(task: TaskConfig, vocab_size: int, seed: int) -> dict:
+    """One restart sequence as plain values: tokens (list), restart (its position), old_period,
+    new_period."""
+    rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(seed))
+    r = int(rb.restart[0].nonzero()[0, 0])
+    return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": int(rb.period[0, 0]),
+            "new_period": int(rb.period[0, r])}
+
+
+@torch.no_grad()
+def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_restarts: int = 1,
+                  seed: int = 0, chunk: int = 256) -> dict:
+    """Accuracy of the next-token prediction against where the target sits in its segment.
+
+    Over n_seqs sampled restart sequences, every target t >= 1 is placed by k = since[t] (tokens
+    since its pattern began) and by k - period (tokens since that pattern's second copy began).
+    Returns numpy-free lists: "k", "acc_restart", "n_restart" (targets after a restart),
+    "acc_start", "n_start" (targets in the segment that began at position 0) and the same against
+    "k_rel" (k - period): "acc_rel_restart", "n_rel_restart", "acc_rel_start", "n_rel_start";
+    plus "summary" (accuracy in the new pattern's first copy, at its second copy's first token and
+    in its later copies, after restarts).
+    """
+    g = torch.Generator().manual_seed(seed)
+    T = task.seq_len
+    K, R0 = T, task.period_max  # k in 0..T-1, k_rel in -period_max..T-1
+    cnt = torch.zeros(2, 2, K + R0)  # [after_restart, by rel?, bin]
+    hit = torch.zeros_like(cnt)
+    for s in range(0, n_seqs, chunk):
+        rb = sample_restarts(task, min(chunk, n_seqs - s), model.cfg.vocab_size, n_restarts, g)
+        _, correct = per_target_loss(model(rb.tokens), rb.tokens)  # [b, T-1] targets 1..T-1
+        since, per, after = rb.since[:, 1:], rb.period[:, 1:], rb.after_restart[:, 1:].long()
+        for rel, idx in ((0, since), (1, since - per + R0)):
+            flat = (after * 2 + rel) * (K + R0) + idx
+            cnt.view(-1).index_add_(0, flat.reshape(-1), torch.ones(flat.numel()))
+            hit.view(-1).index_add_(0, flat.reshape(-1), correct.reshape(-1).float())
+    acc = hit / cnt.clamp_min(1)
+    out = {"k": list(range(K)), "k_rel": list(range(-R0, K))}
+    for after, tag in ((1, "restart"), (0, "start")):
+        out[f"acc_{tag}"] = acc[after, 0, :K].tolist()
+        out[f"n_{tag}"] = cnt[after, 0, :K].long().tolist()
+        out[f"acc_rel_{tag}"] = acc[after, 1].tolist()
+        out[f"n_rel_{tag}"] = cnt[after, 1].long().tolist()
+    rel_h, rel_c = hit[1, 1], cnt[1, 1]
+    out["summary"] = {
+        "first_copy": float(rel_h[:R0].sum() / rel_c[:R0].sum().clamp_min(1)),
+        "second_copy_first_token": float(rel_h[R0] / rel_c[R0].clamp_min(1)),
+        "later_copies": float(rel_h[R0:].sum() / rel_c[R0:].sum().clamp_min(1)),
+        "n_after_restart": int(rel_c.sum()),
+    }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Is the skill in context?
+
+
+def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | None, n_seqs: int):
+    """The last `n_seqs` sequences the trainer drew, regenerated from the checkpoint's train entry
+    with core.trainer.training_batches (the trainer's own stream), replayed for steps_done steps.
+
+    Returns tokens [n, T_train] and periods [n], or None when the entry lacks seed, batch_size or
+    steps_done, or describes settings the trainer would refuse.
+    """
+    from .trainer import training_batches
+
+    if not isinstance(train, dict) or any(not isinstance(train.get(k), int) for k in ("seed", "batch_size", "steps_done")):
+        return None
+    steps, bs = train["steps_done"], train["batch_size"]
+    if steps < 1 or bs < 1:
+        return None
+    keep_from = max(0, steps - math.ceil(n_seqs / bs))
+    kept_t, kept_p = [], []
+    try:
+        stream = training_batches(task, vocab_size, train)
+        for step in range(steps):
+            tok, per = next(stream)
+            if step >= keep_from:
+                kept_t.append(tok)
+                kept_p.append(per)
+    except (ValueError, TypeError):
+        return None
+    return torch.cat(kept_t)[-n_seqs:], torch.cat(kept_p)[-n_seqs:]
+
+
+def _swap_first_copy(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int, g: torch.Generator):
+    """Replace positions t < L of each sequence by a different fresh pattern: the 'second copy' then
+    follows a context that never showed it."""
+    out = tokens.clone()
+    noise = torch.randint(0, vocab_size, tokens.shape, generator=g)
+    first = torch.arange(tokens.shape[1])[None] < periods[:, None]
+    out[first] = noise[first]
+    return out
+
+
+def _binom_se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 0.0) / n) if n else math.nan
+
+
+@torch.no_grad()
+def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_seqs: int = 256,
+                     seed: int = 777) -> dict:
+    """Second-copy accuracy and first-copy loss on three sets of sequences:
+
+    - "seen": the last n_seqs training sequences, replayed (None when the checkpoint cannot say);
+    - "fresh": n_seqs new sequences from a seed the trainer never used for sampling;
+    - "swapped": the fresh sequences with their first copy replaced by another fresh pattern.
+    Each entry: acc_second, acc_second_se, loss_first, acc_later, n_second (targets). Also
+    "p_fresh_in_training": an upper bound on the chance that any fresh sequence occurred in training
+    (n_train * n_seqs / V^period_min), and "n_train".
+    """
+    V = model.cfg.vocab_size
+
+    def measure(tokens, periods):
+        m = copy_metrics(model(tokens), tokens, periods)
+        n = int(((periods * 2).clamp(max=tokens.shape[1]) - periods).sum())
+        return {"acc_second": m["acc_second_copy"], "acc_second_se": _binom_se(m["acc_second_copy"], n),
+                "loss_first": m["loss_first_copy"], "acc_later": m["acc_later_copies"], "n_second": n}
+
+    replay = replay_training_sequences(task, V, train, n_seqs)
+    if replay is not None:  # training may have used shorter sequences: compare at that length
+        task = TaskConfig(task.period_min, task.period_max, replay[0].shape[1])
+    g = torch.Generator().manual_seed(seed)
+    fresh_t, fresh_p = sample_batch(task, n_seqs, V, generator=g)
+    out = {"fresh": measure(fresh_t, fresh_p),
+           "swapped": measure(_swap_first_copy(fresh_t, fresh_p, V, g), fresh_p),
+           "seen": measure(*replay) if replay is not None else None, "seq_len": task.seq_len}
+    n_train = train["steps_done"] * train["batch_size"] if replay is not None else None
+    out["n_train"] = n_train
+    out["p_fresh_in_training"] = (n_train * n_seqs / float(V) ** task.period_min) if n_train else None
+    out["chance"] = 1.0 / V
+    out["ln_V"] = math.log(V)
+    return out
