@@ -25,7 +25,7 @@ PATH = [  # (page file, title, icon, what the student does there)
 ]
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner="Measuring the picked model on 64 fresh sequences…", max_entries=32)
 def _overview(key: str, _model, _task) -> dict:
     from core.overview import model_overview
     return model_overview(_model, _task, n_seqs=64, seed=0)

@@ -116,7 +116,7 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         ref_loss, ref_acc = _frames("shipped 1 block", reference, run.total_steps)
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop), width="stretch")
+    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop, run.total_steps), width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
@@ -125,7 +125,7 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
            if drop is not None else "The later-copy loss has not yet fallen below ln V / 2."))
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop), width="stretch")
+    chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, run.total_steps), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
                   "second copy (the first repeat) and on all later copies. Guessing gives 1/V.")
     heads = live.head_score_frame(hist)
@@ -134,7 +134,7 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
                 "(bigram statistics), so there are no head scores to follow.")
         return
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.head_score_chart(heads, drop))
+    chart.altair_chart(charts.head_score_chart(heads, drop, run.total_steps))
     note.markdown(
         "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
         "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
@@ -229,9 +229,9 @@ b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
 if active:
     st.caption("Training runs a chunk of steps at a time. If you visit another page it pauses, and it "
                "continues when you come back; press Stop to keep the model as it is now.")
-st.fragment(run_every=RUN_EVERY if active else None)(live_panel)()
 if run is not None and not run.active:
     result_panel(run)
+st.fragment(run_every=RUN_EVERY if active else None)(live_panel)()
 if not active:
     shipped_panel()
 transition_panel()

@@ -14,8 +14,12 @@ PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later c
 
 def _part_colours(parts: list[str]) -> alt.Scale:
     return alt.Scale(domain=parts, range=[PART_COLOUR[p] for p in parts])
-HEAD_COLOURS = alt.Scale(range=OKABE_ITO)
-STEP = alt.X("step:Q", title="training step")
+SERIES = [c for c in OKABE_ITO if c != "#F0E442"]  # Okabe-Ito without its yellow, too faint on white
+HEAD_COLOURS = alt.Scale(range=SERIES)
+def _step(x_max: int | None = None) -> alt.X:
+    """Training step axis; fixed at [0, x_max] when given so a live chart does not rescale as it grows."""
+    return alt.X("step:Q", title="training step",
+                 scale=alt.Scale(domain=[0, x_max], nice=False) if x_max else alt.Undefined)
 
 
 def _dash(runs: list[str]) -> alt.StrokeDash:
@@ -41,11 +45,12 @@ def _drop_rule(step: int | None) -> list[alt.Chart]:
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
 
 
-def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height: int = 260) -> alt.LayerChart:
+def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+               height: int = 260) -> alt.LayerChart:
     """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
-        x=STEP,
+        x=_step(x_max),
         y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
         color=alt.Color("part:N", title="targets", scale=_part_colours(["first copy", "later copies"])),
         strokeDash=_dash(runs),
@@ -55,11 +60,12 @@ def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height:
     return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)"), *_drop_rule(drop)).properties(height=height)
 
 
-def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, height: int = 200) -> alt.LayerChart:
+def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+                   height: int = 200) -> alt.LayerChart:
     """Argmax accuracy on the second and later copies against step; 1/V marked."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
-        x=STEP,
+        x=_step(x_max),
         y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("part:N", title="targets", scale=_part_colours(["second copy", "later copies"])),
         strokeDash=_dash(runs),
@@ -69,12 +75,13 @@ def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, hei
     return alt.layer(lines, _chance_rule(chance, "chance (1/V)"), *_drop_rule(drop)).properties(height=height)
 
 
-def head_score_chart(df: pd.DataFrame, drop: int | None = None, width: int = 220, height: int = 140) -> alt.FacetChart:
+def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
+                     height: int = 140) -> alt.FacetChart:
     """Every head's previous-token and induction score against step: rows = score, columns = block."""
     df = df.assign(drop=drop if drop is not None else float("nan"))
     base = alt.Chart(df)
     lines = base.mark_line(strokeWidth=2).encode(
-        x=STEP,
+        x=_step(x_max),
         y=alt.Y("value:Q", title="attention share", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("head:N", title="head", scale=HEAD_COLOURS),
         tooltip=["block:O", "head:N", "score:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
@@ -92,9 +99,9 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
     """Later-copy (solid) and first-copy (dashed) loss of every shipped run; colour = run."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else []
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
-        x=STEP,
+        x=_step(),
         y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
-        color=alt.Color("run:N", title="shipped run", scale=alt.Scale(domain=runs, range=OKABE_ITO[:len(runs)] or OKABE_ITO)),
+        color=alt.Color("run:N", title="shipped run", scale=alt.Scale(domain=runs, range=SERIES[:len(runs)] or SERIES)),
         strokeDash=alt.StrokeDash("part:N", title="targets", sort=["later copies", "first copy"],
                                   scale=alt.Scale(domain=["later copies", "first copy"], range=[[1, 0], [5, 4]])),
         detail="part:N",
