@@ -85,23 +85,27 @@ def _home_model():
     cols[1].metric("later-copy loss (nats)", f"{m['loss_later_copies']:.2f}", help="Targets readable from an earlier copy.")
     cols[2].metric("later-copy accuracy", f"{m['acc_later_copies']:.2f}",
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
-    best = {s: top_head(heads, s) for s in ("prev_token", "induction")}
-    cols[3].metric("strongest induction head", "–" if best["induction"] is None else
-                   f"block {best['induction'][0]}, head {best['induction'][1]}",
-                   None if best["induction"] is None else f"score {best['induction'][2]:.2f}", delta_color="off")
+    best = top_head(heads, "induction")
+    cols[3].metric("strongest induction head", "–" if best is None else f"{best[0]}.{best[1]}",
+                   None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
+                   help="Written block.head, both counted from 1: the head whose attention goes most to the token "
+                        "after the previous occurrence of the current one.")
     left, right = st.columns([1, 2])
-    left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch")
+    left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")
         return
-    right.dataframe(heads, hide_index=True, width="stretch", column_config={
-        c: st.column_config.NumberColumn(format="%.2f") for c in heads.columns if c not in ("block", "head")})
+    labels = {"prev_token": "prev-token", "induction": "induction", "duplicate": "duplicate",
+              "first_token": "first-token", "ov_diag_top1": "OV copies", "ablation_loss_later_delta": "ablation Δ"}
+    right.dataframe(heads, hide_index=True, width="stretch", height="content", column_config={
+        c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
     right.caption(
-        "**What am I looking at?** One row per head (blocks counted from 1). prev_token and induction are the "
-        "average attention on the previous position and on the induction target one period back; "
-        "ov_diag_top1 is the share of tokens whose OV circuit boosts that same token most (chance 1/V); "
-        "the last column is how much the later-copy loss rises when the head's output is set to zero.")
+        "**What am I looking at?** One row per head (blocks and heads counted from 1). The first four scores "
+        "are the head's average attention on the previous position, on the induction target (the token after "
+        "the previous occurrence of the current one), on that previous occurrence itself, and on position 0. "
+        "*OV copies* is the share of tokens whose OV circuit raises that same token's logit most (chance 1/V). "
+        "*Ablation Δ* is how much the later-copy loss rises when the head's output is set to zero.")
 
 
 def home():

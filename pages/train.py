@@ -213,6 +213,10 @@ st.markdown(
     "moment the later-copy loss falls and the heads take on their jobs.")
 if problem := shared_slots_problem():
     st.warning(problem)
+off = shared_slots().capacity == 0
+if off:
+    st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0). The shipped runs below "
+            "still show how training goes.")
 settings = settings_widgets()
 bad = settings.problem()
 if bad:
@@ -220,7 +224,7 @@ if bad:
 run = st.session_state.get("train_run")
 active = run is not None and run.active
 b1, b2, b3, _ = st.columns([1, 1, 1, 5])
-b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active, key="tr_train",
+b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
 b2.button("Stop", on_click=stop, disabled=not active, key="tr_stop",
           help="End the run at its last finished step and keep that model.")
