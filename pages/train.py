@@ -33,32 +33,43 @@ def shipped_runs() -> dict[str, dict]:
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
+WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_lr", "tr_batch", "tr_steps", "tr_seed")
+
+
 def settings_widgets() -> live.TrainSettings:
-    d = live.TrainSettings.defaults()
+    """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
+    values are also kept under "tr_saved" and come back as the defaults on return."""
+    d, saved = live.TrainSettings.defaults(), st.session_state.get("tr_saved", {})
     left, right = st.columns(2)
-    left.slider("Depth: attention blocks", 0, live.UI_MAX_LAYERS, d.n_layers, key="tr_layers",
-                           help="0 blocks = embedding only (bigram statistics); induction needs 2.")
-    right.slider("Period range L (pattern length)", 1, 64, (d.period_min, d.period_max), key="tr_periods",
-                           help="Each sequence repeats a random pattern whose length is drawn from this range.")
+    left.slider("Depth: attention blocks", 0, live.UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
+                help="0 blocks = embedding only (bigram statistics); induction needs 2.")
+    right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
+                 key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
     with st.expander("Advanced: sequence length, bias, learning rate, batch, steps, seed"):
         a, b, c = st.columns(3)
-        a.slider("Sequence length", 8, 192, d.seq_len, key="tr_seq_len")
-        a.checkbox("Biases on q, k, v and output", d.bias, key="tr_bias")
-        b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), d.lr, key="tr_lr",
-                             format_func=lambda v: f"{v:g}")
-        b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), d.batch_size, key="tr_batch")
-        c.number_input("Steps", 1, 20000, d.steps, step=50, key="tr_steps")
-        c.number_input("Seed", 0, 999_999, d.seed, key="tr_seed")
+        a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
+        a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
+        b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), saved.get("tr_lr", d.lr), key="tr_lr",
+                        format_func=lambda v: f"{v:g}")
+        b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
+                        key="tr_batch")
+        c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
+        c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
+    st.session_state["tr_saved"] = {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
     return settings_from_state()
 
 
 def settings_from_state() -> live.TrainSettings:
     """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
-    d, ss = live.TrainSettings.defaults(), st.session_state
-    pmin, pmax = ss.get("tr_periods", (d.period_min, d.period_max))
-    return live.TrainSettings(ss.get("tr_layers", d.n_layers), pmin, pmax, ss.get("tr_seq_len", d.seq_len),
-                              ss.get("tr_bias", d.bias), ss.get("tr_lr", d.lr), ss.get("tr_batch", d.batch_size),
-                              int(ss.get("tr_steps", d.steps)), int(ss.get("tr_seed", d.seed)))
+    d, saved = live.TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+
+    def get(key, default):
+        return st.session_state.get(key, saved.get(key, default))
+
+    pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
+    return live.TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
+                              get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
+                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)))
 
 
 def register(run: live.LiveRun) -> None:

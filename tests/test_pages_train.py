@@ -174,3 +174,14 @@ def test_history_frames_and_the_drop_step():
     with pytest.raises(ValueError) as e:
         TaskConfig(32, 32, 40).validate(64)
     assert bad.problem() == str(e.value)
+
+
+def test_settings_survive_a_visit_to_another_page():
+    at = app("pages/train.py")
+    tiny_settings(at, steps=7, layers=3)
+    at.switch_page("pages/attention.py").run()
+    at.switch_page("pages/train.py").run()
+    assert not at.exception, at.exception
+    assert at.slider(key="tr_layers").value == 3
+    assert at.slider(key="tr_periods").value == (4, 8)
+    assert at.number_input(key="tr_steps").value == 7
