@@ -6,9 +6,13 @@ CheckpointError whose message is one plain sentence.
 """
 from __future__ import annotations
 
+import errno
 import io
+import math
 import os
 import pickle
+import re
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -60,7 +64,23 @@ def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | dict | None = No
         payload["train"] = train
     if history is not None:
         payload["history"] = history
-    torch.save(payload, path)
+    if not isinstance(path, (str, os.PathLike)):
+        torch.save(payload, path)
+        return
+    # Through a Python file (a folder or unwritable path is a plain OSError, not a torch RuntimeError),
+    # written beside the target and renamed over it, so a reader never sees half a file.
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(payload, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None  # name the file asked for, not tmp
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def checkpoint_bytes(model: TinyCharLM, **kwargs) -> bytes:
@@ -70,13 +90,22 @@ def checkpoint_bytes(model: TinyCharLM, **kwargs) -> bytes:
     return buf.getvalue()
 
 
+# What torch's weights-only unpickler says when a file names a Python object it will not build (as
+# opposed to bytes that are simply not a pickle, which it reports as bad opcodes or an empty stack).
+_BLOCKED_OBJECT = re.compile(r"GLOBAL \S+|Can only (create|build)|allowlisted|whose module|must be imported")
+
+
 def _read(source, name: str) -> dict:
     try:
-        obj = torch.load(source, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointError(
-            f"{name} holds Python objects other than tensors and plain containers, so it was not loaded."
-        ) from None
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the CLI prints one line only
+            warnings.simplefilter("ignore")
+            obj = torch.load(source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if _BLOCKED_OBJECT.search(str(e)):
+            raise CheckpointError(
+                f"{name} holds Python objects other than tensors and plain containers, so it was not loaded."
+            ) from None
+        raise CheckpointError(f"{name} is truncated or is not a torch checkpoint file.") from None
     except (EOFError, zipfile.BadZipFile, RuntimeError, OSError, ValueError, TypeError, KeyError,
             IndexError, AttributeError, UnicodeDecodeError, MemoryError):
         raise CheckpointError(f"{name} is truncated or is not a torch checkpoint file.") from None
@@ -94,6 +123,8 @@ def _config(obj: dict, name: str) -> ModelConfig:
     if any(not isinstance(cfg[k], int) or isinstance(cfg[k], bool) for k in ints) or \
             not isinstance(cfg["bias"], bool) or not isinstance(cfg["rope_base"], (int, float)):
         raise CheckpointError(f"{name} has a config whose entries are not of the right types.")
+    if cfg["d_model"] < 1 or not math.isfinite(cfg["rope_base"]):
+        raise CheckpointError(f"{name} has an invalid config: d_model must be positive and rope_base finite.")
     if cfg["n_layers"] > MAX_LAYERS or cfg["vocab_size"] > 4096 or cfg["d_model"] > 2048:
         raise CheckpointError(f"{name} describes a model larger than this lab handles.")
     try:
@@ -155,8 +186,9 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
     else:
         name = name or "The file"
     obj = _read(source, name)
-    if obj.get("version") != VERSION:
-        raise CheckpointError(f"{name} is format version {obj.get('version')!r}; this lab reads version {VERSION}.")
+    version = obj.get("version")
+    if type(version) is not int or version != VERSION:  # True and 1.0 compare equal to 1
+        raise CheckpointError(f"{name} is format version {version!r}; this lab reads version {VERSION}.")
     cfg = _config(obj, name)
     task = _task(obj, name, cfg)
     sd = _state_dict(obj, name, cfg)

@@ -25,6 +25,10 @@ def run_main(prog: str, main, argv=None) -> int:
     except (UsageError, CheckpointError, ValueError) as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except OSError as e:  # e.g. --out names a folder, or a file cannot be written
+        where = f" {e.filename}" if e.filename else ""
+        print(f"{prog}: error: cannot use{where}: {' '.join(str(e.strerror or e).split())}.", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

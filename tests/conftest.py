@@ -1,0 +1,300 @@
+"""Shared test helpers: the repository on sys.path, tiny models with non-trivial weights, and a
+fast runner for `python -m core.<module>` command lines.
+
+Each `python -m` start pays about 2 s of CPU to import torch; the command-line tests run dozens of
+them, so `cli` starts one server process that imports torch once and forks a fresh child per
+command. The child runs the module exactly as `python -m` does (runpy, `__main__`, cwd on sys.path,
+its own stdout/stderr file descriptors, a fresh warnings state), so its exit status and output are
+those of the real command; tests/test_cli.py also checks a few against real `python -m` processes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from core.model import ModelConfig, TinyCharLM  # noqa: E402
+
+# The test models are tiny: one thread is faster for them than two, and it does not fight the other
+# work on this 2-core machine (two threads on a busy machine made small ops 30x slower).
+torch.set_num_threads(1)
+
+# A small model keeps every test fast; d_head = 8 still has four rotary frequencies.
+TINY = dict(vocab_size=16, d_model=32, n_heads=4)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs a real training to the stopping loss (tens of seconds)")
+
+
+def pytest_collectstart(collector):
+    """Point `conftest` at the conftest.py beside a test module before the module is imported.
+
+    tests/ and tests/e2e/ each hold a plain (non-package) conftest.py; pytest imports both under the
+    name `conftest` and sys.modules keeps the last one, so `from conftest import tiny_model` in
+    tests/ would otherwise find tests/e2e/conftest.py whenever e2e/ was collected first."""
+    if not isinstance(collector, pytest.Module):
+        return
+    loaded = {Path(m.__file__): m for m in collector.config.pluginmanager.get_plugins()
+              if getattr(m, "__name__", None) == "conftest" and getattr(m, "__file__", None)}
+    for folder in collector.path.parents:
+        if folder / "conftest.py" in loaded:
+            sys.modules["conftest"] = loaded[folder / "conftest.py"]
+            return
+
+
+def tiny_model(n_layers: int = 2, bias: bool = False, seed: int = 0, dtype=torch.float32, **overrides) -> TinyCharLM:
+    """A TinyCharLM with every parameter (biases included) drawn at a scale where attention is
+    far from uniform and every block changes the logits, so a wrong formula shows up."""
+    cfg = ModelConfig(**{**TINY, "n_layers": n_layers, "bias": bias, **overrides})
+    model = TinyCharLM(cfg).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    D, dh = cfg.d_model, cfg.d_head
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            fan_in = dh if name.endswith("W_O") else D
+            scale = 1.0 if name == "W_E" else 0.5 if name.split(".")[-1].startswith("b_") else 1.5 * fan_in ** -0.5
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * scale)
+    return model.eval()
+
+
+def random_tokens(batch: int, seq: int, vocab: int = TINY["vocab_size"], seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# The naive reference, written from DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
+# nothing from core/: it checks the model and the checkpoint format against the spec itself.
+
+
+def naive_rope(x: torch.Tensor, base: float, pairs: str = "rotate_half") -> torch.Tensor:
+    """Rotate each position t of x [T, d] by the angle t * base^(-2j/d) in the pair (j, j + d/2).
+
+    pairs="interleaved" uses the pairs (2j, 2j+1) instead, the other common convention; tests use it
+    only to show that they can tell the two apart."""
+    T, d = x.shape
+    rows = []
+    for t in range(T):
+        row = x[t].tolist()
+        for j in range(d // 2):
+            a, b = (j, j + d // 2) if pairs == "rotate_half" else (2 * j, 2 * j + 1)
+            theta = t * base ** (-2 * j / d)
+            c, s = math.cos(theta), math.sin(theta)
+            row[a], row[b] = x[t, a].item() * c - x[t, b].item() * s, x[t, a].item() * s + x[t, b].item() * c
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def naive_forward(weights: dict, config: dict, tokens: torch.Tensor, pairs: str = "rotate_half"):
+    """weights: the file's state_dict ({"W_E", "blocks.l.W_Q", ...}); config: the file's config dict;
+    tokens [T] -> (logits [T, V], patterns: one [H, T, T] per block), all in float64."""
+    P = {k: v.detach().double() for k, v in weights.items()}
+    H, bias, base = config["n_heads"], config["bias"], config["rope_base"]
+    dh = config["d_model"] // H
+    T = tokens.shape[0]
+    h = P["W_E"][tokens]
+    patterns = []
+    for l in range(config["n_layers"]):
+        update = torch.zeros_like(h)
+        heads = []
+        for hd in range(H):
+            q, k, v = (h @ P[f"blocks.{l}.W_{n}"][hd] for n in "QKV")
+            if bias:
+                q, k, v = q + P[f"blocks.{l}.b_Q"][hd], k + P[f"blocks.{l}.b_K"][hd], v + P[f"blocks.{l}.b_V"][hd]
+            q, k = naive_rope(q, base, pairs), naive_rope(k, base, pairs)
+            A = torch.zeros(T, T, dtype=torch.float64)
+            for i in range(T):
+                scores = torch.stack([q[i] @ k[j] for j in range(i + 1)]) / math.sqrt(dh)  # keys j <= i only
+                A[i, : i + 1] = torch.softmax(scores, 0)
+            heads.append(A)
+            update = update + (A @ v) @ P[f"blocks.{l}.W_O"][hd]
+        h = h + update + (P[f"blocks.{l}.b_O"] if bias else 0.0)
+        patterns.append(torch.stack(heads))
+    return h @ P["W_E"].T, patterns
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint files written by hand from DESIGN.md's key list, and bad ones
+
+
+def design_weights(config: dict, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A state_dict with exactly DESIGN.md's keys and shapes for `config`, random values."""
+    g = torch.Generator().manual_seed(seed)
+    V, D, H = config["vocab_size"], config["d_model"], config["n_heads"]
+    dh = D // H
+    shapes = {"W_E": (V, D)}
+    for l in range(config["n_layers"]):
+        shapes |= {f"blocks.{l}.W_Q": (H, D, dh), f"blocks.{l}.W_K": (H, D, dh), f"blocks.{l}.W_V": (H, D, dh),
+                   f"blocks.{l}.W_O": (H, dh, D)}
+        if config["bias"]:
+            shapes |= {f"blocks.{l}.b_Q": (H, dh), f"blocks.{l}.b_K": (H, dh), f"blocks.{l}.b_V": (H, dh),
+                       f"blocks.{l}.b_O": (D,)}
+    return {k: torch.randn(s, generator=g) * (1.0 if k == "W_E" else 1.5 / math.sqrt(s[-2] if len(s) > 1 else D))
+            for k, s in shapes.items()}
+
+
+def design_payload(n_layers: int = 1, bias: bool = True, seed: int = 0) -> dict:
+    """A complete version-1 checkpoint as a plain dict, built from DESIGN.md alone."""
+    config = {"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, "bias": bias,
+              "rope_base": 10000.0}
+    return {"format": "tinycharlm", "version": 1, "config": config,
+            "task": {"period_min": 4, "period_max": 8, "seq_len": 24},
+            "state_dict": design_weights(config, seed)}
+
+
+class Plant:
+    """An object whose unpickling creates the file `path`: proof that a loader ran code from a file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
+    """Every kind of file the loader must refuse: {name: (path, a phrase its message must hold)}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+
+    def save(name, obj, phrase):
+        torch.save(obj, folder / f"{name}.pt")
+        files[name] = (folder / f"{name}.pt", phrase)
+
+    def edit(name, phrase, change):
+        payload = design_payload()
+        change(payload)
+        save(name, payload, phrase)
+
+    good = folder / "good.pt"
+    torch.save(design_payload(), good)
+    data = good.read_bytes()
+    save("arbitrary-object", design_payload() | {"train": {"note": Plant(marker)}}, "Python objects")
+    (folder / "arbitrary-pickle.pt").write_bytes(pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}, protocol=2))
+    files["arbitrary-pickle"] = (folder / "arbitrary-pickle.pt", "Python objects")
+    # protocol 4 stops torch's reader at its first opcode (and makes torch warn on stderr)
+    (folder / "arbitrary-pickle-4.pt").write_bytes(pickle.dumps({"x": Plant(marker)}, protocol=4))
+    files["arbitrary-pickle-4"] = (folder / "arbitrary-pickle-4.pt", "not a torch checkpoint")
+    (folder / "truncated.pt").write_bytes(data[: len(data) // 2])
+    files["truncated"] = (folder / "truncated.pt", "truncated")
+    edit("version-2", "version 2", lambda p: p.update(version=2))
+    edit("wrong-shape", "blocks.0.W_K", lambda p: p["state_dict"].update({"blocks.0.W_K": torch.zeros(4, 32, 9)}))
+    edit("missing-key", "blocks.0.W_O", lambda p: p["state_dict"].pop("blocks.0.W_O"))
+    edit("extra-key", "blocks.1.W_Q", lambda p: p["state_dict"].update({"blocks.1.W_Q": torch.zeros(4, 32, 8)}))
+    edit("nan-weights", "NaN", lambda p: p["state_dict"]["blocks.0.W_V"].view(-1).__setitem__(5, float("nan")))
+    edit("impossible-task", "period_min", lambda p: p["task"].update(period_min=9))
+    edit("bad-config", "config", lambda p: p["config"].update(rope_base=float("nan")))
+    save("foreign-dict", {"model": {"weight": torch.zeros(3, 3)}, "epoch": 3}, "not a TinyCharLM checkpoint")
+    save("non-dict", [torch.zeros(3)], "not a TinyCharLM checkpoint")
+    (folder / "random-bytes.pt").write_bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0))
+                                             .to(torch.uint8).numpy().tobytes())
+    files["random-bytes"] = (folder / "random-bytes.pt", "not a torch checkpoint")
+    (folder / "empty.pt").write_bytes(b"")
+    files["empty"] = (folder / "empty.pt", "not a torch checkpoint")
+    files["no-such-file"] = (folder / "no-such-file.pt", "no checkpoint file")
+    return files
+
+
+@pytest.fixture(scope="session")
+def bad_files(tmp_path_factory):
+    """(files, marker): the marker is the file a loader that executed a planted object would create."""
+    folder = tmp_path_factory.mktemp("bad_checkpoints")
+    marker = folder / "MARKER-code-was-executed"
+    return write_bad_files(folder, marker), marker
+
+
+_SERVER = r'''
+import json, os, runpy, sys, tempfile
+sys.path.insert(0, os.getcwd())  # what `python -m` puts first on sys.path
+import torch  # the slow import, paid once
+torch.set_num_threads(1)  # the commands under test handle tiny models
+try:  # their dependencies too; each child still runs the command module itself afresh as __main__
+    import core.report, core.train  # noqa: E401,F401
+except Exception:
+    pass
+
+def run(module, args):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.argv = [module, *args]
+            sys.modules.pop(module, None)  # as in a fresh `python -m`, the module is not imported yet
+            code = 0
+            try:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return {"rc": os.waitstatus_to_exitcode(status),
+                "stdout": out.read().decode(errors="replace"), "stderr": err.read().decode(errors="replace")}
+
+for line in sys.stdin:
+    module, args = json.loads(line)
+    print(json.dumps(run(module, args)), flush=True)
+'''
+
+
+class CliResult:
+    def __init__(self, rc: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = rc, stdout, stderr
+
+    def __repr__(self):
+        return f"CliResult(rc={self.returncode}, stdout={self.stdout[:300]!r}, stderr={self.stderr[:600]!r})"
+
+
+class CliRunner:
+    """cli("core.report", "FILE", "--json") runs `python -m core.report FILE --json` in ROOT."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # default warnings, as a user sees them
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=ROOT, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def __call__(self, module: str, *args) -> CliResult:
+        self.proc.stdin.write(json.dumps([module, [str(a) for a in args]]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the command-line test server stopped")
+        r = json.loads(line)
+        return CliResult(r["rc"], r["stdout"], r["stderr"])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def cli():
+    runner = CliRunner()
+    yield runner
+    runner.close()
+
+
+def python_m(module: str, *args, cwd=ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A real `python -m module args` process (slow to start: use for a few cross-checks only)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
