@@ -55,6 +55,8 @@ RESTING = ("induction", "duplicate_token", "name_mover")
 # detector for each archetype: the five of core.detectors plus the name-mover detector defined here
 ALL_DETECTORS = tuple(DETECTORS) + ("name_mover",)
 DETECTOR_LABELS = {**ARCHETYPE_LABELS, "first_token": "first-token"}
+# the detectors that apply to a character prompt (no words, so no names), in archetype order
+MODEL_DETECTORS = [a for a in ARCHETYPES if a in DETECTORS]
 
 PRESET_PROMPTS = {
     "IOI sentence": "When John and Mary went to the store, John gave a drink to",

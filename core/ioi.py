@@ -119,8 +119,9 @@ def edges_frame() -> pd.DataFrame:
     for src, dst, via in EDGES:
         x0 = max(layer for layer, _ in groups[src].heads)
         x1 = LOGITS_X if dst == "logits" else min(layer for layer, _ in groups[dst].heads)
+        # start right of the source's labels, stop just before the receiver's dots
         rows.append({"source": groups[src].label, "target": "logits" if dst == "logits" else groups[dst].label,
-                     "via": via, "x": x0, "x2": x1, "y": lane[src], "y2": lane[dst]})
+                     "via": via, "x": x0 + 0.5, "x2": x1 - 0.15, "y": lane[src], "y2": lane[dst]})
     return pd.DataFrame(rows)
 
 

@@ -57,12 +57,14 @@ if tokens is not None:
                          format_func=lambda k: "all queries" if k is None else labels[k])
     left, right = st.columns(2)
     with left:
-        st.altair_chart(charts.pattern_matrix(pattern, labels, title="Matrix view"))
+        st.markdown("##### Matrix view")
+        st.altair_chart(charts.pattern_matrix(pattern, labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
-        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus, title="Flow view"))
+        st.markdown("##### Flow view")
+        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus))
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
@@ -77,9 +79,9 @@ if tokens is not None:
     table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
-    st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ALL_DETECTORS),
-                                         arc.DETECTOR_LABELS, "generated pattern", own=own,
-                                         title="Every archetype scored by every detector"))
+    st.markdown("##### Every archetype scored by every detector")
+    st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
+                                         arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
     wins = arc.own_detector_wins(table)
     n_won = sum(bool(v) for v in wins.values())
     n_scored = sum(v is not None for v in wins.values())
@@ -153,8 +155,9 @@ else:
         if head_table is not None:
             labelled = arc.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
-            st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, list(arc.DETECTORS),
-                                                 arc.DETECTOR_LABELS, "head", title=f"Detector scores of {entry.label}"))
+            st.markdown(f"##### Detector scores of {entry.label}")
+            st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
+                                                 arc.DETECTOR_LABELS, "head"), width="content")
             st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
                        "needs words, so it is left out), now on every head of the picked model reading the "
                        "character prompt. Blocks and heads are numbered from 1.")
@@ -167,8 +170,9 @@ else:
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key="arch_head",
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=560,
-                                                  title=f"block {pick[0] + 1} · head {pick[1] + 1} on the prompt"))
+            st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=640),
+                            width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                        "columns = key). A previous-token head is a line just under the diagonal; an induction "
                        "head is a line one period back, plus one; a sink is a bright first column.")

@@ -25,14 +25,16 @@ def _pattern_frame(pattern: torch.Tensor, labels: list[str]) -> pd.DataFrame:
 def pattern_matrix(pattern: torch.Tensor, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
     """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
     T = len(labels)
-    side = size or max(240, min(560, 22 * T))
-    data = _pattern_frame(pattern, labels)
+    side = size or max(300, min(620, 22 * T))  # the grid itself; Streamlit fits axes and legend inside the
+    data = _pattern_frame(pattern, labels)      # chart's size, so they are added on below
     return alt.Chart(data, title=title).mark_rect().encode(
-        x=alt.X("key:N", sort=labels, title="key: the token read (source)", axis=alt.Axis(labelAngle=-60)),
-        y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)"),
+        x=alt.X("key:N", sort=labels, title="key: the token read (source)",
+                axis=alt.Axis(labelAngle=-60, labelOverlap=False)),
+        y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)",
+                axis=alt.Axis(labelOverlap=False)),
         color=alt.Color("weight:Q", title="attention", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
-    ).properties(width=side, height=side)
+    ).properties(width=side + 190, height=side + 120)
 
 
 def pattern_flow(pattern: torch.Tensor, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
@@ -54,7 +56,7 @@ def pattern_flow(pattern: torch.Tensor, labels: list[str], focus: int | None = N
         x2="x1:Q",
         y=alt.Y("i:Q", scale=y_scale, title=None, axis=None),
         y2="j:Q",
-        strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.3, 7]), legend=None),
+        strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.4, 4.5]), legend=None),
         opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 0.95]),
                             legend=alt.Legend(title="attention")),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
@@ -88,7 +90,7 @@ def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_
     x_order = [detector_labels[d] for d in detector_order]
     base = alt.Chart(data).encode(
         x=alt.X("detector_label:N", sort=x_order, title="detector", axis=alt.Axis(labelAngle=-30)),
-        y=alt.Y(f"{row}:N", sort=row_order, title=row_title))
+        y=alt.Y(f"{row}:N", sort=row_order, title=row_title, axis=alt.Axis(labelLimit=220)))
     cells = base.mark_rect().encode(
         color=alt.Color("score:Q", title="score", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
         tooltip=[alt.Tooltip(f"{row}:N"), alt.Tooltip("detector_label:N", title="detector"),
@@ -97,8 +99,9 @@ def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_
     text = base.mark_text(fontSize=12).encode(
         text="text:N",
         color=alt.condition("datum.score > 0.55", alt.value("black"), alt.value("white")))
-    height = max(120, 32 * len(row_order))
-    return alt.layer(cells, outline, text, title=title).properties(width=110 * len(detector_order), height=height)
+    # sizes include the axes and legend (Streamlit fits the whole chart into them)
+    return alt.layer(cells, outline, text, title=title).properties(
+        width=95 * len(detector_order) + 290, height=30 * len(row_order) + 130)
 
 
 def ioi_diagram(heads: pd.DataFrame, edges: pd.DataFrame, lanes: list[str], logits_x: int) -> alt.Chart:
@@ -108,9 +111,10 @@ def ioi_diagram(heads: pd.DataFrame, edges: pd.DataFrame, lanes: list[str], logi
     lane_expr = "[" + ",".join(f"'{name}'" for name in lanes) + "][datum.value]"
     x_scale = alt.Scale(domain=[-0.5, logits_x + 0.8])
     y_scale = alt.Scale(domain=[-0.6, n - 0.4], reverse=True)
-    x_axis = alt.Axis(values=list(range(logits_x)), title="GPT-2 small layer (0-based; logits on the right)",
-                      grid=True, gridOpacity=0.3)
-    y_axis = alt.Axis(values=list(range(n)), labelExpr=lane_expr, title="functional group", grid=False)
+    x_axis = alt.Axis(values=list(range(logits_x)), format="d", grid=True, gridOpacity=0.3,
+                      title="GPT-2 small layer (0-based; logits on the right)")
+    y_axis = alt.Axis(values=list(range(n)), labelExpr=lane_expr, title="functional group", grid=False,
+                      labelLimit=220)
     links = alt.Chart(edges).mark_rule(color="#777777", strokeWidth=1.5, strokeDash=[4, 3]).encode(
         x=alt.X("x:Q", scale=x_scale, axis=x_axis), x2="x2:Q",
         y=alt.Y("y:Q", scale=y_scale, axis=y_axis), y2="y2:Q",
@@ -125,4 +129,4 @@ def ioi_diagram(heads: pd.DataFrame, edges: pd.DataFrame, lanes: list[str], logi
         x="layer:Q", y="y:Q", text="id:N")
     logits = alt.Chart(pd.DataFrame({"x": [logits_x], "y": [lanes.index("name-mover")], "t": ["logits"]}))
     logit_mark = logits.mark_text(align="left", dx=8, fontWeight="bold").encode(x="x:Q", y="y:Q", text="t:N")
-    return alt.layer(links, ends, dots, labels, logit_mark).properties(height=70 * n, width=760)
+    return alt.layer(links, ends, dots, labels, logit_mark).properties(height=70 * n + 60, width=900)
