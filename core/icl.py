@@ -146,13 +146,20 @@ def sample_restarts(task: TaskConfig, batch_size: int, vocab_size: int, n_restar
     return fill_segments(restart, task, vocab_size, token_generator if token_generator is not None else generator)
 
 
-def restart_example(task: TaskConfig, vocab_size: int, seed: int) -> dict:
-    """One restart sequence as plain values: tokens (list), restart (its position), old_period,
-    new_period."""
-    rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(seed))
-    r = int(rb.restart[0].nonzero()[0, 0])
-    return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": int(rb.period[0, 0]),
-            "new_period": int(rb.period[0, r])}
+def restart_example(task: TaskConfig, vocab_size: int, seed: int, max_tries: int = 200) -> dict:
+    """One restart sequence for display, as plain values: tokens (list), restart (its position),
+    old_period, new_period, seed (the one used).
+
+    Draws exactly as sample_restarts does, but skips seeds (seed, seed+1, ...) whose restart leaves
+    no room to show both patterns (a whole old period before it; after it, a new period and RUN tokens).
+    """
+    T = task.seq_len
+    for s in range(seed, seed + max_tries):
+        rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(s))
+        r = int(rb.restart[0].nonzero()[0, 0])
+        old, new = int(rb.period[0, 0]), int(rb.period[0, r])
+        if r >= old and r + new + RUN <= T or s == seed + max_tries - 1:
+            return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": old, "new_period": new, "seed": s}
 
 
 @torch.no_grad()
@@ -165,17 +172,22 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     Returns numpy-free lists: "k", "acc_restart", "n_restart" (targets after a restart),
     "acc_start", "n_start" (targets in the segment that began at position 0) and the same against
     "k_rel" (k - period): "acc_rel_restart", "n_rel_restart", "acc_rel_start", "n_rel_start";
-    plus "summary" (accuracy in the new pattern's first copy, at its second copy's first token and
-    in its later copies, after restarts).
+    plus "summary": accuracy in the new pattern's first copy, at its second copy's first token and in
+    its later copies (after restarts); and over restart segments with room for a second copy
+    (n_segments), how many tokens after the restart the model needs until RUN predictions in a row
+    are right (median_recovery), that number minus the period (median_lag; 0 = exactly one
+    exposure), the share where it is exactly 0, and n_recovered.
     """
     g = torch.Generator().manual_seed(seed)
     T = task.seq_len
     K, R0 = T, task.period_max  # k in 0..T-1, k_rel in -period_max..T-1
     cnt = torch.zeros(2, 2, K + R0)  # [after_restart, by rel?, bin]
     hit = torch.zeros_like(cnt)
+    recover = []  # (tokens after the restart until predictions are right again, period)
     for s in range(0, n_seqs, chunk):
         rb = sample_restarts(task, min(chunk, n_seqs - s), model.cfg.vocab_size, n_restarts, g)
         _, correct = per_target_loss(model(rb.tokens), rb.tokens)  # [b, T-1] targets 1..T-1
+        recover += _recoveries(rb, correct)
         since, per, after = rb.since[:, 1:], rb.period[:, 1:], rb.after_restart[:, 1:].long()
         for rel, idx in ((0, since), (1, since - per + R0)):
             flat = (after * 2 + rel) * (K + R0) + idx
@@ -195,6 +207,35 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
         "later_copies": float(rel_h[R0:].sum() / rel_c[R0:].sum().clamp_min(1)),
         "n_after_restart": int(rel_c.sum()),
     }
+    lag = sorted(k - L for k, L in recover if k is not None)
+    out["summary"].update({
+        "n_segments": len(recover), "n_recovered": len(lag),
+        "median_recovery": float(torch.tensor([k for k, _ in recover if k is not None]).float().median()) if lag else math.nan,
+        "median_lag": float(lag[len(lag) // 2]) if lag else math.nan,
+        "share_exactly_one_period": sum(x == 0 for x in lag) / len(lag) if lag else math.nan,
+    })
+    return out
+
+
+RUN = 3  # predictions in a row that count as "predicting again"
+
+
+def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | None, int]]:
+    """For every segment that began at a restart and is long enough to show its second copy and RUN
+    more tokens: (k, L) with k the fewest tokens after the restart from which RUN targets in a row
+    are right (None if never, within the segment), L the segment's period. correct [B, T-1]."""
+    out = []
+    T = rb.tokens.shape[1]
+    for b in range(rb.tokens.shape[0]):
+        starts = rb.restart[b].nonzero()[:, 0].tolist()
+        ok = [False] + correct[b].tolist()  # ok[t]: target t predicted right (t >= 1)
+        for i, r in enumerate(starts):
+            end = starts[i + 1] if i + 1 < len(starts) else T
+            L = int(rb.period[b, r])
+            if r + L + RUN > end:
+                continue
+            k = next((k for k in range(end - r - RUN + 1) if all(ok[r + k:r + k + RUN])), None)
+            out.append((k, L))
     return out
 
 

@@ -186,12 +186,15 @@ def gram_logits(model: TinyCharLM) -> torch.Tensor:
 
 
 @torch.no_grad()
-def bigram_counts(task: TaskConfig, vocab_size: int, n_seqs: int = 2048, seed: int = 0) -> torch.Tensor:
-    """Counts [V, V] of (current a, next b) over all adjacent pairs of sampled task sequences."""
+def bigram_counts(task: TaskConfig, vocab_size: int, n_seqs: int = 4096, seed: int = 0) -> torch.Tensor:
+    """Counts [V, V] of (current a, next b) over sampled task sequences, each sequence's distinct
+    pairs counted once: the L pairs x_t -> x_{t+1}, t = 0..L-1, of one period (later copies repeat
+    the same pairs, adding copies but no information, which would inflate any estimate from them)."""
     g = torch.Generator().manual_seed(seed)
-    tokens, _ = sample_batch(task, n_seqs, vocab_size, generator=g)
-    idx = tokens[:, :-1] * vocab_size + tokens[:, 1:]
-    return torch.bincount(idx.reshape(-1), minlength=vocab_size ** 2).view(vocab_size, vocab_size).float()
+    tokens, periods = sample_batch(task, n_seqs, vocab_size, generator=g)
+    one_period = torch.arange(tokens.shape[1] - 1)[None] < periods[:, None]  # [B, T-1]
+    idx = (tokens[:, :-1] * vocab_size + tokens[:, 1:])[one_period]
+    return torch.bincount(idx, minlength=vocab_size ** 2).view(vocab_size, vocab_size).float()
 
 
 def mutual_information(counts: torch.Tensor) -> float:
@@ -203,14 +206,15 @@ def mutual_information(counts: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 2048, seed: int = 0) -> dict:
+def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, seed: int = 0) -> dict:
     """What a zero-block model can know, and what the task offers it.
 
     Returns gram [V, V]; model_probs [V, V] (softmax of each Gram row); task_probs [V, V] (estimated
     P(next b | current a)); gram_max_error (max |model logits - Gram rows| on sampled sequences);
     mutual_info (plug-in, nats) and mutual_info_bias (its expected value, (V-1)^2 / (2N), when the
     tokens are independent); model_loss (model's mean loss on fresh sequences), bigram_loss (loss of
-    the estimated table on fresh sequences), ln_V.
+    the estimated table on fresh sequences), ln_V, n_pairs, repeat_bits (mean log2(V p(a | a)): how
+    much the model favours repeating the current token).
     """
     V = model.cfg.vocab_size
     gram = gram_logits(model)
@@ -230,6 +234,7 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 2048, 
         "mutual_info_bias": (V - 1) ** 2 / (2 * float(counts.sum())),
         "model_loss": model_loss, "bigram_loss": float(-smoothed.log()[a, b].mean()),
         "ln_V": math.log(V), "n_pairs": int(counts.sum()),
+        "repeat_bits": float(torch.log2(model_probs.diagonal() * V).mean()),
     }
 
 

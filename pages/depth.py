@@ -27,7 +27,7 @@ SYMBOLS = [token_char(i) for i in range(V)]
 
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(key, _model, _task):
-    out = paths.zero_block_summary(_model, _task, n_seqs=1024)
+    out = paths.zero_block_summary(_model, _task)
     out["model_lr"] = charts.log_ratio_to_uniform(out.pop("model_probs"))
     out["task_lr"] = charts.log_ratio_to_uniform(out.pop("task_probs"))
     return out
@@ -88,22 +88,26 @@ else:
     c4.metric("bigram information (nats)", f"{z['mutual_info']:.4f}",
               f"independence alone gives ≈ {z['mutual_info_bias']:.4f}", delta_color="off",
               help=f"Plug-in mutual information between current and next token over {z['n_pairs']:,} adjacent "
-                   "pairs. Even independent tokens give a positive estimate of about (V−1)²/(2N).")
+                   "pairs (one period per sampled sequence: later copies repeat the same pairs). Even independent "
+                   "tokens give a positive estimate, about (V−1)²/(2N).")
     left, right = st.columns(2)
     scale = (-1.0, 1.0)
     left.altair_chart(charts.token_heatmap(
         z["model_lr"], SYMBOLS, "The model: softmax of each Gram row", "log₂(V·p)", "current token a",
-        "next token b", domain=scale))
+        "next token b", domain=scale), width="content")
     right.altair_chart(charts.token_heatmap(
         z["task_lr"], SYMBOLS, "The task: estimated P(next b | current a)", "log₂(V·p)", "current token a",
-        "next token b", domain=scale))
+        "next token b", domain=scale), width="content")
     st.caption(
         "**What am I looking at?** Each row is a next-token distribution given the current token, drawn as "
         "log₂(V·p): 0 (white) means exactly uniform, ±1 means twice or half as likely as uniform. Left: what "
         "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
         "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
-        "speckle on the right is sampling noise. The model has nothing to learn here: its loss sits at "
-        "ln V, which is also why every model's *first copy* stays near ln V.")
+        "speckle on the right is sampling noise (the bigram table's loss above is worse than uniform because "
+        "it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
+        "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
+        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless the embedding shrinks to nothing, repeating the current token "
+        f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")
 
 # ---------------------------------------------------------------------------------------------
 st.header("2 · One prediction, split into paths")
@@ -219,8 +223,8 @@ else:
     ind = _induction(entry.key, model, task)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
     c1, c2, c3 = st.columns([2, 2, 3])
-    c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"))
-    c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"))
+    c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
+    c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
     c3.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
@@ -231,7 +235,7 @@ else:
     st_terms = _score_terms(entry.key, model, task, head)
     st.altair_chart(charts.score_term_heatmap(
         st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
-        f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"))
+        f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     st.caption(
         f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
         "(the token after the previous occurrence of the current token) minus its mean score over the other "

@@ -110,10 +110,19 @@ st.markdown(
     "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
 curve = _curve(entry.key, model, task)
 s = curve["summary"]
-c1, c2, c3 = st.columns(3)
+c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
 c2.metric("…on its second copy's first token", f"{s['second_copy_first_token']:.2f}")
 c3.metric("…over its later copies", f"{s['later_copies']:.2f}")
+if s["n_recovered"]:
+    c4.metric(f"tokens until {icl.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
+              f"{s['median_lag']:+.0f} vs its period (median)", delta_color="off",
+              help=f"Over {s['n_segments']} restarts with room for a second copy, {s['n_recovered']} recovered; "
+                   f"{s['share_exactly_one_period']:.0%} of those exactly one period after the restart.")
+else:
+    c4.metric(f"tokens until {icl.RUN} right in a row", "never",
+              help=f"None of {s['n_segments']} restarts with room for a second copy was followed by "
+                   f"{icl.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
                      help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
 st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
@@ -124,16 +133,17 @@ st.caption(
     "pattern each sequence starts with, for comparison. The model needs one full exposure: accuracy stays at "
     "chance through the new pattern's first copy and jumps at its second. The dotted line is chance, 1/V.")
 
-ex_seed = st.number_input("Example sequence", 0, 100_000, 3, key="icl_ex_seed")
+ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
 ex = icl.restart_example(task, V, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
 ex_rows = _predict(entry.key, model, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]
 st.altair_chart(charts.prediction_strip(ex_rows, marks, "restart / new pattern's second copy"), width="content")
-st.caption(f"**What am I looking at?** One sampled sequence, token by token, as in section 1. The old pattern "
-           f"(period {ex['old_period']}) runs until position {r_pos}, where a fresh pattern of period "
+st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}), token by token, as in section 1. "
+           f"The old pattern (period {ex['old_period']}) runs until position {r_pos}, where a fresh pattern of period "
            f"{new_period} begins (first dashed line); the second dashed line is where that pattern starts its "
-           "second copy.")
+           "second copy. Seeds whose restart leaves no room to show both patterns are skipped for this example "
+           "(not for the curve).")
 
 # ---------------------------------------------------------------------------------------------
 st.header("3 · Is the skill really in the context?")

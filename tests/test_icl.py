@@ -176,7 +176,7 @@ from test_paths import SHIPPED, open_page  # noqa: E402  (one helper for both pa
 def test_icl_page_with_every_shipped_checkpoint(file):
     at = open_page("pages/icl.py", file)
     assert not at.warning
-    assert len(at.metric) == 3  # the restart summary
+    assert len(at.metric) == 4  # the restart summary
     infos = " ".join(i.value for i in at.info)
     assert ("cannot build an induction circuit" in infos) == (file != "variable-period-2block.pt")
     if file == "variable-period-2block.pt":
@@ -192,7 +192,7 @@ def test_icl_page_bad_typed_input_gets_a_message(text, words):
     at.text_input(key="icl_text").set_value(text).run()
     assert not at.exception
     assert any(words in w.value for w in at.warning), [w.value for w in at.warning]
-    assert len(at.metric) == 3  # the rest of the page still renders
+    assert len(at.metric) == 4  # the rest of the page still renders
 
 
 def test_icl_page_draw_mode_and_bad_symbol_set():
@@ -201,3 +201,31 @@ def test_icl_page_draw_mode_and_bad_symbol_set():
     assert not at.exception and not at.warning
     at.text_input(key="icl_pool").set_value("AB?").run()
     assert any("'?'" in w.value for w in at.warning)
+
+
+def test_recovery_counts_tokens_until_predictions_are_right_again():
+    from core.icl import RUN, RestartBatch, _recoveries
+
+    T = 14
+    restart = torch.zeros(1, T, dtype=torch.bool)
+    restart[0, 3] = True
+    period = torch.tensor([[5] * 3 + [4] * 11])
+    rb = RestartBatch(torch.zeros(1, T, dtype=torch.long), restart, torch.zeros(1, T, dtype=torch.long), period,
+                      restart.long().cumsum(-1) > 0)
+    correct = torch.zeros(1, T - 1, dtype=torch.bool)  # targets 1..T-1
+    correct[0, 4 - 1] = True  # a lone lucky hit at target 4 does not count
+    correct[0, 7 - 1:7 - 1 + RUN] = True  # right from target 7 = restart + 4 (one period) on
+    assert _recoveries(rb, correct) == [(4, 4)]
+    assert _recoveries(rb, torch.zeros(1, T - 1, dtype=torch.bool)) == [(None, 4)]
+
+
+def test_restart_example_is_a_sampler_draw_with_room_for_both_patterns():
+    from core.icl import RUN, restart_example
+
+    task = TaskConfig(period_min=4, period_max=8, seq_len=30)
+    for seed in range(5):
+        ex = restart_example(task, 16, seed)
+        r, old, new = ex["restart"], ex["old_period"], ex["new_period"]
+        assert ex["seed"] >= seed and r >= old and r + new + RUN <= 30
+        rb = sample_restarts(task, 1, 16, 1, torch.Generator().manual_seed(ex["seed"]))
+        assert ex["tokens"] == rb.tokens[0].tolist() and bool(rb.restart[0, r])

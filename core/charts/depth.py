@@ -24,7 +24,7 @@ def _matrix_frame(M: torch.Tensor, rows: list[str], cols: list[str]) -> pd.DataF
 
 def token_heatmap(M: torch.Tensor, symbols: list[str], title: str, value_title: str, row_title: str,
                   col_title: str, diverging: bool = True, domain: tuple[float, float] | None = None,
-                  size: int = 330) -> alt.Chart:
+                  cell: int = 5) -> alt.Chart:
     """Heatmap of a [V, V] token-by-token matrix (row token, column token)."""
     data = _matrix_frame(M, symbols, symbols)
     if domain is None:
@@ -38,7 +38,7 @@ def token_heatmap(M: torch.Tensor, symbols: list[str], title: str, value_title: 
         color=alt.Color("value:Q", title=value_title, scale=scale),
         tooltip=[alt.Tooltip("row:N", title=row_title), alt.Tooltip("col:N", title=col_title),
                  alt.Tooltip("value:Q", format=".3f", title=value_title)],
-    ).properties(width=size, height=size)
+    ).properties(width=alt.Step(cell), height=alt.Step(cell))
 
 
 def log_ratio_to_uniform(P: torch.Tensor) -> torch.Tensor:
@@ -47,7 +47,7 @@ def log_ratio_to_uniform(P: torch.Tensor) -> torch.Tensor:
 
 
 def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str,
-              top: int = 14, title: str = "") -> alt.Chart:
+              top: int = 25, title: str = "") -> alt.Chart:
     """Horizontal bars of each path's contribution, largest |value| first; paths beyond `top` are
     summed into one 'all other paths' bar so the bars still add up to the total."""
     rows = sorted(zip(labels, kinds, values), key=lambda r: -abs(r[2]))
@@ -66,7 +66,7 @@ def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title:
         tooltip=["path:N", "kind:N", alt.Tooltip("value:Q", format=".3f")],
     )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#444").encode(x="x:Q")
-    return (bars + zero).properties(width=420, height=max(120, 22 * len(keep)))
+    return (bars + zero).properties(width=420, height=alt.Step(20))
 
 
 def score_term_heatmap(terms: torch.Tensor, q_labels: list[str], k_labels: list[str], title: str,
@@ -86,8 +86,7 @@ def score_term_heatmap(terms: torch.Tensor, q_labels: list[str], k_labels: list[
     text = base.mark_text(fontSize=10).encode(
         text=alt.Text("value:Q", format=".1f"),
         color=alt.condition(f"abs(datum.value) > {0.6 * m}", alt.value("white"), alt.value("black")))
-    side = max(200, 42 * max(len(q_labels), len(k_labels)))
-    return (rect + text).properties(width=side, height=max(160, 34 * len(q_labels)))
+    return (rect + text).properties(width=alt.Step(44), height=alt.Step(26))
 
 
 def composition_heatmap(scores: torch.Tensor, baseline: float | None, title: str) -> alt.Chart:
@@ -108,4 +107,4 @@ def composition_heatmap(scores: torch.Tensor, baseline: float | None, title: str
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("value:Q", format=".2f"),
         color=alt.condition(f"datum.value > {0.55 * top}", alt.value("black"), alt.value("white")))
-    return (rect + text).properties(width=200, height=170)
+    return (rect + text).properties(width=alt.Step(44), height=alt.Step(32))

@@ -26,8 +26,7 @@ def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_titl
     green where right, vermillion where wrong) and the probability of the top prediction per position.
     `boundaries` are positions where a copy (or a fresh pattern) begins, drawn as dashed rules."""
     df = _frame(rows)
-    T = int(df["position"].max()) + 1
-    width = max(360, min(1500, 15 * T))
+    width = alt.Step(10)  # fixed sizes on a discrete axis get squeezed by Streamlit; steps do not
     x = alt.X("position:O", title="position of the predicted token", axis=alt.Axis(labelAngle=0, labelOverlap=True))
     strip_rows = pd.concat([df.assign(row="next token", sym=df["true"]), df.assign(row="predicted", sym=df["pred"])])
     tip = ["position:O", alt.Tooltip("true:N", title="next token"), alt.Tooltip("pred:N", title="predicted"),
@@ -36,8 +35,8 @@ def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_titl
     base = alt.Chart(strip_rows).encode(x=x, y=alt.Y("row:N", title=None, sort=["next token", "predicted"]))
     strip = (base.mark_rect(stroke="white").encode(
         color=alt.Color("outcome:N", title="prediction", scale=OUTCOME), opacity=alt.value(0.85), tooltip=tip)
-        + base.mark_text(fontSize=11, color="white", fontWeight="bold").encode(text="sym:N")
-    ).properties(width=width, height=54, title=title)
+        + base.mark_text(fontSize=9, color="white", fontWeight="bold").encode(text="sym:N")
+    ).properties(width=width, height=alt.Step(22), title=title)
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=alt.Y("p_predicted:Q", title="p(top prediction)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("outcome:N", scale=OUTCOME, legend=None), tooltip=tip,
@@ -95,4 +94,4 @@ def check_chart(check: dict) -> alt.Chart:
     err = alt.Chart(df).mark_errorbar(color="#222").encode(y=y, x="lo:Q", x2="hi:Q")
     chance = alt.Chart(pd.DataFrame({"x": [check["chance"]], "what": ["chance (1/V)"]})).mark_rule(
         strokeDash=[2, 2], color="#666").encode(x="x:Q", tooltip="what:N")
-    return (bars + err + chance).properties(width=460, height=30 * len(rows) + 20)
+    return (bars + err + chance).properties(width=460, height=alt.Step(30))
