@@ -1,0 +1,169 @@
+"""Resident memory of the Streamlit server (DESIGN.md budget: under 600 MB with one session that has
+visited every page).
+
+    python bench/memory.py            # figures as text
+    python bench/memory.py --json     # one JSON object
+
+Starts `streamlit run dashboard.py --server.headless true` on a free loopback port and reads the
+server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
+1. idle, after the health check;
+2. after one browser session (Debian's Chromium through Playwright) has opened every page and each
+   page's script has finished and its charts have drawn;
+3. while three further sessions train at once on the Train page (default settings), sampled every
+   0.5 s for --train-seconds, then after all three pressed Stop.
+With the default limit (ATTENTION_LAB_MAX_TRAININGS unset: 2) the third session waits for a slot,
+as it would on the hosted app; --max-trainings 3 lets all three run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+PAGES = ["", "train", "attention", "circuits", "depth", "icl", "archetypes"]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+BUDGET_MB = 600
+
+
+def status_mb(pid: int, field: str) -> float:
+    """A memory field of /proc/<pid>/status (VmRSS, VmHWM) in MB (2^20 bytes)."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    kb = int(re.search(rf"^{field}:\s+(\d+) kB", text, re.M).group(1))
+    return kb / 1024
+
+
+class Sampler(threading.Thread):
+    """Largest VmRSS seen every `every` seconds until stopped."""
+
+    def __init__(self, pid: int, every: float = 0.5):
+        super().__init__(daemon=True)
+        self.pid, self.every, self.max_mb, self._stop = pid, every, 0.0, threading.Event()
+
+    def run(self):
+        while not self._stop.is_set():
+            self.max_mb = max(self.max_mb, status_mb(self.pid, "VmRSS"))
+            self._stop.wait(self.every)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self.join()
+        return self.max_mb
+
+
+def start_server(env: dict) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.25)
+    proc.kill()
+    raise SystemExit("the server did not answer its health check within 90 s")
+
+
+def visit_every_page(browser, url: str) -> None:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    for path in PAGES:
+        page.goto(f"{url}/{path}")
+        page.wait_for_selector(IDLE, timeout=180_000)
+        page.wait_for_timeout(500)  # charts draw after the script finishes
+    ctx.close()
+
+
+def train_three(browser, url: str, seconds: float, pid: int) -> dict:
+    contexts, pages = [], []
+    for _ in range(3):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = ctx.new_page()
+        page.goto(f"{url}/train")
+        page.wait_for_selector(IDLE, timeout=180_000)
+        contexts.append(ctx)
+        pages.append(page)
+    sampler = Sampler(pid)
+    sampler.start()
+    for page in pages:
+        page.get_by_role("button", name="Train", exact=True).click()
+    time.sleep(seconds)
+    running = sum(1 for p in pages if p.get_by_text(re.compile(r"steps/s")).count() > 0)
+    waiting = sum(1 for p in pages if p.get_by_text(re.compile("waiting for a free training slot", re.I)).count() > 0)
+    for page in pages:
+        page.get_by_role("button", name="Stop", exact=True).click()
+    for page in pages:
+        page.wait_for_selector(IDLE, timeout=180_000)
+    peak = sampler.stop()
+    time.sleep(1)
+    after = status_mb(pid, "VmRSS")
+    for ctx in contexts:
+        ctx.close()
+    return {"rss_three_training_max_mb": round(peak, 1), "rss_after_three_stopped_mb": round(after, 1),
+            "sessions_training": running, "sessions_waiting": waiting}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--train-seconds", type=float, default=20.0, help="how long the three sessions train")
+    ap.add_argument("--max-trainings", type=int, help="ATTENTION_LAB_MAX_TRAININGS for the server")
+    args = ap.parse_args(argv)
+    if args.train_seconds <= 0:
+        ap.error("--train-seconds must be positive")
+    env = {"ATTENTION_LAB_MAX_TRAININGS": str(args.max_trainings)} if args.max_trainings is not None else {}
+    from playwright.sync_api import sync_playwright
+
+    proc, url = start_server(env)
+    try:
+        out = {"rss_idle_mb": round(status_mb(proc.pid, "VmRSS"), 1)}
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            sampler = Sampler(proc.pid)
+            sampler.start()
+            visit_every_page(browser, url)
+            out["rss_one_session_max_mb"] = round(sampler.stop(), 1)
+            out["rss_one_session_all_pages_mb"] = round(status_mb(proc.pid, "VmRSS"), 1)
+            out.update(train_three(browser, url, args.train_seconds, proc.pid))
+            browser.close()
+        out["peak_vmhwm_mb"] = round(status_mb(proc.pid, "VmHWM"), 1)
+        out["budget_one_session_mb"] = BUDGET_MB
+        out["max_trainings"] = args.max_trainings if args.max_trainings is not None else "default"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        ok = "within" if out["rss_one_session_max_mb"] < BUDGET_MB else "OVER"
+        print(f"server RSS idle: {out['rss_idle_mb']:.0f} MB")
+        print(f"one session, every page: {out['rss_one_session_all_pages_mb']:.0f} MB after, "
+              f"{out['rss_one_session_max_mb']:.0f} MB at most ({ok} the {BUDGET_MB} MB budget)")
+        print(f"three sessions training at once ({out['sessions_training']} training, {out['sessions_waiting']} "
+              f"waiting for a slot): {out['rss_three_training_max_mb']:.0f} MB at most, "
+              f"{out['rss_after_three_stopped_mb']:.0f} MB after Stop")
+        print(f"peak over the whole run (VmHWM): {out['peak_vmhwm_mb']:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
