@@ -11,6 +11,8 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+from pathlib import Path
+
 import pandas as pd
 
 from .checkpoints import checkpoint_bytes
@@ -149,6 +151,16 @@ class LiveRun:
         rate = self.steps_per_second()
         return (self.total_steps - self.step) / rate if rate > 0 else math.nan
 
+    def progress_text(self) -> str:
+        """'step s / n' and, while running, the speed and time left; once ended, how it ended."""
+        text = f"step {self.step} / {self.total_steps}"
+        rate = self.steps_per_second()
+        if self.active and math.isfinite(rate):
+            return text + f" · {rate:.1f} steps/s · about {_duration(self.seconds_left())} left"
+        if not self.active:
+            return text + f" · {self.status} after {_duration(self.wall + self.between)} of training"
+        return text
+
     def history(self) -> list[dict]:
         """Logged rows so far, plus (once stopped between logs) a row at the final step."""
         rows = list(self.trainer.history)
@@ -171,6 +183,12 @@ class LiveRun:
         fields["history"] = history
         info = {"config": self.model_cfg, "task": self.task_cfg, "train": fields["train"], "history": history}
         self.result = (model, info, checkpoint_bytes(model, **fields))
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "–"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,3 +251,49 @@ def final_metrics(history: list[dict] | None) -> dict:
         return {}
     last = history[-1]
     return {k: last[k] for k in (*PARTS, *ACCURACY, "step", "seconds") if k in last}
+
+
+# ---------------------------------------------------------------------------------------------
+# the shipped transition study (core.transition, checkpoints/transition_study.csv)
+
+
+def study_file():
+    """The study's path, or None while core.transition is not installed."""
+    try:
+        from . import transition
+    except ImportError:
+        return None
+    return transition.STUDY_FILE
+
+
+def transition_study(path=None) -> dict | None:
+    """The shipped transition study: {"runs", "summary", "command", "high", "low"}, {"error": sentence}
+    for an unreadable file, or None while it has not been measured (no loader or no file)."""
+    try:
+        from . import transition
+    except ImportError:
+        return None
+    path = Path(path) if path else transition.STUDY_FILE
+    if not path.is_file():
+        return None
+    try:
+        runs = transition.load_study(path)
+        summary = transition.summarize(runs)
+        command = transition.study_command(path)
+    except (ValueError, OSError, KeyError, pd.errors.ParserError) as e:
+        return {"error": f"The transition study file {path.name} could not be read: {e}"}
+    return {"runs": runs, "summary": summary, "command": command, "high": transition.HIGH, "low": transition.LOW}
+
+
+def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
+    """One sentence on how often and when the drop happened for `blocks`-block runs, or None."""
+    row = summary[summary["blocks"] == blocks]
+    if row.empty:
+        return None
+    r = row.iloc[0]
+    text = f"{blocks} block{'s' if blocks != 1 else ''}: {int(r['dropped'])} of {int(r['runs'])} seeds dropped"
+    if r["dropped"]:
+        text += (f" ({int(r['abrupt'])} abruptly), at a median step of {r['drop_step_median']:.0f} (range "
+                 f"{r['drop_step_min']:.0f}–{r['drop_step_max']:.0f}); the fall took a median of "
+                 f"{r['width_median']:.0f} steps")
+    return text + "."

@@ -104,20 +104,6 @@ def reset() -> None:
     st.session_state.pop("train_run", None)
 
 
-def fmt_seconds(s: float) -> str:
-    return "–" if not math.isfinite(s) else f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
-
-
-def progress(run: live.LiveRun) -> None:
-    rate = run.steps_per_second()
-    text = f"step {run.step} / {run.total_steps}"
-    if run.active and math.isfinite(rate):
-        text += f" · {rate:.1f} steps/s · about {fmt_seconds(run.seconds_left())} left"
-    elif not run.active:
-        text += f" · {run.status} after {fmt_seconds(run.wall + run.between)} of training"
-    st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=text)
-
-
 def live_charts(run: live.LiveRun, reference: dict | None) -> None:
     hist = run.history()
     vocab = run.model_cfg.vocab_size
@@ -169,7 +155,7 @@ def live_panel() -> None:
             register(run)
             st.rerun()  # redraw the whole page: buttons, picker, download
     st.caption(f"This run: {run.settings.label()}, learning rate {run.settings.lr:g}, batch {run.settings.batch_size}.")
-    progress(run)
+    st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=run.progress_text())
     live_charts(run, shipped_runs().get(live.REFERENCE_PRESET))
 
 
@@ -209,11 +195,38 @@ def shipped_panel() -> None:
         "never do. With one fixed period, one block finds a shortcut: attend a fixed distance back.")
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _study(path: str, mtime: float) -> dict | None:
+    return live.transition_study(path)
+
+
 def transition_panel() -> None:
     st.subheader("How often, and when, does the drop happen?")
-    st.info("Not yet measured: the transition study (many seeds of the 2-block run) has not been shipped "
-            "with this copy of the lab. One run cannot tell you how reliable or how early the drop is; "
-            "train a few seeds yourself above to get a feel for it.")
+    path = live.study_file()
+    study = _study(str(path), path.stat().st_mtime) if path is not None and path.is_file() else None
+    if study is None:
+        st.info("Not yet measured: the transition study (many seeds of the 1- and 2-block runs) is not installed "
+                "with this copy of the lab. One run cannot tell you how reliable or how early the drop is; "
+                "train a few seeds yourself above to get a feel for it.")
+        return
+    if "error" in study:
+        st.warning(study["error"])
+        return
+    summary, runs = study["summary"], study["runs"]
+    st.markdown(" ".join(t for b in sorted(summary["blocks"]) if (t := live.study_sentence(summary, int(b)))))
+    chart, note = st.columns([3, 1])
+    if runs["dropped"].any():
+        chart.altair_chart(charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")
+    note.markdown(
+        f"**What am I looking at?** One bar per training run (seed) whose later-copy loss dropped. The bar "
+        f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "
+        f"at the first step below {study['low']:g} nats; the black tick is where it crossed ln V / 2, the "
+        "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
+        "never dropped have no bar; the sentence above counts them.")
+    with st.expander("Every run of the study, and the command that measures it again"):
+        st.dataframe(runs, hide_index=True, width="stretch")
+        if study["command"]:
+            st.code(study["command"], language="bash")
 
 
 st.title("Train TinyCharLM")

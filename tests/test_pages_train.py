@@ -185,3 +185,30 @@ def test_settings_survive_a_visit_to_another_page():
     assert at.slider(key="tr_layers").value == 3
     assert at.slider(key="tr_periods").value == (4, 8)
     assert at.number_input(key="tr_steps").value == 7
+
+
+def _write_study(path: Path) -> None:
+    """A small study file in core.transition's format: 2-block seeds 0-3 drop, seed 4 does not."""
+    rows = ["blocks,seed,steps_run,dropped,abrupt,drop_step,drop_start,drop_end,width,plateau_loss,final_loss_later"]
+    for seed, start in enumerate([300, 420, 510, 650]):
+        rows.append(f"2,{seed},1500,True,True,{start + 40},{start},{start + 80},80,3.6,0.3")
+    rows.append("2,4,1500,False,False,,,,,3.7,3.6")
+    rows += [f"1,{seed},1500,False,False,,,,,3.7,3.6" for seed in range(3)]
+    path.write_text("# a study for the test\n# command: python bench/transition_study.py --seeds 5\n" + "\n".join(rows) + "\n")
+
+
+def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):
+    transition = pytest.importorskip("core.transition")
+    monkeypatch.setattr(transition, "STUDY_FILE", tmp_path / "transition_study.csv")
+    at = app("pages/train.py")
+    assert any("Not yet measured" in i.value for i in at.info)
+    _write_study(transition.STUDY_FILE)
+    at.run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "2 blocks: 4 of 5 seeds dropped (4 abruptly)" in text
+    assert "1 block: 0 of 3 seeds dropped." in text
+    assert "transition_study.py --seeds 5" in at.code[0].value
+    transition.STUDY_FILE.write_text("not,a,study\n1,2,3\n")
+    at.run()
+    assert not at.exception and any("could not be read" in w.value for w in at.warning)

@@ -117,3 +117,20 @@ def drop_steps_chart(df: pd.DataFrame, height: int = 220) -> alt.Chart:
         y=alt.Y("count():Q", title="seeds"),
         tooltip=[alt.Tooltip("count():Q", title="seeds")],
     ).properties(height=height)
+
+
+def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: int | None = None) -> alt.Chart:
+    """One bar per seed that dropped, from drop_start to drop_end (the steps the later-copy loss took
+    to fall from `high` to below `low` nats), a tick at drop_step; rows sorted by drop_start."""
+    df = runs[runs["dropped"]].copy()
+    df["run"] = df.apply(lambda r: f"{int(r['blocks'])} blk · seed {int(r['seed'])}", axis=1)
+    order = list(df.sort_values(["blocks", "drop_start"])["run"])
+    blocks = sorted(df["blocks"].unique().tolist())
+    y = alt.Y("run:N", sort=order, title="run (blocks · seed)")
+    colour = alt.Color("blocks:O", title="blocks", scale=alt.Scale(domain=blocks, range=SERIES[:len(blocks)] or SERIES))
+    tip = ["blocks:O", "seed:Q", "drop_start:Q", "drop_end:Q", "drop_step:Q", "width:Q"]
+    bars = alt.Chart(df).mark_bar(height=8).encode(
+        x=alt.X("drop_start:Q", title=f"training step (bar: loss falls from {high:g} to below {low:g} nats)"),
+        x2="drop_end:Q", y=y, color=colour, tooltip=tip)
+    ticks = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(x="drop_step:Q", y=y, tooltip=tip)
+    return (bars + ticks).properties(height=height or max(120, 18 * len(df)))
