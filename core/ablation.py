@@ -2,15 +2,17 @@
 
 Modes: "zero" replaces a head's output (A v) W_O by 0; "mean" replaces it, at each position, by its
 mean over the evaluation batch at that position (so the head still adds its typical, input-independent
-contribution, and only the information it carries about this sequence is removed).
+contribution, and only the information it carries about this sequence is removed). These are the
+semantics of core.model.Ablation; the functions here compute them on the fused attention path.
 """
 from __future__ import annotations
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from .metrics import copy_metrics
-from .model import Ablation, TinyCharLM
+from .model import TinyCharLM
 
 MODES = ("zero", "mean")
 
@@ -24,6 +26,44 @@ def _check(model: TinyCharLM, heads: dict) -> None:
             raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}.")
 
 
+def _block_forward(model: TinyCharLM, layer: int, h: torch.Tensor, heads: dict) -> torch.Tensor:
+    """Block `layer` on h [B, T, D] with the fused attention kernel, heads {(layer, head): mode} knocked
+    out on the way: a head's output z_h W_O[h] is linear in its mixed values z_h [B, T, d_head], so
+    zeroing z_h (or replacing it by its batch mean at each position) zero- (or mean-) ablates the head."""
+    block = model.blocks[layer]
+    B, T, D = h.shape
+    q, k, v = block._qkv(h)
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
+    mine = {hd: mode for (l, hd), mode in heads.items() if l == layer}
+    if mine:
+        z = z.clone()
+        for hd, mode in mine.items():
+            z[:, hd] = 0.0 if mode == "zero" else z[:, hd].mean(0, keepdim=True)
+    out = z.transpose(1, 2).reshape(B, T, -1) @ block.W_O.reshape(-1, D)
+    if model.cfg.bias:
+        out = out + block.b_O
+    return h + out
+
+
+def _forward_from(model: TinyCharLM, h: torch.Tensor, start: int, heads: dict) -> torch.Tensor:
+    """Blocks start.. on the stream h [B, T, D] entering block `start`, then unembed: logits [B, T, V]."""
+    for layer in range(start, model.cfg.n_layers):
+        h = _block_forward(model, layer, h, heads)
+    return h @ model.W_E.T
+
+
+@torch.no_grad()
+def ablated_logits(model: TinyCharLM, tokens: torch.Tensor,
+                   heads: dict[tuple[int, int], str] | None = None) -> torch.Tensor:
+    """Logits [B, T, V] of tokens [B, T] with `heads` ({(layer, head): "zero" | "mean"}) ablated.
+
+    The same numbers as model.run_with_cache(tokens, Ablation(heads)) to float precision (tests).
+    """
+    heads = dict(heads or {})
+    _check(model, heads)
+    return _forward_from(model, model.W_E[tokens], 0, heads)
+
+
 @torch.no_grad()
 def ablated_metrics(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor,
                     heads: dict[tuple[int, int], str] | None = None) -> dict[str, float]:
@@ -31,10 +71,7 @@ def ablated_metrics(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tens
 
     tokens [B, T], periods [B]. Mean ablation uses the per-position mean over this batch.
     """
-    heads = dict(heads or {})
-    _check(model, heads)
-    logits, _ = model.run_with_cache(tokens, Ablation(heads))
-    return copy_metrics(logits, tokens, periods)
+    return copy_metrics(ablated_logits(model, tokens, heads), tokens, periods)
 
 
 @torch.no_grad()
@@ -42,20 +79,10 @@ def compare_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Ten
                      heads: dict[tuple[int, int], str]) -> pd.DataFrame:
     """Before/after table: rows = metric name, columns clean, ablated, delta (ablated - clean)."""
     clean = ablated_metrics(model, tokens, periods)
-    after = ablated_metrics(model, tokens, periods, heads)
+    after = ablated_metrics(model, tokens, periods, heads) if heads else clean
     df = pd.DataFrame({"clean": clean, "ablated": after})
     df["delta"] = df["ablated"] - df["clean"]
     return df
-
-
-def _rest_of_model(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
-    """Run blocks start.. on stream h [B, T, D] and unembed: -> logits [B, T, V].
-
-    Uses the same per-head path as run_with_cache, so an ablation that changes nothing gives
-    exactly the clean logits."""
-    for layer in range(start, model.cfg.n_layers):
-        h = model.blocks[layer].forward_with_cache(h, layer)[0]
-    return h @ model.W_E.T
 
 
 @torch.no_grad()
@@ -63,20 +90,19 @@ def single_head_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch
                          mode: str = "zero") -> list[dict]:
     """Each head ablated alone: rows {layer, head, loss_later_delta, acc_later_delta} (ablated - clean).
 
-    One cached clean run; each ablation edits the stream after its block and reruns only the blocks
-    above it (the same numbers as a full ablated run, see tests).
+    The clean streams entering each block are computed once; each ablation reruns only its own block
+    and those above it.
     """
     if mode not in MODES:
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}.")
-    logits, cache = model.run_with_cache(tokens)
-    clean = copy_metrics(logits, tokens, periods)
+    resid = [model.W_E[tokens]]
+    for layer in range(model.cfg.n_layers):
+        resid.append(_block_forward(model, layer, resid[-1], {}))
+    clean = copy_metrics(resid[-1] @ model.W_E.T, tokens, periods)
     rows = []
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):
-            out = cache["head_out"][layer][:, head]  # [B, T, D]
-            replacement = out.mean(0, keepdim=True) if mode == "mean" else torch.zeros_like(out[:1])
-            h = cache["resid"][layer + 1] - out + replacement
-            m = copy_metrics(_rest_of_model(model, h, layer + 1), tokens, periods)
+            m = copy_metrics(_forward_from(model, resid[layer], layer, {(layer, head): mode}), tokens, periods)
             rows.append({
                 "layer": layer, "head": head,
                 "loss_later_delta": m["loss_later_copies"] - clean["loss_later_copies"],

@@ -119,6 +119,11 @@ def token_labels(tokens: torch.Tensor, vocab_size: int) -> list[str]:
     return out
 
 
+def vocab_labels(vocab_size: int) -> list[str]:
+    """Display label of every token id 0..V-1."""
+    return token_labels(torch.arange(vocab_size), vocab_size)
+
+
 def decode(tokens: torch.Tensor, vocab_size: int) -> str:
     """Tokens [T] -> text (space shown as a space)."""
     return "".join(l if l != SPACE_LABEL else " " for l in token_labels(tokens, vocab_size))

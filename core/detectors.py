@@ -23,30 +23,32 @@ DETECTORS = ("previous_token", "duplicate_token", "induction", "first_token", "s
 
 
 def detector_mask(name: str, tokens: torch.Tensor) -> torch.Tensor:
-    """The 0/1 target pattern [T, T] (bool, causal) of detector `name` on tokens [T]."""
-    T = tokens.shape[0]
+    """The 0/1 target pattern [T, T] (bool, causal) of detector `name` on tokens [T]
+    (or [..., T, T] for a batch of sequences tokens [..., T])."""
+    T = tokens.shape[-1]
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
-    same = tokens[:, None] == tokens[None, :]  # token_i == token_j
+    same = tokens[..., :, None] == tokens[..., None, :]  # token_i == token_j
     if name == "previous_token":
-        return j == i - 1
+        return (j == i - 1).expand_as(same)
     if name == "duplicate_token":
         return same & (j < i)
     if name == "induction":
         # key j follows an earlier occurrence of the query's token: token_{j-1} == token_i, j <= i
-        prev_same = torch.zeros(T, T, dtype=torch.bool)
-        prev_same[:, 1:] = same[:, :-1]
+        prev_same = torch.zeros_like(same)
+        prev_same[..., :, 1:] = same[..., :, :-1]
         return prev_same & (j <= i) & (j >= 1)
     if name == "first_token":
-        return (j == 0) & (i >= 1)
+        return ((j == 0) & (i >= 1)).expand_as(same)
     if name == "self":
-        return j == i
+        return (j == i).expand_as(same)
     raise ValueError(f"unknown detector {name!r}; choose one of {', '.join(DETECTORS)}.")
 
 
 def detector_score(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "all",
                    exclude_bos: bool = False, exclude_current_token: bool = False) -> torch.Tensor:
-    """Share of attention on mask: pattern [..., T, T], mask [T, T] -> [...].
+    """Share of attention on mask: pattern [..., T, T], mask [T, T] (or broadcastable, e.g. [B, 1, T, T]
+    for a pattern [B, H, T, T] of B sequences) -> [...].
 
     rows="all" is TransformerLens's score (sum(A * M) / sum(A) over the whole matrix);
     rows="target" averages each qualifying row's share (NaN if no row qualifies).
@@ -63,6 +65,8 @@ def detector_score(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "all",
     M = mask.to(A.dtype)
     if rows == "all":
         return (A * M).sum((-2, -1)) / A.sum((-2, -1)).clamp_min(1e-12)
+    if mask.dim() != 2:
+        raise ValueError("rows='target' takes one sequence's mask [T, T].")
     keep = mask.any(-1)
     if not keep.any():
         return torch.full(A.shape[:-2], float("nan"))
@@ -73,6 +77,7 @@ def detector_score(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "all",
 
 def detector_scores(pattern: torch.Tensor, tokens: torch.Tensor, **kwargs) -> dict[str, torch.Tensor]:
     """Every detector on one sequence: pattern [..., T, T] (e.g. [H, T, T]), tokens [T] -> {name: [...]}.
+    For B sequences at once pass pattern [B, H, T, T] and tokens [B, 1, T] (rows="all" only).
 
     Keyword arguments go to detector_score (rows, exclude_bos, exclude_current_token).
     """

@@ -54,19 +54,21 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
 
 @torch.no_grad()
 def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None = None,
-                 n_seqs: int = 32, seed: int = 0) -> pd.DataFrame:
+                 n_seqs: int = 16, seed: int = 0, chunk: int = 256) -> pd.DataFrame:
     """Copy metrics at each fixed probe period (default: every period the task length allows).
 
     Rows {period, trained (bool: inside the training range), loss_second_copy, acc_second_copy,
-    loss_later_copies, acc_later_copies}.
+    loss_later_copies, acc_later_copies}. All periods run in a few large batches.
     """
     lo, hi = probe_periods(task)
-    periods = list(range(lo, hi + 1)) if periods is None else periods
+    periods = list(range(lo, hi + 1)) if periods is None else list(periods)
+    batches = [sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed + P),
+                            period=P) for P in periods]
+    tokens = torch.cat([t for t, _ in batches])
+    logits = torch.cat([model(tokens[s:s + chunk]) for s in range(0, len(tokens), chunk)])
     rows = []
-    for P in periods:
-        g = torch.Generator().manual_seed(seed + P)
-        tokens, per = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=P)
-        m = copy_metrics(model(tokens), tokens, per)
+    for n, (P, (tok, per)) in enumerate(zip(periods, batches)):
+        m = copy_metrics(logits[n * n_seqs:(n + 1) * n_seqs], tok, per)
         rows.append({"period": P, "trained": task.period_min <= P <= task.period_max,
                      **{k: m[k] for k in ("loss_second_copy", "acc_second_copy", "loss_later_copies",
                                            "acc_later_copies")}})

@@ -1,4 +1,148 @@
+"""Attention: every head's pattern on a task sequence or your own text, the head scores, the offset-mass
+profile and the period-shift probe."""
 import streamlit as st
 
-st.title("attention")
-st.info("This page is being built.")
+from core import analysis
+from core.attention import MAX_TEXT_LEN, describe_alphabet
+from core.charts import attention as charts
+from core.probes import probe_periods
+from ui.state import require_model
+
+st.title("Attention patterns")
+entry = require_model()
+model, task = entry.model, entry.info["task"]
+cfg = model.cfg
+
+if cfg.n_layers == 0:
+    st.info("This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
+            "guess for the next token depends on the current token alone, through the embedding's Gram "
+            "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
+    st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
+    st.stop()
+
+
+@st.cache_data(show_spinner="Running the model…", max_entries=64)
+def task_view(key: str, period: int, seed: int, _model, _task) -> analysis.SequenceView:
+    return analysis.task_sequence_view(_model, _task, period, seed)
+
+
+@st.cache_data(show_spinner="Running the model…", max_entries=64)
+def text_view(key: str, text: str, _model) -> analysis.SequenceView:
+    return analysis.text_view(_model, text)
+
+
+@st.cache_data(show_spinner="Probing every period…", max_entries=16)
+def sweep(key: str, _model, _task):
+    return analysis.sweep_view(_model, _task)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def probe(key: str, period: int, _model, _task) -> dict:
+    return analysis.probe_view(_model, _task, period)
+
+
+st.markdown(
+    "Each head decides, for every position *i* (the query), how to split one unit of attention over "
+    "the positions *j ≤ i* before it (the keys). Pick a sequence, then read the patterns: a line just "
+    "below the diagonal is a previous-token head; a stripe that starts with the second copy, one step "
+    "right of the period, is an induction head (Elhage et al. 2021; Olsson et al. 2022).")
+
+lo, hi = probe_periods(task)
+c1, c2, c3 = st.columns([1.1, 1.4, 1])
+source = c1.radio("Sequence", ["Sampled task sequence", "Type your own"], key="att_source")
+view = None
+if source == "Sampled task sequence":
+    default = min(max((task.period_min + task.period_max) // 2, lo), hi)
+    period = c2.slider("Period L", lo, hi, default, key="att_period",
+                       help=f"The model was trained on periods {task.period_min}–{task.period_max}.")
+    seed = c3.number_input("Sample seed", 0, 10_000, 0, key="att_seed")
+    view = task_view(entry.key, int(period), int(seed), model, task)
+else:
+    text = c2.text_input("Your sequence", "the cat sat. the cat sat. the cat sat.", key="att_text",
+                         max_chars=MAX_TEXT_LEN * 2)
+    c2.caption(f"One character = one token, in the order {describe_alphabet(cfg.vocab_size)} "
+               f"(a = token 0, … '.' = token {cfg.vocab_size - 1}); at most {MAX_TEXT_LEN} characters. "
+               "Repeat a phrase to give induction heads something to find.")
+    try:
+        view = text_view(entry.key, text, model)
+    except ValueError as e:
+        st.warning(str(e))
+weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weighting",
+                    help="Value-weighted: each weight times ‖v_j W_O‖, the size of what key j writes, "
+                         "then renormalised per row.") == "value-weighted"
+
+if view is not None:
+    patterns = view.weighted if weighted else view.raw
+    st.subheader("Every head")
+    st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads). In each, row *i* "
+               "is a query position and column *j* a key; brighter = more attention. Above the diagonal is the "
+               "future, which a causal head cannot see. Weights under 0.01 are not drawn. "
+               + ("Value-weighted view: attention to a position that writes little is dimmed (Elhage et al. 2021), "
+                  "so a head that parks its attention somewhere harmless fades out." if weighted else ""))
+    st.altair_chart(charts.pattern_grid(patterns), width="content")
+
+    st.subheader("One head, up close")
+    labels = analysis.head_labels(model)
+    pick = st.selectbox("Head (block.head)", labels, key="att_head", index=min(len(labels) - 1, cfg.n_heads))
+    layer, head = analysis.parse_head_label(pick)
+    left, right = st.columns([3, 1.2])
+    left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
+                      width="content")
+    right.caption(
+        "**What am I looking at?** The same pattern with each position's token on the axes (position · "
+        "character, ␣ = space). Hover a cell for the query and key tokens, the weight and the model's "
+        "guess for the token after the query. "
+        + (f"Outlined cells mark j = i + 1 − L (L = {view.period}): the token that came right after the "
+           "previous occurrence of the query's token, which is what an induction head should look at."
+           if view.period else ""))
+    right.markdown(f"**Sequence** ({len(view.tokens)} tokens):")
+    right.code("".join(view.labels), language=None, wrap_lines=True)
+
+    st.subheader("Head scores")
+    score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
+    st.dataframe(charts.styled_scores(view.scores, score_cols), hide_index=True, width="stretch")
+    st.download_button("Download the scores (CSV)", view.scores.to_csv(index=False).encode(),
+                       file_name=f"head_scores_{'L' + str(view.period) if view.period else 'text'}.csv",
+                       mime="text/csv", key="att_csv")
+    period_text = (
+        f"Averaged over {view.n_seqs} sampled sequences of period L = {view.period} (the one above is the first). "
+        "**prev_token** = mean A[i, i−1]; **induction** = mean A[i, i+1−L] over later copies (i ≥ L); "
+        "**duplicate** = mean A[i, i−L]; **first_token** = mean A[i, 0] (a resting place, or *sink*: "
+        "Xiao et al. 2023); **self** = mean A[i, i]. " if view.period else "Scores of the sequence you typed. ")
+    st.caption(
+        "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
+        "yellow (1). " + period_text +
+        "The last five columns need no period: they are TransformerLens's token-based detectors, the share of "
+        "all the head's attention that lands where the archetype would look (previous token; an earlier copy "
+        "of the same token; the token after an earlier copy; position 0; itself). Scores use the raw pattern.")
+
+    st.subheader("Attention by offset")
+    st.altair_chart(charts.offset_chart(view.offsets, view.period), width="content")
+    st.caption(
+        "**What am I looking at?** For each offset k, the mean weight a head puts k positions back, A[i, i−k]. "
+        "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
+        "after the previous copy of the current token; a duplicate-token head at k = L.")
+
+st.subheader("The period-shift probe")
+st.markdown(
+    "Does the model *look up* the next token, or has it learned to copy from a fixed distance back? "
+    "Evaluate it on sequences of one period at a time, including periods it never saw. A lookup keeps "
+    "working when the period moves; a fixed offset works only where it happens to fit.")
+sw = sweep(entry.key, model, task)
+probe_period = st.slider("Probe period", lo, hi, min(max(24, lo), hi), key="att_probe")
+pr = probe(entry.key, int(probe_period), model, task)
+m = pr["metrics"]
+a, b, c = st.columns(3)
+a.metric("second-copy accuracy", f"{m['acc_second_copy']:.2f}")
+b.metric("later-copy accuracy", f"{m['acc_later_copies']:.2f}")
+c.metric("later-copy loss (nats)", f"{m['loss_later_copies']:.2f}")
+p1, p2 = st.columns(2)
+p1.altair_chart(charts.sweep_chart(sw, task.period_min, task.period_max, 1 / cfg.vocab_size, int(probe_period)),
+                width="stretch")
+p1.caption("**What am I looking at?** Accuracy on the second and later copies when every sequence has the "
+           "period on the x-axis; grey band: the periods seen in training; dotted line: chance 1/V; red: "
+           "the probe period chosen above.")
+p2.altair_chart(charts.probe_mass_chart(pr["mass"]), width="stretch")
+p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
+           f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
+           "training periods (where a fixed-offset rule would keep looking).")

@@ -1,4 +1,146 @@
+"""Circuits & ablations: one head's QK and OV circuits, its rotary positional profile and OV copying
+matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-st.title("circuits")
-st.info("This page is being built.")
+from core import analysis
+from core.attention import vocab_labels
+from core.charts import circuits as charts
+from ui.state import require_model
+
+st.title("Circuits & ablations")
+entry = require_model()
+model, task = entry.model, entry.info["task"]
+cfg = model.cfg
+
+if cfg.n_layers == 0:
+    st.info("This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
+            "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
+            "depth page takes that apart.")
+    st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
+    st.stop()
+
+
+@st.cache_data(show_spinner="Reading the weights…", max_entries=64)
+def head_view(key: str, layer: int, head: int, _model, _task) -> dict:
+    return analysis.head_circuit_view(_model, _task, layer, head)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def copying_table(key: str, _model):
+    return analysis.copying_table_view(_model)
+
+
+@st.cache_data(show_spinner="Scoring composition…", max_entries=16)
+def composition(key: str, _model):
+    return analysis.composition_view(_model)
+
+
+@st.cache_data(show_spinner="Ablating…", max_entries=64)
+def ablate(key: str, heads: tuple, _model, _task):
+    return analysis.ablation_view(_model, _task, dict(heads))
+
+
+@st.cache_data(show_spinner="Ablating each head in turn…", max_entries=16)
+def ablation_grid(key: str, mode: str, _model, _task):
+    return analysis.ablation_grid_view(_model, _task, mode)
+
+
+st.markdown(
+    "A head is two independent maps (Elhage et al. 2021). Its **QK circuit** W_QK = W_Q W_Kᵀ scores how "
+    "much a query's content wants a key's content: it decides *where* to look. Its **OV circuit** "
+    "W_OV = W_V W_O is what it writes into the stream about the position it looks at: *what* it moves. "
+    f"Both are {cfg.d_model} × {cfg.d_model} but pass through only d_head = {cfg.d_head} dimensions, so "
+    f"their rank is at most {cfg.d_head}. With rotary embeddings (Su et al. 2021) position enters only "
+    "through the rotation of q and k, so the positional part is shown separately, as a profile over offsets.")
+
+labels = analysis.head_labels(model)
+pick = st.selectbox("Head (block.head)", labels, key="cir_head", index=min(len(labels) - 1, cfg.n_heads))
+layer, head = analysis.parse_head_label(pick)
+hv = head_view(entry.key, layer, head, model, task)
+
+st.subheader(f"QK and OV circuits of head {pick}")
+q_col, o_col = st.columns(2)
+q_col.altair_chart(charts.matrix_heatmap(hv["qk"], "W_QK (content part, offset 0)", "query-side stream dimension",
+                                         "key-side stream dimension", "entry"), width="content")
+q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"], f"W_QK singular values: rank {hv['qk_rank']}"),
+                   width="content")
+o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)", "written to (stream dimension)",
+                                         "entry"), width="content")
+o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"], f"W_OV singular values: rank {hv['ov_rank']}"),
+                   width="content")
+st.caption(
+    "**What am I looking at?** Each heatmap is a matrix over the residual stream's dimensions (blue negative, "
+    "orange positive; the basis itself has no meaning, so look for structure rather than single entries). "
+    "Below each, its singular values: everything after the dashed line at d_head is exactly zero, which is "
+    "the rank limit made visible.")
+
+st.subheader("Where it looks by position: the rotary profile")
+st.altair_chart(charts.profile_chart(hv["profile"], task.period_min, task.period_max), width="stretch")
+st.caption(
+    "**What am I looking at?** With rotary embeddings the score between a query and a key depends on their "
+    "positions only through the offset t = i − j. The curve is the score this head gives a key t positions back "
+    "for its *average* query and key (the mean over sampled sequences of what enters the block), i.e. the "
+    "content-free part of its preference" + (", and for its biases alone: a constant query built from b_Q can "
+    "prefer one fixed offset whatever the tokens, the shortcut a fixed-period model can take."
+    if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
+
+st.subheader("What it copies: the OV copying matrix")
+c_col, s_col = st.columns([1.3, 1])
+c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
+                                         "boosted logit b", "C[a, b]", labels=vocab_labels(cfg.vocab_size), size=380), width="content")
+chance = 1 / cfg.vocab_size
+cp, bc = hv["copy"], hv["block_copy"]
+s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
+s_col.metric(f"diagonal on top (block {layer + 1}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
+s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
+             help="Re(Σλ) / Σ|λ| over C's eigenvalues: +1 copies, −1 suppresses.")
+s_col.caption(
+    "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "
+    "read straight from the weights with no forward pass. A copying head has an orange diagonal: seeing a "
+    f"raises a. *Diagonal on top* is the share of rows whose largest entry is the diagonal (chance 1/V = "
+    f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
+    "pure copier and −1 for a head that pushes the attended token down.")
+st.altair_chart(charts.copying_bars(copying_table(entry.key, model), cfg.vocab_size), width="stretch")
+st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
+           "added together, which is what the block writes when all its heads look at the same place.")
+
+st.subheader("Composition between blocks")
+if cfg.n_layers < 2:
+    st.info("This model has one block, so no head can read another head's output: there is no composition. "
+            "That is why it cannot build an induction circuit, which needs a later head to read what an "
+            "earlier head wrote.")
+else:
+    comp, base = composition(entry.key, model)
+    st.altair_chart(charts.composition_chart(comp, base), width="content")
+    st.caption(
+        "**What am I looking at?** How much a later head reads what an earlier head writes (Elhage et al. 2021): "
+        "‖W_A W_B‖ / (‖W_A‖ ‖W_B‖) with Frobenius norms, where W_A is the writer's W_OV and W_B the reader's "
+        "W_QK on the query side (Q), on the key side (K), or its W_OV (V). Cells print the score; the colour "
+        "divides it by the mean score of random Gaussian matrices of the same shapes (in each title), so white "
+        "means chance and orange means more. An induction head K-composes with a previous-token head.")
+
+st.subheader("Ablations: knock heads out")
+a_col, m_col = st.columns([1, 2])
+chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
+mode = a_col.radio("Replace their output by", ["zero", "mean"], key="cir_mode", horizontal=True,
+                   help="mean: each head's average output at that position over the evaluation batch.")
+table = ablate(entry.key, tuple((h, mode) for h in chosen), model, task)
+for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_copies", "loss_first_copy"],
+                            ["later-copy loss (nats)", "later-copy accuracy", "first-copy loss (nats)"]):
+    row = table.loc[name]
+    col.metric(label, f"{row['ablated']:.3f}", delta=f"{row['delta']:+.3f}" if chosen else None,
+               delta_color="inverse" if name.startswith("loss") else "normal")
+m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
+              "the intact model. " + ("Pick heads to see what breaks." if not chosen else
+                                      f"Clean later-copy loss: {table.loc['loss_later_copies', 'clean']:.3f}."))
+
+grid = ablation_grid(entry.key, mode, model, task)
+g1, g2 = st.columns(2)
+g1.altair_chart(charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
+                width="content")
+g2.altair_chart(charts.ablation_heatmap(grid, "acc_later_delta", "Change in later-copy accuracy", "Δ accuracy"),
+                width="content")
+st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, everything else intact: orange "
+           "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "
+           "a striking pattern but a pale cell here does little (attention weights alone do not show effect: "
+           "Jain & Wallace 2019; Wiegreffe & Pinter 2019).")

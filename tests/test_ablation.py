@@ -5,10 +5,12 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from core.ablation import ablated_metrics, ablation_table, compare_ablation, single_head_ablation
+from core.ablation import ablated_logits, ablated_metrics, ablation_table, compare_ablation, single_head_ablation
 from core.attention import capture, task_sequences
 from core.checkpoints import read_checkpoint
 from core.heads import head_score_table
+from core.metrics import copy_metrics
+from core.model import Ablation
 from core.task import TaskConfig
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
@@ -46,15 +48,33 @@ def test_mean_ablation_keeps_a_constant_output():
     assert abs(ablated_metrics(model, tokens, periods, {(0, 1): "zero"})["loss_later_copies"] - clean) > 1e-3
 
 
+def reference_metrics(model, tokens, periods, heads=None):
+    """The model's own per-head path with core.model.Ablation: the definition the fast path must match."""
+    with torch.no_grad():
+        logits, _ = model.run_with_cache(tokens, Ablation(dict(heads or {})))
+    return copy_metrics(logits, tokens, periods)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_ablated_logits_equal_the_models_own_ablation(mode):
+    model = tiny_model(2, bias=True, dtype=torch.float64)
+    tokens, _ = batch()
+    heads = {(0, 1): mode, (1, 0): mode, (1, 3): mode}
+    with torch.no_grad():
+        want, _ = model.run_with_cache(tokens, Ablation(heads))
+        assert torch.allclose(ablated_logits(model, tokens, heads), want, atol=1e-9)
+        assert torch.allclose(ablated_logits(model, tokens), model(tokens), atol=1e-9)
+
+
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_fast_single_head_ablation_equals_a_full_ablated_run(mode):
     model = tiny_model(3, dtype=torch.float64)  # losses of this random model are large: compare in float64
     tokens, periods = batch()
-    clean = ablated_metrics(model, tokens, periods)
+    clean = reference_metrics(model, tokens, periods)
     fast = single_head_ablation(model, tokens, periods, mode)
     assert len(fast) == 12
     for r in fast:
-        full = ablated_metrics(model, tokens, periods, {(r["layer"], r["head"]): mode})
+        full = reference_metrics(model, tokens, periods, {(r["layer"], r["head"]): mode})
         assert r["loss_later_delta"] == pytest.approx(full["loss_later_copies"] - clean["loss_later_copies"], abs=1e-9)
         assert r["acc_later_delta"] == pytest.approx(full["acc_later_copies"] - clean["acc_later_copies"], abs=1e-9)
 

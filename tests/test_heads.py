@@ -147,6 +147,16 @@ def test_detector_scores_match_transformerlens_formula():
             assert got[name][h].item() == pytest.approx(tl_score(A[h].numpy(), ref(toks.numpy())), rel=1e-5)
 
 
+def test_batched_detectors_equal_one_sequence_at_a_time():
+    toks = torch.randint(0, 5, (3, 14), generator=torch.Generator().manual_seed(5))
+    A = random_causal(3, 2, 14, seed=6)
+    batched = detector_scores(A, toks[:, None, :])
+    for b in range(3):
+        single = detector_scores(A[b], toks[b])
+        for name in DETECTORS:
+            assert torch.allclose(batched[name][b], single[name], atol=1e-6)
+
+
 def test_detectors_on_hand_made_patterns():
     L, n = 6, 24
     toks = torch.arange(L).repeat(n // L)  # no repeats inside a period: targets are unambiguous

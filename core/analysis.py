@@ -1,0 +1,205 @@
+"""Page-sized analyses: each call runs the model once or a few times and returns plain numpy arrays and
+pandas frames (no tensors), so a page can cache the result and draw it without importing torch.
+
+In every frame returned here `block` and `head` are counted from 1, as the UI labels them
+(core.heads / core.circuits keep the 0-based `layer` and `head` of the JSON report).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import ablation, attention, circuits, heads, probes
+from .detectors import DETECTORS, detector_scores
+from .model import TinyCharLM
+from .task import TaskConfig
+
+EVAL_SEQS = 64  # evaluation batch of the ablation views
+SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
+
+
+def head_label(layer: int, head: int) -> str:
+    """'2.3' = block 2, head 3 (both from 1)."""
+    return f"{layer + 1}.{head + 1}"
+
+
+def parse_head_label(label: str) -> tuple[int, int]:
+    """'2.3' -> (layer 1, head 2)."""
+    block, head = label.split(".")
+    return int(block) - 1, int(head) - 1
+
+
+def head_labels(model: TinyCharLM) -> list[str]:
+    return [head_label(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+
+
+def _one_based(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop `layer`, count `head` from 1 (block already is)."""
+    out = df.drop(columns=[c for c in ("layer",) if c in df.columns]).copy()
+    if "head" in out.columns:
+        out["head"] = out["head"].map(lambda h: h + 1 if isinstance(h, (int, np.integer)) else h)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention page
+
+
+@dataclass
+class SequenceView:
+    """One sequence through the model, and the scores of its heads.
+
+    tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
+    [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
+    position; scores: one row per head (block, head from 1) with the period scores (task sequences
+    only) and the token detectors, averaged over n_seqs sequences; offsets: tidy offset-mass profile
+    (block, head, offset, mass) over the same sequences.
+    """
+
+    tokens: list[int]
+    labels: list[str]
+    period: int | None
+    raw: np.ndarray
+    weighted: np.ndarray
+    predicted: list[str]
+    scores: pd.DataFrame
+    offsets: pd.DataFrame
+    n_seqs: int
+
+
+def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
+    """Detector scores per head averaged over sequences: patterns[l] [B, H, T, T], tokens [B, T]."""
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        scores = {d: s.mean(0) for d, s in detector_scores(pattern, tokens[:, None, :]).items()}  # [H] each
+        for h in range(pattern.shape[1]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h, **{d: float(scores[d][h]) for d in DETECTORS}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *DETECTORS])
+
+
+@torch.no_grad()
+def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor | None) -> SequenceView:
+    cap = attention.capture(model, tokens, periods)
+    V = model.cfg.vocab_size
+    scores = _detector_means(cap.pattern, cap.tokens)
+    if periods is not None:
+        scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["layer", "block", "head"])
+    first = cap.tokens[0]
+    raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
+    weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
+    return SequenceView(
+        tokens=first.tolist(), labels=attention.token_labels(first, V),
+        period=None if periods is None else int(periods[0]),
+        raw=raw.numpy(), weighted=weighted.numpy(),
+        predicted=attention.token_labels(cap.logits[0].argmax(-1), V),
+        scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
+
+
+def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0,
+                       n_seqs: int = SCORE_SEQS) -> SequenceView:
+    """n_seqs task sequences at one period (the first is the one shown)."""
+    lo, hi = probes.probe_periods(task)
+    if not lo <= period <= hi:
+        raise ValueError(f"period must be between {lo} and {hi} so that a second copy fits in {task.seq_len} tokens.")
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, n_seqs, period=period, seed=seed)
+    return _sequence_view(model, tokens, periods)
+
+
+def text_view(model: TinyCharLM, text: str) -> SequenceView:
+    """A typed sequence (see core.attention.ALPHABET); raises ValueError with a message on bad input."""
+    return _sequence_view(model, attention.encode_text(text, model.cfg.vocab_size)[None], None)
+
+
+def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
+    """The period-shift probe at one period: {"metrics", "mass": frame (block, head, offset, mass,
+    role)} with role "period - 1" for offset period-1 and "trained offset" for each training L-1."""
+    trained = probes.training_offsets(task)
+    shown = sorted({trained[0], trained[-1]})
+    out = probes.period_probe(model, task, period, offsets=shown, n_seqs=n_seqs)
+    mass = _one_based(out["offset_mass"])
+    mass["role"] = np.where(mass["offset"] == period - 1, "probe period − 1 (induction target)",
+                            "training period − 1 (fixed-offset rule)")
+    return {"metrics": out["metrics"], "mass": mass}
+
+
+def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 8) -> pd.DataFrame:
+    """Accuracy and loss at every probe period (core.probes.period_sweep)."""
+    return probes.period_sweep(model, task, n_seqs=n_seqs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Circuits page
+
+
+@torch.no_grad()
+def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int, seed: int = 0) -> dict:
+    """Everything the Circuits page shows about one head, as numpy.
+
+    qk, ov [D, D]; qk_s, ov_s [D] singular values (padded with exact zeros past d_head); qk_rank,
+    ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
+    offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
+    of the block's summed heads; d_head, vocab.
+    """
+    qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
+    tokens, _ = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    resid = model.W_E[tokens]
+    for block in model.blocks[:layer]:
+        resid = block(resid)
+    T = task.seq_len
+    q, k = circuits.head_qk_vectors(model, layer, head, resid=resid, source="mean")
+    profile = {"average query and key": circuits.rotary_profile(q, k, T, model.cfg.rope_base).numpy()}
+    if model.cfg.bias:
+        qb, kb = circuits.head_qk_vectors(model, layer, head, source="bias")
+        profile["biases b_Q, b_K only"] = circuits.rotary_profile(qb, kb, T, model.cfg.rope_base).numpy()
+    C = circuits.ov_copying_matrix(model, layer, head)
+    return {
+        "qk": qk_f.AB.numpy(), "ov": ov_f.AB.numpy(),
+        "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
+        "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
+        "C": C.numpy(), "copy": circuits.copying_scores(C),
+        "block_copy": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None)),
+        "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
+    }
+
+
+def copying_table_view(model: TinyCharLM) -> pd.DataFrame:
+    """ov_copying_table with block and head from 1 (head "all" for a block's sum)."""
+    return _one_based(circuits.ov_copying_table(model))
+
+
+def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
+    """(scores, baseline): rows {kind, writer, reader, score, baseline, ratio} with heads labelled
+    'block.head', and the random-matrix baseline per kind."""
+    df = circuits.composition_table(model)
+    base = circuits.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
+    out = pd.DataFrame({
+        "kind": df["kind"],
+        "writer": [head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
+        "reader": [head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
+        "score": df["score"],
+    })
+    out["baseline"] = out["kind"].map(base)
+    out["ratio"] = out["score"] / out["baseline"]
+    return out, base
+
+
+def _eval_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+    return attention.task_sequences(task, model.cfg.vocab_size, n_seqs, seed=seed)
+
+
+def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str],
+                  n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
+    """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
+    tokens, periods = _eval_batch(model, task, n_seqs, seed)
+    spec = {parse_head_label(k): mode for k, mode in heads_ablated.items()}
+    return ablation.compare_ablation(model, tokens, periods, spec)
+
+
+def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
+                       seed: int = 0) -> pd.DataFrame:
+    """Each head ablated alone: block, head (from 1), loss_later_delta, acc_later_delta."""
+    tokens, periods = _eval_batch(model, task, n_seqs, seed)
+    return _one_based(ablation.ablation_table(model, tokens, periods, mode))

@@ -1,0 +1,171 @@
+"""Charts for the Attention page: the grid of every head's pattern, one head enlarged with token labels,
+the head-score table's colours, the offset-mass profile and the period-shift probe.
+
+Inputs are the numpy arrays and frames of core.analysis (block and head counted from 1).
+"""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import OKABE_ITO, SEQUENTIAL
+
+GRID_MIN = 0.01  # grid cells below this weight are left undrawn (they show as the zero colour)
+ZERO_FILL = "#440154"  # viridis at 0: the background of pattern heatmaps, so undrawn cells read as 0
+HEAD_SCALE = alt.Scale(range=OKABE_ITO)
+
+
+def _pattern_scale() -> alt.Scale:
+    return alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])
+
+
+def grid_frame(patterns: np.ndarray, min_weight: float = GRID_MIN) -> pd.DataFrame:
+    """Tidy cells {block, head, query, key, weight} of patterns [L, H, T, T], cells >= min_weight only."""
+    l, h, i, j = np.nonzero(patterns >= min_weight)
+    return pd.DataFrame({"block": l + 1, "head": h + 1, "query": i, "key": j,
+                         "weight": patterns[l, h, i, j].round(3)})
+
+
+def pattern_grid(patterns: np.ndarray, cell: int = 150, title: str = "") -> alt.FacetChart:
+    """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across)."""
+    T = patterns.shape[-1]
+    data = grid_frame(patterns)
+    pos = alt.Scale(domain=[0, T])
+    base = alt.Chart(data).transform_calculate(key_end="datum.key + 1", query_end="datum.query + 1").mark_rect().encode(
+        x=alt.X("key:Q", title="key position j", scale=pos, axis=alt.Axis(tickCount=4)),
+        x2="key_end:Q",
+        y=alt.Y("query:Q", title="query position i", scale=alt.Scale(domain=[0, T], reverse=True),
+                axis=alt.Axis(tickCount=4)),
+        y2="query_end:Q",
+        color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
+        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("query:Q", title="query i"),
+                 alt.Tooltip("key:Q", title="key j"), alt.Tooltip("weight:Q", format=".3f")],
+    )
+    return base.properties(width=cell, height=cell).facet(
+        row=alt.Row("block:O", title="block", header=alt.Header(labelFontSize=12)),
+        column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=12)),
+        title=title,
+    ).configure_view(fill=ZERO_FILL, stroke=None)
+
+
+def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
+                 period: int | None = None, size: int = 560, title: str = "") -> alt.LayerChart:
+    """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
+    weight. With a period, the induction target j = i + 1 - L is outlined for comparison."""
+    T = pattern.shape[-1]
+    i, j = np.tril_indices(T)
+    tick = [f"{p}·{labels[p]}" for p in range(T)]
+    data = pd.DataFrame({"q": [tick[a] for a in i], "k": [tick[b] for b in j], "qi": i, "kj": j,
+                         "q_tok": [labels[a] for a in i], "k_tok": [labels[b] for b in j],
+                         "weight": pattern[i, j].round(4)})
+    if predicted is not None:
+        data["pred"] = [predicted[a] for a in i]
+    axis = alt.Axis(labelFontSize=7 if T > 48 else 9, labelAngle=-90 if T > 24 else 0)
+    tooltip = [alt.Tooltip("qi:Q", title="query position i"), alt.Tooltip("q_tok:N", title="query token"),
+               alt.Tooltip("kj:Q", title="key position j"), alt.Tooltip("k_tok:N", title="key token"),
+               alt.Tooltip("weight:Q", format=".3f", title="attention")]
+    if predicted is not None:
+        tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
+    rect = alt.Chart(data).mark_rect().encode(
+        x=alt.X("k:O", sort=tick, title="key (position · token)", axis=axis),
+        y=alt.Y("q:O", sort=tick, title="query (position · token)", axis=alt.Axis(labelFontSize=axis.labelFontSize)),
+        color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
+        tooltip=tooltip,
+    )
+    layers = [rect]
+    if period:
+        targets = pd.DataFrame({"q": [tick[a] for a in range(period, T)], "k": [tick[a + 1 - period] for a in range(period, T)]})
+        layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
+                      .encode(x=alt.X("k:O", sort=tick), y=alt.Y("q:O", sort=tick)))
+    return alt.layer(*layers, title=title).properties(width=size, height=size).configure_view(fill=ZERO_FILL)
+
+
+# ---------------------------------------------------------------------------------------------
+# The score table's colours (pandas Styler, no matplotlib needed)
+
+_VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
+            "#b5de2b", "#fde725"]
+
+
+def viridis_hex(x: float) -> str:
+    """Colour of x in [0, 1] on a 10-step viridis ramp (NaN -> light grey)."""
+    if x is None or not np.isfinite(x):
+        return "#eeeeee"
+    return _VIRIDIS[int(np.clip(x, 0, 1) * (len(_VIRIDIS) - 1) + 0.5)]
+
+
+def score_cell_style(x: float) -> str:
+    """CSS for one score cell: viridis background, readable text on it."""
+    bg = viridis_hex(x)
+    dark = bg in _VIRIDIS[:6]
+    return f"background-color: {bg}; color: {'white' if dark else 'black'}"
+
+
+def styled_scores(df: pd.DataFrame, score_columns: list[str]):
+    """The head-score table as a Styler: every score cell coloured by its value on [0, 1]."""
+    return df.style.map(score_cell_style, subset=score_columns).format("{:.3f}", subset=score_columns, na_rep="–")
+
+
+# ---------------------------------------------------------------------------------------------
+# Offset mass and the period-shift probe
+
+
+def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: int | None = None) -> alt.Chart:
+    """Mean attention at each offset k = i - j, one line per head, one panel per block; with a period,
+    rules mark k = L - 1 (the induction target) and k = L (the duplicate)."""
+    data = offsets if max_offset is None else offsets[offsets["offset"] <= max_offset]
+    data = data.assign(head=data["head"].astype(str))
+    lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=alt.X("offset:Q", title="offset k = i − j (positions back)"),
+        y=alt.Y("mass:Q", title="mean attention A[i, i−k]", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("head:N", title="head", scale=HEAD_SCALE),
+        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:N"), "offset:Q", alt.Tooltip("mass:Q", format=".3f")],
+    )
+    layers = [lines]
+    if period:
+        marks = pd.DataFrame({"offset": [period - 1, period], "what": [f"L − 1 = {period - 1}", f"L = {period}"]})
+        layers.append(alt.Chart(marks).mark_rule(strokeDash=[4, 3], color="#444").encode(
+            x="offset:Q", tooltip=[alt.Tooltip("what:N", title="marks")]))
+        layers.append(alt.Chart(marks).mark_text(align="left", dx=3, y=8, fontSize=10, color="#444").encode(
+            x="offset:Q", text="what:N"))
+    return alt.layer(*layers, data=data).properties(width=330, height=190).facet(
+        column=alt.Column("block:O", title="block"))
+
+
+def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: float,
+                probe: int | None = None) -> alt.LayerChart:
+    """Accuracy on the second and later copies at each probe period, training periods shaded."""
+    data = sweep.melt(id_vars=["period"], value_vars=["acc_second_copy", "acc_later_copies"],
+                      var_name="targets", value_name="accuracy")
+    data["targets"] = data["targets"].map({"acc_second_copy": "second copy", "acc_later_copies": "later copies"})
+    band = alt.Chart(pd.DataFrame({"a": [period_min - 0.5], "b": [period_max + 0.5], "t": ["training periods"]})) \
+        .mark_rect(color="#999999", opacity=0.18).encode(x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("t:N", title="")])
+    lines = alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("period:Q", title="probe period L (every sequence)"),
+        y=alt.Y("accuracy:Q", title="next-token accuracy", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("targets:N", title="targets", scale=alt.Scale(range=[OKABE_ITO[2], OKABE_ITO[4]])),
+        strokeDash=alt.StrokeDash("targets:N", title="targets", scale=alt.Scale(range=[[1, 0], [5, 3]])),
+        tooltip=["period:Q", "targets:N", alt.Tooltip("accuracy:Q", format=".3f")],
+    )
+    chance_rule = alt.Chart(pd.DataFrame({"y": [chance]})).mark_rule(color="gray", strokeDash=[2, 2]).encode(
+        y="y:Q", tooltip=[alt.Tooltip("y:Q", title="chance 1/V", format=".3f")])
+    layers = [band, lines, chance_rule]
+    if probe is not None:
+        layers.append(alt.Chart(pd.DataFrame({"p": [probe]})).mark_rule(color=OKABE_ITO[5], strokeWidth=2).encode(
+            x="p:Q", tooltip=[alt.Tooltip("p:Q", title="chosen probe period")]))
+    return alt.layer(*layers).properties(height=230)
+
+
+def probe_mass_chart(mass: pd.DataFrame) -> alt.Chart:
+    """Per head: attention mass at offset probe-1 vs at the training periods' offsets."""
+    data = mass.assign(head_label=[f"{b}.{h}" for b, h in zip(mass["block"], mass["head"])],
+                       label=[f"{r} (k = {k})" for r, k in zip(mass["role"], mass["offset"])])
+    order = list(dict.fromkeys(data.sort_values(["role", "offset"])["label"]))
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("head_label:N", title="head (block.head)"),
+        xOffset=alt.XOffset("label:N", sort=order),
+        y=alt.Y("mass:Q", title="mean attention at offset k", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("label:N", title="offset", sort=order, scale=alt.Scale(range=OKABE_ITO[4:] + OKABE_ITO[:4])),
+        tooltip=["head_label:N", "role:N", "offset:Q", alt.Tooltip("mass:Q", format=".3f")],
+    ).properties(height=220)
