@@ -213,7 +213,7 @@ def transition_panel() -> None:
         st.warning(study["error"])
         return
     summary, runs = study["summary"], study["runs"]
-    st.markdown(" ".join(t for b in sorted(summary["blocks"]) if (t := live.study_sentence(summary, int(b)))))
+    st.markdown("\n".join(f"- {t}" for b in sorted(summary["blocks"]) if (t := live.study_sentence(summary, int(b)))))
     chart, note = st.columns([3, 1])
     if runs["dropped"].any():
         chart.altair_chart(charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")

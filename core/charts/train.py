@@ -126,11 +126,11 @@ def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: i
     df["run"] = df.apply(lambda r: f"{int(r['blocks'])} blk · seed {int(r['seed'])}", axis=1)
     order = list(df.sort_values(["blocks", "drop_start"])["run"])
     blocks = sorted(df["blocks"].unique().tolist())
-    y = alt.Y("run:N", sort=order, title="run (blocks · seed)")
+    y = alt.Y("run:N", sort=order, title="run (blocks · seed)", axis=alt.Axis(labelOverlap=False))
     colour = alt.Color("blocks:O", title="blocks", scale=alt.Scale(domain=blocks, range=SERIES[:len(blocks)] or SERIES))
     tip = ["blocks:O", "seed:Q", "drop_start:Q", "drop_end:Q", "drop_step:Q", "width:Q"]
     bars = alt.Chart(df).mark_bar(height=8).encode(
         x=alt.X("drop_start:Q", title=f"training step (bar: loss falls from {high:g} to below {low:g} nats)"),
         x2="drop_end:Q", y=y, color=colour, tooltip=tip)
     ticks = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(x="drop_step:Q", y=y, tooltip=tip)
-    return (bars + ticks).properties(height=height or max(120, 18 * len(df)))
+    return (bars + ticks).properties(height=height or max(120, 24 * len(df)))
