@@ -174,23 +174,30 @@ class LabPage:
                 return n
             time.sleep(0.2)
 
+    def _picker(self):
+        return self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+
     def sidebar_options(self) -> list[str]:
-        """The labels the sidebar's model picker offers."""
-        box = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
-        box.click()
-        options = self.page.locator('[role="listbox"] [role="option"]').all_inner_texts()
+        """The labels the sidebar's model picker offers (none when it shows no picker)."""
+        if self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').count() == 0:
+            return []
+        self._picker().get_by_role("button", name="Open").click()
+        listbox = self.page.get_by_role("listbox", name="Analyse")
+        listbox.wait_for()
+        options = listbox.get_by_role("option").all_inner_texts()
         self.page.keyboard.press("Escape")
+        listbox.wait_for(state="detached")
         return [o.strip() for o in options]
 
     def picked_label(self) -> str:
-        box = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
-        return box.inner_text().split("\n")[-1].strip()
+        """What the sidebar's model picker shows as picked."""
+        return self._picker().get_by_role("combobox").input_value()
 
     def pick(self, label_part: str) -> None:
-        box = self.page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
-        box.click()
-        option = self.page.locator('[role="listbox"] [role="option"]').filter(has_text=label_part).first
-        self.after(option.click)
+        """Pick the first model whose label holds `label_part` in the sidebar."""
+        self._picker().get_by_role("button", name="Open").click()
+        option = self.page.get_by_role("listbox", name="Analyse").get_by_role("option").filter(has_text=label_part)
+        self.after(option.first.click)
 
     def upload(self, path: Path) -> None:
         """Put a file into the sidebar's checkpoint uploader (key "upload_checkpoint")."""
