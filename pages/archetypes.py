@@ -168,7 +168,7 @@ else:
                      for r in best.itertuples()]
             st.markdown("Closest archetype per head (a match needs a score of 0.5 or more):\n" + "\n".join(lines))
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-            pick = st.selectbox("Look at one head", head_keys, key="arch_head",
+            pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
             st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=640),
@@ -186,8 +186,14 @@ st.markdown(
     "*Mary*. Wang et al. traced how: about two dozen heads in seven groups pass a signal from the repeated "
     "name (John, the subject S) to the final position, where it stops the model from copying S and lets it "
     "copy the other name (the indirect object, IO).")
-lanes = [g.label for g in ioi.GROUPS]
-st.altair_chart(charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), lanes, ioi.LOGITS_X))
+
+
+@st.cache_resource(show_spinner=False)
+def _ioi_diagram():  # the same for everyone: build the chart once per server
+    return charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), [g.label for g in ioi.GROUPS], ioi.LOGITS_X)
+
+
+st.altair_chart(_ioi_diagram())
 st.caption("**What am I looking at?** One row per functional group; each dot is a head at its layer, labelled "
            "layer.head (both from 0, as in the paper). Dashed lines: which group feeds which, and into which "
            "input (hover for it). Information flows left to right, ending in the logits.")

@@ -29,9 +29,9 @@ def pattern_matrix(pattern: torch.Tensor, labels: list[str], title: str = "", si
     data = _pattern_frame(pattern, labels)      # chart's size, so they are added on below
     return alt.Chart(data, title=title).mark_rect().encode(
         x=alt.X("key:N", sort=labels, title="key: the token read (source)",
-                axis=alt.Axis(labelAngle=-60, labelOverlap=False)),
+                axis=alt.Axis(labelAngle=-60, labelOverlap=T > 45)),
         y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)",
-                axis=alt.Axis(labelOverlap=False)),
+                axis=alt.Axis(labelOverlap=T > 45)),
         color=alt.Color("weight:Q", title="attention", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
     ).properties(width=side + 190, height=side + 120)
