@@ -245,6 +245,17 @@ def drop_step(history: list[dict] | None, vocab_size: int) -> int | None:
     return None
 
 
+def run_outcome(name: str, history: list[dict] | None, vocab_size: int) -> str:
+    """One line on how a stored run ended: final later-copy loss and when (if) it fell below ln V / 2."""
+    last = final_metrics(history)
+    if "loss_later_copies" not in last:
+        return f"{name}: no training history stored."
+    drop = drop_step(history, vocab_size)
+    when = f"below ln V / 2 from step {drop}" if drop is not None else "never below ln V / 2"
+    return (f"{name}: later-copy loss {last['loss_later_copies']:.2f} nats after {last['step']} steps "
+            f"({when}); first copy {last.get('loss_first_copy', math.nan):.2f}.")
+
+
 def final_metrics(history: list[dict] | None) -> dict:
     """The last logged row's copy metrics (empty without history)."""
     if not history:

@@ -118,7 +118,8 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
         "ln V. Blue: targets in the *later copies*, which can be read off the earlier copy. "
-        + ("Dashed: the shipped 1-block run, which never learns to look things up. " if reference else "")
+        + ("Dashed: the shipped 1-block run for comparison; one block cannot chain the two steps an induction "
+           "head needs, so it never gets near a working 2-block model. " if reference else "")
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
            if drop is not None else "The later-copy loss has not yet fallen below ln V / 2."))
     chart, note = st.columns([3, 1])
@@ -189,10 +190,12 @@ def shipped_panel() -> None:
     chart, note = st.columns([3, 1])
     chart.altair_chart(charts.shipped_runs_chart(pd.concat(frames), math.log(vocab)), width="stretch")
     note.markdown(
-        "**What am I looking at?** The training curves stored in the shipped checkpoints. Solid lines: loss "
-        "on later-copy targets; dashed: first-copy targets, which no model can predict. The 2-block run "
-        "sits on the 1-block curve for a while, then drops by several nats; the 1-block and 0-block runs "
-        "never do. With one fixed period, one block finds a shortcut: attend a fixed distance back.")
+        "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
+        "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
+        "context can predict, so every model stays near the uniform guess there. A model that has learned to "
+        "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
+        "can cheat by always attending the same distance back.")
+    st.markdown("\n".join(f"- {live.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
