@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int)
     p.add_argument("--stop-at-loss", type=float,
                    help="stop once loss_later_copies on the fixed evaluation batch is below this")
+    p.add_argument("--manifest", help="also measure the checkpoint and record it in this manifest.json")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return p
 
@@ -82,7 +85,45 @@ def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progre
     return trainer
 
 
+def manifest_row(file: Path, command: str) -> dict:
+    """A manifest row for a written checkpoint: {file, preset, train, seed, command, model, task,
+    metrics}, the metrics measured on the file's model (core.presets.measure)."""
+    from .checkpoints import read_checkpoint
+    from .presets import PRESETS, measure
+
+    model, info = read_checkpoint(file)
+    train = dict(info["train"] or {})
+    preset = train.get("preset")
+    return {
+        "file": file.name,
+        "preset": preset,
+        "train": {k: v for k, v in train.items() if k not in ("seed", "preset")},
+        "seed": train.get("seed"),
+        "command": command,
+        "model": info["config"].to_dict(),
+        "task": info["task"].to_dict(),
+        "metrics": measure(model, info["task"], PRESETS.get(preset)),
+    }
+
+
+def update_manifest(manifest: Path, row: dict) -> None:
+    """Put `row` into the manifest file (replacing any row for the same file), presets in order."""
+    data = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    rows = [r for r in data.get("checkpoints", []) if r.get("file") != row["file"]] + [row]
+    order = {name: i for i, name in enumerate(_preset_names())}
+    rows.sort(key=lambda r: (order.get(r.get("preset"), len(order)), r["file"]))
+    data["checkpoints"] = rows
+    data["metrics_note"] = ("metrics: core.report.build_report on the checkpoint's own task (n_seqs=256, seed=0); "
+                            "a probe such as period_24 evaluates every sequence at that one period.")
+    manifest.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _preset_names() -> list[str]:
+    return list(PRESETS)
+
+
 def main(argv=None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     model_cfg, task_cfg, train_cfg = configs_from_args(args)
     out = Path(args.out)
@@ -90,6 +131,10 @@ def main(argv=None) -> int:
         raise UsageError(f"the folder {out.parent} for --out does not exist.")
     progress = not args.quiet and sys.stderr.isatty()
     trainer = train_to_file(model_cfg, task_cfg, train_cfg, out, args.stop_at_loss, progress, args.preset)
+    if args.manifest:
+        manifest = Path(args.manifest)
+        command = "python -m core.train " + " ".join(shlex.quote(a) for a in raw)
+        update_manifest(manifest, manifest_row(out, command))
     if not args.quiet:
         last = trainer.history[-1]
         print(f"trained {trainer.step} steps in {trainer.seconds:.1f} s: loss_first_copy "

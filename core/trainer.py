@@ -2,7 +2,15 @@
 
 A Trainer owns one model, its optimizer, its data generator and its history. `run(n)` does up to n
 whole steps and returns, so a page can redraw between chunks; stopping between chunks leaves the
-model at its last finished step. Seeded runs are deterministic on the CPU.
+model at its last finished step. Seeded runs are deterministic on the CPU, and chunking does not
+change them: run(7) then run(13) gives exactly the model and history of run(20).
+
+Two kinds of evaluation, both on the fixed evaluation batch of the default task:
+- a *log* every `log_every` steps: the copy metrics plus each head's prev_token and induction score
+  (`evaluate`), one history row;
+- a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
+  forward pass. It runs every `check_every` steps, and on any step whose training batch already has
+  a later-copy loss within `check_margin` nats of X (that loss comes free with the step).
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ import torch.nn.functional as F
 from .heads import head_scores
 from .metrics import copy_metrics
 from .model import ModelConfig, TinyCharLM
-from .task import TaskConfig, sample_batch
+from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
 
@@ -32,6 +40,10 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 25
     eval_size: int = 128
+    seq_len: int = 0  # training sequence length; 0 = the task's own (evaluation always uses the task's)
+    beta2: float = 0.98
+    check_every: int = 25  # steps between stop checks (with stop_at_loss)
+    check_margin: float = 0.25  # also check when the training batch's later-copy loss is this close
 
     def validate(self) -> "TrainConfig":
         if self.steps < 0:
@@ -44,9 +56,24 @@ class TrainConfig:
             raise ValueError(f"warmup_steps must be 0 or more, got {self.warmup_steps}.")
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}.")
-        if self.log_every < 1 or self.eval_size < 1:
-            raise ValueError("log_every and eval_size must be at least 1.")
+        if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1:
+            raise ValueError("log_every, check_every and eval_size must be at least 1.")
+        if self.seq_len < 0:
+            raise ValueError(f"seq_len must be 0 (the task's) or a length, got {self.seq_len}.")
+        if not 0 <= self.beta2 < 1:
+            raise ValueError(f"beta2 must be in [0, 1), got {self.beta2}.")
         return self
+
+    def train_task(self, task: TaskConfig) -> TaskConfig:
+        """The task the training batches are drawn from: `task`, at length seq_len when set.
+
+        A shorter training length must still hold a whole second copy of the longest period.
+        """
+        if not self.seq_len or self.seq_len == task.seq_len:
+            return task
+        if self.seq_len > task.seq_len:
+            raise ValueError(f"training seq_len {self.seq_len} is above the task's length {task.seq_len}.")
+        return TaskConfig(task.period_min, task.period_max, self.seq_len).validate()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +84,17 @@ def eval_batch(task: TaskConfig, vocab_size: int, n_seqs: int = 128, seed: int =
     """A fixed evaluation batch: (tokens [n, T], periods [n])."""
     g = torch.Generator().manual_seed(seed)
     return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
+
+
+def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dict):
+    """The exact stream of training batches a Trainer with these settings draws, step after step:
+    yields (tokens [batch_size, T_train], periods [batch_size]). T_train is train.train_task(task).seq_len."""
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig(
+        **{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
+    task = cfg.train_task(task)
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    while True:
+        yield sample_batch(task, cfg.batch_size, vocab_size, g)
 
 
 @torch.no_grad()
@@ -73,25 +111,45 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
     return row
 
 
+class LaterCopyLoss:
+    """loss_later_copies of a model on one fixed batch, from the fused forward pass (no patterns)."""
+
+    def __init__(self, tokens: torch.Tensor, periods: torch.Tensor):
+        self.tokens, self.targets = tokens, tokens[:, 1:]
+        self.mask = copy_masks(periods, tokens.shape[1])["later"]
+        self.n = int(self.mask.sum())
+
+    @torch.no_grad()
+    def __call__(self, model: TinyCharLM) -> float:
+        logits = model(self.tokens)[:, :-1]
+        loss = F.cross_entropy(logits[self.mask], self.targets[self.mask], reduction="sum")
+        return float(loss) / max(self.n, 1)
+
+
 class Trainer:
     """Holds one training run. history: one dict per logged step (see `evaluate`, plus step,
     train_loss and seconds of training so far)."""
 
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
+        self.train_task = train_cfg.train_task(task_cfg)
         torch.manual_seed(train_cfg.seed)
         self.model = TinyCharLM(model_cfg)
         self.model.reset_parameters(torch.Generator().manual_seed(train_cfg.seed))
         self.model.train()
         params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
-                                           betas=(0.9, 0.98)) if params else None
-        self.data_gen = torch.Generator().manual_seed(train_cfg.seed + 1)
+                                           betas=(0.9, train_cfg.beta2), foreach=True) if params else None
+        self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
         self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
+        self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
         self.step = 0
         self.seconds = 0.0
         self.history: list[dict] = []
         self.last_loss = math.nan
+        self.last_later_loss = math.nan  # the last training batch's later-copy loss
+        self.stop_checks: list[tuple[int, float]] = []  # (step, loss_later_copies) of each stop check
+        self.stopped_early = False
         self._log()
 
     @property
@@ -108,16 +166,23 @@ class Trainer:
         return c.lr
 
     def train_step(self) -> float:
-        """One optimizer step on a fresh batch; returns its mean training loss (nats)."""
-        tokens, _ = sample_batch(self.task_cfg, self.cfg.batch_size, self.model_cfg.vocab_size, self.data_gen)
+        """One optimizer step on a fresh batch; returns its mean training loss (nats).
+
+        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update)."""
+        tokens, periods = next(self.batches)
         logits = self.model(tokens)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        V = logits.shape[-1]
+        per_target = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1), reduction="none")
+        loss = per_target.mean()
         if self.optimizer is not None:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.lr_at(self.step)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
+        with torch.no_grad():
+            later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
+            self.last_later_loss = float(per_target.view(later.shape)[later].mean())
         self.step += 1
         return loss.item()
 
@@ -127,10 +192,20 @@ class Trainer:
         self.history.append(row)
         return row
 
+    def check_loss(self) -> float:
+        """loss_later_copies on the fixed evaluation batch now (fused forward, no head scores)."""
+        was_training = self.model.training
+        self.model.eval()
+        value = self._stop_loss(self.model)
+        self.model.train(was_training)
+        self.stop_checks.append((self.step, value))
+        return value
+
     def run(self, n_steps: int, stop_at_loss: float | None = None) -> int:
         """Train up to n_steps more whole steps (never past cfg.steps); log every cfg.log_every steps.
 
-        Stops early once a logged loss_later_copies is below stop_at_loss. Returns steps done.
+        With stop_at_loss, stops as soon as a stop check or a log finds loss_later_copies below it
+        (and logs that step). Returns steps done.
         """
         done = 0
         while done < n_steps and not self.done:
@@ -138,7 +213,14 @@ class Trainer:
             self.last_loss = self.train_step()
             self.seconds += time.perf_counter() - t0
             done += 1
-            if self.step % self.cfg.log_every == 0 or self.done:
+            logged = self.step % self.cfg.log_every == 0 or self.done
+            if stop_at_loss is not None and not logged and (
+                    self.step % self.cfg.check_every == 0 or self.last_later_loss < stop_at_loss + self.cfg.check_margin):
+                if self.check_loss() < stop_at_loss:
+                    self._log()
+                    self.stopped_early = True
+                    break
+            if logged:
                 row = self._log()
                 if stop_at_loss is not None and row["loss_later_copies"] < stop_at_loss:
                     self.stopped_early = True

@@ -1,0 +1,158 @@
+"""Time to induction: how long the default live training takes to get the later copies right.
+
+    python bench/time_to_induction.py [--seeds 5] [--cap 3000] [--threshold 0.5] [--threads N] [--json]
+
+Per seed (0..N-1) it trains the default settings (the variable-period-2block preset, which is what
+the Train page starts with) exactly as the page does, a chunk of steps at a time, and records the
+first stop check (core.trainer.Trainer.run with stop_at_loss) whose loss_later_copies on the fixed
+evaluation batch (default task, length 96) is below the threshold: the step count, and the wall
+seconds from the start of training to that step *including* every log, head-score evaluation and
+stop check on the way (model construction and imports not included). A seed that has not got there
+by --cap steps counts as failed.
+
+It also measures the machine: the best float32 matrix-multiply rate of torch at this thread count
+(a 1024x1024 by 1024x1024 product, best of several), the floating-point work of one training step
+of the default model (counted by torch's FlopCounterMode over forward and backward) and so the least
+time a step could take; ms per step is then reported as a share of that bound.
+Timings on a shared machine are noisy: the medians are the figures to quote.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from core.presets import get_preset  # noqa: E402
+from core.task import sample_batch  # noqa: E402
+from core.trainer import Trainer  # noqa: E402
+
+DEFAULT_PRESET = "variable-period-2block"
+
+
+def matmul_peak(n: int = 1024, repeats: int = 12) -> float:
+    """Best observed float32 GFLOP/s of an n x n by n x n product at torch's thread count."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+def step_flops(preset: str = DEFAULT_PRESET) -> float:
+    """Floating-point operations of one training step (forward + backward) at the preset's settings."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    p = get_preset(preset)
+    trainer = Trainer(p.model, p.task, p.train)
+    tokens, _ = sample_batch(trainer.train_task, p.train.batch_size, p.model.vocab_size, torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        logits = trainer.model(tokens)
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        loss.backward()
+    return float(counter.get_total_flops())
+
+
+def time_seed(seed: int, threshold: float, cap: int, preset: str = DEFAULT_PRESET, chunk: int = 25) -> dict:
+    """Train one seed to the threshold in chunks of `chunk` steps; steps, wall seconds, ms per step."""
+    p = get_preset(preset)
+    import dataclasses
+
+    train = dataclasses.replace(p.train, seed=seed, steps=max(cap, 1))
+    trainer = Trainer(p.model, p.task, train)
+    t0 = time.perf_counter()
+    while not trainer.done and not trainer.stopped_early:
+        trainer.run(chunk, stop_at_loss=threshold)
+    wall = time.perf_counter() - t0
+    reached = trainer.stopped_early
+    return {
+        "seed": seed,
+        "reached": reached,
+        "steps": trainer.step if reached else None,
+        "seconds": round(wall, 2) if reached else None,
+        "steps_run": trainer.step,
+        "wall_seconds": round(wall, 2),
+        "train_seconds": round(trainer.seconds, 2),
+        "ms_per_step": round(1000 * trainer.seconds / max(trainer.step, 1), 2),
+        "ms_per_step_wall": round(1000 * wall / max(trainer.step, 1), 2),
+        "stop_checks": len(trainer.stop_checks),
+        "logs": len(trainer.history),
+        "final_loss_later_copies": round(trainer.history[-1]["loss_later_copies"], 4),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+    ap.add_argument("--cap", type=int, default=3000, help="give up on a seed after this many steps")
+    ap.add_argument("--threshold", type=float, default=0.5, help="loss_later_copies to reach (nats)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
+    ap.add_argument("--budget", type=float, default=12.0, help="seconds the median should stay within")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    peak = matmul_peak()
+    flops = step_flops()
+    floor_ms = 1000 * flops / (peak * 1e9)
+    runs = []
+    for seed in range(args.seeds):
+        runs.append(time_seed(seed, args.threshold, args.cap))
+        if not args.json:
+            r = runs[-1]
+            print(f"seed {seed}: " + (f"{r['steps']} steps, {r['seconds']:.2f} s" if r["reached"] else
+                                      f"not below {args.threshold} in {args.cap} steps") +
+                  f"  ({r['ms_per_step']:.1f} ms/step training, {r['ms_per_step_wall']:.1f} ms/step with "
+                  f"evaluation; {r['logs']} logs, {r['stop_checks']} stop checks)", flush=True)
+    reached = [r for r in runs if r["reached"]]
+    ms = statistics.median(r["ms_per_step"] for r in runs)
+    ms_wall = statistics.median(r["ms_per_step_wall"] for r in runs)
+    out = {
+        "preset": DEFAULT_PRESET,
+        "settings": get_preset(DEFAULT_PRESET).train.to_dict(),
+        "threshold": args.threshold,
+        "cap": args.cap,
+        "threads": torch.get_num_threads(),
+        "seeds": args.seeds,
+        "reached": len(reached),
+        "all_reached": len(reached) == len(runs),
+        "median_seconds": statistics.median(r["seconds"] for r in reached) if len(reached) == len(runs) else None,
+        "median_steps": statistics.median(r["steps"] for r in reached) if len(reached) == len(runs) else None,
+        "within_budget": None,
+        "ms_per_step": ms,
+        "ms_per_step_wall": ms_wall,
+        "matmul_peak_gflops": round(peak, 1),
+        "step_gflop": round(flops / 1e9, 3),
+        "step_floor_ms": round(floor_ms, 2),
+        "share_of_peak": round(floor_ms / ms, 3),
+        "runs": runs,
+    }
+    if out["median_seconds"] is not None:
+        out["within_budget"] = out["median_seconds"] <= args.budget
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        med = (f"median {out['median_seconds']:.2f} s, {out['median_steps']} steps" if out["median_seconds"] is not None
+               else "median undefined (a seed failed)")
+        print(f"{len(reached)}/{len(runs)} seeds below {args.threshold} within {args.cap} steps; {med} "
+              f"(budget {args.budget:.0f} s: {'met' if out['within_budget'] else 'not met'})")
+        print(f"step: {out['step_gflop']:.2f} GFLOP; matmul peak {peak:.0f} GFLOP/s at {out['threads']} threads "
+              f"-> floor {floor_ms:.1f} ms; measured {ms:.1f} ms/step training ({ms_wall:.1f} with evaluation) "
+              f"= {100 * out['share_of_peak']:.0f}% of peak")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""How often and when does the abrupt later-copy drop happen? Many seeds, 1 and 2 blocks.
+
+    python bench/transition_study.py [--seeds 12] [--blocks 1,2] [--steps N] [--every 5]
+                                     [--out checkpoints/transition_study.csv] [--json]
+
+Each run trains the default settings (the variable-period-2block preset's task and training; the
+1-block runs change only the depth) for a fixed number of steps (--steps, default the preset's),
+and measures loss_later_copies on the fixed evaluation batch every --every steps from step 0. The
+curve is then described by core.transition.describe_curve, whose docstring defines the columns:
+dropped (reached 1.0 nats), drop_start (last step at or above 3.0 nats before that), drop_end,
+width = drop_end - drop_start, drop_step (first step below ln V / 2), abrupt (width at most half of
+drop_start), plateau_loss and final_loss_later. All steps are multiples of --every, so each figure
+is known to within --every steps.
+
+The CSV starts with '#' comment lines: the definitions and the command that regenerates it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from core.presets import get_preset  # noqa: E402
+from core.trainer import Trainer  # noqa: E402
+from core.transition import COLUMNS, HIGH, LOW, STUDY_FILE, describe_curve, summarize  # noqa: E402
+
+PRESET = "variable-period-2block"
+
+
+def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], list[float]]:
+    """loss_later_copies on the fixed evaluation batch at steps 0, every, 2*every, ..., steps."""
+    p = get_preset(PRESET)
+    model = dataclasses.replace(p.model, n_layers=blocks)
+    train = dataclasses.replace(p.train, seed=seed, steps=steps, log_every=10 ** 9)
+    trainer = Trainer(model, p.task, train)
+    xs, ys = [0], [trainer.check_loss()]
+    while not trainer.done:
+        trainer.run(every)
+        xs.append(trainer.step)
+        ys.append(trainer.check_loss())
+    return xs, ys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=12, help="seeds 0..N-1 per depth (default 12)")
+    ap.add_argument("--blocks", default="1,2", help="comma-separated depths (default 1,2)")
+    ap.add_argument("--steps", type=int, default=0, help="steps per run (default: the preset's)")
+    ap.add_argument("--every", type=int, default=5, help="steps between loss measurements")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--out", default=str(STUDY_FILE.relative_to(ROOT)))
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    steps = args.steps or get_preset(PRESET).train.steps
+    blocks = [int(b) for b in args.blocks.split(",")]
+    rows = []
+    for b in blocks:
+        for seed in range(args.seeds):
+            t0 = time.perf_counter()
+            xs, ys = curve(b, seed, steps, args.every)
+            row = {"blocks": b, "seed": seed, "steps_run": xs[-1], **describe_curve(xs, ys)}
+            rows.append(row)
+            if not args.json:
+                print(f"{b} block(s) seed {seed}: dropped={row['dropped']} abrupt={row['abrupt']} "
+                      f"drop_step={row['drop_step']} width={row['width']} final={row['final_loss_later']:.3f} "
+                      f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    frame = pd.DataFrame(rows)[COLUMNS]
+    frame["plateau_loss"] = frame["plateau_loss"].round(3)
+    frame["final_loss_later"] = frame["final_loss_later"].round(3)
+    command = "python bench/transition_study.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    out = ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out)
+    header = [
+        "# Induction transition study: one row per training run (core/transition.py defines every column).",
+        f"# command: {command.strip()}",
+        f"# settings: preset {PRESET} (depth varied), {steps} steps, loss_later_copies measured every {args.every} steps "
+        f"on the fixed evaluation batch; HIGH={HIGH} LOW={LOW} nats.",
+    ]
+    out.write_text("\n".join(header) + "\n" + frame.to_csv(index=False))
+    summary = summarize(frame)
+    if args.json:
+        print(json.dumps({"command": command, "runs": rows, "summary": summary.to_dict("records")}, indent=1))
+    else:
+        print(summary.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

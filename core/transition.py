@@ -1,0 +1,89 @@
+"""The induction transition across seeds: definitions, measurement of one loss curve, and the
+shipped study (checkpoints/transition_study.csv, written by bench/transition_study.py).
+
+A curve is the later-copy loss l(s) (loss_later_copies on the fixed evaluation batch, nats) at
+steps s = 0, k, 2k, ... With V the vocabulary size (ln V = 4.16 nats for V = 64, a uniform guess):
+- HIGH = 3.0 nats and LOW = 1.0 nats: the drop starts at the last step with l >= HIGH before the
+  first step with l < LOW (drop_start), and ends at that first step with l < LOW (drop_end).
+  width = drop_end - drop_start, the steps the loss takes to fall by at least 2 nats.
+- dropped: the curve reaches l < LOW within the run.
+- drop_step: the first step with l < ln V / 2 (the Train page marks the same point).
+- abrupt: dropped, and width <= drop_start / 2 -- the fall from HIGH to LOW takes at most half as
+  many steps as the plateau before it lasted.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+HIGH = 3.0
+LOW = 1.0
+STUDY_FILE = Path(__file__).resolve().parent.parent / "checkpoints" / "transition_study.csv"
+COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
+           "plateau_loss", "final_loss_later"]
+
+
+def describe_curve(steps: list[int], losses: list[float], vocab_size: int = 64) -> dict:
+    """The transition figures of one curve (definitions in the module docstring).
+
+    steps, losses: equal-length lists, steps increasing. Returns dropped, abrupt, drop_step,
+    drop_start, drop_end, width (None where undefined), plateau_loss (median loss on steps before
+    drop_start, or over the whole curve when it never dropped) and final_loss_later.
+    """
+    if len(steps) != len(losses) or not steps:
+        raise ValueError("steps and losses must be non-empty and of equal length.")
+    half = math.log(vocab_size) / 2
+    drop_step = next((s for s, l in zip(steps, losses) if l < half), None)
+    end_i = next((i for i, l in enumerate(losses) if l < LOW), None)
+    out = {"dropped": end_i is not None, "abrupt": False, "drop_step": drop_step, "drop_start": None,
+           "drop_end": None, "width": None, "final_loss_later": float(losses[-1])}
+    if end_i is None:
+        out["plateau_loss"] = float(pd.Series(losses).median())
+        return out
+    start_i = max((i for i in range(end_i) if losses[i] >= HIGH), default=0)
+    start, end = steps[start_i], steps[end_i]
+    before = losses[: start_i + 1]
+    out.update(drop_start=start, drop_end=end, width=end - start, plateau_loss=float(pd.Series(before).median()),
+               abrupt=(end - start) <= start / 2)
+    return out
+
+
+def load_study(path: str | Path | None = None) -> pd.DataFrame:
+    """The shipped study as a frame with COLUMNS (one row per run); comment lines start with '#'."""
+    frame = pd.read_csv(path or STUDY_FILE, comment="#")
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the transition study file lacks the columns {', '.join(missing)}.")
+    for c in ("dropped", "abrupt"):
+        frame[c] = frame[c].astype(str).str.lower().eq("true")
+    return frame[COLUMNS]
+
+
+def study_command(path: str | Path | None = None) -> str | None:
+    """The command that regenerated the study, from its '# command:' header line."""
+    for line in Path(path or STUDY_FILE).read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# command:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per number of blocks: runs, how many dropped and how many abruptly, and the median and range
+    of drop_step and width over the runs that dropped."""
+    rows = []
+    for blocks, g in frame.groupby("blocks"):
+        d = g[g["dropped"]]
+        rows.append({
+            "blocks": int(blocks), "runs": len(g), "dropped": int(g["dropped"].sum()), "abrupt": int(g["abrupt"].sum()),
+            "drop_step_median": float(d["drop_step"].median()) if len(d) else None,
+            "drop_step_min": float(d["drop_step"].min()) if len(d) else None,
+            "drop_step_max": float(d["drop_step"].max()) if len(d) else None,
+            "width_median": float(d["width"].median()) if len(d) else None,
+            "width_max": float(d["width"].max()) if len(d) else None,
+            "final_loss_later_median": float(g["final_loss_later"].median()),
+        })
+    return pd.DataFrame(rows)
