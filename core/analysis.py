@@ -19,6 +19,7 @@ from .task import TaskConfig
 
 EVAL_SEQS = 64  # evaluation batch of the ablation views
 SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
+DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
 
 
 def head_label(layer: int, head: int) -> str:
@@ -55,7 +56,7 @@ class SequenceView:
     tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
     [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
     position; scores: one row per head (block, head from 1) with the period scores (task sequences
-    only) and the token detectors, averaged over n_seqs sequences; offsets: tidy offset-mass profile
+    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets: tidy offset-mass profile
     (block, head, offset, mass) over the same sequences.
     """
 
@@ -76,8 +77,9 @@ def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Da
     for layer, pattern in enumerate(patterns):
         scores = {d: s.mean(0) for d, s in detector_scores(pattern, tokens[:, None, :]).items()}  # [H] each
         for h in range(pattern.shape[1]):
-            rows.append({"layer": layer, "block": layer + 1, "head": h, **{d: float(scores[d][h]) for d in DETECTORS}})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *DETECTORS])
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{DETECTOR_PREFIX + d: float(scores[d][h]) for d in DETECTORS}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *(DETECTOR_PREFIX + d for d in DETECTORS)])
 
 
 @torch.no_grad()

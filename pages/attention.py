@@ -58,8 +58,7 @@ if source == "Sampled task sequence":
     seed = c3.number_input("Sample seed", 0, 10_000, 0, key="att_seed")
     view = task_view(entry.key, int(period), int(seed), model, task)
 else:
-    text = c2.text_input("Your sequence", "the cat sat. the cat sat. the cat sat.", key="att_text",
-                         max_chars=MAX_TEXT_LEN * 2)
+    text = c2.text_input("Your sequence", "the cat sat. the cat sat. the cat sat.", key="att_text")
     c2.caption(f"One character = one token, in the order {describe_alphabet(cfg.vocab_size)} "
                f"(a = token 0, … '.' = token {cfg.vocab_size - 1}); at most {MAX_TEXT_LEN} characters. "
                "Repeat a phrase to give induction heads something to find.")
@@ -83,7 +82,8 @@ if view is not None:
 
     st.subheader("One head, up close")
     labels = analysis.head_labels(model)
-    pick = st.selectbox("Head (block.head)", labels, key="att_head", index=min(len(labels) - 1, cfg.n_heads))
+    pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="att_head",
+                                           index=min(len(labels) - 1, cfg.n_heads))
     layer, head = analysis.parse_head_label(pick)
     left, right = st.columns([3, 1.2])
     left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
@@ -112,16 +112,19 @@ if view is not None:
     st.caption(
         "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
         "yellow (1). " + period_text +
-        "The last five columns need no period: they are TransformerLens's token-based detectors, the share of "
+        "The tok_ columns need no period: they are TransformerLens's token-based detectors, the share of "
         "all the head's attention that lands where the archetype would look (previous token; an earlier copy "
-        "of the same token; the token after an earlier copy; position 0; itself). Scores use the raw pattern.")
+        "of the same token; the token after an earlier copy; position 0; itself). Rows with nothing to find "
+        "count as 0, so tok_induction stays below 1 even for a perfect induction head. Scores use the raw pattern.")
 
     st.subheader("Attention by offset")
-    st.altair_chart(charts.offset_chart(view.offsets, view.period), width="content")
+    max_k = min(len(view.tokens) - 1, 2 * (view.period or task.period_max) + 2)
+    st.altair_chart(charts.offset_chart(view.offsets, view.period, max_k), width="content")
     st.caption(
         "**What am I looking at?** For each offset k, the mean weight a head puts k positions back, A[i, i−k]. "
         "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
-        "after the previous copy of the current token; a duplicate-token head at k = L.")
+        "after the previous copy of the current token; a duplicate-token head at k = L (dotted). Offsets up "
+        f"to {max_k} are shown (far back, few queries remain and the curves get noisy).")
 
 st.subheader("The period-shift probe")
 st.markdown(

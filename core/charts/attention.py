@@ -14,6 +14,7 @@ from . import OKABE_ITO, SEQUENTIAL
 GRID_MIN = 0.01  # grid cells below this weight are left undrawn (they show as the zero colour)
 ZERO_FILL = "#440154"  # viridis at 0: the background of pattern heatmaps, so undrawn cells read as 0
 HEAD_SCALE = alt.Scale(range=OKABE_ITO)
+PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
 
 def _pattern_scale() -> alt.Scale:
@@ -27,16 +28,16 @@ def grid_frame(patterns: np.ndarray, min_weight: float = GRID_MIN) -> pd.DataFra
                          "weight": patterns[l, h, i, j].round(3)})
 
 
-def pattern_grid(patterns: np.ndarray, cell: int = 150, title: str = "") -> alt.FacetChart:
+def pattern_grid(patterns: np.ndarray, cell: int = 165, title: str = "") -> alt.FacetChart:
     """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across)."""
     T = patterns.shape[-1]
     data = grid_frame(patterns)
     pos = alt.Scale(domain=[0, T])
     base = alt.Chart(data).transform_calculate(key_end="datum.key + 1", query_end="datum.query + 1").mark_rect().encode(
-        x=alt.X("key:Q", title="key position j", scale=pos, axis=alt.Axis(tickCount=4)),
+        x=alt.X("key:Q", title="key position j", scale=pos, axis=alt.Axis(tickCount=4, grid=False)),
         x2="key_end:Q",
         y=alt.Y("query:Q", title="query position i", scale=alt.Scale(domain=[0, T], reverse=True),
-                axis=alt.Axis(tickCount=4)),
+                axis=alt.Axis(tickCount=4, grid=False)),
         y2="query_end:Q",
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
         tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("query:Q", title="query i"),
@@ -46,7 +47,7 @@ def pattern_grid(patterns: np.ndarray, cell: int = 150, title: str = "") -> alt.
         row=alt.Row("block:O", title="block", header=alt.Header(labelFontSize=12)),
         column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=12)),
         title=title,
-    ).configure_view(fill=ZERO_FILL, stroke=None)
+    ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
 
 
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
@@ -78,7 +79,8 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         targets = pd.DataFrame({"q": [tick[a] for a in range(period, T)], "k": [tick[a + 1 - period] for a in range(period, T)]})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
                       .encode(x=alt.X("k:O", sort=tick), y=alt.Y("q:O", sort=tick)))
-    return alt.layer(*layers, title=title).properties(width=size, height=size).configure_view(fill=ZERO_FILL)
+    return alt.layer(*layers, title=title).properties(width=size, height=size, autosize=PAD).configure_view(
+        fill=ZERO_FILL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,12 +113,12 @@ def styled_scores(df: pd.DataFrame, score_columns: list[str]):
 # Offset mass and the period-shift probe
 
 
-def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: int | None = None) -> alt.Chart:
+def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: int | None = None) -> alt.FacetChart:
     """Mean attention at each offset k = i - j, one line per head, one panel per block; with a period,
-    rules mark k = L - 1 (the induction target) and k = L (the duplicate)."""
+    rules mark k = L - 1 (the induction target, dashed) and k = L (the duplicate, dotted)."""
     data = offsets if max_offset is None else offsets[offsets["offset"] <= max_offset]
     data = data.assign(head=data["head"].astype(str))
-    lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+    lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=12)).encode(
         x=alt.X("offset:Q", title="offset k = i − j (positions back)"),
         y=alt.Y("mass:Q", title="mean attention A[i, i−k]", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("head:N", title="head", scale=HEAD_SCALE),
@@ -124,13 +126,16 @@ def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: i
     )
     layers = [lines]
     if period:
-        marks = pd.DataFrame({"offset": [period - 1, period], "what": [f"L − 1 = {period - 1}", f"L = {period}"]})
-        layers.append(alt.Chart(marks).mark_rule(strokeDash=[4, 3], color="#444").encode(
-            x="offset:Q", tooltip=[alt.Tooltip("what:N", title="marks")]))
-        layers.append(alt.Chart(marks).mark_text(align="left", dx=3, y=8, fontSize=10, color="#444").encode(
-            x="offset:Q", text="what:N"))
-    return alt.layer(*layers, data=data).properties(width=330, height=190).facet(
-        column=alt.Column("block:O", title="block"))
+        marks = pd.DataFrame({"offset": [period - 1, period], "what": [f"L − 1 = {period - 1}", f"L = {period}"],
+                              "dash": ["L − 1", "L"], "y": [0.97, 0.89]})
+        rules = alt.Chart(marks).mark_rule(color="#444").encode(
+            x="offset:Q", strokeDash=alt.StrokeDash("dash:N", legend=None, scale=alt.Scale(
+                domain=["L − 1", "L"], range=[[5, 3], [1, 2]])), tooltip=[alt.Tooltip("what:N", title="marks")])
+        labels = alt.Chart(marks).mark_text(align="left", dx=4, fontSize=10, color="#444").encode(
+            x="offset:Q", y=alt.Y("y:Q", scale=alt.Scale(domain=[0, 1])), text="what:N")
+        layers += [rules, labels]
+    return alt.layer(*layers, data=data).properties(width=360, height=190).facet(
+        column=alt.Column("block:O", title="block")).properties(autosize=PAD)
 
 
 def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: float,
@@ -158,14 +163,16 @@ def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: f
 
 
 def probe_mass_chart(mass: pd.DataFrame) -> alt.Chart:
-    """Per head: attention mass at offset probe-1 vs at the training periods' offsets."""
+    """Per head: attention mass at offset probe-1 vs at the training periods' offsets L-1."""
     data = mass.assign(head_label=[f"{b}.{h}" for b, h in zip(mass["block"], mass["head"])],
-                       label=[f"{r} (k = {k})" for r, k in zip(mass["role"], mass["offset"])])
+                       label=[f"k = {k} (probe L − 1)" if r.startswith("probe") else f"k = {k} (trained L = {k + 1})"
+                              for r, k in zip(mass["role"], mass["offset"])])
     order = list(dict.fromkeys(data.sort_values(["role", "offset"])["label"]))
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("head_label:N", title="head (block.head)"),
+        x=alt.X("head_label:N", title="head (block.head)", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("label:N", sort=order),
         y=alt.Y("mass:Q", title="mean attention at offset k", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("label:N", title="offset", sort=order, scale=alt.Scale(range=OKABE_ITO[4:] + OKABE_ITO[:4])),
+        color=alt.Color("label:N", title="offset", sort=order, scale=alt.Scale(range=OKABE_ITO[4:] + OKABE_ITO[:4]),
+                        legend=alt.Legend(labelLimit=200)),
         tooltip=["head_label:N", "role:N", "offset:Q", alt.Tooltip("mass:Q", format=".3f")],
     ).properties(height=220)

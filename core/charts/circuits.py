@@ -11,6 +11,8 @@ import pandas as pd
 
 from . import DIVERGING, OKABE_ITO, SEQUENTIAL
 
+PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
+
 
 def _symmetric(M: np.ndarray, quantile: float = 0.995) -> list[float]:
     """A colour domain centred on 0 that ignores the most extreme 0.5% (so one outlier does not wash out the rest)."""
@@ -39,7 +41,7 @@ def matrix_heatmap(M: np.ndarray, title: str, row_title: str, col_title: str, va
         y_axis = alt.Axis(labelExpr=_label_expr(labels), labelFontSize=7)
     enc = dict(x=alt.X("c:O", title=col_title, axis=x_axis), y=alt.Y("r:O", title=row_title, axis=y_axis),
                color=alt.Color("v:Q", title=value_title, scale=scale), tooltip=tooltip)
-    return alt.Chart(data, title=title).mark_rect().encode(**enc).properties(width=size, height=size)
+    return alt.Chart(data, title=title).mark_rect().encode(**enc).properties(width=size, height=size, autosize=PAD)
 
 
 def _label_expr(labels: list[str]) -> str:
@@ -52,7 +54,7 @@ def singular_values_chart(s: np.ndarray, d_head: int, title: str) -> alt.LayerCh
     """Singular values by index; a rule marks d_head, past which they are exactly 0 (rank <= d_head)."""
     data = pd.DataFrame({"index": np.arange(1, len(s) + 1), "sigma": s})
     bars = alt.Chart(data).mark_bar(color=OKABE_ITO[4]).encode(
-        x=alt.X("index:Q", title="singular value number", scale=alt.Scale(domain=[0, len(s) + 1])),
+        x=alt.X("index:Q", title="singular value number", scale=alt.Scale(domain=[0, len(s) + 1], nice=False)),
         y=alt.Y("sigma:Q", title="singular value"),
         tooltip=["index:Q", alt.Tooltip("sigma:Q", format=".4f", title="singular value")],
     )
@@ -60,7 +62,7 @@ def singular_values_chart(s: np.ndarray, d_head: int, title: str) -> alt.LayerCh
         color=OKABE_ITO[5], strokeDash=[4, 3]).encode(x="x:Q", tooltip=[alt.Tooltip("t:N", title="")])
     text = alt.Chart(pd.DataFrame({"x": [d_head + 0.5], "t": [f"d_head = {d_head}"]})).mark_text(
         align="left", dx=4, y=10, color=OKABE_ITO[5]).encode(x="x:Q", text="t:N")
-    return alt.layer(bars, rule, text, title=title).properties(width=300, height=150)
+    return alt.layer(bars, rule, text, title=title).properties(width=300, height=150, autosize=PAD)
 
 
 def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: int) -> alt.LayerChart:
@@ -72,7 +74,7 @@ def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: 
         .mark_rect(color="#999999", opacity=0.18).encode(x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("t:N", title="")])
     lines = alt.Chart(data).mark_line().encode(
         x=alt.X("offset:Q", title="offset t = i − j (positions back)"),
-        y=alt.Y("score:Q", title="attention score q·k / √d_head"),
+        y=alt.Y("score:Q", title="score q·k / √d_head"),
         color=alt.Color("source:N", title="query and key", scale=alt.Scale(range=[OKABE_ITO[4], OKABE_ITO[0]])),
         tooltip=["source:N", "offset:Q", alt.Tooltip("score:Q", format=".3f")],
     )
@@ -85,7 +87,7 @@ def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart
     data = df.assign(kind_title=df["kind"].map(lambda k: f"{k}-composition (random: {baseline[k]:.3f})"))
     top = max(2.0, float(np.ceil(data["ratio"].max()))) if len(data) else 2.0
     base = alt.Chart(data).encode(
-        x=alt.X("reader:N", title="reader head (later block.head)"),
+        x=alt.X("reader:N", title="reader head (later block.head)", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("writer:N", title="writer head (earlier block.head)"),
     )
     rect = base.mark_rect().encode(
@@ -98,21 +100,25 @@ def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart
     text = base.mark_text(fontSize=9).encode(text=alt.Text("score:Q", format=".2f"),
                                              color=alt.value("black"))
     return alt.layer(rect, text).properties(width=200, height=200).facet(
-        column=alt.Column("kind_title:N", title=None, sort=[t for t in data["kind_title"].unique()]))
+        column=alt.Column("kind_title:N", title=None, sort=[t for t in data["kind_title"].unique()])
+    ).properties(autosize=PAD)
 
 
 def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str, fmt: str = ".2f") -> alt.LayerChart:
     """Block x head table of one ablation delta, diverging around 0 (orange = the metric went up)."""
     data = df.assign(block=df["block"].astype(str), head=df["head"].astype(str))
     m = float(data[value].abs().max()) or 1.0
-    base = alt.Chart(data, title=title).encode(
-        x=alt.X("head:O", title="head"), y=alt.Y("block:O", title="block"))
+    base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
+                                  y=alt.Y("block:O", title="block"))
     rect = base.mark_rect().encode(
         color=alt.Color(f"{value}:Q", title=value_title, scale=alt.Scale(scheme=DIVERGING, domain=[-m, m])),
         tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
     )
-    text = base.mark_text(fontSize=12).encode(text=alt.Text(f"{value}:Q", format=fmt), color=alt.value("black"))
-    return alt.layer(rect, text).properties(width=60 * data["head"].nunique(), height=50 * data["block"].nunique())
+    text = base.mark_text(fontSize=12).encode(
+        text=alt.Text(f"{value}:Q", format=fmt),
+        color=alt.condition(f"abs(datum['{value}']) > {0.6 * m}", alt.value("white"), alt.value("black")))
+    return alt.layer(rect, text, title=title).properties(width=int(60 * data["head"].nunique()),
+                                            height=int(50 * data["block"].nunique()), autosize=PAD)
 
 
 def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
@@ -121,8 +127,9 @@ def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
                      kind=["sum of the block's heads" if h == "all" else "one head" for h in df["head"]])
     data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig"]]
     bars = alt.Chart(data).mark_bar().encode(
-        x=alt.X("which:N", title="head (block.head; Σ = the block's heads summed)", sort=list(data["which"])),
-        y=alt.Y("ov_diag_top1:Q", title="rows with the diagonal on top", scale=alt.Scale(domain=[0, 1])),
+        x=alt.X("which:N", title="head (block.head; Σ = the block's heads summed)", sort=list(data["which"]),
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("ov_diag_top1:Q", title="diagonal on top", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("kind:N", title="", scale=alt.Scale(range=[OKABE_ITO[4], OKABE_ITO[0]])),
         tooltip=["which:N", alt.Tooltip("ov_diag_top1:Q", format=".3f"), alt.Tooltip("ov_diag_top5:Q", format=".3f"),
                  alt.Tooltip("ov_copying_eig:Q", format=".3f")],
