@@ -257,24 +257,26 @@ def qk_content(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
 
 @torch.no_grad()
 def skip_trigrams(model: TinyCharLM, layer: int, head: int, k: int = 8) -> list[dict]:
-    """The head's strongest "[a] ... [b] -> [c]" rules read from the weights.
+    """The head's strongest "[a] ... [b] -> [c]" rules read from the weights, one per source token a.
 
-    For each destination b: the source a its QK circuit prefers most (by margin over the mean score
-    of b's row), and the token c that attending to a boosts most (largest centered entry of a's OV
-    row, W_E W_OV^T e_a). Rows ranked by the QK margin; top k returned as dicts with
-    source, dest, boosted (token ids), qk_margin, ov_logit.
+    QK margin of (b, a): how far b's score for source a stands above b's mean score over all sources
+    (offset-0 content part, see qk_content). OV logit of (a, c): the centered entry of a's row of
+    W_E W_OV W_E^T. For each a: the destination b with the largest margin and the token c it boosts
+    most; rules ranked by margin x OV logit (a large push that the head actually attends to).
+    Returns the top k as dicts with source, dest, boosted (token ids), qk_margin, ov_logit.
     """
     from .circuits import ov_copying_matrix
 
     qk = qk_content(model, layer, head)
-    qk = qk - qk.mean(-1, keepdim=True)
+    qk = qk - qk.mean(-1, keepdim=True)  # [dest b, source a]
     ov = ov_copying_matrix(model, layer, head)
-    ov = ov - ov.mean(-1, keepdim=True)
-    margin, src = qk.max(-1)  # per destination b
-    best_c = ov.argmax(-1)
-    order = margin.argsort(descending=True)[:k]
-    return [{"source": int(src[b]), "dest": int(b), "boosted": int(best_c[src[b]]),
-             "qk_margin": float(margin[b]), "ov_logit": float(ov[src[b], best_c[src[b]]])} for b in order]
+    ov = ov - ov.mean(-1, keepdim=True)  # [source a, boosted c]
+    margin, dest = qk.max(0)  # per source a: its best destination
+    ov_best, boosted = ov.max(-1)
+    strength = margin.clamp_min(0) * ov_best.clamp_min(0)
+    order = strength.argsort(descending=True)[:k]
+    return [{"source": int(a), "dest": int(dest[a]), "boosted": int(boosted[a]),
+             "qk_margin": float(margin[a]), "ov_logit": float(ov_best[a])} for a in order]
 
 
 @torch.no_grad()

@@ -179,9 +179,9 @@ else:
         col.caption(f"attending to `{SYMBOLS[a]}` boosts: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in ov))
         col.caption(f"at `{SYMBOLS[b]}` it prefers: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in qk))
     st.caption(
-        "**What am I looking at?** Per head: its six strongest rules, one per destination b, ranked by how far "
-        "b's favourite source a stands above b's average score (QK margin); c is the token that attending to a "
-        "boosts most (OV, centered logit). Below: the OV row of the source token you picked and the QK row of "
+        "**What am I looking at?** Per head: its six strongest rules, one per source token a: the destination b "
+        "that prefers a most (QK margin: b's score for a minus b's average score over all sources) and the token "
+        "c that attending to a boosts most (OV, centered logit); ranked by QK margin × OV logit. Below: the OV row of the source token you picked and the QK row of "
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
 

@@ -98,8 +98,8 @@ if tokens is not None:
         "**What am I looking at?** Top: at each position, the token that actually comes next (upper row) and the "
         "model's most likely token (lower row), green when they agree and vermillion when not. Bottom: the "
         "probability the model gives its top token. Dashed lines mark where each copy of the pattern begins. "
-        "Through the first copy the model can only guess; from the first token of the second copy on it "
-        "predicts correctly, after seeing the pattern once. Try a pattern in which a symbol occurs twice "
+        "Through the first copy no model can do better than guess; a model with an induction circuit predicts "
+        "correctly from the first token of the second copy on, after seeing the pattern once. Try a pattern in which a symbol occurs twice "
         "(`abcaXY`): what comes after that symbol is then ambiguous, and so is the model.")
 
 # ---------------------------------------------------------------------------------------------
@@ -130,8 +130,9 @@ st.caption(
     f"**What am I looking at?** Next-token accuracy over {s['n_after_restart']:,} targets that follow a restart "
     f"(512 sampled sequences of length {T}, one restart each, uniform over positions 1–{T - 1}), against the "
     "target's place in its pattern; points with fewer than 20 targets are left out. The blue series is the "
-    "pattern each sequence starts with, for comparison. The model needs one full exposure: accuracy stays at "
-    "chance through the new pattern's first copy and jumps at its second. The dotted line is chance, 1/V.")
+    "pattern each sequence starts with, for comparison. A model that reads its context needs exactly one full "
+    "exposure: chance through the new pattern's first copy, then a jump at x = 0 (aligned view) to the accuracy "
+    "it has on later copies anywhere. The dotted line is chance, 1/V.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
 ex = icl.restart_example(task, V, int(ex_seed))
@@ -163,9 +164,8 @@ for name, label in (("seen", "seen in training (replayed)"), ("fresh", "never se
         rows.append({"sequences": label, "second-copy accuracy": f"{v['acc_second']:.3f} ± {v['acc_second_se']:.3f}",
                      "first-copy loss (nats)": f"{v['loss_first']:.3f}", "later-copy accuracy": f"{v['acc_later']:.3f}",
                      "second-copy targets": v["n_second"]})
-left, right = st.columns([3, 2])
-left.dataframe(rows, hide_index=True)
-right.altair_chart(charts.check_chart(check))
+st.dataframe(rows, hide_index=True)
+st.altair_chart(charts.check_chart(check), width="content")
 if check["seen"] is None:
     st.info("This model's file does not record the training seed, batch size and steps done, so its training "
             "sequences cannot be replayed; the fresh and swapped rows still apply.")
@@ -174,7 +174,7 @@ else:
     st.markdown(
         f"Second-copy accuracy: **{seen['acc_second']:.3f}** on sequences the model trained on, "
         f"**{fresh['acc_second']:.3f}** on sequences it never saw (a difference of "
-        f"{fresh['acc_second'] - seen['acc_second']:+.3f}, standard errors about {fresh['acc_second_se']:.3f}); "
+        f"{abs(fresh['acc_second'] - seen['acc_second']):.3f} where one standard error is about {fresh['acc_second_se']:.3f}); "
         f"first-copy loss {seen['loss_first']:.3f} vs {fresh['loss_first']:.3f} nats (ln V = {check['ln_V']:.3f}), so "
         f"not even the first copy of a training sequence is remembered. With {check['n_train']:,} training "
         f"sequences, the chance that any fresh one repeats a training sequence is below "

@@ -87,11 +87,11 @@ def check_chart(check: dict) -> alt.Chart:
             for k, v in ((k, check.get(k)) for k in names) if v is not None]
     df = pd.DataFrame(rows)
     order = [names[k] for k in names if check.get(k) is not None]
-    y = alt.Y("set:N", sort=order, title=None)
+    y = alt.Y("set:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
     bars = alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
         y=y, x=alt.X("accuracy:Q", title="second-copy accuracy", scale=alt.Scale(domain=[0, 1])),
         tooltip=["set:N", alt.Tooltip("accuracy:Q", format=".3f"), "targets:Q"])
-    err = alt.Chart(df).mark_errorbar(color="#222").encode(y=y, x="lo:Q", x2="hi:Q")
+    err = alt.Chart(df).mark_errorbar(color="#222").encode(y=y, x=alt.X("lo:Q", title="second-copy accuracy"), x2="hi:Q")
     chance = alt.Chart(pd.DataFrame({"x": [check["chance"]], "what": ["chance (1/V)"]})).mark_rule(
         strokeDash=[2, 2], color="#666").encode(x="x:Q", tooltip="what:N")
     return (bars + err + chance).properties(width=460, height=alt.Step(30))
