@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import time
@@ -20,7 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import streamlit.logger  # noqa: E402
 import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.checkpoint_dir:
         ui.state.CHECKPOINT_DIR = args.checkpoint_dir.resolve()
-    streamlit.logger.set_log_level("critical")  # a page's exception is reported in the table instead
+    logging.disable(logging.CRITICAL)  # a page's exception is reported in the table instead
     app_test_module.PagesManager = _NavigationPagesManager
     PagesManager.uses_pages_directory = False
     files = [r["file"] for r in ui.state.shipped_files()]
