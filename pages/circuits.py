@@ -131,8 +131,10 @@ for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_c
     col.metric(label, f"{row['ablated']:.3f}", delta=f"{row['delta']:+.3f}" if chosen else None,
                delta_color="inverse" if name.startswith("loss") else "normal")
 m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
-              "the intact model. " + ("Pick heads to see what breaks." if not chosen else
-                                      f"Clean later-copy loss: {table.loc['loss_later_copies', 'clean']:.3f}."))
+              "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
+if chosen:
+    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"}).style.format("{:+.3f}",
+                    subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
 
 grid = ablation_grid(entry.key, mode, model, task)
 g1, g2 = st.columns(2)
