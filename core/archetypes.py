@@ -336,15 +336,26 @@ def label_heads(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def best_matches(table: pd.DataFrame, threshold: float = 0.5) -> pd.DataFrame:
-    """Per head: the detector with the highest score, that score, how far above a uniform head it is,
-    and whether it passes `threshold` (a head can match nothing)."""
+MATCH_SCORE = 0.3  # a head "fits" its best archetype with a score at least this
+MATCH_RATIO = 3.0  # ... and at least this many times what a uniform head scores on that detector
+
+
+def best_matches(table: pd.DataFrame) -> pd.DataFrame:
+    """Per head: the detector with the highest score, that score, what a uniform head scores there,
+    and whether it is a clear match (score >= MATCH_SCORE and >= MATCH_RATIO x uniform)."""
     uniform = table[table["layer"] < 0].set_index("detector")["score"]
     heads = table[table["layer"] >= 0].dropna(subset=["score"])
     rows = []
     for (layer, head), group in heads.groupby(["layer", "head"]):
         best = group.loc[group["score"].idxmax()]
-        rows.append({"layer": int(layer), "head": int(head), "best": best["detector"], "score": float(best["score"]),
-                     "uniform": float(uniform.get(best["detector"], float("nan"))),
-                     "matches": bool(best["score"] >= threshold)})
+        base = float(uniform.get(best["detector"], float("nan")))
+        score = float(best["score"])
+        rows.append({"layer": int(layer), "head": int(head), "best": best["detector"], "score": score,
+                     "uniform": base, "matches": bool(score >= MATCH_SCORE and score >= MATCH_RATIO * base)})
     return pd.DataFrame(rows)
+
+
+def strongest_head(best: pd.DataFrame) -> tuple[int, int]:
+    """(layer, head) of the clearest match in a best_matches table: matches first, then the highest score."""
+    row = best.sort_values(["matches", "score"], ascending=False).iloc[0]
+    return int(row["layer"]), int(row["head"])

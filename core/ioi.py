@@ -125,13 +125,6 @@ def edges_frame() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def groups_frame() -> pd.DataFrame:
-    """The table shown under the diagram: group, heads, where they act, what they read, role, evidence."""
-    return pd.DataFrame([{
-        "group": g.label, "heads": ", ".join(f"{l}.{h}" for l, h in g.heads), "acts at": g.query,
-        "attends to": g.reads, "role": g.role, "how path patching showed it": g.evidence} for g in GROUPS])
-
-
 def ioi_positions(tokens: list[str]) -> dict[str, int] | None:
     """Positions IO, S1, S1+1, S2, END in a word-tokenised IOI-shaped prompt (one name once, one twice),
     or None if the prompt does not have that shape."""

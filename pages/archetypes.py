@@ -138,7 +138,10 @@ else:
         a, b, c, d = st.columns(4)
         mode = a.radio("Character prompt", ["Repeated random string", "Your own characters"], key="arch_char_mode")
         if mode == "Repeated random string":
-            period = b.number_input("Period", 2, 64, 24, key="arch_period")
+            task = entry.info["task"]
+            start = task.period_min if task.period_min == task.period_max else 24  # a fixed-period model: its period
+            period = b.number_input("Period", 2, 64, max(2, min(start, 64)), key=f"arch_period_{entry.key}",
+                                    help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
             seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
             chars = arc.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
@@ -160,15 +163,20 @@ else:
                                                  arc.DETECTOR_LABELS, "head"), width="content")
             st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
                        "needs words, so it is left out), now on every head of the picked model reading the "
-                       "character prompt. Blocks and heads are numbered from 1.")
+                       "character prompt. Blocks and heads are numbered from 1. One prompt is one experiment: a "
+                       "head that always looks a fixed distance back scores as an induction head whenever the "
+                       "period happens to fit that distance. Change the period: an induction head follows it, a "
+                       "positional shortcut does not.")
             best = arc.best_matches(head_table)
             lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
-            st.markdown("Closest archetype per head (a match needs a score of 0.5 or more):\n" + "\n".join(lines))
+            st.markdown(f"Closest archetype per head (a clear fit needs a score of at least {arc.MATCH_SCORE} and "
+                        f"{arc.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
+                                index=head_keys.index(arc.strongest_head(best)),
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
             st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=640),
@@ -207,7 +215,9 @@ st.markdown(
     "path carries the information. Wang et al. worked backwards from the logits: first the heads with a direct "
     "effect, then the heads feeding those heads' queries, then the heads feeding *those*' keys and values, "
     "checking attention patterns and OV circuits along the way.")
-st.dataframe(ioi.groups_frame(), hide_index=True)
+for g in ioi.GROUPS:
+    st.markdown(f"- **{g.label}** ({', '.join(f'{l}.{h}' for l, h in g.heads)}), at {g.query}, attending to {g.reads}: "
+                f"{g.role} *Evidence:* {g.evidence}")
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · Reading attention with care")
@@ -225,8 +235,9 @@ st.markdown(
     "Each head has its own query/key map (where to look) and value/output map (what to copy), and a layer adds "
     "all its heads' writes to the residual stream. So one layer can move the previous token forward in one "
     "head, look up an earlier occurrence in another and idle on a sink in a third, without the three competing "
-    "for one pattern (Vaswani et al. 2017; Elhage et al. 2021). Section 3 shows this on your model: heads of the "
-    "same block usually match different archetypes.")
+    "for one pattern (Vaswani et al. 2017; Elhage et al. 2021). Compare the heads of one block in section 3: some "
+    "do different jobs side by side, and several can share one job, as the induction heads of a two-block model "
+    "often do.")
 st.subheader("What attention weights do not tell you")
 st.markdown(
     "A pattern says where a head reads, not how much that reading matters. A razor-sharp head can write a tiny "

@@ -201,6 +201,21 @@ def test_head_detector_table_on_a_model():
     assert arc.model_patterns(TinyCharLM(ModelConfig(n_layers=0)), tokens) == []
 
 
+def test_a_clear_match_must_beat_a_uniform_head():
+    import pandas as pd
+    rows = [{"layer": 0, "head": h, "detector": d, "score": 0.0} for h in range(3) for d in arc.DETECTORS]
+    rows += [{"layer": -1, "head": -1, "detector": d, "score": 0.2 if d == "self" else 0.05} for d in arc.DETECTORS]
+    table = pd.DataFrame(rows)
+    table.loc[(table["layer"] == 0) & (table["head"] == 0) & (table["detector"] == "induction"), "score"] = 0.35
+    table.loc[(table["layer"] == 0) & (table["head"] == 1) & (table["detector"] == "self"), "score"] = 0.35
+    table.loc[(table["layer"] == 0) & (table["head"] == 2) & (table["detector"] == "induction"), "score"] = 0.25
+    best = arc.best_matches(table).set_index("head")
+    assert best.loc[0, "best"] == "induction" and best.loc[0, "matches"]  # 0.35 is 7x a uniform head
+    assert best.loc[1, "best"] == "self" and not best.loc[1, "matches"]  # 0.35 is under 3x a uniform head's 0.2
+    assert not best.loc[2, "matches"]  # 0.25 is under the 0.3 floor
+    assert arc.strongest_head(best.reset_index()) == (0, 0)  # a clear match beats an equal score that is not
+
+
 @pytest.mark.skipif(not (ROOT / "checkpoints" / "variable-period-2block.pt").is_file(),
                     reason="checkpoints/variable-period-2block.pt is not shipped yet")
 def test_trained_two_block_model_has_previous_token_and_induction_heads():
