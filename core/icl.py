@@ -151,14 +151,14 @@ def restart_example(task: TaskConfig, vocab_size: int, seed: int, max_tries: int
     old_period, new_period, seed (the one used).
 
     Draws exactly as sample_restarts does, but skips seeds (seed, seed+1, ...) whose restart leaves
-    no room to show both patterns (a whole old period before it; after it, a new period and RUN tokens).
+    no room to show both patterns (a whole old period before it; after it, a new period and RUN + 1 tokens).
     """
     T = task.seq_len
     for s in range(seed, seed + max_tries):
         rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(s))
         r = int(rb.restart[0].nonzero()[0, 0])
         old, new = int(rb.period[0, 0]), int(rb.period[0, r])
-        if r >= old and r + new + RUN <= T or s == seed + max_tries - 1:
+        if r >= old and r + new + 1 + RUN <= T or s == seed + max_tries - 1:
             return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": old, "new_period": new, "seed": s}
 
 
@@ -172,11 +172,14 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     Returns numpy-free lists: "k", "acc_restart", "n_restart" (targets after a restart),
     "acc_start", "n_start" (targets in the segment that began at position 0) and the same against
     "k_rel" (k - period): "acc_rel_restart", "n_rel_restart", "acc_rel_start", "n_rel_start";
-    plus "summary": accuracy in the new pattern's first copy, at its second copy's first token and in
-    its later copies (after restarts); and over restart segments with room for a second copy
-    (n_segments), how many tokens after the restart the model needs until RUN predictions in a row
-    are right (median_recovery), that number minus the period (median_lag; 0 = exactly one
-    exposure), the share where it is exactly 0, and n_recovered.
+    plus "summary" over targets after a restart: accuracy in the new pattern's first copy
+    (first_copy), at its second copy's first token (second_copy_first_token: no induction can know it,
+    since its predecessor, the pattern's last token, has not been followed by anything yet), at the
+    token after that (first_predictable, k = L + 1: the earliest a context-reader can be right) and
+    from there on (rest); and over restart segments with room for that (n_segments): how many
+    tokens after the restart the model needs until RUN predictions in a row are right
+    (median_recovery), that number minus the earliest possible L + 1 (median_lag), the share with lag
+    0 (share_earliest), and n_recovered.
     """
     g = torch.Generator().manual_seed(seed)
     T = task.seq_len
@@ -204,15 +207,17 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     out["summary"] = {
         "first_copy": float(rel_h[:R0].sum() / rel_c[:R0].sum().clamp_min(1)),
         "second_copy_first_token": float(rel_h[R0] / rel_c[R0].clamp_min(1)),
-        "later_copies": float(rel_h[R0:].sum() / rel_c[R0:].sum().clamp_min(1)),
+        "first_predictable": float(rel_h[R0 + 1] / rel_c[R0 + 1].clamp_min(1)),
+        "rest": float(rel_h[R0 + 1:].sum() / rel_c[R0 + 1:].sum().clamp_min(1)),
         "n_after_restart": int(rel_c.sum()),
     }
-    lag = sorted(k - L for k, L in recover if k is not None)
+    ks = sorted(k for k, _ in recover if k is not None)
+    lag = sorted(k - (L + 1) for k, L in recover if k is not None)
     out["summary"].update({
         "n_segments": len(recover), "n_recovered": len(lag),
-        "median_recovery": float(torch.tensor([k for k, _ in recover if k is not None]).float().median()) if lag else math.nan,
+        "median_recovery": float(ks[len(ks) // 2]) if ks else math.nan,
         "median_lag": float(lag[len(lag) // 2]) if lag else math.nan,
-        "share_exactly_one_period": sum(x == 0 for x in lag) / len(lag) if lag else math.nan,
+        "share_earliest": sum(x == 0 for x in lag) / len(lag) if lag else math.nan,
     })
     return out
 
@@ -221,8 +226,8 @@ RUN = 3  # predictions in a row that count as "predicting again"
 
 
 def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | None, int]]:
-    """For every segment that began at a restart and is long enough to show its second copy and RUN
-    more tokens: (k, L) with k the fewest tokens after the restart from which RUN targets in a row
+    """For every segment that began at a restart and is long enough to show its second copy's second
+    token and RUN - 1 more: (k, L) with k the fewest tokens after the restart from which RUN targets in a row
     are right (None if never, within the segment), L the segment's period. correct [B, T-1]."""
     out = []
     T = rb.tokens.shape[1]
@@ -232,7 +237,7 @@ def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | Non
         for i, r in enumerate(starts):
             end = starts[i + 1] if i + 1 < len(starts) else T
             L = int(rb.period[b, r])
-            if r + L + RUN > end:
+            if r + L + 1 + RUN > end:
                 continue
             k = next((k for k in range(end - r - RUN + 1) if all(ok[r + k:r + k + RUN])), None)
             out.append((k, L))
@@ -243,25 +248,28 @@ def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | Non
 # Is the skill in context?
 
 
-def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | None, n_seqs: int):
-    """The last `n_seqs` sequences the trainer drew, regenerated from the checkpoint's train entry
-    with core.trainer.training_batches (the trainer's own stream), replayed for steps_done steps.
+def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | None, n_seqs: int,
+                               end_step: int | None = None):
+    """The `n_seqs` sequences the trainer drew last before step `end_step` (default: the end of
+    training), regenerated from the checkpoint's train entry with core.trainer.training_batches (the
+    trainer's own stream).
 
     Returns tokens [n, T_train] and periods [n], or None when the entry lacks seed, batch_size or
-    steps_done, or describes settings the trainer would refuse.
+    steps_done, describes settings the trainer would refuse, or end_step is out of range.
     """
     from .trainer import training_batches
 
     if not isinstance(train, dict) or any(not isinstance(train.get(k), int) for k in ("seed", "batch_size", "steps_done")):
         return None
     steps, bs = train["steps_done"], train["batch_size"]
-    if steps < 1 or bs < 1:
+    end_step = steps if end_step is None else end_step
+    if not 1 <= end_step <= steps or bs < 1:
         return None
-    keep_from = max(0, steps - math.ceil(n_seqs / bs))
+    keep_from = max(0, end_step - math.ceil(n_seqs / bs))
     kept_t, kept_p = [], []
     try:
         stream = training_batches(task, vocab_size, train)
-        for step in range(steps):
+        for step in range(end_step):
             tok, per = next(stream)
             if step >= keep_from:
                 kept_t.append(tok)
@@ -288,14 +296,17 @@ def _binom_se(p: float, n: int) -> float:
 @torch.no_grad()
 def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_seqs: int = 256,
                      seed: int = 777) -> dict:
-    """Second-copy accuracy and first-copy loss on three sets of sequences:
+    """Second-copy accuracy and first-copy loss on four sets of sequences:
 
-    - "seen": the last n_seqs training sequences, replayed (None when the checkpoint cannot say);
+    - "seen_mid": n_seqs training sequences replayed from halfway through training;
+    - "seen_last": the last n_seqs training sequences (the final updates were made on them);
     - "fresh": n_seqs new sequences from a seed the trainer never used for sampling;
     - "swapped": the fresh sequences with their first copy replaced by another fresh pattern.
-    Each entry: acc_second, acc_second_se, loss_first, acc_later, n_second (targets). Also
-    "p_fresh_in_training": an upper bound on the chance that any fresh sequence occurred in training
-    (n_train * n_seqs / V^period_min), and "n_train".
+    The two seen sets are None when the checkpoint cannot say what training drew. Each entry:
+    acc_second, acc_second_se (binomial), loss_first, acc_later, n_second (targets); seen ones also
+    step (the training step their last batch was drawn at). Also n_train (sequences trained on),
+    p_fresh_in_training (upper bound on the chance that any fresh sequence occurred in training:
+    n_train * n_seqs / V^period_min), seq_len, chance (1/V), ln_V.
     """
     V = model.cfg.vocab_size
 
@@ -305,17 +316,19 @@ def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_
         return {"acc_second": m["acc_second_copy"], "acc_second_se": _binom_se(m["acc_second_copy"], n),
                 "loss_first": m["loss_first_copy"], "acc_later": m["acc_later_copies"], "n_second": n}
 
-    replay = replay_training_sequences(task, V, train, n_seqs)
-    if replay is not None:  # training may have used shorter sequences: compare at that length
-        task = TaskConfig(task.period_min, task.period_max, replay[0].shape[1])
+    out = {"seen_mid": None, "seen_last": None, "n_train": None, "p_fresh_in_training": None}
+    last = replay_training_sequences(task, V, train, n_seqs)
+    if last is not None:
+        steps, half = train["steps_done"], max(1, train["steps_done"] // 2)
+        mid = replay_training_sequences(task, V, train, n_seqs, end_step=half)
+        task = TaskConfig(task.period_min, task.period_max, last[0].shape[1])  # compare at training's length
+        out["seen_last"] = measure(*last) | {"step": steps}
+        out["seen_mid"] = measure(*mid) | {"step": half} if mid is not None else None
+        out["n_train"] = steps * train["batch_size"]
+        out["p_fresh_in_training"] = out["n_train"] * n_seqs / float(V) ** task.period_min
     g = torch.Generator().manual_seed(seed)
     fresh_t, fresh_p = sample_batch(task, n_seqs, V, generator=g)
-    out = {"fresh": measure(fresh_t, fresh_p),
-           "swapped": measure(_swap_first_copy(fresh_t, fresh_p, V, g), fresh_p),
-           "seen": measure(*replay) if replay is not None else None, "seq_len": task.seq_len}
-    n_train = train["steps_done"] * train["batch_size"] if replay is not None else None
-    out["n_train"] = n_train
-    out["p_fresh_in_training"] = (n_train * n_seqs / float(V) ** task.period_min) if n_train else None
-    out["chance"] = 1.0 / V
-    out["ln_V"] = math.log(V)
+    out["fresh"] = measure(fresh_t, fresh_p)
+    out["swapped"] = measure(_swap_first_copy(fresh_t, fresh_p, V, g), fresh_p)
+    out.update({"seq_len": task.seq_len, "chance": 1.0 / V, "ln_V": math.log(V)})
     return out

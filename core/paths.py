@@ -308,36 +308,41 @@ def score_terms(model: TinyCharLM, tokens: torch.Tensor, layer: int, head: int,
                 cache: dict | None = None) -> dict:
     """Split head (layer, head)'s scores into path pairs, every query at once.
 
-    tokens [T] or [1, T]. The stream entering `layer` is split into paths (patterns of earlier blocks
+    tokens [T] or [B, T]. The stream entering `layer` is split into paths (patterns of earlier blocks
     fixed); b_Q and b_K are paths of their own. Returns {"q_labels" [Pq], "k_labels" [Pk],
-    "terms" [Pq, Pk, T, T] (query i, key j; before the causal mask), "scores" [T, T] (the model's
-    own, before the mask)}; terms.sum((0, 1)) == scores to float precision.
+    "terms" [Pq, Pk, (B,) T, T] (query i, key j; before the causal mask), "scores" [(B,) T, T] (the
+    model's own, before the mask)}, without the B axis for a single sequence;
+    terms.sum((0, 1)) == scores to float precision.
     """
-    tokens = tokens[None] if tokens.dim() == 1 else tokens
+    single = tokens.dim() == 1
+    tokens = tokens[None] if single else tokens
     if cache is None:
         _, cache = model.run_with_cache(tokens)
     blk, T, dh = model.blocks[layer], tokens.shape[1], model.cfg.d_head
     paths = stream_paths(model, tokens, cache["pattern"], upto=layer)
     cos, sin = rope_cos_sin(T, dh, model.cfg.rope_base, model.W_E.dtype)
-    qs = torch.stack([apply_rope(x[0] @ blk.W_Q[head], cos, sin) for x in paths.values()])  # [Pq, T, dh]
-    ks = torch.stack([apply_rope(x[0] @ blk.W_K[head], cos, sin) for x in paths.values()])
+    qs = torch.stack([apply_rope(x @ blk.W_Q[head], cos, sin) for x in paths.values()])  # [Pq, B, T, dh]
+    ks = torch.stack([apply_rope(x @ blk.W_K[head], cos, sin) for x in paths.values()])
     q_labels, k_labels = list(paths), list(paths)
     if model.cfg.bias:
-        qs = torch.cat([qs, apply_rope(blk.b_Q[head].expand(T, dh), cos, sin)[None]])
-        ks = torch.cat([ks, apply_rope(blk.b_K[head].expand(T, dh), cos, sin)[None]])
+        B = tokens.shape[0]
+        qs = torch.cat([qs, apply_rope(blk.b_Q[head].expand(B, T, dh), cos, sin)[None]])
+        ks = torch.cat([ks, apply_rope(blk.b_K[head].expand(B, T, dh), cos, sin)[None]])
         q_labels.append("b_Q")
         k_labels.append("b_K")
-    terms = torch.einsum("pid,qjd->pqij", qs, ks) / math.sqrt(dh)
+    terms = torch.einsum("pbid,qbjd->pqbij", qs, ks) / math.sqrt(dh)
     q_full = apply_rope(_stream_proj(model, cache, layer, head, "Q"), cos, sin)
     k_full = apply_rope(_stream_proj(model, cache, layer, head, "K"), cos, sin)
-    return {"q_labels": q_labels, "k_labels": k_labels, "terms": terms,
-            "scores": q_full @ k_full.T / math.sqrt(dh)}
+    scores = q_full @ k_full.transpose(-1, -2) / math.sqrt(dh)
+    if single:
+        terms, scores = terms[:, :, 0], scores[0]
+    return {"q_labels": q_labels, "k_labels": k_labels, "terms": terms, "scores": scores}
 
 
 def _stream_proj(model: TinyCharLM, cache: dict, layer: int, head: int, which: str) -> torch.Tensor:
-    """q or k [T, d_head] of one head from the cached stream (before RoPE), bias included."""
+    """q or k [B, T, d_head] of one head from the cached stream (before RoPE), bias included."""
     blk = model.blocks[layer]
-    x = cache["resid"][layer][0] @ getattr(blk, f"W_{which}")[head]
+    x = cache["resid"][layer] @ getattr(blk, f"W_{which}")[head]
     return x + getattr(blk, f"b_{which}")[head] if model.cfg.bias else x
 
 
@@ -369,14 +374,36 @@ def mean_induction_score_terms(model: TinyCharLM, task: TaskConfig, layer: int, 
     """
     g = torch.Generator().manual_seed(seed)
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g)
-    acc, total, n, st = 0.0, 0.0, 0, {}
+    st = score_terms(model, tokens, layer, head)
+    acc, total, n = 0.0, 0.0, 0
     for b in range(n_seqs):
         L = int(periods[b])
-        st = score_terms(model, tokens[b], layer, head)
-        acc = acc + induction_margins(st["terms"], L).sum(-1)
-        total += float(induction_margins(st["scores"], L).sum())
+        acc = acc + induction_margins(st["terms"][:, :, b], L).sum(-1)
+        total += float(induction_margins(st["scores"][b], L).sum())
         n += tokens.shape[1] - L
     return {"q_labels": st["q_labels"], "k_labels": st["k_labels"], "terms": acc / n, "total": total / n, "n": n}
+
+
+def score_groups(result: dict) -> dict[str, float]:
+    """Group a (query path x key path) split, e.g. from mean_induction_score_terms, by how the two
+    sides got their content: "token × token" (direct, direct), "token × key written by block-1 heads"
+    (direct query, key through one earlier head: K-composition), "query written by block-1 heads × any"
+    (Q-composition), and "rest" (bias terms, longer paths). The groups add up to result["total"]."""
+    terms = result["terms"]
+    out = {"token × token": 0.0, "token × key written by an earlier head": 0.0,
+           "query written by an earlier head": 0.0, "rest": 0.0}
+    for i, q in enumerate(result["q_labels"]):
+        for j, k in enumerate(result["k_labels"]):
+            v = float(terms[i, j])
+            if q == "direct" and k == "direct":
+                out["token × token"] += v
+            elif q == "direct" and _kind(k) == "head":
+                out["token × key written by an earlier head"] += v
+            elif _kind(q) == "head":
+                out["query written by an earlier head"] += v
+            else:
+                out["rest"] += v
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

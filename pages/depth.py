@@ -195,30 +195,36 @@ elif n_blocks > MAX_PATH_BLOCKS:
     st.info(f"Shown for models of up to {MAX_PATH_BLOCKS} blocks.")
 else:
     st.markdown(
-        "A block-2 head can read what block-1 heads wrote, in three places (Elhage et al. 2021): through its "
-        "**values** (V-composition: a composed path of section 2), or through its **keys** or **queries** "
-        "(K-/Q-composition), which change *where it attends*, i.e. the patterns held fixed above. An "
-        "induction head (Olsson et al. 2022) uses K-composition: a block-1 previous-token head writes "
-        "'my predecessor was a' into each position, and the induction head's query 'I am a' matches that key, "
-        "so it attends to the token right after the earlier a, then copies it through its own OV circuit.")
+        "A block-2 head can read what block-1 heads wrote in three places (Elhage et al. 2021): through its "
+        "**values** (V-composition: the composed paths of section 2), its **keys** (K-composition) or its "
+        "**queries** (Q-composition). The last two change *where it attends*: the patterns held fixed in the "
+        "path split. An induction head (Olsson et al. 2022) is built by K-composition: a block-1 "
+        "previous-token head writes 'my predecessor was a' into each position, the block-2 head's query 'I am "
+        "a' matches that key, so it attends to the token right after the earlier a and copies it through its "
+        "own OV circuit. Two measurements below: *what* is copied (the paths of the logit), and *why there* "
+        "(the paths of the attention score).")
     res, by_kind = _mean_paths(entry.key, model, task)
+    total = res["total"]
+    st.subheader("What is copied: the paths of the right token's logit")
     left, right = st.columns([3, 2])
     left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
-                                       "mean contribution to the centered logit of the right token",
-                                       title="Where the later-copy predictions come from"))
+                                       "mean contribution to the centered logit of the right token"))
     with right:
-        total = res["total"]
         for kind in charts.KIND_ORDER:
             if kind in by_kind:
                 st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
                           f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
-        st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; the model's mean "
-                   f"centered logit of the right token is {total:.2f}.")
+        block2 = sum(v for l, k, v in zip(res["labels"], res["kinds"], res["values"]) if k == "head" and l.startswith("2."))
+        st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; mean centered logit of "
+                   f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
+                   f"paths) carry {block2:.2f}.")
     st.caption(
-        "**What am I looking at?** The same path split as section 2, averaged over every later-copy target: "
-        "which paths push the logit of the token that will actually come next. The token being copied travels "
-        "on the paths whose *values* carry it; the composition that makes an induction head look in the right "
-        "place acts on its keys, which the next two charts measure.")
+        "**What am I looking at?** The path split of section 2, averaged over every later-copy target: which "
+        "paths push up the logit of the token that actually comes next. In an induction circuit the copied "
+        "token rides on the block-2 heads' own paths (`2.h`: their values read the raw token embedding); the "
+        "composition with block 1 is not on this chart because it acts on the keys, which held-fixed patterns "
+        "hide. The next charts open the keys.")
+    st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
@@ -228,18 +234,30 @@ else:
     c3.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
-        "writer), weights only; the subtitle gives the mean for random matrices of the same shapes. W_QK is "
-        "taken at offset 0 (RoPE).")
+        "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
+        "the same shapes. W_QK is taken at offset 0 (RoPE).")
     head = c3.selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key="depth_head",
                         format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
-    st.altair_chart(charts.score_term_heatmap(
+    groups = paths.score_groups(st_terms)
+    writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
+    left, right = st.columns([3, 2])
+    left.altair_chart(charts.score_term_heatmap(
         st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
         f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"), width="content")
+    with right:
+        st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
+                  help="Score at the induction target minus the mean score of the other visible keys.")
+        for name, v in groups.items():
+            st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
+                      delta_color="off")
+        st.metric(f"K-composition {paths.head_label(0, writer)} → {paths.head_label(1, head)}",
+                  f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
     st.caption(
         f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
         "(the token after the previous occurrence of the current token) minus its mean score over the other "
         "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
-        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to {st_terms['total']:.2f}. A "
-        "large cell in the `direct` row under a block-1 head's column is K-composition at work: the key "
-        "wins because of what that block-1 head wrote there.")
+        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. A large cell in "
+        "the `direct` row under a block-1 head's column is K-composition at work: the key wins because of what "
+        "that block-1 head wrote at the key's position. Beside it, the weight-only K-composition score of the "
+        "block-1 head that composes most with this one.")

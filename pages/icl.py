@@ -6,6 +6,8 @@ from core import icl
 from core.charts import icl as charts
 from ui.state import require_model
 
+N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
+
 st.title("In-context learning in miniature")
 st.markdown(
     "Every training sequence of TinyCharLM is a freshly drawn random pattern repeated, so there is no "
@@ -36,12 +38,12 @@ def _predict(key, _model, tokens, period):
 
 @st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(key, _model, _task):
-    return icl.restart_curve(_model, _task, n_seqs=512, seed=0)
+    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
 def _check(key, _model, _task, _train):
-    return icl.in_context_check(_model, _task, _train, n_seqs=256)
+    return icl.in_context_check(_model, _task, _train, n_seqs=N_CHECK)
 
 
 def _accuracy_line(rows):
@@ -112,27 +114,31 @@ curve = _curve(entry.key, model, task)
 s = curve["summary"]
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
-c2.metric("…on its second copy's first token", f"{s['second_copy_first_token']:.2f}")
-c3.metric("…over its later copies", f"{s['later_copies']:.2f}")
+c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
+          help="No context-reader can know this one: its predecessor, the pattern's last token, has never been "
+               "followed by anything yet.")
+c3.metric("…on its 2nd token (the first it could know)", f"{s['first_predictable']:.2f}",
+          f"{s['rest']:.2f} from there on", delta_color="off")
 if s["n_recovered"]:
     c4.metric(f"tokens until {icl.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
-              f"{s['median_lag']:+.0f} vs its period (median)", delta_color="off",
-              help=f"Over {s['n_segments']} restarts with room for a second copy, {s['n_recovered']} recovered; "
-                   f"{s['share_exactly_one_period']:.0%} of those exactly one period after the restart.")
+              f"{s['median_lag']:+.0f} vs the earliest possible, period + 1", delta_color="off",
+              help=f"Over {s['n_segments']} restarts with room to show it, {s['n_recovered']} recovered; "
+                   f"{s['share_earliest']:.0%} of those at the earliest possible token.")
 else:
     c4.metric(f"tokens until {icl.RUN} right in a row", "never",
-              help=f"None of {s['n_segments']} restarts with room for a second copy was followed by "
+              help=f"None of {s['n_segments']} restarts with room to show it was followed by "
                    f"{icl.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
                      help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
 st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
 st.caption(
     f"**What am I looking at?** Next-token accuracy over {s['n_after_restart']:,} targets that follow a restart "
-    f"(512 sampled sequences of length {T}, one restart each, uniform over positions 1–{T - 1}), against the "
+    f"({N_CURVE} sampled sequences of length {T}, one restart each, uniform over positions 1–{T - 1}), against the "
     "target's place in its pattern; points with fewer than 20 targets are left out. The blue series is the "
-    "pattern each sequence starts with, for comparison. A model that reads its context needs exactly one full "
-    "exposure: chance through the new pattern's first copy, then a jump at x = 0 (aligned view) to the accuracy "
-    "it has on later copies anywhere. The dotted line is chance, 1/V.")
+    "pattern each sequence starts with, for comparison. A model that reads its context needs one exposure: "
+    "chance through the new pattern's first copy and on the first token of its second copy (x = 0 in the "
+    "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
+    "has on later copies anywhere. The dotted line is chance, 1/V.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
 ex = icl.restart_example(task, V, int(ex_seed))
@@ -150,37 +156,51 @@ st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}),
 st.header("3 · Is the skill really in the context?")
 st.markdown(
     "Training draws fresh random patterns every step, so 'the training distribution' and 'patterns never "
-    "seen' are the same distribution; comparing samples of it shows nothing. What *would* show memorisation "
-    "is a gap between the very sequences the model was trained on and new ones. The checkpoint records the "
-    "trainer's seed and settings, so the app **replays** the last training sequences exactly and compares them "
-    "with fresh sequences from a seed training never used. A third set keeps the fresh sequences but swaps "
-    "their first copy for a different pattern: the second copy is unchanged, only the context is wrong.")
+    "seen' are the same distribution; comparing two samples of it shows nothing. What *would* show "
+    "memorisation is a gap between the very sequences the model was trained on and new ones. The checkpoint "
+    "records the trainer's seed and settings, so the app **replays** training's own sequences exactly, from "
+    "halfway through training and from its last steps, and compares them with fresh sequences from a seed "
+    "training never used. A last set keeps the fresh sequences but swaps their first copy for another "
+    "pattern: the second copy is unchanged, only the context no longer shows it.")
 check = _check(entry.key, model, task, entry.info.get("train"))
-rows = []
-for name, label in (("seen", "seen in training (replayed)"), ("fresh", "never seen (fresh seed)"),
-                    ("swapped", "fresh, first copy swapped")):
-    v = check[name]
-    if v is not None:
-        rows.append({"sequences": label, "second-copy accuracy": f"{v['acc_second']:.3f} ± {v['acc_second_se']:.3f}",
-                     "first-copy loss (nats)": f"{v['loss_first']:.3f}", "later-copy accuracy": f"{v['acc_later']:.3f}",
-                     "second-copy targets": v["n_second"]})
+NAMES = {"seen_mid": "seen halfway through training", "seen_last": "seen in the last training steps",
+         "fresh": "never seen (fresh seed)", "swapped": "fresh, first copy swapped"}
+rows = [{"sequences": label + (f" (step {check[name]['step']:,})" if "step" in check[name] else ""),
+         "second-copy accuracy": f"{check[name]['acc_second']:.3f} ± {check[name]['acc_second_se']:.3f}",
+         "first-copy loss (nats)": f"{check[name]['loss_first']:.3f}",
+         "later-copy accuracy": f"{check[name]['acc_later']:.3f}", "second-copy targets": check[name]["n_second"]}
+        for name, label in NAMES.items() if check[name] is not None]
 st.dataframe(rows, hide_index=True)
-st.altair_chart(charts.check_chart(check), width="content")
-if check["seen"] is None:
+st.altair_chart(charts.check_chart(check, NAMES), width="content")
+
+
+def _compare(a, b):
+    """How far apart two sets' second-copy accuracies are, in plain words and standard errors."""
+    d, se = abs(a["acc_second"] - b["acc_second"]), (a["acc_second_se"] ** 2 + b["acc_second_se"] ** 2) ** 0.5
+    z = d / se if se else float("inf")
+    return z, f"{d:.3f} apart, {z:.1f} standard errors: " + ("equal within noise" if z < 3 else "more than noise")
+
+
+fresh, mid, last = check["fresh"], check["seen_mid"], check["seen_last"]
+if mid is None:
     st.info("This model's file does not record the training seed, batch size and steps done, so its training "
             "sequences cannot be replayed; the fresh and swapped rows still apply.")
 else:
-    seen, fresh = check["seen"], check["fresh"]
+    z_last, said_last = _compare(fresh, last)
+    trace = z_last >= 3 or fresh["loss_first"] - last["loss_first"] > 0.05
     st.markdown(
-        f"Second-copy accuracy: **{seen['acc_second']:.3f}** on sequences the model trained on, "
-        f"**{fresh['acc_second']:.3f}** on sequences it never saw (a difference of "
-        f"{abs(fresh['acc_second'] - seen['acc_second']):.3f} where one standard error is about {fresh['acc_second_se']:.3f}); "
-        f"first-copy loss {seen['loss_first']:.3f} vs {fresh['loss_first']:.3f} nats (ln V = {check['ln_V']:.3f}), so "
-        f"not even the first copy of a training sequence is remembered. With {check['n_train']:,} training "
-        f"sequences, the chance that any fresh one repeats a training sequence is below "
-        f"{check['p_fresh_in_training']:.0e}.")
+        f"Second-copy accuracy **{fresh['acc_second']:.3f}** on sequences the model never saw against "
+        f"**{mid['acc_second']:.3f}** on sequences it trained on halfway through ({_compare(fresh, mid)[1]}); "
+        f"first-copy loss {fresh['loss_first']:.3f} against {mid['loss_first']:.3f} nats (ln V = "
+        f"{check['ln_V']:.3f}). The sequences of the very last steps score {last['acc_second']:.3f} ({said_last}), "
+        f"first-copy loss {last['loss_first']:.3f}" + (
+            ": the final updates, made on exactly these sequences, leave a faint trace in the weights, gone by "
+            "the time a sequence is half a training run old." if trace else ": no trace of them either.")
+        + f" With {check['n_train']:,} training sequences, the chance that any fresh one repeats a training "
+        f"sequence is below {check['p_fresh_in_training']:.0e}.")
 st.caption(
-    f"**What am I looking at?** 256 sequences per set, at the training length ({check['seq_len']}); ± is one "
-    "binomial standard error, and the chart's whiskers span two. If the model stored patterns in its weights, "
-    "the replayed sequences would score higher, above all on the first copy; if it reads the context, swapping "
-    "the first copy must drop the second copy to chance (1/V), however familiar its tokens.")
+    f"**What am I looking at?** {N_CHECK} sequences per set, at the training length "
+    f"({check['seq_len']}); ± is one binomial standard error and the chart's whiskers span two. If the model "
+    "stored patterns in its weights, sequences it trained on would score higher, above all on the first copy, "
+    "which no context can help with; if it reads the context, swapping the first copy must drop the second "
+    "copy to chance (1/V, dotted), however familiar its tokens.")

@@ -137,7 +137,10 @@ def test_replay_gives_the_sequences_the_trainer_drew(monkeypatch):
     train = t.checkpoint_fields()["train"]
     tokens, periods = replay_training_sequences(TASK, 16, train, n_seqs=7)
     assert torch.equal(tokens, torch.cat(train_batches)[-7:])
+    tokens, _ = replay_training_sequences(TASK, 16, train, n_seqs=4, end_step=3)
+    assert torch.equal(tokens, torch.cat(train_batches[:3])[-4:])
     assert replay_training_sequences(TASK, 16, {"seed": 1}, 7) is None
+    assert replay_training_sequences(TASK, 16, train, 7, end_step=6) is None
 
 
 @pytest.fixture(scope="module")
@@ -149,13 +152,15 @@ def two_block():
 
 
 def test_shipped_model_is_as_good_on_unseen_patterns(two_block):
-    """Seen and never-seen sequences score alike; a swapped first copy drops to near chance."""
+    """Sequences seen halfway through training and never-seen ones score alike; a swapped first copy
+    drops the second copy to near chance."""
     model, info = two_block
     check = in_context_check(model, info["task"], info["train"], n_seqs=128)
-    seen, fresh, swapped = check["seen"], check["fresh"], check["swapped"]
-    assert seen is not None and fresh["acc_second"] > 0.5
-    se = math.hypot(seen["acc_second_se"], fresh["acc_second_se"])
-    assert abs(seen["acc_second"] - fresh["acc_second"]) < 4 * se
+    mid, fresh, swapped = check["seen_mid"], check["fresh"], check["swapped"]
+    assert mid is not None and check["seen_last"] is not None and fresh["acc_second"] > 0.5
+    se = math.hypot(mid["acc_second_se"], fresh["acc_second_se"])
+    assert abs(mid["acc_second"] - fresh["acc_second"]) < 4 * se
+    assert abs(mid["loss_first"] - fresh["loss_first"]) < 0.1
     assert swapped["acc_second"] < 0.2
     assert check["p_fresh_in_training"] < 1e-10
 
@@ -163,7 +168,9 @@ def test_shipped_model_is_as_good_on_unseen_patterns(two_block):
 def test_shipped_model_predicts_again_one_exposure_after_a_restart(two_block):
     model, info = two_block
     s = restart_curve(model, info["task"], n_seqs=192, seed=1)["summary"]
-    assert s["first_copy"] < 0.25 < 0.6 < s["second_copy_first_token"]
+    assert s["first_copy"] < 0.25 < 0.6 < s["first_predictable"]
+    assert s["second_copy_first_token"] < 0.25  # its predecessor was never followed by anything yet
+    assert s["median_lag"] <= 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +189,7 @@ def test_icl_page_with_every_shipped_checkpoint(file):
     if file == "variable-period-2block.pt":
         text = " ".join(m.value for m in at.markdown)
         assert "second copy**:" in text or "second copy" in text
-        assert at.dataframe[0].value.shape[0] == 3  # seen, fresh, swapped
+        assert at.dataframe[0].value.shape[0] == 4  # seen halfway, seen last, fresh, swapped
 
 
 @pytest.mark.parametrize("text, words", [("", "empty"), ("abc def", "no token for"), ("Zürich", "'ü'"),
@@ -214,8 +221,8 @@ def test_recovery_counts_tokens_until_predictions_are_right_again():
                       restart.long().cumsum(-1) > 0)
     correct = torch.zeros(1, T - 1, dtype=torch.bool)  # targets 1..T-1
     correct[0, 4 - 1] = True  # a lone lucky hit at target 4 does not count
-    correct[0, 7 - 1:7 - 1 + RUN] = True  # right from target 7 = restart + 4 (one period) on
-    assert _recoveries(rb, correct) == [(4, 4)]
+    correct[0, 8 - 1:8 - 1 + RUN] = True  # right from target 8 = restart + 5 (one period + 1) on
+    assert _recoveries(rb, correct) == [(5, 4)]
     assert _recoveries(rb, torch.zeros(1, T - 1, dtype=torch.bool)) == [(None, 4)]
 
 
@@ -226,6 +233,6 @@ def test_restart_example_is_a_sampler_draw_with_room_for_both_patterns():
     for seed in range(5):
         ex = restart_example(task, 16, seed)
         r, old, new = ex["restart"], ex["old_period"], ex["new_period"]
-        assert ex["seed"] >= seed and r >= old and r + new + RUN <= 30
+        assert ex["seed"] >= seed and r >= old and r + new + 1 + RUN <= 30
         rb = sample_restarts(task, 1, 16, 1, torch.Generator().manual_seed(ex["seed"]))
         assert ex["tokens"] == rb.tokens[0].tolist() and bool(rb.restart[0, r])

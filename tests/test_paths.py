@@ -9,7 +9,7 @@ from conftest import random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM
 from core.circuits import composition_baseline
 from core.paths import (bigram_counts, composition_matrix, gram_logits, logit_contributions,
-                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, path_terms, qk_content, score_terms,
+                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, score_groups, path_terms, qk_content, score_terms,
                         skip_trigrams, target_margin, zero_block_summary)
 from core.task import TaskConfig
 
@@ -215,3 +215,16 @@ def test_depth_page_with_every_shipped_checkpoint(file):
     assert ("no composition" in infos) == (n_blocks < 2)
     if n_blocks == 2:
         assert at.selectbox(key="depth_head").value is not None
+
+
+def test_batched_score_terms_match_single_sequences_and_groups_add_up():
+    model = tiny_model(2, bias=True, seed=14, dtype=torch.float64)
+    tokens = random_tokens(3, 12, seed=10)
+    batched = score_terms(model, tokens, 1, 3)
+    for b in range(3):
+        single = score_terms(model, tokens[b], 1, 3)
+        assert torch.allclose(batched["terms"][:, :, b], single["terms"], atol=1e-12)
+    out = mean_induction_score_terms(model, TASK, 1, 3, n_seqs=3)
+    groups = score_groups(out)
+    assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
+    assert groups["rest"] != 0  # the bias terms land there

@@ -78,16 +78,13 @@ def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart
     return alt.layer(*layers).properties(width=640, height=260)
 
 
-def check_chart(check: dict) -> alt.Chart:
-    """Second-copy accuracy (± 2 standard errors) on seen, fresh and swapped-context sequences."""
-    names = {"seen": "seen in training (replayed)", "fresh": "never seen (fresh seed)",
-             "swapped": "fresh, first copy swapped"}
-    rows = [{"set": names[k], "accuracy": v["acc_second"], "lo": v["acc_second"] - 2 * v["acc_second_se"],
+def check_chart(check: dict, names: dict[str, str]) -> alt.Chart:
+    """Second-copy accuracy (± 2 standard errors) of each set in `names` ({key in check: label})."""
+    rows = [{"set": label, "accuracy": v["acc_second"], "lo": v["acc_second"] - 2 * v["acc_second_se"],
              "hi": v["acc_second"] + 2 * v["acc_second_se"], "targets": v["n_second"]}
-            for k, v in ((k, check.get(k)) for k in names) if v is not None]
+            for k, label in names.items() if (v := check.get(k)) is not None]
     df = pd.DataFrame(rows)
-    order = [names[k] for k in names if check.get(k) is not None]
-    y = alt.Y("set:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
+    y = alt.Y("set:N", sort=[r["set"] for r in rows], title=None, axis=alt.Axis(labelLimit=260))
     bars = alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
         y=y, x=alt.X("accuracy:Q", title="second-copy accuracy", scale=alt.Scale(domain=[0, 1])),
         tooltip=["set:N", alt.Tooltip("accuracy:Q", format=".3f"), "targets:Q"])
