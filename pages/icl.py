@@ -100,8 +100,10 @@ if tokens is not None:
         "**What am I looking at?** Top: at each position, the token that actually comes next (upper row) and the "
         "model's most likely token (lower row), green when they agree and vermillion when not. Bottom: the "
         "probability the model gives its top token. Dashed lines mark where each copy of the pattern begins. "
-        "Through the first copy no model can do better than guess; a model with an induction circuit predicts "
-        "correctly from the first token of the second copy on, after seeing the pattern once. Try a pattern in which a symbol occurs twice "
+        "Through the first copy no model can do better than guess, nor on the first token of the second copy: it "
+        "follows the pattern's last symbol, which has not been followed by anything yet. From the second token "
+        "of the second copy on, a model with an induction circuit predicts correctly after seeing the pattern "
+        "once. Try a pattern in which a symbol occurs twice "
         "(`abcaXY`): what comes after that symbol is then ambiguous, and so is the model.")
 
 # ---------------------------------------------------------------------------------------------

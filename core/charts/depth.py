@@ -62,7 +62,8 @@ def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title:
     bars = alt.Chart(data, title=title).mark_bar().encode(
         y=alt.Y("path:N", sort=[r[0] for r in keep], title="path"),
         x=alt.X("value:Q", title=x_title),
-        color=alt.Color("kind:N", title="kind of path", scale=alt.Scale(domain=domain, range=colours)),
+        color=alt.Color("kind:N", title="kind of path", scale=alt.Scale(domain=domain, range=colours),
+                        legend=alt.Legend(labelLimit=320)),
         tooltip=["path:N", "kind:N", alt.Tooltip("value:Q", format=".3f")],
     )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#444").encode(x="x:Q")

@@ -61,7 +61,8 @@ def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart
             if n >= 20:  # too few targets give a noisy point
                 rows.append({"k": k, "accuracy": a, "targets": n, "series": name})
     df = pd.DataFrame(rows)
-    x_title = ("tokens since the new pattern's second copy began (0 = first token seen once before)"
+    x_title = ("tokens since the new pattern's second copy began (0 = its first token, 1 = the first one a "
+               "context-reader can know)"
                if relative else "tokens since the pattern began (0 = the restart itself)")
     lines = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=alt.X("k:Q", title=x_title),
