@@ -213,7 +213,7 @@ st.markdown(
     "along one chosen path only (say, from one head into another head's queries), the activation from a "
     "sentence with different names. If the model's preference for IO over S (the logit difference) drops, that "
     "path carries the information. Wang et al. worked backwards from the logits: first the heads with a direct "
-    "effect, then the heads feeding those heads' queries, then the heads feeding *those*' keys and values, "
+    "effect, then the heads feeding those heads' queries, then the heads feeding the keys and values of *those*, "
     "checking attention patterns and OV circuits along the way.")
 for g in ioi.GROUPS:
     st.markdown(f"- **{g.label}** ({', '.join(f'{l}.{h}' for l, h in g.heads)}), at {g.query}, attending to {g.reads}: "
