@@ -17,7 +17,7 @@ from .detectors import DETECTORS, detector_scores
 from .model import TinyCharLM
 from .task import TaskConfig
 
-EVAL_SEQS = 64  # evaluation batch of the ablation views
+EVAL_SEQS = 32  # evaluation batch of the ablation views (about 2,300 later-copy targets)
 SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
 DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
 
@@ -127,7 +127,7 @@ def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 3
     return {"metrics": out["metrics"], "mass": mass}
 
 
-def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 8) -> pd.DataFrame:
+def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4) -> pd.DataFrame:
     """Accuracy and loss at every probe period (core.probes.period_sweep)."""
     return probes.period_sweep(model, task, n_seqs=n_seqs)
 
