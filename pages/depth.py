@@ -126,7 +126,7 @@ else:
     seed = c1.number_input("Sequence seed", 0, 10_000, 0, key="depth_seed")
     tokens, period = paths.example_sequence(task, V, int(seed))
     T = len(tokens)
-    pos = c2.slider("Position predicting the next token", 0, T - 2, min(period + 4, T - 2), key="depth_pos",
+    pos = c2.slider("Position predicting the next token", 0, T - 2, min(period + 4, T - 2), key=f"depth_pos_{T}",
                     help="The prediction made at this position (of the token at the next position).")
     which = c3.radio("Logit of", ["target", "top"], key="depth_which", horizontal=True,
                      format_func={"target": "the true next token", "top": "the model's top prediction"}.get)
@@ -161,9 +161,9 @@ if n_blocks == 0:
     st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
 else:
     c1, c2, c3 = st.columns(3)
-    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}", key="depth_block")
-    a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key="depth_src")
-    b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key="depth_dst")
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}", key=f"depth_block_{n_blocks}")
+    a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_src_{V}")
+    b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_dst_{V}")
     if block > 0:
         st.caption("For block 2 and later these tables cover only the part of each head that reads raw "
                    "embeddings; what earlier heads wrote into the stream is in section 4.")
@@ -236,7 +236,7 @@ else:
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
         "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
-    head = c3.selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key="depth_head",
+    head = c3.selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
                         format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
     groups = paths.score_groups(st_terms)

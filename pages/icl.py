@@ -72,7 +72,7 @@ try:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
                              help="Each pattern token is drawn uniformly from these (repeats allowed).")
-        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key="icl_len")
+        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
         symbols = sorted(set(icl.parse_symbols(pool, V, what="The symbol set")))
         pattern, repeat = icl.random_pattern(symbols, int(length), int(seed)), True

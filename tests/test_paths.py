@@ -214,7 +214,7 @@ def test_depth_page_with_every_shipped_checkpoint(file):
         assert math.isclose(float(metrics["sum of the path bars"]), total, abs_tol=2e-3)
     assert ("no composition" in infos) == (n_blocks < 2)
     if n_blocks == 2:
-        assert at.selectbox(key="depth_head").value is not None
+        assert at.selectbox(key="depth_head_4").value is not None
 
 
 def test_batched_score_terms_match_single_sequences_and_groups_add_up():
@@ -228,3 +228,18 @@ def test_batched_score_terms_match_single_sequences_and_groups_add_up():
     groups = score_groups(out)
     assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
     assert groups["rest"] != 0  # the bias terms land there
+
+
+def test_depth_page_survives_switching_models_with_widgets_set():
+    at = open_page("pages/depth.py", "variable-period-2block.pt")
+    at.selectbox(key="depth_block_2").set_value(1).run()
+    at.slider(key="depth_pos_96").set_value(94).run()
+    at.radio(key="depth_which").set_value("top").run()
+    assert not at.exception
+    for file in ("variable-period-1block.pt", "zero-block.pt", "variable-period-2block.pt"):
+        at.session_state["picked_model"] = f"shipped:{file}"  # AppTest drops the sidebar after switch_page
+        at.run()
+        assert not at.exception, (file, [e.value for e in at.exception])
+        infos = " ".join(i.value for i in at.info)
+        assert ("no composition" in infos) == (file != "variable-period-2block.pt")
+        assert any(m.label.startswith("max |logits") for m in at.metric) == (file == "zero-block.pt")
