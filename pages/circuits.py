@@ -54,7 +54,8 @@ st.markdown(
     "through the rotation of q and k, so the positional part is shown separately, as a profile over offsets.")
 
 labels = analysis.head_labels(model)
-pick = st.selectbox("Head (block.head)", labels, key="cir_head", index=min(len(labels) - 1, cfg.n_heads))
+pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="cir_head",
+                                       index=min(len(labels) - 1, cfg.n_heads))
 layer, head = analysis.parse_head_label(pick)
 hv = head_view(entry.key, layer, head, model, task)
 
