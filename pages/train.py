@@ -108,12 +108,13 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
     hist = run.history()
     vocab = run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
+    span = run.total_steps if run.active else max(run.step, 1)  # a stopped run's axis ends where it stopped
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
     if reference is not None:
-        ref_loss, ref_acc = _frames("shipped 1 block", reference, run.total_steps)
+        ref_loss, ref_acc = _frames("shipped 1 block", reference, span)
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop, run.total_steps), width="stretch")
+    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop, span), width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
@@ -123,7 +124,7 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
            if drop is not None else "The later-copy loss has not yet fallen below ln V / 2."))
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, run.total_steps), width="stretch")
+    chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, span), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
                   "second copy (the first repeat) and on all later copies. Guessing gives 1/V.")
     heads = live.head_score_frame(hist)
@@ -132,7 +133,7 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
                 "(bigram statistics), so there are no head scores to follow.")
         return
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.head_score_chart(heads, drop, run.total_steps))
+    chart.altair_chart(charts.head_score_chart(heads, drop, span))
     note.markdown(
         "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
         "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
