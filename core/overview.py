@@ -49,5 +49,6 @@ def settings_rows(info: dict) -> pd.DataFrame:
     for key, label in (("steps_done", "steps trained"), ("batch_size", "batch size"), ("lr", "learning rate"),
                        ("seed", "seed"), ("seconds", "training seconds")):
         if key in train:
-            rows.append((label, train[key]))
+            v = train[key]
+            rows.append((label, f"{v:.0f}" if key == "seconds" and isinstance(v, (int, float)) else v))
     return pd.DataFrame(rows, columns=["setting", "value"]).astype({"value": str})

@@ -27,6 +27,12 @@ def _frames(key: str, _info: dict, upto: int | None = None):
     return live.loss_frame(hist, key), live.accuracy_frame(hist, key)
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _heads(key: str, _info: dict):
+    hist = _info.get("history") or []
+    return live.head_score_frame(hist), live.drop_step(hist, _info["config"].vocab_size)
+
+
 def shipped_runs() -> dict[str, dict]:
     """{preset: info} of every shipped checkpoint that carries a training history."""
     presets = {f"shipped:{r['file']}": r.get("preset", r["file"]) for r in shipped_files()}
@@ -193,10 +199,20 @@ def shipped_panel() -> None:
     note.markdown(
         "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
         "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
-        "context can predict, so every model stays near the uniform guess there. A model that has learned to "
+        "context can predict, so no model gets below the uniform guess there. A model that has learned to "
         "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
         "can cheat by always attending the same distance back.")
     st.markdown("\n".join(f"- {live.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
+    if live.DEFAULT_PRESET in runs:
+        heads, drop = _heads(live.DEFAULT_PRESET, runs[live.DEFAULT_PRESET])
+        chart, note = st.columns([3, 1])
+        chart.altair_chart(charts.head_score_chart(heads, drop))
+        note.markdown(
+            f"**What am I looking at?** Inside the shipped {live.DEFAULT_PRESET} run: every head's share of "
+            "attention on the previous position (top) and on the induction target (bottom), block by block. "
+            + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
+               "the block-1 and block-2 lines rise with that line." if drop is not None else
+               "Its later-copy loss never fell below ln V / 2."))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

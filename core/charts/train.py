@@ -15,7 +15,8 @@ PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later c
 def _part_colours(parts: list[str]) -> alt.Scale:
     return alt.Scale(domain=parts, range=[PART_COLOUR[p] for p in parts])
 SERIES = [c for c in OKABE_ITO if c != "#F0E442"]  # Okabe-Ito without its yellow, too faint on white
-HEAD_COLOURS = alt.Scale(range=SERIES)
+# heads: the four most distinct Okabe-Ito hues first; vermillion (OKABE_ITO[5]) stays for the drop line
+HEAD_COLOURS = alt.Scale(range=[OKABE_ITO[i] for i in (0, 4, 2, 6, 1, 7)])
 def _step(x_max: int | None = None) -> alt.X:
     """Training step axis; fixed at [0, x_max] when given so a live chart does not rescale as it grows."""
     return alt.X("step:Q", title="training step",
