@@ -67,6 +67,11 @@ def _home_ideas():
         "(Olsson et al., 2022).")
 
 
+def _num(v) -> str:
+    """A metric for st.metric: "–" when there is none (a period-1 task has no first-copy targets)."""
+    return "–" if v is None or v != v else f"{v:.2f}"
+
+
 def _home_model():
     from core.overview import settings_rows, top_head
     from ui.state import selected_model
@@ -81,9 +86,9 @@ def _home_model():
     st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
     cols = st.columns(4)
-    cols[0].metric("first-copy loss (nats)", f"{m['loss_first_copy']:.2f}", help="Targets nothing before them predicts.")
-    cols[1].metric("later-copy loss (nats)", f"{m['loss_later_copies']:.2f}", help="Targets readable from an earlier copy.")
-    cols[2].metric("later-copy accuracy", f"{m['acc_later_copies']:.2f}",
+    cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
+    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help="Targets readable from an earlier copy.")
+    cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
     best = top_head(heads, "induction")
     cols[3].metric("strongest induction head", "–" if best is None else f"{best[0]}.{best[1]}",
