@@ -50,35 +50,44 @@ def pattern_grid(patterns: np.ndarray, cell: int = 165, title: str = "") -> alt.
     ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
 
 
+def _lookup(labels: list[str], field: str) -> str:
+    """Vega expression: the label of datum[field] (an index)."""
+    quoted = ",".join("'" + l.replace("\\", "\\\\").replace("'", "\\'") + "'" for l in labels)
+    return f"[{quoted}][datum['{field}']]"
+
+
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
                  period: int | None = None, size: int = 560, title: str = "") -> alt.LayerChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
-    weight. With a period, the induction target j = i + 1 - L is outlined for comparison."""
+    weight. With a period, the induction target j = i + 1 - L is outlined for comparison.
+
+    The data holds only (query, key, weight); token labels are looked up in the browser."""
     T = pattern.shape[-1]
     i, j = np.tril_indices(T)
+    data = pd.DataFrame({"qi": i, "kj": j, "weight": pattern[i, j].round(4)})
     tick = [f"{p}·{labels[p]}" for p in range(T)]
-    data = pd.DataFrame({"q": [tick[a] for a in i], "k": [tick[b] for b in j], "qi": i, "kj": j,
-                         "q_tok": [labels[a] for a in i], "k_tok": [labels[b] for b in j],
-                         "weight": pattern[i, j].round(4)})
-    if predicted is not None:
-        data["pred"] = [predicted[a] for a in i]
-    axis = alt.Axis(labelFontSize=7 if T > 48 else 9, labelAngle=-90 if T > 24 else 0)
-    tooltip = [alt.Tooltip("qi:Q", title="query position i"), alt.Tooltip("q_tok:N", title="query token"),
-               alt.Tooltip("kj:Q", title="key position j"), alt.Tooltip("k_tok:N", title="key token"),
+    small = 7 if T > 48 else 9
+    x_axis = alt.Axis(labelExpr=_lookup(tick, "value"), labelFontSize=small, labelAngle=-90 if T > 24 else 0)
+    y_axis = alt.Axis(labelExpr=_lookup(tick, "value"), labelFontSize=small)
+    tooltip = [alt.Tooltip("qi:O", title="query position i"), alt.Tooltip("q_tok:N", title="query token"),
+               alt.Tooltip("kj:O", title="key position j"), alt.Tooltip("k_tok:N", title="key token"),
                alt.Tooltip("weight:Q", format=".3f", title="attention")]
+    calc = {"q_tok": _lookup(labels, "qi"), "k_tok": _lookup(labels, "kj")}
     if predicted is not None:
+        calc["pred"] = _lookup(predicted, "qi")
         tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
-    rect = alt.Chart(data).mark_rect().encode(
-        x=alt.X("k:O", sort=tick, title="key (position · token)", axis=axis),
-        y=alt.Y("q:O", sort=tick, title="query (position · token)", axis=alt.Axis(labelFontSize=axis.labelFontSize)),
+    positions = list(range(T))
+    rect = alt.Chart(data).transform_calculate(**calc).mark_rect().encode(
+        x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
+        y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
         tooltip=tooltip,
     )
     layers = [rect]
     if period:
-        targets = pd.DataFrame({"q": [tick[a] for a in range(period, T)], "k": [tick[a + 1 - period] for a in range(period, T)]})
+        targets = pd.DataFrame({"qi": np.arange(period, T), "kj": np.arange(period, T) + 1 - period})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
-                      .encode(x=alt.X("k:O", sort=tick), y=alt.Y("q:O", sort=tick)))
+                      .encode(x="kj:O", y="qi:O"))
     return alt.layer(*layers, title=title).properties(width=size, height=size, autosize=PAD).configure_view(
         fill=ZERO_FILL)
 
