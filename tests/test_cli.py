@@ -216,3 +216,5 @@ def test_train_to_stopping_loss_then_report(tmp_path):
     saved = torch.load(tmp_path / "m.pt", weights_only=True)
     assert saved["history"][-1]["loss_later_copies"] < 0.5
     assert saved["train"]["steps_done"] < saved["train"]["steps"]  # it stopped early, at the loss
+    print(f"stopped at step {saved['train']['steps_done']} after {saved['train']['seconds']} s of training; "
+          f"report loss_later_copies {data['metrics']['loss_later_copies']:.3f}")  # shown by pytest -rP
