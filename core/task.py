@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 
+MAX_SEQ_LEN = 2048  # attention patterns are [T, T]: longer sequences would exhaust memory, not teach more
+
+
 @dataclass
 class TaskConfig:
     period_min: int = 16
@@ -29,6 +32,8 @@ class TaskConfig:
                 f"period_min ({self.period_min}) is above period_max ({self.period_max}): "
                 "lower period_min or raise period_max."
             )
+        if self.seq_len > MAX_SEQ_LEN:
+            raise ValueError(f"seq_len {self.seq_len} is above this lab's limit of {MAX_SEQ_LEN}: lower it.")
         if self.seq_len < 2 * self.period_max:
             raise ValueError(
                 f"seq_len {self.seq_len} leaves no complete second copy of a period-{self.period_max} pattern: "

@@ -107,3 +107,11 @@ def test_copy_masks_partition_the_targets():
     assert torch.all(masks["first"] ^ masks["later"])
     assert torch.all(~masks["second"] | masks["later"])
     assert masks["first"][0].sum() == 15 and masks["second"][0].sum() == 16 and masks["later"][0].sum() == 80
+
+
+def test_sequence_length_above_the_limit_is_refused_with_what_to_do():
+    from core.task import MAX_SEQ_LEN
+
+    with pytest.raises(ValueError, match="lower it"):
+        TaskConfig(period_min=16, period_max=32, seq_len=MAX_SEQ_LEN + 1).validate(64)
+    TaskConfig(period_min=16, period_max=32, seq_len=MAX_SEQ_LEN).validate(64)
