@@ -155,7 +155,7 @@ def live_panel() -> None:
     if run.active:
         status = shared_slots().request(holder())
         if status.granted:
-            run.advance(CHUNK_SECONDS)
+            run.advance(CHUNK_SECONDS, threads=live.chunk_threads(status.running))
         else:
             st.info(status.message().capitalize() + ". Training starts on its own when a slot frees up.")
         if not run.active:  # finished or diverged in this chunk

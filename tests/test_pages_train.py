@@ -212,3 +212,30 @@ def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monk
     transition.STUDY_FILE.write_text("not,a,study\n1,2,3\n")
     at.run()
     assert not at.exception and any("could not be read" in w.value for w in at.warning)
+
+
+def test_concurrent_trainings_split_the_cores_for_a_chunk_only(monkeypatch):
+    from dataclasses import replace
+
+    from core.live import LiveRun, TrainSettings, chunk_threads
+
+    assert chunk_threads(1) is None  # a lone training keeps torch's own setting
+    assert chunk_threads(2) >= 1 and chunk_threads(2) <= max(1, torch.get_num_threads() * 2)
+    run = LiveRun(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+                          batch_size=4, steps=3))
+    seen, real_run = [], run.trainer.run
+
+    def spy(n, **kw):
+        seen.append(torch.get_num_threads())
+        return real_run(n, **kw)
+
+    monkeypatch.setattr(run.trainer, "run", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        run.advance(0.3, threads=1)
+        assert seen == [1] and torch.get_num_threads() == 2
+        run.advance(0.3)
+        assert seen[-1] == 2
+    finally:
+        torch.set_num_threads(before)
