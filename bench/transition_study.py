@@ -1,6 +1,6 @@
 """How often and when does the abrupt later-copy drop happen? Many seeds, 1 and 2 blocks.
 
-    python bench/transition_study.py [--seeds 12] [--blocks 1,2] [--steps N] [--every 5]
+    python bench/transition_study.py [--seeds 12] [--blocks 1,2] [--steps N] [--every 10]
                                      [--out checkpoints/transition_study.csv] [--json]
 
 Each run trains the default settings (the variable-period-2block preset's task and training; the
@@ -51,13 +51,27 @@ def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], li
     return xs, ys
 
 
+def _run(job: tuple[int, int, int, int, int]) -> dict:
+    blocks, seed, steps, every, threads = job
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    xs, ys = curve(blocks, seed, steps, every)
+    row = {"blocks": blocks, "seed": seed, "steps_run": xs[-1], **describe_curve(xs, ys)}
+    print(f"{blocks} block(s) seed {seed}: dropped={row['dropped']} abrupt={row['abrupt']} "
+          f"drop_step={row['drop_step']} width={row['width']} final={row['final_loss_later']:.3f} "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=12, help="seeds 0..N-1 per depth (default 12)")
     ap.add_argument("--blocks", default="1,2", help="comma-separated depths (default 1,2)")
     ap.add_argument("--steps", type=int, default=0, help="steps per run (default: the preset's)")
-    ap.add_argument("--every", type=int, default=5, help="steps between loss measurements")
-    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--every", type=int, default=10, help="steps between loss measurements")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads per run (0: torch's default)")
+    ap.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (each then uses 1 thread)")
     ap.add_argument("--out", default=str(STUDY_FILE.relative_to(ROOT)))
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
@@ -65,17 +79,15 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     steps = args.steps or get_preset(PRESET).train.steps
     blocks = [int(b) for b in args.blocks.split(",")]
-    rows = []
-    for b in blocks:
-        for seed in range(args.seeds):
-            t0 = time.perf_counter()
-            xs, ys = curve(b, seed, steps, args.every)
-            row = {"blocks": b, "seed": seed, "steps_run": xs[-1], **describe_curve(xs, ys)}
-            rows.append(row)
-            if not args.json:
-                print(f"{b} block(s) seed {seed}: dropped={row['dropped']} abrupt={row['abrupt']} "
-                      f"drop_step={row['drop_step']} width={row['width']} final={row['final_loss_later']:.3f} "
-                      f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    threads = args.threads or (1 if args.jobs > 1 else 0)
+    jobs = [(b, seed, steps, args.every, threads) for b in blocks for seed in range(args.seeds)]
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            rows = pool.map(_run, jobs, chunksize=1)
+    else:
+        rows = [_run(job) for job in jobs]
     frame = pd.DataFrame(rows)[COLUMNS]
     frame["plateau_loss"] = frame["plateau_loss"].round(3)
     frame["final_loss_later"] = frame["final_loss_later"].round(3)
