@@ -80,26 +80,35 @@ def main(argv=None) -> int:
     steps = args.steps or get_preset(PRESET).train.steps
     blocks = [int(b) for b in args.blocks.split(",")]
     threads = args.threads or (1 if args.jobs > 1 else 0)
-    jobs = [(b, seed, steps, args.every, threads) for b in blocks for seed in range(args.seeds)]
-    if args.jobs > 1:
-        import multiprocessing as mp
-
-        with mp.get_context("spawn").Pool(args.jobs) as pool:
-            rows = pool.map(_run, jobs, chunksize=1)
-    else:
-        rows = [_run(job) for job in jobs]
-    frame = pd.DataFrame(rows)[COLUMNS]
-    frame["plateau_loss"] = frame["plateau_loss"].round(3)
-    frame["final_loss_later"] = frame["final_loss_later"].round(3)
+    jobs = [(b, seed, steps, args.every, threads) for seed in range(args.seeds) for b in sorted(blocks, reverse=True)]
     command = "python bench/transition_study.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     out = ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out)
     header = [
         "# Induction transition study: one row per training run (core/transition.py defines every column).",
         f"# command: {command.strip()}",
         f"# settings: preset {PRESET} (depth varied), {steps} steps, loss_later_copies measured every {args.every} steps "
-        f"on the fixed evaluation batch; HIGH={HIGH} LOW={LOW} nats.",
+        f"on the fixed evaluation batch; HIGH={HIGH} LOW={LOW} nats; training {get_preset(PRESET).train.to_dict()}.",
     ]
-    out.write_text("\n".join(header) + "\n" + frame.to_csv(index=False))
+    rows = []
+
+    def write() -> pd.DataFrame:  # after every finished run, so an interrupted study keeps what it measured
+        frame = pd.DataFrame(sorted(rows, key=lambda r: (r["blocks"], r["seed"])), columns=COLUMNS)
+        frame["plateau_loss"] = frame["plateau_loss"].astype(float).round(3)
+        frame["final_loss_later"] = frame["final_loss_later"].astype(float).round(3)
+        out.write_text("\n".join(header) + "\n" + frame.to_csv(index=False))
+        return frame
+
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            for row in pool.imap_unordered(_run, jobs):
+                rows.append(row)
+                frame = write()
+    else:
+        for job in jobs:
+            rows.append(_run(job))
+            frame = write()
     summary = summarize(frame)
     if args.json:
         print(json.dumps({"command": command, "runs": rows, "summary": summary.to_dict("records")}, indent=1))
