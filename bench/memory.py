@@ -9,8 +9,9 @@ server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
 1. idle, after the health check;
 2. after one browser session (Debian's Chromium through Playwright) has opened every page and each
    page's script has finished and its charts have drawn;
-3. while three further sessions train at once on the Train page (default settings), sampled every
-   0.5 s for --train-seconds, then after all three pressed Stop.
+3. while three further sessions train at once on the Train page (default settings) for
+   --train-seconds, and after all three pressed Stop.
+Peaks ("at most") are VmHWM, reset between the phases, so they catch short spikes too.
 With the default limit (ATTENTION_LAB_MAX_TRAININGS unset: 2) the third session waits for a slot,
 as it would on the hosted app; --max-trainings 3 lets all three run.
 """
@@ -37,6 +38,15 @@ IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 BUDGET_MB = 600
 
 
+def reset_peak(pid: int) -> bool:
+    """Start VmHWM afresh (Linux: writing 5 to clear_refs); False where that is not allowed."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def status_mb(pid: int, field: str) -> float:
     """A memory field of /proc/<pid>/status (VmRSS, VmHWM) in MB (2^20 bytes)."""
     text = Path(f"/proc/{pid}/status").read_text()
@@ -49,15 +59,15 @@ class Sampler(threading.Thread):
 
     def __init__(self, pid: int, every: float = 0.5):
         super().__init__(daemon=True)
-        self.pid, self.every, self.max_mb, self._stop = pid, every, 0.0, threading.Event()
+        self.pid, self.every, self.max_mb, self._done = pid, every, 0.0, threading.Event()
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._done.is_set():
             self.max_mb = max(self.max_mb, status_mb(self.pid, "VmRSS"))
-            self._stop.wait(self.every)
+            self._done.wait(self.every)
 
     def stop(self) -> float:
-        self._stop.set()
+        self._done.set()
         self.join()
         return self.max_mb
 
@@ -83,14 +93,23 @@ def start_server(env: dict) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the server did not answer its health check within 90 s")
 
 
-def visit_every_page(browser, url: str) -> None:
+def visit_every_page(browser, url: str, pid: int) -> tuple[dict[str, float], dict[str, float], float]:
+    """Open every page in one session. Returns the RSS (MB) after each page, the peak while each
+    page ran (where VmHWM can be reset, else {}), and the peak over the whole visit."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
+    after, peaks, overall = {}, {}, 0.0
     for path in PAGES:
+        overall = max(overall, status_mb(pid, "VmHWM"))
+        exact = reset_peak(pid)
         page.goto(f"{url}/{path}")
         page.wait_for_selector(IDLE, timeout=180_000)
         page.wait_for_timeout(500)  # charts draw after the script finishes
+        after[path or "home"] = round(status_mb(pid, "VmRSS"), 1)
+        if exact:
+            peaks[path or "home"] = round(status_mb(pid, "VmHWM"), 1)
     ctx.close()
+    return after, peaks, max(overall, status_mb(pid, "VmHWM"))
 
 
 def train_three(browser, url: str, seconds: float, pid: int) -> dict:
@@ -140,12 +159,16 @@ def main(argv=None) -> int:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             sampler = Sampler(proc.pid)
             sampler.start()
-            visit_every_page(browser, url)
-            out["rss_one_session_max_mb"] = round(sampler.stop(), 1)
+            after, peaks, peak = visit_every_page(browser, url, proc.pid)
+            out["rss_after_each_page_mb"], out["rss_peak_each_page_mb"] = after, peaks
+            # VmHWM is the exact peak; the 0.5 s samples are the fallback where it cannot be reset
+            out["rss_one_session_max_mb"] = round(max(sampler.stop(), peak), 1)
+            exact = reset_peak(proc.pid)
             out["rss_one_session_all_pages_mb"] = round(status_mb(proc.pid, "VmRSS"), 1)
             out.update(train_three(browser, url, args.train_seconds, proc.pid))
+            if exact:
+                out["rss_three_training_max_mb"] = round(status_mb(proc.pid, "VmHWM"), 1)
             browser.close()
-        out["peak_vmhwm_mb"] = round(status_mb(proc.pid, "VmHWM"), 1)
         out["budget_one_session_mb"] = BUDGET_MB
         out["max_trainings"] = args.max_trainings if args.max_trainings is not None else "default"
     finally:
@@ -158,10 +181,13 @@ def main(argv=None) -> int:
         print(f"server RSS idle: {out['rss_idle_mb']:.0f} MB")
         print(f"one session, every page: {out['rss_one_session_all_pages_mb']:.0f} MB after, "
               f"{out['rss_one_session_max_mb']:.0f} MB at most ({ok} the {BUDGET_MB} MB budget)")
+        print("  after each page: " + ", ".join(f"{k} {v:.0f}" for k, v in out["rss_after_each_page_mb"].items()))
+        if out["rss_peak_each_page_mb"]:
+            print("  peak while each page ran: "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in out["rss_peak_each_page_mb"].items()))
         print(f"three sessions training at once ({out['sessions_training']} training, {out['sessions_waiting']} "
               f"waiting for a slot): {out['rss_three_training_max_mb']:.0f} MB at most, "
               f"{out['rss_after_three_stopped_mb']:.0f} MB after Stop")
-        print(f"peak over the whole run (VmHWM): {out['peak_vmhwm_mb']:.0f} MB")
     return 0
 
 
