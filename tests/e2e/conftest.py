@@ -131,8 +131,15 @@ class LabPage:
         return self
 
     def wait_idle(self, timeout: float = 90_000) -> None:
-        """Wait until the app's script is not running (the page is drawn)."""
-        self.page.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
+        """Wait until the app's script is not running (the page is drawn), and still not running
+        a moment later: a run that ends in st.rerun() is idle for an instant before the next."""
+        deadline = time.monotonic() + timeout / 1000
+        while True:
+            left = max(1_000, (deadline - time.monotonic()) * 1000)
+            self.page.wait_for_selector(SCRIPT_IDLE, timeout=left)
+            self.page.wait_for_timeout(300)
+            if self.page.locator(SCRIPT_IDLE).count() or time.monotonic() > deadline:
+                return
 
     def after(self, action, timeout: float = 90_000) -> None:
         """Do `action` (a click, a fill...) and wait for the rerun it causes to finish."""
