@@ -145,4 +145,5 @@ def test_shipped_unused_head_matters_little(shipped):
     written = (cap.pattern[0] @ cap.write_norm[0][..., None]).mean((0, 2, 3))  # mean A-weighted write norm [H]
     quiet = int(written.argmin())
     delta = {r["head"]: r["loss_later_delta"] for r in single_head_ablation(model, tokens, periods) if r["layer"] == 0}
-    assert abs(delta[quiet]) < 0.25, (written, delta)
+    # "little" relative to the heads that do the work (the previous-token heads move it by 2+ nats)
+    assert abs(delta[quiet]) < 0.15 * max(delta.values()), (written, delta)
