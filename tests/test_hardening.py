@@ -27,8 +27,7 @@ from streamlit.util import calc_hash
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig, TinyCharLM
 from core.task import TaskConfig
-from core.checkpoints import read_checkpoint
-from ui.state import CHECKPOINT_DIR, MAX_UPLOAD_MB, _load_shipped, shipped_files
+from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
@@ -55,15 +54,19 @@ def navigation_apps_only(monkeypatch):
 
 @pytest.fixture(scope="module", autouse=True)
 def shipped_models_stay_untouched():
-    """The shipped models are one object per server, shared by every session: no page may change
-    their weights or leave them in training mode. Checked after every test of this module."""
-    yield
+    """The shipped models are one object per server (st.cache_resource), shared by every session:
+    no page may change their weights or leave them in training mode. The objects the pages get are
+    snapshotted before this module's tests and compared after them."""
+    before = {}
     for row in shipped_files():
-        fresh, _ = read_checkpoint(CHECKPOINT_DIR / row["file"])
         shared, _ = _load_shipped(row["file"])
-        assert not shared.training, f"{row['file']}: a page left the shared model in training mode"
-        for name, value in fresh.state_dict().items():
-            assert torch.equal(shared.state_dict()[name], value), f"{row['file']}: a page changed {name}"
+        before[row["file"]] = (shared, {k: v.clone() for k, v in shared.state_dict().items()})
+    yield
+    for file, (shared, weights) in before.items():
+        assert _load_shipped(file)[0] is shared, f"{file}: the shared model was replaced"
+        assert not shared.training, f"{file}: a page left the shared model in training mode"
+        for name, value in weights.items():
+            assert torch.equal(shared.state_dict()[name], value), f"{file}: a page changed {name}"
 
 
 def open_page(page: str | None) -> AppTest:
