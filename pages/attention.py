@@ -6,19 +6,16 @@ from core import analysis
 from core.attention import MAX_TEXT_LEN, describe_alphabet
 from core.charts import attention as charts
 from core.probes import probe_periods
-from ui.state import require_model
+from ui.state import require_heads, require_model
 
 st.title("Attention patterns")
 entry = require_model()
 model, task = entry.model, entry.info["task"]
 cfg = model.cfg
 
-if cfg.n_layers == 0:
-    st.info("This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
-            "guess for the next token depends on the current token alone, through the embedding's Gram "
-            "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
-    st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
-    st.stop()
+require_heads(entry, "This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
+              "guess for the next token depends on the current token alone, through the embedding's Gram "
+              "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
 
 
 @st.cache_data(show_spinner="Running the model…", max_entries=64)

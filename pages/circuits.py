@@ -5,19 +5,16 @@ import streamlit as st
 from core import analysis
 from core.attention import vocab_labels
 from core.charts import circuits as charts
-from ui.state import require_model
+from ui.state import require_heads, require_model
 
 st.title("Circuits & ablations")
 entry = require_model()
 model, task = entry.model, entry.info["task"]
 cfg = model.cfg
 
-if cfg.n_layers == 0:
-    st.info("This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
-            "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
-            "depth page takes that apart.")
-    st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
-    st.stop()
+require_heads(entry, "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
+              "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
+              "depth page takes that apart.")
 
 
 @st.cache_data(show_spinner="Reading the weights…", max_entries=64)

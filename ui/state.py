@@ -203,3 +203,11 @@ def sidebar_picker() -> LabModel | None:
         if st.session_state.get("upload_error"):
             st.error(st.session_state["upload_error"])
     return entry
+
+
+def require_heads(entry: LabModel, explanation: str) -> None:
+    """Stop a heads-only page for a 0-block model: show `explanation` and point to the depth page."""
+    if entry.model.cfg.n_layers == 0:
+        st.info(explanation)
+        st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
+        st.stop()
