@@ -37,7 +37,7 @@ PRESETS: dict[str, Preset] = {
             TaskConfig(period_min=32, period_max=32, seq_len=96),
             # A short run at a high rate: the content-free offset-31 head is sharpest early (about
             # 0.97 of a head's mass by step 100); longer runs spread the offset over the heads.
-            TrainConfig(steps=125, lr=3e-2, weight_decay=0.1, decay_steps=0),
+            TrainConfig(steps=125, lr=3e-2, weight_decay=0.1, decay_steps=0, embed_scale=1.0, embed_shared=0.0),
             probes=(Probe("period_24", period=24, offsets=(23, 31)),),
         ),
         Preset(
