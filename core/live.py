@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -106,6 +107,10 @@ class LiveRun:
         self._per_step = None  # smoothed wall seconds per step
         self.result: tuple[TinyCharLM, dict, bytes] | None = None
         self.registered_key: str | None = None  # set by the page once the model is in the picker
+        # One chunk at a time: Streamlit can start a new run of the page (a click, the fragment's timer)
+        # while the previous one is still inside trainer.run; two optimizer steps on one model at once
+        # corrupt the backward pass.
+        self._lock = threading.Lock()
 
     @property
     def active(self) -> bool:
@@ -130,6 +135,14 @@ class LiveRun:
         """Train one chunk of about `budget` seconds; returns steps done. Finishes the run when done.
 
         threads: torch threads for this chunk (see chunk_threads); the previous setting is restored."""
+        if not self._lock.acquire(blocking=False):
+            return 0  # another run of the page is training this chunk
+        try:
+            return self._advance(budget, threads)
+        finally:
+            self._lock.release()
+
+    def _advance(self, budget: float, threads: int | None) -> int:
         if not self.active:
             return 0
         self.status = "running"
@@ -159,9 +172,11 @@ class LiveRun:
         return done
 
     def stop(self) -> None:
-        """End the run at its last finished step (a run that never trained just ends)."""
-        if self.active:
-            self._finish("stopped" if self.step > 0 else "cancelled")
+        """End the run at its last finished step (a run that never trained just ends); waits for a chunk
+        in progress to finish first."""
+        with self._lock:
+            if self.active:
+                self._finish("stopped" if self.step > 0 else "cancelled")
 
     def steps_per_second(self) -> float:
         """Steps per second of wall-clock time while running, page redraws between chunks included."""
@@ -328,4 +343,8 @@ def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
         text += (f" ({int(r['abrupt'])} abruptly), at a median step of {r['drop_step_median']:.0f} (range "
                  f"{r['drop_step_min']:.0f}–{r['drop_step_max']:.0f}); the fall took a median of "
                  f"{r['width_median']:.0f} steps")
+    if blocks >= 2 and "sharp_prev_token" in r and r["sharp_prev_token"] == r["sharp_prev_token"]:
+        text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with prev_token "
+                 f"at least 0.9, and {int(r['two_induction_heads'])} had two or more last-block heads with induction "
+                 "at least 0.6")
     return text + "."

@@ -239,3 +239,35 @@ def test_concurrent_trainings_split_the_cores_for_a_chunk_only(monkeypatch):
         assert seen[-1] == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_one_chunk_at_a_time_and_stop_waits_for_it(monkeypatch):
+    """A second advance while a chunk is inside trainer.run backs off (returns 0 steps) instead of
+    stepping the same model concurrently; stop waits for the chunk and keeps its steps."""
+    import threading
+    from dataclasses import replace
+
+    from core.live import LiveRun, TrainSettings
+
+    run = LiveRun(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+                          batch_size=4, steps=50))
+    entered, gate, real_run = threading.Event(), threading.Event(), run.trainer.run
+
+    def held(n, **kw):
+        entered.set()
+        assert gate.wait(10)
+        return real_run(n, **kw)
+
+    monkeypatch.setattr(run.trainer, "run", held)
+    first = threading.Thread(target=run.advance, args=(0.3,))
+    first.start()
+    assert entered.wait(10)
+    assert run.advance(0.3) == 0 and run.step == 0
+    stopper = threading.Thread(target=run.stop)
+    stopper.start()
+    stopper.join(0.3)
+    assert stopper.is_alive() and run.active  # stop waits for the chunk in progress
+    gate.set()
+    first.join(10)
+    stopper.join(10)
+    assert run.status == "stopped" and run.step == 2 and run.result is not None
