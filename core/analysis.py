@@ -143,7 +143,8 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     qk, ov [D, D]; qk_s, ov_s [D] singular values (padded with exact zeros past d_head); qk_rank,
     ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
     offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
-    of the block's summed heads; d_head, vocab.
+    of the block's summed heads; copy_effective, block_copy_effective: the same with rows read from
+    circuits.effective_embedding; d_head, vocab.
     """
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
     tokens, _ = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
@@ -163,6 +164,8 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
         "C": C.numpy(), "copy": circuits.copying_scores(C),
         "block_copy": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None)),
+        "copy_effective": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, effective=True)),
+        "block_copy_effective": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, effective=True)),
         "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
     }
 

@@ -159,17 +159,38 @@ def head_qk_vectors(model: TinyCharLM, layer: int, head: int, resid: torch.Tenso
 
 
 @torch.no_grad()
-def ov_copying_matrix(model: TinyCharLM, layer: int, head: int | None = None) -> torch.Tensor:
+def effective_embedding(model: TinyCharLM, layer: int) -> torch.Tensor:
+    """[V, D]: the stream each token would carry into block `layer` if every head before it attended
+    to the token itself: X_0 = W_E, X_{l+1} = X_l + sum_h (X_l W_V[h] + b_V[h]) W_O[h] (+ b_O).
+
+    Earlier blocks can rewrite every token's own stream (a head that attends to itself is a per-token
+    map, like the first MLP of GPT-2), so a later head's values read X_layer rather than W_E. This is
+    the "effective embedding" used for copy scores in GPT-2 analyses (Wang et al., 2022).
+    """
+    X = model.W_E
+    for block in model.blocks[:layer]:
+        v = torch.einsum("vd,hdk->hvk", X, block.W_V)
+        if model.cfg.bias:
+            v = v + block.b_V[:, None, :]
+        out = torch.einsum("hvk,hkm->vm", v, block.W_O)
+        X = X + out + (block.b_O if model.cfg.bias else 0.0)
+    return X
+
+
+@torch.no_grad()
+def ov_copying_matrix(model: TinyCharLM, layer: int, head: int | None = None, effective: bool = False) -> torch.Tensor:
     """C = W_E W_V W_O W_E^T: [V, V], row = attended token a, column = boosted logit b.
 
-    head=None sums the OV circuits of all the block's heads.
+    head=None sums the OV circuits of all the block's heads. effective=True reads the rows from
+    effective_embedding(model, layer) instead of W_E (the same for block 1).
     """
     b = model.blocks[layer]
     if head is None:
         ov = torch.einsum("hdk,hkm->dm", b.W_V, b.W_O)
     else:
         ov = b.W_V[head] @ b.W_O[head]
-    return model.W_E @ ov @ model.W_E.T
+    rows = effective_embedding(model, layer) if effective else model.W_E
+    return rows @ ov @ model.W_E.T
 
 
 def ov_diag_top1(C: torch.Tensor) -> float:
@@ -203,15 +224,17 @@ COPY_COLUMNS = ("ov_diag_top1", "ov_diag_top5", "ov_copying_eig")
 def ov_copying_table(model: TinyCharLM) -> pd.DataFrame:
     """One row per head, then one per block for the sum of its heads (head = "all").
 
-    Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig.
+    Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig, and
+    ov_diag_top1_effective (rows read from the effective embedding).
     """
     rows = []
     for layer in range(model.cfg.n_layers):
         for head in [*range(model.cfg.n_heads), None]:
             C = ov_copying_matrix(model, layer, head)
+            effective = ov_diag_top1(ov_copying_matrix(model, layer, head, effective=True)) if layer else ov_diag_top1(C)
             rows.append({"layer": layer, "block": layer + 1, "head": "all" if head is None else head,
-                         **copying_scores(C)})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS])
+                         **copying_scores(C), "ov_diag_top1_effective": effective})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS, "ov_diag_top1_effective"])
 
 
 # ---------------------------------------------------------------------------------------------

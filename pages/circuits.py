@@ -92,12 +92,23 @@ s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"
 s_col.metric(f"diagonal on top (block {layer + 1}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
 s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
              help="Re(Σλ) / Σ|λ| over C's eigenvalues: +1 copies, −1 suppresses.")
+if layer:
+    ce, bce = hv["copy_effective"], hv["block_copy_effective"]
+    s_col.metric(f"effective embedding (head / block {layer + 1} Σ)",
+                 f"{ce['ov_diag_top1']:.2f} / {bce['ov_diag_top1']:.2f}",
+                 help="Diagonal on top, with rows read from the stream each token carries after the earlier "
+                      "blocks instead of from W_E: this head, then its block's heads summed.")
 s_col.caption(
     "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "
     "read straight from the weights with no forward pass. A copying head has an orange diagonal: seeing a "
     f"raises a. *Diagonal on top* is the share of rows whose largest entry is the diagonal (chance 1/V = "
     f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
-    "pure copier and −1 for a head that pushes the attended token down.")
+    "pure copier and −1 for a head that pushes the attended token down."
+    + (" A head in a later block does not read W_E itself: earlier blocks have already added to every token's "
+       "stream (a head that attends to its own position rewrites the token, as the first MLP does in GPT-2). "
+       "The *effective embedding* score reads rows from that rewritten stream (each earlier head looking at "
+       "its own token); when it is much higher than the plain score, the copying runs on what block 1 made "
+       "of the token." if layer else ""))
 st.altair_chart(charts.copying_bars(copying_table(entry.key, model), cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
            "added together, which is what the block writes when all its heads look at the same place.")
