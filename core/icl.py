@@ -225,6 +225,41 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
 RUN = 3  # predictions in a row that count as "predicting again"
 
 
+@torch.no_grad()
+def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512, seed: int = 0) -> dict:
+    """Does the model find its place from one token or from two?
+
+    At the first token it could know after a restart (the new pattern's second token, predicted from
+    the second copy's first token), the earlier occurrence of the current token sits right at the
+    restart, so the token before it belongs to the old pattern. A model that matches the current token
+    alone is unaffected; one that also matches the token before fails there. The probe measures the
+    accuracy at that target as sampled ("as_sampled") and with the token before the restart replaced
+    by the new pattern's last token ("two_tokens_match"), over the n sequences whose restart leaves
+    room for it. Returns {"as_sampled", "two_tokens_match", "n"}.
+    """
+    rb = sample_restarts(task, n_seqs, model.cfg.vocab_size, 1, torch.Generator().manual_seed(seed))
+    rows, query = [], []
+    for b in range(rb.tokens.shape[0]):
+        starts = rb.restart[b].nonzero()
+        if len(starts):
+            r = int(starts[0])
+            L = int(rb.period[b, r])
+            if r + L + 1 < rb.tokens.shape[1]:
+                rows.append((b, r, L))
+    if not rows:
+        return {"as_sampled": None, "two_tokens_match": None, "n": 0}
+    b_idx = torch.tensor([b for b, _, _ in rows])
+    q_idx = torch.tensor([r + L for _, r, L in rows])  # position of the second copy's first token
+    fixed = rb.tokens.clone()
+    fixed[b_idx, torch.tensor([r - 1 for _, r, _ in rows])] = rb.tokens[b_idx, q_idx - 1]
+
+    def accuracy(tokens: torch.Tensor) -> float:
+        pred = model(tokens)[b_idx, q_idx].argmax(-1)
+        return float((pred == tokens[b_idx, q_idx + 1]).float().mean())
+
+    return {"as_sampled": accuracy(rb.tokens), "two_tokens_match": accuracy(fixed), "n": len(rows)}
+
+
 def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | None, int]]:
     """For every segment that began at a restart and is long enough to show its second copy's second
     token and RUN - 1 more: (k, L) with k the fewest tokens after the restart from which RUN targets in a row

@@ -41,6 +41,11 @@ def _curve(key, _model, _task):
     return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
+@st.cache_data(show_spinner="Probing the token before the restart…", max_entries=8)
+def _context_probe(key, _model, _task):
+    return icl.restart_context_probe(_model, _task, n_seqs=512, seed=0)
+
+
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
 def _check(key, _model, _task, _train):
     return icl.in_context_check(_model, _task, _train, n_seqs=N_CHECK)
@@ -141,6 +146,19 @@ st.caption(
     "chance through the new pattern's first copy and on the first token of its second copy (x = 0 in the "
     "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
     "has on later copies anywhere. The dotted line is chance, 1/V.")
+
+probe = _context_probe(entry.key, model, task)
+if probe["n"]:
+    p1, p2, p3 = st.columns([1, 1, 2])
+    p1.metric("first knowable token after a restart", f"{probe['as_sampled']:.2f}")
+    p2.metric("…if the token before the restart matched", f"{probe['two_tokens_match']:.2f}")
+    p3.caption(
+        "**One token or two?** At the first token the model could know after a restart, the earlier copy of the "
+        "current token sits right at the restart, so the token *before* it belongs to the old pattern. The "
+        "right-hand number replaces that token by the new pattern's last token, so the two tokens before the "
+        f"match agree with the two before the query ({probe['n']} sequences). If it is much higher, the model "
+        "finds its place by matching the two tokens before the target, not only the one before it. The "
+        "dip at x = 1 in the chart above is then not forgetting: it is this one mismatched token.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
 ex = icl.restart_example(task, V, int(ex_seed))
