@@ -9,8 +9,9 @@ and measures loss_later_copies on the fixed evaluation batch every --every steps
 curve is then described by core.transition.describe_curve, whose docstring defines the columns:
 dropped (reached 1.0 nats), drop_start (last step at or above 3.0 nats before that), drop_end,
 width = drop_end - drop_start, drop_step (first step below ln V / 2), abrupt (width at most half of
-drop_start), plateau_loss and final_loss_later. All steps are multiples of --every, so each figure
-is known to within --every steps.
+drop_start), plateau_loss and final_loss_later; and, on the final model, prev_token_block1 (block 1's
+sharpest previous-token head) and induction_heads (last-block heads with induction >= 0.6). All steps
+are multiples of --every, so each figure is known to within --every steps.
 
 The CSV starts with '#' comment lines: the definitions and the command that regenerates it.
 """
@@ -31,14 +32,15 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from core.presets import get_preset  # noqa: E402
-from core.trainer import Trainer  # noqa: E402
-from core.transition import COLUMNS, HIGH, LOW, STUDY_FILE, describe_curve, summarize  # noqa: E402
+from core.trainer import Trainer, evaluate  # noqa: E402
+from core.transition import COLUMNS, HEAD_COLUMNS, HIGH, LOW, STUDY_FILE, describe_curve, head_figures, summarize  # noqa: E402
 
 PRESET = "variable-period-2block"
 
 
-def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], list[float]]:
-    """loss_later_copies on the fixed evaluation batch at steps 0, every, 2*every, ..., steps."""
+def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], list[float], dict]:
+    """loss_later_copies on the fixed evaluation batch at steps 0, every, 2*every, ..., steps, and the
+    final head figures (core.transition.head_figures)."""
     p = get_preset(PRESET)
     model = dataclasses.replace(p.model, n_layers=blocks)
     train = dataclasses.replace(p.train, seed=seed, steps=steps, log_every=10 ** 9)
@@ -48,7 +50,8 @@ def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], li
         trainer.run(every)
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
-    return xs, ys
+    row = evaluate(trainer.model, trainer.eval_tokens, trainer.eval_periods)
+    return xs, ys, head_figures(row["prev_token"], row["induction"])
 
 
 def _run(job: tuple[int, int, int, int, int]) -> dict:
@@ -56,10 +59,11 @@ def _run(job: tuple[int, int, int, int, int]) -> dict:
     if threads:
         torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    xs, ys = curve(blocks, seed, steps, every)
-    row = {"blocks": blocks, "seed": seed, "steps_run": xs[-1], **describe_curve(xs, ys)}
+    xs, ys, heads = curve(blocks, seed, steps, every)
+    row = {"blocks": blocks, "seed": seed, "steps_run": xs[-1], **describe_curve(xs, ys), **heads}
     print(f"{blocks} block(s) seed {seed}: dropped={row['dropped']} abrupt={row['abrupt']} "
           f"drop_step={row['drop_step']} width={row['width']} final={row['final_loss_later']:.3f} "
+          f"prev_token_block1={row['prev_token_block1']} induction_heads={row['induction_heads']} "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     return row
 
@@ -92,7 +96,7 @@ def main(argv=None) -> int:
     rows = []
 
     def write() -> pd.DataFrame:  # after every finished run, so an interrupted study keeps what it measured
-        frame = pd.DataFrame(sorted(rows, key=lambda r: (r["blocks"], r["seed"])), columns=COLUMNS)
+        frame = pd.DataFrame(sorted(rows, key=lambda r: (r["blocks"], r["seed"])), columns=COLUMNS + HEAD_COLUMNS)
         frame["plateau_loss"] = frame["plateau_loss"].astype(float).round(3)
         frame["final_loss_later"] = frame["final_loss_later"].astype(float).round(3)
         out.write_text("\n".join(header) + "\n" + frame.to_csv(index=False))

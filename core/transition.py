@@ -10,6 +10,9 @@ steps s = 0, k, 2k, ... With V the vocabulary size (ln V = 4.16 nats for V = 64,
 - drop_step: the first step with l < ln V / 2 (the Train page marks the same point).
 - abrupt: dropped, and width <= drop_start / 2 -- the fall from HIGH to LOW takes at most half as
   many steps as the plateau before it lasted.
+Optional columns, measured on the fixed evaluation batch at the end of the run:
+- prev_token_block1: the largest prev_token score of a block-1 head.
+- induction_heads: how many heads of the last block have an induction score of at least 0.6.
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ LOW = 1.0
 STUDY_FILE = Path(__file__).resolve().parent.parent / "checkpoints" / "transition_study.csv"
 COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
            "plateau_loss", "final_loss_later"]
+HEAD_COLUMNS = ["prev_token_block1", "induction_heads"]  # optional (older files lack them)
+INDUCTION_HEAD = 0.6
 
 
 def describe_curve(steps: list[int], losses: list[float], vocab_size: int = 64) -> dict:
@@ -58,7 +63,13 @@ def load_study(path: str | Path | None = None) -> pd.DataFrame:
         raise ValueError(f"the transition study file lacks the columns {', '.join(missing)}.")
     for c in ("dropped", "abrupt"):
         frame[c] = frame[c].astype(str).str.lower().eq("true")
-    return frame[COLUMNS]
+    return frame[COLUMNS + [c for c in HEAD_COLUMNS if c in frame.columns]]
+
+
+def head_figures(prev_token: list[list[float]], induction: list[list[float]]) -> dict:
+    """The optional head columns from per-[layer][head] prev_token and induction scores."""
+    return {"prev_token_block1": round(max(prev_token[0]), 3) if prev_token else None,
+            "induction_heads": sum(s >= INDUCTION_HEAD for s in induction[-1]) if induction else 0}
 
 
 def study_command(path: str | Path | None = None) -> str | None:
@@ -85,5 +96,6 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
             "width_median": float(d["width"].median()) if len(d) else None,
             "width_max": float(d["width"].max()) if len(d) else None,
             "final_loss_later_median": float(g["final_loss_later"].median()),
-        })
+        } | ({"sharp_prev_token": int((g["prev_token_block1"] >= 0.9).sum()),
+              "two_induction_heads": int((g["induction_heads"] >= 2).sum())} if "induction_heads" in g else {}))
     return pd.DataFrame(rows)

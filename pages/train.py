@@ -128,7 +128,9 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         + ("Dashed: the shipped 1-block run for comparison; one block cannot chain the two steps an induction "
            "head needs, so it never gets near a working 2-block model. " if reference else "")
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
-           if drop is not None else "The later-copy loss has not yet fallen below ln V / 2."))
+           if drop is not None else "The later-copy loss has not yet fallen below ln V / 2.")
+        + " The untrained model starts above the top of the chart (its enlarged embedding bets on the current "
+        "token repeating); hover the first point for its value.")
     chart, note = st.columns([3, 1])
     chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, span), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
@@ -201,7 +203,8 @@ def shipped_panel() -> None:
         "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
         "context can predict, so no model gets below the uniform guess there. A model that has learned to "
         "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
-        "can cheat by always attending the same distance back.")
+        "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
+        "begin above the top of the chart (hover for the value).")
     st.markdown("\n".join(f"- {live.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
     if live.DEFAULT_PRESET in runs:
         heads, drop = _heads(live.DEFAULT_PRESET, runs[live.DEFAULT_PRESET])

@@ -7,10 +7,12 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 from core.checkpoints import read_checkpoint
+from core.circuits import ov_copying_matrix, ov_diag_top1
 from core.model import ModelConfig
 from core.presets import PRESETS, get_preset
 from core.report import build_report
@@ -38,13 +40,33 @@ def _rows(trainer: Trainer) -> list[dict]:
 def test_short_run_on_an_easy_setting_learns():
     """One block with biases on one fixed period learns the fixed-offset copy: the second-copy loss
     falls from ln 16 = 2.77 nats to well under 1 nat (an untrained model cannot beat 2.77)."""
-    trainer = Trainer(EASY_MODEL, EASY_TASK, TrainConfig(steps=150, batch_size=16, lr=3e-2, log_every=50, eval_size=64))
+    # the plain initialisation, as the fixed-period preset uses: the enlarged embedding of the default is
+    # tuned for d_model 128 (its logits start at about 9 nats here)
+    trainer = Trainer(EASY_MODEL, EASY_TASK, TrainConfig(steps=150, batch_size=16, lr=3e-2, log_every=50, eval_size=64,
+                                                         embed_scale=1.0, embed_shared=0.0))
     start = trainer.history[0]["loss_second_copy"]
     trainer.run(150)
     end = trainer.history[-1]
     assert start > 2.5
     assert end["loss_second_copy"] < 1.0, end
     assert end["acc_second_copy"] > 0.7, end
+
+
+def test_embedding_init_scales_rows_and_adds_one_shared_direction():
+    """embed_scale multiplies the plain init of W_E; embed_shared adds the same vector, of exactly that
+    norm, to every row. Nothing else in the model changes."""
+    model_cfg = dataclasses.replace(EASY_MODEL, bias=False)
+    plain = Trainer(model_cfg, EASY_TASK, TrainConfig(steps=0, embed_scale=1.0, embed_shared=0.0)).model
+    shaped = Trainer(model_cfg, EASY_TASK, TrainConfig(steps=0, embed_scale=2.5, embed_shared=3.0)).model
+    diff = shaped.W_E.detach() - 2.5 * plain.W_E.detach()  # [V, D]: one row repeated
+    assert torch.allclose(diff, diff[:1].expand_as(diff), atol=1e-5)
+    assert diff[0].norm().item() == pytest.approx(3.0, rel=1e-5)
+    for name, tensor in plain.state_dict().items():
+        if name != "W_E":
+            assert torch.equal(tensor, shaped.state_dict()[name]), name
+    for bad in ({"embed_scale": 0.0}, {"embed_shared": -1.0}, {"embed_scale": math.inf}):
+        with pytest.raises(ValueError, match="embed_"):
+            TrainConfig(**bad).validate()
 
 
 def test_chunked_running_equals_one_run():
@@ -182,14 +204,14 @@ def test_two_block_checkpoint_does_induction():
     # the previous-token signal is in block 1 (summed over its heads), the induction attention in block 2
     assert sum(prev[0]) >= 0.9 and sum(prev[1]) < 0.3
     assert sum(v >= 0.4 for v in ind[1]) >= 2 and max(ind[0]) < 0.1
-    # and block 2 copies: its heads' OV circuits put the attended token's own logit on top
-    assert min(h["ov_diag_top1"] for h in r["heads"] if h["layer"] == 1) >= 0.9
+    # and block 2 copies: its summed OV circuit, read from what block 1 makes of each token, puts the
+    # attended token's own logit on top
+    C = ov_copying_matrix(model, 1, None, effective=True)
+    assert ov_diag_top1(C) >= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="the shipped run splits the previous-token job over two block-1 heads "
-                   "(about 0.48 each) and its induction heads stay near 0.5: the source's single 0.95 head and "
-                   "0.6+ induction heads are not reached at this budget")
 def test_two_block_heads_are_as_sharp_as_the_source():
+    """The source's figure: one block-1 head at 0.95 previous-token, block-2 heads at 0.65-0.71 induction."""
     model, info = _load("variable-period-2block")
     r = build_report(model, info["task"], n_seqs=N_SEQS)
     assert max(_grid(r, "prev_token")[0]) >= 0.9
@@ -270,6 +292,26 @@ def test_describe_curve_on_hand_made_curves():
     assert d["dropped"] and not d["abrupt"] and d["width"] == 110
     flat = describe_curve(steps, [3.6] * 20)
     assert not flat["dropped"] and flat["drop_step"] is None and flat["width"] is None
+
+
+def test_head_figures_and_their_summary():
+    """The optional head columns: block 1's best prev_token, and the count of last-block heads with
+    induction >= 0.6; the summary counts runs with a sharp previous-token head and with two induction
+    heads, and the Train page's sentence says so."""
+    from core.live import study_sentence
+    from core.transition import head_figures
+
+    fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
+    assert fig == {"prev_token_block1": 0.93, "induction_heads": 2}
+    assert head_figures([[0.2]], [[0.7]]) == {"prev_token_block1": 0.2, "induction_heads": 1}
+    steps = list(range(0, 200, 10))
+    curve = [4.0] * 10 + [0.4] * 10
+    rows = [{"blocks": 2, "seed": i, "steps_run": 190, **describe_curve(steps, curve),
+             "prev_token_block1": p, "induction_heads": k} for i, (p, k) in enumerate([(0.95, 4), (0.5, 2), (0.97, 1)])]
+    s = summarize(pd.DataFrame(rows)).set_index("blocks")
+    assert (s.loc[2, "sharp_prev_token"], s.loc[2, "two_induction_heads"]) == (2, 2)
+    sentence = study_sentence(summarize(pd.DataFrame(rows)), 2)
+    assert "3 seeds dropped" in sentence and "2 of 3 had a block-1 head" in sentence and "2 had two or more" in sentence
 
 
 def test_shipped_transition_study_loads():

@@ -46,13 +46,19 @@ def _drop_rule(step: int | None) -> list[alt.Chart]:
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
 
 
+def _loss_y(chance: float) -> alt.Y:
+    """Loss axis from 0 to 1.25 ln V. Higher values (the untrained model's first log: its enlarged
+    embedding makes it bet on the current token repeating) are drawn at the top edge."""
+    return alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domain=[0, round(1.25 * chance, 2)], clamp=True))
+
+
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
                height: int = 260) -> alt.LayerChart:
     """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
-        y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
+        y=_loss_y(chance),
         color=alt.Color("part:N", title="targets", scale=_part_colours(["first copy", "later copies"])),
         strokeDash=_dash(runs),
         detail="run:N",
@@ -101,7 +107,7 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
     runs = list(dict.fromkeys(df["run"])) if len(df) else []
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
         x=_step(),
-        y=alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domainMin=0)),
+        y=_loss_y(chance),
         color=alt.Color("run:N", title="shipped run", scale=alt.Scale(domain=runs, range=SERIES[:len(runs)] or SERIES)),
         strokeDash=alt.StrokeDash("part:N", title="targets", sort=["later copies", "first copy"],
                                   scale=alt.Scale(domain=["later copies", "first copy"], range=[[1, 0], [5, 4]])),
