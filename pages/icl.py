@@ -38,12 +38,12 @@ def _predict(key, _model, tokens, period):
 
 @st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(key, _model, _task):
-    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
+    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0, chunk=N_CURVE)  # the probe's sample too
 
 
 @st.cache_data(show_spinner="Probing the token before the restart…", max_entries=8)
 def _context_probe(key, _model, _task):
-    return icl.restart_context_probe(_model, _task, n_seqs=512, seed=0)
+    return icl.restart_context_probe(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
@@ -150,8 +150,9 @@ st.caption(
 probe = _context_probe(entry.key, model, task)
 if probe["n"]:
     p1, p2, p3 = st.columns([1, 1, 2])
-    p1.metric("first knowable token after a restart", f"{probe['as_sampled']:.2f}")
-    p2.metric("…if the token before the restart matched", f"{probe['two_tokens_match']:.2f}")
+    p1.metric("first knowable token after a restart", f"{probe['as_sampled']:.2f}",
+              help="The same targets as '…on its 2nd token' above: the same sampled sequences.")
+    p2.metric("…if the token before it matched", f"{probe['two_tokens_match']:.2f}")
     p3.caption(
         "**One token or two?** At the first token the model could know after a restart, the earlier copy of the "
         "current token sits right at the restart, so the token *before* it belongs to the old pattern. The "
