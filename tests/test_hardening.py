@@ -17,10 +17,8 @@ import pickle
 from pathlib import Path
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
@@ -40,16 +38,7 @@ ODD_TEXT = "ünïcødé ⟨?⟩ 🙂 " + "x" * 400  # long, non-ASCII, punctuati
 UNBOUNDED = 10**9  # what a number input without a bound still lets a student type
 
 
-@pytest.fixture(autouse=True)
-def navigation_apps_only(monkeypatch):
-    """AppTest resets PagesManager.uses_pages_directory before every run, which with a pages/ folder
-    would run a switched-to page alone (Streamlit's old multipage mode). A real server runs
-    st.navigation once and keeps it off (ui.state makes sure), so keep it off here too."""
-    class Manager(PagesManager):
-        pass
-
-    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
-    PagesManager.uses_pages_directory = False
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -3,8 +3,6 @@ sequences get a message, an ablation changes the metric shown."""
 from pathlib import Path
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from ui.state import shipped_files
@@ -14,14 +12,7 @@ SHIPPED = [row["file"] for row in shipped_files()]
 TWO_BLOCK = "variable-period-2block.pt"
 
 
-@pytest.fixture(autouse=True)
-def navigation_apps_only(monkeypatch):
-    """Keep st.navigation in charge when AppTest switches pages (see tests/test_pages_train.py)."""
-    class Manager(PagesManager):
-        pass
-
-    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
-    PagesManager.uses_pages_directory = False
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def app_on(file: str, page: str) -> AppTest:

@@ -3,9 +3,7 @@ to the sidebar picker, bad settings give a message, Stop keeps the last finished
 from pathlib import Path
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 import torch
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from core.slots import shared_slots
@@ -15,16 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [row["file"] for row in shipped_files()]
 
 
-@pytest.fixture(autouse=True)
-def navigation_apps_only(monkeypatch):
-    """AppTest resets PagesManager.uses_pages_directory before every run, and with a pages/ folder
-    beside dashboard.py that makes a switched-to page run alone (Streamlit's old multipage mode:
-    no dashboard.py, so no sidebar). A real server runs st.navigation once and keeps it off."""
-    class Manager(PagesManager):
-        pass
-
-    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
-    PagesManager.uses_pages_directory = False
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def app(page: str | None = None) -> AppTest:
