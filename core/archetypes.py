@@ -19,12 +19,12 @@ The model section scores TinyCharLM's heads with the same detectors on a charact
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
+from .attention import ALPHABET
 from .detectors import DETECTORS, detector_mask
 from .model import TinyCharLM
 
@@ -269,7 +269,7 @@ def detector_rivals(table: pd.DataFrame) -> dict[str, tuple[str, float, float]]:
 # Characters -> token ids: position in this 64-character alphabet (a-z, A-Z, 0-9, space, full stop).
 # A model with vocabulary V uses the first min(V, 64) characters; TinyCharLM's tokens have no meaning
 # of their own (its task draws them uniformly), so any fixed one-to-one mapping is as good as another.
-CHAR_ALPHABET = string.ascii_lowercase + string.ascii_uppercase + string.digits + " ."
+CHAR_ALPHABET = ALPHABET  # core.attention's: one mapping for every page
 MAX_CHAR_PROMPT = 192
 MIN_CHAR_PROMPT = 2
 

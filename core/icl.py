@@ -1,11 +1,11 @@
 """In-context learning in miniature: typed patterns, restarts, and a check that the skill is read
 from the context rather than stored in the weights.
 
-Typed text and tokens: token i is the i-th character of the standard base64 alphabet
-ALPHABET = "A-Z a-z 0-9 + /" (A=0 ... Z=25, a=26 ... z=51, 0=52 ... 9=61, +=62, /=63), so the 64
-tokens of the default vocabulary each have one visible symbol and typing is case-sensitive. A model
-with a smaller vocabulary uses the first V symbols; tokens beyond 64 (larger vocabularies) are shown
-as ⟨id⟩ and cannot be typed.
+Typed text and tokens: token i is the i-th character of the lab's alphabet, core.attention.ALPHABET
+(a=0 ... z=25, A=26 ... Z=51, 0=52 ... 9=61, space=62, '.'=63), the mapping every page uses, so the
+64 tokens of the default vocabulary each have one visible symbol and typing is case-sensitive. A
+model with a smaller vocabulary uses the first V symbols; tokens beyond 64 (larger vocabularies) are
+shown as ⟨id⟩ and cannot be typed.
 """
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ from dataclasses import dataclass
 
 import torch
 
+from .attention import ALPHABET, SPACE_LABEL
 from .metrics import copy_metrics, per_target_loss
 from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
-
-ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
 
 class InputProblem(ValueError):
     """Typed input the model cannot take; the message is one plain sentence for the student."""
 
 
 def token_char(i: int) -> str:
-    """The symbol shown for token i."""
-    return ALPHABET[i] if 0 <= i < len(ALPHABET) else f"⟨{i}⟩"
+    """The symbol shown for token i (the space as ␣)."""
+    if not 0 <= i < len(ALPHABET):
+        return f"⟨{i}⟩"
+    return SPACE_LABEL if ALPHABET[i] == " " else ALPHABET[i]
 
 
 def typable(vocab_size: int) -> str:
@@ -36,9 +36,9 @@ def typable(vocab_size: int) -> str:
 
 
 def parse_symbols(text: str, vocab_size: int, max_len: int | None = None, what: str = "The input") -> list[int]:
-    """Typed text -> token ids. Leading/trailing whitespace is dropped; anything else that is not one
-    of the model's symbols (spaces inside included) is refused with an InputProblem saying which."""
-    text = (text or "").strip()
+    """Typed text -> token ids, one per character exactly as typed (the space is a symbol too); any
+    character that is not one of the model's symbols is refused with an InputProblem saying which."""
+    text = text or ""
     allowed = typable(vocab_size)
     if not text:
         raise InputProblem(f"{what} is empty: type at least one of the symbols {allowed[:10]}…{allowed[-2:]}.")
@@ -46,7 +46,7 @@ def parse_symbols(text: str, vocab_size: int, max_len: int | None = None, what: 
     if unknown:
         shown = ", ".join(repr(c) for c in unknown[:8]) + (" …" if len(unknown) > 8 else "")
         raise InputProblem(f"{what} holds symbols this model has no token for ({shown}); "
-                           f"use only the {len(allowed)} symbols {allowed[:3]}…{allowed[-3:]} (case matters, no spaces).")
+                           f"use only the {len(allowed)} symbols {allowed[:3]}…{allowed[-3:]!r} (case matters).")
     if max_len is not None and len(text) > max_len:
         raise InputProblem(f"{what} has {len(text)} symbols, more than this model's length of {max_len}: "
                            f"shorten it to {max_len} or fewer.")

@@ -21,8 +21,9 @@ V, T = cfg.vocab_size, task.seq_len
 SYMBOLS = icl.typable(V)
 with st.expander("How typed symbols map to tokens"):
     st.markdown(
-        f"Token *i* is the *i*-th symbol of the base64 alphabet `{icl.ALPHABET}`: `A`=0 … `Z`=25, `a`=26 … "
-        "`z`=51, `0`=52 … `9`=61, `+`=62, `/`=63. Case matters; spaces and any other symbol have no token. "
+        f"Token *i* is the *i*-th symbol of the lab's alphabet: `a`=0 … `z`=25, `A`=26 … `Z`=51, `0`=52 … "
+        "`9`=61, space=62 (shown as ␣), `.`=63, the same mapping as on every other page. Case matters; any "
+        "other symbol has no token. "
         f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
         + f", and at most {T} symbols (its sequence length).")
 if cfg.n_layers < 2:
@@ -68,7 +69,7 @@ tokens, period = None, None
 try:
     if mode == "type":
         c1, c2 = st.columns([3, 2])
-        text = c1.text_input("Pattern", "BlackFoxJumps+Wiz7", key="icl_text",
+        text = c1.text_input("Pattern", "Black fox jumps.Wiz7", key="icl_text",
                              help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {T}.")
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")

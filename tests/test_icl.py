@@ -22,13 +22,17 @@ TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
 def test_alphabet_maps_every_token_to_one_symbol():
     assert len(ALPHABET) == len(set(ALPHABET)) == 64
     assert parse_symbols(ALPHABET, 64) == list(range(64))
-    assert [token_char(i) for i in range(64)] == list(ALPHABET)
-    assert parse_symbols("  Az9+/ ", 64) == [0, 51, 61, 62, 63]  # outer whitespace dropped
+    assert [token_char(i) for i in range(64)] == list(ALPHABET.replace(" ", "␣"))  # the space shown as ␣
+    assert parse_symbols("aZ9 .", 64) == [0, 51, 61, 62, 63]
+    assert parse_symbols("  ", 64) == [62, 62]  # the space is a symbol, kept as typed
     assert token_char(70) == "⟨70⟩"
+    from core.archetypes import char_alphabet
+    from core.attention import alphabet
+    assert ALPHABET == alphabet(64) == char_alphabet(64)  # one mapping on every page
 
 
 @pytest.mark.parametrize("text, words", [
-    ("", "empty"), ("   ", "empty"), ("ab cd", "' '"), ("abcé", "'é'"), ("a*b", "'*'"), ("A" * 97, "97 symbols"),
+    ("", "empty"), ("ab+cd", "'+'"), ("abcé", "'é'"), ("a*b", "'*'"), ("A" * 97, "97 symbols"),
 ])
 def test_bad_typed_input_is_refused_with_a_message(text, words):
     with pytest.raises(InputProblem) as e:
@@ -37,9 +41,9 @@ def test_bad_typed_input_is_refused_with_a_message(text, words):
 
 
 def test_small_vocabulary_accepts_only_its_symbols():
-    assert parse_symbols("ABCP", 16) == [0, 1, 2, 15]
-    with pytest.raises(InputProblem, match="'Q'"):
-        parse_symbols("ABQ", 16)
+    assert parse_symbols("abcp", 16) == [0, 1, 2, 15]
+    with pytest.raises(InputProblem, match="'q'"):
+        parse_symbols("abq", 16)
 
 
 def test_tile_and_random_pattern():
@@ -213,7 +217,7 @@ def test_icl_page_with_every_shipped_checkpoint(file):
 
 def test_icl_page_bad_typed_input_gets_a_message():
     at = open_page("pages/icl.py", "variable-period-2block.pt")
-    for text, words in [("", "empty"), ("abc def", "no token for"), ("Zürich", "'ü'"),
+    for text, words in [("", "empty"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
                         ("A" * 97, "more than this model's length")]:
         at.text_input(key="icl_text").set_value(text).run()
         assert not at.exception
