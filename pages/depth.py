@@ -218,12 +218,19 @@ else:
         st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; mean centered logit of "
                    f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
                    f"paths) carry {block2:.2f}.")
+    composed_leads = by_kind.get("composed", 0.0) > by_kind.get("head", 0.0)
     st.caption(
         "**What am I looking at?** The path split of section 2, averaged over every later-copy target: which "
-        "paths push up the logit of the token that actually comes next. In an induction circuit the copied "
-        "token rides on the block-2 heads' own paths (`2.h`: their values read the raw token embedding); the "
-        "composition with block 1 is not on this chart because it acts on the keys, which held-fixed patterns "
-        "hide. The next charts open the keys.")
+        "paths push up the logit of the token that actually comes next. "
+        + ("Here most of it rides on *composed* paths `1.a→2.b`: the block-2 heads' values read what block-1 "
+           "heads wrote at the attended position rather than the raw embedding. A block-1 head that attends to "
+           "its own position rewrites every token this way, and block 2 then copies the rewritten token (the "
+           "Circuits page's *effective embedding* score shows the same from the weights). "
+           if composed_leads else
+           "Here the copied token rides on the block-2 heads' own paths (`2.h`: their values read the raw token "
+           "embedding). ")
+        + "The composition that makes an induction head look in the right place is not on this chart: it acts "
+        "on the keys, which held-fixed patterns hide. The next charts open the keys.")
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
