@@ -45,6 +45,7 @@ class TrainSettings:
     batch_size: int
     steps: int
     seed: int
+    shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
 
     @classmethod
     def defaults(cls, preset: str = DEFAULT_PRESET) -> "TrainSettings":
@@ -61,6 +62,8 @@ class TrainSettings:
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
                        seq_len=self.seq_len).validate(model.vocab_size)
         train = replace(p.train, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed)
+        if not self.shared_embedding:
+            train = replace(train, embed_scale=1.0, embed_shared=0.0)
         if getattr(train, "seq_len", 0):  # the preset trains on shorter sequences: keep that only if it fits
             fits = 2 * task.period_max <= train.seq_len < task.seq_len
             train = replace(train, seq_len=train.seq_len if fits else 0)
@@ -79,6 +82,7 @@ class TrainSettings:
 
     def label(self) -> str:
         bias = ", bias" if self.bias else ""
+        bias += "" if self.shared_embedding else ", plain init"
         return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
                 f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
 

@@ -39,7 +39,7 @@ def shipped_runs() -> dict[str, dict]:
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
-WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_lr", "tr_batch", "tr_steps", "tr_seed")
+WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps", "tr_seed")
 
 
 def settings_widgets() -> live.TrainSettings:
@@ -51,10 +51,16 @@ def settings_widgets() -> live.TrainSettings:
                 help="0 blocks = embedding only (bigram statistics); induction needs 2.")
     right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
                  key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
-    with st.expander("Advanced: sequence length, bias, learning rate, batch, steps, seed"):
+    with st.expander("Advanced: sequence length, bias, initial embedding, learning rate, batch, steps, seed"):
         a, b, c = st.columns(3)
         a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
         a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
+        a.checkbox("Enlarged embedding with a shared direction", saved.get("tr_shared", d.shared_embedding),
+                   key="tr_shared",
+                   help="The default start: W_E three times larger than plain, plus one direction added to every "
+                        "token. The tied unembedding ignores a direction all tokens share, but queries and keys "
+                        "can use it to attend by position, so the previous-token head forms at once. Untick it to "
+                        "start from the plain embedding and watch the plateau last several times longer.")
         b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), saved.get("tr_lr", d.lr), key="tr_lr",
                         format_func=lambda v: f"{v:g}")
         b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
@@ -75,7 +81,8 @@ def settings_from_state() -> live.TrainSettings:
     pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
     return live.TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
-                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)))
+                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
+                              bool(get("tr_shared", d.shared_embedding)))
 
 
 def register(run: live.LiveRun) -> None:

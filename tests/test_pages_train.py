@@ -67,6 +67,7 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     before = [w.options for w in at.selectbox if w.key == "picked_model"]  # no picker without any model
     before = before[0] if before else []
     tiny_settings(at, steps=3)
+    at.checkbox(key="tr_shared").uncheck().run()  # the plain initial embedding, through its widget
     at.button(key="tr_train").click().run()
     run = run_until_done(at)
     assert run.status == "finished" and run.step == 3
@@ -80,6 +81,8 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert entry.source == "trained" and entry.info["config"].n_layers == 1
     assert entry.info["history"][-1]["step"] == 3
     assert entry.info["task"].period_max == 8 and entry.info["task"].seq_len == 24
+    assert (entry.info["train"]["embed_scale"], entry.info["train"]["embed_shared"]) == (1.0, 0.0)
+    assert "plain init" in key or any("plain init" in o for o in options)
     assert at.get("download_button"), "the finished model should be downloadable"
     assert at.success and "step 3" in at.success[0].value
     at.switch_page("pages/attention.py").run()  # the picked model is the trained one on other pages too
@@ -260,3 +263,21 @@ def test_one_chunk_at_a_time_and_stop_waits_for_it(monkeypatch):
     first.join(10)
     stopper.join(10)
     assert run.status == "stopped" and run.step == 2 and run.result is not None
+
+
+def test_plain_embedding_choice_reaches_the_trainer():
+    """The Train page's 'enlarged embedding' box: on gives the preset's init, off the plain one."""
+    from dataclasses import replace
+
+    from core.live import TrainSettings
+    from core.presets import get_preset
+
+    d = TrainSettings.defaults()
+    assert d.shared_embedding
+    _, _, shared = d.configs()
+    _, _, plain = replace(d, shared_embedding=False).configs()
+    preset = get_preset("variable-period-2block").train
+    assert (shared.embed_scale, shared.embed_shared) == (preset.embed_scale, preset.embed_shared)
+    assert (plain.embed_scale, plain.embed_shared) == (1.0, 0.0)
+    assert shared.embed_shared > 0
+    assert "plain init" in replace(d, shared_embedding=False).label() and "plain init" not in d.label()
