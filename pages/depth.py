@@ -267,7 +267,9 @@ else:
         f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. A large cell in "
         "the `direct` row under a block-1 head's column is K-composition at work: the key wins because of what "
         "that block-1 head wrote at the key's position. A large cell in a block-1 head's *row* under another "
-        "block-1 head's column is the same key-side match made with a query that reads the current token as "
-        "the row's head rewrote it (a head attending to its own position does that); the metrics count it "
-        "under 'query written by an earlier head'. Beside them, the weight-only K-composition score of the "
-        "block-1 head that composes most with this one.")
+        "block-1 head's column matches what one head wrote at the query with what another wrote at the key: "
+        "the current token as rewritten by a head that attends to its own position, against the key's previous "
+        "token; or the query's previous token against a key's token two back (from a head attending two back), "
+        "which is a match on two tokens instead of one. The metrics count these under 'query written by an "
+        "earlier head'. Beside them, the weight-only K-composition score of the block-1 head that composes most "
+        "with this one.")
