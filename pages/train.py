@@ -55,7 +55,7 @@ def settings_widgets() -> live.TrainSettings:
         a, b, c = st.columns(3)
         a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
         a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
-        a.checkbox("Enlarged embedding with a shared direction", saved.get("tr_shared", d.shared_embedding),
+        a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
                    key="tr_shared",
                    help="The default start: W_E three times larger than plain, plus one direction added to every "
                         "token. The tied unembedding ignores a direction all tokens share, but queries and keys "
