@@ -154,18 +154,25 @@ class AttentionBlock(nn.Module):
             out = out + self.b_O
         return h + out
 
-    def forward_with_cache(self, h: torch.Tensor, layer: int, ablation: Ablation | None = None):
+    def forward_with_cache(self, h: torch.Tensor, layer: int, ablation: Ablation | None = None,
+                           per_head: bool = True):
         """Analysis path, per head and explicit.
 
         Returns (h_out [B, T, D], pattern [B, H, T, T], head_out [B, H, T, D], v [B, H, T, d_head]);
-        head_out is each head's contribution (A_h v_h) W_O[h] after any ablation.
+        head_out is each head's contribution (A_h v_h) W_O[h] after any ablation. per_head=False (no
+        ablation allowed) skips the per-head outputs, the costliest product here: head_out is None.
         """
         B, T, D = h.shape
         q, k, v = self._qkv(h)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.d_head)
+        scores = (q / math.sqrt(self.cfg.d_head)) @ k.transpose(-1, -2)
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-        pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        pattern = scores.masked_fill_(~mask, float("-inf")).softmax(-1)
         z = pattern @ v
+        if not per_head:
+            if ablation is not None and ablation.heads:
+                raise ValueError("an ablation needs the per-head outputs (per_head=True).")
+            out = z.transpose(1, 2).reshape(B, T, D) @ self.W_O.reshape(-1, D)
+            return h + out + (self.b_O if self.cfg.bias else 0.0), pattern, None, v
         head_out = torch.einsum("bhtd,hdm->bhtm", z, self.W_O)
         if ablation is not None:
             head_out = head_out.clone()
@@ -218,17 +225,18 @@ class TinyCharLM(nn.Module):
             h = block(h)
         return h @ self.W_E.T
 
-    def run_with_cache(self, tokens: torch.Tensor, ablation: Ablation | None = None):
+    def run_with_cache(self, tokens: torch.Tensor, ablation: Ablation | None = None, per_head: bool = True):
         """Same model, per head: returns (logits [B, T, V], cache).
 
         cache["resid"][l] is the stream entering block l ([B, T, D]; index n_layers is the final
         stream), cache["pattern"][l] is [B, H, T, T] (query i, key j), cache["head_out"][l] is
-        [B, H, T, D] and cache["v"][l] is [B, H, T, d_head].
+        [B, H, T, D] (None with per_head=False, for callers that need only patterns and logits) and
+        cache["v"][l] is [B, H, T, d_head].
         """
         h = self.W_E[tokens]
         cache = {"resid": [h], "pattern": [], "head_out": [], "v": []}
         for layer, block in enumerate(self.blocks):
-            h, pattern, head_out, v = block.forward_with_cache(h, layer, ablation)
+            h, pattern, head_out, v = block.forward_with_cache(h, layer, ablation, per_head)
             cache["resid"].append(h)
             cache["pattern"].append(pattern)
             cache["head_out"].append(head_out)

@@ -9,8 +9,9 @@ Two kinds of evaluation, both on the fixed evaluation batch of the default task:
 - a *log* every `log_every` steps: the copy metrics plus each head's prev_token and induction score
   (`evaluate`), one history row;
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
-  forward pass. It runs every `check_every` steps, and on any step whose training batch already has
-  a later-copy loss within `check_margin` nats of X (that loss comes free with the step).
+  forward pass. It runs every `check_every` steps, and on a step whose training batch already has
+  a later-copy loss within `check_margin` nats of X (that loss comes free with the step), at most once
+  per `check_gap` steps.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class TrainConfig:
     beta2: float = 0.98
     check_every: int = 25  # steps between stop checks (with stop_at_loss)
     check_margin: float = 0.1  # also check when the training batch's later-copy loss is this close
+    check_gap: int = 5  # ... but at most once per check_gap steps (a loss hovering near X checked every step)
     embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
 
@@ -59,8 +61,8 @@ class TrainConfig:
             raise ValueError(f"warmup_steps and decay_steps must be 0 or more, got {self.warmup_steps}, {self.decay_steps}.")
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}.")
-        if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1:
-            raise ValueError("log_every, check_every and eval_size must be at least 1.")
+        if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1 or self.check_gap < 1:
+            raise ValueError("log_every, check_every, check_gap and eval_size must be at least 1.")
         if self.seq_len < 0:
             raise ValueError(f"seq_len must be 0 (the task's) or a length, got {self.seq_len}.")
         if not 0 <= self.beta2 < 1:
@@ -128,7 +130,7 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
     """Copy metrics plus each head's prev_token and induction score ([layer][head] lists)."""
     was_training = model.training
     model.eval()
-    logits, cache = model.run_with_cache(tokens)
+    logits, cache = model.run_with_cache(tokens, per_head=False)
     model.train(was_training)
     row = copy_metrics(logits, tokens, periods)
     scores = [head_scores(p, periods) for p in cache["pattern"]]
@@ -246,7 +248,7 @@ class Trainer:
             done += 1
             logged = self.step % self.cfg.log_every == 0 or self.done
             if stop_at_loss is not None and not logged and (
-                    self.step % self.cfg.check_every == 0 or self.last_later_loss < stop_at_loss + self.cfg.check_margin):
+                    self.step % self.cfg.check_every == 0 or self._near(stop_at_loss)):
                 if self.check_loss() < stop_at_loss:
                     self._log()
                     self.stopped_early = True
@@ -257,6 +259,12 @@ class Trainer:
                     self.stopped_early = True
                     break
         return done
+
+    def _near(self, stop_at_loss: float) -> bool:
+        """The last training batch's later-copy loss is within check_margin of the target, and the
+        last stop check is at least check_gap steps back."""
+        since = self.step - (self.stop_checks[-1][0] if self.stop_checks else 0)
+        return self.last_later_loss < stop_at_loss + self.cfg.check_margin and since >= self.cfg.check_gap
 
     def reached(self, loss: float) -> bool:
         """Whether the last logged loss_later_copies is below `loss`."""

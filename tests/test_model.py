@@ -223,3 +223,21 @@ def test_rotary_backward_is_the_inverse_rotation():
     cos, sin = rope_cos_sin(7, 6, 10000.0, torch.float64)
     x = torch.randn(2, 3, 7, 6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: apply_rope(t, cos, sin), (x,))
+
+
+def test_run_with_cache_without_per_head_outputs_gives_the_same_logits_and_patterns():
+    """per_head=False (the trainer's logs) skips head_out but changes nothing else; ablations need it."""
+    from core.model import Ablation
+
+    tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(0))
+    for bias in (False, True):
+        torch.manual_seed(2)
+        model = TinyCharLM(ModelConfig(**TINY, n_layers=2, bias=bias))  # the real init: unsaturated patterns
+        full_logits, full = model.run_with_cache(tokens)
+        logits, light = model.run_with_cache(tokens, per_head=False)
+        assert torch.allclose(logits, full_logits, atol=1e-5) and torch.allclose(logits, model(tokens), atol=1e-5)
+        for a, b in zip(full["pattern"], light["pattern"]):
+            assert torch.allclose(a, b, atol=1e-6)
+        assert light["head_out"] == [None, None]
+    with pytest.raises(ValueError, match="per_head"):
+        model.run_with_cache(tokens, Ablation({(0, 0): "zero"}), per_head=False)

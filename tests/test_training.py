@@ -99,6 +99,16 @@ def test_stop_at_loss_stops_at_the_first_check_below_and_logs_it():
     assert not never.stopped_early and never.step == 12
 
 
+def test_gated_stop_checks_are_at_least_check_gap_steps_apart():
+    """A training loss that stays near the target (here: always, with a huge margin) triggers a check
+    at most once per check_gap steps; check_gap=1 checks every step."""
+    base = TrainConfig(steps=12, batch_size=8, log_every=1000, check_every=1000, check_margin=100.0, eval_size=16)
+    for gap, expected in ((3, [3, 6, 9]), (1, list(range(1, 12)))):  # step 12, the last, is a full log
+        trainer = Trainer(EASY_MODEL, EASY_TASK, dataclasses.replace(base, check_gap=gap))
+        trainer.run(12, stop_at_loss=-1.0)
+        assert [s for s, _ in trainer.stop_checks] == expected, gap
+
+
 def test_stop_check_equals_the_logged_metric():
     """The fused stop check gives the same loss_later_copies as the full evaluation."""
     trainer = Trainer(dataclasses.replace(EASY_MODEL, n_layers=2), EASY_TASK,
