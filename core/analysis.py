@@ -158,14 +158,19 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         qb, kb = circuits.head_qk_vectors(model, layer, head, source="bias")
         profile["biases b_Q, b_K only"] = circuits.rotary_profile(qb, kb, T, model.cfg.rope_base).numpy()
     C = circuits.ov_copying_matrix(model, layer, head)
+    block_copy = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None))
+    copy = circuits.copying_scores(C)
+    if layer:  # block 1 reads W_E itself: the effective scores are the plain ones
+        copy_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, effective=True))
+        block_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, effective=True))
+    else:
+        copy_eff, block_eff = copy, block_copy
     return {
         "qk": qk_f.AB.numpy(), "ov": ov_f.AB.numpy(),
         "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
         "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
-        "C": C.numpy(), "copy": circuits.copying_scores(C),
-        "block_copy": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None)),
-        "copy_effective": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, effective=True)),
-        "block_copy_effective": circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, effective=True)),
+        "C": C.numpy(), "copy": copy, "block_copy": block_copy,
+        "copy_effective": copy_eff, "block_copy_effective": block_eff,
         "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
     }
 

@@ -184,13 +184,16 @@ def ov_copying_matrix(model: TinyCharLM, layer: int, head: int | None = None, ef
     head=None sums the OV circuits of all the block's heads. effective=True reads the rows from
     effective_embedding(model, layer) instead of W_E (the same for block 1).
     """
+    rows = effective_embedding(model, layer) if effective else model.W_E
+    return rows @ _block_ov(model, layer, head) @ model.W_E.T
+
+
+def _block_ov(model: TinyCharLM, layer: int, head: int | None) -> torch.Tensor:
+    """W_V W_O [D, D] of one head, or summed over the block's heads (head=None)."""
     b = model.blocks[layer]
     if head is None:
-        ov = torch.einsum("hdk,hkm->dm", b.W_V, b.W_O)
-    else:
-        ov = b.W_V[head] @ b.W_O[head]
-    rows = effective_embedding(model, layer) if effective else model.W_E
-    return rows @ ov @ model.W_E.T
+        return torch.einsum("hdk,hkm->dm", b.W_V, b.W_O)
+    return b.W_V[head] @ b.W_O[head]
 
 
 def ov_diag_top1(C: torch.Tensor) -> float:
@@ -227,11 +230,13 @@ def ov_copying_table(model: TinyCharLM) -> pd.DataFrame:
     Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig, and
     ov_diag_top1_effective (rows read from the effective embedding).
     """
-    rows = []
+    rows, E = [], model.W_E
     for layer in range(model.cfg.n_layers):
+        X = effective_embedding(model, layer)  # W_E itself for block 1
         for head in [*range(model.cfg.n_heads), None]:
-            C = ov_copying_matrix(model, layer, head)
-            effective = ov_diag_top1(ov_copying_matrix(model, layer, head, effective=True)) if layer else ov_diag_top1(C)
+            ov = _block_ov(model, layer, head)
+            C = E @ ov @ E.T
+            effective = ov_diag_top1(X @ ov @ E.T) if layer else ov_diag_top1(C)
             rows.append({"layer": layer, "block": layer + 1, "head": "all" if head is None else head,
                          **copying_scores(C), "ov_diag_top1_effective": effective})
     return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS, "ov_diag_top1_effective"])

@@ -179,7 +179,8 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     from there on (rest); and over restart segments with room for that (n_segments): how many
     tokens after the restart the model needs until RUN predictions in a row are right
     (median_recovery), that number minus the earliest possible L + 1 (median_lag), the share with lag
-    0 (share_earliest), and n_recovered.
+    0 (share_earliest), and n_recovered; and context_probe, restart_context_probe's figures on this
+    sample (its first restart per sequence).
     """
     g = torch.Generator().manual_seed(seed)
     T = task.seq_len
@@ -187,10 +188,13 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     cnt = torch.zeros(2, 2, K + R0)  # [after_restart, by rel?, bin]
     hit = torch.zeros_like(cnt)
     recover = []  # (tokens after the restart until predictions are right again, period)
+    probe = [0.0, 0.0, 0]  # restart_context_probe's counts on this sample
     for s in range(0, n_seqs, chunk):
         rb = sample_restarts(task, min(chunk, n_seqs - s), model.cfg.vocab_size, n_restarts, g)
-        _, correct = per_target_loss(model(rb.tokens), rb.tokens)  # [b, T-1] targets 1..T-1
+        logits = model(rb.tokens)
+        _, correct = per_target_loss(logits, rb.tokens)  # [b, T-1] targets 1..T-1
         recover += _recoveries(rb, correct)
+        probe = [a + b for a, b in zip(probe, _two_token_counts(model, rb, logits))]
         since, per, after = rb.since[:, 1:], rb.period[:, 1:], rb.after_restart[:, 1:].long()
         for rel, idx in ((0, since), (1, since - per + R0)):
             flat = (after * 2 + rel) * (K + R0) + idx
@@ -218,6 +222,7 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
         "median_recovery": float(ks[len(ks) // 2]) if ks else math.nan,
         "median_lag": float(lag[len(lag) // 2]) if lag else math.nan,
         "share_earliest": sum(x == 0 for x in lag) / len(lag) if lag else math.nan,
+        "context_probe": _probe_summary(tuple(probe)),
     })
     return out
 
@@ -234,11 +239,19 @@ def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512
     restart, so the token before it belongs to the old pattern. A model that matches the current token
     alone is unaffected; one that also matches the token before fails there. The probe measures the
     accuracy at that target as sampled ("as_sampled") and with the token before the restart replaced
-    by the new pattern's last token ("two_tokens_match"), over the n sequences whose restart leaves
-    room for it. Returns {"as_sampled", "two_tokens_match", "n"}.
+    by the new pattern's last token ("two_tokens_match"), over the n sequences whose (first) restart
+    leaves room for it. Returns {"as_sampled", "two_tokens_match", "n"}; restart_curve reports the
+    same for its own sample.
     """
     rb = sample_restarts(task, n_seqs, model.cfg.vocab_size, 1, torch.Generator().manual_seed(seed))
-    rows, query = [], []
+    return _probe_summary(_two_token_counts(model, rb))
+
+
+def _two_token_counts(model: TinyCharLM, rb: RestartBatch, logits: torch.Tensor | None = None) -> tuple[float, float, int]:
+    """(right as sampled, right with the token before the restart matched, n) at the first knowable
+    token after each sequence's first restart (restart_context_probe); logits [B, T, V] of rb.tokens
+    when already computed."""
+    rows = []
     for b in range(rb.tokens.shape[0]):
         starts = rb.restart[b].nonzero()
         if len(starts):
@@ -247,17 +260,24 @@ def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512
             if r + L + 1 < rb.tokens.shape[1]:
                 rows.append((b, r, L))
     if not rows:
-        return {"as_sampled": None, "two_tokens_match": None, "n": 0}
+        return 0.0, 0.0, 0
     b_idx = torch.tensor([b for b, _, _ in rows])
     q_idx = torch.tensor([r + L for _, r, L in rows])  # position of the second copy's first token
     fixed = rb.tokens.clone()
     fixed[b_idx, torch.tensor([r - 1 for _, r, _ in rows])] = rb.tokens[b_idx, q_idx - 1]
 
-    def accuracy(tokens: torch.Tensor) -> float:
-        pred = model(tokens)[b_idx, q_idx].argmax(-1)
-        return float((pred == tokens[b_idx, q_idx + 1]).float().mean())
+    def right(tokens: torch.Tensor, logits: torch.Tensor) -> float:
+        return float((logits[b_idx, q_idx].argmax(-1) == tokens[b_idx, q_idx + 1]).sum())
 
-    return {"as_sampled": accuracy(rb.tokens), "two_tokens_match": accuracy(fixed), "n": len(rows)}
+    sampled = logits if logits is not None else model(rb.tokens)
+    return right(rb.tokens, sampled), right(fixed, model(fixed)), len(rows)
+
+
+def _probe_summary(counts: tuple[float, float, int]) -> dict:
+    as_sampled, matched, n = counts
+    if not n:
+        return {"as_sampled": None, "two_tokens_match": None, "n": 0}
+    return {"as_sampled": as_sampled / n, "two_tokens_match": matched / n, "n": n}
 
 
 def _recoveries(rb: RestartBatch, correct: torch.Tensor) -> list[tuple[int | None, int]]:
@@ -367,3 +387,22 @@ def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_
     out["swapped"] = measure(_swap_first_copy(fresh_t, fresh_p, V, g), fresh_p)
     out.update({"seq_len": task.seq_len, "chance": 1.0 / V, "ln_V": math.log(V)})
     return out
+
+
+NOISE_Z = 3.0  # two accuracies closer than this many standard errors are "equal within noise"
+
+
+def compare_sets(a: dict, b: dict) -> dict:
+    """How far apart two in_context_check sets' second-copy accuracies are: gap, z (in combined
+    binomial standard errors) and within_noise (z < NOISE_Z)."""
+    gap = abs(a["acc_second"] - b["acc_second"])
+    se = math.hypot(a["acc_second_se"], b["acc_second_se"])
+    z = gap / se if se else math.inf
+    return {"gap": gap, "z": z, "within_noise": z < NOISE_Z}
+
+
+def last_steps_trace(check: dict) -> bool:
+    """Whether the sequences of the very last training steps score beyond noise above fresh ones, or
+    their first copy is predicted 0.05 nats better: a trace of the final updates in the weights."""
+    fresh, last = check["fresh"], check["seen_last"]
+    return not compare_sets(fresh, last)["within_noise"] or fresh["loss_first"] - last["loss_first"] > 0.05

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from . import transition
 from .checkpoints import checkpoint_bytes
 from .model import MAX_LAYERS, ModelConfig, TinyCharLM
 from .presets import get_preset
@@ -308,22 +309,14 @@ def final_metrics(history: list[dict] | None) -> dict:
 # the shipped transition study (core.transition, checkpoints/transition_study.csv)
 
 
-def study_file():
-    """The study's path, or None while core.transition is not installed."""
-    try:
-        from . import transition
-    except ImportError:
-        return None
+def study_file() -> Path:
+    """Where the shipped study lives (core.transition.STUDY_FILE)."""
     return transition.STUDY_FILE
 
 
 def transition_study(path=None) -> dict | None:
     """The shipped transition study: {"runs", "summary", "command", "high", "low"}, {"error": sentence}
-    for an unreadable file, or None while it has not been measured (no loader or no file)."""
-    try:
-        from . import transition
-    except ImportError:
-        return None
+    for an unreadable file, or None while it has not been measured (no file)."""
     path = Path(path) if path else transition.STUDY_FILE
     if not path.is_file():
         return None
@@ -349,6 +342,6 @@ def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
                  f"{r['width_median']:.0f} steps")
     if blocks >= 2 and "sharp_prev_token" in r and r["sharp_prev_token"] == r["sharp_prev_token"]:
         text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with prev_token "
-                 f"at least 0.9, and {int(r['two_induction_heads'])} had two or more last-block heads with induction "
-                 "at least 0.6")
+                 f"at least {transition.SHARP_PREV_TOKEN}, and {int(r['two_induction_heads'])} had two or more "
+                 f"last-block heads with induction at least {transition.INDUCTION_HEAD}")
     return text + "."

@@ -146,13 +146,15 @@ class AttentionBlock(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """Training path: h [B, T, D] -> h + attention output [B, T, D]."""
-        B, T, D = h.shape
         q, k, v = self._qkv(h)
         z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
-        out = z.transpose(1, 2).reshape(B, T, D) @ self.W_O.reshape(-1, D)
-        if self.cfg.bias:
-            out = out + self.b_O
-        return h + out
+        return h + self._write(z)
+
+    def _write(self, z: torch.Tensor) -> torch.Tensor:
+        """Fused output of all heads: z [B, H, T, d_head] -> sum_h z_h W_O[h] (+ b_O), [B, T, D]."""
+        B, H, T, dh = z.shape
+        out = z.transpose(1, 2).reshape(B, T, H * dh) @ self.W_O.reshape(H * dh, -1)
+        return out + self.b_O if self.cfg.bias else out
 
     def forward_with_cache(self, h: torch.Tensor, layer: int, ablation: Ablation | None = None,
                            per_head: bool = True):
@@ -171,8 +173,7 @@ class AttentionBlock(nn.Module):
         if not per_head:
             if ablation is not None and ablation.heads:
                 raise ValueError("an ablation needs the per-head outputs (per_head=True).")
-            out = z.transpose(1, 2).reshape(B, T, D) @ self.W_O.reshape(-1, D)
-            return h + out + (self.b_O if self.cfg.bias else 0.0), pattern, None, v
+            return h + self._write(z), pattern, None, v
         head_out = torch.einsum("bhtd,hdm->bhtm", z, self.W_O)
         if ablation is not None:
             head_out = head_out.clone()

@@ -386,9 +386,10 @@ def mean_induction_score_terms(model: TinyCharLM, task: TaskConfig, layer: int, 
 
 def score_groups(result: dict) -> dict[str, float]:
     """Group a (query path x key path) split, e.g. from mean_induction_score_terms, by how the two
-    sides got their content: "token × token" (direct, direct), "token × key written by block-1 heads"
-    (direct query, key through one earlier head: K-composition), "query written by block-1 heads × any"
-    (Q-composition), and "rest" (bias terms, longer paths). The groups add up to result["total"]."""
+    sides got their content: "token × token" (direct, direct), "token × key written by an earlier head"
+    (direct query, key through an earlier head: K-composition), "query written by an earlier head" (any
+    key: Q-composition, alone or with K-composition), and "rest" (bias terms). The groups add up to
+    result["total"]."""
     terms = result["terms"]
     out = {"token × token": 0.0, "token × key written by an earlier head": 0.0,
            "query written by an earlier head": 0.0, "rest": 0.0}

@@ -27,7 +27,8 @@ STUDY_FILE = Path(__file__).resolve().parent.parent / "checkpoints" / "transitio
 COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
            "plateau_loss", "final_loss_later"]
 HEAD_COLUMNS = ["prev_token_block1", "induction_heads"]  # optional (older files lack them)
-INDUCTION_HEAD = 0.6
+INDUCTION_HEAD = 0.6  # an induction head: induction score at least this
+SHARP_PREV_TOKEN = 0.9  # a sharp previous-token head: prev_token at least this
 
 
 def describe_curve(steps: list[int], losses: list[float], vocab_size: int = 64) -> dict:
@@ -96,6 +97,6 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
             "width_median": float(d["width"].median()) if len(d) else None,
             "width_max": float(d["width"].max()) if len(d) else None,
             "final_loss_later_median": float(g["final_loss_later"].median()),
-        } | ({"sharp_prev_token": int((g["prev_token_block1"] >= 0.9).sum()),
+        } | ({"sharp_prev_token": int((g["prev_token_block1"] >= SHARP_PREV_TOKEN).sum()),
               "two_induction_heads": int((g["induction_heads"] >= 2).sum())} if "induction_heads" in g else {}))
     return pd.DataFrame(rows)

@@ -39,12 +39,7 @@ def _predict(key, _model, tokens, period):
 
 @st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(key, _model, _task):
-    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0, chunk=N_CURVE)  # the probe's sample too
-
-
-@st.cache_data(show_spinner="Probing the token before the restart…", max_entries=8)
-def _context_probe(key, _model, _task):
-    return icl.restart_context_probe(_model, _task, n_seqs=N_CURVE, seed=0)
+    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
@@ -148,7 +143,7 @@ st.caption(
     "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
     "has on later copies anywhere. The dotted line is chance, 1/V.")
 
-probe = _context_probe(entry.key, model, task)
+probe = s["context_probe"]
 if probe["n"]:
     p1, p2, p3 = st.columns([1, 1, 2])
     p1.metric("first knowable token after a restart", f"{probe['as_sampled']:.2f}",
@@ -196,11 +191,9 @@ st.dataframe(rows, hide_index=True)
 st.altair_chart(charts.check_chart(check, NAMES), width="content")
 
 
-def _compare(a, b):
-    """How far apart two sets' second-copy accuracies are, in plain words and standard errors."""
-    d, se = abs(a["acc_second"] - b["acc_second"]), (a["acc_second_se"] ** 2 + b["acc_second_se"] ** 2) ** 0.5
-    z = d / se if se else float("inf")
-    return z, f"{d:.3f} apart, {z:.1f} standard errors: " + ("equal within noise" if z < 3 else "more than noise")
+def _said(a, b) -> str:
+    c = icl.compare_sets(a, b)
+    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: " + ("equal within noise" if c["within_noise"] else "more than noise")
 
 
 fresh, mid, last = check["fresh"], check["seen_mid"], check["seen_last"]
@@ -208,11 +201,10 @@ if mid is None:
     st.info("This model's file does not record the training seed, batch size and steps done, so its training "
             "sequences cannot be replayed; the fresh and swapped rows still apply.")
 else:
-    z_last, said_last = _compare(fresh, last)
-    trace = z_last >= 3 or fresh["loss_first"] - last["loss_first"] > 0.05
+    said_last, trace = _said(fresh, last), icl.last_steps_trace(check)
     st.markdown(
         f"Second-copy accuracy **{fresh['acc_second']:.3f}** on sequences the model never saw against "
-        f"**{mid['acc_second']:.3f}** on sequences it trained on halfway through ({_compare(fresh, mid)[1]}); "
+        f"**{mid['acc_second']:.3f}** on sequences it trained on halfway through ({_said(fresh, mid)}); "
         f"first-copy loss {fresh['loss_first']:.3f} against {mid['loss_first']:.3f} nats (ln V = "
         f"{check['ln_V']:.3f}). The sequences of the very last steps score {last['acc_second']:.3f} ({said_last}), "
         f"first-copy loss {last['loss_first']:.3f}" + (

@@ -136,8 +136,9 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
            "head needs, so it never gets near a working 2-block model. " if reference else "")
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
            if drop is not None else "The later-copy loss has not yet fallen below ln V / 2.")
-        + " The untrained model starts above the top of the chart (its enlarged embedding bets on the current "
-        "token repeating); hover the first point for its value.")
+        + (" The untrained model starts above the top of the chart (its enlarged embedding bets on the current "
+           "token repeating); hover the first point for its value."
+           if hist and hist[0]["loss_later_copies"] > charts.LOSS_TOP * math.log(vocab) else ""))
     chart, note = st.columns([3, 1])
     chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, span), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
@@ -233,7 +234,7 @@ def _study(path: str, mtime: float) -> dict | None:
 def transition_panel() -> None:
     st.subheader("How often, and when, does the drop happen?")
     path = live.study_file()
-    study = _study(str(path), path.stat().st_mtime) if path is not None and path.is_file() else None
+    study = _study(str(path), path.stat().st_mtime) if path.is_file() else None
     if study is None:
         st.info("Not yet measured: the transition study (many seeds of the 1- and 2-block runs) is not installed "
                 "with this copy of the lab. One run cannot tell you how reliable or how early the drop is; "

@@ -46,10 +46,13 @@ def _drop_rule(step: int | None) -> list[alt.Chart]:
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
 
 
+LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
+
+
 def _loss_y(chance: float) -> alt.Y:
-    """Loss axis from 0 to 1.25 ln V. Higher values (the untrained model's first log: its enlarged
+    """Loss axis from 0 to LOSS_TOP ln V. Higher values (the untrained model's first log: its enlarged
     embedding makes it bet on the current token repeating) are drawn at the top edge."""
-    return alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domain=[0, round(1.25 * chance, 2)], clamp=True))
+    return alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
 
 
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
