@@ -235,16 +235,16 @@ else:
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
-    c1, c2, c3 = st.columns([2, 2, 3])
+    c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
     c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
     c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
-    c3.caption(
+    st.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
         "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
-    head = c3.selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-                        format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
+    head = st.columns([1, 2])[0].selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
+                                           format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
     groups = paths.score_groups(st_terms)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
