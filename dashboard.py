@@ -4,6 +4,7 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from ui import notebook, python_panel, share
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
@@ -135,5 +136,11 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
 sidebar_picker()
-page.run()
+python_panel.begin_run()
+try:
+    page.run()
+    notebook.download_button(page.title, page.url_path)
+finally:  # also after st.stop(): the address bar always holds the view on screen
+    share.publish(page.url_path)

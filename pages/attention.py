@@ -2,10 +2,13 @@
 profile and the period-shift probe."""
 import streamlit as st
 
-from core import analysis
+from core import analysis, quiz
 from core.attention import MAX_TEXT_LEN, describe_alphabet
 from core.charts import attention as charts
 from core.probes import probe_periods
+from ui import snippets
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_heads, require_model
 
 st.title("Attention patterns")
@@ -47,7 +50,7 @@ st.markdown(
 lo, hi = probe_periods(task)
 c1, c2, c3 = st.columns([1.1, 1.4, 1])
 source = c1.radio("Sequence", ["Sampled task sequence", "Type your own"], key="att_source")
-view = None
+view, period, seed, text = None, None, None, None
 if source == "Sampled task sequence":
     default = min(max((task.period_min + task.period_max) // 2, lo), hi)
     period = c2.slider("Period L", lo, hi, default, key="att_period",
@@ -69,6 +72,8 @@ weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weight
 
 if view is not None:
     patterns = view.weighted if weighted else view.raw
+    ask(quiz.previous_token_head(view.scores))
+    ask(quiz.induction_target(view.scores, lambda l, h: view.raw[l, h], view.labels, view.period, cfg.n_layers))
     st.subheader("Every head")
     st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads). In each, row *i* "
                "is a query position and column *j* a key; brighter = more attention. Above the diagonal is the "
@@ -94,6 +99,8 @@ if view is not None:
            if view.period else ""))
     right.markdown(f"**Sequence** ({len(view.tokens)} tokens):")
     right.code("".join(view.labels), language=None, wrap_lines=True)
+    python_panel(snippets.attention_pattern(entry, period, seed, text, pick, weighted),
+                 shows={"pattern": patterns[layer, head]})
 
     st.subheader("Head scores")
     score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
@@ -113,6 +120,7 @@ if view is not None:
         "all the head's attention that lands where the archetype would look (previous token; an earlier copy "
         "of the same token; the token after an earlier copy; position 0; itself). Rows with nothing to find "
         "count as 0, so tok_induction stays below 1 even for a perfect induction head. Scores use the raw pattern.")
+    python_panel(snippets.attention_scores(entry, period, seed, text), shows={"scores": view.scores[score_cols]})
 
     st.subheader("Attention by offset")
     max_k = min(len(view.tokens) - 1, 2 * (view.period or task.period_max) + 2)
@@ -122,6 +130,7 @@ if view is not None:
         "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
         "after the previous copy of the current token; a duplicate-token head at k = L (dotted). Offsets up "
         f"to {max_k} are shown (far back, few queries remain and the curves get noisy).")
+    python_panel(snippets.attention_offsets(entry, period, seed, text), shows={"mass": view.offsets["mass"]})
 
 st.subheader("The period-shift probe")
 st.markdown(
@@ -146,3 +155,6 @@ p2.altair_chart(charts.probe_mass_chart(pr["mass"]), width="stretch")
 p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
            f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
            "training periods (where a fixed-offset rule would keep looking).")
+python_panel(snippets.period_probe(entry, int(probe_period)),
+             shows={"metrics": [m["acc_second_copy"], m["acc_later_copies"], m["loss_later_copies"]],
+                    "mass": pr["mass"]["mass"]})

@@ -2,9 +2,12 @@
 matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-from core import analysis
+from core import analysis, quiz
 from core.attention import vocab_labels
 from core.charts import circuits as charts
+from ui import snippets
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_heads, require_model
 
 st.title("Circuits & ablations")
@@ -71,6 +74,8 @@ st.caption(
     "orange positive; the basis itself has no meaning, so look for structure rather than single entries). "
     "Below each, its singular values: everything after the dashed line at d_head is exactly zero, which is "
     "the rank limit made visible.")
+python_panel(snippets.head_circuits(entry, pick),
+             shows={"qk_s": hv["qk_s"], "ov_s": hv["ov_s"], "ranks": [hv["qk_rank"], hv["ov_rank"]]})
 
 st.subheader("Where it looks by position: the rotary profile")
 st.altair_chart(charts.profile_chart(hv["profile"], task.period_min, task.period_max), width="stretch")
@@ -81,7 +86,9 @@ st.caption(
     "content-free part of its preference" + (", and for its biases alone: a constant query built from b_Q can "
     "prefer one fixed offset whatever the tokens, the shortcut a fixed-period model can take."
     if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
+python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv["profile"].values())})
 
+ask(quiz.top_copier(copying_table(entry.key, model)))
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
@@ -109,9 +116,13 @@ s_col.caption(
        "The *effective embedding* score reads rows from that rewritten stream (each earlier head looking at "
        "its own token); when it is much higher than the plain score, the copying runs on what block 1 made "
        "of the token." if layer else ""))
-st.altair_chart(charts.copying_bars(copying_table(entry.key, model), cfg.vocab_size), width="stretch")
+python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
+    hv["copy_effective"], hv["block_copy_effective"]]}, where=s_col)
+copy_table = copying_table(entry.key, model)
+st.altair_chart(charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
            "added together, which is what the block writes when all its heads look at the same place.")
+python_panel(snippets.copying_table(entry), shows={"top1": copy_table["ov_diag_top1"]})
 
 st.subheader("Composition between blocks")
 if cfg.n_layers < 2:
@@ -127,7 +138,9 @@ else:
         "W_QK on the query side (Q), on the key side (K), or its W_OV (V). Cells print the score; the colour "
         "divides it by the mean score of random Gaussian matrices of the same shapes (in each title), so white "
         "means chance and orange means more. An induction head K-composes with a previous-token head.")
+    python_panel(snippets.composition(entry), shows={"score": comp["score"], "baseline": base})
 
+ask(quiz.ablation_compare(ablation_grid(entry.key, "zero", model, task)))
 st.subheader("Ablations: knock heads out")
 a_col, m_col = st.columns([1, 2])
 chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
@@ -144,6 +157,7 @@ m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under ea
 if chosen:
     m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"}).style.format("{:+.3f}",
                     subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
+python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["clean", "ablated", "delta"]]}, where=m_col)
 
 grid = ablation_grid(entry.key, mode, model, task)
 g1, g2 = st.columns(2)
@@ -155,3 +169,4 @@ st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, ever
            "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "
            "a striking pattern but a pale cell here does little (attention weights alone do not show effect: "
            "Jain & Wallace 2019; Wiegreffe & Pinter 2019).")
+python_panel(snippets.ablation_grid(entry, mode), shows={"grid": grid[["loss_later_delta", "acc_later_delta"]]})

@@ -2,8 +2,11 @@
 exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-from core import icl
+from core import icl, quiz
 from core.charts import icl as charts
+from ui import snippets
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
@@ -69,6 +72,7 @@ try:
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")
         pattern = icl.parse_symbols(text, V, max_len=T, what="The pattern")
+        pattern_code = snippets.typed_pattern(text)
     else:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
@@ -77,6 +81,7 @@ try:
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
         symbols = sorted(set(icl.parse_symbols(pool, V, what="The symbol set")))
         pattern, repeat = icl.random_pattern(symbols, int(length), int(seed)), True
+        pattern_code = snippets.drawn_pattern(pool, int(length), int(seed))
         st.code("".join(icl.token_char(t) for t in pattern), language=None)
     if repeat:
         tokens, period = icl.tile(pattern, T), len(pattern)
@@ -106,6 +111,8 @@ if tokens is not None:
         "of the second copy on, a model with an induction circuit predicts correctly after seeing the pattern "
         "once. Try a pattern in which a symbol occurs twice "
         "(`abcaXY`): what comes after that symbol is then ambiguous, and so is the model.")
+    python_panel(snippets.icl_predictions(entry, pattern_code, repeat),
+                 shows={"p": [r["p_predicted"] for r in rows], "correct": [r["correct"] for r in rows]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("2 · Restarts: how fast does it catch a new pattern?")
@@ -115,6 +122,7 @@ st.markdown(
     "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
 curve = _curve(entry.key, model, task)
 s = curve["summary"]
+ask(quiz.restart_recovery(s, 1 / V))
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
 c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
@@ -142,6 +150,8 @@ st.caption(
     "chance through the new pattern's first copy and on the first token of its second copy (x = 0 in the "
     "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
     "has on later copies anywhere. The dotted line is chance, 1/V.")
+python_panel(snippets.restart_curve(entry, N_CURVE), shows={"summary": [
+    s[k] for k in ("first_copy", "second_copy_first_token", "first_predictable", "rest")]})
 
 probe = s["context_probe"]
 if probe["n"]:
@@ -168,6 +178,7 @@ st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}),
            f"{new_period} begins (first dashed line); the second dashed line is where that pattern starts its "
            "second copy. Seeds whose restart leaves no room to show both patterns are skipped for this example "
            "(not for the curve).")
+python_panel(snippets.restart_example(entry, int(ex_seed)), shows={"p": [r["p_predicted"] for r in ex_rows]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("3 · Is the skill really in the context?")
@@ -180,6 +191,7 @@ st.markdown(
     "training never used. A last set keeps the fresh sequences but swaps their first copy for another "
     "pattern: the second copy is unchanged, only the context no longer shows it.")
 check = _check(entry.key, model, task, entry.info.get("train"))
+ask(quiz.swap_effect(check, 1 / V))
 NAMES = {"seen_mid": "seen halfway through training", "seen_last": "seen in the last training steps",
          "fresh": "never seen (fresh seed)", "swapped": "fresh, first copy swapped"}
 rows = [{"sequences": label + (f" (step {check[name]['step']:,})" if "step" in check[name] else ""),
@@ -218,3 +230,5 @@ st.caption(
     "stored patterns in its weights, sequences it trained on would score higher, above all on the first copy, "
     "which no context can help with; if it reads the context, swapping the first copy must drop the second "
     "copy to chance (1/V, dotted), however familiar its tokens.")
+python_panel(snippets.in_context_check(entry, N_CHECK), shows={"acc": [
+    check[n]["acc_second"] for n in ("seen_mid", "seen_last", "fresh", "swapped") if check[n] is not None]})
