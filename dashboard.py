@@ -4,7 +4,7 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
-from ui import notebook, python_panel, share
+from ui import layout, notebook, python_panel, share
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
@@ -138,6 +138,7 @@ PAGES = [
 page = st.navigation(PAGES)
 share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
 sidebar_picker()
+layout.fit_charts()  # every chart stays inside its column, at any width
 python_panel.begin_run()
 try:
     page.run()

@@ -8,6 +8,7 @@ from core.charts import attention as charts
 from core.probes import probe_periods
 from ui import snippets
 from ui.python_panel import python_panel
+from ui.layout import chart_and_note
 from ui.quiz import ask
 from ui.state import require_heads, require_model
 
@@ -87,7 +88,7 @@ if view is not None:
     pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="att_head",
                                            index=min(len(labels) - 1, cfg.n_heads))
     layer, head = analysis.parse_head_label(pick)
-    left, right = st.columns([3, 1.2])
+    left, right = chart_and_note()  # side by side where both fit, the note below where not
     left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
                       width="content")
     right.caption(

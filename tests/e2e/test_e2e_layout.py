@@ -54,7 +54,8 @@ def test_page_reads_at_width(new_app, server, path, width):
     app.goto(path)
     app.assert_no_exception()
     sidebar = app.page.locator('[data-testid="stSidebar"]')
-    assert sidebar.get_attribute("aria-expanded") == "true", "the sidebar should be open"
+    box = sidebar.bounding_box()
+    assert box and box["width"] > 200 and box["x"] >= 0, "the sidebar should be open"
     app.wait_charts(1 if path not in ("", "train") else 0)
     app.page.wait_for_timeout(800)  # charts re-fit to their columns
     found = app.page.evaluate(BOXES_JS)
