@@ -4,7 +4,7 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
-from ui import layout, notebook, python_panel, share
+from ui import layout, notebook, python_panel, share, snippets
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
@@ -96,6 +96,9 @@ def _home_model():
                    None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
                         "after the previous occurrence of the current one.")
+    python_panel.python_panel(snippets.overview(entry, ov["n_seqs"], ov["seed"]), shows={
+        "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
+        "heads": heads.select_dtypes("number")})
     left, right = st.columns([1, 2])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:

@@ -69,8 +69,9 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
     if float(row["induction"]) < CLEAR_SCORE:
         return _none("q_ind", prompt, f"No head attends to the induction target reliably (best score "
                                       f"{float(row['induction']):.2f}), so there is no clear answer.")
-    label, i = f"{int(row.block)}.{int(row.head)}", min(period + period // 2, len(labels) - 1)
-    attn = pattern_of(int(row.block) - 1, int(row.head) - 1)[i]
+    block, head = int(row["block"]), int(row["head"])
+    label, i = f"{block}.{head}", min(period + period // 2, len(labels) - 1)
+    attn = pattern_of(block - 1, head - 1)[i]
     opts = {f"position {i - 1}: the previous token": i - 1,
             f"position {i + 1 - period}: the token after the earlier copy of this token": i + 1 - period,
             f"position {i - period}: the earlier copy of this token itself": i - period,

@@ -116,3 +116,15 @@ def test_icl_snippets_drawn_pattern_1block():
 def test_archetypes_snippets():
     check_page("pages/archetypes.py", "variable-period-2block.pt",
                [("selectbox", "arch_name", "duplicate_token"), ("slider", "arch_sharp", 3.5)], at_least=3)
+
+
+def test_home_snippet_2block():
+    if "variable-period-2block.pt" not in SHIPPED:
+        pytest.skip("checkpoint missing")
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.session_state[RECORD_KEY] = True
+    at.run()
+    assert not at.exception, at.exception
+    shown = list(at.session_state[RUN_KEY])
+    assert len(shown) == 1
+    close(run_snippet(shown[0]), shown[0]["shows"], shown[0]["title"])

@@ -296,3 +296,18 @@ table = arc.head_detector_table(patterns, tokens, {rows!r})
 print(table.round(3).to_string(index=False))
 print(arc.best_matches(table))
 """, table="table.select_dtypes('number')")
+
+
+# ---------------------------------------------------------------------------------------------
+# Home
+
+
+def overview(entry, n_seqs: int, seed: int) -> Snippet:
+    return _snip("The headline numbers and the head table of the picked model, measured on fresh sequences.",
+                 entry, f"""
+from core.overview import model_overview
+ov = model_overview(model, task, n_seqs={n_seqs}, seed={seed})
+print(ov["metrics"])
+print(ov["heads"].round(3).to_string(index=False))
+""", metrics="[ov['metrics'][k] for k in ('loss_first_copy', 'loss_later_copies', 'acc_later_copies')]",
+                 heads="ov['heads'].select_dtypes('number')")
