@@ -25,7 +25,8 @@ def ask(q: Question, where=None) -> None:
     if q.answer is None:
         box.info(q.why)
         return
-    given = box.radio("Your answer", q.options, index=None, key=widget_key(q),
+    short = all(len(o) <= 12 for o in q.options)  # head labels, "more"/"less": one wrapping row
+    given = box.radio("Your answer", q.options, index=None, key=widget_key(q), horizontal=short,
                       label_visibility="collapsed")
     if given is None:
         box.caption("Pick an answer: the check and the reason appear here, and the panel below shows it.")
