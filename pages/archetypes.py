@@ -66,7 +66,7 @@ if tokens is not None:
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus))
+        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
