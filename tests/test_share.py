@@ -11,7 +11,7 @@ from ui.state import shipped_files
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+PAGES = ["home", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
          "pages/train.py"]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
@@ -21,7 +21,8 @@ def open_link(page: str, params: dict) -> AppTest:
     """A fresh session opening `page` with `params` in its address."""
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
     at.run()
-    at.switch_page(page)
+    if page != "home":
+        at.switch_page(page)
     at.query_params.clear()
     at.query_params.update(params)
     at.run()
@@ -96,7 +97,7 @@ BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)
 
 @pytest.mark.parametrize("page", PAGES)
 def test_bad_values_give_defaults_and_notes_on_every_page(page):
-    ours = ["model", *share.PAGE_PARAMS.get(page.split("/")[1][:-3], {})]
+    ours = ["model", *share.PAGE_PARAMS.get(page.split("/")[-1].removesuffix(".py"), {})]
     for link in BAD_LINKS:
         at = open_link(page, link)
         assert at.session_state["picked_model"] == f"shipped:{TWO}"  # a bad model keeps the default
