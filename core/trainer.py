@@ -6,7 +6,8 @@ model at its last finished step. Seeded runs are deterministic on the CPU, and c
 change them: run(7) then run(13) gives exactly the model and history of run(20).
 
 Two kinds of evaluation, both on the fixed evaluation batch of the default task:
-- a *log* every `log_every` steps: the copy metrics plus each head's prev_token and induction score
+- a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
+  induction_any score
   (`evaluate`), one history row;
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
@@ -127,7 +128,7 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
 
 @torch.no_grad()
 def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
-    """Copy metrics plus each head's prev_token and induction score ([layer][head] lists)."""
+    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
     was_training = model.training
     model.eval()
     logits, cache = model.run_with_cache(tokens, per_head=False)
@@ -136,6 +137,7 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
     scores = [head_scores(p, periods) for p in cache["pattern"]]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
+    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
     return row
 
 

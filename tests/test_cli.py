@@ -20,8 +20,9 @@ from core.task import TaskConfig
 BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-2", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
              "random-bytes", "empty", "no-such-file"]
-HEAD_KEYS = {"layer", "head", "prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1",
-             "ov_copying_eig", "ablation_loss_later_delta"}
+HEAD_KEYS = {"layer", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token", "self",
+             "ov_diag_top1", "ov_copying_eig", "ov_diag_top1_effective", "ov_copying_eig_effective",
+             "ablation_loss_later_delta"}
 
 
 def assert_one_line_error(result, prog: str, *phrases: str):
@@ -152,9 +153,11 @@ def test_report_json_shape(cli, small_checkpoint):
     assert sorted((h["layer"], h["head"]) for h in heads) == [(l, h) for l in range(2) for h in range(4)]
     for h in heads:
         assert HEAD_KEYS <= set(h), set(h)
-        for key in ("prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1"):
-            assert 0 <= h[key] <= 1, (key, h)
-        assert -1 - 1e-6 <= h["ov_copying_eig"] <= 1 + 1e-6
+        for key in ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self", "ov_diag_top1",
+                    "ov_diag_top1_effective"):
+            assert 0 <= h[key] <= 1 + 1e-6, (key, h)
+        assert h["induction"] <= h["induction_any"] + 1e-6  # the latest copy is one of the earlier copies
+        assert -1 - 1e-6 <= h["ov_copying_eig"] <= 1 + 1e-6 and -1 - 1e-6 <= h["ov_copying_eig_effective"] <= 1 + 1e-6
 
     rows = report["offset_mass"]
     assert len(rows) == 2 * 4 * 2
