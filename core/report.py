@@ -3,7 +3,8 @@
     python -m core.report FILE [--json] [--period P] [--offsets 23,31] [--n-seqs N] [--seed S]
 
 The JSON object holds config, task, eval (the sample: n_seqs, seed, period, ablation_mode), metrics
-(the copy metrics), heads (one object per head with 0-based layer and head, every head score of
+(the copy metrics, plus acc_second_copy_first_token: accuracy on the target t = L, which later copies
+include although no variable-period model can know it), heads (one object per head with 0-based layer and head, every head score of
 core.heads: prev_token, induction, induction_any, duplicate, first_token, self; ov_diag_top1 and
 ov_copying_eig (centred) of the head's OV copying matrix read from W_E, and ov_diag_top1_effective,
 ov_copying_eig_effective read from the effective embedding -- what the head receives, each earlier
@@ -28,7 +29,7 @@ from .checkpoints import read_checkpoint
 from .copying import block_ov, effective_embedding, ov_copying_eig, ov_copying_matrix, ov_diag_top1
 from .cli import OneLineParser, UsageError, run_main
 from .heads import PERIOD_SCORES, head_scores, offset_mass
-from .metrics import copy_metrics
+from .metrics import copy_metrics, second_copy_first_token_accuracy
 from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
 
@@ -52,6 +53,7 @@ def build_report(model: TinyCharLM, task: TaskConfig, period: int | None = None,
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
     logits, cache = model.run_with_cache(tokens)
     metrics = copy_metrics(logits, tokens, periods)
+    metrics["acc_second_copy_first_token"] = second_copy_first_token_accuracy(logits, tokens, periods)
     ablation = {(r["layer"], r["head"]): r for r in single_head_ablation(model, tokens, periods, ABLATION_MODE)}
     heads, offset_rows = [], []
     all_scores = [head_scores(pattern, periods) for pattern in cache["pattern"]]

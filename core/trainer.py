@@ -126,6 +126,16 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
         model.W_E.add_(shared * direction / direction.norm())
 
 
+def initial_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> TinyCharLM:
+    """The model a seeded Trainer starts from (reset_parameters, then init_embedding)."""
+    torch.manual_seed(train_cfg.seed)
+    model = TinyCharLM(model_cfg)
+    generator = torch.Generator().manual_seed(train_cfg.seed)
+    model.reset_parameters(generator)
+    init_embedding(model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+    return model
+
+
 @torch.no_grad()
 def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
     """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
@@ -163,11 +173,7 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
         self.train_task = train_cfg.train_task(task_cfg)
-        torch.manual_seed(train_cfg.seed)
-        self.model = TinyCharLM(model_cfg)
-        generator = torch.Generator().manual_seed(train_cfg.seed)
-        self.model.reset_parameters(generator)
-        init_embedding(self.model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+        self.model = initial_model(model_cfg, train_cfg)
         self.model.train()
         params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,

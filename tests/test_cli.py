@@ -1,4 +1,4 @@
-"""The command lines (DESIGN.md "Command line"): bad input is one stderr line and exit status 2,
+"""The command lines (docs/DESIGN.md "Command line"): bad input is one stderr line and exit status 2,
 `core.report --json` has the documented shape, and the end-to-end training claim holds.
 
 Most commands go through the `cli` fixture (conftest.py: a forked `python -m`, same exit status and
@@ -204,7 +204,7 @@ def test_report_on_a_zero_block_file(cli, tmp_path):
 
 @pytest.mark.slow
 def test_train_to_stopping_loss_then_report(tmp_path):
-    """DESIGN.md: `--stop-at-loss 0.5` trains a 2-block model on periods 16-32 until later copies are
+    """docs/DESIGN.md: `--stop-at-loss 0.5` trains a 2-block model on periods 16-32 until later copies are
     below 0.5 nats on the fixed evaluation batch; the report's own sample agrees (up to 0.6)."""
     train = python_m("core.train", "--layers", "2", "--period-min", "16", "--period-max", "32",
                      "--stop-at-loss", "0.5", "--out", "m.pt", cwd=tmp_path, timeout=1800)  # minutes on a busy machine

@@ -33,7 +33,7 @@ def random_causal(B, H, T, seed=0):
 
 
 def loop_definitions(A, periods):
-    """DESIGN.md's definitions written as plain loops: A [B, H, T, T] -> {name: [H] array}."""
+    """docs/DESIGN.md's definitions written as plain loops: A [B, H, T, T] -> {name: [H] array}."""
     B, H, T, _ = A.shape
     out = {}
     for name in PERIOD_SCORES:
