@@ -112,12 +112,13 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
     """Reshape W_E [V, D] after model.reset_parameters: multiply it by `scale`, then add one random
     direction of norm `shared` to every row.
 
-    Why it speeds up the induction transition: the unembedding is tied, so a direction common to every
-    row shifts all logits of a position by the same amount and costs nothing at the output; but every
-    query and key then carries a content-free part, which rotary turns into a purely positional score.
-    A previous-token head (block 1 of the induction circuit) can use it from the first step instead
-    of first growing such a direction -- the role the qkv bias plays in the fixed-period experiment.
-    Larger rows give larger q.k and logits from the start. bench/README.md has the measurements.
+    What it does, measured (bench/init_plateau.py, bench/README.md): the plateau before the induction
+    drop is about three times shorter than from the plain start (scale 1, shared 0). The
+    previous-token head does not form at once: in the shipped 2-block run block 1's best prev_token
+    stays at or below 0.06 up to step 150 and rises with the loss drop (tests/test_claims.py). With a
+    tied unembedding the shared direction s is not free at the output: logit b gains e_a.s (the same
+    for every b: ignored by the softmax) and s.e_b, a per-token bias with a spread of about 0.8 nats at
+    the start (core.overview.initial_logit_bias). Why the plateau is shorter is not established here.
     """
     if scale != 1.0:
         model.W_E.mul_(scale)
