@@ -124,7 +124,8 @@ if view is not None:
     st.caption(
         "**What am I looking at?** For each offset k, the mean weight a head puts k positions back, A[i, i−k]. "
         "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
-        "after the previous copy of the current token; a duplicate-token head at k = L (dotted). Offsets up "
+        "after the previous copy of the current token, and again at 2L − 1, 3L − 1 … for older copies; a "
+        "duplicate-token head at k = L (dotted). Offsets up "
         f"to {max_k} are shown (far back, few queries remain and the curves get noisy).")
 
 st.subheader("The period-shift probe")

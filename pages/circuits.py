@@ -138,7 +138,8 @@ else:
         "‖W_A W_B‖ / (‖W_A‖ ‖W_B‖) with Frobenius norms, where W_A is the writer's W_OV and W_B the reader's "
         "W_QK on the query side (Q), on the key side (K), or its W_OV (V). Cells print the score; the colour "
         "divides it by the mean score of random Gaussian matrices of the same shapes (in each title), so white "
-        "means chance and orange means more. An induction head K-composes with a previous-token head.")
+        "means chance and orange means more. An induction head K-composes with a previous-token head (its "
+        "keys read the previous token); the Depth page measures which heads feed its queries.")
 
 st.subheader("Ablations: knock heads out")
 a_col, m_col = st.columns([1, 2])

@@ -239,7 +239,7 @@ else:
            "Here the copied token rides on the block-2 heads' own paths (`2.h`: their values read the raw token "
            "embedding). ")
         + "The composition that makes an induction head look in the right place is not on this chart: it acts "
-        "on the keys, which held-fixed patterns hide. The next charts open the keys.")
+        "on the queries and keys, which held-fixed patterns hide. The next charts open them.")
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
