@@ -104,28 +104,27 @@ def _home_model():
                    None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
                         "after an earlier occurrence of the current one (any earlier copy).")
-    left, right = st.columns([1, 2])
+    left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")
         return
-    labels = {"prev_token": "prev-token", "induction": "induction (latest)", "induction_any": "induction (any)",
-              "duplicate": "duplicate", "first_token": "first-token", "ov_diag_top1": "OV copies (W_E)",
-              "ov_diag_top1_effective": "OV copies (received)", "ov_copying_eig_effective": "OV eigen (received)",
-              "ablation_loss_later_delta": "ablation Δ"}
+    labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
+              "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
+              "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}
     right.dataframe(heads, hide_index=True, width="stretch", height="content", column_config={
         c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
     right.caption(
         "**What am I looking at?** One row per head (blocks and heads counted from 1). The attention scores "
-        "are the head's average attention on the previous position; on the token after the latest earlier "
-        "occurrence of the current one (*latest*) or after any earlier occurrence (*any*: with three to six "
-        "copies in a sequence, induction heads also read older copies); on the latest occurrence itself; and "
-        "on position 0. *OV copies* is the share of tokens whose OV circuit raises that same token's logit "
-        "most (chance 1/V), reading the token as it enters the model (W_E) and as the head receives it (after "
-        "the earlier blocks, see the Circuits page); *OV eigen* is the eigenvalue copying score of what it "
-        "receives (+1 copies, −1 suppresses). *Ablation Δ* is how much the later-copy loss rises when the "
-        "head's output is set to zero.")
+        "are the head's average attention on the previous position (*prev*); on the token after the latest "
+        "earlier occurrence of the current one (*ind. latest*) or after any earlier occurrence (*ind. any*: "
+        "with three to six copies in a sequence, induction heads also read older copies); on the latest "
+        "occurrence itself (*dup.*); and on position 0 (*first*). *OV W_E* is the share of tokens whose OV "
+        "circuit raises that same token's logit most (chance 1/V), reading the token as it enters the model; "
+        "*OV recv.* reads it as the head receives it, after the earlier blocks (see the Circuits page); *OV "
+        "eig* is the eigenvalue copying score of what it receives (+1 copies, −1 suppresses). *Abl. Δ* is "
+        "how much the later-copy loss rises when the head's output is set to zero.")
 
 
 def home():

@@ -64,7 +64,7 @@ def initial_embedding_label(train: dict) -> str:
     scale, shared = train.get("embed_scale", 1.0), train.get("embed_shared", 0.0)
     if scale == 1.0 and not shared:
         return "plain"
-    return f"enlarged: ×{scale:g}" + (f", shared direction of norm {shared:g}" if shared else "")
+    return f"enlarged ×{scale:g}" + (f" + shared {shared:g}" if shared else "")
 
 
 @torch.no_grad()

@@ -16,9 +16,17 @@ from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
 
 ROLE_SHARE = 0.5
-GROUPS = ("token × token", "raw-token query × key written by a block-1 head",
-          "query rewritten by a self-attending head × key written by a previous-token head",
-          "query written by a previous-token head × key written by another head", "rest")
+GROUPS = ("token × token", "raw-token query × head-written key", "self-head query × prev-head key",
+          "prev-head query × other-head key", "rest")
+GROUP_HELP = {
+    GROUPS[0]: "The raw token embedding on both sides.",
+    GROUPS[1]: "The query is the raw token; the key is what a block-1 head wrote there (K-composition alone).",
+    GROUPS[2]: "The query is the current token as a self-attending block-1 head rewrote it (Q-composition); the key "
+               "is the previous token a previous-token head wrote there (K-composition).",
+    GROUPS[3]: "The query is the query's previous token (from a previous-token head); the key is what another "
+               "block-1 head wrote there: a match on two tokens instead of one.",
+    GROUPS[4]: "Every other pair, biases included.",
+}
 
 
 @torch.no_grad()

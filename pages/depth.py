@@ -267,7 +267,7 @@ else:
                   help="Score at the induction target minus the mean score of the other visible keys.")
         for name, v in groups.items():
             st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
-                      delta_color="off")
+                      delta_color="off", help=score_groups.GROUP_HELP[name])
         st.metric(f"K-composition {paths.head_label(0, writer)} → {paths.head_label(1, head)}",
                   f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
     st.caption(
@@ -280,7 +280,8 @@ else:
         + (", ".join(k for k, r in roles.items() if r == "previous") or "none")
         + "). A large cell under a previous-token head's column means the key wins because of the previous "
         "token that head wrote there (K-composition). The row says what the query matched it with: the raw "
-        "token (`direct` row, here " + f"{groups[score_groups.GROUPS[1]]:+.2f} in total" + "), or the current "
+        "token (`direct` row: " + f"{groups[score_groups.GROUPS[1]]:+.2f}" + " in total under the block-1 heads' "
+        "columns), or the current "
         "token as a self-attending block-1 head rewrote it (here " + f"{groups[score_groups.GROUPS[2]]:+.2f}"
         + "): the query side is Q-composition as well. A previous-token head's row under another head's "
         "column matches the query's previous token against the key's token two back, a match on two tokens "

@@ -272,8 +272,8 @@ def transition_panel() -> None:
         "never dropped have no bar; the sentence above counts them. An induction head here is a last-block "
         "head with induction_any (attention on the token after any earlier copy) at least "
         f"{live.transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
-        "default, see Advanced above): from the plain embedding the plateau lasts about three times longer, "
-        "so these drop steps would all be later.")
+        "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
+        "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
     with st.expander("Every run of the study, and the command that measures it again"):
         st.dataframe(runs, hide_index=True, width="stretch")
         if study["command"]:

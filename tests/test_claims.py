@@ -194,3 +194,27 @@ def test_readme_reading_of_the_transition_study_matches_the_csv():
     assert (f"only one of its block-2 heads qualifies ({seed8.induction_any_max:.2f}; the next reaches "
             f"{seed8.induction_any_2nd:.2f}), and with that one head its loss still fell to "
             f"{seed8.final_loss_later:.2f} nats") in part
+
+
+@pytest.mark.slow
+def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
+    """Train page (embedding help and transition panel), README, bench/README: "the plateau before the
+    drop is about three times shorter than from the plain embedding" (seed 0: drop_start 200 vs 600),
+    and the previous-token head reaches 0.5 only with the drop. Trains seed 0 twice (about a minute)."""
+    from core.trainer import Trainer
+    from core.transition import LOW, describe_curve
+
+    p = get_preset("variable-period-2block")
+    starts = {}
+    for name, (scale, shared) in {"enlarged": (3.0, 3.0), "plain": (1.0, 0.0)}.items():
+        train = dataclasses.replace(p.train, steps=1200, log_every=10, embed_scale=scale, embed_shared=shared)
+        t = Trainer(p.model, p.task, train)
+        while not t.done and t.history[-1]["loss_later_copies"] >= LOW:
+            t.run(10)
+        steps = [r["step"] for r in t.history]
+        d = describe_curve(steps, [r["loss_later_copies"] for r in t.history])
+        assert d["dropped"], name
+        starts[name] = d["drop_start"]
+        formed = next((r["step"] for r in t.history if max(r["prev_token"][0]) >= 0.5), None)
+        assert formed is None or formed >= d["drop_start"] - 50, (name, formed, d)
+    assert 2.0 <= starts["plain"] / starts["enlarged"] <= 4.0, starts
