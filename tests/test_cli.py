@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -221,3 +222,28 @@ def test_train_to_stopping_loss_then_report(tmp_path):
     assert saved["train"]["steps_done"] < saved["train"]["steps"]  # it stopped early, at the loss
     print(f"stopped at step {saved['train']['steps_done']} after {saved['train']['seconds']} s of training; "
           f"report loss_later_copies {data['metrics']['loss_later_copies']:.3f}")  # shown by pytest -rP
+
+
+def test_text_report_counts_blocks_and_heads_from_one():
+    """The text output labels heads "block.head" counted from 1 (as the app does); JSON keeps 0-based."""
+    from conftest import tiny_model
+    from core.report import format_text
+
+    report = build_report(tiny_model(2), TaskConfig(period_min=4, period_max=6, seq_len=16), offsets=[2], n_seqs=4)
+    rows = [line.split()[0] for line in format_text(report).splitlines() if re.match(r"^\d+\.\d+ ", line)]
+    assert rows == [f"{l}.{h}" for l in (1, 2) for h in (1, 2, 3, 4)]
+    assert "offset mass head 1.1 offset 2" in format_text(report)
+    assert {(h["layer"], h["head"]) for h in report["heads"]} == {(l, h) for l in (0, 1) for h in range(4)}
+
+
+def test_initial_embedding_is_disclosed_in_settings_and_sidebar():
+    """Home's settings table and the sidebar summary say how W_E started; an upload without training
+    settings says it is not stored."""
+    from core.overview import initial_embedding_label, settings_rows
+
+    assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "enlarged ×3 + shared 3"
+    assert initial_embedding_label({"embed_scale": 1.0, "embed_shared": 0.0}) == "plain"
+    assert initial_embedding_label({}) == "not stored"
+    from core.model import ModelConfig
+    rows = settings_rows({"config": ModelConfig(), "task": TaskConfig(), "train": {"embed_scale": 1.0, "embed_shared": 0.0}})
+    assert dict(zip(rows.setting, rows.value))["initial embedding"] == "plain"
