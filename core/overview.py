@@ -58,13 +58,14 @@ def settings_rows(info: dict) -> pd.DataFrame:
 
 
 def initial_embedding_label(train: dict) -> str:
-    """How W_E started (TrainConfig.embed_scale / embed_shared), from a checkpoint's train settings."""
+    """How W_E started, from a checkpoint's train settings: "plain", "not stored", or the enlarged start
+    as "×scale + shared s" (TrainConfig.embed_scale / embed_shared)."""
     if "embed_scale" not in train and "embed_shared" not in train:
         return "not stored"
     scale, shared = train.get("embed_scale", 1.0), train.get("embed_shared", 0.0)
     if scale == 1.0 and not shared:
         return "plain"
-    return f"enlarged ×{scale:g}" + (f" + shared {shared:g}" if shared else "")
+    return f"×{scale:g}" + (f" + shared {shared:g}" if shared else "")
 
 
 @torch.no_grad()

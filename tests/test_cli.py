@@ -241,7 +241,7 @@ def test_initial_embedding_is_disclosed_in_settings_and_sidebar():
     settings says it is not stored."""
     from core.overview import initial_embedding_label, settings_rows
 
-    assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "enlarged ×3 + shared 3"
+    assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "×3 + shared 3"
     assert initial_embedding_label({"embed_scale": 1.0, "embed_shared": 0.0}) == "plain"
     assert initial_embedding_label({}) == "not stored"
     from core.model import ModelConfig
