@@ -73,6 +73,7 @@ def _num(v) -> str:
 
 
 def _home_model():
+    from core.metrics import later_copy_floor
     from core.overview import settings_rows, top_head
     from ui.state import selected_model
 
@@ -87,30 +88,43 @@ def _home_model():
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
-    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help="Targets readable from an earlier copy.")
+    task = entry.info["task"]
+    floor = later_copy_floor(task.period_min, task.period_max, task.seq_len, entry.info["config"].vocab_size)
+    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help=(
+        "Targets t ≥ L, readable from an earlier copy, except one per sequence: the second copy's first token "
+        "(t = L) follows the pattern's last token, which nothing has followed yet, so when the period varies "
+        f"no model can know it (this model: accuracy {_num(m.get('acc_second_copy_first_token'))} there). "
+        f"Those targets are {floor['share']:.1%} of the later copies: guessed at chance they cost "
+        f"{floor['loss']:.3f} nats of this loss, a floor no model gets under." if task.period_min != task.period_max
+        else "Targets t ≥ L, readable from an earlier copy."))
     cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
-    best = top_head(heads, "induction")
+    best = top_head(heads, "induction_any")
     cols[3].metric("strongest induction head", "–" if best is None else f"{best[0]}.{best[1]}",
                    None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
-                        "after the previous occurrence of the current one.")
-    left, right = st.columns([1, 2])
+                        "after an earlier occurrence of the current one (any earlier copy).")
+    left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")
         return
-    labels = {"prev_token": "prev-token", "induction": "induction", "duplicate": "duplicate",
-              "first_token": "first-token", "ov_diag_top1": "OV copies", "ablation_loss_later_delta": "ablation Δ"}
+    labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
+              "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
+              "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}
     right.dataframe(heads, hide_index=True, width="stretch", height="content", column_config={
         c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
     right.caption(
-        "**What am I looking at?** One row per head (blocks and heads counted from 1). The first four scores "
-        "are the head's average attention on the previous position, on the induction target (the token after "
-        "the previous occurrence of the current one), on that previous occurrence itself, and on position 0. "
-        "*OV copies* is the share of tokens whose OV circuit raises that same token's logit most (chance 1/V). "
-        "*Ablation Δ* is how much the later-copy loss rises when the head's output is set to zero.")
+        "**What am I looking at?** One row per head (blocks and heads counted from 1). The attention scores "
+        "are the head's average attention on the previous position (*prev*); on the token after the latest "
+        "earlier occurrence of the current one (*ind. latest*) or after any earlier occurrence (*ind. any*: "
+        "with three to six copies in a sequence, induction heads also read older copies); on the latest "
+        "occurrence itself (*dup.*); and on position 0 (*first*). *OV W_E* is the share of tokens whose OV "
+        "circuit raises that same token's logit most (chance 1/V), reading the token as it enters the model; "
+        "*OV recv.* reads it as the head receives it, after the earlier blocks (see the Circuits page); *OV "
+        "eig* is the eigenvalue copying score of what it receives (+1 copies, −1 suppresses). *Abl. Δ* is "
+        "how much the later-copy loss rises when the head's output is set to zero.")
 
 
 def home():

@@ -1,4 +1,4 @@
-"""Resident memory of the Streamlit server (DESIGN.md budget: under 600 MB with one session that has
+"""Resident memory of the Streamlit server (docs/DESIGN.md budget: under 600 MB with one session that has
 visited every page).
 
     python bench/memory.py            # figures as text

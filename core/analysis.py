@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import ablation, attention, circuits, heads, probes
+from . import ablation, attention, circuits, copying, heads, probes
 from .detectors import DETECTORS, detector_scores
 from .model import TinyCharLM
 from .task import TaskConfig
@@ -144,10 +144,13 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
     offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
     of the block's summed heads; copy_effective, block_copy_effective: the same with rows read from
-    circuits.effective_embedding; d_head, vocab.
+    the effective embedding, each earlier head weighted by its self-attention measured on the same
+    32 sequences (self_attention [layer][head]); copy_uncentred: the head's eigenvalue score without
+    centring; d_head, vocab.
     """
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
-    tokens, _ = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
     resid = model.W_E[tokens]
     for block in model.blocks[:layer]:
         resid = block(resid)
@@ -161,8 +164,8 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     block_copy = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None))
     copy = circuits.copying_scores(C)
     if layer:  # block 1 reads W_E itself: the effective scores are the plain ones
-        copy_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, effective=True))
-        block_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, effective=True))
+        copy_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, True, self_attn))
+        block_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, True, self_attn))
     else:
         copy_eff, block_eff = copy, block_copy
     return {
@@ -170,14 +173,20 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
         "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
         "C": C.numpy(), "copy": copy, "block_copy": block_copy,
-        "copy_effective": copy_eff, "block_copy_effective": block_eff,
+        "copy_effective": copy_eff, "block_copy_effective": block_eff, "self_attention": self_attn,
+        "copy_uncentred": copying.ov_copying_eig(C, centred=False),
         "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
     }
 
 
-def copying_table_view(model: TinyCharLM) -> pd.DataFrame:
-    """ov_copying_table with block and head from 1 (head "all" for a block's sum)."""
-    return _one_based(circuits.ov_copying_table(model))
+def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:
+    """ov_copying_table with block and head from 1 (head "all" for a block's sum); with a task, the
+    effective columns weight each earlier head by its self-attention measured on 32 sequences."""
+    self_attn = None
+    if task is not None and model.cfg.n_layers > 1:
+        tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+        self_attn = copying.measured_self_attention(model, tokens, periods)
+    return _one_based(circuits.ov_copying_table(model, self_attn))
 
 
 def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:

@@ -1,4 +1,4 @@
-"""Checkpoint files, format version 1 (DESIGN.md "Checkpoint file").
+"""Checkpoint files, format version 1 (docs/DESIGN.md "Checkpoint file").
 
 A file is one dict written by torch.save and read only with torch.load(weights_only=True), so
 nothing beyond tensors and plain containers is ever unpickled. Every problem with a file is a

@@ -1,5 +1,6 @@
-"""Weight-level views of a head: QK and OV circuits, the rotary positional profile, the OV copying
-matrix, the direct path and composition scores (Elhage et al. 2021).
+"""Weight-level views of a head: QK and OV circuits, the rotary positional profile, the direct path
+and composition scores (Elhage et al. 2021). The OV copying matrix and its scores live in
+core.copying (re-exported here).
 
 Row-vector convention throughout (as the model computes): a head reads x and writes x W_OV with
 W_OV = W_V W_O; its content score between query stream x_i and key stream x_j at offset 0 is
@@ -15,6 +16,8 @@ import math
 import pandas as pd
 import torch
 
+from .copying import (COPY_COLUMNS, block_ov, copying_scores, effective_embedding,  # noqa: F401 (re-exported)
+                      ov_copying_eig, ov_copying_matrix, ov_copying_table, ov_diag_top1, ov_diag_topk)
 from .model import TinyCharLM, apply_rope, rope_cos_sin
 
 
@@ -152,94 +155,6 @@ def head_qk_vectors(model: TinyCharLM, layer: int, head: int, resid: torch.Tenso
     if model.cfg.bias:
         q, k = q + b.b_Q[head], k + b.b_K[head]
     return q, k
-
-
-# ---------------------------------------------------------------------------------------------
-# OV copying
-
-
-@torch.no_grad()
-def effective_embedding(model: TinyCharLM, layer: int) -> torch.Tensor:
-    """[V, D]: the stream each token would carry into block `layer` if every head before it attended
-    to the token itself: X_0 = W_E, X_{l+1} = X_l + sum_h (X_l W_V[h] + b_V[h]) W_O[h] (+ b_O).
-
-    Earlier blocks can rewrite every token's own stream (a head that attends to itself is a per-token
-    map, like the first MLP of GPT-2), so a later head's values read X_layer rather than W_E. This is
-    the "effective embedding" used for copy scores in GPT-2 analyses (Wang et al., 2022).
-    """
-    X = model.W_E
-    for block in model.blocks[:layer]:
-        v = torch.einsum("vd,hdk->hvk", X, block.W_V)
-        if model.cfg.bias:
-            v = v + block.b_V[:, None, :]
-        out = torch.einsum("hvk,hkm->vm", v, block.W_O)
-        X = X + out + (block.b_O if model.cfg.bias else 0.0)
-    return X
-
-
-@torch.no_grad()
-def ov_copying_matrix(model: TinyCharLM, layer: int, head: int | None = None, effective: bool = False) -> torch.Tensor:
-    """C = W_E W_V W_O W_E^T: [V, V], row = attended token a, column = boosted logit b.
-
-    head=None sums the OV circuits of all the block's heads. effective=True reads the rows from
-    effective_embedding(model, layer) instead of W_E (the same for block 1).
-    """
-    rows = effective_embedding(model, layer) if effective else model.W_E
-    return rows @ _block_ov(model, layer, head) @ model.W_E.T
-
-
-def _block_ov(model: TinyCharLM, layer: int, head: int | None) -> torch.Tensor:
-    """W_V W_O [D, D] of one head, or summed over the block's heads (head=None)."""
-    b = model.blocks[layer]
-    if head is None:
-        return torch.einsum("hdk,hkm->dm", b.W_V, b.W_O)
-    return b.W_V[head] @ b.W_O[head]
-
-
-def ov_diag_top1(C: torch.Tensor) -> float:
-    """Share of rows whose largest entry is on the diagonal (chance 1/V)."""
-    return float((C.argmax(-1) == torch.arange(C.shape[0])).float().mean())
-
-
-def ov_diag_topk(C: torch.Tensor, k: int = 5) -> float:
-    """Share of rows whose diagonal entry is among the row's k largest (chance k/V)."""
-    k = min(k, C.shape[-1])
-    top = C.topk(k, dim=-1).indices
-    return float((top == torch.arange(C.shape[0])[:, None]).any(-1).float().mean())
-
-
-def ov_copying_eig(C: torch.Tensor) -> float:
-    """Re(sum of eigenvalues) / sum |eigenvalues|: +1 for pure copying, -1 for anti-copying."""
-    eig = torch.linalg.eigvals(C.double())
-    total = eig.abs().sum()
-    return float(eig.sum().real / total) if total > 0 else 0.0
-
-
-def copying_scores(C: torch.Tensor) -> dict[str, float]:
-    """ov_diag_top1, ov_diag_top5 and ov_copying_eig of one copying matrix C [V, V]."""
-    return {"ov_diag_top1": ov_diag_top1(C), "ov_diag_top5": ov_diag_topk(C, 5), "ov_copying_eig": ov_copying_eig(C)}
-
-
-COPY_COLUMNS = ("ov_diag_top1", "ov_diag_top5", "ov_copying_eig")
-
-
-@torch.no_grad()
-def ov_copying_table(model: TinyCharLM) -> pd.DataFrame:
-    """One row per head, then one per block for the sum of its heads (head = "all").
-
-    Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig, and
-    ov_diag_top1_effective (rows read from the effective embedding).
-    """
-    rows, E = [], model.W_E
-    for layer in range(model.cfg.n_layers):
-        X = effective_embedding(model, layer)  # W_E itself for block 1
-        for head in [*range(model.cfg.n_heads), None]:
-            ov = _block_ov(model, layer, head)
-            C = E @ ov @ E.T
-            effective = ov_diag_top1(X @ ov @ E.T) if layer else ov_diag_top1(C)
-            rows.append({"layer": layer, "block": layer + 1, "head": "all" if head is None else head,
-                         **copying_scores(C), "ov_diag_top1_effective": effective})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS, "ov_diag_top1_effective"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """TinyCharLM: an attention-only transformer with rotary embeddings and a tied unembedding.
 
-Semantics (DESIGN.md): residual stream h0 = W_E[x], no positional embedding; each block adds
+Semantics (docs/DESIGN.md): residual stream h0 = W_E[x], no positional embedding; each block adds
 sum_h (A_h v_h) W_O[h] (+ b_O) where A_h is a causal softmax over rotary-rotated q.k / sqrt(d_head);
 logits = h_L W_E^T. No MLP, no LayerNorm. Parameters are stored in the per-head form used by files
 and analysis (W_Q [H, D, d_head], W_O [H, d_head, D]); the training forward fuses them on the fly.

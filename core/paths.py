@@ -133,7 +133,8 @@ def sum_by_kind(result: dict) -> dict[str, float]:
 
 @torch.no_grad()
 def induction_scores(model: TinyCharLM, task: TaskConfig, layer: int, n_seqs: int = 32, seed: int = 0) -> list[float]:
-    """Each head's induction score (DESIGN.md: mean A[i, i+1-L] over i >= L) in block `layer`."""
+    """Each head's induction score on the latest copy (docs/DESIGN.md: mean A[i, i+1-L] over i >= L) in
+    block `layer`."""
     from .heads import head_scores
 
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))
@@ -146,7 +147,7 @@ def mean_target_contributions(model: TinyCharLM, task: TaskConfig, n_seqs: int =
                               part: str = "later", chunk: int = 32) -> dict:
     """Average each path's centered logit of the *correct* next token over sampled task sequences.
 
-    part: "first" or "later" copies (DESIGN.md). Returns {"labels", "kinds", "values" [P],
+    part: "first" or "later" copies (docs/DESIGN.md). Returns {"labels", "kinds", "values" [P],
     "total": mean centered logit of the model, "n": targets averaged}.
     """
     from .task import copy_masks
@@ -382,29 +383,6 @@ def mean_induction_score_terms(model: TinyCharLM, task: TaskConfig, layer: int, 
         total += float(induction_margins(st["scores"][b], L).sum())
         n += tokens.shape[1] - L
     return {"q_labels": st["q_labels"], "k_labels": st["k_labels"], "terms": acc / n, "total": total / n, "n": n}
-
-
-def score_groups(result: dict) -> dict[str, float]:
-    """Group a (query path x key path) split, e.g. from mean_induction_score_terms, by how the two
-    sides got their content: "token × token" (direct, direct), "token × key written by an earlier head"
-    (direct query, key through an earlier head: K-composition), "query written by an earlier head" (any
-    key: Q-composition, alone or with K-composition), and "rest" (bias terms). The groups add up to
-    result["total"]."""
-    terms = result["terms"]
-    out = {"token × token": 0.0, "token × key written by an earlier head": 0.0,
-           "query written by an earlier head": 0.0, "rest": 0.0}
-    for i, q in enumerate(result["q_labels"]):
-        for j, k in enumerate(result["k_labels"]):
-            v = float(terms[i, j])
-            if q == "direct" and k == "direct":
-                out["token × token"] += v
-            elif q == "direct" and _kind(k) == "head":
-                out["token × key written by an earlier head"] += v
-            elif _kind(q) == "head":
-                out["query written by an earlier head"] += v
-            else:
-                out["rest"] += v
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

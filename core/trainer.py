@@ -6,7 +6,8 @@ model at its last finished step. Seeded runs are deterministic on the CPU, and c
 change them: run(7) then run(13) gives exactly the model and history of run(20).
 
 Two kinds of evaluation, both on the fixed evaluation batch of the default task:
-- a *log* every `log_every` steps: the copy metrics plus each head's prev_token and induction score
+- a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
+  induction_any score
   (`evaluate`), one history row;
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
@@ -111,12 +112,13 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
     """Reshape W_E [V, D] after model.reset_parameters: multiply it by `scale`, then add one random
     direction of norm `shared` to every row.
 
-    Why it speeds up the induction transition: the unembedding is tied, so a direction common to every
-    row shifts all logits of a position by the same amount and costs nothing at the output; but every
-    query and key then carries a content-free part, which rotary turns into a purely positional score.
-    A previous-token head (block 1 of the induction circuit) can use it from the first step instead
-    of first growing such a direction -- the role the qkv bias plays in the fixed-period experiment.
-    Larger rows give larger q.k and logits from the start. bench/README.md has the measurements.
+    What it does, measured (bench/init_plateau.py, bench/README.md): the plateau before the induction
+    drop is about three times shorter than from the plain start (scale 1, shared 0). The
+    previous-token head does not form at once: in the shipped 2-block run block 1's best prev_token
+    stays at or below 0.06 up to step 150 and rises with the loss drop (tests/test_claims.py). With a
+    tied unembedding the shared direction s is not free at the output: logit b gains e_a.s (the same
+    for every b: ignored by the softmax) and s.e_b, a per-token bias with a spread of about 0.8 nats at
+    the start (core.overview.initial_logit_bias). Why the plateau is shorter is not established here.
     """
     if scale != 1.0:
         model.W_E.mul_(scale)
@@ -125,9 +127,19 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
         model.W_E.add_(shared * direction / direction.norm())
 
 
+def initial_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> TinyCharLM:
+    """The model a seeded Trainer starts from (reset_parameters, then init_embedding)."""
+    torch.manual_seed(train_cfg.seed)
+    model = TinyCharLM(model_cfg)
+    generator = torch.Generator().manual_seed(train_cfg.seed)
+    model.reset_parameters(generator)
+    init_embedding(model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+    return model
+
+
 @torch.no_grad()
 def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
-    """Copy metrics plus each head's prev_token and induction score ([layer][head] lists)."""
+    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
     was_training = model.training
     model.eval()
     logits, cache = model.run_with_cache(tokens, per_head=False)
@@ -136,6 +148,7 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
     scores = [head_scores(p, periods) for p in cache["pattern"]]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
+    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
     return row
 
 
@@ -161,11 +174,7 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
         self.train_task = train_cfg.train_task(task_cfg)
-        torch.manual_seed(train_cfg.seed)
-        self.model = TinyCharLM(model_cfg)
-        generator = torch.Generator().manual_seed(train_cfg.seed)
-        self.model.reset_parameters(generator)
-        init_embedding(self.model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+        self.model = initial_model(model_cfg, train_cfg)
         self.model.train()
         params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,

@@ -103,16 +103,20 @@ if view is not None:
                        mime="text/csv", key="att_csv")
     period_text = (
         f"Averaged over {view.n_seqs} sampled sequences of period L = {view.period} (the one above is the first). "
-        "**prev_token** = mean A[i, i−1]; **induction** = mean A[i, i+1−L] over later copies (i ≥ L); "
-        "**duplicate** = mean A[i, i−L]; **first_token** = mean A[i, 0] (a resting place, or *sink*: "
-        "Xiao et al. 2023); **self** = mean A[i, i]. " if view.period else "Scores of the sequence you typed. ")
+        "**prev_token** = mean A[i, i−1]; **induction** = mean A[i, i+1−L] over later copies (i ≥ L), the "
+        "token after the latest earlier copy; **induction_any** = the same summed over every earlier copy, "
+        "A[i, i+1−L] + A[i, i+1−2L] + …, which is what counts as an induction head here (with several "
+        "copies in a sequence, induction heads also read older ones); **duplicate** = mean A[i, i−L]; "
+        "**first_token** = mean A[i, 0] (a resting place, or *sink*: Xiao et al. 2023); **self** = mean "
+        "A[i, i] over i ≥ 1 (position 0 can only attend to itself). " if view.period else "Scores of the sequence you typed. ")
     st.caption(
         "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
         "yellow (1). " + period_text +
-        "The tok_ columns need no period: they are TransformerLens's token-based detectors, the share of "
-        "all the head's attention that lands where the archetype would look (previous token; an earlier copy "
-        "of the same token; the token after an earlier copy; position 0; itself). Rows with nothing to find "
-        "count as 0, so tok_induction stays below 1 even for a perfect induction head. Scores use the raw pattern.")
+        "The tok_ columns need no period: token-based detectors, the share of all the head's attention that "
+        "lands where the archetype would look. Three are TransformerLens's (previous token; an earlier copy of "
+        "the same token; the token after an earlier copy); two are ours, scored the same way (position 0; "
+        "itself). Rows with nothing to find count as 0, so tok_induction stays below 1 even for a perfect "
+        "induction head. Scores use the raw pattern.")
 
     st.subheader("Attention by offset")
     max_k = min(len(view.tokens) - 1, 2 * (view.period or task.period_max) + 2)
@@ -120,7 +124,8 @@ if view is not None:
     st.caption(
         "**What am I looking at?** For each offset k, the mean weight a head puts k positions back, A[i, i−k]. "
         "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
-        "after the previous copy of the current token; a duplicate-token head at k = L (dotted). Offsets up "
+        "after the previous copy of the current token, and again at 2L − 1, 3L − 1 … for older copies; a "
+        "duplicate-token head at k = L (dotted). Offsets up "
         f"to {max_k} are shown (far back, few queries remain and the curves get noisy).")
 
 st.subheader("The period-shift probe")

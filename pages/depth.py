@@ -2,7 +2,7 @@
 paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-from core import paths
+from core import paths, score_groups
 from core.circuits import composition_baseline
 from core.charts import depth as charts
 from core.icl import token_char
@@ -62,6 +62,11 @@ def _induction(key, _model, _task):
     return paths.induction_scores(_model, _task, 1)
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _roles(key, _model, _task):
+    return score_groups.head_roles(_model, _task, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 st.header("1 · Zero blocks: bigrams in Gram form")
 st.markdown(
@@ -82,9 +87,12 @@ else:
                    "sequences: float rounding only.")
     c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",
               delta_color="off", help=f"ln V = ln {V} = {z['ln_V']:.3f}: the loss of a uniform guess.")
-    c3.metric("bigram table's loss", f"{z['bigram_loss']:.3f}",
-              help="Loss on fresh sequences of the task's bigram table estimated from sampled sequences "
-                   "(add-one smoothed): the best any bigram model could hope for, give or take estimation noise.")
+    c3.metric("fitted bigram table's loss", f"{z['bigram_loss']:.3f}",
+              f"{z['bigram_loss'] - z['ln_V']:+.3f} vs ln V", delta_color="off",
+              help="Loss on fresh sequences of a bigram table counted from sampled sequences (add-one smoothed). "
+                   "The true table is uniform, so the fitted one only learns sampling noise: "
+                   + ("it does worse than a uniform guess." if z["bigram_loss"] > z["ln_V"] else
+                      "it comes out no better than a uniform guess."))
     c4.metric("bigram information (nats)", f"{z['mutual_info']:.4f}",
               f"independence alone gives ≈ {z['mutual_info_bias']:.4f}", delta_color="off",
               help=f"Plug-in mutual information between current and next token over {z['n_pairs']:,} adjacent "
@@ -103,10 +111,10 @@ else:
         "log₂(V·p): 0 (white) means exactly uniform, ±1 means twice or half as likely as uniform. Left: what "
         "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
         "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
-        "speckle on the right is sampling noise (the bigram table's loss above is worse than uniform because "
-        "it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
+        "speckle on the right is sampling noise (the fitted bigram table's loss above is "
+        + ("worse than" if z["bigram_loss"] > z["ln_V"] else "no better than") + " uniform because it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
         "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
-        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless the embedding shrinks to nothing, repeating the current token "
+        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless all token embeddings coincide, repeating the current token "
         f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")
 
 # ---------------------------------------------------------------------------------------------
@@ -198,11 +206,12 @@ else:
         "A block-2 head can read what block-1 heads wrote in three places (Elhage et al. 2021): through its "
         "**values** (V-composition: the composed paths of section 2), its **keys** (K-composition) or its "
         "**queries** (Q-composition). The last two change *where it attends*: the patterns held fixed in the "
-        "path split. An induction head (Olsson et al. 2022) is built by K-composition: a block-1 "
-        "previous-token head writes 'my predecessor was a' into each position, the block-2 head's query 'I am "
-        "a' matches that key, so it attends to the token right after the earlier a and copies it through its "
-        "own OV circuit. Two measurements below: *what* is copied (the paths of the logit), and *why there* "
-        "(the paths of the attention score).")
+        "path split. In the textbook induction head (Olsson et al. 2022) a block-1 previous-token head "
+        "writes 'my predecessor was a' into each position (K-composition), the block-2 head's query 'I am a' "
+        "matches that key, so it attends to the token right after the earlier a and copies it through its "
+        "own OV circuit. Where the query's 'I am a' comes from is a question for the model at hand: the raw "
+        "token, or the token as block-1 heads rewrote it (Q-composition). Two measurements below: *what* is "
+        "copied (the paths of the logit), and *why there* (the paths of the attention score).")
     res, by_kind = _mean_paths(entry.key, model, task)
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
@@ -230,7 +239,7 @@ else:
            "Here the copied token rides on the block-2 heads' own paths (`2.h`: their values read the raw token "
            "embedding). ")
         + "The composition that makes an induction head look in the right place is not on this chart: it acts "
-        "on the keys, which held-fixed patterns hide. The next charts open the keys.")
+        "on the queries and keys, which held-fixed patterns hide. The next charts open them.")
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
@@ -244,9 +253,10 @@ else:
         "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
     head = st.columns([1, 2])[0].selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-                                           format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
+                                           format_func=lambda h: f"head {paths.head_label(1, h)} (induction score, latest copy {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
-    groups = paths.score_groups(st_terms)
+    roles = _roles(entry.key, model, task)
+    groups = score_groups.score_groups(st_terms, roles)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.score_term_heatmap(
@@ -257,19 +267,24 @@ else:
                   help="Score at the induction target minus the mean score of the other visible keys.")
         for name, v in groups.items():
             st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
-                      delta_color="off")
+                      delta_color="off", help=score_groups.GROUP_HELP[name])
         st.metric(f"K-composition {paths.head_label(0, writer)} → {paths.head_label(1, head)}",
                   f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
     st.caption(
         f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
         "(the token after the previous occurrence of the current token) minus its mean score over the other "
         "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
-        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. A large cell in "
-        "the `direct` row under a block-1 head's column is K-composition at work: the key wins because of what "
-        "that block-1 head wrote at the key's position. A large cell in a block-1 head's *row* under another "
-        "block-1 head's column matches what one head wrote at the query with what another wrote at the key: "
-        "the current token as rewritten by a head that attends to its own position, against the key's previous "
-        "token; or the query's previous token against a key's token two back (from a head attending two back), "
-        "which is a match on two tokens instead of one. The metrics count these under 'query written by an "
-        "earlier head'. Beside them, the weight-only K-composition score of the block-1 head that composes most "
+        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. Block 1's heads "
+        "are grouped by where they attend on sampled sequences (self-attending: "
+        + (", ".join(k for k, r in roles.items() if r == "self") or "none") + "; previous-token: "
+        + (", ".join(k for k, r in roles.items() if r == "previous") or "none")
+        + "). A large cell under a previous-token head's column means the key wins because of the previous "
+        "token that head wrote there (K-composition). The row says what the query matched it with: the raw "
+        "token (`direct` row: " + f"{groups[score_groups.GROUPS[1]]:+.2f}" + " in total under the block-1 heads' "
+        "columns), or the current "
+        "token as a self-attending block-1 head rewrote it (here " + f"{groups[score_groups.GROUPS[2]]:+.2f}"
+        + "): the query side is Q-composition as well. A previous-token head's row under another head's "
+        "column matches the query's previous token against the key's token two back, a match on two tokens "
+        "instead of one (here " + f"{groups[score_groups.GROUPS[3]]:+.2f}" + "). Beside the groups, the "
+        "weight-only K-composition score of the block-1 head that composes most "
         "with this one.")

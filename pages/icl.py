@@ -12,8 +12,11 @@ st.title("In-context learning in miniature")
 st.markdown(
     "Every training sequence of TinyCharLM is a freshly drawn random pattern repeated, so there is no "
     "pattern to memorise: to predict the second copy the model must *read the first one from its context*. "
-    "That is in-context learning in its smallest form, and the mechanism behind it, the induction head, is "
-    "the one Olsson et al. (2022) found behind in-context learning in large language models.")
+    "That is in-context learning in its smallest form, and the mechanism behind it is the induction head. "
+    "Olsson et al. (2022) showed induction heads doing this in small attention-only models like this one, "
+    "and gave indirect evidence (the heads and in-context learning appear together during training, and "
+    "change together when the architecture is changed) that they drive much of in-context learning in "
+    "large language models.")
 
 entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
@@ -115,6 +118,14 @@ st.markdown(
     "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
 curve = _curve(entry.key, model, task)
 s = curve["summary"]
+
+
+def _from_x(c: dict, x: int) -> float:
+    """Accuracy over all targets after a restart at x = k - period >= x (the aligned view)."""
+    pairs = [(a, n) for k, a, n in zip(c["k_rel"], c["acc_rel_restart"], c["n_rel_restart"]) if k >= x]
+    return sum(a * n for a, n in pairs) / max(sum(n for _, n in pairs), 1)
+
+
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
 c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
@@ -140,8 +151,10 @@ st.caption(
     "target's place in its pattern; points with fewer than 20 targets are left out. The blue series is the "
     "pattern each sequence starts with, for comparison. A model that reads its context needs one exposure: "
     "chance through the new pattern's first copy and on the first token of its second copy (x = 0 in the "
-    "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
-    "has on later copies anywhere. The dotted line is chance, 1/V.")
+    "aligned view, whose predecessor has not been followed by anything yet). At x = 1, the first token it "
+    f"could know, this model is right {s['first_predictable']:.0%} of the time (the probe below shows why "
+    f"not always); from x = 2 on, {_from_x(curve, 2):.0%}, what it has on later copies anywhere. The "
+    "dotted line is chance, 1/V.")
 
 probe = s["context_probe"]
 if probe["n"]:

@@ -74,7 +74,7 @@ def random_tokens(batch: int, seq: int, vocab: int = TINY["vocab_size"], seed: i
 
 
 # ---------------------------------------------------------------------------------------------
-# The naive reference, written from DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
+# The naive reference, written from docs/DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
 # nothing from core/: it checks the model and the checkpoint format against the spec itself.
 
 
@@ -125,11 +125,11 @@ def naive_forward(weights: dict, config: dict, tokens: torch.Tensor, pairs: str 
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoint files written by hand from DESIGN.md's key list, and bad ones
+# Checkpoint files written by hand from docs/DESIGN.md's key list, and bad ones
 
 
 def design_weights(config: dict, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A state_dict with exactly DESIGN.md's keys and shapes for `config`, random values."""
+    """A state_dict with exactly docs/DESIGN.md's keys and shapes for `config`, random values."""
     g = torch.Generator().manual_seed(seed)
     V, D, H = config["vocab_size"], config["d_model"], config["n_heads"]
     dh = D // H
@@ -145,7 +145,7 @@ def design_weights(config: dict, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def design_payload(n_layers: int = 1, bias: bool = True, seed: int = 0) -> dict:
-    """A complete version-1 checkpoint as a plain dict, built from DESIGN.md alone."""
+    """A complete version-1 checkpoint as a plain dict, built from docs/DESIGN.md alone."""
     config = {"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, "bias": bias,
               "rope_base": 10000.0}
     return {"format": "tinycharlm", "version": 1, "config": config,

@@ -1,4 +1,4 @@
-"""Checkpoint files, format version 1 (DESIGN.md "Checkpoint file"): round trips, a file written
+"""Checkpoint files, format version 1 (docs/DESIGN.md "Checkpoint file"): round trips, a file written
 by hand from the spec, and every kind of bad file refused with one sentence and nothing executed."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_round_trip_gives_bit_identical_logits(tmp_path, n_layers, bias):
     assert info["config"] == model.cfg and info["task"] == task
     assert info["train"] is None and info["history"] is None
 
-    # the file is what DESIGN.md says: a plain dict that torch.load(weights_only=True) reads
+    # the file is what docs/DESIGN.md says: a plain dict that torch.load(weights_only=True) reads
     raw = torch.load(path, weights_only=True)
     assert raw["format"] == "tinycharlm" and raw["version"] == 1
     assert raw["config"] == {**TINY, "n_layers": n_layers, "bias": bias, "rope_base": 10000.0}
@@ -77,7 +77,7 @@ def test_bytes_round_trip():
 
 @pytest.mark.parametrize("n_layers, bias", [(1, True), (2, False)])
 def test_file_written_by_hand_from_the_design_loads_and_runs_as_specified(tmp_path, n_layers, bias):
-    """Not written by save_checkpoint: a plain dict of tensors with DESIGN.md's keys. Its logits
+    """Not written by save_checkpoint: a plain dict of tensors with docs/DESIGN.md's keys. Its logits
     match the naive reference computed straight from the same tensors."""
     payload = design_payload(n_layers, bias, seed=7)
     path = tmp_path / "by_hand.pt"

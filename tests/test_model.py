@@ -1,4 +1,4 @@
-"""TinyCharLM against DESIGN.md: shapes, causality, the rotary property, the fused forward against
+"""TinyCharLM against docs/DESIGN.md: shapes, causality, the rotary property, the fused forward against
 the per-head forward and an independent naive reference, the zero-block Gram form, and seeded
 training."""
 from __future__ import annotations

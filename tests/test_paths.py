@@ -8,8 +8,9 @@ import torch
 from conftest import random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM
 from core.circuits import composition_baseline
+from core.score_groups import GROUPS, score_groups
 from core.paths import (bigram_counts, composition_matrix, gram_logits, logit_contributions,
-                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, score_groups, path_terms, qk_content, score_terms,
+                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, path_terms, qk_content, score_terms,
                         skip_trigrams, target_margin, zero_block_summary)
 from core.task import TaskConfig
 
@@ -225,9 +226,12 @@ def test_batched_score_terms_match_single_sequences_and_groups_add_up():
         single = score_terms(model, tokens[b], 1, 3)
         assert torch.allclose(batched["terms"][:, :, b], single["terms"], atol=1e-12)
     out = mean_induction_score_terms(model, TASK, 1, 3, n_seqs=3)
-    groups = score_groups(out)
-    assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
-    assert groups["rest"] != 0  # the bias terms land there
+    for roles in (None, {"1.1": "self", "1.2": "previous", "1.3": "other", "1.4": "previous"}):
+        groups = score_groups(out, roles)
+        assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
+        assert groups["rest"] != 0  # the bias terms land there
+    by_hand = sum(float(out["terms"][out["q_labels"].index("1.1"), out["k_labels"].index(k)]) for k in ("1.2", "1.4"))
+    assert math.isclose(groups[GROUPS[2]], by_hand, abs_tol=1e-9)
 
 
 def test_depth_page_survives_switching_models_with_widgets_set():

@@ -157,7 +157,7 @@ def test_training_length_must_hold_a_second_copy():
 
 
 def test_presets_produce_the_configs_they_claim():
-    expect = {  # DESIGN.md "Presets": blocks, bias, periods
+    expect = {  # docs/DESIGN.md "Presets": blocks, bias, periods
         "fixed-period-1block-bias": (1, True, 32, 32),
         "variable-period-1block": (1, False, 16, 32),
         "zero-block": (0, False, 16, 32),
@@ -305,15 +305,16 @@ def test_describe_curve_on_hand_made_curves():
 
 
 def test_head_figures_and_their_summary():
-    """The optional head columns: block 1's best prev_token, and the count of last-block heads with
-    induction >= 0.6; the summary counts runs with a sharp previous-token head and with two induction
+    """The optional head columns: block 1's best prev_token, the count of last-block heads with
+    induction_any >= 0.6 and the two largest induction_any; the summary counts runs with a sharp previous-token head and with two induction
     heads, and the Train page's sentence says so."""
     from core.live import study_sentence
     from core.transition import head_figures
 
     fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
-    assert fig == {"prev_token_block1": 0.93, "induction_heads": 2}
-    assert head_figures([[0.2]], [[0.7]]) == {"prev_token_block1": 0.2, "induction_heads": 1}
+    assert fig == {"prev_token_block1": 0.93, "induction_heads": 2, "induction_any_max": 0.61, "induction_any_2nd": 0.6}
+    assert head_figures([[0.2]], [[0.7]]) == {"prev_token_block1": 0.2, "induction_heads": 1, "induction_any_max": 0.7,
+                                             "induction_any_2nd": None}
     steps = list(range(0, 200, 10))
     curve = [4.0] * 10 + [0.4] * 10
     rows = [{"blocks": 2, "seed": i, "steps_run": 190, **describe_curve(steps, curve),

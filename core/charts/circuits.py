@@ -122,18 +122,22 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
 
 
 def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
-    """ov_diag_top1 of every head and every block's sum, with chance 1/V marked."""
+    """ov_diag_top1 of every head and every block's sum (bars, rows from W_E), the same on the effective
+    embedding (black ticks), with chance 1/V marked."""
     data = df.assign(which=[f"{b}.{h}" if h != "all" else f"{b}.Σ" for b, h in zip(df["block"], df["head"])],
                      kind=["sum of the block's heads" if h == "all" else "one head" for h in df["head"]])
-    data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig"]]
+    data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig", "ov_diag_top1_effective",
+                 "ov_copying_eig_effective"]]
+    tips = ["which:N", *(alt.Tooltip(f"{c}:Q", format=".3f") for c in data.columns[2:])]
     bars = alt.Chart(data).mark_bar().encode(
         x=alt.X("which:N", title="head (block.head; Σ = the block's heads summed)", sort=list(data["which"]),
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("ov_diag_top1:Q", title="diagonal on top", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("kind:N", title="", scale=alt.Scale(range=[OKABE_ITO[4], OKABE_ITO[0]])),
-        tooltip=["which:N", alt.Tooltip("ov_diag_top1:Q", format=".3f"), alt.Tooltip("ov_diag_top5:Q", format=".3f"),
-                 alt.Tooltip("ov_copying_eig:Q", format=".3f")],
+        tooltip=tips,
     )
+    ticks = alt.Chart(data).mark_tick(color="black", thickness=2).encode(
+        x=alt.X("which:N", sort=list(data["which"])), y="ov_diag_top1_effective:Q", tooltip=tips)
     chance = alt.Chart(pd.DataFrame({"y": [1 / vocab], "t": [f"chance 1/V = {1 / vocab:.3f}"]})).mark_rule(
         color="gray", strokeDash=[2, 2]).encode(y="y:Q", tooltip=[alt.Tooltip("t:N", title="")])
-    return alt.layer(bars, chance).properties(height=200)
+    return alt.layer(bars, ticks, chance).properties(height=200)
