@@ -4,7 +4,7 @@ import streamlit as st
 
 from core import archetypes as arc
 from core import ioi
-from core.charts import archetypes as charts
+from ui.charts import archetypes as charts
 from ui import state
 
 st.title("Head archetypes & the IOI circuit")

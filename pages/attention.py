@@ -4,7 +4,7 @@ import streamlit as st
 
 from core import analysis
 from core.attention import MAX_TEXT_LEN, describe_alphabet
-from core.charts import attention as charts
+from ui.charts import attention as charts
 from core.probes import probe_periods
 from ui.state import require_heads, require_model
 

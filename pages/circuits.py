@@ -4,7 +4,7 @@ import streamlit as st
 
 from core import analysis
 from core.attention import vocab_labels
-from core.charts import circuits as charts
+from ui.charts import circuits as charts
 from ui.state import require_heads, require_model
 
 st.title("Circuits & ablations")

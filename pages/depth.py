@@ -4,7 +4,7 @@ import streamlit as st
 
 from core import paths
 from core.circuits import composition_baseline
-from core.charts import depth as charts
+from ui.charts import depth as charts
 from core.icl import token_char
 from ui.state import require_model
 

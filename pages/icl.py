@@ -3,7 +3,7 @@ exposure after a restart, and does as well on unseen sequences as on its own tra
 import streamlit as st
 
 from core import icl
-from core.charts import icl as charts
+from ui.charts import icl as charts
 from ui.state import require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check

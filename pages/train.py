@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core import live
-from core.charts import train as charts
+from ui.charts import train as charts
 from core.slots import shared_slots, shared_slots_problem
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 

@@ -8,7 +8,7 @@ import torch
 
 from core import archetypes as arc
 from core import ioi
-from core.charts import archetypes as charts
+from ui.charts import archetypes as charts
 from core.model import ModelConfig, TinyCharLM
 
 ROOT = Path(__file__).resolve().parent.parent
