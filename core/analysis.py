@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import ablation, attention, circuits, heads, probes
+from . import ablation, attention, circuits, composition, heads, probes, symbols
 from .detectors import DETECTORS, detector_scores
 from .model import TinyCharLM
 from .task import TaskConfig
@@ -20,21 +20,6 @@ from .task import TaskConfig
 EVAL_SEQS = 32  # evaluation batch of the ablation views (about 2,300 later-copy targets)
 SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
 DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
-
-
-def head_label(layer: int, head: int) -> str:
-    """'2.3' = block 2, head 3 (both from 1)."""
-    return f"{layer + 1}.{head + 1}"
-
-
-def parse_head_label(label: str) -> tuple[int, int]:
-    """'2.3' -> (layer 1, head 2)."""
-    block, head = label.split(".")
-    return int(block) - 1, int(head) - 1
-
-
-def head_labels(model: TinyCharLM) -> list[str]:
-    return [head_label(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
 
 
 def _one_based(df: pd.DataFrame) -> pd.DataFrame:
@@ -93,10 +78,10 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
     raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
     weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
     return SequenceView(
-        tokens=first.tolist(), labels=attention.token_labels(first, V),
+        tokens=first.tolist(), labels=symbols.token_labels(first, V),
         period=None if periods is None else int(periods[0]),
         raw=raw.numpy(), weighted=weighted.numpy(),
-        predicted=attention.token_labels(cap.logits[0].argmax(-1), V),
+        predicted=symbols.token_labels(cap.logits[0].argmax(-1), V),
         scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
 
 
@@ -112,7 +97,7 @@ def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: i
 
 def text_view(model: TinyCharLM, text: str) -> SequenceView:
     """A typed sequence (see core.attention.ALPHABET); raises ValueError with a message on bad input."""
-    return _sequence_view(model, attention.encode_text(text, model.cfg.vocab_size)[None], None)
+    return _sequence_view(model, symbols.encode_text(text, model.cfg.vocab_size)[None], None)
 
 
 def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
@@ -183,12 +168,12 @@ def copying_table_view(model: TinyCharLM) -> pd.DataFrame:
 def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
     """(scores, baseline): rows {kind, writer, reader, score, baseline, ratio} with heads labelled
     'block.head', and the random-matrix baseline per kind."""
-    df = circuits.composition_table(model)
-    base = circuits.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
+    df = composition.composition_table(model)
+    base = composition.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
     out = pd.DataFrame({
         "kind": df["kind"],
-        "writer": [head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
-        "reader": [head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
+        "writer": [symbols.head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
+        "reader": [symbols.head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
         "score": df["score"],
     })
     out["baseline"] = out["kind"].map(base)
@@ -204,7 +189,7 @@ def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, 
                   n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
     """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
     tokens, periods = _eval_batch(model, task, n_seqs, seed)
-    spec = {parse_head_label(k): mode for k, mode in heads_ablated.items()}
+    spec = {symbols.parse_head_label(k): mode for k, mode in heads_ablated.items()}
     return ablation.compare_ablation(model, tokens, periods, spec)
 
 

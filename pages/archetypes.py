@@ -3,7 +3,7 @@ detectors on the student's model, the IOI circuit of GPT-2 small, and what atten
 import streamlit as st
 
 from core import archetypes as arc
-from core import ioi
+from core import head_matches, ioi
 from ui.charts import archetypes as charts
 from ui import state
 
@@ -114,9 +114,9 @@ st.header("3 · Which of your model's heads fit an archetype?")
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _model_scores(key: str, text: str, rows: str, _model):
-    tokens = arc.encode_chars(text, _model.cfg.vocab_size)
-    patterns = arc.model_patterns(_model, tokens)
-    return arc.head_detector_table(patterns, tokens, rows), patterns
+    tokens = head_matches.encode_chars(text, _model.cfg.vocab_size)
+    patterns = head_matches.model_patterns(_model, tokens)
+    return head_matches.head_detector_table(patterns, tokens, rows), patterns
 
 
 if not state.all_models():
@@ -128,7 +128,7 @@ else:
         st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "
                 "from the token embedding alone (bigram statistics). Pick a model with blocks in the sidebar.")
     else:
-        alphabet = arc.char_alphabet(cfg.vocab_size)
+        alphabet = head_matches.char_alphabet(cfg.vocab_size)
         st.markdown(
             f"TinyCharLM reads characters. Character *c* is token number *k* where *c* is the *k*-th character "
             f"of `a…z A…Z 0…9`, space, full stop ({len(alphabet)} used by this model's vocabulary of "
@@ -144,10 +144,10 @@ else:
                                     help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
             seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
-            chars = arc.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
+            chars = head_matches.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
         else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars",
-                                  max_chars=arc.MAX_CHAR_PROMPT + 50)
+                                  max_chars=head_matches.MAX_CHAR_PROMPT + 50)
         st.code(chars, language=None)
         try:
             head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
@@ -156,7 +156,7 @@ else:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
         if head_table is not None:
-            labelled = arc.label_heads(head_table)
+            labelled = head_matches.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
             st.markdown(f"##### Detector scores of {entry.label}")
             st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
@@ -167,19 +167,19 @@ else:
                        "head that always looks a fixed distance back scores as an induction head whenever the "
                        "period happens to fit that distance. Change the period: an induction head follows it, a "
                        "positional shortcut does not.")
-            best = arc.best_matches(head_table)
+            best = head_matches.best_matches(head_table)
             lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
-            st.markdown(f"Closest archetype per head (a clear fit needs a score of at least {arc.MATCH_SCORE} and "
-                        f"{arc.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
+            st.markdown(f"Closest archetype per head (a clear fit needs a score of at least {head_matches.MATCH_SCORE} and "
+                        f"{head_matches.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
-                                index=head_keys.index(arc.strongest_head(best)),
+                                index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=640),
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars), size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                        "columns = key). A previous-token head is a line just under the diagonal; an induction "

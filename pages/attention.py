@@ -2,8 +2,8 @@
 profile and the period-shift probe."""
 import streamlit as st
 
-from core import analysis
-from core.attention import MAX_TEXT_LEN, describe_alphabet
+from core import analysis, symbols
+from core.symbols import MAX_TEXT_LEN, describe_alphabet
 from ui.charts import attention as charts
 from core.probes import probe_periods
 from ui.state import require_heads, require_model
@@ -78,10 +78,10 @@ if view is not None:
     st.altair_chart(charts.pattern_grid(patterns), width="content")
 
     st.subheader("One head, up close")
-    labels = analysis.head_labels(model)
+    labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
     pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="att_head",
                                            index=min(len(labels) - 1, cfg.n_heads))
-    layer, head = analysis.parse_head_label(pick)
+    layer, head = symbols.parse_head_label(pick)
     left, right = st.columns([3, 1.2])
     left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
                       width="content")

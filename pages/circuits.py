@@ -2,8 +2,8 @@
 matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-from core import analysis
-from core.attention import vocab_labels
+from core import analysis, symbols
+
 from ui.charts import circuits as charts
 from ui.state import require_heads, require_model
 
@@ -50,10 +50,10 @@ st.markdown(
     f"their rank is at most {cfg.d_head}. With rotary embeddings (Su et al. 2021) position enters only "
     "through the rotation of q and k, so the positional part is shown separately, as a profile over offsets.")
 
-labels = analysis.head_labels(model)
+labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
 pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="cir_head",
                                        index=min(len(labels) - 1, cfg.n_heads))
-layer, head = analysis.parse_head_label(pick)
+layer, head = symbols.parse_head_label(pick)
 hv = head_view(entry.key, layer, head, model, task)
 
 st.subheader(f"QK and OV circuits of head {pick}")
@@ -85,7 +85,7 @@ st.caption(
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
-                                         "boosted logit b", "C[a, b]", labels=vocab_labels(cfg.vocab_size), size=380), width="content")
+                                         "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size), size=380), width="content")
 chance = 1 / cfg.vocab_size
 cp, bc = hv["copy"], hv["block_copy"]
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")

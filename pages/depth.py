@@ -2,10 +2,10 @@
 paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-from core import paths
-from core.circuits import composition_baseline
+from core import bigrams, circuits, composition, paths, score_terms, symbols
+from core.composition import composition_baseline
+from core.symbols import token_char
 from ui.charts import depth as charts
-from core.icl import token_char
 from ui.state import require_model
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
@@ -27,7 +27,7 @@ SYMBOLS = [token_char(i) for i in range(V)]
 
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(key, _model, _task):
-    out = paths.zero_block_summary(_model, _task)
+    out = bigrams.zero_block_summary(_model, _task)
     out["model_lr"] = charts.log_ratio_to_uniform(out.pop("model_probs"))
     out["task_lr"] = charts.log_ratio_to_uniform(out.pop("task_probs"))
     return out
@@ -49,12 +49,12 @@ def _mean_paths(key, _model, _task):
 @st.cache_data(show_spinner=False, max_entries=8)
 def _composition(key, _model):
     base = composition_baseline(cfg.d_model, cfg.d_head)
-    return paths.composition_matrix(_model, "K"), paths.composition_matrix(_model, "V"), base
+    return composition.composition_matrix(_model, "K"), composition.composition_matrix(_model, "V"), base
 
 
 @st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
 def _score_terms(key, _model, _task, head):
-    return paths.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
+    return score_terms.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -169,10 +169,10 @@ else:
                    "embeddings; what earlier heads wrote into the stream is in section 4.")
     cols = st.columns(cfg.n_heads)
     for h, col in enumerate(cols):
-        name = paths.head_label(block, h)
-        tri = paths.skip_trigrams(model, block, h, k=6)
-        ov = paths.ov_top(model, block, h, a, k=4)
-        qk = paths.qk_top(model, block, h, b, k=4)
+        name = symbols.head_label(block, h)
+        tri = circuits.skip_trigrams(model, block, h, k=6)
+        ov = circuits.ov_top(model, block, h, a, k=4)
+        qk = circuits.qk_top(model, block, h, b, k=4)
         col.markdown(f"**head {name}**")
         col.markdown("\n".join(f"- `{SYMBOLS[r['source']]}` … `{SYMBOLS[r['dest']]}` → `{SYMBOLS[r['boosted']]}` "
                                f"(QK +{r['qk_margin']:.1f}, OV +{r['ov_logit']:.1f})" for r in tri))
@@ -244,24 +244,24 @@ else:
         "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
     head = st.columns([1, 2])[0].selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-                                           format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
+                                           format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
-    groups = paths.score_groups(st_terms)
+    groups = score_terms.score_groups(st_terms)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.score_term_heatmap(
         st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
-        f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"), width="content")
+        f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:
         st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
                   help="Score at the induction target minus the mean score of the other visible keys.")
         for name, v in groups.items():
             st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
                       delta_color="off")
-        st.metric(f"K-composition {paths.head_label(0, writer)} → {paths.head_label(1, head)}",
+        st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
                   f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
     st.caption(
-        f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
+        f"**What am I looking at?** Head {symbols.head_label(1, head)}'s attention score at the induction target "
         "(the token after the previous occurrence of the current token) minus its mean score over the other "
         "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
         f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. A large cell in "

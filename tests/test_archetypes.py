@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from core import archetypes as arc
+from core import head_matches as hm
 from core import ioi
 from ui.charts import archetypes as charts
 from core.model import ModelConfig, TinyCharLM
@@ -169,19 +170,19 @@ def test_bad_word_prompts_get_a_message(bad):
     assert str(e.value).endswith(".") and len(str(e.value)) > 20
 
 
-@pytest.mark.parametrize("bad", ["", "a", "hello, world", "é" * 5, "a" * (arc.MAX_CHAR_PROMPT + 1)])
+@pytest.mark.parametrize("bad", ["", "a", "hello, world", "é" * 5, "a" * (hm.MAX_CHAR_PROMPT + 1)])
 def test_bad_char_prompts_get_a_message(bad):
     with pytest.raises(arc.PromptError):
-        arc.encode_chars(bad, 64)
+        hm.encode_chars(bad, 64)
 
 
 def test_char_mapping_and_default_prompt():
-    assert arc.encode_chars("abz A9 .", 64).tolist() == [0, 1, 25, 62, 26, 61, 62, 63]
+    assert hm.encode_chars("abz A9 .", 64).tolist() == [0, 1, 25, 62, 26, 61, 62, 63]
     with pytest.raises(arc.PromptError):
-        arc.encode_chars("abc", 2)  # a 2-token vocabulary only knows 'a' and 'b'
-    text = arc.random_char_prompt(period=24, copies=3, seed=1)
+        hm.encode_chars("abc", 2)  # a 2-token vocabulary only knows 'a' and 'b'
+    text = hm.random_char_prompt(period=24, copies=3, seed=1)
     assert len(text) == 72 and text[:24] * 3 == text and " " not in text
-    assert arc.random_char_prompt(24, 3, seed=1) == text != arc.random_char_prompt(24, 3, seed=2)
+    assert hm.random_char_prompt(24, 3, seed=1) == text != hm.random_char_prompt(24, 3, seed=2)
 
 
 # ------------------------------------------------------------------ model heads and IOI data
@@ -190,15 +191,15 @@ def test_char_mapping_and_default_prompt():
 def test_head_detector_table_on_a_model():
     torch.manual_seed(0)
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2)).eval()
-    tokens = arc.encode_chars(arc.random_char_prompt(8, 3, seed=0), 64)
-    patterns = arc.model_patterns(model, tokens)
+    tokens = hm.encode_chars(hm.random_char_prompt(8, 3, seed=0), 64)
+    patterns = hm.model_patterns(model, tokens)
     assert [p.shape for p in patterns] == [(2, 24, 24)] * 2
-    table = arc.head_detector_table(patterns, tokens)
+    table = hm.head_detector_table(patterns, tokens)
     assert len(table) == (2 * 2 + 1) * len(arc.DETECTORS)
     assert table["score"].between(0, 1).all()
-    best = arc.best_matches(table)
+    best = hm.best_matches(table)
     assert len(best) == 4 and set(best["best"]) <= set(arc.DETECTORS)
-    assert arc.model_patterns(TinyCharLM(ModelConfig(n_layers=0)), tokens) == []
+    assert hm.model_patterns(TinyCharLM(ModelConfig(n_layers=0)), tokens) == []
 
 
 def test_a_clear_match_must_beat_a_uniform_head():
@@ -209,11 +210,11 @@ def test_a_clear_match_must_beat_a_uniform_head():
     table.loc[(table["layer"] == 0) & (table["head"] == 0) & (table["detector"] == "induction"), "score"] = 0.35
     table.loc[(table["layer"] == 0) & (table["head"] == 1) & (table["detector"] == "self"), "score"] = 0.35
     table.loc[(table["layer"] == 0) & (table["head"] == 2) & (table["detector"] == "induction"), "score"] = 0.25
-    best = arc.best_matches(table).set_index("head")
+    best = hm.best_matches(table).set_index("head")
     assert best.loc[0, "best"] == "induction" and best.loc[0, "matches"]  # 0.35 is 7x a uniform head
     assert best.loc[1, "best"] == "self" and not best.loc[1, "matches"]  # 0.35 is under 3x a uniform head's 0.2
     assert not best.loc[2, "matches"]  # 0.25 is under the 0.3 floor
-    assert arc.strongest_head(best.reset_index()) == (0, 0)  # a clear match beats an equal score that is not
+    assert hm.strongest_head(best.reset_index()) == (0, 0)  # a clear match beats an equal score that is not
 
 
 @pytest.mark.skipif(not (ROOT / "checkpoints" / "variable-period-2block.pt").is_file(),
@@ -221,8 +222,8 @@ def test_a_clear_match_must_beat_a_uniform_head():
 def test_trained_two_block_model_has_previous_token_and_induction_heads():
     from core.checkpoints import read_checkpoint
     model, _ = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
-    tokens = arc.encode_chars(arc.random_char_prompt(24, 3, seed=0), model.cfg.vocab_size)
-    best = arc.best_matches(arc.head_detector_table(arc.model_patterns(model, tokens), tokens))
+    tokens = hm.encode_chars(hm.random_char_prompt(24, 3, seed=0), model.cfg.vocab_size)
+    best = hm.best_matches(hm.head_detector_table(hm.model_patterns(model, tokens), tokens))
     assert ((best["layer"] == 0) & (best["best"] == "previous_token") & best["matches"]).any()
     assert ((best["layer"] == 1) & (best["best"] == "induction") & best["matches"]).any()
 

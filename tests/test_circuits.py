@@ -7,9 +7,11 @@ import torch
 
 from conftest import tiny_model
 from core.checkpoints import read_checkpoint
-from core.circuits import (FactoredMatrix, composition_baseline, composition_table, copying_scores, direct_path,
-                           effective_embedding, head_qk_vectors, ov_circuit, ov_copying_matrix, ov_copying_eig, ov_copying_table,
-                           ov_diag_top1, ov_diag_topk, qk_circuit, rotary_profile)
+from core.circuits import (copying_scores, direct_path, effective_embedding, head_qk_vectors, ov_circuit,
+                           ov_copying_eig, ov_copying_matrix, ov_copying_table, ov_diag_top1, ov_diag_topk, qk_circuit,
+                           rotary_profile)
+from core.composition import composition_baseline, composition_table
+from core.factored import FactoredMatrix
 from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
 from core.probes import period_probe, period_sweep
 from core.task import TaskConfig

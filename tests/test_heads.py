@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import (ALPHABET, capture, decode, encode_text, task_sequences, token_labels,
-                            value_weighted)
+from core.attention import capture, task_sequences, value_weighted
+from core.symbols import ALPHABET, decode, encode_text, token_labels
 from core.detectors import DETECTORS, detector_mask, detector_scores
 from core.heads import (PERIOD_SCORES, detector_table, head_score_table, head_scores, offset_mass,
                         offset_profile, offset_table)

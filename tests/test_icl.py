@@ -9,8 +9,9 @@ import torch
 import core.trainer as trainer_mod
 from conftest import tiny_model
 from core.checkpoints import read_checkpoint
-from core.icl import (ALPHABET, InputProblem, in_context_check, parse_symbols, predict_each, random_pattern,
-                      replay_training_sequences, restart_context_probe, restart_curve, restart_positions, sample_restarts, tile, token_char)
+from core.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
+from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
+from core.symbols import ALPHABET, InputProblem, parse_symbols, token_char
 from core.model import ModelConfig
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
@@ -26,8 +27,8 @@ def test_alphabet_maps_every_token_to_one_symbol():
     assert parse_symbols("aZ9 .", 64) == [0, 51, 61, 62, 63]
     assert parse_symbols("  ", 64) == [62, 62]  # the space is a symbol, kept as typed
     assert token_char(70) == "⟨70⟩"
-    from core.archetypes import char_alphabet
-    from core.attention import alphabet
+    from core.head_matches import char_alphabet
+    from core.symbols import alphabet
     assert ALPHABET == alphabet(64) == char_alphabet(64)  # one mapping on every page
 
 
@@ -236,7 +237,7 @@ def test_icl_page_draw_mode_and_bad_symbol_set():
 
 
 def test_recovery_counts_tokens_until_predictions_are_right_again():
-    from core.icl import RUN, RestartBatch, _recoveries
+    from core.restarts import RUN, RestartBatch, _recoveries
 
     T = 14
     restart = torch.zeros(1, T, dtype=torch.bool)
@@ -252,7 +253,7 @@ def test_recovery_counts_tokens_until_predictions_are_right_again():
 
 
 def test_restart_example_is_a_sampler_draw_with_room_for_both_patterns():
-    from core.icl import RUN, restart_example
+    from core.restarts import RUN, restart_example
 
     task = TaskConfig(period_min=4, period_max=8, seq_len=30)
     for seed in range(5):

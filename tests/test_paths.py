@@ -7,10 +7,11 @@ import torch
 
 from conftest import random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM
-from core.circuits import composition_baseline
-from core.paths import (bigram_counts, composition_matrix, gram_logits, logit_contributions,
-                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, score_groups, path_terms, qk_content, score_terms,
-                        skip_trigrams, target_margin, zero_block_summary)
+from core.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
+from core.circuits import qk_content, skip_trigrams
+from core.composition import composition_baseline, composition_matrix
+from core.paths import logit_contributions, mean_target_contributions, path_terms
+from core.score_terms import induction_margins, mean_induction_score_terms, score_groups, score_terms, target_margin
 from core.task import TaskConfig
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=14)

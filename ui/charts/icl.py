@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from core.icl import token_char
+from core.symbols import token_char
 from . import OKABE_ITO
 
 RIGHT, WRONG = OKABE_ITO[2], OKABE_ITO[5]  # bluish green, vermillion
