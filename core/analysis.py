@@ -78,10 +78,10 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
     raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
     weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
     return SequenceView(
-        tokens=first.tolist(), labels=symbols.token_labels(first, V),
+        tokens=first.tolist(), labels=symbols.token_labels(first),
         period=None if periods is None else int(periods[0]),
         raw=raw.numpy(), weighted=weighted.numpy(),
-        predicted=symbols.token_labels(cap.logits[0].argmax(-1), V),
+        predicted=symbols.token_labels(cap.logits[0].argmax(-1)),
         scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
 
 
@@ -96,8 +96,8 @@ def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: i
 
 
 def text_view(model: TinyCharLM, text: str) -> SequenceView:
-    """A typed sequence (see core.attention.ALPHABET); raises ValueError with a message on bad input."""
-    return _sequence_view(model, symbols.encode_text(text, model.cfg.vocab_size)[None], None)
+    """A typed sequence (see core.symbols.ALPHABET); raises symbols.InputProblem with a message on bad input."""
+    return _sequence_view(model, torch.tensor([symbols.encode_text(text, model.cfg.vocab_size, min_len=2)]), None)
 
 
 def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:

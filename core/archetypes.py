@@ -13,8 +13,7 @@ Tokenisation (`tokenize`): a BOS marker, then words (runs of letters, digits and
 with inner apostrophes kept: "don't") and each punctuation mark on its own. Word identity is
 case-sensitive, as in a real tokeniser ("The" and "the" are different tokens).
 
-The model section scores TinyCharLM's heads with the same detectors on a character prompt; see
-`encode_chars` for the character -> token mapping.
+core.head_matches scores TinyCharLM's heads with the same detectors on a character prompt.
 """
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ import pandas as pd
 import torch
 
 from .detectors import DETECTORS, detector_mask
+from .symbols import InputProblem
 
 BOS = "<bos>"
 MAX_PROMPT_CHARS = 300
@@ -69,10 +69,6 @@ with it its he she they we you i me my his her their our this that these those t
 why how where which yes no not all some one two three mr mrs ms dr""".split())
 
 
-class PromptError(ValueError):
-    """A prompt that cannot be shown; the message is one plain sentence."""
-
-
 @dataclass(frozen=True)
 class ArchetypeSettings:
     sharpness: float = 6.0  # softmax inverse temperature: score on target keys (others score 0)
@@ -91,17 +87,17 @@ class ArchetypeSettings:
 
 
 def tokenize(text: str) -> list[str]:
-    """[BOS, word or punctuation, ...]; PromptError if the prompt is empty or too long."""
+    """[BOS, word or punctuation, ...]; InputProblem if the prompt is empty or too long."""
     if not isinstance(text, str) or not text.strip():
-        raise PromptError("The prompt is empty: type a sentence of a few words.")
+        raise InputProblem("The prompt is empty: type a sentence of a few words.")
     if len(text) > MAX_PROMPT_CHARS:
-        raise PromptError(f"The prompt has {len(text)} characters; keep it under {MAX_PROMPT_CHARS} "
+        raise InputProblem(f"The prompt has {len(text)} characters; keep it under {MAX_PROMPT_CHARS} "
                           "so the matrix stays readable.")
     words = _TOKEN_RE.findall(text)
     if not words:
-        raise PromptError("The prompt has no words or punctuation in it.")
+        raise InputProblem("The prompt has no words or punctuation in it.")
     if len(words) > MAX_PROMPT_WORDS:
-        raise PromptError(f"The prompt splits into {len(words)} tokens; keep it to {MAX_PROMPT_WORDS} or fewer "
+        raise InputProblem(f"The prompt splits into {len(words)} tokens; keep it to {MAX_PROMPT_WORDS} or fewer "
                           "so the matrix stays readable.")
     return [BOS] + words
 

@@ -6,54 +6,23 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from .archetypes import PromptError, mask_share, uniform_pattern
+from . import symbols
+from .archetypes import mask_share, uniform_pattern
 from .detectors import DETECTORS, detector_mask
 from .model import TinyCharLM
-from .symbols import ALPHABET
-
-
-# Characters -> token ids: position in this 64-character alphabet (a-z, A-Z, 0-9, space, full stop).
-# A model with vocabulary V uses the first min(V, 64) characters; TinyCharLM's tokens have no meaning
-# of their own (its task draws them uniformly), so any fixed one-to-one mapping is as good as another.
-CHAR_ALPHABET = ALPHABET  # core.attention's: one mapping for every page
-
-
-MAX_CHAR_PROMPT = 192
-
-
-MIN_CHAR_PROMPT = 2
-
-
-def char_alphabet(vocab_size: int) -> str:
-    return CHAR_ALPHABET[:min(vocab_size, len(CHAR_ALPHABET))]
 
 
 def random_char_prompt(period: int = 24, copies: int = 3, seed: int = 0, vocab_size: int = 64) -> str:
     """A random string of `period` letters/digits (no spaces or stops), repeated `copies` times."""
-    alphabet = char_alphabet(vocab_size).rstrip(" .") or char_alphabet(vocab_size)
+    alphabet = symbols.alphabet(vocab_size).rstrip(" .") or symbols.alphabet(vocab_size)
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(len(alphabet), (period,), generator=g)
     return "".join(alphabet[k] for k in idx.tolist()) * copies
 
 
-def encode_chars(text: str, vocab_size: int) -> torch.Tensor:
-    """Token ids [T] of a character prompt; PromptError if empty, too long or holding unknown characters."""
-    alphabet = char_alphabet(vocab_size)
-    if not isinstance(text, str) or len(text) < MIN_CHAR_PROMPT:
-        raise PromptError(f"The character prompt needs at least {MIN_CHAR_PROMPT} characters.")
-    if len(text) > MAX_CHAR_PROMPT:
-        raise PromptError(f"The character prompt has {len(text)} characters; keep it to {MAX_CHAR_PROMPT} or fewer.")
-    unknown = sorted({c for c in text if c not in alphabet})
-    if unknown:
-        shown = " ".join(repr(c) for c in unknown[:8])
-        raise PromptError(f"This model reads only the {len(alphabet)} characters a-z, A-Z, 0-9, space and '.' "
-                          f"(as many as its vocabulary has); the prompt also has {shown}.")
-    return torch.tensor([alphabet.index(c) for c in text], dtype=torch.long)
-
-
 def char_labels(text: str) -> list[str]:
-    """Axis labels "i c" with the space shown as an open box."""
-    return [f"{i} {'␣' if c == ' ' else c}" for i, c in enumerate(text)]
+    """Unique axis labels "i c" (the space shown as ␣): characters repeat, chart axes need distinct values."""
+    return [f"{i} {symbols.SPACE_LABEL if c == ' ' else c}" for i, c in enumerate(text)]
 
 
 @torch.no_grad()

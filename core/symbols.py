@@ -11,12 +11,8 @@ import torch
 
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
-
-
-MAX_TEXT_LEN = 128
-
-
 SPACE_LABEL = "␣"
+MAX_TEXT_LEN = 128  # the longest text a student may type on any page (a readable 128 x 128 pattern)
 
 
 class InputProblem(ValueError):
@@ -24,54 +20,39 @@ class InputProblem(ValueError):
 
 
 def token_char(i: int) -> str:
-    """The symbol shown for token i (the space as ␣)."""
+    """The symbol shown for token i (the space as ␣; a token beyond the alphabet as ⟨i⟩)."""
     if not 0 <= i < len(ALPHABET):
         return f"⟨{i}⟩"
     return SPACE_LABEL if ALPHABET[i] == " " else ALPHABET[i]
 
 
-def typable(vocab_size: int) -> str:
-    """The symbols a student can type for a model with this vocabulary."""
+def alphabet(vocab_size: int) -> str:
+    """The characters a model of this vocabulary reads (token t = character t)."""
     return ALPHABET[:min(vocab_size, len(ALPHABET))]
 
 
-def parse_symbols(text: str, vocab_size: int, max_len: int | None = None, what: str = "The input") -> list[int]:
-    """Typed text -> token ids, one per character exactly as typed (the space is a symbol too); any
-    character that is not one of the model's symbols is refused with an InputProblem saying which."""
-    text = text or ""
-    allowed = typable(vocab_size)
-    if not text:
-        raise InputProblem(f"{what} is empty: type at least one of the symbols {allowed[:10]}…{allowed[-2:]}.")
-    unknown = sorted({c for c in text if c not in allowed})
-    if unknown:
-        shown = ", ".join(repr(c) for c in unknown[:8]) + (" …" if len(unknown) > 8 else "")
-        raise InputProblem(f"{what} holds symbols this model has no token for ({shown}); "
-                           f"use only the {len(allowed)} symbols {allowed[:3]}…{allowed[-3:]!r} (case matters).")
-    if max_len is not None and len(text) > max_len:
-        raise InputProblem(f"{what} has {len(text)} symbols, more than this model's length of {max_len}: "
-                           f"shorten it to {max_len} or fewer.")
-    return [allowed.index(c) for c in text]
+def encode_text(text: str, vocab_size: int, max_len: int = MAX_TEXT_LEN, min_len: int = 1) -> list[int]:
+    """Typed text -> token ids, one per character exactly as typed (the space is a symbol too).
 
-
-def alphabet(vocab_size: int) -> str:
-    """The characters a model of this vocabulary reads (token t = character t)."""
-    return ALPHABET[:vocab_size]
-
-
-def encode_text(text: str, vocab_size: int, max_len: int = MAX_TEXT_LEN) -> torch.Tensor:
-    """Typed text -> tokens [T] (long). Raises ValueError with a message a student can act on."""
+    Every page encodes typed text here, so the same input gets the same message everywhere: an
+    InputProblem when the text is shorter than min_len, longer than max_len (at most MAX_TEXT_LEN),
+    or holds characters this model has no token for (named, in the order typed).
+    """
+    text = text if isinstance(text, str) else ""
     chars = alphabet(vocab_size)
-    if not text:
-        raise ValueError("Type at least two characters to see attention.")
-    if len(text) < 2:
-        raise ValueError("Type at least two characters: a single token has nothing to attend to but itself.")
+    if len(text) < max(min_len, 1):
+        need = "one symbol" if min_len <= 1 else f"{min_len} symbols"
+        raise InputProblem(f"Type at least {need} from {describe_alphabet(vocab_size)}"
+                           + (": a single token has nothing to attend to or predict." if min_len > 1 else "."))
+    max_len = min(max_len, MAX_TEXT_LEN)
     if len(text) > max_len:
-        raise ValueError(f"That is {len(text)} characters; the limit here is {max_len}. Shorten the text.")
+        raise InputProblem(f"That is {len(text)} symbols; the limit here is {max_len}. Shorten the text.")
     unknown = sorted({c for c in text if c not in chars}, key=text.index)
     if unknown:
-        shown = ", ".join(repr(c) for c in unknown[:8])
-        raise ValueError(f"This model has no token for {shown}. Use only: {describe_alphabet(vocab_size)}.")
-    return torch.tensor([chars.index(c) for c in text], dtype=torch.long)
+        shown = ", ".join(repr(c) for c in unknown[:8]) + (" …" if len(unknown) > 8 else "")
+        raise InputProblem(f"This model has no token for {shown}. Use only {describe_alphabet(vocab_size)} "
+                           "(case matters).")
+    return [chars.index(c) for c in text]
 
 
 def describe_alphabet(vocab_size: int) -> str:
@@ -82,24 +63,19 @@ def describe_alphabet(vocab_size: int) -> str:
     return "".join(chars).replace(" ", SPACE_LABEL)
 
 
-def token_labels(tokens: torch.Tensor, vocab_size: int) -> list[str]:
-    """Display label of each token [T]: its character (space shown as ␣), or #id beyond the alphabet."""
-    chars = alphabet(vocab_size)
-    out = []
-    for t in tokens.tolist():
-        c = chars[t] if t < len(chars) else f"#{t}"
-        out.append(SPACE_LABEL if c == " " else c)
-    return out
+def token_labels(tokens: torch.Tensor) -> list[str]:
+    """Display label of each token [T] (token_char: the space as ␣, beyond the alphabet ⟨id⟩)."""
+    return [token_char(t) for t in tokens.tolist()]
 
 
 def vocab_labels(vocab_size: int) -> list[str]:
     """Display label of every token id 0..V-1."""
-    return token_labels(torch.arange(vocab_size), vocab_size)
+    return token_labels(torch.arange(vocab_size))
 
 
-def decode(tokens: torch.Tensor, vocab_size: int) -> str:
+def decode(tokens: torch.Tensor) -> str:
     """Tokens [T] -> text (space shown as a space)."""
-    return "".join(l if l != SPACE_LABEL else " " for l in token_labels(tokens, vocab_size))
+    return "".join(label if label != SPACE_LABEL else " " for label in token_labels(tokens))
 
 
 def head_label(layer: int, head: int) -> str:

@@ -1,9 +1,10 @@
 """Head archetypes & the IOI circuit: six routing patterns, the detectors that recognise them, the same
 detectors on the student's model, the IOI circuit of GPT-2 small, and what attention weights do not say."""
 import streamlit as st
+import torch
 
 from core import archetypes as arc
-from core import head_matches, ioi
+from core import head_matches, ioi, symbols
 from ui.charts import archetypes as charts
 from ui import state
 
@@ -22,7 +23,6 @@ with controls:
     choice = st.radio("Prompt", list(arc.PRESET_PROMPTS) + [CUSTOM], key="arch_prompt", horizontal=True)
     if choice == CUSTOM:
         text = st.text_input("Your sentence", value="Alice met Bob at the cafe, and Bob thanked", key="arch_custom",
-                             max_chars=arc.MAX_PROMPT_CHARS + 50,
                              help=f"Up to {arc.MAX_PROMPT_WORDS} words and punctuation marks.")
     else:
         text = arc.PRESET_PROMPTS[choice]
@@ -45,7 +45,7 @@ with info:
 settings = arc.ArchetypeSettings(sharpness, rest)
 try:
     tokens = arc.tokenize(text)
-except arc.PromptError as e:
+except symbols.InputProblem as e:
     tokens = None
     st.warning(f"{e} The sections that need a sentence are skipped until then.")
 
@@ -114,7 +114,7 @@ st.header("3 · Which of your model's heads fit an archetype?")
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _model_scores(key: str, text: str, rows: str, _model):
-    tokens = head_matches.encode_chars(text, _model.cfg.vocab_size)
+    tokens = torch.tensor(symbols.encode_text(text, _model.cfg.vocab_size, min_len=2))
     patterns = head_matches.model_patterns(_model, tokens)
     return head_matches.head_detector_table(patterns, tokens, rows), patterns
 
@@ -128,7 +128,7 @@ else:
         st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "
                 "from the token embedding alone (bigram statistics). Pick a model with blocks in the sidebar.")
     else:
-        alphabet = head_matches.char_alphabet(cfg.vocab_size)
+        alphabet = symbols.alphabet(cfg.vocab_size)
         st.markdown(
             f"TinyCharLM reads characters. Character *c* is token number *k* where *c* is the *k*-th character "
             f"of `a…z A…Z 0…9`, space, full stop ({len(alphabet)} used by this model's vocabulary of "
@@ -146,13 +146,12 @@ else:
             seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
             chars = head_matches.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
         else:
-            chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars",
-                                  max_chars=head_matches.MAX_CHAR_PROMPT + 50)
+            chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
         try:
             head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
                                                  entry.model)
-        except arc.PromptError as e:
+        except symbols.InputProblem as e:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
         if head_table is not None:

@@ -61,7 +61,7 @@ else:
                "Repeat a phrase to give induction heads something to find.")
     try:
         view = text_view(entry.key, text, model)
-    except ValueError as e:
+    except symbols.InputProblem as e:
         st.warning(str(e))
 weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weighting",
                     help="Value-weighted: each weight times ‖v_j W_O‖, the size of what key j writes, "

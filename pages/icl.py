@@ -18,14 +18,15 @@ st.markdown(
 entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
-SYMBOLS = symbols.typable(V)
+SYMBOLS = symbols.alphabet(V)
+MAX_PATTERN = min(T, symbols.MAX_TEXT_LEN)  # a typed pattern must fit the model's sequence length
 with st.expander("How typed symbols map to tokens"):
     st.markdown(
         f"Token *i* is the *i*-th symbol of the lab's alphabet: `a`=0 … `z`=25, `A`=26 … `Z`=51, `0`=52 … "
         "`9`=61, space=62 (shown as ␣), `.`=63, the same mapping as on every other page. Case matters; any "
         "other symbol has no token. "
         f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
-        + f", and at most {T} symbols (its sequence length).")
+        + f", and at most {MAX_PATTERN} symbols.")
 if cfg.n_layers < 2:
     st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
             "induction circuit (see *What depth can express*), so expect its second copies to stay near chance "
@@ -65,17 +66,17 @@ try:
     if mode == "type":
         c1, c2 = st.columns([3, 2])
         text = c1.text_input("Pattern", "Black fox jumps.Wiz7", key="icl_text",
-                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {T}.")
+                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {MAX_PATTERN}.")
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")
-        pattern = symbols.parse_symbols(text, V, max_len=T, what="The pattern")
+        pattern = symbols.encode_text(text, V, max_len=MAX_PATTERN)
     else:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
                              help="Each pattern token is drawn uniformly from these (repeats allowed).")
         length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
-        drawn_from = sorted(set(symbols.parse_symbols(pool, V, what="The symbol set")))
+        drawn_from = sorted(set(symbols.encode_text(pool, V)))
         pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
         st.code("".join(symbols.token_char(t) for t in pattern), language=None)
     if repeat:

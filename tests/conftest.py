@@ -206,12 +206,12 @@ def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
     return files
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def navigation_apps_only(monkeypatch):
     """AppTest resets PagesManager.uses_pages_directory before every run, and with a pages/ folder
     beside dashboard.py that makes a switched-to page run alone (Streamlit's old multipage mode: no
     dashboard.py, so no sidebar). A real server runs st.navigation once and keeps it off (ui.state
-    makes sure), so keep it off here too. Test modules that switch pages use it module-wide."""
+    makes sure), so keep it off here too, for every test."""
     import streamlit.testing.v1.app_test as app_test_module
     from streamlit.runtime.pages_manager import PagesManager
 

@@ -38,7 +38,6 @@ ODD_TEXT = "ünïcødé ⟨?⟩ 🙂 " + "x" * 400  # long, non-ASCII, punctuati
 UNBOUNDED = 10**9  # what a number input without a bound still lets a student type
 
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,40 +11,12 @@ from conftest import tiny_model
 from core.checkpoints import read_checkpoint
 from core.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
 from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
-from core.symbols import ALPHABET, InputProblem, parse_symbols, token_char
 from core.model import ModelConfig
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
+from helpers import ROOT, SHIPPED, open_app
 
-ROOT = Path(__file__).resolve().parent.parent
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
-
-
-def test_alphabet_maps_every_token_to_one_symbol():
-    assert len(ALPHABET) == len(set(ALPHABET)) == 64
-    assert parse_symbols(ALPHABET, 64) == list(range(64))
-    assert [token_char(i) for i in range(64)] == list(ALPHABET.replace(" ", "␣"))  # the space shown as ␣
-    assert parse_symbols("aZ9 .", 64) == [0, 51, 61, 62, 63]
-    assert parse_symbols("  ", 64) == [62, 62]  # the space is a symbol, kept as typed
-    assert token_char(70) == "⟨70⟩"
-    from core.head_matches import char_alphabet
-    from core.symbols import alphabet
-    assert ALPHABET == alphabet(64) == char_alphabet(64)  # one mapping on every page
-
-
-@pytest.mark.parametrize("text, words", [
-    ("", "empty"), ("ab+cd", "'+'"), ("abcé", "'é'"), ("a*b", "'*'"), ("A" * 97, "97 symbols"),
-])
-def test_bad_typed_input_is_refused_with_a_message(text, words):
-    with pytest.raises(InputProblem) as e:
-        parse_symbols(text, 64, max_len=96)
-    assert words in str(e.value)
-
-
-def test_small_vocabulary_accepts_only_its_symbols():
-    assert parse_symbols("abcp", 16) == [0, 1, 2, 15]
-    with pytest.raises(InputProblem, match="'q'"):
-        parse_symbols("abq", 16)
 
 
 def test_tile_and_random_pattern():
@@ -197,12 +169,11 @@ def test_restart_context_probe_shows_the_two_token_match(two_block):
 # ---------------------------------------------------------------------------------------------
 # The page, through AppTest, with every shipped checkpoint
 
-from test_paths import SHIPPED, open_page  # noqa: E402  (one helper for both pages)
 
 
 @pytest.mark.parametrize("file", SHIPPED)
 def test_icl_page_with_every_shipped_checkpoint(file):
-    at = open_page("pages/icl.py", file)
+    at = open_app("pages/icl.py", file)
     assert not at.warning
     assert len(at.metric) == 6  # the restart summary and the one-or-two-tokens probe
     infos = " ".join(i.value for i in at.info)
@@ -217,9 +188,9 @@ def test_icl_page_with_every_shipped_checkpoint(file):
 
 
 def test_icl_page_bad_typed_input_gets_a_message():
-    at = open_page("pages/icl.py", "variable-period-2block.pt")
-    for text, words in [("", "empty"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
-                        ("A" * 97, "more than this model's length")]:
+    at = open_app("pages/icl.py", "variable-period-2block.pt")
+    for text, words in [("", "at least one symbol"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
+                        ("A" * 97, "the limit here is 96")]:
         at.text_input(key="icl_text").set_value(text).run()
         assert not at.exception
         assert any(words in w.value for w in at.warning), (text, [w.value for w in at.warning])
@@ -229,7 +200,7 @@ def test_icl_page_bad_typed_input_gets_a_message():
 
 
 def test_icl_page_draw_mode_and_bad_symbol_set():
-    at = open_page("pages/icl.py", "variable-period-2block.pt")
+    at = open_app("pages/icl.py", "variable-period-2block.pt")
     at.radio(key="icl_mode").set_value("draw").run()
     assert not at.exception and not at.warning
     at.text_input(key="icl_pool").set_value("AB?").run()

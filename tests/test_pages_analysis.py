@@ -12,7 +12,6 @@ SHIPPED = [row["file"] for row in shipped_files()]
 TWO_BLOCK = "variable-period-2block.pt"
 
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def app_on(file: str, page: str) -> AppTest:

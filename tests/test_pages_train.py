@@ -13,7 +13,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [row["file"] for row in shipped_files()]
 
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def app(page: str | None = None) -> AppTest:
