@@ -70,3 +70,8 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, 
         "ln_V": math.log(V), "n_pairs": int(counts.sum()),
         "repeat_bits": float(torch.log2(model_probs.diagonal() * V).mean()),
     }
+
+
+def log_ratio_to_uniform(P: torch.Tensor) -> torch.Tensor:
+    """log2(V * P): 0 where a conditional distribution is uniform, +1 where twice as likely."""
+    return torch.log2(P.clamp_min(1e-12) * P.shape[-1])

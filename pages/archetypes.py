@@ -5,6 +5,7 @@ import torch
 
 from core import archetypes as arc
 from core import head_matches, ioi, symbols
+from core.detectors import SCORE_ROWS
 from ui.charts import archetypes as charts
 from ui import state
 
@@ -58,20 +59,20 @@ if tokens is not None:
     left, right = st.columns(2)
     with left:
         st.markdown("##### Matrix view")
-        st.altair_chart(charts.pattern_matrix(pattern, labels), width="content")
+        st.altair_chart(charts.pattern_matrix(pattern.numpy(), labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus))
+        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus))
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
 
     # -----------------------------------------------------------------------------------------
     st.header("2 · Do the detectors mean what they say?")
-    score_rows = st.radio("Average each score over", arc.SCORE_ROWS, key="arch_rows", horizontal=True,
+    score_rows = st.radio("Average each score over", SCORE_ROWS, key="arch_rows", horizontal=True,
                           format_func={"target": "rows with something to find",
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
                           help="Also used for your model's heads in section 3.")
@@ -178,7 +179,7 @@ else:
                                 index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars), size=640),
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars), size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                        "columns = key). A previous-token head is a line just under the diagonal; an induction "

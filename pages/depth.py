@@ -28,8 +28,8 @@ SYMBOLS = [token_char(i) for i in range(V)]
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(key, _model, _task):
     out = bigrams.zero_block_summary(_model, _task)
-    out["model_lr"] = charts.log_ratio_to_uniform(out.pop("model_probs"))
-    out["task_lr"] = charts.log_ratio_to_uniform(out.pop("task_probs"))
+    out["model_lr"] = bigrams.log_ratio_to_uniform(out.pop("model_probs")).numpy()
+    out["task_lr"] = bigrams.log_ratio_to_uniform(out.pop("task_probs")).numpy()
     return out
 
 
@@ -49,7 +49,7 @@ def _mean_paths(key, _model, _task):
 @st.cache_data(show_spinner=False, max_entries=8)
 def _composition(key, _model):
     base = composition_baseline(cfg.d_model, cfg.d_head)
-    return composition.composition_matrix(_model, "K"), composition.composition_matrix(_model, "V"), base
+    return composition.composition_matrix(_model, "K").numpy(), composition.composition_matrix(_model, "V").numpy(), base
 
 
 @st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
@@ -250,7 +250,7 @@ else:
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.score_term_heatmap(
-        st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
+        st_terms["terms"].numpy(), st_terms["q_labels"], st_terms["k_labels"],
         f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:
         st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",

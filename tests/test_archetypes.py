@@ -8,6 +8,7 @@ from core import archetypes as arc
 from core import head_matches as hm
 from core.symbols import InputProblem, encode_text
 from core import ioi
+from core.detectors import SCORE_ROWS
 from ui.charts import archetypes as charts
 from core.model import ModelConfig, TinyCharLM
 from helpers import CHECKPOINTS, SHIPPED, open_app
@@ -65,7 +66,7 @@ def test_rest_share_and_sharpness_do_what_they_say():
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-@pytest.mark.parametrize("rows", arc.SCORE_ROWS)
+@pytest.mark.parametrize("rows", SCORE_ROWS)
 def test_each_detector_scores_its_own_archetype_highest(prompt, rows):
     tokens = arc.tokenize(prompt)
     for sharpness in (5.0, 6.0, 8.0, 12.0):
@@ -131,12 +132,12 @@ def test_matrix_and_flow_views_build(prompt, name):
     labels = arc.token_labels(tokens)
     T = len(tokens)
     A = arc.archetype_pattern(name, tokens)
-    matrix = charts.pattern_matrix(A, labels).to_dict()
+    matrix = charts.pattern_matrix(A.numpy(), labels).to_dict()
     (matrix_data,) = [v for k, v in matrix["datasets"].items()]
     assert len(matrix_data) == T * (T + 1) // 2  # the causal triangle, no more
-    flow = charts.pattern_flow(A, labels).to_dict()
+    flow = charts.pattern_flow(A.numpy(), labels).to_dict()
     assert len(flow["layer"]) == 3
-    focused = charts.pattern_flow(A, labels, focus=T - 1)
+    focused = charts.pattern_flow(A.numpy(), labels, focus=T - 1)
     lines = focused.layer[0].data
     assert set(lines["i"]) == {T - 1}
     assert lines["weight"].sum() == pytest.approx(A[T - 1][A[T - 1] >= 0.01].sum().item(), abs=1e-5)
