@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .detectors import DETECTORS, detector_mask
+from .detectors import DETECTORS, detector_mask, detector_score
 from .symbols import InputProblem
 
 BOS = "<bos>"
@@ -187,26 +187,16 @@ def name_mover_mask(tokens: list[str]) -> torch.Tensor:
     return archetype_targets("name_mover", tokens)
 
 
-SCORE_ROWS = ("target", "all")
-
-
 def mask_share(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "target") -> torch.Tensor:
-    """Share of attention on mask [T, T]: pattern [..., T, T] -> [...]; NaN if the mask is empty.
+    """core.detectors.detector_score of pattern [..., T, T] on mask [T, T] -> [...], but NaN when the
+    mask is empty: the detector found nothing to look for on this prompt (e.g. no name, no repeat).
 
     rows="target": each row's share, averaged over the rows with at least one 1 (what the head does
-    when it has something to do). rows="all": sum(A * M) / sum(A) over the whole pattern, the score of
-    TransformerLens's detect_head, where rows with nothing to find count as 0.
+    when it has something to do). rows="all": TransformerLens's detect_head score.
     """
-    if rows not in SCORE_ROWS:
-        raise ValueError(f"rows must be 'target' or 'all', got {rows!r}.")
-    keep = mask.any(-1)
-    if not keep.any():
+    if not mask.any():
         return torch.full(pattern.shape[:-2], float("nan"))
-    on = (pattern * mask).sum(-1)
-    total = pattern.sum(-1).clamp_min(1e-12)
-    if rows == "all":
-        return on.sum(-1) / total.sum(-1)
-    return (on[..., keep] / total[..., keep]).mean(-1)
+    return detector_score(pattern, mask, rows)
 
 
 def all_detector_scores(pattern: torch.Tensor, tokens: list[str], rows: str = "target") -> dict[str, torch.Tensor]:
