@@ -10,7 +10,6 @@ from core.attention import capture, task_sequences
 from core.checkpoints import read_checkpoint
 from core.heads import head_score_table
 from core.metrics import copy_metrics
-from core.model import Ablation
 from core.task import TaskConfig
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
@@ -48,11 +47,25 @@ def test_mean_ablation_keeps_a_constant_output():
     assert abs(ablated_metrics(model, tokens, periods, {(0, 1): "zero"})["loss_later_copies"] - clean) > 1e-3
 
 
-def reference_metrics(model, tokens, periods, heads=None):
-    """The model's own per-head path with core.model.Ablation: the definition the fast path must match."""
+def reference_logits(model, tokens, heads=None):
+    """Ablation by its definition, on the model's explicit per-head path: each block's head outputs
+    (A_h v_h) W_O[h] (forward_with_cache), the knocked-out ones set to 0 or to their mean over the batch
+    at each position, summed with b_O into the stream the next block reads."""
+    heads = heads or {}
     with torch.no_grad():
-        logits, _ = model.run_with_cache(tokens, Ablation(dict(heads or {})))
-    return copy_metrics(logits, tokens, periods)
+        h = model.W_E[tokens]
+        for layer, block in enumerate(model.blocks):
+            head_out = block.forward_with_cache(h)[2].clone()
+            for (l, hd), mode in heads.items():
+                if l == layer:
+                    head_out[:, hd] = 0.0 if mode == "zero" else head_out[:, hd].mean(0, keepdim=True)
+            h = h + head_out.sum(1) + (block.b_O if model.cfg.bias else 0.0)
+        return h @ model.W_E.T
+
+
+def reference_metrics(model, tokens, periods, heads=None):
+    """Copy metrics of reference_logits: the definition the fast path must match."""
+    return copy_metrics(reference_logits(model, tokens, heads), tokens, periods)
 
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])
@@ -61,7 +74,7 @@ def test_ablated_logits_equal_the_models_own_ablation(mode):
     tokens, _ = batch()
     heads = {(0, 1): mode, (1, 0): mode, (1, 3): mode}
     with torch.no_grad():
-        want, _ = model.run_with_cache(tokens, Ablation(heads))
+        want = reference_logits(model, tokens, heads)
         assert torch.allclose(ablated_logits(model, tokens, heads), want, atol=1e-9)
         assert torch.allclose(ablated_logits(model, tokens), model(tokens), atol=1e-9)
 
