@@ -26,9 +26,9 @@ from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import ui.state  # noqa: E402
+from ui.pages import ALL_PAGES  # noqa: E402
 
-PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
+PAGES = [p.file for p in ALL_PAGES]
 BUDGET_S = 1.0
 
 

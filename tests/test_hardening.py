@@ -25,12 +25,12 @@ from streamlit.util import calc_hash
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig, TinyCharLM
 from core.task import TaskConfig
+from ui.pages import ALL_PAGES
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
-PAGE_IDS = [p.split("/")[-1][:-3] if p else "home" for p in PAGES]
+PAGES = [p.file for p in ALL_PAGES]
+PAGE_IDS = [p.name for p in ALL_PAGES]
 SKIP_KEYS = {"picked_model", "upload_checkpoint"}  # the sidebar picker and uploader: tested on their own
 KINDS = ("slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox", "multiselect",
          "text_input", "text_area")

@@ -32,16 +32,10 @@ ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS") or ROOT / "test-artifacts" / "e
 SCRIPT_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SCRIPT_RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
 
-# url path -> page title as registered in dashboard.py (home is "")
-PAGES = {
-    "": "Home",
-    "train": "Train",
-    "attention": "Attention",
-    "circuits": "Circuits & ablations",
-    "depth": "What depth can express",
-    "icl": "In-context learning",
-    "archetypes": "Head archetypes & IOI",
-}
+sys.path.insert(0, str(ROOT))
+from ui.pages import ALL_PAGES  # noqa: E402
+
+PAGES = {p.url_path: p.title for p in ALL_PAGES}  # url path -> page title in the sidebar (home is "")
 
 
 def free_port() -> int:
