@@ -28,6 +28,8 @@ from .model import ModelConfig, TinyCharLM
 from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
+SCHEDULES = ("linear_decay", "cosine")
+OLD_SCHEDULE_NAMES = {"constant": "linear_decay"}  # what checkpoints written before the rename store
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class TrainConfig:
     batch_size: int = 32
     lr: float = 1e-2
     warmup_steps: int = 0
-    schedule: str = "constant"  # "constant" or "cosine" (decays to 10% of lr at `steps`)
-    decay_steps: int = 300  # "constant" only: the last decay_steps fall linearly to 10% of lr
+    schedule: str = "linear_decay"  # lr held, then the last decay_steps fall linearly to 10% of lr; or "cosine"
+    decay_steps: int = 300  # "linear_decay" only (0: lr constant throughout)
     weight_decay: float = 0.1  # AdamW's decoupled decay; slows the one-block offset mixture most
     seed: int = 0
     log_every: int = 25
@@ -50,6 +52,10 @@ class TrainConfig:
     embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
 
+    def __post_init__(self):
+        if self.schedule in OLD_SCHEDULE_NAMES:  # old checkpoints stay loadable
+            object.__setattr__(self, "schedule", OLD_SCHEDULE_NAMES[self.schedule])
+
     def validate(self) -> "TrainConfig":
         if self.steps < 0:
             raise ValueError(f"steps must be 0 or more, got {self.steps}.")
@@ -59,8 +65,8 @@ class TrainConfig:
             raise ValueError(f"lr must be a positive number, got {self.lr}.")
         if self.warmup_steps < 0 or self.decay_steps < 0:
             raise ValueError(f"warmup_steps and decay_steps must be 0 or more, got {self.warmup_steps}, {self.decay_steps}.")
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be 'linear_decay' or 'cosine', got {self.schedule!r}.")
         if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1 or self.check_gap < 1:
             raise ValueError("log_every, check_every, check_gap and eval_size must be at least 1.")
         if self.seq_len < 0:

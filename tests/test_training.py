@@ -336,3 +336,19 @@ def test_shipped_transition_study_loads():
     s = summarize(frame).set_index("blocks")
     assert s.loc[1, "dropped"] == 0  # one block never gets the later copies
     assert s.loc[2, "dropped"] >= 1
+
+
+def test_linear_decay_schedule_and_its_old_name():
+    """lr is held, then falls linearly over the last decay_steps to 10% of lr; checkpoints written
+    before the rename store schedule="constant" and still load as the same schedule."""
+    cfg = TrainConfig(steps=10, lr=1.0, decay_steps=4)
+    trainer = Trainer(EASY_MODEL, EASY_TASK, cfg)
+    lrs = [trainer.lr_at(s) for s in range(10)]
+    assert lrs[:6] == [1.0] * 6 and lrs[6:] == pytest.approx([1.0, 0.775, 0.55, 0.325])
+    old = TrainConfig(steps=10, lr=1.0, decay_steps=4, schedule="constant").validate()
+    assert old.schedule == "linear_decay" and old == cfg
+    stored = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")[1]["train"]
+    assert stored["schedule"] == "constant"
+    assert TrainConfig(**{k: v for k, v in stored.items() if k in TrainConfig.__dataclass_fields__}).validate()
+    with pytest.raises(ValueError, match="linear_decay"):
+        TrainConfig(schedule="step").validate()
