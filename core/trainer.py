@@ -167,8 +167,7 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
         self.train_task = train_cfg.train_task(task_cfg)
-        torch.manual_seed(train_cfg.seed)
-        self.model = TinyCharLM(model_cfg)
+        self.model = TinyCharLM(model_cfg)  # weights drawn below from the run's own generator
         generator = torch.Generator().manual_seed(train_cfg.seed)
         self.model.reset_parameters(generator)
         init_embedding(self.model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
