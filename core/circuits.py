@@ -1,5 +1,6 @@
 """Weight-level views of a head: QK and OV circuits, the rotary positional profile, the OV copying
-matrix, the direct path and composition scores (Elhage et al. 2021).
+matrix, the direct path and the skip-trigram rules a head reads from the weights (Elhage et al. 2021).
+Composition between heads is in core.composition.
 
 Row-vector convention throughout (as the model computes): a head reads x and writes x W_OV with
 W_OV = W_V W_O; its content score between query stream x_i and key stream x_j at offset 0 is
@@ -32,18 +33,6 @@ def ov_circuit(model: TinyCharLM, layer: int, head: int) -> FactoredMatrix:
     """W_OV = W_V[h] W_O[h] as factors: [D, D], rank <= d_head (x -> x W_OV)."""
     b = model.blocks[layer]
     return FactoredMatrix(b.W_V[head], b.W_O[head])
-
-
-@torch.no_grad()
-def W_QK(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
-    """W_Q[h] W_K[h]^T: [D, D] (the product)."""
-    return qk_circuit(model, layer, head).AB
-
-
-@torch.no_grad()
-def W_OV(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
-    """W_V[h] W_O[h]: [D, D], rank <= d_head (row vector convention: x -> x W_OV)."""
-    return ov_circuit(model, layer, head).AB
 
 
 def direct_path(model: TinyCharLM) -> FactoredMatrix:

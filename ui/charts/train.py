@@ -120,15 +120,6 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
     return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)")).properties(height=height)
 
 
-def drop_steps_chart(df: pd.DataFrame, height: int = 220) -> alt.Chart:
-    """Histogram of the step at which the later-copy loss dropped, one count per seed (column drop_step)."""
-    return alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
-        x=alt.X("drop_step:Q", bin=alt.Bin(maxbins=20), title="step at which the later-copy loss drops"),
-        y=alt.Y("count():Q", title="seeds"),
-        tooltip=[alt.Tooltip("count():Q", title="seeds")],
-    ).properties(height=height)
-
-
 def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: int | None = None) -> alt.Chart:
     """One bar per seed that dropped, from drop_start to drop_end (the steps the later-copy loss took
     to fall from `high` to below `low` nats), a tick at drop_step; rows sorted by drop_start."""
