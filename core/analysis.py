@@ -181,14 +181,15 @@ def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFram
     return out, base
 
 
-def _eval_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+def _ablation_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+    """The ablation views' task sequences (seed 0 by default; not the trainer's eval_batch)."""
     return attention.task_sequences(task, model.cfg.vocab_size, n_seqs, seed=seed)
 
 
 def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str],
                   n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
     """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
-    tokens, periods = _eval_batch(model, task, n_seqs, seed)
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
     spec = {symbols.parse_head_label(k): mode for k, mode in heads_ablated.items()}
     return ablation.compare_ablation(model, tokens, periods, spec)
 
@@ -196,5 +197,5 @@ def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, 
 def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
                        seed: int = 0) -> pd.DataFrame:
     """Each head ablated alone: block, head (from 1), loss_later_delta, acc_later_delta."""
-    tokens, periods = _eval_batch(model, task, n_seqs, seed)
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
     return _one_based(ablation.ablation_table(model, tokens, periods, mode))
