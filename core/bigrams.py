@@ -11,6 +11,8 @@ import torch
 from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
 
+GRAM_CHECK_SEQS = 256  # fresh sequences on which the model's logits are checked against the Gram rows
+
 
 @torch.no_grad()
 def gram_logits(model: TinyCharLM) -> torch.Tensor:
@@ -44,9 +46,9 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, 
     """What a zero-block model can know, and what the task offers it.
 
     Returns gram [V, V]; model_probs [V, V] (softmax of each Gram row); task_probs [V, V] (estimated
-    P(next b | current a)); gram_max_error (max |model logits - Gram rows| on sampled sequences);
-    mutual_info (plug-in, nats) and mutual_info_bias (its expected value, (V-1)^2 / (2N), when the
-    tokens are independent); model_loss (model's mean loss on fresh sequences), bigram_loss (loss of
+    P(next b | current a)); gram_max_error (max |model logits - Gram rows| over n_check_seqs =
+    GRAM_CHECK_SEQS fresh sequences); mutual_info (plug-in, nats) and mutual_info_bias (its expected
+    value, (V-1)^2 / (2N), when the tokens are independent); model_loss (model's mean loss on fresh sequences), bigram_loss (loss of
     the estimated table on fresh sequences), ln_V, n_pairs, repeat_bits (mean log2(V p(a | a)): how
     much the model favours repeating the current token).
     """
@@ -54,7 +56,7 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, 
     gram = gram_logits(model)
     counts = bigram_counts(task, V, n_seqs, seed)
     g = torch.Generator().manual_seed(seed + 1)
-    tokens, _ = sample_batch(task, 256, V, generator=g)
+    tokens, _ = sample_batch(task, GRAM_CHECK_SEQS, V, generator=g)
     logits = model(tokens) if model.cfg.n_layers == 0 else None
     gram_err = float((logits - gram[tokens]).abs().max()) if logits is not None else math.nan
     model_probs = gram.softmax(-1)
@@ -67,7 +69,7 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, 
         "gram_max_error": gram_err, "mutual_info": mutual_information(counts),
         "mutual_info_bias": (V - 1) ** 2 / (2 * float(counts.sum())),
         "model_loss": model_loss, "bigram_loss": float(-smoothed.log()[a, b].mean()),
-        "ln_V": math.log(V), "n_pairs": int(counts.sum()),
+        "ln_V": math.log(V), "n_pairs": int(counts.sum()), "n_check_seqs": GRAM_CHECK_SEQS,
         "repeat_bits": float(torch.log2(model_probs.diagonal() * V).mean()),
     }
 

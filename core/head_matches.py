@@ -10,9 +10,10 @@ from . import symbols
 from .archetypes import mask_share, uniform_pattern
 from .detectors import DETECTORS, detector_mask
 from .model import TinyCharLM
+from .task import DEFAULT_PERIOD
 
 
-def random_char_prompt(period: int = 24, copies: int = 3, seed: int = 0, vocab_size: int = 64) -> str:
+def random_char_prompt(period: int = DEFAULT_PERIOD, copies: int = 3, seed: int = 0, vocab_size: int = 64) -> str:
     """A random string of `period` letters/digits (no spaces or stops), repeated `copies` times."""
     alphabet = symbols.alphabet(vocab_size).rstrip(" .") or symbols.alphabet(vocab_size)
     g = torch.Generator().manual_seed(seed)

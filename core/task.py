@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 
+DEFAULT_PERIOD = 24  # a period to start a page with: the middle of the default range 16-32
 MAX_SEQ_LEN = 2048  # attention patterns are [T, T]: longer sequences would exhaust memory, not teach more
 
 

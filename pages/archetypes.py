@@ -6,6 +6,7 @@ import torch
 from core import archetypes as arc
 from core import head_matches, ioi, symbols
 from core.detectors import SCORE_ROWS
+from core.task import DEFAULT_PERIOD
 from ui.charts import archetypes as charts
 from ui import state
 
@@ -140,7 +141,7 @@ else:
         mode = a.radio("Character prompt", ["Repeated random string", "Your own characters"], key="arch_char_mode")
         if mode == "Repeated random string":
             task = entry.info["task"]
-            start = task.period_min if task.period_min == task.period_max else 24  # a fixed-period model: its period
+            start = task.period_min if task.period_min == task.period_max else DEFAULT_PERIOD  # fixed period: its own
             period = b.number_input("Period", 2, 64, max(2, min(start, 64)), key=f"arch_period_{entry.key}",
                                     help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")

@@ -4,6 +4,7 @@ import streamlit as st
 
 from core import analysis, symbols
 from core.symbols import MAX_TEXT_LEN, describe_alphabet
+from core.task import DEFAULT_PERIOD
 from ui.charts import attention as charts
 from core.probes import probe_periods
 from ui.state import require_heads, require_model
@@ -129,7 +130,7 @@ st.markdown(
     "Evaluate it on sequences of one period at a time, including periods it never saw. A lookup keeps "
     "working when the period moves; a fixed offset works only where it happens to fit.")
 sw = sweep(entry.key, model, task)
-probe_period = st.slider("Probe period", lo, hi, min(max(24, lo), hi), key="att_probe")
+probe_period = st.slider("Probe period", lo, hi, min(max(DEFAULT_PERIOD, lo), hi), key="att_probe")
 pr = probe(entry.key, int(probe_period), model, task)
 m = pr["metrics"]
 a, b, c = st.columns(3)

@@ -23,6 +23,7 @@ entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]
+N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
 
 
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
@@ -42,7 +43,7 @@ def _contributions(key, _model, _task, seed, pos, which):
 
 @st.cache_data(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
 def _mean_paths(key, _model, _task):
-    res = paths.mean_target_contributions(_model, _task, n_seqs=32, seed=0, part="later")
+    res = paths.mean_target_contributions(_model, _task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
     return res, paths.sum_by_kind(res)
 
 
@@ -78,8 +79,8 @@ else:
     z = _zero_block(entry.key, model, task)
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
-              help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over 256 sampled "
-                   "sequences: float rounding only.")
+              help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over "
+                   f"{z['n_check_seqs']} sampled sequences: float rounding only.")
     c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",
               delta_color="off", help=f"ln V = ln {V} = {z['ln_V']:.3f}: the loss of a uniform guess.")
     c3.metric("bigram table's loss", f"{z['bigram_loss']:.3f}",
@@ -215,7 +216,7 @@ else:
                 st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
                           f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
         block2 = sum(v for l, k, v in zip(res["labels"], res["kinds"], res["values"]) if k == "head" and l.startswith("2."))
-        st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; mean centered logit of "
+        st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; mean centered logit of "
                    f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
                    f"paths) carry {block2:.2f}.")
     composed_leads = by_kind.get("composed", 0.0) > by_kind.get("head", 0.0)

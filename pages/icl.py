@@ -3,6 +3,7 @@ exposure after a restart, and does as well on unseen sequences as on its own tra
 import streamlit as st
 
 from core import icl, restarts, symbols
+from core.task import DEFAULT_PERIOD
 from ui.charts import icl as charts
 from ui.state import require_model
 
@@ -74,7 +75,7 @@ try:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
                              help="Each pattern token is drawn uniformly from these (repeats allowed).")
-        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key=f"icl_len_{T}")
+        length = c2.number_input("Pattern length", 1, T, min(DEFAULT_PERIOD, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
         drawn_from = sorted(set(symbols.encode_text(pool, V)))
         pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
