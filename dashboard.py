@@ -75,7 +75,8 @@ def _home_model():
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
-    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help="Targets readable from an earlier copy.")
+    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]),
+                   help="Targets readable from an earlier copy.")
     cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
     best = top_head(heads, "induction")

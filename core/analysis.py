@@ -41,7 +41,8 @@ class SequenceView:
     tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
     [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
     position; scores: one row per head (block, head from 1) with the period scores (task sequences
-    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets: tidy offset-mass profile
+    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets:
+    tidy offset-mass profile
     (block, head, offset, mass) over the same sequences.
     """
 
@@ -70,7 +71,6 @@ def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Da
 @torch.no_grad()
 def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor | None) -> SequenceView:
     cap = attention.capture(model, tokens, periods)
-    V = model.cfg.vocab_size
     scores = _detector_means(cap.pattern, cap.tokens)
     if periods is not None:
         scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["layer", "block", "head"])

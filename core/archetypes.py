@@ -74,7 +74,7 @@ class ArchetypeSettings:
     sharpness: float = 6.0  # softmax inverse temperature: score on target keys (others score 0)
     rest_share: float = 0.8  # on rows with nothing to find, share of attention parked on BOS
 
-    def validate(self) -> "ArchetypeSettings":
+    def validate(self) -> ArchetypeSettings:
         if not 0.0 <= self.sharpness <= 50.0:
             raise ValueError(f"sharpness must be between 0 and 50, got {self.sharpness}.")
         if not 0.0 <= self.rest_share <= 1.0:

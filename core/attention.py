@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from .model import TinyCharLM
-
 from .task import TaskConfig, sample_batch
+
 
 @dataclass
 class AttentionCapture:

@@ -48,7 +48,8 @@ def zero_block_summary(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4096, 
     Returns gram [V, V]; model_probs [V, V] (softmax of each Gram row); task_probs [V, V] (estimated
     P(next b | current a)); gram_max_error (max |model logits - Gram rows| over n_check_seqs =
     GRAM_CHECK_SEQS fresh sequences); mutual_info (plug-in, nats) and mutual_info_bias (its expected
-    value, (V-1)^2 / (2N), when the tokens are independent); model_loss (model's mean loss on fresh sequences), bigram_loss (loss of
+    value, (V-1)^2 / (2N), when the tokens are independent); model_loss (model's mean loss on fresh
+    sequences), bigram_loss (loss of
     the estimated table on fresh sequences), ln_V, n_pairs, repeat_bits (mean log2(V p(a | a)): how
     much the model favours repeating the current token).
     """

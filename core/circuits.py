@@ -18,7 +18,6 @@ import torch
 from .factored import FactoredMatrix
 from .model import TinyCharLM, apply_rope, rope_cos_sin
 
-
 # ---------------------------------------------------------------------------------------------
 # Per-head circuits
 

@@ -10,7 +10,6 @@ import torch
 
 from .model import TinyCharLM
 
-
 COMPOSITION_KINDS = ("Q", "K", "V")
 
 

@@ -31,7 +31,7 @@ class FactoredMatrix:
         return self.A @ self.B
 
     @property
-    def T(self) -> "FactoredMatrix":
+    def T(self) -> FactoredMatrix:
         return FactoredMatrix(self.B.transpose(-1, -2), self.A.transpose(-1, -2))
 
     def __matmul__(self, other):

@@ -18,6 +18,7 @@ from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
 from .trainer import training_batches
 
+
 def tile(pattern: list[int], length: int) -> list[int]:
     """The pattern repeated to exactly `length` tokens."""
     return [pattern[t % len(pattern)] for t in range(length)]
@@ -65,7 +66,8 @@ def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | N
     Returns tokens [n, T_train] and periods [n], or None when the entry lacks seed, batch_size or
     steps_done, describes settings the trainer would refuse, or end_step is out of range.
     """
-    if not isinstance(train, dict) or any(not isinstance(train.get(k), int) for k in ("seed", "batch_size", "steps_done")):
+    needed = ("seed", "batch_size", "steps_done")
+    if not isinstance(train, dict) or any(not isinstance(train.get(k), int) for k in needed):
         return None
     steps, bs = train["steps_done"], train["batch_size"]
     end_step = steps if end_step is None else end_step

@@ -169,7 +169,8 @@ def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512
     return _probe_summary(_two_token_counts(model, rb))
 
 
-def _two_token_counts(model: TinyCharLM, rb: RestartBatch, logits: torch.Tensor | None = None) -> tuple[float, float, int]:
+def _two_token_counts(model: TinyCharLM, rb: RestartBatch,
+                      logits: torch.Tensor | None = None) -> tuple[float, float, int]:
     """(right as sampled, right with the token before the restart matched, n) at the first knowable
     token after each sequence's first restart (restart_context_probe); logits [B, T, V] of rb.tokens
     when already computed."""

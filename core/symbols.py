@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
 SPACE_LABEL = "␣"
 MAX_TEXT_LEN = 128  # the longest text a student may type on any page (a readable 128 x 128 pattern)

@@ -56,7 +56,7 @@ class TrainConfig:
         if self.schedule in OLD_SCHEDULE_NAMES:  # old checkpoints stay loadable
             object.__setattr__(self, "schedule", OLD_SCHEDULE_NAMES[self.schedule])
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         if self.steps < 0:
             raise ValueError(f"steps must be 0 or more, got {self.steps}.")
         if self.batch_size < 1:
@@ -64,7 +64,8 @@ class TrainConfig:
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr}.")
         if self.warmup_steps < 0 or self.decay_steps < 0:
-            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, got {self.warmup_steps}, {self.decay_steps}.")
+            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, "
+                             f"got {self.warmup_steps}, {self.decay_steps}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be 'linear_decay' or 'cosine', got {self.schedule!r}.")
         if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1 or self.check_gap < 1:
@@ -165,7 +166,8 @@ class Trainer:
     train_loss and seconds of training so far)."""
 
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
-        self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
+        self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
+        self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
         self.train_task = train_cfg.train_task(task_cfg)
         self.model = TinyCharLM(model_cfg)  # weights drawn below from the run's own generator
         generator = torch.Generator().manual_seed(train_cfg.seed)

@@ -7,8 +7,8 @@ from core import archetypes as arc
 from core import head_matches, ioi, symbols
 from core.detectors import SCORE_ROWS
 from core.task import DEFAULT_PERIOD
-from ui.charts import archetypes as charts
 from ui import state
+from ui.charts import archetypes as charts
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(
@@ -173,14 +173,16 @@ else:
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
-            st.markdown(f"Closest archetype per head (a clear fit needs a score of at least {head_matches.MATCH_SCORE} and "
+            st.markdown("Closest archetype per head (a clear fit needs a score of at least "
+                        f"{head_matches.MATCH_SCORE} and "
                         f"{head_matches.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
                                 index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars), size=640),
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
+                                                  size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                        "columns = key). A previous-token head is a line just under the diagonal; an induction "

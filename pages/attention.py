@@ -3,10 +3,10 @@ profile and the period-shift probe."""
 import streamlit as st
 
 from core import analysis, symbols
+from core.probes import probe_periods
 from core.symbols import MAX_TEXT_LEN, describe_alphabet
 from core.task import DEFAULT_PERIOD
 from ui.charts import attention as charts
-from core.probes import probe_periods
 from ui.state import require_heads, require_model
 
 st.title("Attention patterns")

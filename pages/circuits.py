@@ -3,7 +3,6 @@ matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
 from core import analysis, symbols
-
 from ui.charts import circuits as charts
 from ui.state import require_heads, require_model
 
@@ -60,11 +59,14 @@ st.subheader(f"QK and OV circuits of head {pick}")
 q_col, o_col = st.columns(2)
 q_col.altair_chart(charts.matrix_heatmap(hv["qk"], "W_QK (content part, offset 0)", "query-side stream dimension",
                                          "key-side stream dimension", "entry"), width="content")
-q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"], f"W_QK singular values: rank {hv['qk_rank']}"),
+q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"],
+                                                f"W_QK singular values: rank {hv['qk_rank']}"),
                    width="content")
-o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)", "written to (stream dimension)",
+o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)",
+                                         "written to (stream dimension)",
                                          "entry"), width="content")
-o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"], f"W_OV singular values: rank {hv['ov_rank']}"),
+o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"],
+                                                f"W_OV singular values: rank {hv['ov_rank']}"),
                    width="content")
 st.caption(
     "**What am I looking at?** Each heatmap is a matrix over the residual stream's dimensions (blue negative, "
@@ -85,7 +87,8 @@ st.caption(
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
-                                         "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size), size=380), width="content")
+                                         "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
+                                         size=380), width="content")
 chance = 1 / cfg.vocab_size
 cp, bc = hv["copy"], hv["block_copy"]
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
@@ -142,7 +145,8 @@ for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_c
 m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
               "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
 if chosen:
-    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"}).style.format("{:+.3f}",
+    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})
+                    .style.format("{:+.3f}",
                     subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
 
 grid = ablation_grid(entry.key, mode, model, task)

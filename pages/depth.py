@@ -50,7 +50,8 @@ def _mean_paths(key, _model, _task):
 @st.cache_data(show_spinner=False, max_entries=8)
 def _composition(key, _model):
     base = composition_baseline(cfg.d_model, cfg.d_head)
-    return composition.composition_matrix(_model, "K").numpy(), composition.composition_matrix(_model, "V").numpy(), base
+    k, v = (composition.composition_matrix(_model, kind).numpy() for kind in ("K", "V"))
+    return k, v, base
 
 
 @st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
@@ -162,7 +163,8 @@ if n_blocks == 0:
     st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
 else:
     c1, c2, c3 = st.columns(3)
-    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}", key=f"depth_block_{n_blocks}")
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}",
+                         key=f"depth_block_{n_blocks}")
     a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_src_{V}")
     b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_dst_{V}")
     if block > 0:
@@ -182,7 +184,8 @@ else:
     st.caption(
         "**What am I looking at?** Per head: its six strongest rules, one per source token a: the destination b "
         "that prefers a most (QK margin: b's score for a minus b's average score over all sources) and the token "
-        "c that attending to a boosts most (OV, centered logit); ranked by QK margin × OV logit. Below: the OV row of the source token you picked and the QK row of "
+        "c that attending to a boosts most (OV, centered logit); ranked by QK margin × OV logit. "
+        "Below: the OV row of the source token you picked and the QK row of "
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
 
@@ -215,8 +218,10 @@ else:
             if kind in by_kind:
                 st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
                           f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
-        block2 = sum(v for l, k, v in zip(res["labels"], res["kinds"], res["values"]) if k == "head" and l.startswith("2."))
-        st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; mean centered logit of "
+        block2 = sum(v for label, k, v in zip(res["labels"], res["kinds"], res["values"])
+                     if k == "head" and label.startswith("2."))
+        st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; "
+                   "mean centered logit of "
                    f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
                    f"paths) carry {block2:.2f}.")
     composed_leads = by_kind.get("composed", 0.0) > by_kind.get("head", 0.0)
@@ -244,8 +249,9 @@ else:
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
         "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
-    head = st.columns([1, 2])[0].selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-                                           format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score {ind[h]:.2f})")
+    head = st.columns([1, 2])[0].selectbox(
+        "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
+        format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
     groups = score_terms.score_groups(st_terms)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))

@@ -26,7 +26,8 @@ with st.expander("How typed symbols map to tokens"):
         f"Token *i* is the *i*-th symbol of the lab's alphabet: `a`=0 … `z`=25, `A`=26 … `Z`=51, `0`=52 … "
         "`9`=61, space=62 (shown as ␣), `.`=63, the same mapping as on every other page. Case matters; any "
         "other symbol has no token. "
-        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
+        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`"
+        + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
         + f", and at most {MAX_PATTERN} symbols.")
 if cfg.n_layers < 2:
     st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
@@ -195,7 +196,8 @@ st.altair_chart(charts.check_chart(check, NAMES), width="content")
 
 def _said(a, b) -> str:
     c = icl.compare_sets(a, b)
-    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: " + ("equal within noise" if c["within_noise"] else "more than noise")
+    verdict = "equal within noise" if c["within_noise"] else "more than noise"
+    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: {verdict}"
 
 
 fresh, mid, last = check["fresh"], check["seen_mid"], check["seen_last"]

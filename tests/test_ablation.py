@@ -4,13 +4,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_model
 from core.ablation import ablated_logits, ablated_metrics, ablation_table, compare_ablation, single_head_ablation
 from core.attention import capture, task_sequences
 from core.checkpoints import read_checkpoint
 from core.heads import head_score_table
 from core.metrics import copy_metrics
 from core.task import TaskConfig
+
+from conftest import tiny_model
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
 TASK = TaskConfig(period_min=4, period_max=8, seq_len=24)
@@ -43,7 +44,8 @@ def test_mean_ablation_keeps_a_constant_output():
         model.blocks[0].W_V[1] = 0.0
     tokens, periods = batch()
     clean = ablated_metrics(model, tokens, periods)["loss_later_copies"]
-    assert ablated_metrics(model, tokens, periods, {(0, 1): "mean"})["loss_later_copies"] == pytest.approx(clean, abs=1e-5)
+    mean_ablated = ablated_metrics(model, tokens, periods, {(0, 1): "mean"})["loss_later_copies"]
+    assert mean_ablated == pytest.approx(clean, abs=1e-5)
     assert abs(ablated_metrics(model, tokens, periods, {(0, 1): "zero"})["loss_later_copies"] - clean) > 1e-3
 
 
@@ -106,8 +108,9 @@ def test_permuting_heads_permutes_rows_and_keeps_the_loss():
     ta = ablation_table(model, tokens, periods).set_index(["layer", "head"])
     tb = ablation_table(permuted, tokens, periods).set_index(["layer", "head"])
     for new, old in enumerate(perm.tolist()):
-        assert tb.loc[(1, new), "loss_later_delta"] == pytest.approx(ta.loc[(1, old), "loss_later_delta"], rel=1e-4, abs=1e-4)
-        assert tb.loc[(0, new), "loss_later_delta"] == pytest.approx(ta.loc[(0, new), "loss_later_delta"], rel=1e-4, abs=1e-4)
+        delta = "loss_later_delta"
+        assert tb.loc[(1, new), delta] == pytest.approx(ta.loc[(1, old), delta], rel=1e-4, abs=1e-4)
+        assert tb.loc[(0, new), delta] == pytest.approx(ta.loc[(0, new), delta], rel=1e-4, abs=1e-4)
     sa = head_score_table(capture(model, tokens, periods).pattern, periods).set_index(["layer", "head"])
     sb = head_score_table(capture(permuted, tokens, periods).pattern, periods).set_index(["layer", "head"])
     for new, old in enumerate(perm.tolist()):

@@ -6,11 +6,12 @@ import torch
 
 from core import archetypes as arc
 from core import head_matches as hm
-from core.symbols import InputProblem, encode_text
 from core import ioi
 from core.detectors import SCORE_ROWS
-from ui.charts import archetypes as charts
 from core.model import ModelConfig, TinyCharLM
+from core.symbols import InputProblem, encode_text
+from ui.charts import archetypes as charts
+
 from helpers import CHECKPOINTS, SHIPPED, open_app
 
 PROMPTS = list(arc.PRESET_PROMPTS.values())
@@ -240,8 +241,8 @@ def test_ioi_data():
 
 
 def _session_model(at, n_layers):
-    from ui.state import LabModel
     from core.task import TaskConfig
+    from ui.state import LabModel
     torch.manual_seed(0)
     model = TinyCharLM(ModelConfig(n_layers=n_layers)).eval()
     entry = LabModel(f"session:test-{n_layers}", f"test {n_layers}-block", model,

@@ -11,11 +11,12 @@ import math
 import pytest
 import torch
 
-from conftest import python_m, tiny_model
 from core.checkpoints import save_checkpoint
 from core.metrics import METRIC_NAMES
 from core.report import build_report
 from core.task import TaskConfig
+
+from conftest import python_m, tiny_model
 
 BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-2", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
@@ -151,7 +152,7 @@ def test_report_json_shape(cli, small_checkpoint):
     heads = report["heads"]
     assert sorted((h["layer"], h["head"]) for h in heads) == [(l, h) for l in range(2) for h in range(4)]
     for h in heads:
-        assert HEAD_KEYS <= set(h), set(h)
+        assert set(h) >= HEAD_KEYS, set(h)
         for key in ("prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1"):
             assert 0 <= h[key] <= 1, (key, h)
         assert -1 - 1e-6 <= h["ov_copying_eig"] <= 1 + 1e-6

@@ -3,8 +3,8 @@ models a student can make with those extremes, and bad uploads.
 
 - Widget sweep: on each page every slider, select slider, number input, select box, radio, toggle,
   checkbox, multiselect and text field is set to its low end, its high end, two alternating mixes
-  of the two, and its high end with empty text; each combination must render without an exception. Widgets that appear only
-  after a change are set in the next round.
+  of the two, and its high end with empty text; each combination must render without an exception.
+  Widgets that appear only after a change are set in the next round.
 - On the Train page each combination is also trained (or refused with a message), and the models
   trained at the extremes are then analysed on every page.
 - Uploads: corrupt, foreign-pickle, version-2, wrong-shape, empty and oversized files each give a
@@ -106,10 +106,9 @@ def set_extreme(w, end: str) -> str:
     lo = end == "lo"
     kind = w.type
     if kind == "slider":
-        if isinstance(w.value, (list, tuple)):
-            v = (w.min, w.min) if lo else (w.max, w.max)
-        else:
-            v = w.min if lo else w.max
+        v = w.min if lo else w.max
+        if isinstance(w.value, (list, tuple)):  # a range slider: both ends at once
+            v = (v, v)
         w.set_value(v)
     elif kind == "number_input":
         v = w.min if lo else w.max
@@ -192,7 +191,7 @@ def train_here(at: AppTest, label: str) -> str | None:
         return None
     train.click().run()
     check(at, f"train with {label}")
-    run = at.session_state["train_run"] if "train_run" in at.session_state else None
+    run = at.session_state.get("train_run", None)
     assert run is not None, f"{label}: Train made no run"
     for _ in range(4):  # a few chunks
         if not run.active or run.step > 0:
@@ -309,7 +308,8 @@ def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     assert at.session_state["picked_model"] != mine
 
 
-@pytest.mark.parametrize("page", ANALYSIS + [None], ids=[p.split("/")[-1][:-3] if p else "home" for p in ANALYSIS + [None]])
+@pytest.mark.parametrize("page", ANALYSIS + [None],
+                         ids=[p.split("/")[-1][:-3] if p else "home" for p in ANALYSIS + [None]])
 def test_unusual_but_valid_uploads_render_on_every_page(page):
     """Valid files the pages did not ship with: one head, no blocks, bias, six blocks, a short task."""
     at = open_page(page)

@@ -7,8 +7,15 @@ import torch
 
 from core.attention import capture, task_sequences, value_weighted
 from core.detectors import DETECTORS, detector_mask, detector_scores
-from core.heads import (PERIOD_SCORES, detector_table, head_score_table, head_scores, offset_mass,
-                        offset_profile, offset_table)
+from core.heads import (
+    PERIOD_SCORES,
+    detector_table,
+    head_score_table,
+    head_scores,
+    offset_mass,
+    offset_profile,
+    offset_table,
+)
 from core.model import ModelConfig, TinyCharLM
 from core.report import build_report
 from core.task import TaskConfig

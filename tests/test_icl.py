@@ -1,19 +1,19 @@
 """In-context learning (core/icl.py): the typed-symbol mapping, the restart sampler, the training
 replay, and the checks on the shipped two-block model."""
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 import core.trainer as trainer_mod
-from conftest import tiny_model
 from core.checkpoints import read_checkpoint
 from core.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
-from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
 from core.model import ModelConfig
+from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
+
+from conftest import tiny_model
 from helpers import ROOT, SHIPPED, open_app
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
@@ -33,7 +33,8 @@ def test_predict_each_matches_the_model():
     assert [r["position"] for r in rows] == list(range(1, 12))
     for r in rows:
         p = probs[r["position"] - 1]
-        assert r["predicted"] == int(p.argmax()) and math.isclose(r["p_target"], float(p[r["target"]].detach()), rel_tol=1e-5)
+        assert r["predicted"] == int(p.argmax())
+        assert math.isclose(r["p_target"], float(p[r["target"]].detach()), rel_tol=1e-5)
         assert r["correct"] == (r["predicted"] == r["target"])
     assert [r["copy"] for r in rows[:7]] == ["first"] * 5 + ["second"] * 2
 

@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
+from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
 
 # ---------------------------------------------------------------------------------------------
 # Shapes

@@ -185,7 +185,8 @@ def _write_study(path: Path) -> None:
         rows.append(f"2,{seed},1500,True,True,{start + 40},{start},{start + 80},80,3.6,0.3")
     rows.append("2,4,1500,False,False,,,,,3.7,3.6")
     rows += [f"1,{seed},1500,False,False,,,,,3.7,3.6" for seed in range(3)]
-    path.write_text("# a study for the test\n# command: python bench/transition_study.py --seeds 5\n" + "\n".join(rows) + "\n")
+    header = "# a study for the test\n# command: python bench/transition_study.py --seeds 5\n"
+    path.write_text(header + "\n".join(rows) + "\n")
 
 
 def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):

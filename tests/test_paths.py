@@ -5,14 +5,15 @@ import math
 import pytest
 import torch
 
-from conftest import random_tokens, tiny_model
-from core.model import ModelConfig, TinyCharLM
 from core.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
 from core.circuits import qk_content, skip_trigrams
 from core.composition import composition_baseline, composition_matrix
+from core.model import ModelConfig, TinyCharLM
 from core.paths import logit_contributions, mean_target_contributions, path_terms
 from core.score_terms import induction_margins, mean_induction_score_terms, score_groups, score_terms, target_margin
 from core.task import TaskConfig
+
+from conftest import random_tokens, tiny_model
 from helpers import SHIPPED, open_app
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=14)

@@ -3,8 +3,20 @@ input on every page that takes typed text."""
 import pytest
 import torch
 
-from core.symbols import (ALPHABET, MAX_TEXT_LEN, InputProblem, alphabet, decode, encode_text, head_label,
-                          head_labels, parse_head_label, token_char, token_labels)
+from core.symbols import (
+    ALPHABET,
+    MAX_TEXT_LEN,
+    InputProblem,
+    alphabet,
+    decode,
+    encode_text,
+    head_label,
+    head_labels,
+    parse_head_label,
+    token_char,
+    token_labels,
+)
+
 from helpers import open_app
 
 

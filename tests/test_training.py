@@ -130,7 +130,7 @@ def test_training_batches_is_the_trainers_stream():
         real_next = trainer.batches.__next__
 
         class Spy:
-            def __next__(self):
+            def __next__(self, real_next=real_next, drawn=drawn):
                 batch = real_next()
                 drawn.append(batch)
                 return batch

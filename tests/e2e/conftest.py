@@ -12,6 +12,7 @@ Screenshots and server logs go to $E2E_ARTIFACTS, else test-artifacts/e2e/ (igno
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -57,7 +58,7 @@ class StreamlitServer:
         self.log_path = ARTIFACTS / f"{name}.log"
         self.before = repo_files()
         full_env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "w")  # noqa: SIM115 (the server writes to it until stop() closes it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
@@ -119,7 +120,7 @@ class LabPage:
     def __init__(self, page, base_url: str):
         self.page, self.base_url = page, base_url
 
-    def goto(self, path: str = "", timeout: float = 90_000) -> "LabPage":
+    def goto(self, path: str = "", timeout: float = 90_000) -> LabPage:
         self.page.goto(f"{self.base_url}/{path}")
         self.wait_idle(timeout)
         return self
@@ -138,10 +139,8 @@ class LabPage:
     def after(self, action, timeout: float = 90_000) -> None:
         """Do `action` (a click, a fill...) and wait for the rerun it causes to finish."""
         action()
-        try:
+        with contextlib.suppress(Exception):  # a fast run may already be over; the idle wait below counts
             self.page.wait_for_selector(SCRIPT_RUNNING, timeout=3_000)
-        except Exception:  # a fast run may already be over; the idle wait below is what counts
-            pass
         self.wait_idle(timeout)
 
     def nav(self, title: str, wait_idle: bool = True) -> None:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PAGES, StreamlitServer
 from ui.pages import PATH
+
+from conftest import PAGES, StreamlitServer
 
 # Charts each page draws for the default (shipped) model without any clicks: the least number. Home
 # draws none; it must show its headline metrics and a link to every other page instead.

@@ -8,11 +8,11 @@ import pickle
 import pytest
 import torch
 
-from conftest import ARTIFACTS
-
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig, TinyCharLM
 from core.task import TaskConfig
+
+from conftest import ARTIFACTS
 
 
 class Plant:

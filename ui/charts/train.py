@@ -52,7 +52,8 @@ LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
 def _loss_y(chance: float) -> alt.Y:
     """Loss axis from 0 to LOSS_TOP ln V. Higher values (the untrained model's first log: its enlarged
     embedding makes it bet on the current token repeating) are drawn at the top edge."""
-    return alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
+    return alt.Y("loss:Q", title="cross-entropy (nats)",
+                 scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
 
 
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
