@@ -1,5 +1,4 @@
 """Ablations on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,8 @@ from core.metrics import copy_metrics
 from core.task import TaskConfig
 
 from conftest import tiny_model
+from helpers import shipped as shipped_path
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
 TASK = TaskConfig(period_min=4, period_max=8, seq_len=24)
 
 
@@ -135,9 +134,7 @@ def test_compare_and_bad_heads():
 
 @pytest.fixture(scope="module")
 def shipped():
-    if not SHIPPED.is_file():
-        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
-    model, info = read_checkpoint(SHIPPED)
+    model, info = read_checkpoint(shipped_path())
     tokens, periods = task_sequences(info["task"], model.cfg.vocab_size, 64, seed=1)
     cap = capture(model, tokens, periods)
     return model, tokens, periods, cap, head_score_table(cap.pattern, periods)

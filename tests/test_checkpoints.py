@@ -14,7 +14,8 @@ from core.model import ModelConfig
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
-from conftest import TINY, design_payload, naive_forward, random_tokens, tiny_model, write_bad_files
+from conftest import TINY, naive_forward, random_tokens, tiny_model
+from helpers import design_payload, write_bad_files
 
 
 def _design_keys(n_layers: int, bias: bool) -> set[str]:

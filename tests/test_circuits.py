@@ -1,6 +1,5 @@
 """Circuits on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -26,8 +25,7 @@ from core.probes import period_probe, period_sweep
 from core.task import TaskConfig
 
 from conftest import tiny_model
-
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+from helpers import shipped as shipped_path
 
 
 def orthonormal_embedding(V, D, seed=0):
@@ -213,9 +211,7 @@ def test_mean_query_profile_and_bias_needs_biases():
 
 @pytest.fixture(scope="module")
 def shipped():
-    if not SHIPPED.is_file():
-        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
-    return read_checkpoint(SHIPPED)
+    return read_checkpoint(shipped_path())
 
 
 def test_shipped_block2_copies(shipped):

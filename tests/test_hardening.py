@@ -12,8 +12,6 @@ models a student can make with those extremes, and bad uploads.
 """
 from __future__ import annotations
 
-import io
-import pickle
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,8 @@ from core.task import TaskConfig
 from ui.pages import ALL_PAGES
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import bad_checkpoints, open_app
+
 PAGES = [p.file for p in ALL_PAGES]
 PAGE_IDS = [p.name for p in ALL_PAGES]
 SKIP_KEYS = {"picked_model", "upload_checkpoint"}  # the sidebar picker and uploader: tested on their own
@@ -58,12 +57,9 @@ def shipped_models_stay_untouched():
 
 
 def open_page(page: str | None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
-    at.run()
-    check(at, "home")
-    if page:
-        at.switch_page(page).run()
-        check(at, page)
+    """open_app (tests/helpers.py) on `page`, with this module's stricter check."""
+    at = open_app(page)
+    check(at, page or "home")
     return at
 
 
@@ -238,47 +234,14 @@ def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models()
 # Uploads
 
 
-class Plant:
-    """Unpickling this creates a file: proof that loading ran code from the upload."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
-
-
 def tiny_checkpoint(n_layers: int = 1, **cfg) -> bytes:
     model = TinyCharLM(ModelConfig(**{"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, **cfg}))
     return checkpoint_bytes(model, task=TaskConfig(4, 8, 24))
 
 
-def payload(**changes) -> bytes:
-    obj = torch.load(io.BytesIO(tiny_checkpoint()), weights_only=True)
-    for k, v in changes.items():
-        obj[k] = v
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def bad_files(marker: Path) -> dict[str, bytes]:
-    good = tiny_checkpoint()
-    wrong = torch.load(io.BytesIO(good), weights_only=True)
-    wrong["state_dict"]["blocks.0.W_Q"] = torch.zeros(4, 32, 5)
-    buf = io.BytesIO()
-    torch.save(wrong, buf)
-    return {
-        "corrupt": bytes(range(256)) * 40,
-        "truncated": good[: len(good) // 2],
-        "foreign-pickle": pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}),
-        "torch-save-of-an-object": payload(train={"note": Plant(marker)}),
-        "version-2": payload(version=2),
-        "wrong-shape": buf.getvalue(),
-        "empty": b"",
-        "foreign-dict": payload(format="someone-elses-model"),
-        "oversized": b"\0" * (MAX_UPLOAD_MB * 2**20 + 1),
-    }
+def bad_files(marker: Path) -> dict[str, tuple[bytes, str]]:
+    """The loader's bad files (tests/helpers.py), plus one over the upload size cap."""
+    return bad_checkpoints(marker) | {"oversized": (b"\0" * (MAX_UPLOAD_MB * 2**20 + 1), "MB")}
 
 
 def upload(at: AppTest, name: str, data: bytes) -> None:
@@ -294,11 +257,11 @@ def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     mine = at.session_state["picked_model"]
     assert at.session_state["lab_models"][mine].label == "mine.pt (uploaded)"
     marker = tmp_path / "pickle-ran-code"
-    for name, data in bad_files(marker).items():
+    for name, (data, phrase) in bad_files(marker).items():
         upload(at, f"{name}.pt", data)
         check(at, f"upload of {name}")
         errors = [e.value for e in at.sidebar.error]
-        assert errors and "unchanged" in errors[0], f"{name}: sidebar shows {errors}"
+        assert errors and "unchanged" in errors[0] and phrase in errors[0], f"{name}: sidebar shows {errors}"
         assert at.session_state["picked_model"] == mine, f"{name}: the picked model changed"
         assert list(at.session_state["lab_models"]) == [mine], f"{name}: a model was added"
         assert not marker.exists(), f"{name}: loading ran code from the file"

@@ -14,7 +14,7 @@ from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
 from conftest import tiny_model
-from helpers import ROOT, SHIPPED, open_app
+from helpers import ROOT, SHIPPED, open_app, shipped
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
 
@@ -123,10 +123,7 @@ def test_replay_gives_the_sequences_the_trainer_drew(monkeypatch):
 
 @pytest.fixture(scope="module")
 def two_block():
-    path = ROOT / "checkpoints" / "variable-period-2block.pt"
-    if not path.is_file():
-        pytest.fail("checkpoints/variable-period-2block.pt is not shipped")
-    return read_checkpoint(path)
+    return read_checkpoint(shipped())
 
 
 def test_shipped_model_is_as_good_on_unseen_patterns(two_block):

@@ -7,22 +7,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.slots import shared_slots
-from ui.state import shipped_files
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [row["file"] for row in shipped_files()]
-
-
+from helpers import SHIPPED, open_app
 
 
 def app(page: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=60)
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, timeout=60)
 
 
 def tiny_settings(at: AppTest, steps: int, layers: int = 1) -> None:
