@@ -206,19 +206,19 @@ def skip_trigrams(model: TinyCharLM, layer: int, head: int, k: int = 8) -> list[
              "qk_margin": float(margin[a]), "ov_logit": float(ov_best[a])} for a in order]
 
 
+def _top_centered(row: torch.Tensor, k: int) -> list[tuple[int, float]]:
+    """The k largest entries of row [V] minus its mean, as [(token, value)]."""
+    vals, idx = (row - row.mean()).topk(k)
+    return list(zip(idx.tolist(), vals.tolist()))
+
+
 @torch.no_grad()
 def ov_top(model: TinyCharLM, layer: int, head: int, source: int, k: int = 5) -> list[tuple[int, float]]:
     """Tokens that attending to `source` boosts most: top k of the centered OV row [(token, logit)]."""
-    row = ov_copying_matrix(model, layer, head)[source]
-    row = row - row.mean()
-    vals, idx = row.topk(k)
-    return list(zip(idx.tolist(), vals.tolist()))
+    return _top_centered(ov_copying_matrix(model, layer, head)[source], k)
 
 
 @torch.no_grad()
 def qk_top(model: TinyCharLM, layer: int, head: int, dest: int, k: int = 5) -> list[tuple[int, float]]:
     """Source tokens destination `dest` prefers most at offset 0: [(token, score - row mean)]."""
-    row = qk_content(model, layer, head)[dest]
-    row = row - row.mean()
-    vals, idx = row.topk(k)
-    return list(zip(idx.tolist(), vals.tolist()))
+    return _top_centered(qk_content(model, layer, head)[dest], k)
