@@ -4,40 +4,28 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from ui.pages import HOME, PATH
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
 
 
-PATH = [  # (page file, title, icon, what the student does there)
-    ("pages/train.py", "Train", "🏋️",
-     "Train a model live and watch the later-copy loss fall while a previous-token head and induction heads form."),
-    ("pages/attention.py", "Attention", "👀",
-     "Look at the attention patterns of the picked model, head by head, on sequences you choose."),
-    ("pages/circuits.py", "Circuits & ablations", "🔌",
-     "Read the QK and OV circuits straight from the weights, and knock heads out to see what breaks."),
-    ("pages/depth.py", "What depth can express", "🧱",
-     "Compare 0, 1 and 2 blocks: bigram statistics, skip-trigrams, and the two-step induction circuit."),
-    ("pages/icl.py", "In-context learning", "🔁",
-     "Feed never-seen patterns and watch the model copy them after a single exposure."),
-    ("pages/archetypes.py", "Head archetypes & IOI", "🧭",
-     "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
-]
+N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
 
-@st.cache_data(show_spinner="Measuring the picked model on 64 fresh sequences…", max_entries=32)
+@st.cache_data(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
 def _overview(key: str, _model, _task) -> dict:
     from core.overview import model_overview
-    return model_overview(_model, _task, n_seqs=64, seed=0)
+    return model_overview(_model, _task, n_seqs=N_OVERVIEW, seed=0)
 
 
 def _home_path():
     st.subheader("A path through the lab")
-    for i, (path, title, icon, what) in enumerate(PATH, 1):
+    for i, page in enumerate(PATH, 1):
         link, text = st.columns([1, 3], vertical_alignment="center")
         with link:
-            st.page_link(path, label=f"{i}. {title}", icon=icon)
-        text.markdown(what)
+            st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
+        text.markdown(page.what)
 
 
 def _home_ideas():
@@ -138,15 +126,8 @@ def home():
     _home_model()
 
 
-PAGES = [
-    st.Page(home, title="Home", icon="🏠", default=True),
-    st.Page("pages/train.py", title="Train", icon="🏋️"),
-    st.Page("pages/attention.py", title="Attention", icon="👀"),
-    st.Page("pages/circuits.py", title="Circuits & ablations", icon="🔌"),
-    st.Page("pages/depth.py", title="What depth can express", icon="🧱"),
-    st.Page("pages/icl.py", title="In-context learning", icon="🔁"),
-    st.Page("pages/archetypes.py", title="Head archetypes & IOI", icon="🧭"),
-]
+PAGES = [st.Page(home, title=HOME.title, icon=HOME.icon, default=True)]
+PAGES += [st.Page(p.file, title=p.title, icon=p.icon) for p in PATH]
 
 page = st.navigation(PAGES)
 sidebar_picker()

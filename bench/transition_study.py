@@ -92,7 +92,8 @@ def main(argv=None) -> int:
     header = [
         "# Induction transition study: one row per training run (core/transition.py defines every column).",
         f"# command: {command.strip()}",
-        f"# settings: preset {PRESET} (depth varied), {steps} steps, loss_later_copies measured every {args.every} steps "
+        f"# settings: preset {PRESET} (depth varied), {steps} steps, "
+        f"loss_later_copies measured every {args.every} steps "
         f"on the fixed evaluation batch; HIGH={HIGH} LOW={LOW} nats; training {get_preset(PRESET).train.to_dict()}.",
     ]
     rows = []

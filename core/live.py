@@ -12,7 +12,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +22,7 @@ from .checkpoints import checkpoint_bytes
 from .model import MAX_LAYERS, ModelConfig, TinyCharLM
 from .presets import get_preset
 from .task import TaskConfig
-from .trainer import Trainer, TrainConfig, eval_batch, evaluate
+from .trainer import TrainConfig, Trainer, eval_batch, evaluate
 
 DEFAULT_PRESET = "variable-period-2block"
 REFERENCE_PRESET = "variable-period-1block"
@@ -49,7 +48,7 @@ class TrainSettings:
     shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
 
     @classmethod
-    def defaults(cls, preset: str = DEFAULT_PRESET) -> "TrainSettings":
+    def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
         p = get_preset(preset)
         return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
                    p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)

@@ -49,7 +49,7 @@ def second_copy_first_token_accuracy(logits: torch.Tensor, tokens: torch.Tensor,
     has never been followed by anything before: with varying periods no model can know it."""
     b = torch.arange(tokens.shape[0])
     L = periods.long()
-    keep = L < tokens.shape[1]
+    keep = tokens.shape[1] > L
     pred = logits[b[keep], L[keep] - 1].argmax(-1)
     return float((pred == tokens[b[keep], L[keep]]).float().mean()) if keep.any() else math.nan
 

@@ -26,8 +26,8 @@ import torch
 
 from .ablation import single_head_ablation
 from .checkpoints import read_checkpoint
-from .copying import block_ov, effective_embedding, ov_copying_eig, ov_copying_matrix, ov_diag_top1
 from .cli import OneLineParser, UsageError, run_main
+from .copying import block_ov, effective_embedding, ov_copying_eig, ov_copying_matrix, ov_diag_top1
 from .heads import PERIOD_SCORES, head_scores, offset_mass
 from .metrics import copy_metrics, second_copy_first_token_accuracy
 from .model import TinyCharLM

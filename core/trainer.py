@@ -29,6 +29,8 @@ from .model import ModelConfig, TinyCharLM
 from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
+SCHEDULES = ("linear_decay", "cosine")
+OLD_SCHEDULE_NAMES = {"constant": "linear_decay"}  # what checkpoints written before the rename store
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,8 @@ class TrainConfig:
     batch_size: int = 32
     lr: float = 1e-2
     warmup_steps: int = 0
-    schedule: str = "constant"  # "constant" or "cosine" (decays to 10% of lr at `steps`)
-    decay_steps: int = 300  # "constant" only: the last decay_steps fall linearly to 10% of lr
+    schedule: str = "linear_decay"  # lr held, then the last decay_steps fall linearly to 10% of lr; or "cosine"
+    decay_steps: int = 300  # "linear_decay" only (0: lr constant throughout)
     weight_decay: float = 0.1  # AdamW's decoupled decay; slows the one-block offset mixture most
     seed: int = 0
     log_every: int = 25
@@ -51,7 +53,11 @@ class TrainConfig:
     embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
 
-    def validate(self) -> "TrainConfig":
+    def __post_init__(self):
+        if self.schedule in OLD_SCHEDULE_NAMES:  # old checkpoints stay loadable
+            object.__setattr__(self, "schedule", OLD_SCHEDULE_NAMES[self.schedule])
+
+    def validate(self) -> TrainConfig:
         if self.steps < 0:
             raise ValueError(f"steps must be 0 or more, got {self.steps}.")
         if self.batch_size < 1:
@@ -59,9 +65,10 @@ class TrainConfig:
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr}.")
         if self.warmup_steps < 0 or self.decay_steps < 0:
-            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, got {self.warmup_steps}, {self.decay_steps}.")
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}.")
+            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, "
+                             f"got {self.warmup_steps}, {self.decay_steps}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be 'linear_decay' or 'cosine', got {self.schedule!r}.")
         if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1 or self.check_gap < 1:
             raise ValueError("log_every, check_every, check_gap and eval_size must be at least 1.")
         if self.seq_len < 0:
@@ -129,8 +136,7 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
 
 def initial_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> TinyCharLM:
     """The model a seeded Trainer starts from (reset_parameters, then init_embedding)."""
-    torch.manual_seed(train_cfg.seed)
-    model = TinyCharLM(model_cfg)
+    model = TinyCharLM(model_cfg)  # weights drawn below from the run's own generator, not torch's global one
     generator = torch.Generator().manual_seed(train_cfg.seed)
     model.reset_parameters(generator)
     init_embedding(model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
@@ -172,7 +178,8 @@ class Trainer:
     train_loss and seconds of training so far)."""
 
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
-        self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
+        self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
+        self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
         self.train_task = train_cfg.train_task(task_cfg)
         self.model = initial_model(model_cfg, train_cfg)
         self.model.train()

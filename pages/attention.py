@@ -2,10 +2,11 @@
 profile and the period-shift probe."""
 import streamlit as st
 
-from core import analysis
-from core.attention import MAX_TEXT_LEN, describe_alphabet
-from core.charts import attention as charts
+from core import analysis, symbols
 from core.probes import probe_periods
+from core.symbols import MAX_TEXT_LEN, describe_alphabet
+from core.task import DEFAULT_PERIOD
+from ui.charts import attention as charts
 from ui.state import require_heads, require_model
 
 st.title("Attention patterns")
@@ -61,7 +62,7 @@ else:
                "Repeat a phrase to give induction heads something to find.")
     try:
         view = text_view(entry.key, text, model)
-    except ValueError as e:
+    except symbols.InputProblem as e:
         st.warning(str(e))
 weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weighting",
                     help="Value-weighted: each weight times ‖v_j W_O‖, the size of what key j writes, "
@@ -78,10 +79,10 @@ if view is not None:
     st.altair_chart(charts.pattern_grid(patterns), width="content")
 
     st.subheader("One head, up close")
-    labels = analysis.head_labels(model)
+    labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
     pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="att_head",
                                            index=min(len(labels) - 1, cfg.n_heads))
-    layer, head = analysis.parse_head_label(pick)
+    layer, head = symbols.parse_head_label(pick)
     left, right = st.columns([3, 1.2])
     left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
                       width="content")
@@ -134,7 +135,7 @@ st.markdown(
     "Evaluate it on sequences of one period at a time, including periods it never saw. A lookup keeps "
     "working when the period moves; a fixed offset works only where it happens to fit.")
 sw = sweep(entry.key, model, task)
-probe_period = st.slider("Probe period", lo, hi, min(max(24, lo), hi), key="att_probe")
+probe_period = st.slider("Probe period", lo, hi, min(max(DEFAULT_PERIOD, lo), hi), key="att_probe")
 pr = probe(entry.key, int(probe_period), model, task)
 m = pr["metrics"]
 a, b, c = st.columns(3)

@@ -2,9 +2,8 @@
 matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-from core import analysis
-from core.attention import vocab_labels
-from core.charts import circuits as charts
+from core import analysis, symbols
+from ui.charts import circuits as charts
 from ui.state import require_heads, require_model
 
 st.title("Circuits & ablations")
@@ -50,21 +49,24 @@ st.markdown(
     f"their rank is at most {cfg.d_head}. With rotary embeddings (Su et al. 2021) position enters only "
     "through the rotation of q and k, so the positional part is shown separately, as a profile over offsets.")
 
-labels = analysis.head_labels(model)
+labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
 pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="cir_head",
                                        index=min(len(labels) - 1, cfg.n_heads))
-layer, head = analysis.parse_head_label(pick)
+layer, head = symbols.parse_head_label(pick)
 hv = head_view(entry.key, layer, head, model, task)
 
 st.subheader(f"QK and OV circuits of head {pick}")
 q_col, o_col = st.columns(2)
 q_col.altair_chart(charts.matrix_heatmap(hv["qk"], "W_QK (content part, offset 0)", "query-side stream dimension",
                                          "key-side stream dimension", "entry"), width="content")
-q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"], f"W_QK singular values: rank {hv['qk_rank']}"),
+q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"],
+                                                f"W_QK singular values: rank {hv['qk_rank']}"),
                    width="content")
-o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)", "written to (stream dimension)",
+o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)",
+                                         "written to (stream dimension)",
                                          "entry"), width="content")
-o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"], f"W_OV singular values: rank {hv['ov_rank']}"),
+o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"],
+                                                f"W_OV singular values: rank {hv['ov_rank']}"),
                    width="content")
 st.caption(
     "**What am I looking at?** Each heatmap is a matrix over the residual stream's dimensions (blue negative, "
@@ -85,7 +87,8 @@ st.caption(
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
-                                         "boosted logit b", "C[a, b]", labels=vocab_labels(cfg.vocab_size), size=380), width="content")
+                                         "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
+                                         size=380), width="content")
 chance = 1 / cfg.vocab_size
 cp, bc = hv["copy"], hv["block_copy"]
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
@@ -155,7 +158,8 @@ for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_c
 m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
               "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
 if chosen:
-    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"}).style.format("{:+.3f}",
+    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})
+                    .style.format("{:+.3f}",
                     subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
 
 grid = ablation_grid(entry.key, mode, model, task)

@@ -2,8 +2,9 @@
 exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-from core import icl
-from core.charts import icl as charts
+from core import icl, restarts, symbols
+from core.task import DEFAULT_PERIOD
+from ui.charts import icl as charts
 from ui.state import require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
@@ -21,14 +22,16 @@ st.markdown(
 entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
-SYMBOLS = icl.typable(V)
+SYMBOLS = symbols.alphabet(V)
+MAX_PATTERN = min(T, symbols.MAX_TEXT_LEN)  # a typed pattern must fit the model's sequence length
 with st.expander("How typed symbols map to tokens"):
     st.markdown(
         f"Token *i* is the *i*-th symbol of the lab's alphabet: `a`=0 … `z`=25, `A`=26 … `Z`=51, `0`=52 … "
         "`9`=61, space=62 (shown as ␣), `.`=63, the same mapping as on every other page. Case matters; any "
         "other symbol has no token. "
-        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
-        + f", and at most {T} symbols (its sequence length).")
+        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`"
+        + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
+        + f", and at most {MAX_PATTERN} symbols.")
 if cfg.n_layers < 2:
     st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
             "induction circuit (see *What depth can express*), so expect its second copies to stay near chance "
@@ -42,7 +45,7 @@ def _predict(key, _model, tokens, period):
 
 @st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(key, _model, _task):
-    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
+    return restarts.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
@@ -68,26 +71,26 @@ try:
     if mode == "type":
         c1, c2 = st.columns([3, 2])
         text = c1.text_input("Pattern", "Black fox jumps.Wiz7", key="icl_text",
-                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {T}.")
+                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {MAX_PATTERN}.")
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")
-        pattern = icl.parse_symbols(text, V, max_len=T, what="The pattern")
+        pattern = symbols.encode_text(text, V, max_len=MAX_PATTERN)
     else:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
                              help="Each pattern token is drawn uniformly from these (repeats allowed).")
-        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key=f"icl_len_{T}")
+        length = c2.number_input("Pattern length", 1, T, min(DEFAULT_PERIOD, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
-        symbols = sorted(set(icl.parse_symbols(pool, V, what="The symbol set")))
-        pattern, repeat = icl.random_pattern(symbols, int(length), int(seed)), True
-        st.code("".join(icl.token_char(t) for t in pattern), language=None)
+        drawn_from = sorted(set(symbols.encode_text(pool, V)))
+        pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
+        st.code("".join(symbols.token_char(t) for t in pattern), language=None)
     if repeat:
         tokens, period = icl.tile(pattern, T), len(pattern)
     else:
         tokens = pattern
     if len(tokens) < 2:
-        raise icl.InputProblem("One symbol leaves nothing to predict: give at least two.")
-except icl.InputProblem as e:
+        raise symbols.InputProblem("One symbol leaves nothing to predict: give at least two.")
+except symbols.InputProblem as e:
     st.warning(str(e))
 
 if tokens is not None:
@@ -134,14 +137,14 @@ c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.
 c3.metric("…on its 2nd token (the first it could know)", f"{s['first_predictable']:.2f}",
           f"{s['rest']:.2f} from there on", delta_color="off")
 if s["n_recovered"]:
-    c4.metric(f"tokens until {icl.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
+    c4.metric(f"tokens until {restarts.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
               f"{s['median_lag']:+.0f} vs the earliest possible, period + 1", delta_color="off",
               help=f"Over {s['n_segments']} restarts with room to show it, {s['n_recovered']} recovered; "
                    f"{s['share_earliest']:.0%} of those at the earliest possible token.")
 else:
-    c4.metric(f"tokens until {icl.RUN} right in a row", "never",
+    c4.metric(f"tokens until {restarts.RUN} right in a row", "never",
               help=f"None of {s['n_segments']} restarts with room to show it was followed by "
-                   f"{icl.RUN} right predictions in a row.")
+                   f"{restarts.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
                      help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
 st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
@@ -171,7 +174,7 @@ if probe["n"]:
         "dip at x = 1 in the chart above is then not forgetting: it is this one mismatched token.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
-ex = icl.restart_example(task, V, int(ex_seed))
+ex = restarts.restart_example(task, V, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
 ex_rows = _predict(entry.key, model, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]
@@ -206,7 +209,8 @@ st.altair_chart(charts.check_chart(check, NAMES), width="content")
 
 def _said(a, b) -> str:
     c = icl.compare_sets(a, b)
-    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: " + ("equal within noise" if c["within_noise"] else "more than noise")
+    verdict = "equal within noise" if c["within_noise"] else "more than noise"
+    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: {verdict}"
 
 
 fresh, mid, last = check["fresh"], check["seen_mid"], check["seen_last"]

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from core import live
-from core.charts import train as charts
 from core.slots import shared_slots, shared_slots_problem
+from ui.charts import train as charts
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 
 CHUNK_SECONDS = 0.4  # training work per fragment run; the page redraws in between
@@ -51,7 +51,8 @@ def shipped_runs() -> dict[str, dict]:
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
-WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps", "tr_seed")
+WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
+               "tr_seed")
 
 
 def settings_widgets() -> live.TrainSettings:
@@ -205,7 +206,8 @@ def result_panel(run: live.LiveRun) -> None:
         return
     model, info, data = run.result
     m = live.final_metrics(info["history"])
-    st.success(f"{run.status.capitalize()} at step {run.step}: later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
+    st.success(f"{run.status.capitalize()} at step {run.step}: "
+               f"later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
                f"nats, later-copy accuracy {m.get('acc_later_copies', math.nan):.3f}. The model is now picked in "
                "the sidebar, so every other page analyses it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",

@@ -8,12 +8,14 @@ import re
 import pytest
 import torch
 
-from conftest import TINY, design_payload, naive_forward, random_tokens, tiny_model, write_bad_files
 from core import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
+
+from conftest import TINY, naive_forward, random_tokens, tiny_model
+from helpers import design_payload, write_bad_files
 
 
 def _design_keys(n_layers: int, bias: bool) -> set[str]:

@@ -1,20 +1,31 @@
 """Circuits on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tiny_model
 from core.checkpoints import read_checkpoint
-from core.circuits import (FactoredMatrix, composition_baseline, composition_table, copying_scores, direct_path,
-                           effective_embedding, head_qk_vectors, ov_circuit, ov_copying_matrix, ov_copying_eig, ov_copying_table,
-                           ov_diag_top1, ov_diag_topk, qk_circuit, rotary_profile)
+from core.circuits import (
+    copying_scores,
+    direct_path,
+    effective_embedding,
+    head_qk_vectors,
+    ov_circuit,
+    ov_copying_eig,
+    ov_copying_matrix,
+    ov_copying_table,
+    ov_diag_top1,
+    ov_diag_topk,
+    qk_circuit,
+    rotary_profile,
+)
+from core.composition import composition_baseline, composition_table
 from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
 from core.probes import period_probe, period_sweep
 from core.task import TaskConfig
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+from conftest import tiny_model
+from helpers import shipped as shipped_path
 
 
 def orthonormal_embedding(V, D, seed=0):
@@ -75,7 +86,8 @@ def test_factored_circuits_rank_and_singular_values():
         assert f.rank() == 8 == torch.linalg.matrix_rank(dense)
         full = torch.linalg.svdvals(dense.double())
         assert torch.allclose(f.svals(full=True).double(), full, atol=1e-4)
-        assert f.svals(full=True)[8:].abs().max() == 0 and float(f.norm()) == pytest.approx(float(dense.norm()), rel=1e-5)
+        assert f.svals(full=True)[8:].abs().max() == 0
+        assert float(f.norm()) == pytest.approx(float(dense.norm()), rel=1e-5)
     assert torch.allclose((qk_circuit(model, 0, 0) @ torch.eye(32)).AB, qk_circuit(model, 0, 0).AB)
     gram = direct_path(model)
     assert torch.allclose(gram.AB, gram.AB.T) and torch.linalg.eigvalsh(gram.AB.double()).min() > -1e-8
@@ -199,9 +211,7 @@ def test_mean_query_profile_and_bias_needs_biases():
 
 @pytest.fixture(scope="module")
 def shipped():
-    if not SHIPPED.is_file():
-        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
-    return read_checkpoint(SHIPPED)
+    return read_checkpoint(shipped_path())
 
 
 def test_shipped_block2_copies(shipped):

@@ -6,12 +6,9 @@ not here: they cannot go stale.
 If a test here fails after the checkpoints are regenerated, the sentence it names is now false:
 change the sentence (or make the page compute it), not the threshold."""
 import dataclasses
-import math
-import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from core.checkpoints import read_checkpoint
 from core.overview import initial_logit_bias

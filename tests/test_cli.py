@@ -12,11 +12,12 @@ import re
 import pytest
 import torch
 
-from conftest import python_m, tiny_model
 from core.checkpoints import save_checkpoint
 from core.metrics import METRIC_NAMES
 from core.report import build_report
 from core.task import TaskConfig
+
+from conftest import python_m, tiny_model
 
 BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-2", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
@@ -153,7 +154,7 @@ def test_report_json_shape(cli, small_checkpoint):
     heads = report["heads"]
     assert sorted((h["layer"], h["head"]) for h in heads) == [(l, h) for l in range(2) for h in range(4)]
     for h in heads:
-        assert HEAD_KEYS <= set(h), set(h)
+        assert set(h) >= HEAD_KEYS, set(h)
         for key in ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self", "ov_diag_top1",
                     "ov_diag_top1_effective"):
             assert 0 <= h[key] <= 1 + 1e-6, (key, h)
@@ -226,8 +227,9 @@ def test_train_to_stopping_loss_then_report(tmp_path):
 
 def test_text_report_counts_blocks_and_heads_from_one():
     """The text output labels heads "block.head" counted from 1 (as the app does); JSON keeps 0-based."""
-    from conftest import tiny_model
     from core.report import format_text
+
+    from conftest import tiny_model
 
     report = build_report(tiny_model(2), TaskConfig(period_min=4, period_max=6, seq_len=16), offsets=[2], n_seqs=4)
     rows = [line.split()[0] for line in format_text(report).splitlines() if re.match(r"^\d+\.\d+ ", line)]

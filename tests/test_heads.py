@@ -5,11 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import (ALPHABET, capture, decode, encode_text, task_sequences, token_labels,
-                            value_weighted)
+from core.attention import capture, task_sequences, value_weighted
 from core.detectors import DETECTORS, detector_mask, detector_scores
-from core.heads import (PERIOD_SCORES, detector_table, head_score_table, head_scores, offset_mass,
-                        offset_profile, offset_table)
+from core.heads import (
+    PERIOD_SCORES,
+    detector_table,
+    head_score_table,
+    head_scores,
+    offset_mass,
+    offset_profile,
+    offset_table,
+)
 from core.model import ModelConfig, TinyCharLM
 from core.report import build_report
 from core.task import TaskConfig
@@ -228,18 +234,6 @@ def test_capture_and_value_weighting_follow_their_definitions():
     A = torch.full((1, 3, 3), 1 / 3).tril()
     w = value_weighted(A, torch.tensor([[0.0, 1.0, 1.0]]))
     assert w[0, 2, 0] == 0 and w[0, 2, 1] == pytest.approx(0.5)
-
-
-def test_text_encoding_and_bad_input():
-    toks = encode_text("abc abc.", 64)
-    assert toks.tolist() == [0, 1, 2, 62, 0, 1, 2, 63] and decode(toks, 64) == "abc abc."
-    assert token_labels(toks, 64)[3] == "␣"
-    assert encode_text("Zz9", 64).tolist() == [ALPHABET.index(c) for c in "Zz9"]
-    for bad, words in (("", "at least"), ("a", "at least"), ("x" * 200, "limit"), ("héllo", "no token")):
-        with pytest.raises(ValueError, match=words):
-            encode_text(bad, 64)
-    with pytest.raises(ValueError, match="no token"):
-        encode_text("abz", 16)  # a 16-token model reads only a-p
 
 
 def test_task_sequences_are_reproducible():

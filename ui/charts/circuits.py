@@ -9,7 +9,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import DIVERGING, OKABE_ITO, SEQUENTIAL
+from . import DIVERGING, OKABE_ITO
 
 PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
@@ -70,7 +70,8 @@ def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: 
     the offsets L-1 of the training periods are shaded."""
     data = pd.concat([pd.DataFrame({"offset": np.arange(len(p)), "score": p, "source": name})
                       for name, p in profiles.items()])
-    band = alt.Chart(pd.DataFrame({"a": [period_min - 1.5], "b": [period_max - 0.5], "t": ["L − 1 for training periods"]})) \
+    band_edges = {"a": [period_min - 1.5], "b": [period_max - 0.5], "t": ["L − 1 for training periods"]}
+    band = alt.Chart(pd.DataFrame(band_edges)) \
         .mark_rect(color="#999999", opacity=0.18).encode(x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("t:N", title="")])
     lines = alt.Chart(data).mark_line().encode(
         x=alt.X("offset:Q", title="offset t = i − j (positions back)"),
@@ -112,7 +113,8 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
                                   y=alt.Y("block:O", title="block"))
     rect = base.mark_rect().encode(
         color=alt.Color(f"{value}:Q", title=value_title, scale=alt.Scale(scheme=DIVERGING, domain=[-m, m])),
-        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
+        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"),
+                 alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
     )
     text = base.mark_text(fontSize=12).encode(
         text=alt.Text(f"{value}:Q", format=fmt),
