@@ -12,7 +12,7 @@ import pytest
 
 from core.checkpoints import read_checkpoint
 from core.overview import initial_logit_bias
-from core.paths import mean_induction_score_terms
+from core.score_terms import mean_induction_score_terms
 from core.presets import get_preset
 from core.report import build_report
 from core.score_groups import GROUPS, head_roles, score_groups
