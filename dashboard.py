@@ -22,6 +22,8 @@ PATH = [  # (page file, title, icon, what the student does there)
      "Feed never-seen patterns and watch the model copy them after a single exposure."),
     ("pages/archetypes.py", "Head archetypes & IOI", "🧭",
      "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
+    ("pages/causal.py", "Causal experiments", "🧪",
+     "Patch clean activations into a corrupted run, path by path, and read the stream through the logit lens."),
 ]
 
 
@@ -132,6 +134,7 @@ PAGES = [
     st.Page("pages/depth.py", title="What depth can express", icon="🧱"),
     st.Page("pages/icl.py", title="In-context learning", icon="🔁"),
     st.Page("pages/archetypes.py", title="Head archetypes & IOI", icon="🧭"),
+    st.Page("pages/causal.py", title="Causal experiments", icon="🧪"),
 ]
 
 page = st.navigation(PAGES)

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-PAGES = ["", "train", "attention", "circuits", "depth", "icl", "archetypes"]
+PAGES = ["", "train", "attention", "circuits", "depth", "icl", "archetypes", "causal"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 BUDGET_MB = 600
 

@@ -28,7 +28,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import ui.state  # noqa: E402
 
 PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
+         "pages/archetypes.py", "pages/causal.py"]
 BUDGET_S = 1.0
 
 

@@ -29,7 +29,7 @@ from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
+         "pages/archetypes.py", "pages/causal.py"]
 PAGE_IDS = [p.split("/")[-1][:-3] if p else "home" for p in PAGES]
 SKIP_KEYS = {"picked_model", "upload_checkpoint"}  # the sidebar picker and uploader: tested on their own
 KINDS = ("slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox", "multiselect",

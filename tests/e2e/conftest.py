@@ -41,6 +41,7 @@ PAGES = {
     "depth": "What depth can express",
     "icl": "In-context learning",
     "archetypes": "Head archetypes & IOI",
+    "causal": "Causal experiments",
 }
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import PAGES, StreamlitServer
 
 # Charts each page draws for the default (shipped) model without any clicks: the least number.
-MIN_CHARTS = {"": 0, "train": 0, "attention": 1, "circuits": 1, "depth": 1, "icl": 1, "archetypes": 1}
+MIN_CHARTS = {"": 0, "train": 0, "attention": 1, "circuits": 1, "depth": 1, "icl": 1, "archetypes": 1, "causal": 1}
 
 
 @pytest.mark.parametrize("path", list(PAGES), ids=[p or "home" for p in PAGES])
