@@ -78,7 +78,8 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
         "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                        if cfg.n_layers else float("nan")),
         "resid": patching.resid_patch_effects(model, runs),
-        "head_positions": patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads, -1),
+        "head_positions": patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads,
+                                                                              runs.clean.shape[1]),
         "head_rows": [head_label(l, h) for l, h in every],
         "paths": _path_frame(model, runs),
         "lens": lens,

@@ -206,7 +206,7 @@ def test_logit_lens_matches_the_naive_streams(pair):
                 assert abs(prob[s, b, i].item() - p) < 1e-9
                 assert rank[s, b, i].item() == 1 + int((logits[i] > logits[i, target]).sum())
     df = LL.lens_by_copy(model, naive.clean, naive.periods)
-    assert list(df.copy[:3]) == ["first", "second", "later"] and len(df) == 3 * 3
+    assert list(df["copy"][:3]) == ["first", "second", "later"] and len(df) == 3 * 3
     last = model(naive.clean).softmax(-1)[:, :-1].gather(-1, naive.clean[:, 1:, None])[..., 0]
     assert torch.allclose(prob[-1], last)  # no final LayerNorm: the last lens is the model itself
 
