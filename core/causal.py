@@ -56,7 +56,8 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     sequence's tokens as labels), heads (block, head, patch_effect), all_heads, resid_last (effects of
     patching every head / the whole stream entering the last block), resid [n_layers, T],
     head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
-    sender and receiver labels), lens (one sequence), lens_by_copy."""
+    sender and receiver labels), lens (the first clean sequence, whole), lens_by_copy (every clean
+    sequence, whole). The patching experiments see the sequences cut after their second copy."""
     cfg = model.cfg
     V = cfg.vocab_size
     periods = runs.periods.unique()
@@ -64,7 +65,8 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     heads.insert(0, "block", heads.pop("layer") + 1)
     heads["head"] += 1
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    seq = runs.clean[0]
+    full = runs.clean_full if runs.clean_full is not None else runs.clean
+    seq = full[0]
     lens = logit_lens.lens_sequence(model, seq)
     labels = token_labels(seq, V)
     lens["token"] = [labels[i] for i in lens["position"]]
@@ -72,7 +74,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     out = {
         "m_clean": runs.m_clean, "m_corrupted": runs.m_corrupted, "n_seqs": int(runs.clean.shape[0]),
         "period": int(periods[0]) if len(periods) == 1 else None,
-        "clean": labels, "corrupted": token_labels(runs.corrupted[0], V),
+        "clean": labels[:runs.clean.shape[1]], "corrupted": token_labels(runs.corrupted[0], V),
         "heads": heads,
         "all_heads": float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
         "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
@@ -83,7 +85,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
         "head_rows": [head_label(l, h) for l, h in every],
         "paths": _path_frame(model, runs),
         "lens": lens,
-        "lens_by_copy": logit_lens.lens_by_copy(model, runs.clean, runs.periods),
+        "lens_by_copy": logit_lens.lens_by_copy(model, full, runs.periods),
     }
     return out
 

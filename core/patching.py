@@ -73,6 +73,7 @@ class PatchRuns:
     corrupted_cache: dict
     m_clean: float
     m_corrupted: float
+    clean_full: torch.Tensor | None = None  # the clean tokens before the cut (for views of whole sequences)
 
     def effect(self, m_patched) -> np.ndarray:
         """Patch effect of M values (array-like); NaN where M(clean) == M(corrupted)."""
@@ -87,11 +88,11 @@ def prepare(model: TinyCharLM, clean: torch.Tensor, corrupted: torch.Tensor, per
     for L in periods.unique().tolist():
         check_period(int(L), clean.shape[1])
     T = 2 * int(periods.max())
-    clean, corrupted = clean[:, :T], corrupted[:, :T]
+    full, clean, corrupted = clean, clean[:, :T], corrupted[:, :T]
     c_logits, c_cache = model.run_with_cache(clean)
     k_logits, k_cache = model.run_with_cache(corrupted)
     return PatchRuns(clean, corrupted, periods, c_cache, k_cache,
-                     float(metric(c_logits, clean, periods)), float(metric(k_logits, clean, periods)))
+                     float(metric(c_logits, clean, periods)), float(metric(k_logits, clean, periods)), full)
 
 
 def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, period: int | None = None) -> PatchRuns:

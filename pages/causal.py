@@ -109,7 +109,8 @@ if cfg.n_layers:
         "**What am I looking at?** Row *before block l*, column p: the whole residual stream vector entering block l "
         "at position p alone comes from the clean run. Before block 1 the stream is just the token embedding, so a "
         "cell lights up only where the clean token itself matters. Rows further up show where the blocks below have "
-        "moved information to. The dashed lines mark where the second (and third) copy starts. Positions past the "
+        "moved information to. One position carries only a small share of the answer, so the colour scale "
+        "runs to the largest value in the grid (see the legend). The dashed lines mark where the second (and third) copy starts. Positions past the "
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
@@ -121,7 +122,7 @@ if cfg.n_layers:
                     width="content")
     st.caption(
         "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
-        "the corrupted run. Summed over positions it would not add up to section 1 (the model is not linear in "
+        "the corrupted run (colour scale: the largest value in this grid). Summed over positions it would not add up to section 1 (the model is not linear in "
         "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
@@ -189,10 +190,10 @@ st.caption(f"Averaged over every target of the {res['n_seqs']} clean sequences, 
 st.header("6 · How this relates to the IOI method")
 st.markdown(
     "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with exactly these tools (see *Head "
-    "archetypes & IOI*). Their clean input was an IOI sentence; their corruption swapped the names, so the "
-    "answer was no longer supported by the context, much as our fresh first copy removes the pattern. They "
-    "measured the logit difference between the two names where we use the right token's log-probability, and "
-    "normalised it the same way. They worked backwards from the logits: first the heads whose output matters "
+    "archetypes & IOI*). Their clean input was an IOI sentence; for path patching they replaced the names by other, "
+    "unrelated names, so the answer was no longer supported by the context, much as our fresh first copy "
+    "removes the pattern. They measured the logit difference between the two names where we use the right "
+    "token's log-probability. They worked backwards from the logits: first the heads whose output matters "
     "directly (section 1 here), then, by path patching into those heads' queries, keys and values, the heads "
     "that feed them (section 4). Here the answer is known in advance, so you can check the method: the "
     "previous-token head in block 1 should matter through the induction heads' **keys**, not their values or "

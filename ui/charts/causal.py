@@ -38,7 +38,8 @@ def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
 def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: str, period: int | None,
                      tokens: list[str] | None = None) -> alt.LayerChart:
     """grid [R, T] of patch effects: rows (labels `rows`) x position, with the copies' borders marked
-    (rules at L and 2L when every sequence has period `period`)."""
+    (rules at L and 2L when every sequence has period `period`). Unlike the other charts the colour scale
+    runs to ±max|grid|, named in the legend: a single position's effect is often a few hundredths."""
     R, T = grid.shape
     r, p = np.indices((R, T)).reshape(2, -1)
     data = pd.DataFrame({"row": [rows[i] for i in r], "position": p, "effect": grid.reshape(-1).round(4)})
@@ -47,17 +48,19 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
     if tokens is not None:
         data["token"] = [tokens[i] for i in p]
         tooltip.insert(2, alt.Tooltip("token:N", title="clean token"))
+    m = float(np.nanmax(np.abs(grid))) if grid.size and np.isfinite(grid).any() else 0.0
+    scale = alt.Scale(scheme=DIVERGING, domain=[-(m or 1.0), m or 1.0])  # one position carries little: scale to the grid
     rect = alt.Chart(data).mark_rect().encode(
         x=alt.X("position:O", title="position", axis=alt.Axis(labelAngle=0, values=list(range(0, T, 4)))),
         y=alt.Y("row:N", title=row_title, sort=rows),
-        color=alt.Color("effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE), tooltip=tooltip)
+        color=alt.Color("effect:Q", title=f"{EFFECT_TITLE} (±{m:.2g})", scale=scale), tooltip=tooltip)
     layers = [rect]
     if period:
         marks = pd.DataFrame({"position": [period, 2 * period][: 1 + (2 * period < T)],
                               "what": ["second copy starts", "third copy starts"][: 1 + (2 * period < T)]})
         layers.append(alt.Chart(marks).mark_rule(color="black", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=max(300, 12 * T), height=28 * R + 10, autosize=PAD)
+    return alt.layer(*layers, title=title).properties(width=min(900, max(300, 12 * T)), height=28 * R + 10, autosize=PAD)
 
 
 def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
@@ -93,7 +96,7 @@ def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChar
         marks = pd.DataFrame({"position": [period - 1], "what": ["first prediction of a second-copy token"]})
         layers.append(alt.Chart(marks).mark_rule(color="white", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=max(300, 12 * T), height=30 * len(stages) + 10,
+    return alt.layer(*layers, title=title).properties(width=min(900, max(300, 12 * T)), height=30 * len(stages) + 10,
                                                       autosize=PAD)
 
 
@@ -105,5 +108,6 @@ def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log
         x=alt.X("stage_label:N", title="read after", sort=stages, axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{value}:Q", title=value_title, scale=scale),
         color=alt.Color("copy:N", title="targets in the", sort=["first", "second", "later"]),
+        strokeDash=alt.StrokeDash("copy:N", sort=["first", "second", "later"], legend=None),
         tooltip=["stage_label:N", "copy:N", alt.Tooltip(f"{value}:Q", format=".3f"), "n:Q"],
     ).properties(width=300, height=220, autosize=PAD)
