@@ -72,7 +72,14 @@ if cfg.n_layers == 0:
             "corrupted first copy cannot change any second-copy prediction and M(clean) = M(corrupted) exactly. "
             "Every patch effect is 0/0: there is nothing to patch. Only the logit lens below means something "
             "here: the embedding is the whole model.")
-elif gap < SMALL_GAP:
+elif cfg.n_layers == 1:
+    st.info("A **one-block** model cannot look up the token after an earlier occurrence: that needs a head whose keys "
+            "read what a head in an earlier block wrote (see *What depth can express*). Whatever gap there is "
+            "between the two runs here comes from other ways of reading the first copy: a head that attends a fixed "
+            "distance back (which works only at the period it was trained on), or one that raises the logits of "
+            "tokens seen earlier, since the right token is among them. Sections 1–3 and the logit "
+            "lens show which head and which positions carry that; path patching needs two blocks.")
+if cfg.n_layers and gap < SMALL_GAP:
     st.warning(f"M(clean) − M(corrupted) is only {gap:.3f} nats: this model hardly uses the first copy on these "
                "sequences, so every patch effect below is a ratio of small differences and mostly noise. Pick "
                "**variable-period-2block**, or a period the model was trained on.")

@@ -32,7 +32,7 @@ def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     text = base.mark_text(fontSize=12).encode(text=alt.Text("patch_effect:Q", format=".2f"),
                                               color=_text_colour("patch_effect"))
     return alt.layer(rect, text, title=title).properties(
-        width=int(60 * data["head"].nunique()), height=int(50 * data["block"].nunique()), autosize=PAD)
+        width=int(60 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
 
 
 def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: str, period: int | None,
@@ -60,7 +60,7 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
                               "what": ["second copy starts", "third copy starts"][: 1 + (2 * period < T)]})
         layers.append(alt.Chart(marks).mark_rule(color="black", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=min(900, max(300, 12 * T)), height=28 * R + 10, autosize=PAD)
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=28 * R + 10, autosize=PAD)
 
 
 def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
@@ -96,7 +96,7 @@ def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChar
         marks = pd.DataFrame({"position": [period - 1], "what": ["first prediction of a second-copy token"]})
         layers.append(alt.Chart(marks).mark_rule(color="white", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=min(900, max(300, 12 * T)), height=30 * len(stages) + 10,
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=30 * len(stages) + 10,
                                                       autosize=PAD)
 
 
