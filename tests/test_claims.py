@@ -12,10 +12,10 @@ import pytest
 
 from core.checkpoints import read_checkpoint
 from core.overview import initial_logit_bias
-from core.score_terms import mean_induction_score_terms
 from core.presets import get_preset
 from core.report import build_report
 from core.score_groups import GROUPS, head_roles, score_groups
+from core.score_terms import mean_induction_score_terms
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT = ROOT / "checkpoints"

@@ -42,7 +42,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
     assert not at.exception, at.exception
     assert at.session_state["picked_model"] == f"shipped:{file}"
     assert len(at.metric) == 4 and all(m.value for m in at.metric)
-    assert len(at.get("page_link")) == 6
+    assert len(at.get("page_link")) == 7
     assert len(at.latex) >= 2
     at.switch_page("pages/train.py").run()
     assert not at.exception, at.exception

@@ -38,5 +38,7 @@ PATH = (  # every page but Home, in the order of the path through the lab
             "Feed never-seen patterns and watch the model copy them after a single exposure."),
     LabPage("pages/archetypes.py", "Head archetypes & IOI", "🧭",
             "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
+    LabPage("pages/causal.py", "Causal experiments", "🧪",
+            "Patch clean activations into a corrupted run, path by path, and read the stream through the logit lens."),
 )
 ALL_PAGES = (HOME, *PATH)
