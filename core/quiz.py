@@ -58,17 +58,20 @@ def previous_token_head(scores: pd.DataFrame) -> Question:
 def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period: int | None,
                      n_layers: int) -> Question:
     """Where does the strongest induction head attend at one query of the sequence on screen?
-    pattern_of(layer0, head0) -> [T, T] numpy pattern of that sequence; labels: its token labels."""
+    pattern_of(layer0, head0) -> [T, T] numpy pattern of that sequence; labels: its token labels.
+    The strongest head is ranked by induction_any (attention to the token after any earlier copy, as
+    the home page ranks it) where the frame has it, else by induction (latest copy)."""
     prompt = "At the query below, where will the strongest induction head put most of its attention?"
     if n_layers < 2:
         return _none("q_ind", prompt, "This model has one block, so no head can read what another head wrote: "
                                       "there is no induction head and no induction target to predict.")
-    if not period or "induction" not in scores.columns:
+    col = "induction_any" if "induction_any" in scores.columns else "induction"
+    if not period or col not in scores.columns:
         return _none("q_ind", prompt, "The induction target needs the period: pick a sampled task sequence.")
-    row = scores.loc[scores["induction"].idxmax()]
-    if float(row["induction"]) < CLEAR_SCORE:
+    row = scores.loc[scores[col].idxmax()]
+    if float(row[col]) < CLEAR_SCORE:
         return _none("q_ind", prompt, f"No head attends to the induction target reliably (best score "
-                                      f"{float(row['induction']):.2f}), so there is no clear answer.")
+                                      f"{float(row[col]):.2f}), so there is no clear answer.")
     block, head = int(row["block"]), int(row["head"])
     label, i = f"{block}.{head}", min(period + period // 2, len(labels) - 1)
     attn = pattern_of(block - 1, head - 1)[i]
@@ -77,7 +80,7 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
             f"position {i - period}: the earlier copy of this token itself": i - period,
             "position 0: the first token": 0}
     best, v, second = _top_two({k: float(attn[j]) for k, j in opts.items()})
-    prompt = (f"Head {label} has the highest induction score. At query position {i} (token '{labels[i]}', "
+    prompt = (f"Head {label} has the highest induction score ({col}). At query position {i} (token '{labels[i]}', "
               f"period {period}), where does it put most of its attention?")
     if v - second < CLEAR_GAP:
         return _none("q_ind", prompt, "Here the head splits its attention between these places, so there is no "
@@ -107,7 +110,8 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
         return _none("q_abl", prompt, "This model has a single head: there is nothing to compare.")
     hi, lo = max(d, key=d.get), min(d, key=d.get)
     if d[hi] - d[lo] < CLEAR_GAP:
-        return _none("q_abl", prompt, "No head's ablation changes the loss by much more than another's: no clear answer.")
+        return _none("q_abl", prompt,
+                     "No head's ablation changes the loss by much more than another's: no clear answer.")
     a, b = sorted([hi, lo])
     prompt = f"Will zero-ablating head {a} raise the later-copy loss more or less than zero-ablating head {b}?"
     answer = "more" if d[a] > d[b] else "less"
@@ -128,12 +132,13 @@ def biggest_path(labels: list[str], values: list[float]) -> Question:
 
 
 def k_composition_partner(k_scores, head: int) -> Question:
-    """k_scores [block-1 heads, block-2 heads] (core.paths.composition_matrix(model, "K"))."""
+    """k_scores [block-1 heads, block-2 heads] (core.composition.composition_matrix(model, "K"))."""
     prompt = f"Which block-1 head does head 2.{head + 1}'s keys read most (K-composition)?"
     vals = {f"1.{w + 1}": float(k_scores[w, head]) for w in range(k_scores.shape[0])}
     best, v, second = _top_two(vals)
     if v < 1.2 * second:
-        return _none("q_kcomp", prompt, f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
+        return _none("q_kcomp", prompt,
+                     f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
     return Question("q_kcomp", prompt, list(vals), best,
                     f"Head {best}'s K-composition score with 2.{head + 1} is {v:.3f}; the runner-up's is {second:.3f}.")
 
@@ -143,7 +148,7 @@ RESTART_OPTIONS = ["from the first token of the new pattern", "from the second t
 
 
 def restart_recovery(summary: dict, chance: float) -> Question:
-    """summary: core.icl.restart_curve(...)["summary"]."""
+    """summary: core.restarts.restart_curve(...)["summary"]."""
     prompt = "After the sequence switches to a fresh pattern, from when does the model predict it right again?"
     first, known, rest = summary["first_copy"], summary["first_predictable"], summary["rest"]
     if first >= CLEAR_SCORE:
@@ -187,11 +192,12 @@ def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) ->
     best, v, second = _top_two(vals)
     if v - second < CLEAR_GAP:
         return _none("q_det", prompt, f"Two detectors tie ({v:.2f} and {second:.2f}) on this prompt: no clear answer.")
-    return Question("q_det", prompt, list(vals), best, f"The {best} detector scores it {v:.2f}; the next one {second:.2f}.")
+    return Question("q_det", prompt, list(vals), best,
+                    f"The {best} detector scores it {v:.2f}; the next one {second:.2f}.")
 
 
 def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, str]) -> Question:
-    """best: core.archetypes.best_matches; asks about one head (0-based layer, head)."""
+    """best: core.head_matches.best_matches; asks about one head (0-based layer, head)."""
     prompt = f"Which archetype does block {layer + 1} · head {head + 1} fit best on this prompt?"
     row = best[(best["layer"] == layer) & (best["head"] == head)]
     if row.empty or not bool(row.iloc[0]["matches"]):
@@ -199,4 +205,5 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
     r = row.iloc[0]
     options = list(dict.fromkeys(labels.values()))
     return Question("q_arch", prompt, options, labels[r["best"]],
-                    f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores {r['uniform']:.2f} there.")
+                    f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores "
+                    f"{r['uniform']:.2f} there.")

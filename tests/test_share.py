@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
 PAGES = ["home", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/train.py"]
+         "pages/train.py", "pages/causal.py"]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
@@ -57,7 +57,8 @@ def test_attention_view_round_trips():
     got = address(at)
     assert got["head"] == "1.1" and got["seq"] == "text" and got["text"] == "abcabcabc" and "period" not in got
     typed = open_link("pages/attention.py", got)
-    assert typed.text_input(key="att_text").value == "abcabcabc" and typed.radio(key="att_source").value == "Type your own"
+    assert typed.text_input(key="att_text").value == "abcabcabc"
+    assert typed.radio(key="att_source").value == "Type your own"
 
 
 def test_circuits_and_archetypes_round_trip():
@@ -77,6 +78,23 @@ def test_circuits_and_archetypes_round_trip():
     assert at.radio(key="arch_prompt").value == preset and address(at)["prompt"] == preset
     at = open_link("pages/depth.py", {"model": "variable-period-2block", "seed": "7"})
     assert at.number_input(key="depth_seed").value == 7 and address(at)["seed"] == "7"
+
+
+def test_causal_view_round_trips():
+    link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task"}
+    at = open_link("pages/causal.py", link)
+    assert at.session_state["picked_model"] == f"shipped:{ONE}"
+    assert at.number_input(key=f"cz_period_shipped:{ONE}").value == 7  # the period input is keyed by model
+    assert at.number_input(key="cz_seed").value == 3
+    assert not [w for w in at.sidebar.warning if w.value.startswith("Link")]  # (the page may warn: small gap)
+    assert address(at) == link
+    at.radio(key="cz_source").set_value("Type your own").run()
+    at.text_input(key="cz_text").set_value("abcdeabcde").run()
+    got = address(at)
+    assert got["seq"] == "text" and got["text"] == "abcdeabcde" and "period" not in got
+    typed = open_link("pages/causal.py", got)
+    assert typed.radio(key="cz_source").value == "Type your own"
+    assert typed.text_input(key="cz_text").value == "abcdeabcde"
 
 
 # Each link holds one bad value for every parameter (column-wise: BAD_LINKS[i][name] = BAD[name][i]).
@@ -120,7 +138,8 @@ def test_read_link_never_touches_files_and_checks_each_value():
     assert state == {"picked_model": f"shipped:{ONE}", "att_head": "1.4", "att_period": 30} and not notes
     state, notes = share.read_link({"head": "2.1"}, "attention", models, f"shipped:{ONE}")
     assert state == {} and len(notes) == 1 and "not a head" in notes[0]
-    state, notes = share.read_link({"head": "2.1", "model": "variable-period-2block"}, "attention", models, f"shipped:{ONE}")
+    state, notes = share.read_link({"head": "2.1", "model": "variable-period-2block"}, "attention", models,
+                                   f"shipped:{ONE}")
     assert state == {"picked_model": picked, "att_head": "2.1"}
     state, notes = share.read_link({"seed": "3"}, "circuits", models, picked)  # not a circuits parameter
     assert state == {} and not notes
@@ -131,7 +150,8 @@ def test_session_model_cannot_be_shared():
     from ui.state import LabModel
     at = open_link("pages/attention.py", {"model": "variable-period-2block", "head": "2.2"})
     model, info = read_checkpoint(ROOT / "checkpoints" / ONE)
-    at.session_state["lab_models"] = {"session:abc": LabModel("session:abc", "mine (uploaded)", model, info, "uploaded")}
+    at.session_state["lab_models"] = {
+        "session:abc": LabModel("session:abc", "mine (uploaded)", model, info, "uploaded")}
     at.session_state["pending_pick"] = "session:abc"  # as the Train page and the uploader do
     at.run()
     assert not at.exception, at.exception

@@ -10,7 +10,8 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
-prompt's name or a sentence of your own).
+prompt's name or a sentence of your own). The Causal experiments page shares period, seed, seq and
+text too.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 MAX_VALUE_CHARS = 400  # longer than any valid value; a longer one is refused before it is parsed
-SEQ_MODES = {"task": "Sampled task sequence", "text": "Type your own"}
+SEQ_MODES = {"task": "Sampled task sequence", "text": "Type your own"}  # the Attention page's radio options
+PAGE_SEQ_MODES = {"causal": {"task": "Sampled task sequences", "text": "Type your own"}}
 ABLATION_MODES = ("zero", "mean")
-SEED_MAX = 10_000  # the seed inputs' upper bound on the Attention and Depth pages
+SEED_MAX = 10_000  # the seed inputs' upper bound on the Attention, Depth and Causal pages
 
 # page url_path -> the parameters it shares, each mapped to its widget key(s) on that page
 PAGE_PARAMS: dict[str, dict[str, str]] = {
@@ -29,6 +31,8 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
     "circuits": {"head": "cir_head", "ablate": "cir_ablate", "mode": "cir_mode"},
     "depth": {"seed": "depth_seed"},
     "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt"},
+    # the causal page keys its period input by the model ({model}: the picked model's key)
+    "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text"},
 }
 CUSTOM_PROMPT = "Your own sentence"  # pages/archetypes.py's radio option for a typed sentence
 CUSTOM_PROMPT_KEY = "arch_custom"
@@ -61,10 +65,9 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     entry with .model and .info (ui.state.LabModel); picked: the session's picked model key.
 
     Returns (widget state to set: widget key -> value, notes for the student)."""
-    from core import analysis
     from core import archetypes as arc
-    from core.attention import encode_text
     from core.probes import probe_periods
+    from core.symbols import InputProblem, encode_text, head_labels
 
     state: dict[str, Any] = {}
     notes: list[str] = []
@@ -90,18 +93,20 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     if entry is None:
         return state, notes
     model, task = entry.model, entry.info["task"]
+    wanted = {name: key.format(model=picked) for name, key in wanted.items()}
+    seq_modes = PAGE_SEQ_MODES.get(page, SEQ_MODES)
 
     def refuse(name: str, why: str) -> None:
         notes.append(f"`{name}={_short(raw[name])}` {why}: the page's default is used instead.")
 
     if "head" in raw:
-        labels = analysis.head_labels(model)
+        labels = head_labels(model.cfg.n_layers, model.cfg.n_heads)
         if raw["head"] in labels:
             state[wanted["head"]] = raw["head"]
         else:
             refuse("head", f"is not a head of this model (it has {', '.join(labels) or 'none'})")
     if "period" in raw:
-        lo, hi = probe_periods(task)
+        lo, hi = (1, task.seq_len) if page == "causal" else probe_periods(task)
         period = _int(raw["period"], lo, hi)
         if period is None:
             refuse("period", f"is not a whole number from {lo} to {hi}")
@@ -114,18 +119,18 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
         else:
             state[wanted["seed"]] = seed
     if "seq" in raw:
-        if raw["seq"] in SEQ_MODES:
-            state[wanted["seq"]] = SEQ_MODES[raw["seq"]]
+        if raw["seq"] in seq_modes:
+            state[wanted["seq"]] = seq_modes[raw["seq"]]
         else:
-            refuse("seq", f"is not one of {', '.join(SEQ_MODES)}")
+            refuse("seq", f"is not one of {', '.join(seq_modes)}")
     if "text" in raw:
         try:
-            encode_text(raw["text"], model.cfg.vocab_size)
+            encode_text(raw["text"], model.cfg.vocab_size, min_len=2)  # as the pages read it
             state[wanted["text"]] = raw["text"]
         except ValueError as e:
             refuse("text", f"cannot be read ({e})")
     if "ablate" in raw:
-        labels = analysis.head_labels(model)
+        labels = head_labels(model.cfg.n_layers, model.cfg.n_heads)
         heads = [h.strip() for h in raw["ablate"].split(",") if h.strip()]
         if all(h in labels for h in heads) and len(set(heads)) == len(heads):
             state[wanted["ablate"]] = heads
@@ -148,7 +153,7 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
             try:
                 arc.tokenize(raw["prompt"])
                 state[wanted["prompt"]], state[CUSTOM_PROMPT_KEY] = CUSTOM_PROMPT, raw["prompt"]
-            except arc.PromptError as e:
+            except InputProblem as e:
                 refuse("prompt", f"cannot be used ({e})")
     return state, notes
 
@@ -159,8 +164,10 @@ def link_of(page: str, session: Mapping[str, Any]) -> dict[str, str]:
     name = preset_of(str(session.get("picked_model", "")))
     if name:
         out["model"] = name
-    seq_names = {v: k for k, v in SEQ_MODES.items()}
-    for param, key in PAGE_PARAMS.get(page, {}).items():
+    seq_modes = PAGE_SEQ_MODES.get(page, SEQ_MODES)
+    seq_names = {v: k for k, v in seq_modes.items()}
+    wanted = {p: k.format(model=session.get("picked_model", "")) for p, k in PAGE_PARAMS.get(page, {}).items()}
+    for param, key in wanted.items():
         if key not in session:
             continue
         value = session[key]
@@ -168,7 +175,7 @@ def link_of(page: str, session: Mapping[str, Any]) -> dict[str, str]:
             value = seq_names.get(value)
         elif param == "ablate":
             value = ",".join(value) if value else None
-        elif param == "text" and session.get(PAGE_PARAMS[page]["seq"]) != SEQ_MODES["text"]:
+        elif param == "text" and session.get(wanted["seq"]) != seq_modes["text"]:
             value = None
         elif param == "prompt" and value == CUSTOM_PROMPT:
             value = session.get(CUSTOM_PROMPT_KEY)

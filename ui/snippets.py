@@ -90,14 +90,16 @@ print("W_OV", hv["ov"].shape, "rank", hv["ov_rank"], "singular values", hv["ov_s
 
 
 def rotary_profile(entry, label: str) -> Snippet:
-    return _snip(f"Head {label}'s score against the offset i - j (rotary positional profile).", entry, _head(label) + """
+    return _snip(f"Head {label}'s score against the offset i - j (rotary positional profile).", entry,
+                 _head(label) + """
 for name, scores in hv["profile"].items():
     print(name, scores.round(3))
 """, profile="list(hv['profile'].values())")
 
 
 def copying(entry, label: str) -> Snippet:
-    return _snip(f"Head {label}'s OV copying matrix C = W_E W_OV W_Eᵀ and its copying scores.", entry, _head(label) + """
+    return _snip(f"Head {label}'s OV copying matrix C = W_E W_OV W_Eᵀ and its copying scores.", entry,
+                 _head(label) + """
 print("C", hv["C"].shape)
 print("this head:", hv["copy"])
 print("its block, heads summed:", hv["block_copy"])
@@ -108,7 +110,7 @@ print("effective embedding:", hv["copy_effective"], hv["block_copy_effective"])
 def copying_table(entry) -> Snippet:
     return _snip("The diagonal-on-top copying score of every head and every block's sum.", entry, """
 from core import analysis
-table = analysis.copying_table_view(model)
+table = analysis.copying_table_view(model, task)  # effective columns: self-attention measured on the task
 print(table.round(3).to_string(index=False))
 """, top1="table['ov_diag_top1']")
 
@@ -145,8 +147,8 @@ print(grid.round(3).to_string(index=False))
 
 def zero_block(entry) -> Snippet:
     return _snip("The zero-block model against the Gram form and the task's bigram statistics.", entry, """
-from core import paths
-z = paths.zero_block_summary(model, task)
+from core import bigrams
+z = bigrams.zero_block_summary(model, task)
 print({k: round(v, 4) for k, v in z.items() if isinstance(v, float)})
 """, numbers="[z['model_loss'], z['bigram_loss'], z['mutual_info'], z['mutual_info_bias']]")
 
@@ -162,21 +164,22 @@ token = {target}  # {meaning}
 res = paths.logit_contributions(model, tokens, pos, token)
 for label, value in zip(res["labels"], res["values"]):
     print(f"{{label:>10}} {{value:+.3f}}")
-print("model's logit", round(res["total"], 3), "p =", round(res["prob"], 3), "sum of paths", round(sum(res["values"]), 3))
+print("model's logit", round(res["total"], 3), "p =", round(res["prob"], 3),
+      "sum of paths", round(sum(res["values"]), 3))
 """, values="res['values']", total="[res['total'], res['prob']]")
 
 
 def skip_trigrams(entry, block: int, a: int, b: int, n_heads: int) -> Snippet:
     return _snip(f"Block {block + 1}'s skip-trigram rules, OV row of token {a} and QK row of token {b}, per head.",
                  entry, f"""
-from core import paths
+from core import circuits, symbols
 for h in range({n_heads}):
-    print("head", paths.head_label({block}, h))
-    for rule in paths.skip_trigrams(model, {block}, h, k=6):
+    print("head", symbols.head_label({block}, h))
+    for rule in circuits.skip_trigrams(model, {block}, h, k=6):
         print("  ", rule)
-    print("   OV, attending to token {a} boosts:", paths.ov_top(model, {block}, h, {a}, k=4))
-    print("   QK, at token {b} it prefers:", paths.qk_top(model, {block}, h, {b}, k=4))
-""", rules=f"[[[r['qk_margin'], r['ov_logit']] for r in paths.skip_trigrams(model, {block}, h, k=6)] "
+    print("   OV, attending to token {a} boosts:", circuits.ov_top(model, {block}, h, {a}, k=4))
+    print("   QK, at token {b} it prefers:", circuits.qk_top(model, {block}, h, {b}, k=4))
+""", rules=f"[[[r['qk_margin'], r['ov_logit']] for r in circuits.skip_trigrams(model, {block}, h, k=6)] "
           f"for h in range({n_heads})]")
 
 
@@ -193,9 +196,9 @@ print(by_kind, "total", round(res["total"], 3))
 
 def depth_composition(entry) -> Snippet:
     return _snip("K- and V-composition between every block-1 and block-2 head, from the weights.", entry, """
-from core import paths
-K = paths.composition_matrix(model, "K")  # [writer head in block 1, reader head in block 2]
-V = paths.composition_matrix(model, "V")
+from core import composition
+K = composition.composition_matrix(model, "K")  # [writer head in block 1, reader head in block 2]
+V = composition.composition_matrix(model, "V")
 print(K.numpy().round(3))
 print(V.numpy().round(3))
 """, K="K", V="V")
@@ -204,11 +207,13 @@ print(V.numpy().round(3))
 def score_terms(entry, head: int) -> Snippet:
     return _snip(f"Head 2.{head + 1}'s attention score at the induction target, split into query × key paths.",
                  entry, f"""
-from core import paths
-terms = paths.mean_induction_score_terms(model, task, 1, {head}, n_seqs=8, seed=0)
+from core import score_groups, score_terms
+terms = score_terms.mean_induction_score_terms(model, task, 1, {head}, n_seqs=8, seed=0)
+roles = score_groups.head_roles(model, task, 0)  # block 1's heads: self-attending, previous-token or other
+groups = score_groups.score_groups(terms, roles)
 print("margin", round(terms["total"], 3))
-print(paths.score_groups(terms))
-""", total="terms['total']", groups="paths.score_groups(terms)")
+print(groups)
+""", total="terms['total']", groups="groups")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,38 +223,40 @@ print(paths.score_groups(terms))
 def icl_predictions(entry, pattern_code: str, repeat: bool) -> Snippet:
     tile = ("tokens, period = icl.tile(pattern, task.seq_len), len(pattern)\n" if repeat
             else "tokens, period = pattern, None\n")
-    return _snip("The model's guess at every position of your pattern.", entry, "from core import icl\n"
+    return _snip("The model's guess at every position of your pattern.", entry, "from core import icl, symbols\n"
                  + pattern_code + tile + """
 rows = icl.predict_each(model, tokens, period)
 for r in rows:
-    print(r["position"], icl.token_char(r["target"]), icl.token_char(r["predicted"]), round(r["p_predicted"], 3), r.get("copy"))
+    print(r["position"], symbols.token_char(r["target"]), symbols.token_char(r["predicted"]),
+          round(r["p_predicted"], 3), r.get("copy"))
 """, p="[r['p_predicted'] for r in rows]", correct="[r['correct'] for r in rows]")
 
 
 def typed_pattern(text: str) -> str:
-    return f"pattern = icl.parse_symbols({text!r}, model.cfg.vocab_size, max_len=task.seq_len)\n"
+    return (f"pattern = symbols.encode_text({text!r}, model.cfg.vocab_size,\n"
+            f"                             max_len=min(task.seq_len, symbols.MAX_TEXT_LEN))\n")
 
 
 def drawn_pattern(pool: str, length: int, seed: int) -> str:
-    return (f"symbols = sorted(set(icl.parse_symbols({pool!r}, model.cfg.vocab_size)))\n"
-            f"pattern = icl.random_pattern(symbols, {length}, seed={seed})\n")
+    return (f"drawn_from = sorted(set(symbols.encode_text({pool!r}, model.cfg.vocab_size)))\n"
+            f"pattern = icl.random_pattern(drawn_from, {length}, seed={seed})\n")
 
 
 def restart_curve(entry, n_seqs: int) -> Snippet:
     return _snip("Accuracy after a restart to a fresh pattern, and the one-token-or-two probe.", entry, f"""
-from core import icl
-curve = icl.restart_curve(model, task, n_seqs={n_seqs}, seed=0)
+from core import restarts
+curve = restarts.restart_curve(model, task, n_seqs={n_seqs}, seed=0)
 print(curve["summary"])
 """, summary="[curve['summary'][k] for k in ('first_copy', 'second_copy_first_token', 'first_predictable', 'rest')]")
 
 
 def restart_example(entry, seed: int) -> Snippet:
     return _snip("One sampled sequence with a restart, predicted token by token.", entry, f"""
-from core import icl
-ex = icl.restart_example(task, model.cfg.vocab_size, seed={seed})
+from core import icl, restarts, symbols
+ex = restarts.restart_example(task, model.cfg.vocab_size, seed={seed})
 rows = icl.predict_each(model, ex["tokens"])
 print("restart at", ex["restart"], "old period", ex["old_period"], "new period", ex["new_period"])
-print("".join(icl.token_char(r["predicted"]) for r in rows))
+print("".join(symbols.token_char(r["predicted"]) for r in rows))
 """, p="[r['p_predicted'] for r in rows]")
 
 
@@ -289,12 +296,13 @@ print(table.round(3).to_string(index=False))
 
 def model_detectors(entry, chars: str, rows: str) -> Snippet:
     return _snip("The detectors run on every head of the picked model reading the character prompt.", entry, f"""
-from core import archetypes as arc
-tokens = arc.encode_chars({chars!r}, model.cfg.vocab_size)
-patterns = arc.model_patterns(model, tokens)
-table = arc.head_detector_table(patterns, tokens, {rows!r})
+import torch
+from core import head_matches, symbols
+tokens = torch.tensor(symbols.encode_text({chars!r}, model.cfg.vocab_size, min_len=2))
+patterns = head_matches.model_patterns(model, tokens)
+table = head_matches.head_detector_table(patterns, tokens, {rows!r})
 print(table.round(3).to_string(index=False))
-print(arc.best_matches(table))
+print(head_matches.best_matches(table))
 """, table="table.select_dtypes('number')")
 
 

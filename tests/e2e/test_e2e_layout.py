@@ -38,10 +38,12 @@ BOXES_JS = r"""
     if (A.el.contains(B.el) || B.el.contains(A.el)) continue;  // nested (a caption in a metric)
     const w = Math.min(A.right, B.right) - Math.max(A.left, B.left);
     const h = Math.min(A.bottom, B.bottom) - Math.max(A.top, B.top);
-    if (w > OVERLAP && h > OVERLAP) overlaps.push([A.kind + ': ' + A.label, B.kind + ': ' + B.label, Math.round(w), Math.round(h)]);
+    if (w > OVERLAP && h > OVERLAP)
+      overlaps.push([A.kind + ': ' + A.label, B.kind + ': ' + B.label, Math.round(w), Math.round(h)]);
   }
   const wide = out.filter(o => o.kind === 'chart' && (o.right > main.right + SLACK || o.left < main.left - SLACK))
-                  .map(o => [o.label, Math.round(o.left), Math.round(o.right), Math.round(main.left), Math.round(main.right)]);
+                  .map(o => [o.label, Math.round(o.left), Math.round(o.right),
+                             Math.round(main.left), Math.round(main.right)]);
   return {overlaps, wide, n: out.length, charts: out.filter(o => o.kind === 'chart').length,
           main: [main.left, main.right]};
 }
