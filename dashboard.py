@@ -4,6 +4,7 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from ui import layout, notebook, python_panel, share, snippets
 from ui.pages import HOME, PATH
 from ui.state import sidebar_picker
 
@@ -92,6 +93,9 @@ def _home_model():
                    None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
                         "after an earlier occurrence of the current one (any earlier copy).")
+    python_panel.python_panel(snippets.overview(entry, ov["n_seqs"], ov["seed"]), shows={
+        "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
+        "heads": heads.select_dtypes("number")})
     left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:
@@ -130,5 +134,12 @@ PAGES = [st.Page(home, title=HOME.title, icon=HOME.icon, default=True)]
 PAGES += [st.Page(p.file, title=p.title, icon=p.icon) for p in PATH]
 
 page = st.navigation(PAGES)
+share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
 sidebar_picker()
-page.run()
+layout.fit_charts()  # every chart stays inside its column, at any width
+python_panel.begin_run()
+try:
+    page.run()
+    notebook.download_button(page.title, page.url_path)
+finally:  # also after st.stop(): the address bar always holds the view on screen
+    share.publish(page.url_path)

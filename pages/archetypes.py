@@ -4,11 +4,13 @@ import streamlit as st
 import torch
 
 from core import archetypes as arc
-from core import head_matches, ioi, symbols
+from core import head_matches, ioi, quiz, symbols
 from core.detectors import SCORE_ROWS
 from core.task import DEFAULT_PERIOD
-from ui import state
+from ui import snippets, state
 from ui.charts import archetypes as charts
+from ui.python_panel import python_panel
+from ui.quiz import ask
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(
@@ -66,10 +68,11 @@ if tokens is not None:
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus))
+        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
+    python_panel(snippets.archetype_pattern(text, name, sharpness, rest), shows={"pattern": pattern})
 
     # -----------------------------------------------------------------------------------------
     st.header("2 · Do the detectors mean what they say?")
@@ -81,6 +84,7 @@ if tokens is not None:
     table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
+    ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS))
     st.markdown("##### Every archetype scored by every detector")
     st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
                                          arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
@@ -94,6 +98,8 @@ if tokens is not None:
         "head scores low on a prompt with few repeats). A dash: this prompt gives that detector nothing to "
         "find. Outlined cells: each "
         "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
+    python_panel(snippets.detector_table(text, sharpness, rest, score_rows),
+                 shows={"table": table.select_dtypes("number")})
     rivals = arc.detector_rivals(table)
     empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
     if rivals:
@@ -157,6 +163,8 @@ else:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
         if head_table is not None:
+            best = head_matches.best_matches(head_table)
+            ask(quiz.head_archetype(best, *head_matches.strongest_head(best), arc.DETECTOR_LABELS))
             labelled = head_matches.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
             st.markdown(f"##### Detector scores of {entry.label}")
@@ -168,7 +176,8 @@ else:
                        "head that always looks a fixed distance back scores as an induction head whenever the "
                        "period happens to fit that distance. Change the period: an induction head follows it, a "
                        "positional shortcut does not.")
-            best = head_matches.best_matches(head_table)
+            python_panel(snippets.model_detectors(entry, chars, st.session_state.get("arch_rows", "target")),
+                         shows={"table": head_table.select_dtypes("number")})
             lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")

@@ -2,11 +2,15 @@
 profile and the period-shift probe."""
 import streamlit as st
 
-from core import analysis, symbols
+from core import analysis, quiz, symbols
 from core.probes import probe_periods
 from core.symbols import MAX_TEXT_LEN, describe_alphabet
 from core.task import DEFAULT_PERIOD
+from ui import snippets
 from ui.charts import attention as charts
+from ui.layout import chart_and_note
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_heads, require_model
 
 st.title("Attention patterns")
@@ -48,7 +52,7 @@ st.markdown(
 lo, hi = probe_periods(task)
 c1, c2, c3 = st.columns([1.1, 1.4, 1])
 source = c1.radio("Sequence", ["Sampled task sequence", "Type your own"], key="att_source")
-view = None
+view, period, seed, text = None, None, None, None
 if source == "Sampled task sequence":
     default = min(max((task.period_min + task.period_max) // 2, lo), hi)
     period = c2.slider("Period L", lo, hi, default, key="att_period",
@@ -70,6 +74,8 @@ weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weight
 
 if view is not None:
     patterns = view.weighted if weighted else view.raw
+    ask(quiz.previous_token_head(view.scores))
+    ask(quiz.induction_target(view.scores, lambda l, h: view.raw[l, h], view.labels, view.period, cfg.n_layers))
     st.subheader("Every head")
     st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads). In each, row *i* "
                "is a query position and column *j* a key; brighter = more attention. Above the diagonal is the "
@@ -83,7 +89,7 @@ if view is not None:
     pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="att_head",
                                            index=min(len(labels) - 1, cfg.n_heads))
     layer, head = symbols.parse_head_label(pick)
-    left, right = st.columns([3, 1.2])
+    left, right = chart_and_note()  # side by side where both fit, the note below where not
     left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
                       width="content")
     right.caption(
@@ -95,6 +101,8 @@ if view is not None:
            if view.period else ""))
     right.markdown(f"**Sequence** ({len(view.tokens)} tokens):")
     right.code("".join(view.labels), language=None, wrap_lines=True)
+    python_panel(snippets.attention_pattern(entry, period, seed, text, pick, weighted),
+                 shows={"pattern": patterns[layer, head]})
 
     st.subheader("Head scores")
     score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
@@ -118,6 +126,7 @@ if view is not None:
         "the same token; the token after an earlier copy); two are ours, scored the same way (position 0; "
         "itself). Rows with nothing to find count as 0, so tok_induction stays below 1 even for a perfect "
         "induction head. Scores use the raw pattern.")
+    python_panel(snippets.attention_scores(entry, period, seed, text), shows={"scores": view.scores[score_cols]})
 
     st.subheader("Attention by offset")
     max_k = min(len(view.tokens) - 1, 2 * (view.period or task.period_max) + 2)
@@ -128,6 +137,7 @@ if view is not None:
         "after the previous copy of the current token, and again at 2L − 1, 3L − 1 … for older copies; a "
         "duplicate-token head at k = L (dotted). Offsets up "
         f"to {max_k} are shown (far back, few queries remain and the curves get noisy).")
+    python_panel(snippets.attention_offsets(entry, period, seed, text), shows={"mass": view.offsets["mass"]})
 
 st.subheader("The period-shift probe")
 st.markdown(
@@ -152,3 +162,6 @@ p2.altair_chart(charts.probe_mass_chart(pr["mass"]), width="stretch")
 p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
            f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
            "training periods (where a fixed-offset rule would keep looking).")
+python_panel(snippets.period_probe(entry, int(probe_period)),
+             shows={"metrics": [m["acc_second_copy"], m["acc_later_copies"], m["loss_later_copies"]],
+                    "mass": pr["mass"]["mass"]})

@@ -2,8 +2,11 @@
 matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-from core import analysis, symbols
+from core import analysis, quiz, symbols
+from ui import snippets
 from ui.charts import circuits as charts
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_heads, require_model
 
 st.title("Circuits & ablations")
@@ -73,6 +76,8 @@ st.caption(
     "orange positive; the basis itself has no meaning, so look for structure rather than single entries). "
     "Below each, its singular values: everything after the dashed line at d_head is exactly zero, which is "
     "the rank limit made visible.")
+python_panel(snippets.head_circuits(entry, pick),
+             shows={"qk_s": hv["qk_s"], "ov_s": hv["ov_s"], "ranks": [hv["qk_rank"], hv["ov_rank"]]})
 
 st.subheader("Where it looks by position: the rotary profile")
 st.altair_chart(charts.profile_chart(hv["profile"], task.period_min, task.period_max), width="stretch")
@@ -83,7 +88,9 @@ st.caption(
     "content-free part of its preference" + (", and for its biases alone: a constant query built from b_Q can "
     "prefer one fixed offset whatever the tokens, the shortcut a fixed-period model can take."
     if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
+python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv["profile"].values())})
 
+ask(quiz.top_copier(copying_table(entry.key, model, task)))
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
@@ -122,11 +129,15 @@ s_col.caption(
        + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer]) for h, v in enumerate(row))
        + "). What a head takes from other positions is left out. When the effective score is much higher than "
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
-st.altair_chart(charts.copying_bars(copying_table(entry.key, model, task), cfg.vocab_size), width="stretch")
+python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
+    hv["copy_effective"], hv["block_copy_effective"]]}, where=s_col)
+copy_table = copying_table(entry.key, model, task)
+st.altair_chart(charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
            "added together, which is what the block writes when all its heads look at the same place. Bars read "
            "rows from W_E; black ticks read them from the effective embedding, what a later block's heads "
            "actually receive (the same as the bar in block 1). Hover for both eigenvalue scores.")
+python_panel(snippets.copying_table(entry), shows={"top1": copy_table["ov_diag_top1"]})
 
 st.subheader("Composition between blocks")
 if cfg.n_layers < 2:
@@ -143,7 +154,9 @@ else:
         "divides it by the mean score of random Gaussian matrices of the same shapes (in each title), so white "
         "means chance and orange means more. An induction head K-composes with a previous-token head (its "
         "keys read the previous token); the Depth page measures which heads feed its queries.")
+    python_panel(snippets.composition(entry), shows={"score": comp["score"], "baseline": base})
 
+ask(quiz.ablation_compare(ablation_grid(entry.key, "zero", model, task)))
 st.subheader("Ablations: knock heads out")
 a_col, m_col = st.columns([1, 2])
 chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
@@ -161,6 +174,7 @@ if chosen:
     m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})
                     .style.format("{:+.3f}",
                     subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
+python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["clean", "ablated", "delta"]]}, where=m_col)
 
 grid = ablation_grid(entry.key, mode, model, task)
 g1, g2 = st.columns(2)
@@ -172,3 +186,4 @@ st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, ever
            "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "
            "a striking pattern but a pale cell here does little (attention weights alone do not show effect: "
            "Jain & Wallace 2019; Wiegreffe & Pinter 2019).")
+python_panel(snippets.ablation_grid(entry, mode), shows={"grid": grid[["loss_later_delta", "acc_later_delta"]]})

@@ -2,10 +2,13 @@
 paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-from core import bigrams, circuits, composition, paths, score_groups, score_terms, symbols
+from core import bigrams, circuits, composition, paths, quiz, score_groups, score_terms, symbols
 from core.composition import composition_baseline
 from core.symbols import token_char
+from ui import snippets
 from ui.charts import depth as charts
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_model
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
@@ -118,6 +121,8 @@ else:
         "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
         "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless all token embeddings coincide, repeating the current token "
         f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")
+    python_panel(snippets.zero_block(entry), shows={"numbers": [z["model_loss"], z["bigram_loss"], z["mutual_info"],
+                                                                z["mutual_info_bias"]]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("2 · One prediction, split into paths")
@@ -144,6 +149,7 @@ else:
     st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
             f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
     res = _contributions(entry.key, model, task, int(seed), pos, which)
+    ask(quiz.biggest_path(res["labels"], res["values"]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
                                        f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
@@ -156,6 +162,8 @@ else:
         "over all V logits subtracted, path by path): a shift shared by every logit changes no probability, so "
         "only the centered part matters. The bars add up to the model's own logit to float precision. "
         "Labels: `2.3` is block 2, head 3; `1.2→2.3` is head 1.2's output read through head 2.3's values.")
+    python_panel(snippets.logit_paths(entry, int(seed), pos, which),
+                 shows={"values": res["values"], "total": [res["total"], res["prob"]]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("3 · Skip-trigrams read from the weights")
@@ -196,6 +204,9 @@ else:
         "Below: the OV row of the source token you picked and the QK row of "
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
+    python_panel(snippets.skip_trigrams(entry, block, a, b, cfg.n_heads), shows={"rules": [
+        [[r["qk_margin"], r["ov_logit"]] for r in circuits.skip_trigrams(model, block, h, k=6)]
+        for h in range(cfg.n_heads)]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · Two blocks: the induction circuit through composition")
@@ -246,10 +257,12 @@ else:
            "embedding). ")
         + "The composition that makes an induction head look in the right place is not on this chart: it acts "
         "on the queries and keys, which held-fixed patterns hide. The next charts open them.")
+    python_panel(snippets.mean_paths(entry), shows={"values": res["values"], "by_kind": by_kind})
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
+    ask(quiz.k_composition_partner(k_scores, best))
     c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
     c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
     c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
@@ -258,6 +271,7 @@ else:
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
         "writer), from the weights alone (core/composition.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
+    python_panel(snippets.depth_composition(entry), shows={"K": k_scores, "V": v_scores})
     head = st.columns([1, 2])[0].selectbox(
         "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
         format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score, latest copy {ind[h]:.2f})")
@@ -295,3 +309,4 @@ else:
         "instead of one (here " + f"{groups[score_groups.GROUPS[3]]:+.2f}" + "). Beside the groups, the "
         "weight-only K-composition score of the block-1 head that composes most "
         "with this one.")
+    python_panel(snippets.score_terms(entry, head), shows={"total": st_terms["total"], "groups": groups})

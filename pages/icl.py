@@ -2,9 +2,12 @@
 exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-from core import icl, restarts, symbols
+from core import icl, quiz, restarts, symbols
 from core.task import DEFAULT_PERIOD
+from ui import snippets
 from ui.charts import icl as charts
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.state import require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
@@ -75,6 +78,7 @@ try:
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")
         pattern = symbols.encode_text(text, V, max_len=MAX_PATTERN)
+        pattern_code = snippets.typed_pattern(text)
     else:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
@@ -83,6 +87,7 @@ try:
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
         drawn_from = sorted(set(symbols.encode_text(pool, V)))
         pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
+        pattern_code = snippets.drawn_pattern(pool, int(length), int(seed))
         st.code("".join(symbols.token_char(t) for t in pattern), language=None)
     if repeat:
         tokens, period = icl.tile(pattern, T), len(pattern)
@@ -112,6 +117,8 @@ if tokens is not None:
         "of the second copy on, a model with an induction circuit predicts correctly after seeing the pattern "
         "once. Try a pattern in which a symbol occurs twice "
         "(`abcaXY`): what comes after that symbol is then ambiguous, and so is the model.")
+    python_panel(snippets.icl_predictions(entry, pattern_code, repeat),
+                 shows={"p": [r["p_predicted"] for r in rows], "correct": [r["correct"] for r in rows]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("2 · Restarts: how fast does it catch a new pattern?")
@@ -129,6 +136,7 @@ def _from_x(c: dict, x: int) -> float:
     return sum(a * n for a, n in pairs) / max(sum(n for _, n in pairs), 1)
 
 
+ask(quiz.restart_recovery(s, 1 / V))
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
 c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
@@ -158,6 +166,8 @@ st.caption(
     f"could know, this model is right {s['first_predictable']:.0%} of the time (the probe below shows why "
     f"not always); from x = 2 on, {_from_x(curve, 2):.0%}, what it has on later copies anywhere. The "
     "dotted line is chance, 1/V.")
+python_panel(snippets.restart_curve(entry, N_CURVE), shows={"summary": [
+    s[k] for k in ("first_copy", "second_copy_first_token", "first_predictable", "rest")]})
 
 probe = s["context_probe"]
 if probe["n"]:
@@ -184,6 +194,7 @@ st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}),
            f"{new_period} begins (first dashed line); the second dashed line is where that pattern starts its "
            "second copy. Seeds whose restart leaves no room to show both patterns are skipped for this example "
            "(not for the curve).")
+python_panel(snippets.restart_example(entry, int(ex_seed)), shows={"p": [r["p_predicted"] for r in ex_rows]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("3 · Is the skill really in the context?")
@@ -196,6 +207,7 @@ st.markdown(
     "training never used. A last set keeps the fresh sequences but swaps their first copy for another "
     "pattern: the second copy is unchanged, only the context no longer shows it.")
 check = _check(entry.key, model, task, entry.info.get("train"))
+ask(quiz.swap_effect(check, 1 / V))
 NAMES = {"seen_mid": "seen halfway through training", "seen_last": "seen in the last training steps",
          "fresh": "never seen (fresh seed)", "swapped": "fresh, first copy swapped"}
 rows = [{"sequences": label + (f" (step {check[name]['step']:,})" if "step" in check[name] else ""),
@@ -235,3 +247,5 @@ st.caption(
     "stored patterns in its weights, sequences it trained on would score higher, above all on the first copy, "
     "which no context can help with; if it reads the context, swapping the first copy must drop the second "
     "copy to chance (1/V, dotted), however familiar its tokens.")
+python_panel(snippets.in_context_check(entry, N_CHECK), shows={"acc": [
+    check[n]["acc_second"] for n in ("seen_mid", "seen_last", "fresh", "swapped") if check[n] is not None]})

@@ -1,0 +1,130 @@
+"""Every "In Python" snippet a page shows runs as-is from the repository root, in a fresh interpreter
+with the shipped checkpoints, and reproduces the numbers the page shows within 1e-4."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.python_panel import RECORD_KEY, RUN_KEY
+from ui.state import shipped_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = {row["file"] for row in shipped_files()}
+TOL = 1e-4
+MARK = "@@SNIPPET-CHECKS@@"
+
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
+
+
+def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
+    """The snippets `page` shows for shipped `file`, after setting widgets [(kind, key, value)]."""
+    if file not in SHIPPED:
+        pytest.skip(f"{file} is not in checkpoints/")
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.session_state[RECORD_KEY] = True
+    at.run()
+    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    at.switch_page(page)
+    at.run()
+    for kind, key, value in widgets:
+        getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception, at.exception
+    shown = list(at.session_state[RUN_KEY])
+    assert len(at.get("expander")) >= len(shown)  # each is drawn in its own expander
+    return shown
+
+
+def run_snippet(snippet: dict) -> dict:
+    """Run the code exactly as shown, from the repository root, then evaluate its checks."""
+    epilogue = (f"\nimport json as _json\nfrom ui.python_panel import plain as _plain\n"
+                f"print({MARK!r} + _json.dumps({{k: _plain(eval(e)) for k, e in {snippet['checks']!r}.items()}}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
+    out = subprocess.run([sys.executable, "-"], input=snippet["code"] + epilogue, cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"snippet failed:\n{snippet['code']}\n{out.stderr[-3000:]}"
+    assert out.stdout.strip(), "the snippet prints nothing"
+    return json.loads(out.stdout.rsplit(MARK, 1)[1])
+
+
+def close(a, b, path="") -> None:
+    if isinstance(a, dict) or isinstance(b, dict):
+        assert isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b), (path, a, b)
+        for k in a:
+            close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) or isinstance(b, list):
+        assert isinstance(a, list) and isinstance(b, list) and len(a) == len(b), (path, a, b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOL, (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def check_page(page, file, widgets=(), at_least=1):
+    shown = page_snippets(page, file, widgets)
+    assert len(shown) >= at_least, [s["title"] for s in shown]
+    for snippet in shown:
+        assert set(snippet["checks"]) == set(snippet["shows"]), snippet["title"]
+        close(run_snippet(snippet), snippet["shows"], snippet["title"])
+
+
+def test_attention_snippets_2block():
+    check_page("pages/attention.py", "variable-period-2block.pt",
+               [("selectbox", "att_head", "2.2"), ("slider", "att_period", 19), ("number_input", "att_seed", 3),
+                ("radio", "att_weighting", "value-weighted")], at_least=4)
+
+
+def test_attention_snippets_typed_text_1block():
+    check_page("pages/attention.py", "variable-period-1block.pt",
+               [("radio", "att_source", "Type your own"), ("text_input", "att_text", "abcdabcdabcd")], at_least=4)
+
+
+def test_circuits_snippets_2block():
+    check_page("pages/circuits.py", "variable-period-2block.pt",
+               [("selectbox", "cir_head", "2.3"), ("multiselect", "cir_ablate", ["1.2", "2.1"]),
+                ("radio", "cir_mode", "mean")], at_least=7)
+
+
+def test_circuits_snippets_1block_bias():
+    check_page("pages/circuits.py", "fixed-period-1block-bias.pt", at_least=6)
+
+
+def test_depth_snippets_2block():
+    check_page("pages/depth.py", "variable-period-2block.pt",
+               [("number_input", "depth_seed", 4), ("radio", "depth_which", "top")], at_least=5)
+
+
+def test_depth_snippets_zero_block():
+    check_page("pages/depth.py", "zero-block.pt", at_least=2)
+
+
+def test_icl_snippets_2block():
+    check_page("pages/icl.py", "variable-period-2block.pt", [("number_input", "icl_ex_seed", 2)], at_least=4)
+
+
+def test_icl_snippets_drawn_pattern_1block():
+    check_page("pages/icl.py", "variable-period-1block.pt",
+               [("radio", "icl_mode", "draw"), ("number_input", "icl_seed", 5)], at_least=4)
+
+
+def test_archetypes_snippets():
+    check_page("pages/archetypes.py", "variable-period-2block.pt",
+               [("selectbox", "arch_name", "duplicate_token"), ("slider", "arch_sharp", 3.5)], at_least=3)
+
+
+def test_home_snippet_2block():
+    if "variable-period-2block.pt" not in SHIPPED:
+        pytest.skip("checkpoint missing")
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.session_state[RECORD_KEY] = True
+    at.run()
+    assert not at.exception, at.exception
+    shown = list(at.session_state[RUN_KEY])
+    assert len(shown) == 1
+    close(run_snippet(shown[0]), shown[0]["shows"], shown[0]["title"])

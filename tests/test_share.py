@@ -1,0 +1,161 @@
+"""Shareable views (ui/share.py): a link's parameters round-trip through the address, and bad
+values of every kind give the default and a note, never an exception, on every page."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui import share
+from ui.state import shipped_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = {row["file"] for row in shipped_files()}
+TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
+PAGES = ["home", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+         "pages/train.py", "pages/causal.py"]
+
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
+
+
+def open_link(page: str, params: dict) -> AppTest:
+    """A fresh session opening `page` with `params` in its address."""
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    if page != "home":
+        at.switch_page(page)
+    at.query_params.clear()
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def address(at: AppTest) -> dict:
+    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+@pytest.fixture(autouse=True)
+def _need_checkpoints():
+    if not {TWO, ONE} <= SHIPPED:
+        pytest.skip("the shipped checkpoints are missing")
+
+
+def test_attention_view_round_trips():
+    link = {"model": "variable-period-1block", "head": "1.3", "period": "17", "seed": "42", "seq": "task"}
+    at = open_link("pages/attention.py", link)
+    assert at.session_state["picked_model"] == f"shipped:{ONE}"
+    assert at.selectbox(key="att_head").value == "1.3"
+    assert at.slider(key="att_period").value == 17 and at.number_input(key="att_seed").value == 42
+    assert not at.warning
+    assert address(at) == link  # the page writes back the same view
+    again = open_link("pages/attention.py", address(at))  # ... and opening that address shows it again
+    assert address(again) == link and again.selectbox(key="att_head").value == "1.3"
+    # the student changes the view: the address follows
+    at.selectbox(key="att_head").set_value("1.1").run()
+    at.radio(key="att_source").set_value("Type your own").run()
+    at.text_input(key="att_text").set_value("abcabcabc").run()
+    got = address(at)
+    assert got["head"] == "1.1" and got["seq"] == "text" and got["text"] == "abcabcabc" and "period" not in got
+    typed = open_link("pages/attention.py", got)
+    assert typed.text_input(key="att_text").value == "abcabcabc"
+    assert typed.radio(key="att_source").value == "Type your own"
+
+
+def test_circuits_and_archetypes_round_trip():
+    link = {"model": "variable-period-2block", "head": "2.4", "ablate": "1.2,2.3", "mode": "mean"}
+    at = open_link("pages/circuits.py", link)
+    assert at.selectbox(key="cir_head").value == "2.4"
+    assert at.multiselect(key="cir_ablate").value == ["1.2", "2.3"] and at.radio(key="cir_mode").value == "mean"
+    assert address(at) == link
+    link = {"model": "variable-period-2block", "archetype": "induction", "prompt": "Bob and Ann met. Bob smiled"}
+    at = open_link("pages/archetypes.py", link)
+    assert at.selectbox(key="arch_name").value == "induction"
+    assert at.radio(key="arch_prompt").value == share.CUSTOM_PROMPT
+    assert at.text_input(key="arch_custom").value == link["prompt"]
+    assert address(at) == link
+    preset = next(iter(__import__("core.archetypes", fromlist=["x"]).PRESET_PROMPTS))
+    at = open_link("pages/archetypes.py", {"prompt": preset, "archetype": "self"})
+    assert at.radio(key="arch_prompt").value == preset and address(at)["prompt"] == preset
+    at = open_link("pages/depth.py", {"model": "variable-period-2block", "seed": "7"})
+    assert at.number_input(key="depth_seed").value == 7 and address(at)["seed"] == "7"
+
+
+def test_causal_view_round_trips():
+    link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task"}
+    at = open_link("pages/causal.py", link)
+    assert at.session_state["picked_model"] == f"shipped:{ONE}"
+    assert at.number_input(key=f"cz_period_shipped:{ONE}").value == 7  # the period input is keyed by model
+    assert at.number_input(key="cz_seed").value == 3
+    assert not [w for w in at.sidebar.warning if w.value.startswith("Link")]  # (the page may warn: small gap)
+    assert address(at) == link
+    at.radio(key="cz_source").set_value("Type your own").run()
+    at.text_input(key="cz_text").set_value("abcdeabcde").run()
+    got = address(at)
+    assert got["seq"] == "text" and got["text"] == "abcdeabcde" and "period" not in got
+    typed = open_link("pages/causal.py", got)
+    assert typed.radio(key="cz_source").value == "Type your own"
+    assert typed.text_input(key="cz_text").value == "abcdeabcde"
+
+
+# Each link holds one bad value for every parameter (column-wise: BAD_LINKS[i][name] = BAD[name][i]).
+BAD = {
+    "model": ["../../etc/passwd", "/etc/passwd", "variable-period-2block.pt", "x" * 10_000],
+    "head": ["9.9", "-1.2", "x" * 10_000, "1.2; rm -rf /"],
+    "period": ["-5", "abc", "1e3", "99999999999999999999"],
+    "seed": ["-1", "NaN", "10001", "2.5"],
+    "seq": ["both", "", "x" * 10_000, "TASK"],
+    "text": ["é" * 50, "a" * 10_000, "a", "<script>"],
+    "ablate": ["1.1,1.1", "7.7,../x", "x" * 10_000, "1.1,,9.1"],
+    "mode": ["zero; drop", "", "MEAN", "x" * 500],
+    "archetype": ["gremlin", "__class__", "x" * 10_000, "Induction"],
+    "prompt": ["", "w " * 200, "x" * 10_000, "a," * 160],
+}
+BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_bad_values_give_defaults_and_notes_on_every_page(page):
+    ours = ["model", *share.PAGE_PARAMS.get(page.split("/")[-1].removesuffix(".py"), {})]
+    for link in BAD_LINKS:
+        at = open_link(page, link)
+        assert at.session_state["picked_model"] == f"shipped:{TWO}"  # a bad model keeps the default
+        notes = [w.value for w in at.sidebar.warning]
+        named = {name for name in ours for n in notes if f"`{name}" in n}
+        valid_empty = {n for n in ours if link[n] == ""}  # an empty value is no value: nothing to say
+        assert named | valid_empty == set(ours), (link, notes)
+        assert all(len(n) < 400 for n in notes), notes  # a huge value is never echoed
+        got = address(at)
+        assert all(got.get(k) != link[k] for k in ours if link[k]), (got, link)  # the bad values are gone
+        assert at.session_state["picked_model"] == f"shipped:{TWO}"
+
+
+def test_read_link_never_touches_files_and_checks_each_value():
+    from ui.state import all_models  # outside Streamlit: the shipped models only
+    models = {k: m for k, m in all_models().items()}
+    picked = f"shipped:{TWO}"
+    state, notes = share.read_link({"model": "variable-period-1block", "head": "1.4", "period": "30"}, "attention",
+                                   models, picked)
+    assert state == {"picked_model": f"shipped:{ONE}", "att_head": "1.4", "att_period": 30} and not notes
+    state, notes = share.read_link({"head": "2.1"}, "attention", models, f"shipped:{ONE}")
+    assert state == {} and len(notes) == 1 and "not a head" in notes[0]
+    state, notes = share.read_link({"head": "2.1", "model": "variable-period-2block"}, "attention", models,
+                                   f"shipped:{ONE}")
+    assert state == {"picked_model": picked, "att_head": "2.1"}
+    state, notes = share.read_link({"seed": "3"}, "circuits", models, picked)  # not a circuits parameter
+    assert state == {} and not notes
+
+
+def test_session_model_cannot_be_shared():
+    from core.checkpoints import read_checkpoint
+    from ui.state import LabModel
+    at = open_link("pages/attention.py", {"model": "variable-period-2block", "head": "2.2"})
+    model, info = read_checkpoint(ROOT / "checkpoints" / ONE)
+    at.session_state["lab_models"] = {
+        "session:abc": LabModel("session:abc", "mine (uploaded)", model, info, "uploaded")}
+    at.session_state["pending_pick"] = "session:abc"  # as the Train page and the uploader do
+    at.run()
+    assert not at.exception, at.exception
+    got = address(at)
+    assert "model" not in got and got["head"] in ("1.1", "1.2", "1.3", "1.4")  # the view, not the model
+    assert any("cannot carry it" in c.value for c in at.sidebar.caption)
+    assert share.link_of("attention", {"picked_model": "session:abc", "att_head": "1.1"}) == {"head": "1.1"}
