@@ -4,9 +4,11 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from ui.setup import lab_script
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
+lab_script()
 
 
 PATH = [  # (page file, title, icon, what the student does there)

@@ -6,6 +6,9 @@ from core import archetypes as arc
 from core import ioi
 from core.charts import archetypes as charts
 from ui import state
+from ui.setup import lab_script
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(

@@ -6,7 +6,10 @@ from core import analysis
 from core.attention import MAX_TEXT_LEN, describe_alphabet
 from core.charts import attention as charts
 from core.probes import probe_periods
+from ui.setup import lab_script
 from ui.state import require_heads, require_model
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Attention patterns")
 entry = require_model()

@@ -5,7 +5,10 @@ import streamlit as st
 from core import analysis
 from core.attention import vocab_labels
 from core.charts import circuits as charts
+from ui.setup import lab_script
 from ui.state import require_heads, require_model
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Circuits & ablations")
 entry = require_model()

@@ -6,7 +6,10 @@ from core import paths
 from core.circuits import composition_baseline
 from core.charts import depth as charts
 from core.icl import token_char
+from ui.setup import lab_script
 from ui.state import require_model
+
+lab_script()  # first: see ui/setup.py
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
 

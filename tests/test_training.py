@@ -308,7 +308,7 @@ def test_head_figures_and_their_summary():
     """The optional head columns: block 1's best prev_token, and the count of last-block heads with
     induction >= 0.6; the summary counts runs with a sharp previous-token head and with two induction
     heads, and the Train page's sentence says so."""
-    from core.live import study_sentence
+    from ui.text import study_sentence
     from core.transition import head_figures
 
     fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
