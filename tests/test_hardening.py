@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -195,9 +196,9 @@ def train_here(at: AppTest, label: str) -> str | None:
     check(at, f"train with {label}")
     run = at.session_state["train_run"] if "train_run" in at.session_state else None
     assert run is not None, f"{label}: Train made no run"
-    for _ in range(4):  # a few chunks
-        if not run.active or run.step > 0:
-            break
+    deadline = time.monotonic() + 60  # the worker process trains on its own: wait for a first step
+    while run.active and run.step == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
         at.run()
         check(at, f"train with {label}")
     if run.status == "diverged":
