@@ -213,7 +213,8 @@ def main() -> None:
         server.stop()
     out = {"bare_loop_steps_per_s": round(bare, 2), "a": a,
            "a_median_seconds_to_drop": statistics.median(r["seconds_to_drop_on_screen"] for r in a),
-           "a_page_rate_vs_bare": round(solo / bare, 3), "b": b, "b_rate_vs_solo": round(b["training_steps_per_s"] / solo, 3),
+           "a_page_rate_vs_bare": round(solo / bare, 3),
+           "b": b, "b_rate_vs_solo": round(b["training_steps_per_s"] / solo, 3),
            "c": cd, "c_rate_vs_solo": [round(r / solo, 3) for r in cd["steps_per_s"]]}
     print(json.dumps(out, indent=None if args.json else 2))
 

@@ -53,6 +53,7 @@ class LiveRun:
         self.threads = 0  # torch threads the pool gave the worker
         self.worker_threads = 0  # torch threads the worker reported using at its last progress message
         self.pid: int | None = None  # the worker process, once started
+        self.stopping = False  # Stop was pressed; the worker ends after the step in progress
         self.ended = threading.Event()
         self._proc = self._conn = None
         self._heard = time.monotonic()
@@ -120,6 +121,7 @@ class RunPool:
             if run.status == "waiting" or (run.status == "starting" and run._conn is None):
                 self._forget(run, "cancelled")
                 return
+            run.stopping = True
             if run._conn is not None:
                 try:
                     run._conn.send(("stop",))
@@ -178,7 +180,8 @@ class RunPool:
     def _launch(self, run: LiveRun) -> None:
         run.threads = split_threads(self.running(), self.cores)
         try:
-            run._proc, run._conn = worker.start(self._ctx, run.settings, run.threads, f"attention-lab-training-{run.id[:8]}")
+            run._proc, run._conn = worker.start(self._ctx, run.settings, run.threads,
+                                                f"attention-lab-training-{run.id[:8]}")
         except OSError as e:
             self._end_failed(run, f"The server could not start a training process ({e}).")
             return

@@ -167,6 +167,8 @@ def live_panel(drawn_active: bool) -> None:
         return
     if drawn_active and not run.active:
         st.rerun(scope="app")
+    if run.active and run.stopping:
+        st.info("Stopping: the step in progress finishes first, and the model of that step is kept.")
     if run.status == "waiting":
         ahead = f"; {run.position - 1} ahead of you" if run.position > 1 else "; you are next"
         st.info(f"Waiting for a free training slot: {run_pool().running()} running{ahead}. Training starts on "
@@ -287,7 +289,7 @@ active = run is not None and run.active
 b1, b2, b3, _ = st.columns([1, 1, 1, 5])
 b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
-b2.button("Stop", on_click=stop, disabled=not active, key="tr_stop",
+b2.button("Stop", on_click=stop, disabled=not active or run.stopping, key="tr_stop",
           help="End the run at its last finished step and keep that model.")
 b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
           help="Clear this page (a kept model stays in the sidebar picker; a running one is discarded).")

@@ -207,6 +207,12 @@ def train_here(at: AppTest, label: str) -> str | None:
     if run.active:
         at.button(key="tr_stop").click().run()
         check(at, f"stop with {label}")
+    deadline = time.monotonic() + 120  # a large step in progress finishes before Stop takes effect
+    while run.active and time.monotonic() < deadline:
+        assert at.button(key="tr_stop").disabled and any("Stopping" in i.value for i in at.info), label
+        time.sleep(0.2)
+        at.run()
+        check(at, f"stopping with {label}")
     assert not run.active
     at.run()  # the pick happens on the run after Stop
     check(at, f"after stop with {label}")

@@ -253,7 +253,8 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
     at.run()
     assert not at.exception, at.exception
     assert run.status == "failed"
-    assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value for e in at.error)
+    assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value
+               for e in at.error)
     assert kept in at.session_state["lab_models"] and at.selectbox(key="picked_model").value == kept
     assert sum(o.startswith("trained #") for o in at.selectbox(key="picked_model").options) == 1
     assert not at.button(key="tr_train").disabled, "the student can train again"
@@ -274,7 +275,8 @@ def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
     assert all(r["prev_token"] == [] for r in b.history())  # bob's are his 0-block run's
     for at, run in ((alice, a), (bob, b)):
         options = at.selectbox(key="picked_model").options
-        assert [o for o in options if o.startswith("trained #")] == [at.session_state["lab_models"][run.registered_key].label]
+        mine = at.session_state["lab_models"][run.registered_key].label
+        assert [o for o in options if o.startswith("trained #")] == [mine]
     assert run_pool().runs_of(a.owner) == [] and run_pool().runs_of(b.owner) == []
 
 
