@@ -16,7 +16,7 @@ from ui.training import pool_problem, run_pool, session_owner
 
 lab_script()  # first: see ui/setup.py
 
-RUN_EVERY = 0.5  # seconds between redraws of the live panel; the training itself runs in its own process
+RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
