@@ -27,14 +27,20 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/helpers.py, which tests/e2e/conftest.py reads
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, PAGES, LabPage, StreamlitServer  # noqa: E402
+import contextlib
+
+from ui.pages import ALL_PAGES  # noqa: E402  (the one page registry)
+
+from conftest import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer  # noqa: E402
+
+URL_PATHS = [p.url_path for p in ALL_PAGES]  # "" is Home
 
 STEP = re.compile(r"step (\d+) / (\d+)")
 RATE = re.compile(r"([\d.]+) steps/s")
@@ -130,7 +136,7 @@ def scenario_b(new, window: float) -> dict:
 
     def read_pages():
         for r in readers:
-            path = list(PAGES)[turn[0] % len(PAGES)]
+            path = URL_PATHS[turn[0] % len(URL_PATHS)]
             t0 = time.perf_counter()
             r.goto(path)
             loads.append(time.perf_counter() - t0)
@@ -146,10 +152,8 @@ def pss_mb(pid: int) -> float:
     """PSS of `pid` and every live descendant, in MB."""
     parent = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
+        with contextlib.suppress(OSError, IndexError, ValueError):
             parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            pass
     tree, frontier = {pid}, {pid}
     while frontier:
         frontier = {p for p, pp in parent.items() if pp in frontier} - tree

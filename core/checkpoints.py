@@ -1,4 +1,4 @@
-"""Checkpoint files, format version 1 (DESIGN.md "Checkpoint file").
+"""Checkpoint files, format version 1 (docs/DESIGN.md "Checkpoint file").
 
 A file is one dict written by torch.save and read only with torch.load(weights_only=True), so
 nothing beyond tensors and plain containers is ever unpickled. Every problem with a file is a
@@ -177,11 +177,13 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         if not path.is_file():
             raise CheckpointError(f"There is no checkpoint file at {path}.")
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, too large for a TinyCharLM checkpoint.")
+            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, "
+                                  "too large for a TinyCharLM checkpoint.")
     elif isinstance(source, (bytes, bytearray)):
         name = name or "The uploaded file"
         if len(source) > MAX_FILE_BYTES:
-            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, too large for a TinyCharLM checkpoint.")
+            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, "
+                                  "too large for a TinyCharLM checkpoint.")
         source = io.BytesIO(source)
     else:
         name = name or "The file"

@@ -19,11 +19,12 @@ returns when its Pipe closes, so none outlives the server.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from multiprocessing.connection import wait
-from typing import Callable
 
 from . import worker
 from .checkpoints import CheckpointError, read_checkpoint
@@ -123,10 +124,8 @@ class RunPool:
                 return
             run.stopping = True
             if run._conn is not None:
-                try:
+                with contextlib.suppress(OSError):
                     run._conn.send(("stop",))
-                except OSError:
-                    pass
         run.ended.wait(wait_seconds)
 
     def discard(self, run: LiveRun) -> None:
@@ -195,10 +194,8 @@ class RunPool:
         for run in live:
             if run.threads != threads:
                 run.threads = threads
-                try:
+                with contextlib.suppress(OSError):
                     run._conn.send(("threads", threads))
-                except OSError:
-                    pass
 
     def _end_failed(self, run: LiveRun, sentence: str) -> None:
         self._runs.pop(run.id, None)

@@ -28,7 +28,7 @@ class TrainSettings:
     shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
 
     @classmethod
-    def defaults(cls, preset: str = DEFAULT_PRESET) -> "TrainSettings":
+    def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
         p = get_preset(preset)
         return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
                    p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)

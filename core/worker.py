@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import torch
 
@@ -156,10 +156,8 @@ def train(conn, settings: TrainSettings, threads: int) -> None:
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the server went away: nobody to report to
     except Exception as e:  # noqa: BLE001 -- any failure becomes one sentence for the student
-        try:
+        with suppress(OSError, EOFError):
             conn.send(("error", f"{type(e).__name__}: {e}"))
-        except (OSError, EOFError):
-            pass
     finally:
         conn.close()
 

@@ -18,7 +18,8 @@ from core.runs import RunPool
 from core.train_settings import TrainSettings
 from core.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
 
 

@@ -51,5 +51,5 @@ def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
     if blocks >= 2 and "sharp_prev_token" in r and r["sharp_prev_token"] == r["sharp_prev_token"]:
         text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with prev_token "
                  f"at least {transition.SHARP_PREV_TOKEN}, and {int(r['two_induction_heads'])} had two or more "
-                 f"last-block heads with induction at least {transition.INDUCTION_HEAD}")
+                 f"last-block heads with induction_any at least {transition.INDUCTION_HEAD}")
     return text + "."
