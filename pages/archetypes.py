@@ -11,6 +11,9 @@ from ui import snippets, state
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
+from ui.setup import lab_script
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(

@@ -7,7 +7,10 @@ from ui import snippets
 from ui.charts import circuits as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
+from ui.setup import lab_script
 from ui.state import require_heads, require_model
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Circuits & ablations")
 entry = require_model()
@@ -126,7 +129,8 @@ s_col.caption(
        "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
        "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
        "often it does: its mean self-attention measured on 32 sequences ("
-       + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer]) for h, v in enumerate(row))
+       + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer])
+                   for h, v in enumerate(row))
        + "). What a head takes from other positions is left out. When the effective score is much higher than "
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
 python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [

@@ -8,7 +8,10 @@ from ui import snippets
 from ui.charts import icl as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
+from ui.setup import lab_script
 from ui.state import require_model
+
+lab_script()  # first: see ui/setup.py
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
 
