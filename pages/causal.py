@@ -3,7 +3,9 @@ import streamlit as st
 
 from core import causal
 from core.symbols import describe_alphabet, encode_text
+from ui import snippets
 from ui.charts import causal as charts
+from ui.python_panel import python_panel
 from ui.setup import lab_script
 from ui.state import require_model
 
@@ -42,6 +44,7 @@ st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{
 
 source = st.radio("Sequences", ["Sampled task sequences", "Type your own"], horizontal=True, key="cz_source")
 c1, c2 = st.columns(2)
+period = text = None
 try:
     if source == "Sampled task sequences":
         start = min(max(2, (task.period_min + task.period_max) // 2), task.seq_len // 2)
@@ -70,6 +73,8 @@ m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the
 m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
+python_panel(snippets.causal_runs(entry, None if period is None else int(period), int(seed), text, N_SEQS),
+             shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
 
 if cfg.n_layers == 0:
     st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone, so the "

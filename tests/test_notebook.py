@@ -16,7 +16,8 @@ from ui.state import shipped_files
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
-PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py"]
+PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+         "pages/causal.py"]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 

@@ -128,3 +128,12 @@ def test_home_snippet_2block():
     shown = list(at.session_state[RUN_KEY])
     assert len(shown) == 1
     close(run_snippet(shown[0]), shown[0]["shows"], shown[0]["title"])
+
+
+def test_causal_snippet_task_2block():
+    check_page("pages/causal.py", "variable-period-2block.pt", [("number_input", "cz_seed", 1)])
+
+
+def test_causal_snippet_typed_1block():
+    check_page("pages/causal.py", "variable-period-1block.pt",
+               [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab")])

@@ -307,6 +307,25 @@ print(head_matches.best_matches(table))
 
 
 # ---------------------------------------------------------------------------------------------
+# Causal experiments
+
+
+def causal_runs(entry, period, seed: int, text, n_seqs: int) -> Snippet:
+    if text is None:
+        run = f"res = causal.task_experiments(model, task, period={period}, n_seqs={n_seqs}, seed={seed})\n"
+    else:
+        run = ("from core.symbols import encode_text\n"
+               f"tokens = encode_text({text!r}, model.cfg.vocab_size)\n"
+               f"res = causal.text_experiments(model, tokens, {n_seqs}, seed={seed})  # {n_seqs} corruptions\n")
+    return _snip("Clean and corrupted runs, then every patching experiment and the logit lens of the page.", entry,
+                 "from core import causal\n" + run + """
+print("M(clean)", round(res["m_clean"], 3), "M(corrupted)", round(res["m_corrupted"], 3))
+print(res["heads"].round(3).to_string(index=False))  # section 1: each head's clean output patched in
+print(res["lens_by_copy"].round(3).to_string(index=False))  # section 5: the logit lens by copy
+""", m="[res['m_clean'], res['m_corrupted']]", heads="res['heads']['patch_effect']")
+
+
+# ---------------------------------------------------------------------------------------------
 # Home
 
 
