@@ -51,7 +51,17 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     return df
 
 
-def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
+POSITION_BUDGET = 4 * 2 * 5 * 64 ** 2  # four times the shipped 2-block model's sweep at its longest period
+
+
+def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
+    """Relative cost of the two one-position-at-a-time sweeps: blocks x (heads + 1) patched runs per
+    position, each a forward pass over the cut sequences, so it grows with T^2."""
+    T = runs.clean.shape[1]
+    return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
+
+
+def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> dict:
     """Every experiment of the page on one pair of runs.
 
     Keys: m_clean, m_corrupted, n_seqs, period (None if the periods differ), clean / corrupted (the first
@@ -59,7 +69,9 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     patching every head / the whole stream entering the last block), resid [n_layers, T],
     head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
     sender and receiver labels), lens (the first clean sequence, whole), lens_by_copy (every clean
-    sequence, whole). The patching experiments see the sequences cut after their second copy."""
+    sequence, whole). The patching experiments see the sequences cut after their second copy.
+    positions=False leaves out the two position sweeps (resid and head_positions are then None): on a
+    large model they cost minutes (position_sweep_cost)."""
     cfg = model.cfg
     periods = runs.periods.unique()
     heads = patching.head_patch_effects(model, runs)
@@ -80,9 +92,11 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
         "all_heads": float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
         "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                        if cfg.n_layers else float("nan")),
-        "resid": patching.resid_patch_effects(model, runs),
-        "head_positions": patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads,
-                                                                              runs.clean.shape[1]),
+        "resid": patching.resid_patch_effects(model, runs) if positions else None,
+        "head_positions": (patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads,
+                                                                               runs.clean.shape[1])
+                           if positions else None),
+        "position_cost": position_sweep_cost(model, runs),
         "head_rows": [head_label(l, h) for l, h in every],
         "paths": _path_frame(model, runs),
         "lens": lens,
@@ -91,11 +105,20 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     return out
 
 
-def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0) -> dict:
+def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None) -> bool:
+    """None: run the position sweeps only when they fit POSITION_BUDGET."""
+    return position_sweep_cost(model, runs) <= POSITION_BUDGET if positions is None else positions
+
+
+def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
+                     positions: bool | None = None) -> dict:
     """experiments() on n_seqs sampled sequences at one period and their corruptions."""
-    return experiments(model, patching.task_runs(model, task, n_seqs, seed, period))
+    runs = patching.task_runs(model, task, n_seqs, seed, period)
+    return experiments(model, runs, _positions(model, runs, positions))
 
 
-def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0) -> dict:
+def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+                     positions: bool | None = None) -> dict:
     """experiments() on one typed sequence, corrupted n_corruptions times."""
-    return experiments(model, typed_runs(model, tokens, n_corruptions, seed))
+    runs = typed_runs(model, tokens, n_corruptions, seed)
+    return experiments(model, runs, _positions(model, runs, positions))

@@ -17,13 +17,13 @@ SMALL_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for rat
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(key: str, period: int, seed: int, _model, _task) -> dict:
-    return causal.task_experiments(_model, _task, period, N_SEQS, seed)
+def _task_experiments(key: str, period: int, seed: int, positions: bool | None, _model, _task) -> dict:
+    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions)
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(key: str, text: str, seed: int, _model) -> dict:
-    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed)
+def _text_experiments(key: str, text: str, seed: int, positions: bool | None, _model) -> dict:
+    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions)
 
 
 st.title("Causal experiments")
@@ -45,6 +45,7 @@ st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{
 source = st.radio("Sequences", ["Sampled task sequences", "Type your own"], horizontal=True, key="cz_source")
 c1, c2 = st.columns(2)
 period = text = None
+sweeps = True if st.session_state.get("cz_sweeps") else None  # None: only where they are quick
 try:
     if source == "Sampled task sequences":
         start = min(max(2, (task.period_min + task.period_max) // 2), task.seq_len // 2)
@@ -52,13 +53,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, 10_000, 0, key="cz_seed")
-        res = _task_experiments(entry.key, int(period), int(seed), model, task)
+        res = _task_experiments(entry.key, int(period), int(seed), sweeps, model, task)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, 10_000, 0, key="cz_seed")
-        res = _text_experiments(entry.key, text, int(seed), model)
+        res = _text_experiments(entry.key, text, int(seed), sweeps, model)
         what = f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
 except ValueError as e:
     st.warning(f"{e} Nothing to patch yet.")
@@ -118,6 +119,14 @@ if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
     period = res["period"]
+    if res["resid"] is None:
+        slow = res["position_cost"] / causal.POSITION_BUDGET
+        st.info(f"Sections 2 and 3 patch one position at a time: on this model and sequence length that is about "
+                f"{slow:.0f} times the work of the largest sweep the page runs by itself, which can take minutes "
+                "on a shared server. The other sections are computed already.")
+        st.button("Run the position sweeps anyway", key="cz_sweeps_button",
+                  on_click=lambda: st.session_state.update(cz_sweeps=True))
+if cfg.n_layers and res["resid"] is not None:
     rows = [f"before block {l + 1}" for l in range(cfg.n_layers)]
     st.altair_chart(charts.position_effects(res["resid"], rows,
                                             "clean stream at one position, corrupted everywhere else",
@@ -146,6 +155,7 @@ if cfg.n_layers:
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
 
+if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("4 · Path patching: one sender, one receiver, one input")
     if cfg.n_layers < 2:

@@ -85,3 +85,34 @@ def test_nonsense_corruptions_get_a_message():
     at.text_input(key="cz_text").set_value("xyzuvwxyzuvw").run()
     assert not at.warning and len(at.get("vega_lite_chart")) == charts
     assert at.session_state["picked_model"] == "shipped:variable-period-2block.pt"  # the session is intact
+
+
+def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
+    """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once and
+    the two sweeps on request; they then equal core's with positions forced on."""
+    import core.causal
+
+    monkeypatch.setattr(core.causal, "POSITION_BUDGET", 1)  # every model is "large"
+    at = open_on("variable-period-2block.pt")
+    assert "patch one position at a time" in texts(at, "info")
+    charts_before = len(at.get("vega_lite_chart"))
+    at.button(key="cz_sweeps_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("vega_lite_chart")) == charts_before + 2  # sections 2 and 3 drawn
+
+
+def test_core_leaves_the_sweeps_out_only_over_the_budget(monkeypatch):
+    import core.causal
+    from core.model import ModelConfig, TinyCharLM
+    from core.task import TaskConfig
+
+    model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
+    task = TaskConfig(period_min=4, period_max=6, seq_len=16)
+    small = core.causal.task_experiments(model, task, 5, 4, 0)
+    assert small["resid"].shape == (2, 10) and small["head_positions"].shape == (4, 10)
+    monkeypatch.setattr(core.causal, "POSITION_BUDGET", small["position_cost"] - 1)
+    cut = core.causal.task_experiments(model, task, 5, 4, 0)
+    assert cut["resid"] is None and cut["head_positions"] is None
+    assert cut["heads"]["patch_effect"].tolist() == small["heads"]["patch_effect"].tolist()
+    forced = core.causal.task_experiments(model, task, 5, 4, 0, positions=True)
+    assert (forced["resid"] == small["resid"]).all()
