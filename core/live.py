@@ -222,7 +222,8 @@ class LiveRun:
             row.update(evaluate(model, tokens, periods))
             history.append(row)
         fields["history"] = history
-        info = {"config": self.model_cfg, "task": self.task_cfg, "train": fields["train"], "history": history}
+        info = {"config": self.model_cfg, "task": self.task_cfg, "train": fields["train"], "history": history,
+                "snapshots": fields["snapshots"]}
         self.result = (model, info, checkpoint_bytes(model, **fields))
 
 

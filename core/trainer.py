@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from .heads import head_scores
 from .metrics import copy_metrics
 from .model import ModelConfig, TinyCharLM
+from .snapshots import SnapshotRecorder
 from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
@@ -180,7 +181,9 @@ class Trainer:
         self.last_later_loss = math.nan  # the last training batch's later-copy loss
         self.stop_checks: list[tuple[int, float]] = []  # (step, loss_later_copies) of each stop check
         self.stopped_early = False
+        self.snapshots = SnapshotRecorder()  # weights every 10 steps, thinned (core.snapshots); no RNG
         self._log()
+        self.snapshots.offer(0, self.model, math.nan)
 
     @property
     def done(self) -> bool:
@@ -245,6 +248,7 @@ class Trainer:
             t0 = time.perf_counter()
             self.last_loss = self.train_step()
             self.seconds += time.perf_counter() - t0
+            self.snapshots.offer(self.step, self.model, self.last_later_loss)
             done += 1
             logged = self.step % self.cfg.log_every == 0 or self.done
             if stop_at_loss is not None and not logged and (
@@ -271,6 +275,7 @@ class Trainer:
         return bool(self.history) and self.history[-1]["loss_later_copies"] < loss
 
     def checkpoint_fields(self) -> dict:
-        """The task, train and history entries for save_checkpoint."""
+        """The task, train, history and snapshots entries for save_checkpoint."""
         train = self.cfg.to_dict() | {"steps_done": self.step, "seconds": round(self.seconds, 3)}
-        return {"task": self.task_cfg, "train": train, "history": self.history}
+        return {"task": self.task_cfg, "train": train, "history": self.history,
+                "snapshots": self.snapshots.export(final_step=self.step)}

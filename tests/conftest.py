@@ -188,7 +188,7 @@ def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
     files["arbitrary-pickle-4"] = (folder / "arbitrary-pickle-4.pt", "not a torch checkpoint")
     (folder / "truncated.pt").write_bytes(data[: len(data) // 2])
     files["truncated"] = (folder / "truncated.pt", "truncated")
-    edit("version-2", "version 2", lambda p: p.update(version=2))
+    edit("version-3", "version 3", lambda p: p.update(version=3))
     edit("wrong-shape", "blocks.0.W_K", lambda p: p["state_dict"].update({"blocks.0.W_K": torch.zeros(4, 32, 9)}))
     edit("missing-key", "blocks.0.W_O", lambda p: p["state_dict"].pop("blocks.0.W_O"))
     edit("extra-key", "blocks.1.W_Q", lambda p: p["state_dict"].update({"blocks.1.W_Q": torch.zeros(4, 32, 8)}))
