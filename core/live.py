@@ -20,6 +20,7 @@ import torch
 
 from . import transition
 from .checkpoints import checkpoint_bytes
+from .interventions import release
 from .model import MAX_LAYERS, ModelConfig, TinyCharLM
 from .presets import get_preset
 from .task import TaskConfig
@@ -213,7 +214,7 @@ class LiveRun:
         self.status = status
         if status == "cancelled":
             return
-        model = copy.deepcopy(self.trainer.model).eval()
+        model = release(copy.deepcopy(self.trainer.model)).eval()  # a held pattern is for training only
         fields = self.trainer.checkpoint_fields()
         history = list(fields["history"])
         if history[-1]["step"] != self.step:  # stopped between two logged steps: measure the last one

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from .heads import head_scores
 from .metrics import copy_metrics
 from .model import ModelConfig, TinyCharLM
+from .interventions import apply_interventions, check_interventions
 from .snapshots import SnapshotRecorder
 from .task import TaskConfig, copy_masks, sample_batch
 
@@ -50,6 +51,10 @@ class TrainConfig:
     check_gap: int = 5  # ... but at most once per check_gap steps (a loss hovering near X checked every step)
     embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
+    # Training experiments (core.interventions): -1 = off. 0-based indices.
+    hold_prev_head: int = -1  # this block-1 head's pattern is held on the previous position for the run
+    knockout_layer: int = -1  # with knockout_head: this head's W_O is zero and frozen for the run
+    knockout_head: int = -1
 
     def validate(self) -> "TrainConfig":
         if self.steps < 0:
@@ -161,12 +166,14 @@ class Trainer:
 
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
+        check_interventions(model_cfg, train_cfg)
         self.train_task = train_cfg.train_task(task_cfg)
         torch.manual_seed(train_cfg.seed)
         self.model = TinyCharLM(model_cfg)
         generator = torch.Generator().manual_seed(train_cfg.seed)
         self.model.reset_parameters(generator)
         init_embedding(self.model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+        self._frozen = apply_interventions(self.model, train_cfg)
         self.model.train()
         params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
@@ -215,6 +222,8 @@ class Trainer:
                 group["lr"] = self.lr_at(self.step)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            for param, mask in self._frozen:
+                param.grad.mul_(mask)
             self.optimizer.step()
         with torch.no_grad():
             later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
