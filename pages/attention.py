@@ -7,6 +7,7 @@ from core.attention import MAX_TEXT_LEN, describe_alphabet
 from core.charts import attention as charts
 from core.probes import probe_periods
 from ui.state import require_heads, require_model
+from ui.steps import step_control
 
 st.title("Attention patterns")
 entry = require_model()
@@ -16,6 +17,8 @@ cfg = model.cfg
 require_heads(entry, "This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
               "guess for the next token depends on the current token alone, through the embedding's Gram "
               "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
+entry = step_control(entry, "att")  # every number below is this step's
+model = entry.model
 
 
 @st.cache_data(show_spinner="Running the model…", max_entries=64)

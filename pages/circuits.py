@@ -6,6 +6,7 @@ from core import analysis
 from core.attention import vocab_labels
 from core.charts import circuits as charts
 from ui.state import require_heads, require_model
+from ui.steps import step_control
 
 st.title("Circuits & ablations")
 entry = require_model()
@@ -15,6 +16,8 @@ cfg = model.cfg
 require_heads(entry, "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
               "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
               "depth page takes that apart.")
+entry = step_control(entry, "cir")  # every number below is this step's
+model = entry.model
 
 
 @st.cache_data(show_spinner="Reading the weights…", max_entries=64)

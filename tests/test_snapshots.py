@@ -171,3 +171,50 @@ def test_the_live_recorder_never_loses_the_drop_whatever_its_budget(drop_at):
     for s in range(max(start - 50, 0), min(end + 50, 800) + 1, 10):
         assert s in rec.steps, (s, rec.steps)
     assert MARGIN >= 50
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped 2-block file: its snapshots resolve the drop
+
+SHIPPED = __import__("pathlib").Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+
+
+@pytest.fixture(scope="module")
+def shipped_curve():
+    if not SHIPPED.is_file():
+        pytest.skip("the shipped 2-block checkpoint is not installed")
+    from core.trainer import eval_batch, evaluate
+    model, info = read_checkpoint(SHIPPED)
+    tokens, periods = eval_batch(info["task"], model.cfg.vocab_size)
+    rows = {}
+    for snap in info["snapshots"]:
+        rows[snap["step"]] = evaluate(snapshot_model(model, snap["state_dict"]), tokens, periods)
+    return info, rows
+
+
+def test_the_shipped_file_is_version_2_and_small():
+    if not SHIPPED.is_file():
+        pytest.skip("the shipped 2-block checkpoint is not installed")
+    assert SHIPPED.stat().st_size <= 10 * 10**6
+    assert torch.load(SHIPPED, weights_only=True)["version"] == 2
+
+
+def test_the_shipped_snapshots_hold_the_circuit_before_and_after_the_drop(shipped_curve):
+    info, rows = shipped_curve
+    steps = sorted(rows)
+    before = [s for s in steps if rows[s]["loss_later_copies"] > 3 and max(rows[s]["induction"][1]) < 0.2]
+    after = [s for s in steps if rows[s]["loss_later_copies"] < 1 and max(rows[s]["induction"][1]) > 0.5]
+    assert before and after
+    assert min(before) < min(after)
+
+
+def test_the_shipped_snapshots_are_at_most_10_steps_apart_across_the_drop(shipped_curve):
+    from core.transition import describe_curve
+    info, rows = shipped_curve
+    steps = sorted(rows)
+    d = describe_curve(steps, [rows[s]["loss_later_copies"] for s in steps])
+    assert d["dropped"]
+    lo, hi = d["drop_start"] - 50, d["drop_end"] + 50
+    dense = [s for s in steps if lo <= s <= hi]
+    assert dense[0] <= max(lo, 0) and dense[-1] >= hi, (lo, hi, dense)
+    assert all(b - a <= 10 for a, b in zip(dense, dense[1:])), dense
