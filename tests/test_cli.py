@@ -17,7 +17,7 @@ from core.metrics import METRIC_NAMES
 from core.report import build_report
 from core.task import TaskConfig
 
-BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-2", "wrong-shape",
+BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-3", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
              "random-bytes", "empty", "no-such-file"]
 HEAD_KEYS = {"layer", "head", "prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1",

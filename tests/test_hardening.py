@@ -7,7 +7,7 @@ models a student can make with those extremes, and bad uploads.
   after a change are set in the next round.
 - On the Train page each combination is also trained (or refused with a message), and the models
   trained at the extremes are then analysed on every page.
-- Uploads: corrupt, foreign-pickle, version-2, wrong-shape, empty and oversized files each give a
+- Uploads: corrupt, foreign-pickle, version-3, wrong-shape, empty and oversized files each give a
   message in the sidebar and leave the picked model as it was; no pickled code ever runs.
 """
 from __future__ import annotations
@@ -275,7 +275,7 @@ def bad_files(marker: Path) -> dict[str, bytes]:
         "truncated": good[: len(good) // 2],
         "foreign-pickle": pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}),
         "torch-save-of-an-object": payload(train={"note": Plant(marker)}),
-        "version-2": payload(version=2),
+        "version-3": payload(version=3),
         "wrong-shape": buf.getvalue(),
         "empty": b"",
         "foreign-dict": payload(format="someone-elses-model"),

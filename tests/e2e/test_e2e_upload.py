@@ -51,7 +51,7 @@ def files(tmp_path):
         "good": tiny(2),
         "corrupt": bytes(range(256)) * 40,
         "foreign-pickle": pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}),
-        "version-2": edited(version=2),
+        "version-3": edited(version=3),
         "wrong-shape": edited(weight={"blocks.0.W_Q": torch.zeros(4, 32, 5)}),
         "empty": b"",
     }
@@ -78,7 +78,7 @@ def test_upload_good_then_bad_files(app, server, files, tmp_path):
     app.screenshot("upload-good-attention")
 
     seen = {}
-    for name in ("corrupt", "foreign-pickle", "version-2", "wrong-shape", "empty"):
+    for name in ("corrupt", "foreign-pickle", "version-3", "wrong-shape", "empty"):
         app.upload(paths[name])
         app.assert_no_exception()
         seen[name] = sidebar_error(app)
