@@ -23,10 +23,12 @@ def check_interventions(model_cfg: ModelConfig, train) -> None:
     """ValueError (one sentence) when an experiment names a head the model does not have."""
     H, L = model_cfg.n_heads, model_cfg.n_layers
     if train.hold_prev_head != -1 and not (L >= 1 and 0 <= train.hold_prev_head < H):
-        raise ValueError(f"hold_prev_head must be a head of block 1 (0 to {H - 1}) or -1, got {train.hold_prev_head}.")
+        raise ValueError(f"the held head 1.{train.hold_prev_head + 1} is not a head of block 1 of this model "
+                         f"({L} blocks of {H} heads).")
     knock = (train.knockout_layer, train.knockout_head)
     if knock != (-1, -1) and not (0 <= knock[0] < L and 0 <= knock[1] < H):
-        raise ValueError(f"the knocked-out head must be a layer below {L} and a head below {H}, got {knock}.")
+        raise ValueError(f"the knocked-out head {knock[0] + 1}.{knock[1] + 1} is not in this model "
+                         f"({L} blocks of {H} heads).")
     if knock[0] == 0 and knock[1] == train.hold_prev_head:
         raise ValueError("the held head and the knocked-out head must differ.")
 

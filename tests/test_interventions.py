@@ -80,8 +80,8 @@ def test_flags_set_the_experiment(argv, fields):
 
 @pytest.mark.parametrize("argv, phrase", [
     (["--hold-prev-head", "2.1"], "block 1"), (["--hold-prev-head", "x"], "block.head"),
-    (["--knockout", "3.1"], "layer below 2"), (["--knockout", "1.5"], "head below 4"),
-    (["--knockout", "0.1"], "from 1"), (["--layers", "0", "--hold-prev-head", "1.1"], "head of block 1"),
+    (["--knockout", "3.1"], "3.1 is not in this model"), (["--knockout", "1.5"], "1.5 is not in this model"),
+    (["--knockout", "0.1"], "from 1"), (["--layers", "0", "--hold-prev-head", "1.1"], "not a head of block 1"),
     (["--hold-prev-head", "1.1", "--knockout", "1.1"], "must differ"),
 ])
 def test_bad_experiment_flags_are_refused(argv, phrase):
