@@ -30,10 +30,11 @@ def _curve(t: dict) -> alt.LayerChart:
 
 
 def _strip(t: dict) -> alt.FacetChart:
-    rows = []
+    rows, labels = [], []
     for name, pats in t["patterns"].items():
         layer, head = t["heads"][name]
         label = f"{name} head {layer + 1}.{head + 1}"
+        labels.append(label)
         for f, step in enumerate(t["frames"]):
             P = pats[f]
             for i in range(P.shape[0]):
@@ -49,7 +50,7 @@ def _strip(t: dict) -> alt.FacetChart:
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
         tooltip=["query:Q", "key:Q", alt.Tooltip("weight:Q", format=".2f")],
     ).properties(width=min(130, 2 * n), height=min(130, 2 * n)).facet(
-        row=alt.Row("head:N", title=None), column=alt.Column("frame:N", title=None, sort=order))
+        row=alt.Row("head:N", title=None, sort=labels), column=alt.Column("frame:N", title=None, sort=order))
 
 
 def _icl(t: dict) -> alt.Chart:
