@@ -52,7 +52,10 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     task = info["task"]
     tokens, periods = eval_batch(task, model.cfg.vocab_size)
     final = (info.get("train") or {}).get("steps_done")
-    final = final if isinstance(final, int) and final > snaps[-1]["step"] else snaps[-1]["step"] + 1
+    if not isinstance(final, int) and info.get("history"):
+        final = info["history"][-1].get("step")
+    if not isinstance(final, int) or final <= snaps[-1]["step"]:
+        return None  # the file does not say where its final weights sit on the timeline
     models = [snapshot_model(model, s["state_dict"]) for s in snaps] + [model]
     steps = [s["step"] for s in snaps] + [final]
     # the film strip's sequence: the one with the shortest period, so its first CROP positions hold most copies
