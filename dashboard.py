@@ -4,40 +4,28 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from ui.pages import HOME, PATH
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
 
 
-PATH = [  # (page file, title, icon, what the student does there)
-    ("pages/train.py", "Train", "🏋️",
-     "Train a model live and watch the later-copy loss fall while a previous-token head and induction heads form."),
-    ("pages/attention.py", "Attention", "👀",
-     "Look at the attention patterns of the picked model, head by head, on sequences you choose."),
-    ("pages/circuits.py", "Circuits & ablations", "🔌",
-     "Read the QK and OV circuits straight from the weights, and knock heads out to see what breaks."),
-    ("pages/depth.py", "What depth can express", "🧱",
-     "Compare 0, 1 and 2 blocks: bigram statistics, skip-trigrams, and the two-step induction circuit."),
-    ("pages/icl.py", "In-context learning", "🔁",
-     "Feed never-seen patterns and watch the model copy them after a single exposure."),
-    ("pages/archetypes.py", "Head archetypes & IOI", "🧭",
-     "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
-]
+N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
 
-@st.cache_data(show_spinner="Measuring the picked model on 64 fresh sequences…", max_entries=32)
+@st.cache_data(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
 def _overview(key: str, _model, _task) -> dict:
     from core.overview import model_overview
-    return model_overview(_model, _task, n_seqs=64, seed=0)
+    return model_overview(_model, _task, n_seqs=N_OVERVIEW, seed=0)
 
 
 def _home_path():
     st.subheader("A path through the lab")
-    for i, (path, title, icon, what) in enumerate(PATH, 1):
+    for i, page in enumerate(PATH, 1):
         link, text = st.columns([1, 3], vertical_alignment="center")
         with link:
-            st.page_link(path, label=f"{i}. {title}", icon=icon)
-        text.markdown(what)
+            st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
+        text.markdown(page.what)
 
 
 def _home_ideas():
@@ -73,6 +61,7 @@ def _num(v) -> str:
 
 
 def _home_model():
+    from core.metrics import later_copy_floor
     from core.overview import settings_rows, top_head
     from ui.state import selected_model
 
@@ -87,30 +76,43 @@ def _home_model():
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
-    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help="Targets readable from an earlier copy.")
+    task = entry.info["task"]
+    floor = later_copy_floor(task.period_min, task.period_max, task.seq_len, entry.info["config"].vocab_size)
+    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help=(
+        "Targets t ≥ L, readable from an earlier copy, except one per sequence: the second copy's first token "
+        "(t = L) follows the pattern's last token, which nothing has followed yet, so when the period varies "
+        f"no model can know it (this model: accuracy {_num(m.get('acc_second_copy_first_token'))} there). "
+        f"Those targets are {floor['share']:.1%} of the later copies: guessed at chance they cost "
+        f"{floor['loss']:.3f} nats of this loss, a floor no model gets under." if task.period_min != task.period_max
+        else "Targets t ≥ L, readable from an earlier copy."))
     cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
-    best = top_head(heads, "induction")
+    best = top_head(heads, "induction_any")
     cols[3].metric("strongest induction head", "–" if best is None else f"{best[0]}.{best[1]}",
                    None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
-                        "after the previous occurrence of the current one.")
-    left, right = st.columns([1, 2])
+                        "after an earlier occurrence of the current one (any earlier copy).")
+    left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")
         return
-    labels = {"prev_token": "prev-token", "induction": "induction", "duplicate": "duplicate",
-              "first_token": "first-token", "ov_diag_top1": "OV copies", "ablation_loss_later_delta": "ablation Δ"}
+    labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
+              "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
+              "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}
     right.dataframe(heads, hide_index=True, width="stretch", height="content", column_config={
         c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
     right.caption(
-        "**What am I looking at?** One row per head (blocks and heads counted from 1). The first four scores "
-        "are the head's average attention on the previous position, on the induction target (the token after "
-        "the previous occurrence of the current one), on that previous occurrence itself, and on position 0. "
-        "*OV copies* is the share of tokens whose OV circuit raises that same token's logit most (chance 1/V). "
-        "*Ablation Δ* is how much the later-copy loss rises when the head's output is set to zero.")
+        "**What am I looking at?** One row per head (blocks and heads counted from 1). The attention scores "
+        "are the head's average attention on the previous position (*prev*); on the token after the latest "
+        "earlier occurrence of the current one (*ind. latest*) or after any earlier occurrence (*ind. any*: "
+        "with three to six copies in a sequence, induction heads also read older copies); on the latest "
+        "occurrence itself (*dup.*); and on position 0 (*first*). *OV W_E* is the share of tokens whose OV "
+        "circuit raises that same token's logit most (chance 1/V), reading the token as it enters the model; "
+        "*OV recv.* reads it as the head receives it, after the earlier blocks (see the Circuits page); *OV "
+        "eig* is the eigenvalue copying score of what it receives (+1 copies, −1 suppresses). *Abl. Δ* is "
+        "how much the later-copy loss rises when the head's output is set to zero.")
 
 
 def home():
@@ -124,15 +126,8 @@ def home():
     _home_model()
 
 
-PAGES = [
-    st.Page(home, title="Home", icon="🏠", default=True),
-    st.Page("pages/train.py", title="Train", icon="🏋️"),
-    st.Page("pages/attention.py", title="Attention", icon="👀"),
-    st.Page("pages/circuits.py", title="Circuits & ablations", icon="🔌"),
-    st.Page("pages/depth.py", title="What depth can express", icon="🧱"),
-    st.Page("pages/icl.py", title="In-context learning", icon="🔁"),
-    st.Page("pages/archetypes.py", title="Head archetypes & IOI", icon="🧭"),
-]
+PAGES = [st.Page(home, title=HOME.title, icon=HOME.icon, default=True)]
+PAGES += [st.Page(p.file, title=p.title, icon=p.icon) for p in PATH]
 
 page = st.navigation(PAGES)
 sidebar_picker()

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 from core import analysis  # noqa: E402
 from core.checkpoints import read_checkpoint  # noqa: E402
+from core.task import DEFAULT_PERIOD  # noqa: E402
 
 BUDGET_S = 1.0
 
@@ -39,7 +40,7 @@ def page_calls(model, task) -> dict[str, list[tuple[str, callable]]]:
         "attention": [
             ("task_sequence_view", lambda: analysis.task_sequence_view(model, task, period)),
             ("sweep_view", lambda: analysis.sweep_view(model, task)),
-            ("probe_view", lambda: analysis.probe_view(model, task, min(24, task.seq_len // 2))),
+            ("probe_view", lambda: analysis.probe_view(model, task, min(DEFAULT_PERIOD, task.seq_len // 2))),
         ],
         "attention (typed text)": [
             ("text_view", lambda: analysis.text_view(model, "the cat sat. the cat sat. the cat sat.")),

@@ -1,4 +1,4 @@
-"""Resident memory of the Streamlit server (DESIGN.md budget: under 600 MB with one session that has
+"""Resident memory of the Streamlit server (docs/DESIGN.md budget: under 600 MB with one session that has
 visited every page).
 
     python bench/memory.py            # figures as text
@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-PAGES = ["", "train", "attention", "circuits", "depth", "icl", "archetypes"]
+sys.path.insert(0, str(ROOT))
+from ui.pages import ALL_PAGES  # noqa: E402
+
+PAGES = [p.url_path for p in ALL_PAGES]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 BUDGET_MB = 600
 

@@ -4,7 +4,7 @@
 
 For every shipped checkpoint it opens the app in AppTest, picks that model in the sidebar, and for
 every page (home and the six pages) runs it once cold, once more to warm up, then `--repeats`
-times, and reports the median of those as the warm rerun time. The budget (DESIGN.md) is 1 s per
+times, and reports the median of those as the warm rerun time. The budget (docs/DESIGN.md) is 1 s per
 page once warm. AppTest time includes parsing the page's messages, so it slightly overstates what a
 browser waits for the server. Timings on a shared machine are noisy: read them, do not assert them.
 """
@@ -26,9 +26,9 @@ from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import ui.state  # noqa: E402
+from ui.pages import ALL_PAGES  # noqa: E402
 
-PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
+PAGES = [p.file for p in ALL_PAGES]
 BUDGET_S = 1.0
 
 
@@ -83,7 +83,8 @@ def main(argv=None) -> int:
     print(f"{'page':<22}{'checkpoint':<32}{'cold s':>8}{'warm s':>8}{'max s':>8}  ok")
     for r in rows:
         flag = "yes" if r["within_budget"] and not r["exception"] else "NO"
-        print(f"{r['page']:<22}{r['checkpoint']:<32}{r['cold_s']:>8.2f}{r['warm_s']:>8.2f}{r['warm_max_s']:>8.2f}  {flag}"
+        print(f"{r['page']:<22}{r['checkpoint']:<32}"
+              f"{r['cold_s']:>8.2f}{r['warm_s']:>8.2f}{r['warm_max_s']:>8.2f}  {flag}"
               + (f"  exception: {r['exception']}" if r["exception"] else ""))
     worst = max(rows, key=lambda r: r["warm_s"])
     print(f"slowest warm page: {worst['page']} on {worst['checkpoint']}: {worst['warm_s']:.2f} s (budget {BUDGET_S} s)")

@@ -61,7 +61,8 @@ def step_flops(preset: str = DEFAULT_PRESET) -> float:
 
     p = get_preset(preset)
     trainer = Trainer(p.model, p.task, p.train)
-    tokens, _ = sample_batch(trainer.train_task, p.train.batch_size, p.model.vocab_size, torch.Generator().manual_seed(0))
+    tokens, _ = sample_batch(trainer.train_task, p.train.batch_size, p.model.vocab_size,
+                             torch.Generator().manual_seed(0))
     with FlopCounterMode(display=False) as counter:
         logits = trainer.model(tokens)
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))

@@ -10,7 +10,8 @@ curve is then described by core.transition.describe_curve, whose docstring defin
 dropped (reached 1.0 nats), drop_start (last step at or above 3.0 nats before that), drop_end,
 width = drop_end - drop_start, drop_step (first step below ln V / 2), abrupt (width at most half of
 drop_start), plateau_loss and final_loss_later; and, on the final model, prev_token_block1 (block 1's
-sharpest previous-token head) and induction_heads (last-block heads with induction >= 0.6). All steps
+sharpest previous-token head), induction_heads (last-block heads with induction_any >= 0.6) and
+induction_any_max / induction_any_2nd (the two largest last-block induction_any scores). All steps
 are multiples of --every, so each figure is known to within --every steps.
 
 The CSV starts with '#' comment lines: the definitions and the command that regenerates it.
@@ -51,7 +52,7 @@ def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], li
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
     row = evaluate(trainer.model, trainer.eval_tokens, trainer.eval_periods)
-    return xs, ys, head_figures(row["prev_token"], row["induction"])
+    return xs, ys, head_figures(row["prev_token"], row["induction_any"])
 
 
 def _run(job: tuple[int, int, int, int, int]) -> dict:
@@ -64,6 +65,7 @@ def _run(job: tuple[int, int, int, int, int]) -> dict:
     print(f"{blocks} block(s) seed {seed}: dropped={row['dropped']} abrupt={row['abrupt']} "
           f"drop_step={row['drop_step']} width={row['width']} final={row['final_loss_later']:.3f} "
           f"prev_token_block1={row['prev_token_block1']} induction_heads={row['induction_heads']} "
+          f"induction_any_max={row['induction_any_max']} "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     return row
 
@@ -90,7 +92,8 @@ def main(argv=None) -> int:
     header = [
         "# Induction transition study: one row per training run (core/transition.py defines every column).",
         f"# command: {command.strip()}",
-        f"# settings: preset {PRESET} (depth varied), {steps} steps, loss_later_copies measured every {args.every} steps "
+        f"# settings: preset {PRESET} (depth varied), {steps} steps, "
+        f"loss_later_copies measured every {args.every} steps "
         f"on the fixed evaluation batch; HIGH={HIGH} LOW={LOW} nats; training {get_preset(PRESET).train.to_dict()}.",
     ]
     rows = []

@@ -2,14 +2,14 @@
 
 Modes: "zero" replaces a head's output (A v) W_O by 0; "mean" replaces it, at each position, by its
 mean over the evaluation batch at that position (so the head still adds its typical, input-independent
-contribution, and only the information it carries about this sequence is removed). These are the
-semantics of core.model.Ablation; the functions here compute them on the fused attention path.
+contribution, and only the information it carries about this sequence is removed). The model's own
+fused forward (AttentionBlock.forward's `ablate`) knocks the heads out; tests/test_ablation.py checks
+it against a per-head reference.
 """
 from __future__ import annotations
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from .metrics import copy_metrics
 from .model import TinyCharLM
@@ -27,22 +27,8 @@ def _check(model: TinyCharLM, heads: dict) -> None:
 
 
 def _block_forward(model: TinyCharLM, layer: int, h: torch.Tensor, heads: dict) -> torch.Tensor:
-    """Block `layer` on h [B, T, D] with the fused attention kernel, heads {(layer, head): mode} knocked
-    out on the way: a head's output z_h W_O[h] is linear in its mixed values z_h [B, T, d_head], so
-    zeroing z_h (or replacing it by its batch mean at each position) zero- (or mean-) ablates the head."""
-    block = model.blocks[layer]
-    B, T, D = h.shape
-    q, k, v = block._qkv(h)
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
-    mine = {hd: mode for (l, hd), mode in heads.items() if l == layer}
-    if mine:
-        z = z.clone()
-        for hd, mode in mine.items():
-            z[:, hd] = 0.0 if mode == "zero" else z[:, hd].mean(0, keepdim=True)
-    out = z.transpose(1, 2).reshape(B, T, -1) @ block.W_O.reshape(-1, D)
-    if model.cfg.bias:
-        out = out + block.b_O
-    return h + out
+    """Block `layer` on h [B, T, D] with its heads among `heads` {(layer, head): mode} knocked out."""
+    return model.blocks[layer](h, {hd: mode for (l, hd), mode in heads.items() if l == layer})
 
 
 def _forward_from(model: TinyCharLM, h: torch.Tensor, start: int, heads: dict) -> torch.Tensor:
@@ -57,7 +43,6 @@ def ablated_logits(model: TinyCharLM, tokens: torch.Tensor,
                    heads: dict[tuple[int, int], str] | None = None) -> torch.Tensor:
     """Logits [B, T, V] of tokens [B, T] with `heads` ({(layer, head): "zero" | "mean"}) ablated.
 
-    The same numbers as model.run_with_cache(tokens, Ablation(heads)) to float precision (tests).
     """
     heads = dict(heads or {})
     _check(model, heads)

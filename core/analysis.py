@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import ablation, attention, circuits, heads, probes
+from . import ablation, attention, circuits, composition, copying, heads, probes, symbols
 from .detectors import DETECTORS, detector_scores
 from .model import TinyCharLM
 from .task import TaskConfig
@@ -20,21 +20,6 @@ from .task import TaskConfig
 EVAL_SEQS = 32  # evaluation batch of the ablation views (about 2,300 later-copy targets)
 SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
 DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
-
-
-def head_label(layer: int, head: int) -> str:
-    """'2.3' = block 2, head 3 (both from 1)."""
-    return f"{layer + 1}.{head + 1}"
-
-
-def parse_head_label(label: str) -> tuple[int, int]:
-    """'2.3' -> (layer 1, head 2)."""
-    block, head = label.split(".")
-    return int(block) - 1, int(head) - 1
-
-
-def head_labels(model: TinyCharLM) -> list[str]:
-    return [head_label(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
 
 
 def _one_based(df: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +41,8 @@ class SequenceView:
     tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
     [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
     position; scores: one row per head (block, head from 1) with the period scores (task sequences
-    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets: tidy offset-mass profile
+    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets:
+    tidy offset-mass profile
     (block, head, offset, mass) over the same sequences.
     """
 
@@ -85,7 +71,6 @@ def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Da
 @torch.no_grad()
 def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor | None) -> SequenceView:
     cap = attention.capture(model, tokens, periods)
-    V = model.cfg.vocab_size
     scores = _detector_means(cap.pattern, cap.tokens)
     if periods is not None:
         scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["layer", "block", "head"])
@@ -93,10 +78,10 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
     raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
     weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
     return SequenceView(
-        tokens=first.tolist(), labels=attention.token_labels(first, V),
+        tokens=first.tolist(), labels=symbols.token_labels(first),
         period=None if periods is None else int(periods[0]),
         raw=raw.numpy(), weighted=weighted.numpy(),
-        predicted=attention.token_labels(cap.logits[0].argmax(-1), V),
+        predicted=symbols.token_labels(cap.logits[0].argmax(-1)),
         scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
 
 
@@ -111,8 +96,8 @@ def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: i
 
 
 def text_view(model: TinyCharLM, text: str) -> SequenceView:
-    """A typed sequence (see core.attention.ALPHABET); raises ValueError with a message on bad input."""
-    return _sequence_view(model, attention.encode_text(text, model.cfg.vocab_size)[None], None)
+    """A typed sequence (see core.symbols.ALPHABET); raises symbols.InputProblem with a message on bad input."""
+    return _sequence_view(model, torch.tensor([symbols.encode_text(text, model.cfg.vocab_size, min_len=2)]), None)
 
 
 def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
@@ -144,10 +129,13 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
     offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
     of the block's summed heads; copy_effective, block_copy_effective: the same with rows read from
-    circuits.effective_embedding; d_head, vocab.
+    the effective embedding, each earlier head weighted by its self-attention measured on the same
+    32 sequences (self_attention [layer][head]); copy_uncentred: the head's eigenvalue score without
+    centring; d_head, vocab.
     """
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
-    tokens, _ = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
     resid = model.W_E[tokens]
     for block in model.blocks[:layer]:
         resid = block(resid)
@@ -161,8 +149,8 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     block_copy = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None))
     copy = circuits.copying_scores(C)
     if layer:  # block 1 reads W_E itself: the effective scores are the plain ones
-        copy_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, effective=True))
-        block_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, effective=True))
+        copy_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, head, True, self_attn))
+        block_eff = circuits.copying_scores(circuits.ov_copying_matrix(model, layer, None, True, self_attn))
     else:
         copy_eff, block_eff = copy, block_copy
     return {
@@ -170,25 +158,31 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
         "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
         "C": C.numpy(), "copy": copy, "block_copy": block_copy,
-        "copy_effective": copy_eff, "block_copy_effective": block_eff,
+        "copy_effective": copy_eff, "block_copy_effective": block_eff, "self_attention": self_attn,
+        "copy_uncentred": copying.ov_copying_eig(C, centred=False),
         "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
     }
 
 
-def copying_table_view(model: TinyCharLM) -> pd.DataFrame:
-    """ov_copying_table with block and head from 1 (head "all" for a block's sum)."""
-    return _one_based(circuits.ov_copying_table(model))
+def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:
+    """ov_copying_table with block and head from 1 (head "all" for a block's sum); with a task, the
+    effective columns weight each earlier head by its self-attention measured on 32 sequences."""
+    self_attn = None
+    if task is not None and model.cfg.n_layers > 1:
+        tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+        self_attn = copying.measured_self_attention(model, tokens, periods)
+    return _one_based(circuits.ov_copying_table(model, self_attn))
 
 
 def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
     """(scores, baseline): rows {kind, writer, reader, score, baseline, ratio} with heads labelled
     'block.head', and the random-matrix baseline per kind."""
-    df = circuits.composition_table(model)
-    base = circuits.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
+    df = composition.composition_table(model)
+    base = composition.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
     out = pd.DataFrame({
         "kind": df["kind"],
-        "writer": [head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
-        "reader": [head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
+        "writer": [symbols.head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
+        "reader": [symbols.head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
         "score": df["score"],
     })
     out["baseline"] = out["kind"].map(base)
@@ -196,20 +190,21 @@ def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFram
     return out, base
 
 
-def _eval_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+def _ablation_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+    """The ablation views' task sequences (seed 0 by default; not the trainer's eval_batch)."""
     return attention.task_sequences(task, model.cfg.vocab_size, n_seqs, seed=seed)
 
 
 def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str],
                   n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
     """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
-    tokens, periods = _eval_batch(model, task, n_seqs, seed)
-    spec = {parse_head_label(k): mode for k, mode in heads_ablated.items()}
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
+    spec = {symbols.parse_head_label(k): mode for k, mode in heads_ablated.items()}
     return ablation.compare_ablation(model, tokens, periods, spec)
 
 
 def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
                        seed: int = 0) -> pd.DataFrame:
     """Each head ablated alone: block, head (from 1), loss_later_delta, acc_later_delta."""
-    tokens, periods = _eval_batch(model, task, n_seqs, seed)
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
     return _one_based(ablation.ablation_table(model, tokens, periods, mode))

@@ -13,8 +13,7 @@ Tokenisation (`tokenize`): a BOS marker, then words (runs of letters, digits and
 with inner apostrophes kept: "don't") and each punctuation mark on its own. Word identity is
 case-sensitive, as in a real tokeniser ("The" and "the" are different tokens).
 
-The model section scores TinyCharLM's heads with the same detectors on a character prompt; see
-`encode_chars` for the character -> token mapping.
+core.head_matches scores TinyCharLM's heads with the same detectors on a character prompt.
 """
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .attention import ALPHABET
-from .detectors import DETECTORS, detector_mask
-from .model import TinyCharLM
+from .detectors import DETECTORS, detector_mask, detector_score
+from .symbols import InputProblem
 
 BOS = "<bos>"
 MAX_PROMPT_CHARS = 300
@@ -71,16 +69,12 @@ with it its he she they we you i me my his her their our this that these those t
 why how where which yes no not all some one two three mr mrs ms dr""".split())
 
 
-class PromptError(ValueError):
-    """A prompt that cannot be shown; the message is one plain sentence."""
-
-
 @dataclass(frozen=True)
 class ArchetypeSettings:
     sharpness: float = 6.0  # softmax inverse temperature: score on target keys (others score 0)
     rest_share: float = 0.8  # on rows with nothing to find, share of attention parked on BOS
 
-    def validate(self) -> "ArchetypeSettings":
+    def validate(self) -> ArchetypeSettings:
         if not 0.0 <= self.sharpness <= 50.0:
             raise ValueError(f"sharpness must be between 0 and 50, got {self.sharpness}.")
         if not 0.0 <= self.rest_share <= 1.0:
@@ -93,17 +87,17 @@ class ArchetypeSettings:
 
 
 def tokenize(text: str) -> list[str]:
-    """[BOS, word or punctuation, ...]; PromptError if the prompt is empty or too long."""
+    """[BOS, word or punctuation, ...]; InputProblem if the prompt is empty or too long."""
     if not isinstance(text, str) or not text.strip():
-        raise PromptError("The prompt is empty: type a sentence of a few words.")
+        raise InputProblem("The prompt is empty: type a sentence of a few words.")
     if len(text) > MAX_PROMPT_CHARS:
-        raise PromptError(f"The prompt has {len(text)} characters; keep it under {MAX_PROMPT_CHARS} "
+        raise InputProblem(f"The prompt has {len(text)} characters; keep it under {MAX_PROMPT_CHARS} "
                           "so the matrix stays readable.")
     words = _TOKEN_RE.findall(text)
     if not words:
-        raise PromptError("The prompt has no words or punctuation in it.")
+        raise InputProblem("The prompt has no words or punctuation in it.")
     if len(words) > MAX_PROMPT_WORDS:
-        raise PromptError(f"The prompt splits into {len(words)} tokens; keep it to {MAX_PROMPT_WORDS} or fewer "
+        raise InputProblem(f"The prompt splits into {len(words)} tokens; keep it to {MAX_PROMPT_WORDS} or fewer "
                           "so the matrix stays readable.")
     return [BOS] + words
 
@@ -193,26 +187,16 @@ def name_mover_mask(tokens: list[str]) -> torch.Tensor:
     return archetype_targets("name_mover", tokens)
 
 
-SCORE_ROWS = ("target", "all")
-
-
 def mask_share(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "target") -> torch.Tensor:
-    """Share of attention on mask [T, T]: pattern [..., T, T] -> [...]; NaN if the mask is empty.
+    """core.detectors.detector_score of pattern [..., T, T] on mask [T, T] -> [...], but NaN when the
+    mask is empty: the detector found nothing to look for on this prompt (e.g. no name, no repeat).
 
     rows="target": each row's share, averaged over the rows with at least one 1 (what the head does
-    when it has something to do). rows="all": sum(A * M) / sum(A) over the whole pattern, the score of
-    TransformerLens's detect_head, where rows with nothing to find count as 0.
+    when it has something to do). rows="all": TransformerLens's detect_head score.
     """
-    if rows not in SCORE_ROWS:
-        raise ValueError(f"rows must be 'target' or 'all', got {rows!r}.")
-    keep = mask.any(-1)
-    if not keep.any():
+    if not mask.any():
         return torch.full(pattern.shape[:-2], float("nan"))
-    on = (pattern * mask).sum(-1)
-    total = pattern.sum(-1).clamp_min(1e-12)
-    if rows == "all":
-        return on.sum(-1) / total.sum(-1)
-    return (on[..., keep] / total[..., keep]).mean(-1)
+    return detector_score(pattern, mask, rows)
 
 
 def all_detector_scores(pattern: torch.Tensor, tokens: list[str], rows: str = "target") -> dict[str, torch.Tensor]:
@@ -261,101 +245,3 @@ def detector_rivals(table: pd.DataFrame) -> dict[str, tuple[str, float, float]]:
             rival = col.drop(det).idxmax()
             out[det] = (rival, float(col[det]), float(col[rival]))
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# TinyCharLM heads on a character prompt
-
-# Characters -> token ids: position in this 64-character alphabet (a-z, A-Z, 0-9, space, full stop).
-# A model with vocabulary V uses the first min(V, 64) characters; TinyCharLM's tokens have no meaning
-# of their own (its task draws them uniformly), so any fixed one-to-one mapping is as good as another.
-CHAR_ALPHABET = ALPHABET  # core.attention's: one mapping for every page
-MAX_CHAR_PROMPT = 192
-MIN_CHAR_PROMPT = 2
-
-
-def char_alphabet(vocab_size: int) -> str:
-    return CHAR_ALPHABET[:min(vocab_size, len(CHAR_ALPHABET))]
-
-
-def random_char_prompt(period: int = 24, copies: int = 3, seed: int = 0, vocab_size: int = 64) -> str:
-    """A random string of `period` letters/digits (no spaces or stops), repeated `copies` times."""
-    alphabet = char_alphabet(vocab_size).rstrip(" .") or char_alphabet(vocab_size)
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(len(alphabet), (period,), generator=g)
-    return "".join(alphabet[k] for k in idx.tolist()) * copies
-
-
-def encode_chars(text: str, vocab_size: int) -> torch.Tensor:
-    """Token ids [T] of a character prompt; PromptError if empty, too long or holding unknown characters."""
-    alphabet = char_alphabet(vocab_size)
-    if not isinstance(text, str) or len(text) < MIN_CHAR_PROMPT:
-        raise PromptError(f"The character prompt needs at least {MIN_CHAR_PROMPT} characters.")
-    if len(text) > MAX_CHAR_PROMPT:
-        raise PromptError(f"The character prompt has {len(text)} characters; keep it to {MAX_CHAR_PROMPT} or fewer.")
-    unknown = sorted({c for c in text if c not in alphabet})
-    if unknown:
-        shown = " ".join(repr(c) for c in unknown[:8])
-        raise PromptError(f"This model reads only the {len(alphabet)} characters a-z, A-Z, 0-9, space and '.' "
-                          f"(as many as its vocabulary has); the prompt also has {shown}.")
-    return torch.tensor([alphabet.index(c) for c in text], dtype=torch.long)
-
-
-def char_labels(text: str) -> list[str]:
-    """Axis labels "i c" with the space shown as an open box."""
-    return [f"{i} {'␣' if c == ' ' else c}" for i, c in enumerate(text)]
-
-
-@torch.no_grad()
-def model_patterns(model: TinyCharLM, tokens: torch.Tensor) -> list[torch.Tensor]:
-    """Each block's attention patterns on one sequence: tokens [T] -> list over blocks of [H, T, T]."""
-    _, cache = model.run_with_cache(tokens[None])
-    return [p[0] for p in cache["pattern"]]
-
-
-def head_detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor, rows: str = "target") -> pd.DataFrame:
-    """Long table (layer, head, detector, score) of core.detectors' five masks on every head,
-    plus a 'uniform' row (layer -1) giving the score of a head that spreads evenly."""
-    masks = {name: detector_mask(name, tokens) for name in DETECTORS}
-    out = []
-    for layer, pattern in enumerate(patterns):
-        for det, mask in masks.items():
-            for h, s in enumerate(mask_share(pattern, mask, rows).tolist()):
-                out.append({"layer": layer, "head": h, "detector": det, "score": s})
-    uniform = uniform_pattern(tokens.shape[0])
-    for det, mask in masks.items():
-        out.append({"layer": -1, "head": -1, "detector": det, "score": float(mask_share(uniform, mask, rows))})
-    return pd.DataFrame(out)
-
-
-def label_heads(table: pd.DataFrame) -> pd.DataFrame:
-    """The head table with a display label per row: "block l+1 · head h+1" (1-based) or the uniform baseline."""
-    out = table.copy()
-    out["head_label"] = [f"block {l + 1} · head {h + 1}" if l >= 0 else "uniform head (baseline)"
-                         for l, h in zip(out["layer"], out["head"])]
-    return out
-
-
-MATCH_SCORE = 0.3  # a head "fits" its best archetype with a score at least this
-MATCH_RATIO = 3.0  # ... and at least this many times what a uniform head scores on that detector
-
-
-def best_matches(table: pd.DataFrame) -> pd.DataFrame:
-    """Per head: the detector with the highest score, that score, what a uniform head scores there,
-    and whether it is a clear match (score >= MATCH_SCORE and >= MATCH_RATIO x uniform)."""
-    uniform = table[table["layer"] < 0].set_index("detector")["score"]
-    heads = table[table["layer"] >= 0].dropna(subset=["score"])
-    rows = []
-    for (layer, head), group in heads.groupby(["layer", "head"]):
-        best = group.loc[group["score"].idxmax()]
-        base = float(uniform.get(best["detector"], float("nan")))
-        score = float(best["score"])
-        rows.append({"layer": int(layer), "head": int(head), "best": best["detector"], "score": score,
-                     "uniform": base, "matches": bool(score >= MATCH_SCORE and score >= MATCH_RATIO * base)})
-    return pd.DataFrame(rows)
-
-
-def strongest_head(best: pd.DataFrame) -> tuple[int, int]:
-    """(layer, head) of the clearest match in a best_matches table: matches first, then the highest score."""
-    row = best.sort_values(["matches", "score"], ascending=False).iloc[0]
-    return int(row["layer"]), int(row["head"])

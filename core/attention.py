@@ -17,10 +17,6 @@ import torch
 from .model import TinyCharLM
 from .task import TaskConfig, sample_batch
 
-ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
-MAX_TEXT_LEN = 128
-SPACE_LABEL = "␣"
-
 
 @dataclass
 class AttentionCapture:
@@ -80,50 +76,3 @@ def task_sequences(task: TaskConfig, vocab_size: int, n: int, period: int | None
     return sample_batch(task, n, vocab_size, generator=g, period=period)
 
 
-def alphabet(vocab_size: int) -> str:
-    """The characters a model of this vocabulary reads (token t = character t)."""
-    return ALPHABET[:vocab_size]
-
-
-def encode_text(text: str, vocab_size: int, max_len: int = MAX_TEXT_LEN) -> torch.Tensor:
-    """Typed text -> tokens [T] (long). Raises ValueError with a message a student can act on."""
-    chars = alphabet(vocab_size)
-    if not text:
-        raise ValueError("Type at least two characters to see attention.")
-    if len(text) < 2:
-        raise ValueError("Type at least two characters: a single token has nothing to attend to but itself.")
-    if len(text) > max_len:
-        raise ValueError(f"That is {len(text)} characters; the limit here is {max_len}. Shorten the text.")
-    unknown = sorted({c for c in text if c not in chars}, key=text.index)
-    if unknown:
-        shown = ", ".join(repr(c) for c in unknown[:8])
-        raise ValueError(f"This model has no token for {shown}. Use only: {describe_alphabet(vocab_size)}.")
-    return torch.tensor([chars.index(c) for c in text], dtype=torch.long)
-
-
-def describe_alphabet(vocab_size: int) -> str:
-    """A short human description of the typeable characters."""
-    chars = alphabet(vocab_size)
-    if chars == ALPHABET:
-        return "a–z, A–Z, 0–9, space and '.'"
-    return "".join(chars).replace(" ", SPACE_LABEL)
-
-
-def token_labels(tokens: torch.Tensor, vocab_size: int) -> list[str]:
-    """Display label of each token [T]: its character (space shown as ␣), or #id beyond the alphabet."""
-    chars = alphabet(vocab_size)
-    out = []
-    for t in tokens.tolist():
-        c = chars[t] if t < len(chars) else f"#{t}"
-        out.append(SPACE_LABEL if c == " " else c)
-    return out
-
-
-def vocab_labels(vocab_size: int) -> list[str]:
-    """Display label of every token id 0..V-1."""
-    return token_labels(torch.arange(vocab_size), vocab_size)
-
-
-def decode(tokens: torch.Tensor, vocab_size: int) -> str:
-    """Tokens [T] -> text (space shown as a space)."""
-    return "".join(l if l != SPACE_LABEL else " " for l in token_labels(tokens, vocab_size))

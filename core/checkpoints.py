@@ -1,4 +1,4 @@
-"""Checkpoint files, format version 2 (DESIGN.md "Checkpoint file"; docs/DESIGN.md "Checkpoint format v2").
+"""Checkpoint files, format version 2 (docs/DESIGN.md "Checkpoint file"; docs/DESIGN.md "Checkpoint format v2").
 
 Version 2 is version 1 plus an optional `snapshots` list of {"step", "state_dict"} (core.snapshots);
 version-1 files still load.
@@ -176,7 +176,8 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
     """Load and check a file (path, bytes or binary file object).
 
     Returns (model in eval mode, info) where info holds "config", "task" (TaskConfig), "train" and
-    "history" (None when absent) and "snapshots" ([{"step", "state_dict"}], empty when absent). Raises CheckpointError for any problem.
+    "history" (None when absent) and "snapshots" ([{"step", "state_dict"}], empty when absent).
+    Raises CheckpointError for any problem.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -184,11 +185,13 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         if not path.is_file():
             raise CheckpointError(f"There is no checkpoint file at {path}.")
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, too large for a TinyCharLM checkpoint.")
+            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, "
+                                  "too large for a TinyCharLM checkpoint.")
     elif isinstance(source, (bytes, bytearray)):
         name = name or "The uploaded file"
         if len(source) > MAX_FILE_BYTES:
-            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, too large for a TinyCharLM checkpoint.")
+            raise CheckpointError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MB, "
+                                  "too large for a TinyCharLM checkpoint.")
         source = io.BytesIO(source)
     else:
         name = name or "The file"

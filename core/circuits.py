@@ -1,5 +1,6 @@
-"""Weight-level views of a head: QK and OV circuits, the rotary positional profile, the OV copying
-matrix, the direct path and composition scores (Elhage et al. 2021).
+"""Weight-level views of a head: QK and OV circuits, the rotary positional profile, the direct path
+and the skip-trigram rules a head reads from the weights (Elhage et al. 2021). The OV copying matrix
+and its scores live in core.copying (re-exported here); composition between heads in core.composition.
 
 Row-vector convention throughout (as the model computes): a head reads x and writes x W_OV with
 W_OV = W_V W_O; its content score between query stream x_i and key stream x_j at offset 0 is
@@ -9,77 +10,23 @@ offset-0 content part and the positional part is shown separately as a profile o
 """
 from __future__ import annotations
 
-import functools
 import math
 
-import pandas as pd
 import torch
 
+from .copying import (  # noqa: F401 (re-exported)
+    COPY_COLUMNS,
+    block_ov,
+    copying_scores,
+    effective_embedding,
+    ov_copying_eig,
+    ov_copying_matrix,
+    ov_copying_table,
+    ov_diag_top1,
+    ov_diag_topk,
+)
+from .factored import FactoredMatrix
 from .model import TinyCharLM, apply_rope, rope_cos_sin
-
-
-class FactoredMatrix:
-    """A low-rank product A @ B kept as its factors (as TransformerLens does).
-
-    A [..., m, r], B [..., r, n]. The product is formed only when asked (.AB); singular values come
-    from the r x r core, so they cost O((m + n) r^2) rather than an m x n SVD.
-    """
-
-    def __init__(self, A: torch.Tensor, B: torch.Tensor):
-        if A.shape[-1] != B.shape[-2]:
-            raise ValueError(f"inner sizes differ: A {tuple(A.shape)}, B {tuple(B.shape)}.")
-        self.A, self.B = A.detach(), B.detach()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return (*self.A.shape[:-1], self.B.shape[-1])
-
-    @property
-    def inner(self) -> int:
-        """r: the rank can be at most this."""
-        return self.A.shape[-1]
-
-    @property
-    def AB(self) -> torch.Tensor:
-        """The product [..., m, n]."""
-        return self.A @ self.B
-
-    @property
-    def T(self) -> "FactoredMatrix":
-        return FactoredMatrix(self.B.transpose(-1, -2), self.A.transpose(-1, -2))
-
-    def __matmul__(self, other):
-        if isinstance(other, FactoredMatrix):
-            return FactoredMatrix(self.A, (self.B @ other.A) @ other.B)
-        return FactoredMatrix(self.A, self.B @ other)
-
-    def __rmatmul__(self, other):
-        return FactoredMatrix(other @ self.A, self.B)
-
-    @property
-    def S(self) -> torch.Tensor:
-        """Singular values [..., min(r, m, n)], largest first."""
-        Ra = torch.linalg.qr(self.A.double())[1]
-        Rb = torch.linalg.qr(self.B.transpose(-1, -2).double())[1]
-        return torch.linalg.svdvals(Ra @ Rb.transpose(-1, -2)).float()
-
-    def svals(self, full: bool = False) -> torch.Tensor:
-        """Singular values; full=True pads with exact zeros to min(m, n) (the rank bound made visible)."""
-        s = self.S
-        if full:
-            n = min(self.shape[-2:]) - s.shape[-1]
-            s = torch.cat([s, s.new_zeros(*s.shape[:-1], max(n, 0))], -1)
-        return s
-
-    def rank(self, rtol: float = 1e-5) -> int:
-        """Numerical rank: singular values above rtol * the largest (2-D matrices only)."""
-        s = self.S
-        return int((s > rtol * s.max()).sum()) if s.numel() and s.max() > 0 else 0
-
-    def norm(self) -> torch.Tensor:
-        """Frobenius norm [...]."""
-        return self.S.norm(dim=-1)
-
 
 # ---------------------------------------------------------------------------------------------
 # Per-head circuits
@@ -95,18 +42,6 @@ def ov_circuit(model: TinyCharLM, layer: int, head: int) -> FactoredMatrix:
     """W_OV = W_V[h] W_O[h] as factors: [D, D], rank <= d_head (x -> x W_OV)."""
     b = model.blocks[layer]
     return FactoredMatrix(b.W_V[head], b.W_O[head])
-
-
-@torch.no_grad()
-def W_QK(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
-    """W_Q[h] W_K[h]^T: [D, D] (the product)."""
-    return qk_circuit(model, layer, head).AB
-
-
-@torch.no_grad()
-def W_OV(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
-    """W_V[h] W_O[h]: [D, D], rank <= d_head (row vector convention: x -> x W_OV)."""
-    return ov_circuit(model, layer, head).AB
 
 
 def direct_path(model: TinyCharLM) -> FactoredMatrix:
@@ -155,157 +90,57 @@ def head_qk_vectors(model: TinyCharLM, layer: int, head: int, resid: torch.Tenso
 
 
 # ---------------------------------------------------------------------------------------------
-# OV copying
+# Skip-trigrams read from the weights (direct path only: the head reads and writes embeddings)
 
 
 @torch.no_grad()
-def effective_embedding(model: TinyCharLM, layer: int) -> torch.Tensor:
-    """[V, D]: the stream each token would carry into block `layer` if every head before it attended
-    to the token itself: X_0 = W_E, X_{l+1} = X_l + sum_h (X_l W_V[h] + b_V[h]) W_O[h] (+ b_O).
-
-    Earlier blocks can rewrite every token's own stream (a head that attends to itself is a per-token
-    map, like the first MLP of GPT-2), so a later head's values read X_layer rather than W_E. This is
-    the "effective embedding" used for copy scores in GPT-2 analyses (Wang et al., 2022).
-    """
-    X = model.W_E
-    for block in model.blocks[:layer]:
-        v = torch.einsum("vd,hdk->hvk", X, block.W_V)
-        if model.cfg.bias:
-            v = v + block.b_V[:, None, :]
-        out = torch.einsum("hvk,hkm->vm", v, block.W_O)
-        X = X + out + (block.b_O if model.cfg.bias else 0.0)
-    return X
+def qk_content(model: TinyCharLM, layer: int, head: int) -> torch.Tensor:
+    """Token-to-token attention scores [V dest b, V source a] at offset 0 (query and key at the same
+    position, so RoPE rotates both equally and cancels), biases included:
+    (e_b W_Q + b_Q) . (e_a W_K + b_K) / sqrt(d_head)."""
+    blk = model.blocks[layer]
+    q = model.W_E @ blk.W_Q[head]
+    k = model.W_E @ blk.W_K[head]
+    if model.cfg.bias:
+        q, k = q + blk.b_Q[head], k + blk.b_K[head]
+    return q @ k.T / math.sqrt(model.cfg.d_head)
 
 
 @torch.no_grad()
-def ov_copying_matrix(model: TinyCharLM, layer: int, head: int | None = None, effective: bool = False) -> torch.Tensor:
-    """C = W_E W_V W_O W_E^T: [V, V], row = attended token a, column = boosted logit b.
+def skip_trigrams(model: TinyCharLM, layer: int, head: int, k: int = 8) -> list[dict]:
+    """The head's strongest "[a] ... [b] -> [c]" rules read from the weights, one per source token a.
 
-    head=None sums the OV circuits of all the block's heads. effective=True reads the rows from
-    effective_embedding(model, layer) instead of W_E (the same for block 1).
+    QK margin of (b, a): how far b's score for source a stands above b's mean score over all sources
+    (offset-0 content part, see qk_content). OV logit of (a, c): the centered entry of a's row of
+    W_E W_OV W_E^T. For each a: the destination b with the largest margin and the token c it boosts
+    most; rules ranked by margin x OV logit (a large push that the head actually attends to).
+    Returns the top k as dicts with source, dest, boosted (token ids), qk_margin, ov_logit.
     """
-    rows = effective_embedding(model, layer) if effective else model.W_E
-    return rows @ _block_ov(model, layer, head) @ model.W_E.T
+    qk = qk_content(model, layer, head)
+    qk = qk - qk.mean(-1, keepdim=True)  # [dest b, source a]
+    ov = ov_copying_matrix(model, layer, head)
+    ov = ov - ov.mean(-1, keepdim=True)  # [source a, boosted c]
+    margin, dest = qk.max(0)  # per source a: its best destination
+    ov_best, boosted = ov.max(-1)
+    strength = margin.clamp_min(0) * ov_best.clamp_min(0)
+    order = strength.argsort(descending=True)[:k]
+    return [{"source": int(a), "dest": int(dest[a]), "boosted": int(boosted[a]),
+             "qk_margin": float(margin[a]), "ov_logit": float(ov_best[a])} for a in order]
 
 
-def _block_ov(model: TinyCharLM, layer: int, head: int | None) -> torch.Tensor:
-    """W_V W_O [D, D] of one head, or summed over the block's heads (head=None)."""
-    b = model.blocks[layer]
-    if head is None:
-        return torch.einsum("hdk,hkm->dm", b.W_V, b.W_O)
-    return b.W_V[head] @ b.W_O[head]
-
-
-def ov_diag_top1(C: torch.Tensor) -> float:
-    """Share of rows whose largest entry is on the diagonal (chance 1/V)."""
-    return float((C.argmax(-1) == torch.arange(C.shape[0])).float().mean())
-
-
-def ov_diag_topk(C: torch.Tensor, k: int = 5) -> float:
-    """Share of rows whose diagonal entry is among the row's k largest (chance k/V)."""
-    k = min(k, C.shape[-1])
-    top = C.topk(k, dim=-1).indices
-    return float((top == torch.arange(C.shape[0])[:, None]).any(-1).float().mean())
-
-
-def ov_copying_eig(C: torch.Tensor) -> float:
-    """Re(sum of eigenvalues) / sum |eigenvalues|: +1 for pure copying, -1 for anti-copying."""
-    eig = torch.linalg.eigvals(C.double())
-    total = eig.abs().sum()
-    return float(eig.sum().real / total) if total > 0 else 0.0
-
-
-def copying_scores(C: torch.Tensor) -> dict[str, float]:
-    """ov_diag_top1, ov_diag_top5 and ov_copying_eig of one copying matrix C [V, V]."""
-    return {"ov_diag_top1": ov_diag_top1(C), "ov_diag_top5": ov_diag_topk(C, 5), "ov_copying_eig": ov_copying_eig(C)}
-
-
-COPY_COLUMNS = ("ov_diag_top1", "ov_diag_top5", "ov_copying_eig")
+def _top_centered(row: torch.Tensor, k: int) -> list[tuple[int, float]]:
+    """The k largest entries of row [V] minus its mean, as [(token, value)]."""
+    vals, idx = (row - row.mean()).topk(k)
+    return list(zip(idx.tolist(), vals.tolist()))
 
 
 @torch.no_grad()
-def ov_copying_table(model: TinyCharLM) -> pd.DataFrame:
-    """One row per head, then one per block for the sum of its heads (head = "all").
-
-    Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig, and
-    ov_diag_top1_effective (rows read from the effective embedding).
-    """
-    rows, E = [], model.W_E
-    for layer in range(model.cfg.n_layers):
-        X = effective_embedding(model, layer)  # W_E itself for block 1
-        for head in [*range(model.cfg.n_heads), None]:
-            ov = _block_ov(model, layer, head)
-            C = E @ ov @ E.T
-            effective = ov_diag_top1(X @ ov @ E.T) if layer else ov_diag_top1(C)
-            rows.append({"layer": layer, "block": layer + 1, "head": "all" if head is None else head,
-                         **copying_scores(C), "ov_diag_top1_effective": effective})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS, "ov_diag_top1_effective"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Composition scores
-
-
-COMPOSITION_KINDS = ("Q", "K", "V")
-
-
-def _composition_pair(ov_w: torch.Tensor, qk_r: torch.Tensor, ov_r: torch.Tensor, kind: str) -> tuple:
-    """(left, right) whose product the score measures, row-vector convention.
-
-    Q: the reader's queries read the writer: x W_OV^w W_QK^r.   K: its keys: W_QK^r (x W_OV^w)^T,
-    whose norm equals that of W_OV^w (W_QK^r)^T.   V: its values: x W_OV^w W_OV^r.
-    """
-    if kind == "Q":
-        return ov_w, qk_r
-    if kind == "K":
-        return ov_w, qk_r.transpose(-1, -2)
-    if kind == "V":
-        return ov_w, ov_r
-    raise ValueError(f"composition kind must be one of Q, K, V, got {kind!r}.")
-
-
-def composition_score(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """||left right||_F / (||left||_F ||right||_F), batched over leading dims."""
-    num = (left @ right).norm(dim=(-2, -1))
-    return num / (left.norm(dim=(-2, -1)) * right.norm(dim=(-2, -1))).clamp_min(1e-30)
+def ov_top(model: TinyCharLM, layer: int, head: int, source: int, k: int = 5) -> list[tuple[int, float]]:
+    """Tokens that attending to `source` boosts most: top k of the centered OV row [(token, logit)]."""
+    return _top_centered(ov_copying_matrix(model, layer, head)[source], k)
 
 
 @torch.no_grad()
-def composition_table(model: TinyCharLM) -> pd.DataFrame:
-    """Q, K and V composition from every head of an earlier block into every head of a later one.
-
-    Rows {kind, writer_layer, writer_head, reader_layer, reader_head, score}; empty with < 2 blocks.
-    """
-    L, H = model.cfg.n_layers, model.cfg.n_heads
-    ov = [torch.einsum("hdk,hkm->hdm", b.W_V, b.W_O) for b in model.blocks]  # [H, D, D] each
-    qk = [torch.einsum("hdk,hmk->hdm", b.W_Q, b.W_K) for b in model.blocks]
-    rows = []
-    for lw in range(L):
-        for lr in range(lw + 1, L):
-            for kind in COMPOSITION_KINDS:
-                left, right = _composition_pair(ov[lw][:, None], qk[lr][None], ov[lr][None], kind)
-                scores = composition_score(left, right)  # [H writer, H reader]
-                for a in range(H):
-                    for b in range(H):
-                        rows.append((kind, lw, a, lr, b, float(scores[a, b])))
-    return pd.DataFrame(rows, columns=["kind", "writer_layer", "writer_head", "reader_layer", "reader_head", "score"])
-
-
-@functools.lru_cache(maxsize=16)
-def _baseline(d_model: int, d_head: int, n_draws: int, seed: int) -> tuple[tuple[str, float], ...]:
-    g = torch.Generator().manual_seed(seed)
-
-    def circuit():  # [n, D, D], rank d_head
-        return torch.randn(n_draws, d_model, d_head, generator=g) @ torch.randn(n_draws, d_head, d_model, generator=g)
-
-    with torch.no_grad():
-        ov_w, qk_r, ov_r = circuit(), circuit(), circuit()
-        return tuple((kind, float(composition_score(*_composition_pair(ov_w, qk_r, ov_r, kind)).mean()))
-                     for kind in COMPOSITION_KINDS)
-
-
-def composition_baseline(d_model: int, d_head: int, n_draws: int = 100, seed: int = 0) -> dict[str, float]:
-    """Mean composition score of random matrices with the same shapes: each circuit is a product of
-    Gaussian [D, d_head] and [d_head, D] factors. Returns {kind: mean over n_draws} (cached: it depends
-    on the shapes only)."""
-    return dict(_baseline(int(d_model), int(d_head), int(n_draws), int(seed)))
+def qk_top(model: TinyCharLM, layer: int, head: int, dest: int, k: int = 5) -> list[tuple[int, float]]:
+    """Source tokens destination `dest` prefers most at offset 0: [(token, score - row mean)]."""
+    return _top_centered(qk_content(model, layer, head)[dest], k)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 DETECTORS = ("previous_token", "duplicate_token", "induction", "first_token", "self")
+SCORE_ROWS = ("target", "all")  # average over the rows with a target, or over the whole pattern
 
 
 def detector_mask(name: str, tokens: torch.Tensor) -> torch.Tensor:
@@ -53,7 +54,7 @@ def detector_score(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "all",
     rows="all" is TransformerLens's score (sum(A * M) / sum(A) over the whole matrix);
     rows="target" averages each qualifying row's share (NaN if no row qualifies).
     """
-    if rows not in ("all", "target"):
+    if rows not in SCORE_ROWS:
         raise ValueError(f"rows must be 'all' or 'target', got {rows!r}.")
     A = pattern
     if exclude_bos or exclude_current_token:

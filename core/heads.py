@@ -1,11 +1,13 @@
-"""Head scores from attention patterns (DESIGN.md "Metrics").
+"""Head scores from attention patterns (docs/DESIGN.md "Metrics").
 
 Every score averages one entry per (sequence, query position) over the batch and the query
 positions the definition names; a pattern is [B, H, T, T] with query i on axis -2, key j on -1.
 
-- prev_token: A[i, i-1] over i >= 1          - induction: A[i, i+1-L] over i >= L
+- prev_token: A[i, i-1] over i >= 1          - induction: A[i, i+1-L] over i >= L (latest copy)
+- induction_any: sum_k A[i, i+1-kL] over every earlier copy k >= 1, averaged over i >= L
 - duplicate: A[i, i-L] over i >= L           - first_token: A[i, 0] over i >= 1
-- self: A[i, i] over all i                   - offset_mass[k]: A[i, i-k] over i >= k
+- self: A[i, i] over i >= 1 (query 0 has nowhere else to look: A[0, 0] = 1 always)
+- offset_mass[k]: A[i, i-k] over i >= k
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch
 
 from .detectors import DETECTORS, detector_scores
 
-PERIOD_SCORES = ("prev_token", "induction", "duplicate", "first_token", "self")
+PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")
 
 
 def _diagonal_mean(pattern: torch.Tensor, back: torch.Tensor, first_query: torch.Tensor) -> torch.Tensor:
@@ -31,23 +33,40 @@ def _diagonal_mean(pattern: torch.Tensor, back: torch.Tensor, first_query: torch
     return (values * weights).sum((0, 2)) / weights.sum((0, 2))
 
 
+def induction_any(pattern: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Mean over queries i >= L of sum_k A[i, i+1-kL] over every earlier copy k >= 1 with
+    i+1-kL >= 0: the attention on the token after *any* earlier occurrence (what TransformerLens's
+    induction detector and Olsson et al. count). pattern [B, H, T, T], periods [B] -> [H]."""
+    T = pattern.shape[-1]
+    L = periods.long()[:, None, None]  # [B, 1, 1]
+    i = torch.arange(T)[None, :, None]
+    j = torch.arange(T)[None, None, :]
+    back = i + 1 - j  # = kL for the token after the k-th copy back
+    mask = (i >= L) & (back >= L) & (back % L == 0)  # [B, T, T]; back >= L implies j <= i
+    per_query = (pattern * mask[:, None].to(pattern.dtype)).sum(-1)  # [B, H, T]
+    rows = (i[..., 0] >= L[..., 0]).to(pattern.dtype)[:, None, :]  # [B, 1, T]
+    return (per_query * rows).sum((0, 2)) / rows.sum((0, 2))  # NaN where no query qualifies, as the others
+
+
 def head_scores(pattern: torch.Tensor, periods: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per-head scores of one block: pattern [B, H, T, T], periods [B] -> {name: [H]}.
 
-    prev_token: A[i, i-1], i >= 1.   induction: A[i, i+1-L], i >= L.   duplicate: A[i, i-L], i >= L.
-    first_token: A[i, 0], i >= 1.    self: A[i, i], all i.
+    prev_token: A[i, i-1], i >= 1.   induction: A[i, i+1-L], i >= L.   induction_any: see below.
+    duplicate: A[i, i-L], i >= L.    first_token: A[i, 0], i >= 1.     self: A[i, i], i >= 1.
     """
     B = pattern.shape[0]
     ones = torch.ones(B, dtype=torch.long)
+    zeros = torch.zeros(B, dtype=torch.long)
     L = periods.long()
     T = pattern.shape[-1]
     first_col = pattern[..., 1:, 0].mean((0, 2)) if T > 1 else torch.full(pattern.shape[1:2], float("nan"))
     return {
         "prev_token": _diagonal_mean(pattern, ones, ones),
         "induction": _diagonal_mean(pattern, L - 1, L),
+        "induction_any": induction_any(pattern, L),
         "duplicate": _diagonal_mean(pattern, L, L),
         "first_token": first_col,
-        "self": pattern.diagonal(dim1=-2, dim2=-1).mean((0, 2)),
+        "self": _diagonal_mean(pattern, zeros, ones),
     }
 
 

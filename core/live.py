@@ -12,7 +12,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +23,7 @@ from .interventions import check_interventions, release
 from .model import MAX_LAYERS, ModelConfig, TinyCharLM
 from .presets import get_preset
 from .task import TaskConfig
-from .trainer import Trainer, TrainConfig, eval_batch, evaluate
+from .trainer import TrainConfig, Trainer, eval_batch, evaluate
 
 DEFAULT_PRESET = "variable-period-2block"
 REFERENCE_PRESET = "variable-period-1block"
@@ -52,7 +51,7 @@ class TrainSettings:
     knockout: tuple[int, int] = (-1, -1)  # (layer, head)
 
     @classmethod
-    def defaults(cls, preset: str = DEFAULT_PRESET) -> "TrainSettings":
+    def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
         p = get_preset(preset)
         return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
                    p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)
@@ -352,5 +351,5 @@ def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
     if blocks >= 2 and "sharp_prev_token" in r and r["sharp_prev_token"] == r["sharp_prev_token"]:
         text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with prev_token "
                  f"at least {transition.SHARP_PREV_TOKEN}, and {int(r['two_induction_heads'])} had two or more "
-                 f"last-block heads with induction at least {transition.INDUCTION_HEAD}")
+                 f"last-block heads with induction_any at least {transition.INDUCTION_HEAD}")
     return text + "."

@@ -1,4 +1,4 @@
-"""Loss and accuracy split by copy (DESIGN.md "Metrics")."""
+"""Loss and accuracy split by copy (docs/DESIGN.md "Metrics")."""
 from __future__ import annotations
 
 import math
@@ -41,3 +41,23 @@ def copy_metrics(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tens
         "acc_second_copy": _masked_mean(correct, masks["second"]),
         "acc_later_copies": _masked_mean(correct, masks["later"]),
     }
+
+
+def second_copy_first_token_accuracy(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) -> float:
+    """Accuracy on the target t = L, the second copy's first token (logits [B, T, V], tokens [B, T],
+    periods [B]). "Later copies" (t >= L) include it, yet its predecessor, the pattern's last token,
+    has never been followed by anything before: with varying periods no model can know it."""
+    b = torch.arange(tokens.shape[0])
+    L = periods.long()
+    keep = tokens.shape[1] > L
+    pred = logits[b[keep], L[keep] - 1].argmax(-1)
+    return float((pred == tokens[b[keep], L[keep]]).float().mean()) if keep.any() else math.nan
+
+
+def later_copy_floor(period_min: int, period_max: int, seq_len: int, vocab_size: int) -> dict[str, float]:
+    """What the unknowable target t = L costs loss_later_copies, for L uniform in [period_min,
+    period_max] and a uniform guess there: {"share": its expected share of later-copy targets,
+    "loss": ln V times that share (nats), the floor a perfect context-reader still pays}."""
+    Ls = range(period_min, period_max + 1)
+    share = len(Ls) / sum(seq_len - L for L in Ls)  # one such target per sequence, pooled over targets
+    return {"share": share, "loss": share * math.log(vocab_size)}

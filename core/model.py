@@ -1,6 +1,6 @@
 """TinyCharLM: an attention-only transformer with rotary embeddings and a tied unembedding.
 
-Semantics (DESIGN.md): residual stream h0 = W_E[x], no positional embedding; each block adds
+Semantics (docs/DESIGN.md): residual stream h0 = W_E[x], no positional embedding; each block adds
 sum_h (A_h v_h) W_O[h] (+ b_O) where A_h is a causal softmax over rotary-rotated q.k / sqrt(d_head);
 logits = h_L W_E^T. No MLP, no LayerNorm. Parameters are stored in the per-head form used by files
 and analysis (W_Q [H, D, d_head], W_O [H, d_head, D]); the training forward fuses them on the fly.
@@ -8,7 +8,7 @@ and analysis (W_Q [H, D, d_head], W_O [H, d_head, D]); the training forward fuse
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -98,23 +98,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Ablation:
-    """Which heads to knock out: {(layer, head): "zero" | "mean"}.
-
-    "mean" replaces the head's output at each position by its mean over the batch at that position,
-    or by `means[(layer, head)]` ([T, D] or [D]) when given (e.g. computed on a reference batch).
-    """
-
-    heads: dict[tuple[int, int], str] = field(default_factory=dict)
-    means: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
-
-    def __post_init__(self):
-        for key, mode in self.heads.items():
-            if mode not in ("zero", "mean"):
-                raise ValueError(f"ablation mode for head {key} must be 'zero' or 'mean', got {mode!r}.")
-
-
 class AttentionBlock(nn.Module):
     """One attention-only block: n_heads heads, each q/k/v of width d_head, summed into the stream."""
 
@@ -152,14 +135,23 @@ class AttentionBlock(nn.Module):
         cos, sin = rope_cos_sin(T, dh, self.cfg.rope_base, h.dtype)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """Training path: h [B, T, D] -> h + attention output [B, T, D]."""
+    def forward(self, h: torch.Tensor, ablate: dict[int, str] | None = None) -> torch.Tensor:
+        """Fused path: h [B, T, D] -> h + attention output [B, T, D].
+
+        ablate {head: "zero" | "mean"} knocks heads out (core.ablation): a head's output z_h W_O[h] is
+        linear in its mixed values z_h [B, T, d_head], so zeroing z_h (or replacing it by its mean over
+        the batch at each position) zero- (or mean-) ablates the head.
+        """
         q, k, v = self._qkv(h)
         z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
         if self.prev_head is not None:  # no in-place write: SDPA's backward keeps its output
             hd = self.prev_head
             held = torch.cat([v[:, hd, :1], v[:, hd, :-1]], 1)[:, None]
             z = torch.cat([z[:, :hd], held, z[:, hd + 1:]], 1)
+        if ablate:
+            z = z.clone()
+            for hd, mode in ablate.items():
+                z[:, hd] = 0.0 if mode == "zero" else z[:, hd].mean(0, keepdim=True)
         return h + self._write(z)
 
     def _write(self, z: torch.Tensor) -> torch.Tensor:
@@ -168,13 +160,12 @@ class AttentionBlock(nn.Module):
         out = z.transpose(1, 2).reshape(B, T, H * dh) @ self.W_O.reshape(H * dh, -1)
         return out + self.b_O if self.cfg.bias else out
 
-    def forward_with_cache(self, h: torch.Tensor, layer: int, ablation: Ablation | None = None,
-                           per_head: bool = True):
+    def forward_with_cache(self, h: torch.Tensor, per_head: bool = True):
         """Analysis path, per head and explicit.
 
         Returns (h_out [B, T, D], pattern [B, H, T, T], head_out [B, H, T, D], v [B, H, T, d_head]);
-        head_out is each head's contribution (A_h v_h) W_O[h] after any ablation. per_head=False (no
-        ablation allowed) skips the per-head outputs, the costliest product here: head_out is None.
+        head_out is each head's contribution (A_h v_h) W_O[h]. per_head=False skips the per-head
+        outputs, the costliest product here: head_out is None.
         """
         B, T, D = h.shape
         q, k, v = self._qkv(h)
@@ -185,20 +176,8 @@ class AttentionBlock(nn.Module):
             pattern[:, self.prev_head] = self._prev_pattern(T, h.device)
         z = pattern @ v
         if not per_head:
-            if ablation is not None and ablation.heads:
-                raise ValueError("an ablation needs the per-head outputs (per_head=True).")
             return h + self._write(z), pattern, None, v
         head_out = torch.einsum("bhtd,hdm->bhtm", z, self.W_O)
-        if ablation is not None:
-            head_out = head_out.clone()
-            for (l, hd), mode in ablation.heads.items():
-                if l != layer:
-                    continue
-                if mode == "zero":
-                    head_out[:, hd] = 0.0
-                else:
-                    mean = ablation.means.get((l, hd))
-                    head_out[:, hd] = head_out[:, hd].mean(0, keepdim=True) if mean is None else mean
         out = head_out.sum(1)
         if self.cfg.bias:
             out = out + self.b_O
@@ -240,7 +219,7 @@ class TinyCharLM(nn.Module):
             h = block(h)
         return h @ self.W_E.T
 
-    def run_with_cache(self, tokens: torch.Tensor, ablation: Ablation | None = None, per_head: bool = True):
+    def run_with_cache(self, tokens: torch.Tensor, per_head: bool = True):
         """Same model, per head: returns (logits [B, T, V], cache).
 
         cache["resid"][l] is the stream entering block l ([B, T, D]; index n_layers is the final
@@ -250,8 +229,8 @@ class TinyCharLM(nn.Module):
         """
         h = self.W_E[tokens]
         cache = {"resid": [h], "pattern": [], "head_out": [], "v": []}
-        for layer, block in enumerate(self.blocks):
-            h, pattern, head_out, v = block.forward_with_cache(h, layer, ablation, per_head)
+        for block in self.blocks:
+            h, pattern, head_out, v = block.forward_with_cache(h, per_head)
             cache["resid"].append(h)
             cache["pattern"].append(pattern)
             cache["head_out"].append(head_out)

@@ -1,4 +1,4 @@
-"""Named experiment settings (DESIGN.md "Presets"): model, task and training for each shipped run,
+"""Named experiment settings (docs/DESIGN.md "Presets"): model, task and training for each shipped run,
 and the measurements the manifest records for each shipped checkpoint."""
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 ENV_VAR = "ATTENTION_LAB_MAX_TRAININGS"
 DEFAULT_CAPACITY = 2

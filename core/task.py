@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-
+DEFAULT_PERIOD = 24  # a period to start a page with: the middle of the default range 16-32
 MAX_SEQ_LEN = 2048  # attention patterns are [T, T]: longer sequences would exhaust memory, not teach more
 
 
@@ -21,7 +21,7 @@ class TaskConfig:
     period_max: int = 32
     seq_len: int = 96
 
-    def validate(self, vocab_size: int | None = None) -> "TaskConfig":
+    def validate(self, vocab_size: int | None = None) -> TaskConfig:
         """Raise ValueError saying what to change if no sequence of this task can be made."""
         if vocab_size is not None and vocab_size < 2:
             raise ValueError(f"vocab_size must be at least 2 (got {vocab_size}): one symbol cannot form a pattern.")

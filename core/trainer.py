@@ -6,7 +6,8 @@ model at its last finished step. Seeded runs are deterministic on the CPU, and c
 change them: run(7) then run(13) gives exactly the model and history of run(20).
 
 Two kinds of evaluation, both on the fixed evaluation batch of the default task:
-- a *log* every `log_every` steps: the copy metrics plus each head's prev_token and induction score
+- a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
+  induction_any score
   (`evaluate`), one history row;
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
@@ -23,13 +24,16 @@ import torch
 import torch.nn.functional as F
 
 from .heads import head_scores
+from .initial import initial_model
+from .interventions import apply_interventions, check_interventions
 from .metrics import copy_metrics
 from .model import ModelConfig, TinyCharLM
-from .interventions import apply_interventions, check_interventions
 from .snapshots import SnapshotRecorder
 from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
+SCHEDULES = ("linear_decay", "cosine")
+OLD_SCHEDULE_NAMES = {"constant": "linear_decay"}  # what checkpoints written before the rename store
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,8 @@ class TrainConfig:
     batch_size: int = 32
     lr: float = 1e-2
     warmup_steps: int = 0
-    schedule: str = "constant"  # "constant" or "cosine" (decays to 10% of lr at `steps`)
-    decay_steps: int = 300  # "constant" only: the last decay_steps fall linearly to 10% of lr
+    schedule: str = "linear_decay"  # lr held, then the last decay_steps fall linearly to 10% of lr; or "cosine"
+    decay_steps: int = 300  # "linear_decay" only (0: lr constant throughout)
     weight_decay: float = 0.1  # AdamW's decoupled decay; slows the one-block offset mixture most
     seed: int = 0
     log_every: int = 25
@@ -49,14 +53,18 @@ class TrainConfig:
     check_every: int = 25  # steps between stop checks (with stop_at_loss)
     check_margin: float = 0.1  # also check when the training batch's later-copy loss is this close
     check_gap: int = 5  # ... but at most once per check_gap steps (a loss hovering near X checked every step)
-    embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
+    embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see core.initial)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
     # Training experiments (core.interventions): -1 = off. 0-based indices.
     hold_prev_head: int = -1  # this block-1 head's pattern is held on the previous position for the run
     knockout_layer: int = -1  # with knockout_head: this head's W_O is zero and frozen for the run
     knockout_head: int = -1
 
-    def validate(self) -> "TrainConfig":
+    def __post_init__(self):
+        if self.schedule in OLD_SCHEDULE_NAMES:  # old checkpoints stay loadable
+            object.__setattr__(self, "schedule", OLD_SCHEDULE_NAMES[self.schedule])
+
+    def validate(self) -> TrainConfig:
         if self.steps < 0:
             raise ValueError(f"steps must be 0 or more, got {self.steps}.")
         if self.batch_size < 1:
@@ -64,9 +72,10 @@ class TrainConfig:
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr}.")
         if self.warmup_steps < 0 or self.decay_steps < 0:
-            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, got {self.warmup_steps}, {self.decay_steps}.")
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}.")
+            raise ValueError(f"warmup_steps and decay_steps must be 0 or more, "
+                             f"got {self.warmup_steps}, {self.decay_steps}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be 'linear_decay' or 'cosine', got {self.schedule!r}.")
         if self.log_every < 1 or self.eval_size < 1 or self.check_every < 1 or self.check_gap < 1:
             raise ValueError("log_every, check_every, check_gap and eval_size must be at least 1.")
         if self.seq_len < 0:
@@ -113,27 +122,8 @@ def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dic
 
 
 @torch.no_grad()
-def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: torch.Generator) -> None:
-    """Reshape W_E [V, D] after model.reset_parameters: multiply it by `scale`, then add one random
-    direction of norm `shared` to every row.
-
-    Why it speeds up the induction transition: the unembedding is tied, so a direction common to every
-    row shifts all logits of a position by the same amount and costs nothing at the output; but every
-    query and key then carries a content-free part, which rotary turns into a purely positional score.
-    A previous-token head (block 1 of the induction circuit) can use it from the first step instead
-    of first growing such a direction -- the role the qkv bias plays in the fixed-period experiment.
-    Larger rows give larger q.k and logits from the start. bench/README.md has the measurements.
-    """
-    if scale != 1.0:
-        model.W_E.mul_(scale)
-    if shared:
-        direction = torch.randn(model.W_E.shape[1], generator=generator)
-        model.W_E.add_(shared * direction / direction.norm())
-
-
-@torch.no_grad()
 def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
-    """Copy metrics plus each head's prev_token and induction score ([layer][head] lists)."""
+    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
     was_training = model.training
     model.eval()
     logits, cache = model.run_with_cache(tokens, per_head=False)
@@ -142,6 +132,7 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
     scores = [head_scores(p, periods) for p in cache["pattern"]]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
+    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
     return row
 
 
@@ -165,14 +156,11 @@ class Trainer:
     train_loss and seconds of training so far)."""
 
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
-        self.model_cfg, self.task_cfg, self.cfg = model_cfg, task_cfg.validate(model_cfg.vocab_size), train_cfg.validate()
-        check_interventions(model_cfg, train_cfg)
+        self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
+        self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
         self.train_task = train_cfg.train_task(task_cfg)
-        torch.manual_seed(train_cfg.seed)
-        self.model = TinyCharLM(model_cfg)
-        generator = torch.Generator().manual_seed(train_cfg.seed)
-        self.model.reset_parameters(generator)
-        init_embedding(self.model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
+        check_interventions(model_cfg, train_cfg)
+        self.model = initial_model(model_cfg, train_cfg)
         self._frozen = apply_interventions(self.model, train_cfg)
         self.model.train()
         params = list(self.model.parameters())

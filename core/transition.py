@@ -12,7 +12,11 @@ steps s = 0, k, 2k, ... With V the vocabulary size (ln V = 4.16 nats for V = 64,
   many steps as the plateau before it lasted.
 Optional columns, measured on the fixed evaluation batch at the end of the run:
 - prev_token_block1: the largest prev_token score of a block-1 head.
-- induction_heads: how many heads of the last block have an induction score of at least 0.6.
+- induction_heads: how many heads of the last block have induction_any (attention on the token after
+  any earlier copy, core.heads) of at least INDUCTION_HEAD. Files written before induction_any
+  existed counted the latest copy only (induction >= 0.6); they lack the induction_any_* columns.
+- induction_any_max, induction_any_2nd: the largest and second-largest induction_any of a last-block
+  head (so a reader can move the threshold without retraining).
 """
 from __future__ import annotations
 
@@ -26,8 +30,8 @@ LOW = 1.0
 STUDY_FILE = Path(__file__).resolve().parent.parent / "checkpoints" / "transition_study.csv"
 COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
            "plateau_loss", "final_loss_later"]
-HEAD_COLUMNS = ["prev_token_block1", "induction_heads"]  # optional (older files lack them)
-INDUCTION_HEAD = 0.6  # an induction head: induction score at least this
+HEAD_COLUMNS = ["prev_token_block1", "induction_heads", "induction_any_max", "induction_any_2nd"]  # optional
+INDUCTION_HEAD = 0.6  # an induction head: induction_any at least this
 SHARP_PREV_TOKEN = 0.9  # a sharp previous-token head: prev_token at least this
 
 
@@ -67,10 +71,13 @@ def load_study(path: str | Path | None = None) -> pd.DataFrame:
     return frame[COLUMNS + [c for c in HEAD_COLUMNS if c in frame.columns]]
 
 
-def head_figures(prev_token: list[list[float]], induction: list[list[float]]) -> dict:
-    """The optional head columns from per-[layer][head] prev_token and induction scores."""
+def head_figures(prev_token: list[list[float]], induction_any: list[list[float]]) -> dict:
+    """The optional head columns from per-[layer][head] prev_token and induction_any scores."""
+    last = sorted(induction_any[-1], reverse=True) if induction_any else []
     return {"prev_token_block1": round(max(prev_token[0]), 3) if prev_token else None,
-            "induction_heads": sum(s >= INDUCTION_HEAD for s in induction[-1]) if induction else 0}
+            "induction_heads": sum(s >= INDUCTION_HEAD for s in last),
+            "induction_any_max": round(last[0], 3) if last else None,
+            "induction_any_2nd": round(last[1], 3) if len(last) > 1 else None}
 
 
 def study_command(path: str | Path | None = None) -> str | None:

@@ -1,11 +1,14 @@
 """Head archetypes & the IOI circuit: six routing patterns, the detectors that recognise them, the same
 detectors on the student's model, the IOI circuit of GPT-2 small, and what attention weights do not say."""
 import streamlit as st
+import torch
 
 from core import archetypes as arc
-from core import ioi
-from core.charts import archetypes as charts
+from core import head_matches, ioi, symbols
+from core.detectors import SCORE_ROWS
+from core.task import DEFAULT_PERIOD
 from ui import state
+from ui.charts import archetypes as charts
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(
@@ -22,7 +25,6 @@ with controls:
     choice = st.radio("Prompt", list(arc.PRESET_PROMPTS) + [CUSTOM], key="arch_prompt", horizontal=True)
     if choice == CUSTOM:
         text = st.text_input("Your sentence", value="Alice met Bob at the cafe, and Bob thanked", key="arch_custom",
-                             max_chars=arc.MAX_PROMPT_CHARS + 50,
                              help=f"Up to {arc.MAX_PROMPT_WORDS} words and punctuation marks.")
     else:
         text = arc.PRESET_PROMPTS[choice]
@@ -45,7 +47,7 @@ with info:
 settings = arc.ArchetypeSettings(sharpness, rest)
 try:
     tokens = arc.tokenize(text)
-except arc.PromptError as e:
+except symbols.InputProblem as e:
     tokens = None
     st.warning(f"{e} The sections that need a sentence are skipped until then.")
 
@@ -58,20 +60,20 @@ if tokens is not None:
     left, right = st.columns(2)
     with left:
         st.markdown("##### Matrix view")
-        st.altair_chart(charts.pattern_matrix(pattern, labels), width="content")
+        st.altair_chart(charts.pattern_matrix(pattern.numpy(), labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern, labels, focus=focus))
+        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus))
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
 
     # -----------------------------------------------------------------------------------------
     st.header("2 · Do the detectors mean what they say?")
-    score_rows = st.radio("Average each score over", arc.SCORE_ROWS, key="arch_rows", horizontal=True,
+    score_rows = st.radio("Average each score over", SCORE_ROWS, key="arch_rows", horizontal=True,
                           format_func={"target": "rows with something to find",
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
                           help="Also used for your model's heads in section 3.")
@@ -114,9 +116,9 @@ st.header("3 · Which of your model's heads fit an archetype?")
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _model_scores(key: str, text: str, rows: str, _model):
-    tokens = arc.encode_chars(text, _model.cfg.vocab_size)
-    patterns = arc.model_patterns(_model, tokens)
-    return arc.head_detector_table(patterns, tokens, rows), patterns
+    tokens = torch.tensor(symbols.encode_text(text, _model.cfg.vocab_size, min_len=2))
+    patterns = head_matches.model_patterns(_model, tokens)
+    return head_matches.head_detector_table(patterns, tokens, rows), patterns
 
 
 if not state.all_models():
@@ -128,7 +130,7 @@ else:
         st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "
                 "from the token embedding alone (bigram statistics). Pick a model with blocks in the sidebar.")
     else:
-        alphabet = arc.char_alphabet(cfg.vocab_size)
+        alphabet = symbols.alphabet(cfg.vocab_size)
         st.markdown(
             f"TinyCharLM reads characters. Character *c* is token number *k* where *c* is the *k*-th character "
             f"of `a…z A…Z 0…9`, space, full stop ({len(alphabet)} used by this model's vocabulary of "
@@ -139,24 +141,23 @@ else:
         mode = a.radio("Character prompt", ["Repeated random string", "Your own characters"], key="arch_char_mode")
         if mode == "Repeated random string":
             task = entry.info["task"]
-            start = task.period_min if task.period_min == task.period_max else 24  # a fixed-period model: its period
+            start = task.period_min if task.period_min == task.period_max else DEFAULT_PERIOD  # fixed period: its own
             period = b.number_input("Period", 2, 64, max(2, min(start, 64)), key=f"arch_period_{entry.key}",
                                     help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
             seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
-            chars = arc.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
+            chars = head_matches.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
         else:
-            chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars",
-                                  max_chars=arc.MAX_CHAR_PROMPT + 50)
+            chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
         try:
             head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
                                                  entry.model)
-        except arc.PromptError as e:
+        except symbols.InputProblem as e:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
         if head_table is not None:
-            labelled = arc.label_heads(head_table)
+            labelled = head_matches.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
             st.markdown(f"##### Detector scores of {entry.label}")
             st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
@@ -167,19 +168,21 @@ else:
                        "head that always looks a fixed distance back scores as an induction head whenever the "
                        "period happens to fit that distance. Change the period: an induction head follows it, a "
                        "positional shortcut does not.")
-            best = arc.best_matches(head_table)
+            best = head_matches.best_matches(head_table)
             lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
-            st.markdown(f"Closest archetype per head (a clear fit needs a score of at least {arc.MATCH_SCORE} and "
-                        f"{arc.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
+            st.markdown("Closest archetype per head (a clear fit needs a score of at least "
+                        f"{head_matches.MATCH_SCORE} and "
+                        f"{head_matches.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
-                                index=head_keys.index(arc.strongest_head(best)),
+                                index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
             st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]], arc.char_labels(chars), size=640),
+            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
+                                                  size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                        "columns = key). A previous-token head is a line just under the diagonal; an induction "

@@ -2,10 +2,10 @@
 paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-from core import paths
-from core.circuits import composition_baseline
-from core.charts import depth as charts
-from core.icl import token_char
+from core import bigrams, circuits, composition, paths, score_groups, score_terms, symbols
+from core.composition import composition_baseline
+from core.symbols import token_char
+from ui.charts import depth as charts
 from ui.state import require_model
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
@@ -23,13 +23,14 @@ entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]
+N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
 
 
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(key, _model, _task):
-    out = paths.zero_block_summary(_model, _task)
-    out["model_lr"] = charts.log_ratio_to_uniform(out.pop("model_probs"))
-    out["task_lr"] = charts.log_ratio_to_uniform(out.pop("task_probs"))
+    out = bigrams.zero_block_summary(_model, _task)
+    out["model_lr"] = bigrams.log_ratio_to_uniform(out.pop("model_probs")).numpy()
+    out["task_lr"] = bigrams.log_ratio_to_uniform(out.pop("task_probs")).numpy()
     return out
 
 
@@ -42,24 +43,30 @@ def _contributions(key, _model, _task, seed, pos, which):
 
 @st.cache_data(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
 def _mean_paths(key, _model, _task):
-    res = paths.mean_target_contributions(_model, _task, n_seqs=32, seed=0, part="later")
+    res = paths.mean_target_contributions(_model, _task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
     return res, paths.sum_by_kind(res)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _composition(key, _model):
     base = composition_baseline(cfg.d_model, cfg.d_head)
-    return paths.composition_matrix(_model, "K"), paths.composition_matrix(_model, "V"), base
+    k, v = (composition.composition_matrix(_model, kind).numpy() for kind in ("K", "V"))
+    return k, v, base
 
 
 @st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
 def _score_terms(key, _model, _task, head):
-    return paths.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
+    return score_terms.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _induction(key, _model, _task):
     return paths.induction_scores(_model, _task, 1)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _roles(key, _model, _task):
+    return score_groups.head_roles(_model, _task, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,13 +85,16 @@ else:
     z = _zero_block(entry.key, model, task)
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
-              help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over 256 sampled "
-                   "sequences: float rounding only.")
+              help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over "
+                   f"{z['n_check_seqs']} sampled sequences: float rounding only.")
     c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",
               delta_color="off", help=f"ln V = ln {V} = {z['ln_V']:.3f}: the loss of a uniform guess.")
-    c3.metric("bigram table's loss", f"{z['bigram_loss']:.3f}",
-              help="Loss on fresh sequences of the task's bigram table estimated from sampled sequences "
-                   "(add-one smoothed): the best any bigram model could hope for, give or take estimation noise.")
+    c3.metric("fitted bigram table's loss", f"{z['bigram_loss']:.3f}",
+              f"{z['bigram_loss'] - z['ln_V']:+.3f} vs ln V", delta_color="off",
+              help="Loss on fresh sequences of a bigram table counted from sampled sequences (add-one smoothed). "
+                   "The true table is uniform, so the fitted one only learns sampling noise: "
+                   + ("it does worse than a uniform guess." if z["bigram_loss"] > z["ln_V"] else
+                      "it comes out no better than a uniform guess."))
     c4.metric("bigram information (nats)", f"{z['mutual_info']:.4f}",
               f"independence alone gives ≈ {z['mutual_info_bias']:.4f}", delta_color="off",
               help=f"Plug-in mutual information between current and next token over {z['n_pairs']:,} adjacent "
@@ -103,10 +113,10 @@ else:
         "log₂(V·p): 0 (white) means exactly uniform, ±1 means twice or half as likely as uniform. Left: what "
         "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
         "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
-        "speckle on the right is sampling noise (the bigram table's loss above is worse than uniform because "
-        "it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
+        "speckle on the right is sampling noise (the fitted bigram table's loss above is "
+        + ("worse than" if z["bigram_loss"] > z["ln_V"] else "no better than") + " uniform because it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
         "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
-        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless the embedding shrinks to nothing, repeating the current token "
+        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless all token embeddings coincide, repeating the current token "
         f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")
 
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +171,8 @@ if n_blocks == 0:
     st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
 else:
     c1, c2, c3 = st.columns(3)
-    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}", key=f"depth_block_{n_blocks}")
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}",
+                         key=f"depth_block_{n_blocks}")
     a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_src_{V}")
     b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_dst_{V}")
     if block > 0:
@@ -169,10 +180,10 @@ else:
                    "embeddings; what earlier heads wrote into the stream is in section 4.")
     cols = st.columns(cfg.n_heads)
     for h, col in enumerate(cols):
-        name = paths.head_label(block, h)
-        tri = paths.skip_trigrams(model, block, h, k=6)
-        ov = paths.ov_top(model, block, h, a, k=4)
-        qk = paths.qk_top(model, block, h, b, k=4)
+        name = symbols.head_label(block, h)
+        tri = circuits.skip_trigrams(model, block, h, k=6)
+        ov = circuits.ov_top(model, block, h, a, k=4)
+        qk = circuits.qk_top(model, block, h, b, k=4)
         col.markdown(f"**head {name}**")
         col.markdown("\n".join(f"- `{SYMBOLS[r['source']]}` … `{SYMBOLS[r['dest']]}` → `{SYMBOLS[r['boosted']]}` "
                                f"(QK +{r['qk_margin']:.1f}, OV +{r['ov_logit']:.1f})" for r in tri))
@@ -181,7 +192,8 @@ else:
     st.caption(
         "**What am I looking at?** Per head: its six strongest rules, one per source token a: the destination b "
         "that prefers a most (QK margin: b's score for a minus b's average score over all sources) and the token "
-        "c that attending to a boosts most (OV, centered logit); ranked by QK margin × OV logit. Below: the OV row of the source token you picked and the QK row of "
+        "c that attending to a boosts most (OV, centered logit); ranked by QK margin × OV logit. "
+        "Below: the OV row of the source token you picked and the QK row of "
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
 
@@ -198,11 +210,12 @@ else:
         "A block-2 head can read what block-1 heads wrote in three places (Elhage et al. 2021): through its "
         "**values** (V-composition: the composed paths of section 2), its **keys** (K-composition) or its "
         "**queries** (Q-composition). The last two change *where it attends*: the patterns held fixed in the "
-        "path split. An induction head (Olsson et al. 2022) is built by K-composition: a block-1 "
-        "previous-token head writes 'my predecessor was a' into each position, the block-2 head's query 'I am "
-        "a' matches that key, so it attends to the token right after the earlier a and copies it through its "
-        "own OV circuit. Two measurements below: *what* is copied (the paths of the logit), and *why there* "
-        "(the paths of the attention score).")
+        "path split. In the textbook induction head (Olsson et al. 2022) a block-1 previous-token head "
+        "writes 'my predecessor was a' into each position (K-composition), the block-2 head's query 'I am a' "
+        "matches that key, so it attends to the token right after the earlier a and copies it through its "
+        "own OV circuit. Where the query's 'I am a' comes from is a question for the model at hand: the raw "
+        "token, or the token as block-1 heads rewrote it (Q-composition). Two measurements below: *what* is "
+        "copied (the paths of the logit), and *why there* (the paths of the attention score).")
     res, by_kind = _mean_paths(entry.key, model, task)
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
@@ -214,8 +227,10 @@ else:
             if kind in by_kind:
                 st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
                           f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
-        block2 = sum(v for l, k, v in zip(res["labels"], res["kinds"], res["values"]) if k == "head" and l.startswith("2."))
-        st.caption(f"Averaged over {res['n']:,} later-copy targets of 32 sampled sequences; mean centered logit of "
+        block2 = sum(v for label, k, v in zip(res["labels"], res["kinds"], res["values"])
+                     if k == "head" and label.startswith("2."))
+        st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; "
+                   "mean centered logit of "
                    f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
                    f"paths) carry {block2:.2f}.")
     composed_leads = by_kind.get("composed", 0.0) > by_kind.get("head", 0.0)
@@ -230,7 +245,7 @@ else:
            "Here the copied token rides on the block-2 heads' own paths (`2.h`: their values read the raw token "
            "embedding). ")
         + "The composition that makes an induction head look in the right place is not on this chart: it acts "
-        "on the keys, which held-fixed patterns hide. The next charts open the keys.")
+        "on the queries and keys, which held-fixed patterns hide. The next charts open them.")
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
     ind = _induction(entry.key, model, task)
@@ -241,35 +256,42 @@ else:
     st.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
-        "writer), from the weights alone (core/circuits.py); the subtitle is the mean for random matrices of "
+        "writer), from the weights alone (core/composition.py); the subtitle is the mean for random matrices of "
         "the same shapes. W_QK is taken at offset 0 (RoPE).")
-    head = st.columns([1, 2])[0].selectbox("Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-                                           format_func=lambda h: f"head {paths.head_label(1, h)} (induction score {ind[h]:.2f})")
+    head = st.columns([1, 2])[0].selectbox(
+        "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
+        format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score, latest copy {ind[h]:.2f})")
     st_terms = _score_terms(entry.key, model, task, head)
-    groups = paths.score_groups(st_terms)
+    roles = _roles(entry.key, model, task)
+    groups = score_groups.score_groups(st_terms, roles)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.score_term_heatmap(
-        st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
-        f"Why head {paths.head_label(1, head)} attends to the induction target", "score margin"), width="content")
+        st_terms["terms"].numpy(), st_terms["q_labels"], st_terms["k_labels"],
+        f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:
         st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
                   help="Score at the induction target minus the mean score of the other visible keys.")
         for name, v in groups.items():
             st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
-                      delta_color="off")
-        st.metric(f"K-composition {paths.head_label(0, writer)} → {paths.head_label(1, head)}",
+                      delta_color="off", help=score_groups.GROUP_HELP[name])
+        st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
                   f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
     st.caption(
-        f"**What am I looking at?** Head {paths.head_label(1, head)}'s attention score at the induction target "
+        f"**What am I looking at?** Head {symbols.head_label(1, head)}'s attention score at the induction target "
         "(the token after the previous occurrence of the current token) minus its mean score over the other "
         "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
-        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. A large cell in "
-        "the `direct` row under a block-1 head's column is K-composition at work: the key wins because of what "
-        "that block-1 head wrote at the key's position. A large cell in a block-1 head's *row* under another "
-        "block-1 head's column matches what one head wrote at the query with what another wrote at the key: "
-        "the current token as rewritten by a head that attends to its own position, against the key's previous "
-        "token; or the query's previous token against a key's token two back (from a head attending two back), "
-        "which is a match on two tokens instead of one. The metrics count these under 'query written by an "
-        "earlier head'. Beside them, the weight-only K-composition score of the block-1 head that composes most "
+        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. Block 1's heads "
+        "are grouped by where they attend on sampled sequences (self-attending: "
+        + (", ".join(k for k, r in roles.items() if r == "self") or "none") + "; previous-token: "
+        + (", ".join(k for k, r in roles.items() if r == "previous") or "none")
+        + "). A large cell under a previous-token head's column means the key wins because of the previous "
+        "token that head wrote there (K-composition). The row says what the query matched it with: the raw "
+        "token (`direct` row: " + f"{groups[score_groups.GROUPS[1]]:+.2f}" + " in total under the block-1 heads' "
+        "columns), or the current "
+        "token as a self-attending block-1 head rewrote it (here " + f"{groups[score_groups.GROUPS[2]]:+.2f}"
+        + "): the query side is Q-composition as well. A previous-token head's row under another head's "
+        "column matches the query's previous token against the key's token two back, a match on two tokens "
+        "instead of one (here " + f"{groups[score_groups.GROUPS[3]]:+.2f}" + "). Beside the groups, the "
+        "weight-only K-composition score of the block-1 head that composes most "
         "with this one.")

@@ -2,8 +2,9 @@
 exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-from core import icl
-from core.charts import icl as charts
+from core import icl, restarts, symbols
+from core.task import DEFAULT_PERIOD
+from ui.charts import icl as charts
 from ui.state import require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
@@ -12,20 +13,25 @@ st.title("In-context learning in miniature")
 st.markdown(
     "Every training sequence of TinyCharLM is a freshly drawn random pattern repeated, so there is no "
     "pattern to memorise: to predict the second copy the model must *read the first one from its context*. "
-    "That is in-context learning in its smallest form, and the mechanism behind it, the induction head, is "
-    "the one Olsson et al. (2022) found behind in-context learning in large language models.")
+    "That is in-context learning in its smallest form, and the mechanism behind it is the induction head. "
+    "Olsson et al. (2022) showed induction heads doing this in small attention-only models like this one, "
+    "and gave indirect evidence (the heads and in-context learning appear together during training, and "
+    "change together when the architecture is changed) that they drive much of in-context learning in "
+    "large language models.")
 
 entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
-SYMBOLS = icl.typable(V)
+SYMBOLS = symbols.alphabet(V)
+MAX_PATTERN = min(T, symbols.MAX_TEXT_LEN)  # a typed pattern must fit the model's sequence length
 with st.expander("How typed symbols map to tokens"):
     st.markdown(
         f"Token *i* is the *i*-th symbol of the lab's alphabet: `a`=0 … `z`=25, `A`=26 … `Z`=51, `0`=52 … "
         "`9`=61, space=62 (shown as ␣), `.`=63, the same mapping as on every other page. Case matters; any "
         "other symbol has no token. "
-        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`" + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
-        + f", and at most {T} symbols (its sequence length).")
+        f"This model has V = {V} tokens, so it accepts `{SYMBOLS}`"
+        + (" (tokens beyond 63 show as ⟨id⟩)" if V > 64 else "")
+        + f", and at most {MAX_PATTERN} symbols.")
 if cfg.n_layers < 2:
     st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
             "induction circuit (see *What depth can express*), so expect its second copies to stay near chance "
@@ -39,7 +45,7 @@ def _predict(key, _model, tokens, period):
 
 @st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(key, _model, _task):
-    return icl.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
+    return restarts.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
 
 
 @st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
@@ -65,26 +71,26 @@ try:
     if mode == "type":
         c1, c2 = st.columns([3, 2])
         text = c1.text_input("Pattern", "Black fox jumps.Wiz7", key="icl_text",
-                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {T}.")
+                             help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {MAX_PATTERN}.")
         repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
                              help="Off: the model sees exactly what you typed, so type the repeats yourself.")
-        pattern = icl.parse_symbols(text, V, max_len=T, what="The pattern")
+        pattern = symbols.encode_text(text, V, max_len=MAX_PATTERN)
     else:
         c1, c2, c3 = st.columns([3, 1, 1])
         pool = c1.text_input("Draw from these symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", key="icl_pool",
                              help="Each pattern token is drawn uniformly from these (repeats allowed).")
-        length = c2.number_input("Pattern length", 1, T, min(24, T // 2), key=f"icl_len_{T}")
+        length = c2.number_input("Pattern length", 1, T, min(DEFAULT_PERIOD, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
-        symbols = sorted(set(icl.parse_symbols(pool, V, what="The symbol set")))
-        pattern, repeat = icl.random_pattern(symbols, int(length), int(seed)), True
-        st.code("".join(icl.token_char(t) for t in pattern), language=None)
+        drawn_from = sorted(set(symbols.encode_text(pool, V)))
+        pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
+        st.code("".join(symbols.token_char(t) for t in pattern), language=None)
     if repeat:
         tokens, period = icl.tile(pattern, T), len(pattern)
     else:
         tokens = pattern
     if len(tokens) < 2:
-        raise icl.InputProblem("One symbol leaves nothing to predict: give at least two.")
-except icl.InputProblem as e:
+        raise symbols.InputProblem("One symbol leaves nothing to predict: give at least two.")
+except symbols.InputProblem as e:
     st.warning(str(e))
 
 if tokens is not None:
@@ -115,6 +121,14 @@ st.markdown(
     "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
 curve = _curve(entry.key, model, task)
 s = curve["summary"]
+
+
+def _from_x(c: dict, x: int) -> float:
+    """Accuracy over all targets after a restart at x = k - period >= x (the aligned view)."""
+    pairs = [(a, n) for k, a, n in zip(c["k_rel"], c["acc_rel_restart"], c["n_rel_restart"]) if k >= x]
+    return sum(a * n for a, n in pairs) / max(sum(n for _, n in pairs), 1)
+
+
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
 c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
@@ -123,14 +137,14 @@ c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.
 c3.metric("…on its 2nd token (the first it could know)", f"{s['first_predictable']:.2f}",
           f"{s['rest']:.2f} from there on", delta_color="off")
 if s["n_recovered"]:
-    c4.metric(f"tokens until {icl.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
+    c4.metric(f"tokens until {restarts.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
               f"{s['median_lag']:+.0f} vs the earliest possible, period + 1", delta_color="off",
               help=f"Over {s['n_segments']} restarts with room to show it, {s['n_recovered']} recovered; "
                    f"{s['share_earliest']:.0%} of those at the earliest possible token.")
 else:
-    c4.metric(f"tokens until {icl.RUN} right in a row", "never",
+    c4.metric(f"tokens until {restarts.RUN} right in a row", "never",
               help=f"None of {s['n_segments']} restarts with room to show it was followed by "
-                   f"{icl.RUN} right predictions in a row.")
+                   f"{restarts.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
                      help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
 st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
@@ -140,8 +154,10 @@ st.caption(
     "target's place in its pattern; points with fewer than 20 targets are left out. The blue series is the "
     "pattern each sequence starts with, for comparison. A model that reads its context needs one exposure: "
     "chance through the new pattern's first copy and on the first token of its second copy (x = 0 in the "
-    "aligned view, whose predecessor has not been followed by anything yet), then from x = 1 the accuracy it "
-    "has on later copies anywhere. The dotted line is chance, 1/V.")
+    "aligned view, whose predecessor has not been followed by anything yet). At x = 1, the first token it "
+    f"could know, this model is right {s['first_predictable']:.0%} of the time (the probe below shows why "
+    f"not always); from x = 2 on, {_from_x(curve, 2):.0%}, what it has on later copies anywhere. The "
+    "dotted line is chance, 1/V.")
 
 probe = s["context_probe"]
 if probe["n"]:
@@ -158,7 +174,7 @@ if probe["n"]:
         "dip at x = 1 in the chart above is then not forgetting: it is this one mismatched token.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
-ex = icl.restart_example(task, V, int(ex_seed))
+ex = restarts.restart_example(task, V, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
 ex_rows = _predict(entry.key, model, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]
@@ -193,7 +209,8 @@ st.altair_chart(charts.check_chart(check, NAMES), width="content")
 
 def _said(a, b) -> str:
     c = icl.compare_sets(a, b)
-    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: " + ("equal within noise" if c["within_noise"] else "more than noise")
+    verdict = "equal within noise" if c["within_noise"] else "more than noise"
+    return f"{c['gap']:.3f} apart, {c['z']:.1f} standard errors: {verdict}"
 
 
 fresh, mid, last = check["fresh"], check["seen_mid"], check["seen_last"]

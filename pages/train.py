@@ -1,13 +1,14 @@
 """Train page: pick a model and task, train live in chunks, watch the loss split and the heads form."""
 import math
 import uuid
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from core import live
-from core.charts import train as charts
 from core.slots import shared_slots, shared_slots_problem
+from ui.charts import train as charts
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 from ui.timeline import timeline_panel
 
@@ -34,14 +35,25 @@ def _heads(key: str, _info: dict):
     return live.head_score_frame(hist), live.drop_step(hist, _info["config"].vocab_size)
 
 
+@st.cache_data(show_spinner=False)
+def _init_bias(enlarged: bool) -> float:
+    """Std over tokens of the per-token logit bias of the default model at step 0 (core.overview)."""
+    from core.overview import initial_logit_bias
+    from core.presets import get_preset
+
+    p = get_preset(live.DEFAULT_PRESET)
+    train = p.train if enlarged else replace(p.train, embed_scale=1.0, embed_shared=0.0)
+    return initial_logit_bias(p.model, train)["bias_std"]
+
+
 def shipped_runs() -> dict[str, dict]:
     """{preset: info} of every shipped checkpoint that carries a training history."""
     presets = {f"shipped:{r['file']}": r.get("preset", r["file"]) for r in shipped_files()}
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
-WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps", "tr_seed",
-               "tr_hold", "tr_knock")
+WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
+               "tr_seed", "tr_hold", "tr_knock")
 NO_HEAD = "none"
 
 
@@ -61,9 +73,12 @@ def settings_widgets() -> live.TrainSettings:
         a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
                    key="tr_shared",
                    help="The default start: W_E three times larger than plain, plus one direction added to every "
-                        "token. The tied unembedding ignores a direction all tokens share, but queries and keys "
-                        "can use it to attend by position, so the previous-token head forms at once. Untick it to "
-                        "start from the plain embedding and watch the plateau last several times longer.")
+                        "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
+                        "three times shorter than from the plain embedding; the previous-token head still forms "
+                        "with the drop, not before it. The shared direction is not free at the output: through "
+                        "the tied unembedding it gives every token a fixed logit bias, whose spread is "
+                        f"{_init_bias(True):.1f} nats at the start ({_init_bias(False):.2f} from the plain "
+                        "embedding). Untick it to start from the plain embedding.")
         b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), saved.get("tr_lr", d.lr), key="tr_lr",
                         format_func=lambda v: f"{v:g}")
         b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
@@ -186,9 +201,10 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
     note.markdown(
         "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
         "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
-        "occurrence of the current token, one period back (the induction target). In a 2-block run, watch a "
-        "block-1 head turn into a previous-token head and block-2 heads turn into induction heads at the "
-        "same step the later-copy loss drops (Olsson et al., 2022).")
+        "occurrence of the current token, one period back (the induction target; induction heads also read "
+        "older copies, so this share stays below their whole induction score, shown on Home). In a 2-block "
+        "run, watch a block-1 head turn into a previous-token head and block-2 heads turn into induction "
+        "heads at the same step the later-copy loss drops (Olsson et al., 2022).")
 
 
 def live_panel() -> None:
@@ -222,7 +238,8 @@ def result_panel(run: live.LiveRun) -> None:
         return
     model, info, data = run.result
     m = live.final_metrics(info["history"])
-    st.success(f"{run.status.capitalize()} at step {run.step}: later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
+    st.success(f"{run.status.capitalize()} at step {run.step}: "
+               f"later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
                f"nats, later-copy accuracy {m.get('acc_later_copies', math.nan):.3f}. The model is now picked in "
                "the sidebar, so every other page analyses it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",
@@ -290,7 +307,11 @@ def transition_panel() -> None:
         f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "
         f"at the first step below {study['low']:g} nats; the black tick is where it crossed ln V / 2, the "
         "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
-        "never dropped have no bar; the sentence above counts them.")
+        "never dropped have no bar; the sentence above counts them. An induction head here is a last-block "
+        "head with induction_any (attention on the token after any earlier copy) at least "
+        f"{live.transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
+        "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
+        "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
     with st.expander("Every run of the study, and the command that measures it again"):
         st.dataframe(runs, hide_index=True, width="stretch")
         if study["command"]:

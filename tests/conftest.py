@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +19,14 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT  # noqa: E402  (tests/ is on sys.path: pytest put it there for this file)
+
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from core.model import ModelConfig, TinyCharLM  # noqa: E402
+
+from helpers import write_bad_files  # noqa: E402
 
 # The test models are tiny: one thread is faster for them than two, and it does not fight the other
 # work on this 2-core machine (two threads on a busy machine made small ops 30x slower).
@@ -74,7 +76,7 @@ def random_tokens(batch: int, seq: int, vocab: int = TINY["vocab_size"], seed: i
 
 
 # ---------------------------------------------------------------------------------------------
-# The naive reference, written from DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
+# The naive reference, written from docs/DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
 # nothing from core/: it checks the model and the checkpoint format against the spec itself.
 
 
@@ -124,94 +126,12 @@ def naive_forward(weights: dict, config: dict, tokens: torch.Tensor, pairs: str 
     return h @ P["W_E"].T, patterns
 
 
-# ---------------------------------------------------------------------------------------------
-# Checkpoint files written by hand from DESIGN.md's key list, and bad ones
-
-
-def design_weights(config: dict, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A state_dict with exactly DESIGN.md's keys and shapes for `config`, random values."""
-    g = torch.Generator().manual_seed(seed)
-    V, D, H = config["vocab_size"], config["d_model"], config["n_heads"]
-    dh = D // H
-    shapes = {"W_E": (V, D)}
-    for l in range(config["n_layers"]):
-        shapes |= {f"blocks.{l}.W_Q": (H, D, dh), f"blocks.{l}.W_K": (H, D, dh), f"blocks.{l}.W_V": (H, D, dh),
-                   f"blocks.{l}.W_O": (H, dh, D)}
-        if config["bias"]:
-            shapes |= {f"blocks.{l}.b_Q": (H, dh), f"blocks.{l}.b_K": (H, dh), f"blocks.{l}.b_V": (H, dh),
-                       f"blocks.{l}.b_O": (D,)}
-    return {k: torch.randn(s, generator=g) * (1.0 if k == "W_E" else 1.5 / math.sqrt(s[-2] if len(s) > 1 else D))
-            for k, s in shapes.items()}
-
-
-def design_payload(n_layers: int = 1, bias: bool = True, seed: int = 0) -> dict:
-    """A complete version-1 checkpoint as a plain dict, built from DESIGN.md alone."""
-    config = {"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, "bias": bias,
-              "rope_base": 10000.0}
-    return {"format": "tinycharlm", "version": 1, "config": config,
-            "task": {"period_min": 4, "period_max": 8, "seq_len": 24},
-            "state_dict": design_weights(config, seed)}
-
-
-class Plant:
-    """An object whose unpickling creates the file `path`: proof that a loader ran code from a file."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
-
-
-def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
-    """Every kind of file the loader must refuse: {name: (path, a phrase its message must hold)}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {}
-
-    def save(name, obj, phrase):
-        torch.save(obj, folder / f"{name}.pt")
-        files[name] = (folder / f"{name}.pt", phrase)
-
-    def edit(name, phrase, change):
-        payload = design_payload()
-        change(payload)
-        save(name, payload, phrase)
-
-    good = folder / "good.pt"
-    torch.save(design_payload(), good)
-    data = good.read_bytes()
-    save("arbitrary-object", design_payload() | {"train": {"note": Plant(marker)}}, "Python objects")
-    (folder / "arbitrary-pickle.pt").write_bytes(pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}, protocol=2))
-    files["arbitrary-pickle"] = (folder / "arbitrary-pickle.pt", "Python objects")
-    # protocol 4 stops torch's reader at its first opcode (and makes torch warn on stderr)
-    (folder / "arbitrary-pickle-4.pt").write_bytes(pickle.dumps({"x": Plant(marker)}, protocol=4))
-    files["arbitrary-pickle-4"] = (folder / "arbitrary-pickle-4.pt", "not a torch checkpoint")
-    (folder / "truncated.pt").write_bytes(data[: len(data) // 2])
-    files["truncated"] = (folder / "truncated.pt", "truncated")
-    edit("version-3", "version 3", lambda p: p.update(version=3))
-    edit("wrong-shape", "blocks.0.W_K", lambda p: p["state_dict"].update({"blocks.0.W_K": torch.zeros(4, 32, 9)}))
-    edit("missing-key", "blocks.0.W_O", lambda p: p["state_dict"].pop("blocks.0.W_O"))
-    edit("extra-key", "blocks.1.W_Q", lambda p: p["state_dict"].update({"blocks.1.W_Q": torch.zeros(4, 32, 8)}))
-    edit("nan-weights", "NaN", lambda p: p["state_dict"]["blocks.0.W_V"].view(-1).__setitem__(5, float("nan")))
-    edit("impossible-task", "period_min", lambda p: p["task"].update(period_min=9))
-    edit("bad-config", "config", lambda p: p["config"].update(rope_base=float("nan")))
-    save("foreign-dict", {"model": {"weight": torch.zeros(3, 3)}, "epoch": 3}, "not a TinyCharLM checkpoint")
-    save("non-dict", [torch.zeros(3)], "not a TinyCharLM checkpoint")
-    (folder / "random-bytes.pt").write_bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0))
-                                             .to(torch.uint8).numpy().tobytes())
-    files["random-bytes"] = (folder / "random-bytes.pt", "not a torch checkpoint")
-    (folder / "empty.pt").write_bytes(b"")
-    files["empty"] = (folder / "empty.pt", "not a torch checkpoint")
-    files["no-such-file"] = (folder / "no-such-file.pt", "no checkpoint file")
-    return files
-
-
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def navigation_apps_only(monkeypatch):
     """AppTest resets PagesManager.uses_pages_directory before every run, and with a pages/ folder
     beside dashboard.py that makes a switched-to page run alone (Streamlit's old multipage mode: no
     dashboard.py, so no sidebar). A real server runs st.navigation once and keeps it off (ui.state
-    makes sure), so keep it off here too. Test modules that switch pages use it module-wide."""
+    makes sure), so keep it off here too, for every test."""
     import streamlit.testing.v1.app_test as app_test_module
     from streamlit.runtime.pages_manager import PagesManager
 

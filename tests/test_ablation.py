@@ -1,19 +1,18 @@
 """Ablations on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tiny_model
 from core.ablation import ablated_logits, ablated_metrics, ablation_table, compare_ablation, single_head_ablation
 from core.attention import capture, task_sequences
 from core.checkpoints import read_checkpoint
 from core.heads import head_score_table
 from core.metrics import copy_metrics
-from core.model import Ablation
 from core.task import TaskConfig
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+from conftest import tiny_model
+from helpers import shipped as shipped_path
+
 TASK = TaskConfig(period_min=4, period_max=8, seq_len=24)
 
 
@@ -44,15 +43,30 @@ def test_mean_ablation_keeps_a_constant_output():
         model.blocks[0].W_V[1] = 0.0
     tokens, periods = batch()
     clean = ablated_metrics(model, tokens, periods)["loss_later_copies"]
-    assert ablated_metrics(model, tokens, periods, {(0, 1): "mean"})["loss_later_copies"] == pytest.approx(clean, abs=1e-5)
+    mean_ablated = ablated_metrics(model, tokens, periods, {(0, 1): "mean"})["loss_later_copies"]
+    assert mean_ablated == pytest.approx(clean, abs=1e-5)
     assert abs(ablated_metrics(model, tokens, periods, {(0, 1): "zero"})["loss_later_copies"] - clean) > 1e-3
 
 
-def reference_metrics(model, tokens, periods, heads=None):
-    """The model's own per-head path with core.model.Ablation: the definition the fast path must match."""
+def reference_logits(model, tokens, heads=None):
+    """Ablation by its definition, on the model's explicit per-head path: each block's head outputs
+    (A_h v_h) W_O[h] (forward_with_cache), the knocked-out ones set to 0 or to their mean over the batch
+    at each position, summed with b_O into the stream the next block reads."""
+    heads = heads or {}
     with torch.no_grad():
-        logits, _ = model.run_with_cache(tokens, Ablation(dict(heads or {})))
-    return copy_metrics(logits, tokens, periods)
+        h = model.W_E[tokens]
+        for layer, block in enumerate(model.blocks):
+            head_out = block.forward_with_cache(h)[2].clone()
+            for (l, hd), mode in heads.items():
+                if l == layer:
+                    head_out[:, hd] = 0.0 if mode == "zero" else head_out[:, hd].mean(0, keepdim=True)
+            h = h + head_out.sum(1) + (block.b_O if model.cfg.bias else 0.0)
+        return h @ model.W_E.T
+
+
+def reference_metrics(model, tokens, periods, heads=None):
+    """Copy metrics of reference_logits: the definition the fast path must match."""
+    return copy_metrics(reference_logits(model, tokens, heads), tokens, periods)
 
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])
@@ -61,7 +75,7 @@ def test_ablated_logits_equal_the_models_own_ablation(mode):
     tokens, _ = batch()
     heads = {(0, 1): mode, (1, 0): mode, (1, 3): mode}
     with torch.no_grad():
-        want, _ = model.run_with_cache(tokens, Ablation(heads))
+        want = reference_logits(model, tokens, heads)
         assert torch.allclose(ablated_logits(model, tokens, heads), want, atol=1e-9)
         assert torch.allclose(ablated_logits(model, tokens), model(tokens), atol=1e-9)
 
@@ -93,8 +107,9 @@ def test_permuting_heads_permutes_rows_and_keeps_the_loss():
     ta = ablation_table(model, tokens, periods).set_index(["layer", "head"])
     tb = ablation_table(permuted, tokens, periods).set_index(["layer", "head"])
     for new, old in enumerate(perm.tolist()):
-        assert tb.loc[(1, new), "loss_later_delta"] == pytest.approx(ta.loc[(1, old), "loss_later_delta"], rel=1e-4, abs=1e-4)
-        assert tb.loc[(0, new), "loss_later_delta"] == pytest.approx(ta.loc[(0, new), "loss_later_delta"], rel=1e-4, abs=1e-4)
+        delta = "loss_later_delta"
+        assert tb.loc[(1, new), delta] == pytest.approx(ta.loc[(1, old), delta], rel=1e-4, abs=1e-4)
+        assert tb.loc[(0, new), delta] == pytest.approx(ta.loc[(0, new), delta], rel=1e-4, abs=1e-4)
     sa = head_score_table(capture(model, tokens, periods).pattern, periods).set_index(["layer", "head"])
     sb = head_score_table(capture(permuted, tokens, periods).pattern, periods).set_index(["layer", "head"])
     for new, old in enumerate(perm.tolist()):
@@ -119,9 +134,7 @@ def test_compare_and_bad_heads():
 
 @pytest.fixture(scope="module")
 def shipped():
-    if not SHIPPED.is_file():
-        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
-    model, info = read_checkpoint(SHIPPED)
+    model, info = read_checkpoint(shipped_path())
     tokens, periods = task_sequences(info["task"], model.cfg.vocab_size, 64, seed=1)
     cap = capture(model, tokens, periods)
     return model, tokens, periods, cap, head_score_table(cap.pattern, periods)

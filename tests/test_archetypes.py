@@ -1,18 +1,19 @@
 """Head archetypes, their detectors, the IOI data and the Head archetypes page (issue 6)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from core import archetypes as arc
+from core import head_matches as hm
 from core import ioi
-from core.charts import archetypes as charts
+from core.detectors import SCORE_ROWS
 from core.model import ModelConfig, TinyCharLM
+from core.symbols import InputProblem, encode_text
+from ui.charts import archetypes as charts
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = sorted((ROOT / "checkpoints").glob("*.pt"))
+from helpers import CHECKPOINTS, SHIPPED, open_app
+
 PROMPTS = list(arc.PRESET_PROMPTS.values())
 SETTINGS = [arc.ArchetypeSettings(s, r) for s in (0.0, 1.0, 6.0, 12.0) for r in (0.0, 0.8, 1.0)]
 
@@ -66,7 +67,7 @@ def test_rest_share_and_sharpness_do_what_they_say():
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-@pytest.mark.parametrize("rows", arc.SCORE_ROWS)
+@pytest.mark.parametrize("rows", SCORE_ROWS)
 def test_each_detector_scores_its_own_archetype_highest(prompt, rows):
     tokens = arc.tokenize(prompt)
     for sharpness in (5.0, 6.0, 8.0, 12.0):
@@ -132,12 +133,12 @@ def test_matrix_and_flow_views_build(prompt, name):
     labels = arc.token_labels(tokens)
     T = len(tokens)
     A = arc.archetype_pattern(name, tokens)
-    matrix = charts.pattern_matrix(A, labels).to_dict()
+    matrix = charts.pattern_matrix(A.numpy(), labels).to_dict()
     (matrix_data,) = [v for k, v in matrix["datasets"].items()]
     assert len(matrix_data) == T * (T + 1) // 2  # the causal triangle, no more
-    flow = charts.pattern_flow(A, labels).to_dict()
+    flow = charts.pattern_flow(A.numpy(), labels).to_dict()
     assert len(flow["layer"]) == 3
-    focused = charts.pattern_flow(A, labels, focus=T - 1)
+    focused = charts.pattern_flow(A.numpy(), labels, focus=T - 1)
     lines = focused.layer[0].data
     assert set(lines["i"]) == {T - 1}
     assert lines["weight"].sum() == pytest.approx(A[T - 1][A[T - 1] >= 0.01].sum().item(), abs=1e-5)
@@ -164,41 +165,36 @@ def test_tokenize_words_and_punctuation():
 @pytest.mark.parametrize("bad", ["", "   ", "x" * (arc.MAX_PROMPT_CHARS + 1), "a " * (arc.MAX_PROMPT_WORDS + 1),
                                  "  \n\t "])
 def test_bad_word_prompts_get_a_message(bad):
-    with pytest.raises(arc.PromptError) as e:
+    with pytest.raises(InputProblem) as e:
         arc.tokenize(bad)
     assert str(e.value).endswith(".") and len(str(e.value)) > 20
 
 
-@pytest.mark.parametrize("bad", ["", "a", "hello, world", "é" * 5, "a" * (arc.MAX_CHAR_PROMPT + 1)])
-def test_bad_char_prompts_get_a_message(bad):
-    with pytest.raises(arc.PromptError):
-        arc.encode_chars(bad, 64)
-
-
-def test_char_mapping_and_default_prompt():
-    assert arc.encode_chars("abz A9 .", 64).tolist() == [0, 1, 25, 62, 26, 61, 62, 63]
-    with pytest.raises(arc.PromptError):
-        arc.encode_chars("abc", 2)  # a 2-token vocabulary only knows 'a' and 'b'
-    text = arc.random_char_prompt(period=24, copies=3, seed=1)
+def test_default_char_prompt():
+    text = hm.random_char_prompt(period=24, copies=3, seed=1)
     assert len(text) == 72 and text[:24] * 3 == text and " " not in text
-    assert arc.random_char_prompt(24, 3, seed=1) == text != arc.random_char_prompt(24, 3, seed=2)
+    assert hm.random_char_prompt(24, 3, seed=1) == text != hm.random_char_prompt(24, 3, seed=2)
 
 
 # ------------------------------------------------------------------ model heads and IOI data
 
 
+def encode(text: str, vocab_size: int) -> torch.Tensor:
+    return torch.tensor(encode_text(text, vocab_size, min_len=2))
+
+
 def test_head_detector_table_on_a_model():
     torch.manual_seed(0)
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2)).eval()
-    tokens = arc.encode_chars(arc.random_char_prompt(8, 3, seed=0), 64)
-    patterns = arc.model_patterns(model, tokens)
+    tokens = encode(hm.random_char_prompt(8, 3, seed=0), 64)
+    patterns = hm.model_patterns(model, tokens)
     assert [p.shape for p in patterns] == [(2, 24, 24)] * 2
-    table = arc.head_detector_table(patterns, tokens)
+    table = hm.head_detector_table(patterns, tokens)
     assert len(table) == (2 * 2 + 1) * len(arc.DETECTORS)
     assert table["score"].between(0, 1).all()
-    best = arc.best_matches(table)
+    best = hm.best_matches(table)
     assert len(best) == 4 and set(best["best"]) <= set(arc.DETECTORS)
-    assert arc.model_patterns(TinyCharLM(ModelConfig(n_layers=0)), tokens) == []
+    assert hm.model_patterns(TinyCharLM(ModelConfig(n_layers=0)), tokens) == []
 
 
 def test_a_clear_match_must_beat_a_uniform_head():
@@ -209,20 +205,20 @@ def test_a_clear_match_must_beat_a_uniform_head():
     table.loc[(table["layer"] == 0) & (table["head"] == 0) & (table["detector"] == "induction"), "score"] = 0.35
     table.loc[(table["layer"] == 0) & (table["head"] == 1) & (table["detector"] == "self"), "score"] = 0.35
     table.loc[(table["layer"] == 0) & (table["head"] == 2) & (table["detector"] == "induction"), "score"] = 0.25
-    best = arc.best_matches(table).set_index("head")
+    best = hm.best_matches(table).set_index("head")
     assert best.loc[0, "best"] == "induction" and best.loc[0, "matches"]  # 0.35 is 7x a uniform head
     assert best.loc[1, "best"] == "self" and not best.loc[1, "matches"]  # 0.35 is under 3x a uniform head's 0.2
     assert not best.loc[2, "matches"]  # 0.25 is under the 0.3 floor
-    assert arc.strongest_head(best.reset_index()) == (0, 0)  # a clear match beats an equal score that is not
+    assert hm.strongest_head(best.reset_index()) == (0, 0)  # a clear match beats an equal score that is not
 
 
-@pytest.mark.skipif(not (ROOT / "checkpoints" / "variable-period-2block.pt").is_file(),
+@pytest.mark.skipif(not (CHECKPOINTS / "variable-period-2block.pt").is_file(),
                     reason="checkpoints/variable-period-2block.pt is not shipped yet")
 def test_trained_two_block_model_has_previous_token_and_induction_heads():
     from core.checkpoints import read_checkpoint
-    model, _ = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
-    tokens = arc.encode_chars(arc.random_char_prompt(24, 3, seed=0), model.cfg.vocab_size)
-    best = arc.best_matches(arc.head_detector_table(arc.model_patterns(model, tokens), tokens))
+    model, _ = read_checkpoint(CHECKPOINTS / "variable-period-2block.pt")
+    tokens = encode(hm.random_char_prompt(24, 3, seed=0), model.cfg.vocab_size)
+    best = hm.best_matches(hm.head_detector_table(hm.model_patterns(model, tokens), tokens))
     assert ((best["layer"] == 0) & (best["best"] == "previous_token") & best["matches"]).any()
     assert ((best["layer"] == 1) & (best["best"] == "induction") & best["matches"]).any()
 
@@ -244,33 +240,9 @@ def test_ioi_data():
 # ------------------------------------------------------------------ the page
 
 
-@pytest.fixture
-def navigation_app(monkeypatch):
-    """AppTest resets PagesManager.uses_pages_directory before every run; with a pages/ folder beside
-    dashboard.py a switched-to page would then run alone, without dashboard.py's sidebar picker. A real
-    server leaves that mode for good once st.navigation has run, so keep it off here too."""
-    import streamlit.testing.v1.app_test as app_test_module
-    from streamlit.runtime.pages_manager import PagesManager
-
-    class Manager(PagesManager):
-        pass
-
-    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
-    PagesManager.uses_pages_directory = False
-
-
-def _app():
-    from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=60)
-    at.run()
-    at.switch_page("pages/archetypes.py")
-    at.run()
-    return at
-
-
 def _session_model(at, n_layers):
-    from ui.state import LabModel
     from core.task import TaskConfig
+    from ui.state import LabModel
     torch.manual_seed(0)
     model = TinyCharLM(ModelConfig(n_layers=n_layers)).eval()
     entry = LabModel(f"session:test-{n_layers}", f"test {n_layers}-block", model,
@@ -288,24 +260,19 @@ def _text(at):
 
 
 @pytest.mark.skipif(not SHIPPED, reason="no checkpoints/*.pt shipped yet")
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
-def test_page_with_every_shipped_checkpoint(path, navigation_app):
-    at = _app()
-    picker = at.selectbox(key="picked_model")
-    key = f"shipped:{path.name}"
-    picker.set_value(key).run()
-    assert at.session_state["picked_model"] == key
-    assert not at.exception
+@pytest.mark.parametrize("file", SHIPPED)
+def test_page_with_every_shipped_checkpoint(file):
+    at = open_app("pages/archetypes.py", file)
     text = _text(at)
-    if "zero-block" in path.stem:
+    if "zero-block" in file:
         assert "no attention heads" in text
     else:
         assert "block 1 · head 1" in text
     assert "not run here" in text
 
 
-def test_page_with_session_models_and_bad_prompts(navigation_app):
-    at = _session_model(_app(), 2)
+def test_page_with_session_models_and_bad_prompts():
+    at = _session_model(open_app("pages/archetypes.py"), 2)
     assert not at.exception
     assert "block 2 · head 4" in _text(at)
     # bad word prompts: a message, the rest of the page still there
@@ -321,8 +288,8 @@ def test_page_with_session_models_and_bad_prompts(navigation_app):
     at.radio(key="arch_char_mode").set_value("Your own characters").run()
     at.text_input(key="arch_chars").set_value("héllo wörld").run()
     assert not at.exception
-    assert any("reads only" in w.value for w in at.warning)
+    assert any("no token for 'é', 'ö'" in w.value for w in at.warning)
     # a model without blocks
-    at = _session_model(_app(), 0)
+    at = _session_model(open_app("pages/archetypes.py"), 0)
     assert not at.exception
     assert "no attention heads" in _text(at)

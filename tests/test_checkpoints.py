@@ -1,4 +1,4 @@
-"""Checkpoint files, format versions 1 and 2 (DESIGN.md "Checkpoint file"): round trips, a file written
+"""Checkpoint files, format versions 1 and 2 (docs/DESIGN.md "Checkpoint file"): round trips, a file written
 by hand from the spec, and every kind of bad file refused with one sentence and nothing executed."""
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import re
 import pytest
 import torch
 
-from conftest import TINY, design_payload, naive_forward, random_tokens, tiny_model, write_bad_files
 from core import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
+
+from conftest import TINY, naive_forward, random_tokens, tiny_model
+from helpers import design_payload, write_bad_files
 
 
 def _design_keys(n_layers: int, bias: bool) -> set[str]:
@@ -40,7 +42,7 @@ def test_round_trip_gives_bit_identical_logits(tmp_path, n_layers, bias):
     assert info["config"] == model.cfg and info["task"] == task
     assert info["train"] is None and info["history"] is None
 
-    # the file is what DESIGN.md says: a plain dict that torch.load(weights_only=True) reads
+    # the file is what docs/DESIGN.md says: a plain dict that torch.load(weights_only=True) reads
     raw = torch.load(path, weights_only=True)
     assert raw["format"] == "tinycharlm" and raw["version"] == 2
     assert raw["config"] == {**TINY, "n_layers": n_layers, "bias": bias, "rope_base": 10000.0}
@@ -77,7 +79,7 @@ def test_bytes_round_trip():
 
 @pytest.mark.parametrize("n_layers, bias", [(1, True), (2, False)])
 def test_file_written_by_hand_from_the_design_loads_and_runs_as_specified(tmp_path, n_layers, bias):
-    """Not written by save_checkpoint: a plain dict of tensors with DESIGN.md's keys. Its logits
+    """Not written by save_checkpoint: a plain dict of tensors with docs/DESIGN.md's keys. Its logits
     match the naive reference computed straight from the same tensors."""
     payload = design_payload(n_layers, bias, seed=7)
     path = tmp_path / "by_hand.pt"

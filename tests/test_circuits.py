@@ -1,20 +1,31 @@
 """Circuits on hand-built weights with known answers, and on the shipped 2-block checkpoint."""
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tiny_model
 from core.checkpoints import read_checkpoint
-from core.circuits import (FactoredMatrix, composition_baseline, composition_table, copying_scores, direct_path,
-                           effective_embedding, head_qk_vectors, ov_circuit, ov_copying_matrix, ov_copying_eig, ov_copying_table,
-                           ov_diag_top1, ov_diag_topk, qk_circuit, rotary_profile)
+from core.circuits import (
+    copying_scores,
+    direct_path,
+    effective_embedding,
+    head_qk_vectors,
+    ov_circuit,
+    ov_copying_eig,
+    ov_copying_matrix,
+    ov_copying_table,
+    ov_diag_top1,
+    ov_diag_topk,
+    qk_circuit,
+    rotary_profile,
+)
+from core.composition import composition_baseline, composition_table
 from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
 from core.probes import period_probe, period_sweep
 from core.task import TaskConfig
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+from conftest import tiny_model
+from helpers import shipped as shipped_path
 
 
 def orthonormal_embedding(V, D, seed=0):
@@ -75,7 +86,8 @@ def test_factored_circuits_rank_and_singular_values():
         assert f.rank() == 8 == torch.linalg.matrix_rank(dense)
         full = torch.linalg.svdvals(dense.double())
         assert torch.allclose(f.svals(full=True).double(), full, atol=1e-4)
-        assert f.svals(full=True)[8:].abs().max() == 0 and float(f.norm()) == pytest.approx(float(dense.norm()), rel=1e-5)
+        assert f.svals(full=True)[8:].abs().max() == 0
+        assert float(f.norm()) == pytest.approx(float(dense.norm()), rel=1e-5)
     assert torch.allclose((qk_circuit(model, 0, 0) @ torch.eye(32)).AB, qk_circuit(model, 0, 0).AB)
     gram = direct_path(model)
     assert torch.allclose(gram.AB, gram.AB.T) and torch.linalg.eigvalsh(gram.AB.double()).min() > -1e-8
@@ -199,9 +211,7 @@ def test_mean_query_profile_and_bias_needs_biases():
 
 @pytest.fixture(scope="module")
 def shipped():
-    if not SHIPPED.is_file():
-        pytest.skip(f"{SHIPPED.name} is not in checkpoints/ (it is shipped with the repository)")
-    return read_checkpoint(SHIPPED)
+    return read_checkpoint(shipped_path())
 
 
 def test_shipped_block2_copies(shipped):
@@ -234,3 +244,39 @@ def test_effective_embedding_is_the_stream_after_self_attending_heads():
         C = ov_copying_matrix(model, 2, None, effective=True)
         ov = sum(model.blocks[2].W_V[h] @ model.blocks[2].W_O[h] for h in range(2))
         assert torch.allclose(C, effective_embedding(model, 2) @ ov @ model.W_E.T, atol=1e-5)
+
+
+def test_centred_eigen_score_ignores_row_and_column_constant_terms():
+    """ov_copying_eig scores C (I - 11^T/V): adding a constant to a row (a shift the softmax ignores)
+    or a column-constant term 1 u^T (logit b boosted whatever is attended) leaves it unchanged, while
+    the uncentred score moves; a row shift leaves the diagonal scores unchanged too."""
+    g = torch.Generator().manual_seed(0)
+    V = 12
+    C = torch.eye(V) * 2 + 0.3 * torch.randn(V, V, generator=g)
+    row_shift = C - 1.0 + 0.5 * torch.randn(V, 1, generator=g)  # a constant per row
+    col_shift = C + torch.ones(V, 1) * torch.randn(1, V, generator=g)  # 1 u^T
+    base = ov_copying_eig(C)
+    for other in (row_shift, col_shift):
+        assert ov_copying_eig(other) == pytest.approx(base, abs=1e-6)
+    assert abs(ov_copying_eig(row_shift, centred=False) - ov_copying_eig(C, centred=False)) > 0.05
+    assert ov_diag_top1(row_shift) == ov_diag_top1(C)
+    # a pure shared direction: C = 1 u^T + I has uncentred score dominated by the rank-one part
+    shared = torch.eye(V) * 0.1 + 10.0 * torch.ones(V, V)
+    assert ov_copying_eig(shared) == pytest.approx(1.0) and ov_copying_eig(shared, centred=False) == pytest.approx(1.0)
+    anti_shared = -torch.eye(V) * 0.1 + 10.0 * torch.ones(V, V)
+    assert ov_copying_eig(anti_shared) == pytest.approx(-1.0) and ov_copying_eig(anti_shared, centred=False) > 0.9
+
+
+def test_effective_embedding_weights_heads_by_self_attention():
+    """With measured self-attention s[l][h], each earlier head adds s * (X W_V W_O): a naive loop over
+    heads agrees; s = 0 everywhere leaves W_E (plus biases), s = 1 is the unweighted form."""
+    torch.manual_seed(1)
+    model = TinyCharLM(ModelConfig(vocab_size=10, d_model=24, n_heads=3, n_layers=3))
+    s = [[0.2, 0.0, 0.9], [1.0, 0.5, 0.1]]
+    X = model.W_E.detach().clone()
+    for l in range(2):
+        b = model.blocks[l]
+        X = X + sum(s[l][h] * (X @ b.W_V[h].detach() @ b.W_O[h].detach()) for h in range(3))
+    assert torch.allclose(effective_embedding(model, 2, s), X, atol=1e-5)
+    assert torch.allclose(effective_embedding(model, 2, [[0.0] * 3] * 2), model.W_E.detach())
+    assert torch.allclose(effective_embedding(model, 2, [[1.0] * 3] * 2), effective_embedding(model, 2), atol=1e-6)

@@ -1,4 +1,4 @@
-"""The command lines (DESIGN.md "Command line"): bad input is one stderr line and exit status 2,
+"""The command lines (docs/DESIGN.md "Command line"): bad input is one stderr line and exit status 2,
 `core.report --json` has the documented shape, and the end-to-end training claim holds.
 
 Most commands go through the `cli` fixture (conftest.py: a forked `python -m`, same exit status and
@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
 
-from conftest import python_m, tiny_model
 from core.checkpoints import save_checkpoint
 from core.metrics import METRIC_NAMES
 from core.report import build_report
 from core.task import TaskConfig
 
+from conftest import python_m, tiny_model
+
 BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-3", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
              "random-bytes", "empty", "no-such-file"]
-HEAD_KEYS = {"layer", "head", "prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1",
-             "ov_copying_eig", "ablation_loss_later_delta"}
+HEAD_KEYS = {"layer", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token", "self",
+             "ov_diag_top1", "ov_copying_eig", "ov_diag_top1_effective", "ov_copying_eig_effective",
+             "ablation_loss_later_delta"}
 
 
 def assert_one_line_error(result, prog: str, *phrases: str):
@@ -151,10 +154,12 @@ def test_report_json_shape(cli, small_checkpoint):
     heads = report["heads"]
     assert sorted((h["layer"], h["head"]) for h in heads) == [(l, h) for l in range(2) for h in range(4)]
     for h in heads:
-        assert HEAD_KEYS <= set(h), set(h)
-        for key in ("prev_token", "induction", "duplicate", "first_token", "self", "ov_diag_top1"):
-            assert 0 <= h[key] <= 1, (key, h)
-        assert -1 - 1e-6 <= h["ov_copying_eig"] <= 1 + 1e-6
+        assert set(h) >= HEAD_KEYS, set(h)
+        for key in ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self", "ov_diag_top1",
+                    "ov_diag_top1_effective"):
+            assert 0 <= h[key] <= 1 + 1e-6, (key, h)
+        assert h["induction"] <= h["induction_any"] + 1e-6  # the latest copy is one of the earlier copies
+        assert -1 - 1e-6 <= h["ov_copying_eig"] <= 1 + 1e-6 and -1 - 1e-6 <= h["ov_copying_eig_effective"] <= 1 + 1e-6
 
     rows = report["offset_mass"]
     assert len(rows) == 2 * 4 * 2
@@ -201,7 +206,7 @@ def test_report_on_a_zero_block_file(cli, tmp_path):
 
 @pytest.mark.slow
 def test_train_to_stopping_loss_then_report(tmp_path):
-    """DESIGN.md: `--stop-at-loss 0.5` trains a 2-block model on periods 16-32 until later copies are
+    """docs/DESIGN.md: `--stop-at-loss 0.5` trains a 2-block model on periods 16-32 until later copies are
     below 0.5 nats on the fixed evaluation batch; the report's own sample agrees (up to 0.6)."""
     train = python_m("core.train", "--layers", "2", "--period-min", "16", "--period-max", "32",
                      "--stop-at-loss", "0.5", "--out", "m.pt", cwd=tmp_path, timeout=1800)  # minutes on a busy machine
@@ -218,3 +223,29 @@ def test_train_to_stopping_loss_then_report(tmp_path):
     assert saved["train"]["steps_done"] < saved["train"]["steps"]  # it stopped early, at the loss
     print(f"stopped at step {saved['train']['steps_done']} after {saved['train']['seconds']} s of training; "
           f"report loss_later_copies {data['metrics']['loss_later_copies']:.3f}")  # shown by pytest -rP
+
+
+def test_text_report_counts_blocks_and_heads_from_one():
+    """The text output labels heads "block.head" counted from 1 (as the app does); JSON keeps 0-based."""
+    from core.report import format_text
+
+    from conftest import tiny_model
+
+    report = build_report(tiny_model(2), TaskConfig(period_min=4, period_max=6, seq_len=16), offsets=[2], n_seqs=4)
+    rows = [line.split()[0] for line in format_text(report).splitlines() if re.match(r"^\d+\.\d+ ", line)]
+    assert rows == [f"{l}.{h}" for l in (1, 2) for h in (1, 2, 3, 4)]
+    assert "offset mass head 1.1 offset 2" in format_text(report)
+    assert {(h["layer"], h["head"]) for h in report["heads"]} == {(l, h) for l in (0, 1) for h in range(4)}
+
+
+def test_initial_embedding_is_disclosed_in_settings_and_sidebar():
+    """Home's settings table and the sidebar summary say how W_E started; an upload without training
+    settings says it is not stored."""
+    from core.overview import initial_embedding_label, settings_rows
+
+    assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "×3 + shared 3"
+    assert initial_embedding_label({"embed_scale": 1.0, "embed_shared": 0.0}) == "plain"
+    assert initial_embedding_label({}) == "not stored"
+    from core.model import ModelConfig
+    rows = settings_rows({"config": ModelConfig(), "task": TaskConfig(), "train": {"embed_scale": 1.0, "embed_shared": 0.0}})
+    assert dict(zip(rows.setting, rows.value))["initial embedding"] == "plain"

@@ -3,8 +3,8 @@ models a student can make with those extremes, and bad uploads.
 
 - Widget sweep: on each page every slider, select slider, number input, select box, radio, toggle,
   checkbox, multiselect and text field is set to its low end, its high end, two alternating mixes
-  of the two, and its high end with empty text; each combination must render without an exception. Widgets that appear only
-  after a change are set in the next round.
+  of the two, and its high end with empty text; each combination must render without an exception.
+  Widgets that appear only after a change are set in the next round.
 - On the Train page each combination is also trained (or refused with a message), and the models
   trained at the extremes are then analysed on every page.
 - Uploads: corrupt, foreign-pickle, version-3, wrong-shape, empty and oversized files each give a
@@ -12,8 +12,6 @@ models a student can make with those extremes, and bad uploads.
 """
 from __future__ import annotations
 
-import io
-import pickle
 from pathlib import Path
 
 import pytest
@@ -25,12 +23,13 @@ from streamlit.util import calc_hash
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig, TinyCharLM
 from core.task import TaskConfig
+from ui.pages import ALL_PAGES
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGES = [None, "pages/train.py", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py",
-         "pages/archetypes.py"]
-PAGE_IDS = [p.split("/")[-1][:-3] if p else "home" for p in PAGES]
+from helpers import bad_checkpoints, open_app
+
+PAGES = [p.file for p in ALL_PAGES]
+PAGE_IDS = [p.name for p in ALL_PAGES]
 SKIP_KEYS = {"picked_model", "upload_checkpoint"}  # the sidebar picker and uploader: tested on their own
 KINDS = ("slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox", "multiselect",
          "text_input", "text_area")
@@ -38,7 +37,6 @@ ODD_TEXT = "ünïcødé ⟨?⟩ 🙂 " + "x" * 400  # long, non-ASCII, punctuati
 UNBOUNDED = 10**9  # what a number input without a bound still lets a student type
 
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -59,12 +57,9 @@ def shipped_models_stay_untouched():
 
 
 def open_page(page: str | None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
-    at.run()
-    check(at, "home")
-    if page:
-        at.switch_page(page).run()
-        check(at, page)
+    """open_app (tests/helpers.py) on `page`, with this module's stricter check."""
+    at = open_app(page)
+    check(at, page or "home")
     return at
 
 
@@ -107,10 +102,9 @@ def set_extreme(w, end: str) -> str:
     lo = end == "lo"
     kind = w.type
     if kind == "slider":
-        if isinstance(w.value, (list, tuple)):
-            v = (w.min, w.min) if lo else (w.max, w.max)
-        else:
-            v = w.min if lo else w.max
+        v = w.min if lo else w.max
+        if isinstance(w.value, (list, tuple)):  # a range slider: both ends at once
+            v = (v, v)
         w.set_value(v)
     elif kind == "number_input":
         v = w.min if lo else w.max
@@ -193,7 +187,7 @@ def train_here(at: AppTest, label: str) -> str | None:
         return None
     train.click().run()
     check(at, f"train with {label}")
-    run = at.session_state["train_run"] if "train_run" in at.session_state else None
+    run = at.session_state.get("train_run", None)
     assert run is not None, f"{label}: Train made no run"
     for _ in range(4):  # a few chunks
         if not run.active or run.step > 0:
@@ -240,47 +234,14 @@ def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models()
 # Uploads
 
 
-class Plant:
-    """Unpickling this creates a file: proof that loading ran code from the upload."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
-
-
 def tiny_checkpoint(n_layers: int = 1, **cfg) -> bytes:
     model = TinyCharLM(ModelConfig(**{"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, **cfg}))
     return checkpoint_bytes(model, task=TaskConfig(4, 8, 24))
 
 
-def payload(**changes) -> bytes:
-    obj = torch.load(io.BytesIO(tiny_checkpoint()), weights_only=True)
-    for k, v in changes.items():
-        obj[k] = v
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def bad_files(marker: Path) -> dict[str, bytes]:
-    good = tiny_checkpoint()
-    wrong = torch.load(io.BytesIO(good), weights_only=True)
-    wrong["state_dict"]["blocks.0.W_Q"] = torch.zeros(4, 32, 5)
-    buf = io.BytesIO()
-    torch.save(wrong, buf)
-    return {
-        "corrupt": bytes(range(256)) * 40,
-        "truncated": good[: len(good) // 2],
-        "foreign-pickle": pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}),
-        "torch-save-of-an-object": payload(train={"note": Plant(marker)}),
-        "version-3": payload(version=3),
-        "wrong-shape": buf.getvalue(),
-        "empty": b"",
-        "foreign-dict": payload(format="someone-elses-model"),
-        "oversized": b"\0" * (MAX_UPLOAD_MB * 2**20 + 1),
-    }
+def bad_files(marker: Path) -> dict[str, tuple[bytes, str]]:
+    """The loader's bad files (tests/helpers.py), plus one over the upload size cap."""
+    return bad_checkpoints(marker) | {"oversized": (b"\0" * (MAX_UPLOAD_MB * 2**20 + 1), "MB")}
 
 
 def upload(at: AppTest, name: str, data: bytes) -> None:
@@ -296,11 +257,11 @@ def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     mine = at.session_state["picked_model"]
     assert at.session_state["lab_models"][mine].label == "mine.pt (uploaded)"
     marker = tmp_path / "pickle-ran-code"
-    for name, data in bad_files(marker).items():
+    for name, (data, phrase) in bad_files(marker).items():
         upload(at, f"{name}.pt", data)
         check(at, f"upload of {name}")
         errors = [e.value for e in at.sidebar.error]
-        assert errors and "unchanged" in errors[0], f"{name}: sidebar shows {errors}"
+        assert errors and "unchanged" in errors[0] and phrase in errors[0], f"{name}: sidebar shows {errors}"
         assert at.session_state["picked_model"] == mine, f"{name}: the picked model changed"
         assert list(at.session_state["lab_models"]) == [mine], f"{name}: a model was added"
         assert not marker.exists(), f"{name}: loading ran code from the file"
@@ -310,7 +271,8 @@ def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     assert at.session_state["picked_model"] != mine
 
 
-@pytest.mark.parametrize("page", ANALYSIS + [None], ids=[p.split("/")[-1][:-3] if p else "home" for p in ANALYSIS + [None]])
+@pytest.mark.parametrize("page", ANALYSIS + [None],
+                         ids=[p.split("/")[-1][:-3] if p else "home" for p in ANALYSIS + [None]])
 def test_unusual_but_valid_uploads_render_on_every_page(page):
     """Valid files the pages did not ship with: one head, no blocks, bias, six blocks, a short task."""
     at = open_page(page)

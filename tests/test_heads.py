@@ -5,11 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import (ALPHABET, capture, decode, encode_text, task_sequences, token_labels,
-                            value_weighted)
+from core.attention import capture, task_sequences, value_weighted
 from core.detectors import DETECTORS, detector_mask, detector_scores
-from core.heads import (PERIOD_SCORES, detector_table, head_score_table, head_scores, offset_mass,
-                        offset_profile, offset_table)
+from core.heads import (
+    PERIOD_SCORES,
+    detector_table,
+    head_score_table,
+    head_scores,
+    offset_mass,
+    offset_profile,
+    offset_table,
+)
 from core.model import ModelConfig, TinyCharLM
 from core.report import build_report
 from core.task import TaskConfig
@@ -33,7 +39,7 @@ def random_causal(B, H, T, seed=0):
 
 
 def loop_definitions(A, periods):
-    """DESIGN.md's definitions written as plain loops: A [B, H, T, T] -> {name: [H] array}."""
+    """docs/DESIGN.md's definitions written as plain loops: A [B, H, T, T] -> {name: [H] array}."""
     B, H, T, _ = A.shape
     out = {}
     for name in PERIOD_SCORES:
@@ -41,11 +47,16 @@ def loop_definitions(A, periods):
         for b in range(B):
             L = int(periods[b])
             for i in range(T):
+                if name == "induction_any":  # every earlier copy: keys i+1-kL >= 0, k = 1, 2, ...
+                    if i >= L:
+                        for h in range(H):
+                            vals[h].append(sum(float(A[b, h, i, i + 1 - k * L]) for k in range(1, T) if i + 1 - k * L >= 0))
+                    continue
                 j = {"prev_token": i - 1 if i >= 1 else None,
                      "induction": i + 1 - L if i >= L else None,
                      "duplicate": i - L if i >= L else None,
                      "first_token": 0 if i >= 1 else None,
-                     "self": i}[name]
+                     "self": i if i >= 1 else None}[name]
                 if j is not None:
                     for h in range(H):
                         vals[h].append(float(A[b, h, i, j]))
@@ -59,7 +70,7 @@ def test_previous_token_pattern_scores():
     assert s["induction"].item() == pytest.approx(0.0)
     assert s["duplicate"].item() == pytest.approx(0.0)
     assert s["first_token"].item() == pytest.approx(1 / (T - 1))  # only query 1 looks at key 0
-    assert s["self"].item() == pytest.approx(1 / T)  # only query 0, which has nowhere else to look
+    assert s["self"].item() == 0.0  # query 0, which has nowhere else to look, does not count
 
 
 def test_induction_pattern_scores():
@@ -68,6 +79,25 @@ def test_induction_pattern_scores():
     assert s["induction"].item() == pytest.approx(1.0)
     assert s["prev_token"].item() == pytest.approx(1 / (T - 1))  # query 1 sends its mass to key 0 = i - 1
     assert s["duplicate"].item() == pytest.approx(0.0)
+
+
+def test_induction_any_counts_every_earlier_copy():
+    """A head that reads the token after the *oldest* copy scores 0 on the latest-copy induction score
+    and 1 on induction_any; one that splits its mass between two copies scores its share on each."""
+    L = 5
+    oldest = one_hot_pattern(lambda i: (i + 1) % L if i >= L else 0)  # key i+1-kL with k as large as fits
+    s = head_scores(oldest, torch.tensor([L]))
+    assert s["induction_any"].item() == pytest.approx(1.0)
+    assert s["induction"].item() == pytest.approx(sum(i + 1 - L < L for i in range(L, T)) / (T - L))
+    split = torch.zeros(1, 1, T, T)
+    for i in range(T):
+        if i + 1 - 2 * L >= 0:
+            split[0, 0, i, i + 1 - L] = split[0, 0, i, i + 1 - 2 * L] = 0.5
+        else:
+            split[0, 0, i, max(i + 1 - L, 0) if i >= L else i] = 1.0
+    s = head_scores(split, torch.tensor([L]))
+    assert s["induction_any"].item() == pytest.approx(1.0)
+    assert s["induction"].item() < 1.0
 
 
 def test_duplicate_first_and_self_patterns():
@@ -204,18 +234,6 @@ def test_capture_and_value_weighting_follow_their_definitions():
     A = torch.full((1, 3, 3), 1 / 3).tril()
     w = value_weighted(A, torch.tensor([[0.0, 1.0, 1.0]]))
     assert w[0, 2, 0] == 0 and w[0, 2, 1] == pytest.approx(0.5)
-
-
-def test_text_encoding_and_bad_input():
-    toks = encode_text("abc abc.", 64)
-    assert toks.tolist() == [0, 1, 2, 62, 0, 1, 2, 63] and decode(toks, 64) == "abc abc."
-    assert token_labels(toks, 64)[3] == "␣"
-    assert encode_text("Zz9", 64).tolist() == [ALPHABET.index(c) for c in "Zz9"]
-    for bad, words in (("", "at least"), ("a", "at least"), ("x" * 200, "limit"), ("héllo", "no token")):
-        with pytest.raises(ValueError, match=words):
-            encode_text(bad, 64)
-    with pytest.raises(ValueError, match="no token"):
-        encode_text("abz", 16)  # a 16-token model reads only a-p
 
 
 def test_task_sequences_are_reproducible():

@@ -1,49 +1,22 @@
 """In-context learning (core/icl.py): the typed-symbol mapping, the restart sampler, the training
 replay, and the checks on the shipped two-block model."""
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 import core.trainer as trainer_mod
-from conftest import tiny_model
 from core.checkpoints import read_checkpoint
-from core.icl import (ALPHABET, InputProblem, in_context_check, parse_symbols, predict_each, random_pattern,
-                      replay_training_sequences, restart_context_probe, restart_curve, restart_positions, sample_restarts, tile, token_char)
+from core.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
 from core.model import ModelConfig
+from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import tiny_model
+from helpers import ROOT, SHIPPED, open_app, shipped
+
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
-
-
-def test_alphabet_maps_every_token_to_one_symbol():
-    assert len(ALPHABET) == len(set(ALPHABET)) == 64
-    assert parse_symbols(ALPHABET, 64) == list(range(64))
-    assert [token_char(i) for i in range(64)] == list(ALPHABET.replace(" ", "␣"))  # the space shown as ␣
-    assert parse_symbols("aZ9 .", 64) == [0, 51, 61, 62, 63]
-    assert parse_symbols("  ", 64) == [62, 62]  # the space is a symbol, kept as typed
-    assert token_char(70) == "⟨70⟩"
-    from core.archetypes import char_alphabet
-    from core.attention import alphabet
-    assert ALPHABET == alphabet(64) == char_alphabet(64)  # one mapping on every page
-
-
-@pytest.mark.parametrize("text, words", [
-    ("", "empty"), ("ab+cd", "'+'"), ("abcé", "'é'"), ("a*b", "'*'"), ("A" * 97, "97 symbols"),
-])
-def test_bad_typed_input_is_refused_with_a_message(text, words):
-    with pytest.raises(InputProblem) as e:
-        parse_symbols(text, 64, max_len=96)
-    assert words in str(e.value)
-
-
-def test_small_vocabulary_accepts_only_its_symbols():
-    assert parse_symbols("abcp", 16) == [0, 1, 2, 15]
-    with pytest.raises(InputProblem, match="'q'"):
-        parse_symbols("abq", 16)
 
 
 def test_tile_and_random_pattern():
@@ -60,7 +33,8 @@ def test_predict_each_matches_the_model():
     assert [r["position"] for r in rows] == list(range(1, 12))
     for r in rows:
         p = probs[r["position"] - 1]
-        assert r["predicted"] == int(p.argmax()) and math.isclose(r["p_target"], float(p[r["target"]].detach()), rel_tol=1e-5)
+        assert r["predicted"] == int(p.argmax())
+        assert math.isclose(r["p_target"], float(p[r["target"]].detach()), rel_tol=1e-5)
         assert r["correct"] == (r["predicted"] == r["target"])
     assert [r["copy"] for r in rows[:7]] == ["first"] * 5 + ["second"] * 2
 
@@ -149,10 +123,7 @@ def test_replay_gives_the_sequences_the_trainer_drew(monkeypatch):
 
 @pytest.fixture(scope="module")
 def two_block():
-    path = ROOT / "checkpoints" / "variable-period-2block.pt"
-    if not path.is_file():
-        pytest.fail("checkpoints/variable-period-2block.pt is not shipped")
-    return read_checkpoint(path)
+    return read_checkpoint(shipped())
 
 
 def test_shipped_model_is_as_good_on_unseen_patterns(two_block):
@@ -196,12 +167,11 @@ def test_restart_context_probe_shows_the_two_token_match(two_block):
 # ---------------------------------------------------------------------------------------------
 # The page, through AppTest, with every shipped checkpoint
 
-from test_paths import SHIPPED, open_page  # noqa: E402  (one helper for both pages)
 
 
 @pytest.mark.parametrize("file", SHIPPED)
 def test_icl_page_with_every_shipped_checkpoint(file):
-    at = open_page("pages/icl.py", file)
+    at = open_app("pages/icl.py", file)
     assert not at.warning
     assert len(at.metric) == 6  # the restart summary and the one-or-two-tokens probe
     infos = " ".join(i.value for i in at.info)
@@ -216,9 +186,9 @@ def test_icl_page_with_every_shipped_checkpoint(file):
 
 
 def test_icl_page_bad_typed_input_gets_a_message():
-    at = open_page("pages/icl.py", "variable-period-2block.pt")
-    for text, words in [("", "empty"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
-                        ("A" * 97, "more than this model's length")]:
+    at = open_app("pages/icl.py", "variable-period-2block.pt")
+    for text, words in [("", "at least one symbol"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
+                        ("A" * 97, "the limit here is 96")]:
         at.text_input(key="icl_text").set_value(text).run()
         assert not at.exception
         assert any(words in w.value for w in at.warning), (text, [w.value for w in at.warning])
@@ -228,7 +198,7 @@ def test_icl_page_bad_typed_input_gets_a_message():
 
 
 def test_icl_page_draw_mode_and_bad_symbol_set():
-    at = open_page("pages/icl.py", "variable-period-2block.pt")
+    at = open_app("pages/icl.py", "variable-period-2block.pt")
     at.radio(key="icl_mode").set_value("draw").run()
     assert not at.exception and not at.warning
     at.text_input(key="icl_pool").set_value("AB?").run()
@@ -236,7 +206,7 @@ def test_icl_page_draw_mode_and_bad_symbol_set():
 
 
 def test_recovery_counts_tokens_until_predictions_are_right_again():
-    from core.icl import RUN, RestartBatch, _recoveries
+    from core.restarts import RUN, RestartBatch, _recoveries
 
     T = 14
     restart = torch.zeros(1, T, dtype=torch.bool)
@@ -252,7 +222,7 @@ def test_recovery_counts_tokens_until_predictions_are_right_again():
 
 
 def test_restart_example_is_a_sampler_draw_with_room_for_both_patterns():
-    from core.icl import RUN, restart_example
+    from core.restarts import RUN, restart_example
 
     task = TaskConfig(period_min=4, period_max=8, seq_len=30)
     for seed in range(5):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TINY
 from core.interventions import release
 from core.model import ModelConfig
 from core.task import TaskConfig
 from core.train import build_parser, configs_from_args
 from core.trainer import TrainConfig, Trainer
+
+from conftest import TINY
 
 TASK = TaskConfig(4, 8, 24)
 

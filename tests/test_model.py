@@ -1,4 +1,4 @@
-"""TinyCharLM against DESIGN.md: shapes, causality, the rotary property, the fused forward against
+"""TinyCharLM against docs/DESIGN.md: shapes, causality, the rotary property, the fused forward against
 the per-head forward and an independent naive reference, the zero-block Gram form, and seeded
 training."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
 from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
+from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
 
 # ---------------------------------------------------------------------------------------------
 # Shapes
@@ -226,9 +226,7 @@ def test_rotary_backward_is_the_inverse_rotation():
 
 
 def test_run_with_cache_without_per_head_outputs_gives_the_same_logits_and_patterns():
-    """per_head=False (the trainer's logs) skips head_out but changes nothing else; ablations need it."""
-    from core.model import Ablation
-
+    """per_head=False (the trainer's logs) skips head_out but changes nothing else."""
     tokens = torch.randint(0, 16, (3, 12), generator=torch.Generator().manual_seed(0))
     for bias in (False, True):
         torch.manual_seed(2)
@@ -239,5 +237,3 @@ def test_run_with_cache_without_per_head_outputs_gives_the_same_logits_and_patte
         for a, b in zip(full["pattern"], light["pattern"]):
             assert torch.allclose(a, b, atol=1e-6)
         assert light["head_out"] == [None, None]
-    with pytest.raises(ValueError, match="per_head"):
-        model.run_with_cache(tokens, Ablation({(0, 0): "zero"}), per_head=False)

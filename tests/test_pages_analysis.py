@@ -1,40 +1,19 @@
 """Attention and Circuits pages through AppTest: every shipped checkpoint renders both, bad typed
 sequences get a message, an ablation changes the metric shown."""
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.state import shipped_files
-
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [row["file"] for row in shipped_files()]
-TWO_BLOCK = "variable-period-2block.pt"
-
-
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
-
-
-def app_on(file: str, page: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=60)
-    at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    assert at.session_state["picked_model"] == f"shipped:{file}"
-    return at
+from helpers import SHIPPED, TWO_BLOCK, open_app
 
 
 def two_block(page: str) -> AppTest:
-    if TWO_BLOCK not in SHIPPED:
-        pytest.skip(f"{TWO_BLOCK} is not in checkpoints/ (it is shipped with the repository)")
-    return app_on(TWO_BLOCK, page)
+    return open_app(page, TWO_BLOCK)
 
 
 @pytest.mark.parametrize("file", SHIPPED)
 def test_attention_page_on_every_shipped_checkpoint(file):
-    at = app_on(file, "pages/attention.py")
+    at = open_app("pages/attention.py", file)
     if "zero-block" in file:
         assert any("no attention blocks" in i.value for i in at.info)
         assert len(at.get("page_link")) >= 1
@@ -49,7 +28,7 @@ def test_attention_page_on_every_shipped_checkpoint(file):
 
 @pytest.mark.parametrize("file", SHIPPED)
 def test_circuits_page_on_every_shipped_checkpoint(file):
-    at = app_on(file, "pages/circuits.py")
+    at = open_app("pages/circuits.py", file)
     if "zero-block" in file:
         assert any("no attention blocks" in i.value for i in at.info)
         return

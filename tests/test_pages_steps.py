@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import analysis, read_checkpoint
+from core import analysis, read_checkpoint, symbols
 from core.snapshots import snapshot_model
 from ui.state import shipped_files
 
@@ -62,7 +62,7 @@ def test_circuits_page_numbers_are_the_snapshots():
     at.select_slider(key="cir_step").set_value(step).run()
     assert not at.exception, at.exception
     shown = {m.label: m.value for m in at.metric}
-    layer, head = analysis.parse_head_label(at.selectbox(key="cir_head").value)
+    layer, head = symbols.parse_head_label(at.selectbox(key="cir_head").value)
     hv = analysis.head_circuit_view(snap, task, layer, head)
     assert shown["diagonal on top (this head)"] == f"{hv['copy']['ov_diag_top1']:.2f}"
     assert shown["eigenvalue copying score (this head)"] == f"{hv['copy']['ov_copying_eig']:+.2f}"

@@ -7,23 +7,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.slots import shared_slots
-from ui.state import shipped_files
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [row["file"] for row in shipped_files()]
-
-
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
+from helpers import SHIPPED, open_app
 
 
 def app(page: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=60)
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, timeout=60)
 
 
 def tiny_settings(at: AppTest, steps: int, layers: int = 1) -> None:
@@ -53,7 +42,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
     assert not at.exception, at.exception
     assert at.session_state["picked_model"] == f"shipped:{file}"
     assert len(at.metric) == 4 and all(m.value for m in at.metric)
-    assert len(at.get("page_link")) == 6
+    assert len(at.get("page_link")) == 7
     assert len(at.latex) >= 2
     at.switch_page("pages/train.py").run()
     assert not at.exception, at.exception
@@ -186,7 +175,8 @@ def _write_study(path: Path) -> None:
         rows.append(f"2,{seed},1500,True,True,{start + 40},{start},{start + 80},80,3.6,0.3")
     rows.append("2,4,1500,False,False,,,,,3.7,3.6")
     rows += [f"1,{seed},1500,False,False,,,,,3.7,3.6" for seed in range(3)]
-    path.write_text("# a study for the test\n# command: python bench/transition_study.py --seeds 5\n" + "\n".join(rows) + "\n")
+    header = "# a study for the test\n# command: python bench/transition_study.py --seeds 5\n"
+    path.write_text(header + "\n".join(rows) + "\n")
 
 
 def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):

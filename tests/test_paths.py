@@ -5,13 +5,17 @@ import math
 import pytest
 import torch
 
-from conftest import random_tokens, tiny_model
+from core.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
+from core.circuits import qk_content, skip_trigrams
+from core.composition import composition_baseline, composition_matrix
 from core.model import ModelConfig, TinyCharLM
-from core.circuits import composition_baseline
-from core.paths import (bigram_counts, composition_matrix, gram_logits, logit_contributions,
-                        induction_margins, mean_induction_score_terms, mean_target_contributions, mutual_information, score_groups, path_terms, qk_content, score_terms,
-                        skip_trigrams, target_margin, zero_block_summary)
+from core.paths import logit_contributions, mean_target_contributions, path_terms
+from core.score_groups import GROUPS, score_groups
+from core.score_terms import induction_margins, mean_induction_score_terms, score_terms, target_margin
 from core.task import TaskConfig
+
+from conftest import random_tokens, tiny_model
+from helpers import SHIPPED, open_app
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=14)
 
@@ -179,29 +183,9 @@ def test_induction_margins_match_the_one_query_margin_and_add_up():
 # ---------------------------------------------------------------------------------------------
 # The page, through AppTest, with every shipped checkpoint
 
-SHIPPED = ["zero-block.pt", "variable-period-1block.pt", "variable-period-2block.pt", "fixed-period-1block-bias.pt"]
-
-
-def open_page(page: str, file: str):
-    from pathlib import Path
-
-    from streamlit.testing.v1 import AppTest
-
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "checkpoints" / file).is_file():
-        pytest.fail(f"checkpoints/{file} is not shipped")
-    at = AppTest.from_file(str(root / "dashboard.py"), default_timeout=120)
-    at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 @pytest.mark.parametrize("file", SHIPPED)
 def test_depth_page_with_every_shipped_checkpoint(file):
-    at = open_page("pages/depth.py", file)
+    at = open_app("pages/depth.py", file)
     n_blocks = {"zero-block.pt": 0, "variable-period-2block.pt": 2}.get(file, 1)
     infos = " ".join(i.value for i in at.info)
     metrics = {m.label: m.value for m in at.metric}
@@ -225,13 +209,16 @@ def test_batched_score_terms_match_single_sequences_and_groups_add_up():
         single = score_terms(model, tokens[b], 1, 3)
         assert torch.allclose(batched["terms"][:, :, b], single["terms"], atol=1e-12)
     out = mean_induction_score_terms(model, TASK, 1, 3, n_seqs=3)
-    groups = score_groups(out)
-    assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
-    assert groups["rest"] != 0  # the bias terms land there
+    for roles in (None, {"1.1": "self", "1.2": "previous", "1.3": "other", "1.4": "previous"}):
+        groups = score_groups(out, roles)
+        assert math.isclose(sum(groups.values()), out["total"], abs_tol=1e-9)
+        assert groups["rest"] != 0  # the bias terms land there
+    by_hand = sum(float(out["terms"][out["q_labels"].index("1.1"), out["k_labels"].index(k)]) for k in ("1.2", "1.4"))
+    assert math.isclose(groups[GROUPS[2]], by_hand, abs_tol=1e-9)
 
 
 def test_depth_page_survives_switching_models_with_widgets_set():
-    at = open_page("pages/depth.py", "variable-period-2block.pt")
+    at = open_app("pages/depth.py", "variable-period-2block.pt")
     at.selectbox(key="depth_block_2").set_value(1).run()
     at.slider(key="depth_pos_96").set_value(94).run()
     at.radio(key="depth_which").set_value("top").run()

@@ -10,12 +10,14 @@ import re
 import pytest
 import torch
 
-from conftest import TINY, design_payload
 from core import CheckpointError, read_checkpoint, save_checkpoint
 from core.model import ModelConfig
 from core.snapshots import EVERY, MARGIN, MAX_SNAPSHOTS, SnapshotRecorder, keep_indices, snapshot_model
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
+
+from conftest import TINY
+from helpers import design_payload
 
 TASK = TaskConfig(4, 8, 24)
 
@@ -78,7 +80,7 @@ def _v2(**change) -> dict:
     sd = payload["state_dict"]
     snaps = [{"step": s, "state_dict": {k: (v * (s + 1)).half() for k, v in sd.items()}} for s in (0, 10, 20)]
     payload["snapshots"] = snaps
-    for name, fn in change.items():
+    for fn in change.values():
         fn(payload)
     return payload
 

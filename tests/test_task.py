@@ -1,4 +1,4 @@
-"""The repeated-sequence sampler and the copy masks (DESIGN.md "The task")."""
+"""The repeated-sequence sampler and the copy masks (docs/DESIGN.md "The task")."""
 from __future__ import annotations
 
 import pytest

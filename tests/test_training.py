@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,8 +20,9 @@ from core.train import build_parser, configs_from_args
 from core.trainer import LaterCopyLoss, TrainConfig, Trainer, eval_batch, training_batches
 from core.transition import describe_curve, load_study, study_command, summarize
 
-ROOT = Path(__file__).resolve().parent.parent
-CKPT = ROOT / "checkpoints"
+from helpers import CHECKPOINTS as CKPT
+from helpers import shipped
+
 N_SEQS = 96  # report sample for the shipped-checkpoint checks: quick, and stable to about +-0.02
 
 EASY_MODEL = ModelConfig(vocab_size=16, d_model=32, n_heads=2, n_layers=1, bias=True)
@@ -130,7 +130,7 @@ def test_training_batches_is_the_trainers_stream():
         real_next = trainer.batches.__next__
 
         class Spy:
-            def __next__(self):
+            def __next__(self, real_next=real_next, drawn=drawn):
                 batch = real_next()
                 drawn.append(batch)
                 return batch
@@ -157,7 +157,7 @@ def test_training_length_must_hold_a_second_copy():
 
 
 def test_presets_produce_the_configs_they_claim():
-    expect = {  # DESIGN.md "Presets": blocks, bias, periods
+    expect = {  # docs/DESIGN.md "Presets": blocks, bias, periods
         "fixed-period-1block-bias": (1, True, 32, 32),
         "variable-period-1block": (1, False, 16, 32),
         "zero-block": (0, False, 16, 32),
@@ -205,9 +205,15 @@ def _grid(report: dict, score: str) -> dict[int, list[float]]:
     return out
 
 
-def test_two_block_checkpoint_does_induction():
+@pytest.fixture(scope="module")
+def two_block_report():
+    """The shipped 2-block model and its report on N_SEQS sequences (built once for the tests below)."""
     model, info = _load("variable-period-2block")
-    r = build_report(model, info["task"], n_seqs=N_SEQS)
+    return model, build_report(model, info["task"], n_seqs=N_SEQS)
+
+
+def test_two_block_checkpoint_does_induction(two_block_report):
+    model, r = two_block_report
     assert r["metrics"]["loss_later_copies"] <= 0.45
     assert r["metrics"]["acc_later_copies"] >= 0.87
     prev, ind = _grid(r, "prev_token"), _grid(r, "induction")
@@ -220,10 +226,9 @@ def test_two_block_checkpoint_does_induction():
     assert ov_diag_top1(C) >= 0.9
 
 
-def test_two_block_heads_are_as_sharp_as_the_source():
+def test_two_block_heads_are_as_sharp_as_the_source(two_block_report):
     """The source's figure: one block-1 head at 0.95 previous-token, block-2 heads at 0.65-0.71 induction."""
-    model, info = _load("variable-period-2block")
-    r = build_report(model, info["task"], n_seqs=N_SEQS)
+    r = two_block_report[1]
     assert max(_grid(r, "prev_token")[0]) >= 0.9
     assert sum(v >= 0.6 for v in _grid(r, "induction")[1]) >= 2
 
@@ -305,15 +310,16 @@ def test_describe_curve_on_hand_made_curves():
 
 
 def test_head_figures_and_their_summary():
-    """The optional head columns: block 1's best prev_token, and the count of last-block heads with
-    induction >= 0.6; the summary counts runs with a sharp previous-token head and with two induction
+    """The optional head columns: block 1's best prev_token, the count of last-block heads with
+    induction_any >= 0.6 and the two largest induction_any; the summary counts runs with a sharp previous-token head and with two induction
     heads, and the Train page's sentence says so."""
     from core.live import study_sentence
     from core.transition import head_figures
 
     fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
-    assert fig == {"prev_token_block1": 0.93, "induction_heads": 2}
-    assert head_figures([[0.2]], [[0.7]]) == {"prev_token_block1": 0.2, "induction_heads": 1}
+    assert fig == {"prev_token_block1": 0.93, "induction_heads": 2, "induction_any_max": 0.61, "induction_any_2nd": 0.6}
+    assert head_figures([[0.2]], [[0.7]]) == {"prev_token_block1": 0.2, "induction_heads": 1, "induction_any_max": 0.7,
+                                             "induction_any_2nd": None}
     steps = list(range(0, 200, 10))
     curve = [4.0] * 10 + [0.4] * 10
     rows = [{"blocks": 2, "seed": i, "steps_run": 190, **describe_curve(steps, curve),
@@ -336,3 +342,19 @@ def test_shipped_transition_study_loads():
     s = summarize(frame).set_index("blocks")
     assert s.loc[1, "dropped"] == 0  # one block never gets the later copies
     assert s.loc[2, "dropped"] >= 1
+
+
+def test_linear_decay_schedule_and_its_old_name():
+    """lr is held, then falls linearly over the last decay_steps to 10% of lr; checkpoints written
+    before the rename store schedule="constant" and still load as the same schedule."""
+    cfg = TrainConfig(steps=10, lr=1.0, decay_steps=4)
+    trainer = Trainer(EASY_MODEL, EASY_TASK, cfg)
+    lrs = [trainer.lr_at(s) for s in range(10)]
+    assert lrs[:6] == [1.0] * 6 and lrs[6:] == pytest.approx([1.0, 0.775, 0.55, 0.325])
+    old = TrainConfig(steps=10, lr=1.0, decay_steps=4, schedule="constant").validate()
+    assert old.schedule == "linear_decay" and old == cfg
+    stored = read_checkpoint(shipped())[1]["train"] | {"schedule": "constant"}  # as files before the rename hold it
+    loaded = TrainConfig(**{k: v for k, v in stored.items() if k in TrainConfig.__dataclass_fields__}).validate()
+    assert loaded.schedule == "linear_decay"
+    with pytest.raises(ValueError, match="linear_decay"):
+        TrainConfig(schedule="step").validate()

@@ -174,10 +174,16 @@ def _on_upload():
 
 def model_summary(entry: LabModel) -> str:
     cfg, task = entry.info["config"], entry.info["task"]
+    from core.overview import initial_embedding_label
+
     bias = ", bias" if cfg.bias else ""
     return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
             f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "
-            f"length {task.seq_len}")
+            f"length {task.seq_len}; initial embedding {_start(initial_embedding_label(entry.info.get('train') or {}))}")
+
+
+def _start(label: str) -> str:
+    return label if label in ("plain", "not stored") else f"enlarged ({label})"
 
 
 def sidebar_picker() -> LabModel | None:

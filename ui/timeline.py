@@ -3,74 +3,15 @@ the drop lined up with markers on the loss curve, Olsson et al.'s in-context-lea
 training, and the loss at each position before and after the drop."""
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
 import streamlit as st
 
 from core import timeline as tl
-
-MARK = "#D55E00"
+from ui.charts import timeline as charts
 
 
 @st.cache_data(show_spinner="Measuring every snapshot of the run…", max_entries=8)
 def _timeline(key: str, _model, _info) -> dict | None:
     return tl.timeline(_model, _info)
-
-
-def _curve(t: dict) -> alt.LayerChart:
-    df = pd.DataFrame({"step": t["steps"], "loss": t["loss_later"]})
-    marks = pd.DataFrame({"step": t["frames"], "frame": [str(i + 1) for i in range(len(t["frames"]))]})
-    line = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("step:Q", title="training step"), y=alt.Y("loss:Q", title="later-copy loss (nats)"),
-        tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
-    rules = alt.Chart(marks).mark_rule(color=MARK).encode(x="step:Q")
-    text = alt.Chart(marks).mark_text(color=MARK, dy=-6, fontWeight="bold").encode(
-        x="step:Q", y=alt.value(0), text="frame:N")
-    return (line + rules + text).properties(height=200)
-
-
-def _strip(t: dict) -> alt.FacetChart:
-    rows, labels = [], []
-    for name, pats in t["patterns"].items():
-        layer, head = t["heads"][name]
-        label = f"{name} head {layer + 1}.{head + 1}"
-        labels.append(label)
-        for f, step in enumerate(t["frames"]):
-            P = pats[f]
-            for i in range(P.shape[0]):
-                for j in range(i + 1):
-                    if P[i, j] >= 0.01:
-                        rows.append({"head": label, "frame": f"{f + 1}: step {step}", "query": i, "key": j,
-                                     "weight": float(P[i, j])})
-    df = pd.DataFrame(rows)
-    n = len(t["tokens"])
-    order = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
-    return alt.Chart(df).mark_rect().encode(
-        x=alt.X("key:O", axis=None), y=alt.Y("query:O", axis=None),
-        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
-        tooltip=["query:Q", "key:Q", alt.Tooltip("weight:Q", format=".2f")],
-    ).properties(width=min(130, 2 * n), height=min(130, 2 * n)).facet(
-        row=alt.Row("head:N", title=None, sort=labels), column=alt.Column("frame:N", title=None, sort=order))
-
-
-def _icl(t: dict) -> alt.Chart:
-    df = pd.DataFrame({"step": t["steps"], "icl": t["icl"]})
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("step:Q", title="training step"),
-        y=alt.Y("icl:Q", title=f"loss at {t['late']} − loss at {t['early']} (nats)"),
-        tooltip=["step:Q", alt.Tooltip("icl:Q", format=".3f")]).properties(height=200)
-
-
-def _by_position(t: dict) -> alt.Chart:
-    b, a = t["before_after"]
-    rows = []
-    for idx, when in ((b, "before the drop"), (a, "after the drop")):
-        for pos, v in enumerate(t["loss_by_position"][idx], start=1):
-            rows.append({"position": pos, "loss": float(v), "step": f"step {t['steps'][idx]} ({when})"})
-    return alt.Chart(pd.DataFrame(rows)).mark_line().encode(
-        x=alt.X("position:Q", title="position of the predicted token"), y=alt.Y("loss:Q", title="loss (nats)"),
-        color=alt.Color("step:N", title=None, legend=alt.Legend(orient="top")),
-        tooltip=["position:Q", alt.Tooltip("loss:Q", format=".3f"), "step:N"]).properties(height=220)
 
 
 def timeline_panel(key: str, model, info: dict, name: str) -> None:
@@ -86,14 +27,14 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         return
     d = t["drop"]
     c1, c2 = st.columns([3, 2])
-    c1.altair_chart(_curve(t), width="stretch")
+    c1.altair_chart(charts.curve(t), width="stretch")
     c2.markdown(
         f"**What am I looking at?** The later-copy loss at each of the {len(t['steps']) - 1} snapshots the run "
         "kept, and at its final step. "
         + (f"It fell from {d['drop_start']} (last snapshot at or above 3 nats) to {d['drop_end']} (first below "
            f"1 nat). " if d["dropped"] else "It never fell below 1 nat. ")
         + "The red markers 1–6 are the steps of the film strip below.")
-    st.altair_chart(_strip(t), width="content")
+    st.altair_chart(charts.strip(t), width="content")
     st.caption(
         f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "
         f"evaluation sequence (period {t['period']}), at the six marked steps. Rows are queries, columns keys. "
@@ -101,7 +42,7 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         "highest induction score at the end of the run. Watch the line just below the diagonal (previous "
         "token) and the stripe one period back plus one (induction) appear together (Olsson et al., 2022).")
     c1, c2 = st.columns(2)
-    c1.altair_chart(_icl(t), width="stretch")
+    c1.altair_chart(charts.icl(t), width="stretch")
     c1.caption(
         f"**In-context-learning score** (Olsson et al., 2022): the loss of predicting the token at position "
         f"{t['late']} minus that at position {t['early']} (positions from 0), averaged over the evaluation "
@@ -109,7 +50,7 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         "the score falls below zero as far as the model uses the context. Its final value: "
         f"{t['icl'][-1]:.2f} nats.")
     if t["before_after"] is not None:
-        c2.altair_chart(_by_position(t), width="stretch")
+        c2.altair_chart(charts.by_position(t), width="stretch")
         c2.caption("**Loss by position**, before and after the drop: before, every position costs about the same; "
                    f"after, the loss falls once the first copy can be over (from position {info['task'].period_min}, "
                    "the shortest period), because from there the next token can be looked up.")

@@ -12,6 +12,7 @@ Screenshots and server logs go to $E2E_ARTIFACTS, else test-artifacts/e2e/ (igno
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT  # tests/helpers.py (pytest puts tests/ on sys.path for tests/conftest.py)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
@@ -32,16 +34,10 @@ ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS") or ROOT / "test-artifacts" / "e
 SCRIPT_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SCRIPT_RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
 
-# url path -> page title as registered in dashboard.py (home is "")
-PAGES = {
-    "": "Home",
-    "train": "Train",
-    "attention": "Attention",
-    "circuits": "Circuits & ablations",
-    "depth": "What depth can express",
-    "icl": "In-context learning",
-    "archetypes": "Head archetypes & IOI",
-}
+sys.path.insert(0, str(ROOT))
+from ui.pages import ALL_PAGES  # noqa: E402
+
+PAGES = {p.url_path: p.title for p in ALL_PAGES}  # url path -> page title in the sidebar (home is "")
 
 
 def free_port() -> int:
@@ -63,7 +59,7 @@ class StreamlitServer:
         self.log_path = ARTIFACTS / f"{name}.log"
         self.before = repo_files()
         full_env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "w")  # noqa: SIM115 (the server writes to it until stop() closes it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
@@ -125,7 +121,7 @@ class LabPage:
     def __init__(self, page, base_url: str):
         self.page, self.base_url = page, base_url
 
-    def goto(self, path: str = "", timeout: float = 90_000) -> "LabPage":
+    def goto(self, path: str = "", timeout: float = 90_000) -> LabPage:
         self.page.goto(f"{self.base_url}/{path}")
         self.wait_idle(timeout)
         return self
@@ -144,10 +140,8 @@ class LabPage:
     def after(self, action, timeout: float = 90_000) -> None:
         """Do `action` (a click, a fill...) and wait for the rerun it causes to finish."""
         action()
-        try:
+        with contextlib.suppress(Exception):  # a fast run may already be over; the idle wait below counts
             self.page.wait_for_selector(SCRIPT_RUNNING, timeout=3_000)
-        except Exception:  # a fast run may already be over; the idle wait below is what counts
-            pass
         self.wait_idle(timeout)
 
     def nav(self, title: str, wait_idle: bool = True) -> None:

@@ -2,27 +2,17 @@
 model and every page analyses it; bad files get a message and the picked model stays."""
 from __future__ import annotations
 
-import io
-import pickle
-
 import pytest
 import torch
-
-from conftest import ARTIFACTS
 
 from core.checkpoints import checkpoint_bytes
 from core.model import ModelConfig, TinyCharLM
 from core.task import TaskConfig
 
+from conftest import ARTIFACTS
+from helpers import bad_checkpoints
 
-class Plant:
-    """Unpickling this creates a file: proof that loading ran code from the upload."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
+BAD = ("random-bytes", "arbitrary-pickle", "version-3", "wrong-shape", "empty")
 
 
 def tiny(n_layers: int = 1) -> bytes:
@@ -32,29 +22,11 @@ def tiny(n_layers: int = 1) -> bytes:
     return checkpoint_bytes(model, task=TaskConfig(4, 8, 24))
 
 
-def edited(**changes) -> bytes:
-    obj = torch.load(io.BytesIO(tiny()), weights_only=True)
-    for key, value in changes.items():
-        if key == "weight":
-            obj["state_dict"].update(value)
-        else:
-            obj[key] = value
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
 @pytest.fixture
 def files(tmp_path):
     marker = tmp_path / "pickle-ran-code"
-    contents = {
-        "good": tiny(2),
-        "corrupt": bytes(range(256)) * 40,
-        "foreign-pickle": pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}),
-        "version-3": edited(version=3),
-        "wrong-shape": edited(weight={"blocks.0.W_Q": torch.zeros(4, 32, 5)}),
-        "empty": b"",
-    }
+    bad = bad_checkpoints(marker)  # the loader's bad files (tests/helpers.py): five kinds here
+    contents = {"good": tiny(2)} | {name: bad[name][0] for name in BAD}
     paths = {}
     for name, data in contents.items():
         paths[name] = tmp_path / f"{name}.pt"
@@ -78,7 +50,7 @@ def test_upload_good_then_bad_files(app, server, files, tmp_path):
     app.screenshot("upload-good-attention")
 
     seen = {}
-    for name in ("corrupt", "foreign-pickle", "version-3", "wrong-shape", "empty"):
+    for name in BAD:
         app.upload(paths[name])
         app.assert_no_exception()
         seen[name] = sidebar_error(app)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 import altair as alt
+import numpy as np
 import pandas as pd
-import torch
+
+from core.symbols import head_label
 
 from . import DIVERGING, OKABE_ITO, SEQUENTIAL
 
@@ -16,20 +18,20 @@ KIND_TITLES = {"direct": "direct (embedding → unembedding)", "head": "one head
 KIND_COLOURS = [OKABE_ITO[4], OKABE_ITO[0], OKABE_ITO[5], OKABE_ITO[7]]
 
 
-def _matrix_frame(M: torch.Tensor, rows: list[str], cols: list[str]) -> pd.DataFrame:
-    vals = M.detach().float().tolist()
+def _matrix_frame(M: np.ndarray, rows: list[str], cols: list[str]) -> pd.DataFrame:
+    vals = np.asarray(M, dtype=float).tolist()
     return pd.DataFrame([{"row": rows[i], "col": cols[j], "value": vals[i][j]}
                          for i in range(len(rows)) for j in range(len(cols))])
 
 
-def token_heatmap(M: torch.Tensor, symbols: list[str], title: str, value_title: str, row_title: str,
+def token_heatmap(M: np.ndarray, symbols: list[str], title: str, value_title: str, row_title: str,
                   col_title: str, diverging: bool = True, domain: tuple[float, float] | None = None,
                   cell: int = 5) -> alt.Chart:
     """Heatmap of a [V, V] token-by-token matrix (row token, column token)."""
     data = _matrix_frame(M, symbols, symbols)
     if domain is None:
-        m = float(M.abs().max()) or 1.0
-        domain = (-m, m) if diverging else (float(M.min()), float(M.max()))
+        m = float(np.abs(M).max()) or 1.0
+        domain = (-m, m) if diverging else (float(np.min(M)), float(np.max(M)))
     scale = alt.Scale(scheme=DIVERGING if diverging else SEQUENTIAL, domain=list(domain), clamp=True)
     axis = alt.Axis(labelFontSize=8, labelAngle=0)
     return alt.Chart(data, title=title).mark_rect().encode(
@@ -39,11 +41,6 @@ def token_heatmap(M: torch.Tensor, symbols: list[str], title: str, value_title: 
         tooltip=[alt.Tooltip("row:N", title=row_title), alt.Tooltip("col:N", title=col_title),
                  alt.Tooltip("value:Q", format=".3f", title=value_title)],
     ).properties(width=alt.Step(cell), height=alt.Step(cell))
-
-
-def log_ratio_to_uniform(P: torch.Tensor) -> torch.Tensor:
-    """log2(V * P): 0 where a conditional distribution is uniform, +1 where twice as likely."""
-    return torch.log2(P.clamp_min(1e-12) * P.shape[-1])
 
 
 def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str,
@@ -70,11 +67,11 @@ def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title:
     return (bars + zero).properties(width=420, height=alt.Step(20))
 
 
-def score_term_heatmap(terms: torch.Tensor, q_labels: list[str], k_labels: list[str], title: str,
+def score_term_heatmap(terms: np.ndarray, q_labels: list[str], k_labels: list[str], title: str,
                        value_title: str) -> alt.Chart:
     """Heatmap [query path, key path] of contributions to an attention score (or a margin)."""
     data = _matrix_frame(terms, q_labels, k_labels)
-    m = float(terms.abs().max()) or 1.0
+    m = float(np.abs(terms).max()) or 1.0
     base = alt.Chart(data, title=title).encode(
         x=alt.X("col:N", sort=k_labels, title="key side: path into the key (source position)",
                 axis=alt.Axis(labelAngle=-40)),
@@ -90,17 +87,17 @@ def score_term_heatmap(terms: torch.Tensor, q_labels: list[str], k_labels: list[
     return (rect + text).properties(width=alt.Step(44), height=alt.Step(26))
 
 
-def composition_heatmap(scores: torch.Tensor, baseline: float | None, title: str) -> alt.Chart:
+def composition_heatmap(scores: np.ndarray, baseline: float | None, title: str) -> alt.Chart:
     """[block-1 head, block-2 head] composition scores, with the random baseline in the title."""
     H1, H2 = scores.shape
-    rows = [f"1.{h + 1}" for h in range(H1)]
-    cols = [f"2.{h + 1}" for h in range(H2)]
+    rows = [head_label(0, h) for h in range(H1)]
+    cols = [head_label(1, h) for h in range(H2)]
     data = _matrix_frame(scores, rows, cols)
     sub = f"random-matrix baseline {baseline:.3f}" if baseline is not None and not math.isnan(baseline) else ""
     base = alt.Chart(data, title=alt.Title(title, subtitle=sub)).encode(
         x=alt.X("col:N", sort=cols, title="block-2 head (reads)"),
         y=alt.Y("row:N", sort=rows, title="block-1 head (writes)"))
-    top = float(scores.max()) or 1.0
+    top = float(np.max(scores)) or 1.0
     rect = base.mark_rect().encode(
         color=alt.Color("value:Q", title="score", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, top])),
         tooltip=[alt.Tooltip("row:N", title="writer"), alt.Tooltip("col:N", title="reader"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ..icl import token_char
+from core.symbols import token_char
+
 from . import OKABE_ITO
 
 RIGHT, WRONG = OKABE_ITO[2], OKABE_ITO[5]  # bluish green, vermillion
@@ -89,7 +90,8 @@ def check_chart(check: dict, names: dict[str, str]) -> alt.Chart:
     bars = alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
         y=y, x=alt.X("accuracy:Q", title="second-copy accuracy", scale=alt.Scale(domain=[0, 1])),
         tooltip=["set:N", alt.Tooltip("accuracy:Q", format=".3f"), "targets:Q"])
-    err = alt.Chart(df).mark_errorbar(color="#222").encode(y=y, x=alt.X("lo:Q", title="second-copy accuracy"), x2="hi:Q")
+    err = alt.Chart(df).mark_errorbar(color="#222").encode(
+        y=y, x=alt.X("lo:Q", title="second-copy accuracy"), x2="hi:Q")
     chance = alt.Chart(pd.DataFrame({"x": [check["chance"]], "what": ["chance (1/V)"]})).mark_rule(
         strokeDash=[2, 2], color="#666").encode(x="x:Q", tooltip="what:N")
     return (bars + err + chance).properties(width=460, height=alt.Step(30))

@@ -9,7 +9,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import DIVERGING, OKABE_ITO, SEQUENTIAL
+from . import DIVERGING, OKABE_ITO
 
 PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
@@ -70,7 +70,8 @@ def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: 
     the offsets L-1 of the training periods are shaded."""
     data = pd.concat([pd.DataFrame({"offset": np.arange(len(p)), "score": p, "source": name})
                       for name, p in profiles.items()])
-    band = alt.Chart(pd.DataFrame({"a": [period_min - 1.5], "b": [period_max - 0.5], "t": ["L − 1 for training periods"]})) \
+    band_edges = {"a": [period_min - 1.5], "b": [period_max - 0.5], "t": ["L − 1 for training periods"]}
+    band = alt.Chart(pd.DataFrame(band_edges)) \
         .mark_rect(color="#999999", opacity=0.18).encode(x="a:Q", x2="b:Q", tooltip=[alt.Tooltip("t:N", title="")])
     lines = alt.Chart(data).mark_line().encode(
         x=alt.X("offset:Q", title="offset t = i − j (positions back)"),
@@ -112,7 +113,8 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
                                   y=alt.Y("block:O", title="block"))
     rect = base.mark_rect().encode(
         color=alt.Color(f"{value}:Q", title=value_title, scale=alt.Scale(scheme=DIVERGING, domain=[-m, m])),
-        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
+        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"),
+                 alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
     )
     text = base.mark_text(fontSize=12).encode(
         text=alt.Text(f"{value}:Q", format=fmt),
@@ -122,18 +124,22 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
 
 
 def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
-    """ov_diag_top1 of every head and every block's sum, with chance 1/V marked."""
+    """ov_diag_top1 of every head and every block's sum (bars, rows from W_E), the same on the effective
+    embedding (black ticks), with chance 1/V marked."""
     data = df.assign(which=[f"{b}.{h}" if h != "all" else f"{b}.Σ" for b, h in zip(df["block"], df["head"])],
                      kind=["sum of the block's heads" if h == "all" else "one head" for h in df["head"]])
-    data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig"]]
+    data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig", "ov_diag_top1_effective",
+                 "ov_copying_eig_effective"]]
+    tips = ["which:N", *(alt.Tooltip(f"{c}:Q", format=".3f") for c in data.columns[2:])]
     bars = alt.Chart(data).mark_bar().encode(
         x=alt.X("which:N", title="head (block.head; Σ = the block's heads summed)", sort=list(data["which"]),
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("ov_diag_top1:Q", title="diagonal on top", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("kind:N", title="", scale=alt.Scale(range=[OKABE_ITO[4], OKABE_ITO[0]])),
-        tooltip=["which:N", alt.Tooltip("ov_diag_top1:Q", format=".3f"), alt.Tooltip("ov_diag_top5:Q", format=".3f"),
-                 alt.Tooltip("ov_copying_eig:Q", format=".3f")],
+        tooltip=tips,
     )
+    ticks = alt.Chart(data).mark_tick(color="black", thickness=2).encode(
+        x=alt.X("which:N", sort=list(data["which"])), y="ov_diag_top1_effective:Q", tooltip=tips)
     chance = alt.Chart(pd.DataFrame({"y": [1 / vocab], "t": [f"chance 1/V = {1 / vocab:.3f}"]})).mark_rule(
         color="gray", strokeDash=[2, 2]).encode(y="y:Q", tooltip=[alt.Tooltip("t:N", title="")])
-    return alt.layer(bars, chance).properties(height=200)
+    return alt.layer(bars, ticks, chance).properties(height=200)

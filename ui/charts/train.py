@@ -52,7 +52,8 @@ LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
 def _loss_y(chance: float) -> alt.Y:
     """Loss axis from 0 to LOSS_TOP ln V. Higher values (the untrained model's first log: its enlarged
     embedding makes it bet on the current token repeating) are drawn at the top edge."""
-    return alt.Y("loss:Q", title="cross-entropy (nats)", scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
+    return alt.Y("loss:Q", title="cross-entropy (nats)",
+                 scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
 
 
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
@@ -118,15 +119,6 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
     return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)")).properties(height=height)
-
-
-def drop_steps_chart(df: pd.DataFrame, height: int = 220) -> alt.Chart:
-    """Histogram of the step at which the later-copy loss dropped, one count per seed (column drop_step)."""
-    return alt.Chart(df).mark_bar(color=OKABE_ITO[4]).encode(
-        x=alt.X("drop_step:Q", bin=alt.Bin(maxbins=20), title="step at which the later-copy loss drops"),
-        y=alt.Y("count():Q", title="seeds"),
-        tooltip=[alt.Tooltip("count():Q", title="seeds")],
-    ).properties(height=height)
 
 
 def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: int | None = None) -> alt.Chart:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import altair as alt
+import numpy as np
 import pandas as pd
-import torch
 
 from . import CATEGORICAL, OKABE_ITO, SEQUENTIAL
 
@@ -14,15 +14,15 @@ LINE_COLOUR = OKABE_ITO[4]  # blue
 FOCUS_COLOUR = OKABE_ITO[5]  # vermillion
 
 
-def _pattern_frame(pattern: torch.Tensor, labels: list[str]) -> pd.DataFrame:
+def _pattern_frame(pattern: np.ndarray, labels: list[str]) -> pd.DataFrame:
     """Causal entries (j <= i) of pattern [T, T] as rows query, key, i, j, weight."""
     T = pattern.shape[0]
-    values = pattern.detach().float().tolist()
+    values = np.asarray(pattern, dtype=float).tolist()
     return pd.DataFrame([{"query": labels[i], "key": labels[j], "i": i, "j": j, "weight": values[i][j]}
                          for i in range(T) for j in range(i + 1)])
 
 
-def pattern_matrix(pattern: torch.Tensor, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
+def pattern_matrix(pattern: np.ndarray, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
     """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
     T = len(labels)
     side = size or max(300, min(620, 22 * T))  # the grid itself; Streamlit fits axes and legend inside the
@@ -37,7 +37,7 @@ def pattern_matrix(pattern: torch.Tensor, labels: list[str], title: str = "", si
     ).properties(width=side + 190, height=side + 120)
 
 
-def pattern_flow(pattern: torch.Tensor, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
+def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
                  title: str = "") -> alt.Chart:
     """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
     width and opacity grow with A[i, j]. `focus` keeps only the lines of one query position."""

@@ -1,0 +1,208 @@
+"""Causal experiments: activation patching, path patching and the logit lens on the picked model."""
+import streamlit as st
+
+from core import causal
+from core.symbols import describe_alphabet, encode_text
+from ui.charts import causal as charts
+from ui.state import require_model
+
+N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
+DEFAULT_TEXT = "induction " * 3
+SMALL_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
+
+
+@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _task_experiments(key: str, period: int, seed: int, _model, _task) -> dict:
+    return causal.task_experiments(_model, _task, period, N_SEQS, seed)
+
+
+@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _text_experiments(key: str, text: str, seed: int, _model) -> dict:
+    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed)
+
+
+st.title("Causal experiments")
+entry = require_model()
+model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+
+st.markdown(
+    "Ablation asks *what breaks when a head is removed*. Patching asks a sharper question: run the model twice, "
+    "once on a **clean** input it gets right and once on a **corrupted** input it gets wrong, then copy one "
+    "activation from the clean run into the corrupted one and measure how much of the right answer comes back "
+    "(Vig et al., 2020; Meng et al., 2022; Wang et al., 2022). Here the clean run is a task sequence; the "
+    "corrupted run is the same sequence with its **first copy (positions 0 … L−1) replaced by a fresh random "
+    "pattern**, so the second copy can no longer be read from the context. The metric M is the mean "
+    "log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target at t = L is left "
+    "out: it is predicted at position L−1, whose own token was corrupted). A **patch effect** of 0 means no "
+    "recovery, 1 means full recovery, below 0 that the patch made things worse:")
+st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{M(\text{clean}) - M(\text{corrupted})}")
+
+source = st.radio("Sequences", ["Sampled task sequences", "Type your own"], horizontal=True, key="cz_source")
+c1, c2 = st.columns(2)
+try:
+    if source == "Sampled task sequences":
+        start = min(max(2, (task.period_min + task.period_max) // 2), task.seq_len // 2)
+        period = c1.number_input("Period L of every sequence", 1, task.seq_len, start, key=f"cz_period_{entry.key}",
+                                 help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
+                                      f"sequences of {task.seq_len} tokens.")
+        seed = c2.number_input("Sample seed", 0, 10_000, 0, key="cz_seed")
+        res = _task_experiments(entry.key, int(period), int(seed), model, task)
+        what = f"{N_SEQS} sampled sequences of period {int(period)}"
+    else:
+        text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
+                             help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
+        seed = c2.number_input("Corruption seed", 0, 10_000, 0, key="cz_seed")
+        res = _text_experiments(entry.key, text, int(seed), model)
+        what = f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
+except ValueError as e:
+    st.warning(f"{e} Nothing to patch yet.")
+    st.stop()
+
+st.markdown("**First clean sequence** and **its corruption** (the first copy differs, everything after it is the same):")
+st.code("clean:     " + "".join(res["clean"]) + "\ncorrupted: " + "".join(res["corrupted"]), language=None)
+gap = res["m_clean"] - res["m_corrupted"]
+m1, m2, m3 = st.columns(3)
+m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the right second-copy token, clean run.")
+m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
+m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
+st.caption(f"Measured now on {what}.")
+
+if cfg.n_layers == 0:
+    st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone, so the "
+            "corrupted first copy cannot change any second-copy prediction and M(clean) = M(corrupted) exactly. "
+            "Every patch effect is 0/0: there is nothing to patch. Only the logit lens below means something "
+            "here: the embedding is the whole model.")
+elif cfg.n_layers == 1:
+    st.info("A **one-block** model cannot look up the token after an earlier occurrence: that needs a head whose keys "
+            "read what a head in an earlier block wrote (see *What depth can express*). Whatever gap there is "
+            "between the two runs here comes from other ways of reading the first copy: a head that attends a fixed "
+            "distance back (which works only at the period it was trained on), or one that raises the logits of "
+            "tokens seen earlier, since the right token is among them. Sections 1–3 and the logit "
+            "lens show which head and which positions carry that; path patching needs two blocks.")
+if cfg.n_layers and gap < SMALL_GAP:
+    st.warning(f"M(clean) − M(corrupted) is only {gap:.3f} nats: this model hardly uses the first copy on these "
+               "sequences, so every patch effect below is a ratio of small differences and mostly noise. Pick "
+               "**variable-period-2block**, or a period the model was trained on.")
+
+if cfg.n_layers:
+    # -----------------------------------------------------------------------------------------
+    st.header("1 · Which heads carry the answer")
+    heads = res["heads"]
+    left, right = st.columns([1, 2])
+    left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
+    best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
+    right.markdown(
+        f"**Checks.** Patching every head at once gives {res['all_heads']:.3f}; patching the whole stream entering "
+        f"the last block gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the clean "
+        "run); patching nothing is 0 by definition."
+        + (f" The largest single-head effect here is head {int(best['block'])}.{int(best['head'])}: "
+           f"{best['patch_effect']:.2f}." if best is not None else ""))
+    right.caption(
+        "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
+        "at every position is taken from the clean run and put into the corrupted run, with everything above it "
+        "recomputed. **Unlike ablation**, which removes a head and measures the damage on a run that works, "
+        "patching adds one clean piece to a run that fails: it finds what *suffices* to carry the answer, and a "
+        "head the model uses but that only acts together with others can score low. **Unlike attention weights**, "
+        "this measures an effect on the output: a head can attend sharply and still score 0. A negative value "
+        "means the clean piece, mixed with the corrupted rest, pushes the model towards a wrong token.")
+
+    # -----------------------------------------------------------------------------------------
+    st.header("2 · Where the answer sits: the residual stream, one position at a time")
+    period = res["period"]
+    rows = [f"before block {l + 1}" for l in range(cfg.n_layers)]
+    st.altair_chart(charts.position_effects(res["resid"], rows, "clean stream at one position, corrupted everywhere else",
+                                            "stream", period, res["clean"]), width="content")
+    st.caption(
+        "**What am I looking at?** Row *before block l*, column p: the whole residual stream vector entering block l "
+        "at position p alone comes from the clean run. Before block 1 the stream is just the token embedding, so a "
+        "cell lights up only where the clean token itself matters. Rows further up show where the blocks below have "
+        "moved information to. One position carries only a small share of the answer, so the colour scale "
+        "runs to the largest value in the grid (see the legend). The dashed lines mark where the second (and third) copy starts. Positions past the "
+        "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
+        "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
+        "*stored*, not where some head looks.")
+
+    # -----------------------------------------------------------------------------------------
+    st.header("3 · Each head, one position at a time")
+    st.altair_chart(charts.position_effects(res["head_positions"], res["head_rows"],
+                                            "one head's clean output at one position", "head", period, res["clean"]),
+                    width="content")
+    st.caption(
+        "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
+        "the corrupted run (colour scale: the largest value in this grid). Summed over positions it would not add up to section 1 (the model is not linear in "
+        "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
+        "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
+        "where a head reads *from*, this shows at which position its *write* matters.")
+
+    # -----------------------------------------------------------------------------------------
+    st.header("4 · Path patching: one sender, one receiver, one input")
+    if cfg.n_layers < 2:
+        st.info("Path patching needs a head whose output another head reads: a **1-block** model has no such pair "
+                "(every head writes straight to the logits). Pick **variable-period-2block** to see it.")
+    else:
+        paths = res["paths"]
+        st.markdown(
+            "A head in a later block reads the stream through three inputs: its **query** (Q), its **keys** (K) and "
+            "its **values** (V). Path patching changes what *one* receiver head sees through *one* of them, "
+            "replacing *one* sender head's output, and leaves every other path as it was. **Noising** puts the "
+            "sender's corrupted output into the clean run along that path: an effect near 0 means the path is "
+            "**needed** (the clean performance is gone), near 1 that it is not. **Denoising** puts the sender's clean "
+            "output into the corrupted run: near 1 means the path alone **suffices**. Column *2.all* patches the "
+            "same path into every head of block 2 at once.")
+        st.info("With this corruption the right token sits only in the clean first copy, and the heads that copy it "
+                "read it through their **values**. So **no single denoised path that leaves the values corrupted can "
+                "bring the right token back**: denoising a key or query path can at best point a head at the right "
+                "position, where it then reads a corrupted token. Expect the denoising columns to stay near 0.")
+        for path, name in (("q", "query (Q)"), ("k", "keys (K)"), ("v", "values (V)")):
+            cols = st.columns(2)
+            for col, direction in zip(cols, ("noising", "denoising")):
+                sub = paths[(paths["path"] == path) & (paths["direction"] == direction)]
+                col.altair_chart(charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
+        k_noise = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_head"] < 0)]
+        if len(k_noise):
+            worst = k_noise.loc[k_noise["patch_effect"].idxmin()]
+            st.markdown(
+                f"On this model the most needed key path into all of block 2 comes from head {worst['sender']}: "
+                f"noising it leaves an effect of {worst['patch_effect']:.2f}. This is K-composition shown by an "
+                "intervention, next to the weight-based composition scores of *Circuits & ablations*.")
+        st.caption(
+            "**What am I looking at?** Rows: sender heads (block 1); columns: receiver heads (block 2). Each cell is "
+            "the patch effect of that one path. **Unlike ablation**, which removes a head from every place it "
+            "writes to at once, a path keeps the sender intact everywhere except in one input of one receiver. "
+            "**Unlike attention weights or composition scores**, which read weights or patterns, this measures what "
+            "the path does to the output. When several heads in block 2 share a job, noising one path into one "
+            "of them costs little: the others cover for it, which the *2.all* column shows.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("5 · The logit lens")
+lens = res["lens"]
+st.altair_chart(charts.lens_grid(lens, res["period"], "right next token's probability, read after each stage "
+                                 "(first clean sequence)"), width="content")
+st.caption(
+    "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
+    "were the last layer (nostalgebraist, 2020): row *embedding* is the direct path W_E[x] W_Eᵀ, row *after block l* "
+    "the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the model's output. "
+    "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
+    "the answer becomes readable in the stream, not which component put it there.")
+by_copy = res["lens_by_copy"]
+a, b = st.columns(2)
+a.altair_chart(charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
+b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
+                                   log=True), width="content")
+st.caption(f"Averaged over every target of the {res['n_seqs']} clean sequences, split into DESIGN.md's copies: first "
+           f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "
+           f"{(cfg.vocab_size + 1) / 2:g}.")
+
+# ---------------------------------------------------------------------------------------------
+st.header("6 · How this relates to the IOI method")
+st.markdown(
+    "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with exactly these tools (see *Head "
+    "archetypes & IOI*). Their clean input was an IOI sentence; for path patching they replaced the names by other, "
+    "unrelated names, so the answer was no longer supported by the context, much as our fresh first copy "
+    "removes the pattern. They measured the logit difference between the two names where we use the right "
+    "token's log-probability. They worked backwards from the logits: first the heads whose output matters "
+    "directly (section 1 here), then, by path patching into those heads' queries, keys and values, the heads "
+    "that feed them (section 4). Here the answer is known in advance, so you can check the method: the "
+    "previous-token head in block 1 should matter through the induction heads' **keys**, not their values or "
+    "queries, and the induction heads should matter directly.")
+st.page_link("pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")

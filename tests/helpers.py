@@ -1,0 +1,140 @@
+"""Helpers shared by the test modules (import them: `from helpers import ROOT, open_app`).
+
+tests/ is on sys.path when pytest collects it (rootdir-relative imports of conftest work the same way).
+"""
+from __future__ import annotations
+
+import io
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINTS = ROOT / "checkpoints"
+TWO_BLOCK = "variable-period-2block.pt"
+# the shipped checkpoints, as the sidebar lists them (checkpoints/manifest.json)
+SHIPPED = sorted(p.name for p in CHECKPOINTS.glob("*.pt"))
+
+
+def shipped(file: str = TWO_BLOCK) -> Path:
+    """The path of a shipped checkpoint; fails the test when the repository lacks it."""
+    path = CHECKPOINTS / file
+    if not path.is_file():
+        pytest.fail(f"checkpoints/{file} is not shipped")
+    return path
+
+
+def open_app(page: str | None = None, file: str | None = None, timeout: float = 120):
+    """dashboard.py in AppTest, run once, with the shipped checkpoint `file` picked in the sidebar
+    (default: the app's own pick) and switched to `page` (a page file; None stays home). Asserts
+    that nothing raised on the way. Needs the navigation_apps_only fixture (tests/conftest.py)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=timeout)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    if file is not None:
+        shipped(file)
+        at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+        assert at.session_state["picked_model"] == f"shipped:{file}"
+    if page is not None:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def torch_bytes(obj) -> bytes:
+    """torch.save(obj) into bytes."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint files written by hand from docs/DESIGN.md's key list, and bad ones
+
+
+def design_weights(config: dict, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A state_dict with exactly docs/DESIGN.md's keys and shapes for `config`, random values."""
+    g = torch.Generator().manual_seed(seed)
+    V, D, H = config["vocab_size"], config["d_model"], config["n_heads"]
+    dh = D // H
+    shapes = {"W_E": (V, D)}
+    for l in range(config["n_layers"]):
+        shapes |= {f"blocks.{l}.W_Q": (H, D, dh), f"blocks.{l}.W_K": (H, D, dh), f"blocks.{l}.W_V": (H, D, dh),
+                   f"blocks.{l}.W_O": (H, dh, D)}
+        if config["bias"]:
+            shapes |= {f"blocks.{l}.b_Q": (H, dh), f"blocks.{l}.b_K": (H, dh), f"blocks.{l}.b_V": (H, dh),
+                       f"blocks.{l}.b_O": (D,)}
+    return {k: torch.randn(s, generator=g) * (1.0 if k == "W_E" else 1.5 / math.sqrt(s[-2] if len(s) > 1 else D))
+            for k, s in shapes.items()}
+
+
+def design_payload(n_layers: int = 1, bias: bool = True, seed: int = 0) -> dict:
+    """A complete version-1 checkpoint as a plain dict, built from docs/DESIGN.md alone."""
+    config = {"vocab_size": 16, "d_model": 32, "n_heads": 4, "n_layers": n_layers, "bias": bias,
+              "rope_base": 10000.0}
+    return {"format": "tinycharlm", "version": 1, "config": config,
+            "task": {"period_min": 4, "period_max": 8, "seq_len": 24},
+            "state_dict": design_weights(config, seed)}
+
+
+class Plant:
+    """An object whose unpickling creates the file `path`: proof that a loader ran code from a file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def planted_pickle(marker: Path, protocol: int = 2) -> bytes:
+    """A pickle that claims to be a checkpoint and runs code (creates `marker`) when unpickled."""
+    return pickle.dumps({"format": "tinycharlm", "x": Plant(marker)}, protocol=protocol)
+
+
+def bad_checkpoints(marker: Path) -> dict[str, tuple[bytes, str]]:
+    """Every kind of file the loader must refuse: {name: (its bytes, a phrase its message must hold)}.
+    Three of them plant an object whose unpickling would create `marker`."""
+    out = {}
+
+    def edit(name, phrase, change):
+        payload = design_payload()
+        change(payload)
+        out[name] = (torch_bytes(payload), phrase)
+
+    good = torch_bytes(design_payload())
+    out["arbitrary-object"] = (torch_bytes(design_payload() | {"train": {"note": Plant(marker)}}), "Python objects")
+    out["arbitrary-pickle"] = (planted_pickle(marker, protocol=2), "Python objects")
+    # protocol 4 stops torch's reader at its first opcode (and makes torch warn on stderr)
+    out["arbitrary-pickle-4"] = (pickle.dumps({"x": Plant(marker)}, protocol=4), "not a torch checkpoint")
+    out["truncated"] = (good[: len(good) // 2], "truncated")
+    edit("version-3", "version 3", lambda p: p.update(version=3))
+    edit("wrong-shape", "blocks.0.W_K", lambda p: p["state_dict"].update({"blocks.0.W_K": torch.zeros(4, 32, 9)}))
+    edit("missing-key", "blocks.0.W_O", lambda p: p["state_dict"].pop("blocks.0.W_O"))
+    edit("extra-key", "blocks.1.W_Q", lambda p: p["state_dict"].update({"blocks.1.W_Q": torch.zeros(4, 32, 8)}))
+    edit("nan-weights", "NaN", lambda p: p["state_dict"]["blocks.0.W_V"].view(-1).__setitem__(5, float("nan")))
+    edit("impossible-task", "period_min", lambda p: p["task"].update(period_min=9))
+    edit("bad-config", "config", lambda p: p["config"].update(rope_base=float("nan")))
+    out["foreign-dict"] = (torch_bytes({"model": {"weight": torch.zeros(3, 3)}, "epoch": 3}),
+                           "not a TinyCharLM checkpoint")
+    out["non-dict"] = (torch_bytes([torch.zeros(3)]), "not a TinyCharLM checkpoint")
+    noise = torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0)).to(torch.uint8)
+    out["random-bytes"] = (noise.numpy().tobytes(), "not a torch checkpoint")
+    out["empty"] = (b"", "not a torch checkpoint")
+    return out
+
+
+def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
+    """bad_checkpoints written into `folder`, plus a path with no file: {name: (path, phrase)}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, (data, phrase) in bad_checkpoints(marker).items():
+        (folder / f"{name}.pt").write_bytes(data)
+        files[name] = (folder / f"{name}.pt", phrase)
+    files["no-such-file"] = (folder / "no-such-file.pt", "no checkpoint file")
+    return files

@@ -1,0 +1,87 @@
+"""The Causal experiments page through AppTest: every shipped checkpoint renders it (with what is
+meaningful for zero and one block said on the page), its numbers are core's, and nonsense corruption
+choices get a message."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.state import shipped_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = [row["file"] for row in shipped_files()]
+PAGE = "pages/causal.py"
+
+pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
+
+
+def open_on(file: str) -> AppTest:
+    if file not in SHIPPED:
+        pytest.skip(f"{file} is not in checkpoints/")
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at, kind: str) -> str:
+    return " ".join(x.value for x in getattr(at, kind))
+
+
+@pytest.mark.parametrize("file", SHIPPED)
+def test_page_on_every_shipped_checkpoint(file):
+    at = open_on(file)
+    metrics = {m.label: float(m.value) for m in at.metric}
+    charts = len(at.get("vega_lite_chart"))
+    if "zero-block" in file:
+        assert "no attention blocks" in texts(at, "info")
+        assert metrics["M(clean)"] == metrics["M(corrupted)"]  # the context cannot matter
+        assert charts == 3  # the logit lens grid and its two by-copy charts
+        return
+    assert metrics["M(clean)"] > metrics["M(corrupted)"]
+    md = texts(at, "markdown")
+    assert "every head at once gives 1.000" in md and "last block gives 1.000" in md
+    if "1block" in file:
+        assert "no such pair" in texts(at, "info")
+        assert charts == 3 + 3
+    else:
+        assert not at.warning and "no single denoised path" in texts(at, "info")
+        assert charts == 3 + 3 + 6  # heads, stream, heads by position; Q/K/V x noising/denoising; the lens
+
+
+def test_page_numbers_are_core_numbers():
+    import core
+    from core import causal
+
+    at = open_on("variable-period-2block.pt")
+    model, info = core.read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
+    period = at.number_input(key="cz_period_shipped:variable-period-2block.pt").value
+    res = causal.task_experiments(model, info["task"], period, 32, 0)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["M(clean)"] == f"{res['m_clean']:.3f}" and metrics["M(corrupted)"] == f"{res['m_corrupted']:.3f}"
+
+
+def test_nonsense_corruptions_get_a_message():
+    at = open_on("variable-period-2block.pt")
+    charts = len(at.get("vega_lite_chart"))
+    box = at.number_input(key="cz_period_shipped:variable-period-2block.pt")
+    for period, words in ((1, "at least 2"), (box.max, "no complete second copy")):
+        box.set_value(period).run()
+        assert not at.exception and at.warning and words in at.warning[0].value, texts(at, "warning")
+        assert len(at.get("vega_lite_chart")) == 0
+    box.set_value(20).run()
+    assert not at.warning and len(at.get("vega_lite_chart")) == charts
+    at.radio(key="cz_source").set_value("Type your own").run()
+    assert not at.exception and not at.warning  # the default text repeats
+    for text, words in (("abcdefgh", "does not repeat"), ("aaaaaa", "at least 2"), ("héllo héllo", "no token"),
+                        ("", "at least"), ("abcdabce", "does not repeat")):
+        at.text_input(key="cz_text").set_value(text).run()
+        assert not at.exception, at.exception
+        assert at.warning and words in at.warning[0].value, (text, texts(at, "warning"))
+        assert len(at.get("vega_lite_chart")) == 0
+    at.text_input(key="cz_text").set_value("xyzuvwxyzuvw").run()
+    assert not at.warning and len(at.get("vega_lite_chart")) == charts
+    assert at.session_state["picked_model"] == "shipped:variable-period-2block.pt"  # the session is intact

@@ -1,0 +1,113 @@
+"""Charts for the Causal experiments page: patch effects per head, per position, per path, and the
+logit lens. Inputs are numpy arrays and pandas frames (blocks and heads counted from 1 by the page).
+
+Patch effects share one diverging scale clamped to [-1, 1] (0 = no recovery, white; 1 = full, orange;
+below 0 = the patch made things worse, blue), so every heatmap on the page reads the same way.
+"""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import DIVERGING, SEQUENTIAL
+
+PAD = alt.AutoSizeParams(type="pad")
+EFFECT_SCALE = alt.Scale(scheme=DIVERGING, domain=[-1, 1], clamp=True)
+EFFECT_TITLE = "patch effect"
+
+
+def _text_colour(field: str) -> alt.Color:
+    return alt.condition(f"abs(datum['{field}']) > 0.6", alt.value("white"), alt.value("black"))
+
+
+def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
+    """df: block, head, patch_effect (one row per head) -> block x head heatmap with the values written in."""
+    data = df.assign(block=df["block"].astype(str), head=df["head"].astype(str))
+    base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
+                                  y=alt.Y("block:O", title="block"))
+    rect = base.mark_rect().encode(
+        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
+        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("patch_effect:Q", format=".3f")])
+    text = base.mark_text(fontSize=12).encode(text=alt.Text("patch_effect:Q", format=".2f"),
+                                              color=_text_colour("patch_effect"))
+    return alt.layer(rect, text, title=title).properties(
+        width=int(60 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
+
+
+def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: str, period: int | None,
+                     tokens: list[str] | None = None) -> alt.LayerChart:
+    """grid [R, T] of patch effects: rows (labels `rows`) x position, with the copies' borders marked
+    (rules at L and 2L when every sequence has period `period`). Unlike the other charts the colour scale
+    runs to ±max|grid|, named in the legend: a single position's effect is often a few hundredths."""
+    R, T = grid.shape
+    r, p = np.indices((R, T)).reshape(2, -1)
+    data = pd.DataFrame({"row": [rows[i] for i in r], "position": p, "effect": grid.reshape(-1).round(4)})
+    tooltip = [alt.Tooltip("row:N", title=row_title), alt.Tooltip("position:O"),
+               alt.Tooltip("effect:Q", title=EFFECT_TITLE, format=".3f")]
+    if tokens is not None:
+        data["token"] = [tokens[i] for i in p]
+        tooltip.insert(2, alt.Tooltip("token:N", title="clean token"))
+    m = float(np.nanmax(np.abs(grid))) if grid.size and np.isfinite(grid).any() else 0.0
+    scale = alt.Scale(scheme=DIVERGING, domain=[-(m or 1.0), m or 1.0])  # one position carries little: scale to the grid
+    rect = alt.Chart(data).mark_rect().encode(
+        x=alt.X("position:O", title="position", axis=alt.Axis(labelAngle=0, values=list(range(0, T, 4)))),
+        y=alt.Y("row:N", title=row_title, sort=rows),
+        color=alt.Color("effect:Q", title=f"{EFFECT_TITLE} (±{m:.2g})", scale=scale), tooltip=tooltip)
+    layers = [rect]
+    if period:
+        marks = pd.DataFrame({"position": [period, 2 * period][: 1 + (2 * period < T)],
+                              "what": ["second copy starts", "third copy starts"][: 1 + (2 * period < T)]})
+        layers.append(alt.Chart(marks).mark_rule(color="black", strokeDash=[4, 3]).encode(
+            x=alt.X("position:O"), tooltip=["what:N"]))
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=28 * R + 10, autosize=PAD)
+
+
+def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
+    """df: sender, receiver (labels), patch_effect -> sender x receiver heatmap with the values written in."""
+    base = alt.Chart(df).encode(
+        x=alt.X("receiver:N", title="receiver", sort=list(dict.fromkeys(df["receiver"])), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("sender:N", title="sender", sort=list(dict.fromkeys(df["sender"]))))
+    rect = base.mark_rect().encode(
+        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
+        tooltip=[alt.Tooltip("sender:N"), alt.Tooltip("receiver:N"), alt.Tooltip("patch_effect:Q", format=".3f")])
+    text = base.mark_text(fontSize=11).encode(text=alt.Text("patch_effect:Q", format=".2f"),
+                                              color=_text_colour("patch_effect"))
+    return alt.layer(rect, text, title=title).properties(
+        width=int(52 * df["receiver"].nunique()), height=int(34 * df["sender"].nunique()), autosize=PAD)
+
+
+def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChart:
+    """df: stage_label, position, prob, rank, token, target_token -> stage x position heatmap of the right
+    token's probability (0..1), rank in the tooltip, rules at the copies' borders."""
+    stages = list(dict.fromkeys(df["stage_label"]))
+    T = int(df["position"].max()) + 1
+    rect = alt.Chart(df).mark_rect().encode(
+        x=alt.X("position:O", title="position (the prediction made there is for the next token)",
+                axis=alt.Axis(labelAngle=0, values=list(range(0, T, 4)))),
+        y=alt.Y("stage_label:N", title="read after", sort=stages),
+        color=alt.Color("prob:Q", title="p(right token)", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
+        tooltip=[alt.Tooltip("stage_label:N", title="read after"), alt.Tooltip("position:O"),
+                 alt.Tooltip("token:N", title="token here"), alt.Tooltip("target_token:N", title="right next token"),
+                 alt.Tooltip("prob:Q", title="p(right token)", format=".3f"), alt.Tooltip("rank:Q", title="its rank")])
+    layers = [rect]
+    if period:
+        # the target at t is read at position t - 1: the second copy's targets start at position L - 1
+        marks = pd.DataFrame({"position": [period - 1], "what": ["first prediction of a second-copy token"]})
+        layers.append(alt.Chart(marks).mark_rule(color="white", strokeDash=[4, 3]).encode(
+            x=alt.X("position:O"), tooltip=["what:N"]))
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=30 * len(stages) + 10,
+                                                      autosize=PAD)
+
+
+def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log: bool = False) -> alt.Chart:
+    """df: stage_label, copy, <value> -> one line per copy over the stages."""
+    stages = list(dict.fromkeys(df["stage_label"]))
+    scale = alt.Scale(type="log") if log else alt.Scale(domain=[0, 1])
+    return alt.Chart(df, title=title).mark_line(point=True).encode(
+        x=alt.X("stage_label:N", title="read after", sort=stages, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(f"{value}:Q", title=value_title, scale=scale),
+        color=alt.Color("copy:N", title="targets in the", sort=["first", "second", "later"]),
+        strokeDash=alt.StrokeDash("copy:N", sort=["first", "second", "later"], legend=None),
+        tooltip=["stage_label:N", "copy:N", alt.Tooltip(f"{value}:Q", format=".3f"), "n:Q"],
+    ).properties(width=300, height=220, autosize=PAD)
