@@ -5,9 +5,11 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 import streamlit as st
 
 from ui.pages import HOME, PATH
+from ui.setup import lab_script
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
+lab_script()
 
 
 N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers

@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from core.presets import get_preset  # noqa: E402
+from core.presets import DEFAULT_PRESET, get_preset  # noqa: E402
 from core.trainer import Trainer, evaluate  # noqa: E402
 from core.transition import COLUMNS, HEAD_COLUMNS, HIGH, LOW, STUDY_FILE, describe_curve, head_figures, summarize  # noqa: E402
 
-PRESET = "variable-period-2block"
+PRESET = DEFAULT_PRESET
 
 
 def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], list[float], dict]:

@@ -46,7 +46,8 @@ def head_label(layer: int, head: int) -> str:
 def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     df = path_patching.path_patch_table(model, runs)
     df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
-    df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h) for l, h in zip(df["receiver_layer"], df["receiver_head"])]
+    df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
+                      for l, h in zip(df["receiver_layer"], df["receiver_head"])]
     return df
 
 
@@ -60,7 +61,6 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns) -> dict:
     sender and receiver labels), lens (the first clean sequence, whole), lens_by_copy (every clean
     sequence, whole). The patching experiments see the sequences cut after their second copy."""
     cfg = model.cfg
-    V = cfg.vocab_size
     periods = runs.periods.unique()
     heads = patching.head_patch_effects(model, runs)
     heads.insert(0, "block", heads.pop("layer") + 1)

@@ -190,7 +190,7 @@ def resid_patch_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
     for layer in range(model.cfg.n_layers):
         clean, corr = runs.clean_cache["resid"][layer], runs.corrupted_cache["resid"][layer]
 
-        def make(lo, hi):
+        def make(lo, hi, clean=clean, corr=corr):  # bound now: called within this iteration
             sel = eye[lo:hi, None, :, None]  # [G, 1, T, 1]: patch position p = lo..hi-1
             return torch.where(sel, clean[None], corr[None])
 
@@ -213,7 +213,7 @@ def head_position_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
         for hd in range(H):
             d = delta[:, hd]
 
-            def make(lo, hi):
+            def make(lo, hi, base=base, d=d):
                 return base[None] + d[None] * eye[lo:hi, None, :, None]
 
             out[layer, hd] = runs.effect(_lazy_metrics(model, runs, make, T, layer + 1).numpy())

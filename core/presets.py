@@ -8,6 +8,9 @@ from .model import ModelConfig, TinyCharLM
 from .task import TaskConfig
 from .trainer import TrainConfig
 
+DEFAULT_PRESET = "variable-period-2block"  # what the Train page starts from and the picker opens on
+REFERENCE_PRESET = "variable-period-1block"  # the Train page's comparison: one block cannot do induction
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -41,7 +44,7 @@ PRESETS: dict[str, Preset] = {
             probes=(Probe("period_24", period=24, offsets=(23, 31)),),
         ),
         Preset(
-            "variable-period-1block",
+            REFERENCE_PRESET,
             "One block, periods 16-32: no fixed offset works and one block cannot build an induction circuit.",
             ModelConfig(n_layers=1),
             TaskConfig(),
@@ -53,7 +56,7 @@ PRESETS: dict[str, Preset] = {
             TaskConfig(),
         ),
         Preset(
-            "variable-period-2block",
+            DEFAULT_PRESET,
             "Two blocks, periods 16-32: a previous-token head feeds induction heads.",
             ModelConfig(n_layers=2),
             TaskConfig(),

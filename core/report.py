@@ -4,7 +4,8 @@
 
 The JSON object holds config, task, eval (the sample: n_seqs, seed, period, ablation_mode), metrics
 (the copy metrics, plus acc_second_copy_first_token: accuracy on the target t = L, which later copies
-include although no variable-period model can know it), heads (one object per head with 0-based layer and head, every head score of
+include although no variable-period model can know it), heads (one object per head with 0-based layer
+and head, every head score of
 core.heads: prev_token, induction, induction_any, duplicate, first_token, self; ov_diag_top1 and
 ov_copying_eig (centred) of the head's OV copying matrix read from W_E, and ov_diag_top1_effective,
 ov_copying_eig_effective read from the effective embedding -- what the head receives, each earlier

@@ -1,16 +1,15 @@
-"""A server-wide limit on how many trainings run at once.
+"""A limit on how many holders may go at once, with a first-come line for the others.
 
-Every Streamlit session runs in one server process, so a module-level pool is shared by all of
-them. A session asks for a slot before each training chunk (`request`), which also renews its
-lease; a lease not renewed within `lease_seconds` expires, so a closed tab cannot hold a slot for
-ever. Sessions that find no free slot wait in line (first come, first served) and are told how
-many trainings are running and where they stand. A waiting place also expires when its session
-stops asking. The pool is thread-safe: sessions call it from their own script threads.
+core.runs.RunPool uses it for its training processes: a run asks for a slot (`request`), which also
+renews its lease, and the pool's monitor renews the leases of live runs; a lease not renewed within
+`lease_seconds` expires, and so does a waiting place whose holder stops asking. Holders that find
+no free slot wait in line (first come, first served) and learn how many are running and where they
+stand. Thread-safe.
 
-    pool = shared_slots()                 # capacity from ATTENTION_LAB_MAX_TRAININGS (default 2)
-    status = pool.request(session_id)     # each chunk: acquire or renew, else wait in line
-    if status.granted: ...train a chunk...
-    pool.release(session_id)              # when the run finishes, stops or is reset
+    slots = TrainingSlots(capacity=2)
+    status = slots.request(run_id)        # acquire or renew, else wait in line
+    if status.granted: ...start the training...
+    slots.release(run_id)                 # when the run finishes, stops or is reset
 """
 from __future__ import annotations
 
@@ -116,24 +115,3 @@ def capacity_from_env(environ=None) -> tuple[int, str | None]:
         return DEFAULT_CAPACITY, (f"{ENV_VAR}={raw!r} is not a whole number of 0 or more, "
                                   f"so the default of {DEFAULT_CAPACITY} trainings at once applies.")
     return value, None
-
-
-_shared: TrainingSlots | None = None
-_shared_problem: str | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_slots() -> TrainingSlots:
-    """The one pool of this server process (created on first use from the environment)."""
-    global _shared, _shared_problem
-    with _shared_lock:
-        if _shared is None:
-            capacity, _shared_problem = capacity_from_env()
-            _shared = TrainingSlots(capacity)
-        return _shared
-
-
-def shared_slots_problem() -> str | None:
-    """Why the environment setting was ignored, if it was."""
-    shared_slots()
-    return _shared_problem

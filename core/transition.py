@@ -107,3 +107,16 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
         } | ({"sharp_prev_token": int((g["prev_token_block1"] >= SHARP_PREV_TOKEN).sum()),
               "two_induction_heads": int((g["induction_heads"] >= 2).sum())} if "induction_heads" in g else {}))
     return pd.DataFrame(rows)
+
+
+def shipped_study(path: str | Path | None = None) -> dict | None:
+    """The shipped study: {"runs", "summary", "command", "high", "low"}, {"error": sentence} for an
+    unreadable file, or None while it has not been measured (no file)."""
+    path = Path(path or STUDY_FILE)
+    if not path.is_file():
+        return None
+    try:
+        runs = load_study(path)
+        return {"runs": runs, "summary": summarize(runs), "command": study_command(path), "high": HIGH, "low": LOW}
+    except (ValueError, OSError, KeyError, pd.errors.ParserError) as e:
+        return {"error": f"The transition study file {path.name} could not be read: {e}"}

@@ -9,6 +9,9 @@ from core.detectors import SCORE_ROWS
 from core.task import DEFAULT_PERIOD
 from ui import state
 from ui.charts import archetypes as charts
+from ui.setup import lab_script
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(

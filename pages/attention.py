@@ -7,8 +7,11 @@ from core.probes import probe_periods
 from core.symbols import MAX_TEXT_LEN, describe_alphabet
 from core.task import DEFAULT_PERIOD
 from ui.charts import attention as charts
+from ui.setup import lab_script
 from ui.state import require_heads, require_model
 from ui.steps import step_control
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Attention patterns")
 entry = require_model()
@@ -112,7 +115,8 @@ if view is not None:
         "A[i, i+1−L] + A[i, i+1−2L] + …, which is what counts as an induction head here (with several "
         "copies in a sequence, induction heads also read older ones); **duplicate** = mean A[i, i−L]; "
         "**first_token** = mean A[i, 0] (a resting place, or *sink*: Xiao et al. 2023); **self** = mean "
-        "A[i, i] over i ≥ 1 (position 0 can only attend to itself). " if view.period else "Scores of the sequence you typed. ")
+        "A[i, i] over i ≥ 1 (position 0 can only attend to itself). " if view.period
+        else "Scores of the sequence you typed. ")
     st.caption(
         "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
         "yellow (1). " + period_text +

@@ -4,7 +4,10 @@ import streamlit as st
 from core import causal
 from core.symbols import describe_alphabet, encode_text
 from ui.charts import causal as charts
+from ui.setup import lab_script
 from ui.state import require_model
+
+lab_script()  # first: see ui/setup.py
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 DEFAULT_TEXT = "induction " * 3
@@ -58,7 +61,8 @@ except ValueError as e:
     st.warning(f"{e} Nothing to patch yet.")
     st.stop()
 
-st.markdown("**First clean sequence** and **its corruption** (the first copy differs, everything after it is the same):")
+st.markdown("**First clean sequence** and **its corruption** (the first copy differs, everything after it is the "
+            "same):")
 st.code("clean:     " + "".join(res["clean"]) + "\ncorrupted: " + "".join(res["corrupted"]), language=None)
 gap = res["m_clean"] - res["m_corrupted"]
 m1, m2, m3 = st.columns(3)
@@ -110,14 +114,16 @@ if cfg.n_layers:
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
     period = res["period"]
     rows = [f"before block {l + 1}" for l in range(cfg.n_layers)]
-    st.altair_chart(charts.position_effects(res["resid"], rows, "clean stream at one position, corrupted everywhere else",
+    st.altair_chart(charts.position_effects(res["resid"], rows,
+                                            "clean stream at one position, corrupted everywhere else",
                                             "stream", period, res["clean"]), width="content")
     st.caption(
         "**What am I looking at?** Row *before block l*, column p: the whole residual stream vector entering block l "
         "at position p alone comes from the clean run. Before block 1 the stream is just the token embedding, so a "
         "cell lights up only where the clean token itself matters. Rows further up show where the blocks below have "
         "moved information to. One position carries only a small share of the answer, so the colour scale "
-        "runs to the largest value in the grid (see the legend). The dashed lines mark where the second (and third) copy starts. Positions past the "
+        "runs to the largest value in the grid (see the legend). The dashed lines mark where the second (and third) "
+        "copy starts. Positions past the "
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
@@ -129,7 +135,8 @@ if cfg.n_layers:
                     width="content")
     st.caption(
         "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
-        "the corrupted run (colour scale: the largest value in this grid). Summed over positions it would not add up to section 1 (the model is not linear in "
+        "the corrupted run (colour scale: the largest value in this grid). Summed over positions it would not add up "
+        "to section 1 (the model is not linear in "
         "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")

@@ -4,8 +4,11 @@ import streamlit as st
 
 from core import analysis, symbols
 from ui.charts import circuits as charts
+from ui.setup import lab_script
 from ui.state import require_heads, require_model
 from ui.steps import step_control
+
+lab_script()  # first: see ui/setup.py
 
 st.title("Circuits & ablations")
 entry = require_model()
@@ -122,7 +125,8 @@ s_col.caption(
        "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
        "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
        "often it does: its mean self-attention measured on 32 sequences ("
-       + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer]) for h, v in enumerate(row))
+       + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer])
+                   for h, v in enumerate(row))
        + "). What a head takes from other positions is left out. When the effective score is much higher than "
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
 st.altair_chart(charts.copying_bars(copying_table(entry.key, model, task), cfg.vocab_size), width="stretch")

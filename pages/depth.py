@@ -6,7 +6,10 @@ from core import bigrams, circuits, composition, paths, score_groups, score_term
 from core.composition import composition_baseline
 from core.symbols import token_char
 from ui.charts import depth as charts
+from ui.setup import lab_script
 from ui.state import require_model
+
+lab_script()  # first: see ui/setup.py
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
 
@@ -114,7 +117,9 @@ else:
         "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
         "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
         "speckle on the right is sampling noise (the fitted bigram table's loss above is "
-        + ("worse than" if z["bigram_loss"] > z["ln_V"] else "no better than") + " uniform because it fits that noise). The model has nothing to learn here: its loss sits at ln V, which is also why "
+        + ("worse than" if z["bigram_loss"] > z["ln_V"] else "no better than")
+        + " uniform because it fits that noise). The model has nothing to learn here: its loss sits at ln V, "
+        "which is also why "
         "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
         "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless all token embeddings coincide, repeating the current token "
         f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")

@@ -5,7 +5,10 @@ import streamlit as st
 from core import icl, restarts, symbols
 from core.task import DEFAULT_PERIOD
 from ui.charts import icl as charts
+from ui.setup import lab_script
 from ui.state import require_model
+
+lab_script()  # first: see ui/setup.py
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
 

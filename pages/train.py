@@ -1,26 +1,26 @@
-"""Train page: pick a model and task, train live in chunks, watch the loss split and the heads form."""
+"""Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
 import math
-import uuid
 from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
-from core import live
-from core.slots import shared_slots, shared_slots_problem
+from core import live, transition
+from core.presets import DEFAULT_PRESET, REFERENCE_PRESET
+from core.runs import LiveRun
+from core.train_settings import UI_MAX_LAYERS, TrainSettings
+from ui import text
 from ui.charts import train as charts
+from ui.setup import lab_script
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 from ui.timeline import timeline_panel
+from ui.training import pool_problem, run_pool, session_owner
 
-CHUNK_SECONDS = 0.4  # training work per fragment run; the page redraws in between
-RUN_EVERY = 0.25  # requests for a rerun while one runs are merged, so chunks follow each other closely
+lab_script()  # first: see ui/setup.py
+
+RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
-
-
-def holder() -> str:
-    """This session's name in the server-wide training limiter."""
-    return st.session_state.setdefault("train_holder", uuid.uuid4().hex)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -41,7 +41,7 @@ def _init_bias(enlarged: bool) -> float:
     from core.overview import initial_logit_bias
     from core.presets import get_preset
 
-    p = get_preset(live.DEFAULT_PRESET)
+    p = get_preset(DEFAULT_PRESET)
     train = p.train if enlarged else replace(p.train, embed_scale=1.0, embed_shared=0.0)
     return initial_logit_bias(p.model, train)["bias_std"]
 
@@ -57,12 +57,12 @@ WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", 
 NO_HEAD = "none"
 
 
-def settings_widgets() -> live.TrainSettings:
+def settings_widgets() -> TrainSettings:
     """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
     values are also kept under "tr_saved" and come back as the defaults on return."""
-    d, saved = live.TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
     left, right = st.columns(2)
-    left.slider("Depth: attention blocks", 0, live.UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
+    left.slider("Depth: attention blocks", 0, UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
                 help="0 blocks = embedding only (bigram statistics); induction needs 2.")
     right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
                  key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
@@ -90,16 +90,16 @@ def settings_widgets() -> live.TrainSettings:
     return settings_from_state()
 
 
-def settings_from_state() -> live.TrainSettings:
+def settings_from_state() -> TrainSettings:
     """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
-    d, saved = live.TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
 
     def get(key, default):
         return st.session_state.get(key, saved.get(key, default))
 
     pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
     hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
-    return live.TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
+    return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
                               bool(get("tr_shared", d.shared_embedding)),
@@ -109,7 +109,7 @@ def settings_from_state() -> live.TrainSettings:
 
 def experiment_widgets(saved: dict) -> None:
     """Experiments on the training itself (core.interventions), each against an ordinary run."""
-    heads = [f"{b}.{h}" for b in range(1, live.UI_MAX_LAYERS + 1) for h in range(1, 5)]
+    heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
     with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
         a, b = st.columns(2)
         hold_options = [NO_HEAD] + [h for h in heads if h.startswith("1.")]
@@ -133,39 +133,40 @@ def experiment_widgets(saved: dict) -> None:
             "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")
 
 
-def register(run: live.LiveRun) -> None:
-    """Put a finished or stopped run's model in the sidebar picker (once) and pick it."""
+def register(run: LiveRun) -> bool:
+    """Put a finished or stopped run's model in the sidebar picker (once) and pick it; True if it did now."""
     if run.result is None or run.registered_key:
-        return
+        return False
     model, info, _ = run.result
     n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
     entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",
                               select=False)
     run.registered_key = entry.key
     pick_on_next_run(entry.key)
+    return True
 
 
 def start() -> None:
     old, settings = st.session_state.get("train_run"), settings_from_state()
     if (old is not None and old.active) or settings.problem():
         return
-    st.session_state["train_run"] = live.LiveRun(settings)
+    st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
 
 
 def stop() -> None:
     run = st.session_state.get("train_run")
     if run is not None:
-        run.stop()
-        shared_slots().release(holder())
+        run_pool().stop(run)
         register(run)
 
 
 def reset() -> None:
-    shared_slots().release(holder())
-    st.session_state.pop("train_run", None)
+    run = st.session_state.pop("train_run", None)
+    if run is not None:
+        run_pool().discard(run)
 
 
-def live_charts(run: live.LiveRun, reference: dict | None) -> None:
+def live_charts(run: LiveRun, reference: dict | None) -> None:
     hist = run.history()
     vocab = run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
@@ -207,26 +208,31 @@ def live_charts(run: live.LiveRun, reference: dict | None) -> None:
         "heads at the same step the later-copy loss drops (Olsson et al., 2022).")
 
 
-def live_panel() -> None:
+def live_panel(drawn_active: bool) -> None:
+    """The run's progress and charts. drawn_active: the page around it was drawn while the run was
+    active; once the run has ended, the whole page is drawn again (buttons, picker, download)."""
     run = st.session_state.get("train_run")
     if run is None:
         return
-    if run.active:
-        status = shared_slots().request(holder())
-        if status.granted:
-            run.advance(CHUNK_SECONDS, threads=live.chunk_threads(status.running))
-        else:
-            st.info(status.message().capitalize() + ". Training starts on its own when a slot frees up.")
-        if not run.active:  # finished or diverged in this chunk
-            shared_slots().release(holder())
-            register(run)
-            st.rerun()  # redraw the whole page: buttons, picker, download
+    if drawn_active and not run.active:
+        st.rerun(scope="app")
+    if run.active and run.stopping:
+        st.info("Stopping: the step in progress finishes first, and the model of that step is kept.")
+    if run.status == "waiting":
+        ahead = f"; {run.position - 1} ahead of you" if run.position > 1 else "; you are next"
+        st.info(f"Waiting for a free training slot: {run_pool().running()} running{ahead}. Training starts on "
+                "its own when a slot frees up.")
     st.caption(f"This run: {run.settings.label()}, learning rate {run.settings.lr:g}, batch {run.settings.batch_size}.")
-    st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=run.progress_text())
-    live_charts(run, shipped_runs().get(live.REFERENCE_PRESET))
+    progress = text.progress_text(run.step, run.total_steps, run.active, run.steps_per_second(), run.status,
+                                  run.seconds)
+    st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=progress)
+    live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
 
-def result_panel(run: live.LiveRun) -> None:
+def result_panel(run: LiveRun) -> None:
+    if run.status == "failed":
+        st.error(run.error)
+        return
     if run.status == "diverged":
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
                  "rate and train again; this model was not added to the picker.")
@@ -264,30 +270,30 @@ def shipped_panel() -> None:
         "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
         "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
         "begin above the top of the chart (hover for the value).")
-    st.markdown("\n".join(f"- {live.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
-    if live.DEFAULT_PRESET in runs:
-        heads, drop = _heads(live.DEFAULT_PRESET, runs[live.DEFAULT_PRESET])
+    st.markdown("\n".join(f"- {text.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
+    if DEFAULT_PRESET in runs:
+        heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
         chart, note = st.columns([3, 1])
         chart.altair_chart(charts.head_score_chart(heads, drop))
         note.markdown(
-            f"**What am I looking at?** Inside the shipped {live.DEFAULT_PRESET} run: every head's share of "
+            f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
             "attention on the previous position (top) and on the induction target (bottom), block by block. "
             + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
                "the block-1 and block-2 lines rise with that line." if drop is not None else
                "Its later-copy loss never fell below ln V / 2."))
-        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{live.DEFAULT_PRESET}.pt")
+        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{DEFAULT_PRESET}.pt")
         if shipped is not None:
-            timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {live.DEFAULT_PRESET} run")
+            timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {DEFAULT_PRESET} run")
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _study(path: str, mtime: float) -> dict | None:
-    return live.transition_study(path)
+    return transition.shipped_study(path)
 
 
 def transition_panel() -> None:
     st.subheader("How often, and when, does the drop happen?")
-    path = live.study_file()
+    path = transition.STUDY_FILE
     study = _study(str(path), path.stat().st_mtime) if path.is_file() else None
     if study is None:
         st.info("Not yet measured: the transition study (many seeds of the 1- and 2-block runs) is not installed "
@@ -298,7 +304,7 @@ def transition_panel() -> None:
         st.warning(study["error"])
         return
     summary, runs = study["summary"], study["runs"]
-    st.markdown("\n".join(f"- {t}" for b in sorted(summary["blocks"]) if (t := live.study_sentence(summary, int(b)))))
+    st.markdown("\n".join(f"- {t}" for b in sorted(summary["blocks"]) if (t := text.study_sentence(summary, int(b)))))
     chart, note = st.columns([3, 1])
     if runs["dropped"].any():
         chart.altair_chart(charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")
@@ -309,7 +315,7 @@ def transition_panel() -> None:
         "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
         "never dropped have no bar; the sentence above counts them. An induction head here is a last-block "
         "head with induction_any (attention on the token after any earlier copy) at least "
-        f"{live.transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
+        f"{transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
         "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
         "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
     with st.expander("Every run of the study, and the command that measures it again"):
@@ -324,9 +330,9 @@ st.markdown(
     "later token can be found earlier in the context. A model can only beat chance on the repeats by "
     "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "
     "moment the later-copy loss falls and the heads take on their jobs.")
-if problem := shared_slots_problem():
+if problem := pool_problem():
     st.warning(problem)
-off = shared_slots().capacity == 0
+off = run_pool().capacity == 0
 if off:
     st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0). The shipped runs below "
             "still show how training goes.")
@@ -335,20 +341,22 @@ bad = settings.problem()
 if bad:
     st.error(f"These settings cannot be trained: {bad}")
 run = st.session_state.get("train_run")
+if run is not None and not run.active and register(run):
+    st.rerun()  # it ended while another page was open: the sidebar picker was drawn before its model existed
 active = run is not None and run.active
 b1, b2, b3, _ = st.columns([1, 1, 1, 5])
 b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
-b2.button("Stop", on_click=stop, disabled=not active, key="tr_stop",
+b2.button("Stop", on_click=stop, disabled=not active or run.stopping, key="tr_stop",
           help="End the run at its last finished step and keep that model.")
 b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
           help="Clear this page (a kept model stays in the sidebar picker; a running one is discarded).")
 if active:
-    st.caption("Training runs a chunk of steps at a time. If you visit another page it pauses, and it "
-               "continues when you come back; press Stop to keep the model as it is now.")
+    st.caption("Training runs in its own process on the server and goes on while you visit other pages; "
+               "press Stop to keep the model as it is now.")
 if run is not None and not run.active:
     result_panel(run)
-st.fragment(run_every=RUN_EVERY if active else None)(live_panel)()
+st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 if not active:
     shipped_panel()
 transition_panel()

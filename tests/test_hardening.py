@@ -12,6 +12,7 @@ models a student can make with those extremes, and bad uploads.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -189,9 +190,9 @@ def train_here(at: AppTest, label: str) -> str | None:
     check(at, f"train with {label}")
     run = at.session_state.get("train_run", None)
     assert run is not None, f"{label}: Train made no run"
-    for _ in range(4):  # a few chunks
-        if not run.active or run.step > 0:
-            break
+    deadline = time.monotonic() + 60  # the worker process trains on its own: wait for a first step
+    while run.active and run.step == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
         at.run()
         check(at, f"train with {label}")
     if run.status == "diverged":
@@ -200,6 +201,12 @@ def train_here(at: AppTest, label: str) -> str | None:
     if run.active:
         at.button(key="tr_stop").click().run()
         check(at, f"stop with {label}")
+    deadline = time.monotonic() + 120  # a large step in progress finishes before Stop takes effect
+    while run.active and time.monotonic() < deadline:
+        assert at.button(key="tr_stop").disabled and any("Stopping" in i.value for i in at.info), label
+        time.sleep(0.2)
+        at.run()
+        check(at, f"stopping with {label}")
     assert not run.active
     at.run()  # the pick happens on the run after Stop
     check(at, f"after stop with {label}")

@@ -50,7 +50,8 @@ def loop_definitions(A, periods):
                 if name == "induction_any":  # every earlier copy: keys i+1-kL >= 0, k = 1, 2, ...
                     if i >= L:
                         for h in range(H):
-                            vals[h].append(sum(float(A[b, h, i, i + 1 - k * L]) for k in range(1, T) if i + 1 - k * L >= 0))
+                            vals[h].append(sum(float(A[b, h, i, i + 1 - k * L]) for k in range(1, T)
+                                               if i + 1 - k * L >= 0))
                     continue
                 j = {"prev_token": i - 1 if i >= 1 else None,
                      "induction": i + 1 - L if i >= L else None,

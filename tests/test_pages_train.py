@@ -1,12 +1,19 @@
 """Home and Train pages through AppTest: every shipped checkpoint renders, live training adds a model
-to the sidebar picker, bad settings give a message, Stop keeps the last finished step, the limiter."""
+to the sidebar picker, bad settings give a message, Stop keeps the last finished step, the limiter,
+a killed training process, and two sessions training side by side."""
+import os
+import signal
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core.slots import shared_slots
+from core.train_settings import TrainSettings
+from core.trainer import Trainer
+from ui.training import run_pool
 
 from helpers import SHIPPED, open_app
 
@@ -26,13 +33,24 @@ def tiny_settings(at: AppTest, steps: int, layers: int = 1) -> None:
     assert not at.exception, at.exception
 
 
-def run_until_done(at: AppTest, max_runs: int = 40):
-    for _ in range(max_runs):
-        if not at.session_state["train_run"].active:
-            return at.session_state["train_run"]
+def rerun_until(at: AppTest, done, timeout: float = 60, what: str = "the run"):
+    """Rerun the page (as the live panel's timer does) until done(run) holds; returns the run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = at.session_state.get("train_run", None)
+        if run is not None and done(run):
+            return run
+        time.sleep(0.1)
         at.run()
         assert not at.exception, at.exception
-    raise AssertionError("training did not finish")
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def run_until_done(at: AppTest):
+    run = rerun_until(at, lambda r: not r.active, what="training to finish")
+    at.run()  # the run after the one that saw it end: the model is registered and picked
+    assert not at.exception, at.exception
+    return run
 
 
 @pytest.mark.parametrize("file", SHIPPED)
@@ -78,6 +96,33 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert not at.exception and at.session_state["picked_model"] == key
 
 
+def test_a_finished_live_run_shows_its_timeline():
+    """A run trained in a worker comes back with its snapshots, and the Train page draws its timeline;
+    the in-context-learning score it prints is the final model's, measured here from the loss at each
+    position of the evaluation batch."""
+    import torch.nn.functional as F
+
+    from core.timeline import icl_positions
+    from core.trainer import eval_batch
+
+    at = app("pages/train.py")
+    tiny_settings(at, steps=30, layers=2)
+    at.button(key="tr_train").click().run()
+    run = run_until_done(at)
+    assert run.status == "finished"
+    entry = at.session_state["lab_models"][run.registered_key]
+    assert [s["step"] for s in entry.info["snapshots"]] == [0, 10, 20]
+    assert any(h.value == "Watch the circuit form: this run" for h in at.subheader)
+    assert not any("no snapshots" in i.value for i in at.info)
+    tokens, _ = eval_batch(entry.info["task"], entry.model.cfg.vocab_size)
+    with torch.no_grad():
+        logits = entry.model(tokens)[:, :-1]
+    per = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none").mean(0)  # [T-1]
+    early, late = icl_positions(tokens.shape[1])
+    icl = float(per[late - 1] - per[early - 1])
+    assert any(f"Its final value: {icl:.2f} nats." in c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("periods, seq_len, phrase", [
     ((40, 64), 96, "no complete second copy"),
     ((32, 32), 40, "raise seq_len to at least 64"),
@@ -95,11 +140,9 @@ def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, 
 
 def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     at = app("pages/train.py")
-    tiny_settings(at, steps=500)
+    tiny_settings(at, steps=5000)
     at.button(key="tr_train").click().run()
-    at.run()
-    run = at.session_state["train_run"]
-    assert 0 < run.step < 500
+    run = rerun_until(at, lambda r: r.step > 0, what="the first steps")
     at.button(key="tr_stop").click().run()
     assert not at.exception, at.exception
     run = at.session_state["train_run"]
@@ -111,35 +154,45 @@ def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     entry = at.session_state["lab_models"][run.registered_key]
     assert entry.info["history"][-1]["step"] == stopped_at
     assert entry.info["train"]["steps_done"] == stopped_at
+    reference = Trainer(*run.settings.configs())  # the same run, here, to the same step
+    before = torch.get_num_threads()
+    torch.set_num_threads(run.worker_threads)  # bit-exact needs the worker's thread count
+    try:
+        reference.run(stopped_at)
+    finally:
+        torch.set_num_threads(before)
     for name, w in entry.model.state_dict().items():  # the kept model is the trainer's at that step
-        assert torch.equal(w, run.trainer.model.state_dict()[name])
+        assert torch.equal(w, reference.model.state_dict()[name]), name
     assert at.selectbox(key="picked_model").value == run.registered_key
     assert not at.button(key="tr_train").disabled and at.button(key="tr_stop").disabled
 
 
+LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
+               steps=100_000)
+
+
 def test_a_full_server_makes_training_wait_with_a_visible_status():
-    pool = shared_slots()
-    others = [f"other-session-{i}" for i in range(pool.capacity)]
+    pool = run_pool()
+    others = [pool.start(LONG, f"other-session-{i}") for i in range(pool.capacity)]
     try:
-        for o in others:
-            assert pool.request(o).granted
         at = app("pages/train.py")
         tiny_settings(at, steps=3, layers=0)
         at.button(key="tr_train").click().run()
-        assert any(f"waiting for a free training slot: {pool.capacity} running" in i.value.lower() for i in at.info)
+        assert any(f"Waiting for a free training slot: {pool.capacity} running; you are next" in i.value
+                   for i in at.info), [i.value for i in at.info]
         assert at.session_state["train_run"].step == 0
-        pool.release(others[0])
+        pool.discard(others[0])
         run = run_until_done(at)
         assert run.status == "finished" and run.step == 3
         assert any("no attention heads" in i.value for i in at.info)  # a 0-block model has none to chart
-        assert not pool.holds(at.session_state["train_holder"])
+        assert pool.runs_of(at.session_state["train_owner"]) == []
     finally:
         for o in others:
-            pool.release(o)
+            pool.discard(o)
 
 
 def test_history_frames_and_the_drop_step():
-    from core.live import TrainSettings, drop_step, drop_threshold, head_score_frame, loss_frame
+    from core.live import drop_step, drop_threshold, head_score_frame, loss_frame
     from core.task import TaskConfig
 
     limit = drop_threshold(64)
@@ -196,70 +249,58 @@ def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monk
     assert not at.exception and any("could not be read" in w.value for w in at.warning)
 
 
-def test_concurrent_trainings_split_the_cores_for_a_chunk_only(monkeypatch):
-    from dataclasses import replace
+def test_the_cores_are_split_between_running_trainings():
+    from core.train_settings import split_threads
 
-    from core.live import LiveRun, TrainSettings, chunk_threads
-
-    assert chunk_threads(1) is None  # a lone training keeps torch's own setting
-    assert chunk_threads(2) >= 1 and chunk_threads(2) <= max(1, torch.get_num_threads() * 2)
-    run = LiveRun(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
-                          batch_size=4, steps=3))
-    seen, real_run = [], run.trainer.run
-
-    def spy(n, **kw):
-        seen.append(torch.get_num_threads())
-        return real_run(n, **kw)
-
-    monkeypatch.setattr(run.trainer, "run", spy)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        run.advance(0.3, threads=1)
-        assert seen == [1] and torch.get_num_threads() == 2
-        run.advance(0.3)
-        assert seen[-1] == 2
-    finally:
-        torch.set_num_threads(before)
+    assert [split_threads(n, cores=8) for n in (0, 1, 2, 3, 8, 9)] == [8, 8, 4, 2, 1, 1]
+    assert split_threads(2, cores=2) == 1 and split_threads(1, cores=1) == 1
 
 
-def test_one_chunk_at_a_time_and_stop_waits_for_it(monkeypatch):
-    """A second advance while a chunk is inside trainer.run backs off (returns 0 steps) instead of
-    stepping the same model concurrently; stop waits for the chunk and keeps its steps."""
-    import threading
-    from dataclasses import replace
+def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_models():
+    at = app("pages/train.py")
+    tiny_settings(at, steps=3)
+    at.button(key="tr_train").click().run()
+    kept = run_until_done(at).registered_key
+    assert kept in at.session_state["lab_models"]
+    at.number_input(key="tr_steps").set_value(20_000).run()
+    at.button(key="tr_train").click().run()
+    run = rerun_until(at, lambda r: r.step > 0, what="the second run's first steps")
+    os.kill(run.pid, signal.SIGKILL)  # what the OS does to a process that runs out of memory
+    rerun_until(at, lambda r: not r.active, 30, "the page to notice")
+    at.run()
+    assert not at.exception, at.exception
+    assert run.status == "failed"
+    assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value
+               for e in at.error)
+    assert kept in at.session_state["lab_models"] and at.selectbox(key="picked_model").value == kept
+    assert sum(o.startswith("trained #") for o in at.selectbox(key="picked_model").options) == 1
+    assert not at.button(key="tr_train").disabled, "the student can train again"
 
-    from core.live import LiveRun, TrainSettings
 
-    run = LiveRun(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
-                          batch_size=4, steps=50))
-    entered, gate, real_run = threading.Event(), threading.Event(), run.trainer.run
-
-    def held(n, **kw):
-        entered.set()
-        assert gate.wait(10)
-        return real_run(n, **kw)
-
-    monkeypatch.setattr(run.trainer, "run", held)
-    first = threading.Thread(target=run.advance, args=(0.3,))
-    first.start()
-    assert entered.wait(10)
-    assert run.advance(0.3) == 0 and run.step == 0
-    stopper = threading.Thread(target=run.stop)
-    stopper.start()
-    stopper.join(0.3)
-    assert stopper.is_alive() and run.active  # stop waits for the chunk in progress
-    gate.set()
-    first.join(10)
-    stopper.join(10)
-    assert run.status == "stopped" and run.step == 2 and run.result is not None
+def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
+    alice, bob = app("pages/train.py"), app("pages/train.py")
+    tiny_settings(alice, steps=40, layers=1)
+    tiny_settings(bob, steps=40, layers=0)
+    alice.button(key="tr_train").click().run()
+    bob.button(key="tr_train").click().run()
+    a, b = alice.session_state["train_run"], bob.session_state["train_run"]
+    assert a is not b and a.owner != b.owner and a.pid != b.pid
+    run_until_done(alice)
+    run_until_done(bob)
+    assert a.status == b.status == "finished"
+    assert all(len(r["prev_token"]) == 1 for r in a.history())  # alice's rows are her 1-block run's
+    assert all(r["prev_token"] == [] for r in b.history())  # bob's are his 0-block run's
+    for at, run in ((alice, a), (bob, b)):
+        options = at.selectbox(key="picked_model").options
+        mine = at.session_state["lab_models"][run.registered_key].label
+        assert [o for o in options if o.startswith("trained #")] == [mine]
+    assert run_pool().runs_of(a.owner) == [] and run_pool().runs_of(b.owner) == []
 
 
 def test_plain_embedding_choice_reaches_the_trainer():
     """The Train page's 'enlarged embedding' box: on gives the preset's init, off the plain one."""
     from dataclasses import replace
 
-    from core.live import TrainSettings
     from core.presets import get_preset
 
     d = TrainSettings.defaults()

@@ -111,7 +111,8 @@ class Naive:
 
     def path(self, sender, receiver, which, direction):
         base, donor, xs = (self.c, self.k, self.clean) if direction == "noising" else (self.k, self.c, self.corrupted)
-        return self.effect([naive_run(self.model, x, path=(*receiver, which, donor[b][2][sender] - base[b][2][sender]))[0]
+        return self.effect([naive_run(self.model, x,
+                                      path=(*receiver, which, donor[b][2][sender] - base[b][2][sender]))[0]
                             for b, x in enumerate(xs)])
 
 

@@ -311,10 +311,10 @@ def test_describe_curve_on_hand_made_curves():
 
 def test_head_figures_and_their_summary():
     """The optional head columns: block 1's best prev_token, the count of last-block heads with
-    induction_any >= 0.6 and the two largest induction_any; the summary counts runs with a sharp previous-token head and with two induction
-    heads, and the Train page's sentence says so."""
-    from core.live import study_sentence
+    induction_any >= 0.6 and the two largest induction_any; the summary counts runs with a sharp
+    previous-token head and with two induction heads, and the Train page's sentence says so."""
     from core.transition import head_figures
+    from ui.text import study_sentence
 
     fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
     assert fig == {"prev_token_block1": 0.93, "induction_heads": 2, "induction_any_max": 0.61, "induction_any_2nd": 0.6}

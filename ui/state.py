@@ -17,58 +17,11 @@ import streamlit as st
 
 from core.checkpoints import CheckpointError, read_checkpoint
 from core.model import TinyCharLM
+from core.presets import DEFAULT_PRESET
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints"
 MAX_UPLOAD_MB = 10  # a version-2 file with snapshots is up to 10 MB
-
-
-def _leave_old_multipage_mode() -> None:
-    """Until some run has called st.navigation, Streamlit treats a `pages/` folder beside the entry
-    script as an old-style multipage app: when the first visit to a fresh server is a deep link
-    (/train), it runs pages/train.py alone (no sidebar picker) and keeps doing so for every session
-    until someone opens the home page. This module is imported by that first run, whichever script
-    it is, so switch the old mode off here and rerun: dashboard.py then runs and shows the page asked
-    for. (tests/e2e checks a deep link on a fresh server.)"""
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without the old mode
-        return
-    if getattr(PagesManager, "uses_pages_directory", None):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
-_leave_old_multipage_mode()
-
-
-def _tune_malloc(every: float = 1.0) -> None:
-    """Keep the server's resident memory near what it uses (bench/memory.py). Every script run is a
-    new thread, glibc gives threads heaps (arenas) of their own, and it keeps freed tensors of up to
-    32 MB inside them: after one session had opened every page the server held about 600 MB, most
-    of it free. So: two arenas, and a daemon thread that hands free heap pages back to the system
-    every `every` seconds (malloc_trim: about 20 ms when there is much to return, microseconds when
-    not; nothing on the training path changes). Only glibc has these; elsewhere nothing happens."""
-    import ctypes
-    import threading
-    import time
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return
-
-    def loop():
-        while True:
-            time.sleep(every)
-            trim(0)
-
-    threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()
-
-
-_tune_malloc()
 
 
 @dataclass
@@ -138,7 +91,7 @@ def selected_model() -> LabModel | None:
         return None
     key = st.session_state.get("picked_model")
     if key not in models:
-        preferred = [k for k in models if "variable-period-2block" in k]
+        preferred = [k for k in models if DEFAULT_PRESET in k]
         key = preferred[0] if preferred else next(iter(models))
         st.session_state["picked_model"] = key
     return models[key]
@@ -179,7 +132,8 @@ def model_summary(entry: LabModel) -> str:
     bias = ", bias" if cfg.bias else ""
     return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
             f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "
-            f"length {task.seq_len}; initial embedding {_start(initial_embedding_label(entry.info.get('train') or {}))}")
+            f"length {task.seq_len}; "
+            f"initial embedding {_start(initial_embedding_label(entry.info.get('train') or {}))}")
 
 
 def _start(label: str) -> str:
@@ -205,7 +159,8 @@ def sidebar_picker() -> LabModel | None:
             entry = None
             st.caption("No model yet.")
         st.file_uploader("Upload a checkpoint (.pt)", type=["pt"], key="upload_checkpoint",
-                         on_change=_on_upload, help=f"A TinyCharLM file, format version 1 or 2, at most {MAX_UPLOAD_MB} MB.")
+                         on_change=_on_upload,
+                         help=f"A TinyCharLM file, format version 1 or 2, at most {MAX_UPLOAD_MB} MB.")
         if st.session_state.get("upload_error"):
             st.error(st.session_state["upload_error"])
     return entry

@@ -49,7 +49,8 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
         data["token"] = [tokens[i] for i in p]
         tooltip.insert(2, alt.Tooltip("token:N", title="clean token"))
     m = float(np.nanmax(np.abs(grid))) if grid.size and np.isfinite(grid).any() else 0.0
-    scale = alt.Scale(scheme=DIVERGING, domain=[-(m or 1.0), m or 1.0])  # one position carries little: scale to the grid
+    # one position carries little: scale to the grid
+    scale = alt.Scale(scheme=DIVERGING, domain=[-(m or 1.0), m or 1.0])
     rect = alt.Chart(data).mark_rect().encode(
         x=alt.X("position:O", title="position", axis=alt.Axis(labelAngle=0, values=list(range(0, T, 4)))),
         y=alt.Y("row:N", title=row_title, sort=rows),
@@ -60,7 +61,8 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
                               "what": ["second copy starts", "third copy starts"][: 1 + (2 * period < T)]})
         layers.append(alt.Chart(marks).mark_rule(color="black", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=28 * R + 10, autosize=PAD)
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=28 * R + 10,
+                                                      autosize=PAD)
 
 
 def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:

@@ -1,0 +1,212 @@
+"""Trainings in worker processes (core.runs, core.worker): rows stream in, Stop keeps the model of the
+last finished step, a dead or silent worker gives a sentence, owners' runs end with their sessions,
+the limit and the thread split, and no worker outlives its server."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.runs import RunPool
+from core.train_settings import TrainSettings
+from core.trainer import Trainer
+
+from helpers import ROOT
+
+TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
+
+
+def wait_until(predicate, timeout: float = 60, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def pool():
+    p = RunPool(capacity=2, cores=2, owner_grace=0.3)
+    yield p
+    p.shutdown()
+
+
+def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_back(pool):
+    pool.cores = 1  # one torch thread in the worker, as in this process: the reference run below is bit-exact
+    run = pool.start(TINY, "alice")
+    wait_until(lambda: len(run.rows) >= 3 and run.step >= 60, what="three logged rows")
+    assert run.active and run.status == "running"
+    assert [r["step"] for r in run.rows[:3]] == [0, 25, 50], "rows arrive once each, in order"
+    assert run.worker_threads == 1
+    t0 = time.perf_counter()
+    pool.stop(run)
+    took = time.perf_counter() - t0
+    assert run.status == "stopped" and took < 0.5, f"Stop took {took:.2f} s"
+    assert not alive(run.pid), "the worker process must end with its run"
+    model, info, data = run.result
+    steps = run.step
+    assert 60 <= steps < TINY.steps and info["train"]["steps_done"] == steps
+    assert info["history"][-1]["step"] == steps
+    # The same settings trained here to the same step give the very same weights.
+    reference = Trainer(*TINY.configs())
+    reference.run(steps)
+    for name, w in reference.model.state_dict().items():
+        assert torch.equal(model.state_dict()[name], w), name
+    logged = [r for r in reference.history if r["step"] <= run.rows[-1]["step"]]
+    assert [r["loss_later_copies"] for r in run.rows] == [r["loss_later_copies"] for r in logged]
+    assert data[:2] == b"PK", "the downloadable file is a torch checkpoint"
+    # Stop kept the model: the run stays ended, the slot is free.
+    time.sleep(0.3)
+    assert run.step == steps and pool.running() == 0
+
+
+def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(pool):
+    run = pool.start(replace(TINY, steps=30), "alice")
+    assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
+    assert run.status == "finished" and run.step == 30
+    model, info, _ = run.result
+    assert [r["step"] for r in info["history"]] == [0, 25, 30]
+    assert info["config"].n_layers == 1 and info["task"].period_max == 8
+    assert not model.training
+
+
+def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
+    """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
+    and the experiments (core.interventions) travel with it: the same as the same run trained here."""
+    pool.cores = 1  # one torch thread in the worker, as in this process: bit-exact against the reference
+    settings = replace(TINY, n_layers=2, steps=40, hold_prev_head=0, knockout=(1, 3))
+    run = pool.start(settings, "alice")
+    assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
+    assert run.status == "finished" and run.step == 40, run.error
+    model, info, _ = run.result
+    reference = Trainer(*settings.configs())
+    reference.run(40)
+    expected = reference.checkpoint_fields()["snapshots"]
+    assert [s["step"] for s in info["snapshots"]] == [s["step"] for s in expected] == [0, 10, 20, 30]
+    for got, want in zip(info["snapshots"], expected):
+        for name, w in want["state_dict"].items():
+            assert torch.equal(got["state_dict"][name], w), (got["step"], name)
+    assert torch.count_nonzero(model.blocks[1].W_O[3]) == 0, "the knocked-out head writes nothing"
+    assert all(b.prev_head is None for b in model.blocks), "the hold is for training only"
+    train = info["train"]
+    assert (train["hold_prev_head"], train["knockout_layer"], train["knockout_head"]) == (0, 1, 3)
+
+
+def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
+    run = pool.start(TINY, "alice")
+    wait_until(lambda: run.step > 5, what="training")
+    os.kill(run.pid, signal.SIGKILL)
+    wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
+    assert run.status == "failed" and "killed by signal 9" in run.error and "press Train" in run.error
+    assert run.result is None and pool.running() == 0
+    again = pool.start(replace(TINY, steps=3), "alice")  # the pool still works
+    wait_until(lambda: again.ended.is_set(), what="a new run")
+    assert again.status == "finished"
+
+
+def test_a_silent_worker_is_ended_after_hang_seconds(pool):
+    run = pool.start(TINY, "alice")
+    wait_until(lambda: run.step > 5, what="training")
+    pool.hang_seconds = 1.0
+    pid = run.pid
+    os.kill(pid, signal.SIGSTOP)  # a real hang: the process exists and sends nothing
+    try:
+        wait_until(lambda: run.ended.is_set(), 10, "the pool to give up on the worker")
+        assert run.status == "failed" and "sent nothing for 1 s" in run.error
+        wait_until(lambda: not alive(pid), 5, "the hung worker to be killed")
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_reset_retrain_and_a_gone_session_end_the_worker():
+    sessions = {"alice", "bob"}
+    pool = RunPool(capacity=2, cores=2, owner_grace=0.3, is_alive=lambda owner: owner in sessions)
+    try:
+        first = pool.start(TINY, "alice")
+        wait_until(lambda: first.step > 0, what="alice training")
+        second = pool.start(TINY, "alice")  # train again: the first run's worker ends
+        assert first.status == "cancelled" and not alive(first.pid)
+        wait_until(lambda: second.step > 0, what="alice's second run")
+        pool.discard(second)  # reset
+        assert not alive(second.pid) and pool.running() == 0
+        bob = pool.start(TINY, "bob")
+        wait_until(lambda: bob.step > 0, what="bob training")
+        sessions.discard("bob")  # bob closed his tab
+        wait_until(lambda: bob.ended.is_set(), 10, "bob's run to end with his session")
+        assert bob.status == "cancelled" and not alive(bob.pid)
+    finally:
+        pool.shutdown()
+
+
+def test_the_limit_makes_runs_wait_in_order_and_the_cores_are_split(pool):
+    a = pool.start(TINY, "alice")
+    wait_until(lambda: a.worker_threads == 2, what="a lone run on both cores")
+    b = pool.start(TINY, "bob")
+    wait_until(lambda: a.worker_threads == 1 and b.worker_threads == 1, what="two runs on one core each")
+    c = pool.start(TINY, "carol")
+    time.sleep(0.3)
+    assert c.status == "waiting" and c.position == 1 and c.step == 0
+    pool.stop(a)
+    wait_until(lambda: c.step > 0, what="carol's run to start once a slot is free")
+    pool.stop(b)
+    wait_until(lambda: c.worker_threads == 2, what="the lone run to take both cores again")
+    assert pool.runs_of("alice") == [] and pool.runs_of("carol") == [c]
+
+
+def test_runs_of_different_owners_are_apart(pool):
+    a = pool.start(TINY, "alice")
+    b = pool.start(replace(TINY, n_layers=0), "bob")
+    wait_until(lambda: len(a.rows) >= 2 and len(b.rows) >= 2, what="rows for both")
+    assert pool.runs_of("alice") == [a] and pool.runs_of("bob") == [b]
+    assert all(len(r["prev_token"]) == 1 for r in a.rows)  # alice's 1-block rows
+    assert all(r["prev_token"] == [] for r in b.rows)  # bob's 0-block rows
+    assert a.pid != b.pid
+
+
+_SERVER_THAT_DIES = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from dataclasses import replace
+from core.runs import RunPool
+from core.train_settings import TrainSettings
+pool = RunPool(capacity=1)
+run = pool.start(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+                         batch_size=4, steps=100000), "x")
+while run.step < 3:
+    time.sleep(0.02)
+print(run.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_no_worker_outlives_its_server(how):
+    """SIGTERM: the server exits normally and ends its workers; SIGKILL: nothing runs in the server,
+    and the worker ends itself when its Pipe reads end-of-file."""
+    server = subprocess.Popen([sys.executable, "-c", _SERVER_THAT_DIES, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(server.stdout.readline())
+        assert alive(pid)
+        server.send_signal(how)
+        server.wait(30)
+        wait_until(lambda: not alive(pid), 10, "the worker to end with its server")
+    finally:
+        server.kill()
