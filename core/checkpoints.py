@@ -1,4 +1,7 @@
-"""Checkpoint files, format version 1 (docs/DESIGN.md "Checkpoint file").
+"""Checkpoint files, format version 2 (docs/DESIGN.md "Checkpoint file"; docs/DESIGN.md "Checkpoint format v2").
+
+Version 2 is version 1 plus an optional `snapshots` list of {"step", "state_dict"} (core.snapshots);
+version-1 files still load.
 
 A file is one dict written by torch.save and read only with torch.load(weights_only=True), so
 nothing beyond tensors and plain containers is ever unpickled. Every problem with a file is a
@@ -19,10 +22,12 @@ from pathlib import Path
 import torch
 
 from .model import MAX_LAYERS, ModelConfig, TinyCharLM
+from .snapshots import check_snapshots
 from .task import TaskConfig
 
 FORMAT = "tinycharlm"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)  # versions this lab reads
 CONFIG_KEYS = ("vocab_size", "d_model", "n_heads", "n_layers", "bias", "rope_base")
 TASK_KEYS = ("period_min", "period_max", "seq_len")
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -48,9 +53,9 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | dict | None = None,
-                    train: dict | None = None, history: list | None = None) -> None:
-    """Write `model` (and optional task, train settings, history) as a version-1 file at `path`
-    (a path or a writable binary file object)."""
+                    train: dict | None = None, history: list | None = None, snapshots: list | None = None) -> None:
+    """Write `model` (and optional task, train settings, history, snapshots [{"step", "state_dict"}])
+    as a version-2 file at `path` (a path or a writable binary file object)."""
     task = task if task is not None else TaskConfig()
     task_dict = task.to_dict() if isinstance(task, TaskConfig) else dict(task)
     payload = {
@@ -64,6 +69,8 @@ def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | dict | None = No
         payload["train"] = train
     if history is not None:
         payload["history"] = history
+    if snapshots:
+        payload["snapshots"] = [{"step": s["step"], "state_dict": s["state_dict"]} for s in snapshots]
     if not isinstance(path, (str, os.PathLike)):
         torch.save(payload, path)
         return
@@ -169,7 +176,8 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
     """Load and check a file (path, bytes or binary file object).
 
     Returns (model in eval mode, info) where info holds "config", "task" (TaskConfig), "train" and
-    "history" (None when absent). Raises CheckpointError for any problem.
+    "history" (None when absent) and "snapshots" ([{"step", "state_dict"}], empty when absent).
+    Raises CheckpointError for any problem.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -189,11 +197,16 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         name = name or "The file"
     obj = _read(source, name)
     version = obj.get("version")
-    if type(version) is not int or version != VERSION:  # True and 1.0 compare equal to 1
-        raise CheckpointError(f"{name} is format version {version!r}; this lab reads version {VERSION}.")
+    if type(version) is not int or version not in VERSIONS:  # True and 1.0 compare equal to 1
+        raise CheckpointError(f"{name} is format version {version!r}; this lab reads versions 1 and 2.")
     cfg = _config(obj, name)
     task = _task(obj, name, cfg)
     sd = _state_dict(obj, name, cfg)
+    snapshots = []
+    if "snapshots" in obj:
+        if version == 1:
+            raise CheckpointError(f"{name} is format version 1, which has no snapshots, but holds a snapshots entry.")
+        snapshots = check_snapshots(obj["snapshots"], name, expected_shapes(cfg), CheckpointError)
     model = TinyCharLM(cfg)
     model.load_state_dict(sd)
     model.eval()
@@ -204,10 +217,11 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         "task": task,
         "train": train if isinstance(train, dict) else None,
         "history": history if isinstance(history, list) else None,
+        "snapshots": snapshots,
     }
     return model, info
 
 
 def load_checkpoint(path) -> TinyCharLM:
-    """The model in a version-1 file, in eval mode; CheckpointError for any bad file."""
+    """The model in a version-1 or version-2 file, in eval mode; CheckpointError for any bad file."""
     return read_checkpoint(path)[0]

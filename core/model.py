@@ -114,6 +114,14 @@ class AttentionBlock(nn.Module):
             self.b_K = nn.Parameter(torch.zeros(H, dh))
             self.b_V = nn.Parameter(torch.zeros(H, dh))
             self.b_O = nn.Parameter(torch.zeros(D))
+        self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (not saved)
+
+    def _prev_pattern(self, T: int, device) -> torch.Tensor:
+        """The held previous-token pattern [T, T]: row i is one-hot on i-1 (row 0 on position 0)."""
+        P = torch.zeros(T, T, device=device)
+        P[0, 0] = 1.0
+        P[torch.arange(1, T), torch.arange(T - 1)] = 1.0
+        return P
 
     def _qkv(self, h: torch.Tensor):
         """Fused projection: h [B, T, D] -> q, k, v each [B, H, T, d_head], rotary applied to q, k."""
@@ -136,6 +144,10 @@ class AttentionBlock(nn.Module):
         """
         q, k, v = self._qkv(h)
         z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
+        if self.prev_head is not None:  # no in-place write: SDPA's backward keeps its output
+            hd = self.prev_head
+            held = torch.cat([v[:, hd, :1], v[:, hd, :-1]], 1)[:, None]
+            z = torch.cat([z[:, :hd], held, z[:, hd + 1:]], 1)
         if ablate:
             z = z.clone()
             for hd, mode in ablate.items():
@@ -160,6 +172,8 @@ class AttentionBlock(nn.Module):
         scores = (q / math.sqrt(self.cfg.d_head)) @ k.transpose(-1, -2)
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
         pattern = scores.masked_fill_(~mask, float("-inf")).softmax(-1)
+        if self.prev_head is not None:
+            pattern[:, self.prev_head] = self._prev_pattern(T, h.device)
         z = pattern @ v
         if not per_head:
             return h + self._write(z), pattern, None, v

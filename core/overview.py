@@ -4,10 +4,11 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from .initial import initial_model
 from .model import ModelConfig, TinyCharLM
 from .report import build_report
 from .task import TaskConfig
-from .trainer import TrainConfig, initial_model
+from .trainer import TrainConfig
 
 HEAD_COLUMNS = ["block", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token",
                 "ov_diag_top1", "ov_diag_top1_effective", "ov_copying_eig_effective", "ablation_loss_later_delta"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .checkpoints import save_checkpoint
 from .cli import OneLineParser, UsageError, run_main
+from .interventions import check_interventions
 from .model import ModelConfig
 from .presets import PRESETS, get_preset
 from .task import TaskConfig
@@ -39,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int)
     p.add_argument("--stop-at-loss", type=float,
                    help="stop once loss_later_copies on the fixed evaluation batch is below this")
+    p.add_argument("--hold-prev-head", metavar="1.H",
+                   help="experiment: hold block-1 head H's pattern on the previous position for the whole run")
+    p.add_argument("--knockout", metavar="B.H", help="experiment: head B.H writes nothing for the whole run")
+    p.add_argument("--plain-embedding", action="store_true",
+                   help="experiment: start from the plain embedding (embed_scale 1, embed_shared 0)")
     p.add_argument("--manifest", help="also measure the checkpoint and record it in this manifest.json")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return p
@@ -57,9 +63,37 @@ def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
     train = dataclasses.replace(train, **{k: v for k, v in {"steps": args.steps, "lr": args.lr, "seed": args.seed,
                                                             "batch_size": args.batch_size,
                                                             "log_every": args.log_every}.items() if v is not None})
+    train = dataclasses.replace(train, **experiment_fields(args))
     task.validate(model.vocab_size)
     train.validate()
+    check_interventions(model, train)
     return model, task, train
+
+
+def parse_head(text: str, flag: str) -> tuple[int, int]:
+    """'2.3' (1-based block.head) -> (1, 2) (0-based); ValueError naming the flag otherwise."""
+    try:
+        b, h = (int(x) for x in text.split("."))
+    except ValueError:
+        raise ValueError(f"{flag} takes a head as block.head, e.g. 1.2, got {text!r}.") from None
+    if b < 1 or h < 1:
+        raise ValueError(f"{flag} counts blocks and heads from 1, got {text!r}.")
+    return b - 1, h - 1
+
+
+def experiment_fields(args) -> dict:
+    """The TrainConfig fields set by --hold-prev-head, --knockout and --plain-embedding."""
+    out = {}
+    if args.hold_prev_head:
+        b, h = parse_head(args.hold_prev_head, "--hold-prev-head")
+        if b != 0:
+            raise ValueError("--hold-prev-head takes a head of block 1, e.g. 1.2.")
+        out["hold_prev_head"] = h
+    if args.knockout:
+        out["knockout_layer"], out["knockout_head"] = parse_head(args.knockout, "--knockout")
+    if args.plain_embedding:
+        out.update(embed_scale=1.0, embed_shared=0.0)
+    return out
 
 
 def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progress=False, preset=None) -> Trainer:

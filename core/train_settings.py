@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from .interventions import check_interventions
 from .model import MAX_LAYERS, ModelConfig
 from .presets import DEFAULT_PRESET, get_preset
 from .task import TaskConfig
@@ -26,6 +27,8 @@ class TrainSettings:
     steps: int
     seed: int
     shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
+    hold_prev_head: int = -1  # training experiments (core.interventions), 0-based; -1 = off
+    knockout: tuple[int, int] = (-1, -1)  # (layer, head)
 
     @classmethod
     def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
@@ -44,6 +47,9 @@ class TrainSettings:
         train = replace(p.train, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed)
         if not self.shared_embedding:
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
+        train = replace(train, hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
+                        knockout_head=self.knockout[1])
+        check_interventions(model, train)
         if getattr(train, "seq_len", 0):  # the preset trains on shorter sequences: keep that only if it fits
             fits = 2 * task.period_max <= train.seq_len < task.seq_len
             train = replace(train, seq_len=train.seq_len if fits else 0)
@@ -63,6 +69,8 @@ class TrainSettings:
     def label(self) -> str:
         bias = ", bias" if self.bias else ""
         bias += "" if self.shared_embedding else ", plain init"
+        bias += f", head 1.{self.hold_prev_head + 1} held" if self.hold_prev_head != -1 else ""
+        bias += f", head {self.knockout[0] + 1}.{self.knockout[1] + 1} knocked out" if self.knockout[0] != -1 else ""
         return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
                 f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
 

@@ -24,8 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from .heads import head_scores
+from .initial import initial_model
+from .interventions import apply_interventions, check_interventions
 from .metrics import copy_metrics
 from .model import ModelConfig, TinyCharLM
+from .snapshots import SnapshotRecorder
 from .task import TaskConfig, copy_masks, sample_batch
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
@@ -50,8 +53,12 @@ class TrainConfig:
     check_every: int = 25  # steps between stop checks (with stop_at_loss)
     check_margin: float = 0.1  # also check when the training batch's later-copy loss is this close
     check_gap: int = 5  # ... but at most once per check_gap steps (a loss hovering near X checked every step)
-    embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see init_embedding)
+    embed_scale: float = 3.0  # W_E's initial std, in units of 1/sqrt(d_model) (see core.initial)
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
+    # Training experiments (core.interventions): -1 = off. 0-based indices.
+    hold_prev_head: int = -1  # this block-1 head's pattern is held on the previous position for the run
+    knockout_layer: int = -1  # with knockout_head: this head's W_O is zero and frozen for the run
+    knockout_head: int = -1
 
     def __post_init__(self):
         if self.schedule in OLD_SCHEDULE_NAMES:  # old checkpoints stay loadable
@@ -115,35 +122,6 @@ def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dic
 
 
 @torch.no_grad()
-def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: torch.Generator) -> None:
-    """Reshape W_E [V, D] after model.reset_parameters: multiply it by `scale`, then add one random
-    direction of norm `shared` to every row.
-
-    What it does, measured (bench/init_plateau.py, bench/README.md): the plateau before the induction
-    drop is about three times shorter than from the plain start (scale 1, shared 0). The
-    previous-token head does not form at once: in the shipped 2-block run block 1's best prev_token
-    stays at or below 0.06 up to step 150 and rises with the loss drop (tests/test_claims.py). With a
-    tied unembedding the shared direction s is not free at the output: logit b gains e_a.s (the same
-    for every b: ignored by the softmax) and s.e_b, a per-token bias with a spread of about 0.8 nats at
-    the start (core.overview.initial_logit_bias). Why the plateau is shorter is not established here.
-    """
-    if scale != 1.0:
-        model.W_E.mul_(scale)
-    if shared:
-        direction = torch.randn(model.W_E.shape[1], generator=generator)
-        model.W_E.add_(shared * direction / direction.norm())
-
-
-def initial_model(model_cfg: ModelConfig, train_cfg: TrainConfig) -> TinyCharLM:
-    """The model a seeded Trainer starts from (reset_parameters, then init_embedding)."""
-    model = TinyCharLM(model_cfg)  # weights drawn below from the run's own generator, not torch's global one
-    generator = torch.Generator().manual_seed(train_cfg.seed)
-    model.reset_parameters(generator)
-    init_embedding(model, train_cfg.embed_scale, train_cfg.embed_shared, generator)
-    return model
-
-
-@torch.no_grad()
 def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
     """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
     was_training = model.training
@@ -181,7 +159,9 @@ class Trainer:
         self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
         self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
         self.train_task = train_cfg.train_task(task_cfg)
+        check_interventions(model_cfg, train_cfg)
         self.model = initial_model(model_cfg, train_cfg)
+        self._frozen = apply_interventions(self.model, train_cfg)
         self.model.train()
         params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
@@ -196,7 +176,9 @@ class Trainer:
         self.last_later_loss = math.nan  # the last training batch's later-copy loss
         self.stop_checks: list[tuple[int, float]] = []  # (step, loss_later_copies) of each stop check
         self.stopped_early = False
+        self.snapshots = SnapshotRecorder()  # weights every 10 steps, thinned (core.snapshots); no RNG
         self._log()
+        self.snapshots.offer(0, self.model, math.nan)
 
     @property
     def done(self) -> bool:
@@ -228,6 +210,8 @@ class Trainer:
                 group["lr"] = self.lr_at(self.step)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            for param, mask in self._frozen:
+                param.grad.mul_(mask)
             self.optimizer.step()
         with torch.no_grad():
             later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
@@ -261,6 +245,7 @@ class Trainer:
             t0 = time.perf_counter()
             self.last_loss = self.train_step()
             self.seconds += time.perf_counter() - t0
+            self.snapshots.offer(self.step, self.model, self.last_later_loss)
             done += 1
             logged = self.step % self.cfg.log_every == 0 or self.done
             if stop_at_loss is not None and not logged and (
@@ -287,6 +272,7 @@ class Trainer:
         return bool(self.history) and self.history[-1]["loss_later_copies"] < loss
 
     def checkpoint_fields(self) -> dict:
-        """The task, train and history entries for save_checkpoint."""
+        """The task, train, history and snapshots entries for save_checkpoint."""
         train = self.cfg.to_dict() | {"steps_done": self.step, "seconds": round(self.seconds, 3)}
-        return {"task": self.task_cfg, "train": train, "history": self.history}
+        return {"task": self.task_cfg, "train": train, "history": self.history,
+                "snapshots": self.snapshots.export(final_step=self.step)}

@@ -19,6 +19,7 @@ the Pipe reports end-of-file and the worker returns.
 """
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing as mp
 import os
@@ -30,6 +31,7 @@ from contextlib import contextmanager, suppress
 import torch
 
 from .checkpoints import checkpoint_bytes
+from .interventions import release
 from .train_settings import TrainSettings
 from .trainer import Trainer, eval_batch, evaluate
 
@@ -38,8 +40,9 @@ PROGRESS_EVERY = 0.1  # seconds between progress messages
 
 def final_checkpoint(trainer: Trainer) -> bytes:
     """The checkpoint of the trainer's model at its last finished step. A run stopped between two
-    logs gets one more history row, measured now, at that step (train_loss NaN: no batch logged)."""
-    model = trainer.model.eval()
+    logs gets one more history row, measured now, at that step (train_loss NaN: no batch logged).
+    A held head (core.interventions) is for training only: that row measures the weights alone."""
+    model = release(copy.deepcopy(trainer.model)).eval()
     fields = dict(trainer.checkpoint_fields())
     history = list(fields["history"])
     if history[-1]["step"] != trainer.step:

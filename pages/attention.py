@@ -13,6 +13,7 @@ from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.setup import lab_script
 from ui.state import require_heads, require_model
+from ui.steps import step_control
 
 lab_script()  # first: see ui/setup.py
 
@@ -24,6 +25,8 @@ cfg = model.cfg
 require_heads(entry, "This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
               "guess for the next token depends on the current token alone, through the embedding's Gram "
               "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
+entry = step_control(entry, "att")  # every number below is this step's
+model = entry.model
 
 
 @st.cache_data(show_spinner="Running the model…", max_entries=64)

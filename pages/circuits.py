@@ -9,6 +9,7 @@ from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.setup import lab_script
 from ui.state import require_heads, require_model
+from ui.steps import step_control
 
 lab_script()  # first: see ui/setup.py
 
@@ -20,6 +21,8 @@ cfg = model.cfg
 require_heads(entry, "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
               "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
               "depth page takes that apart.")
+entry = step_control(entry, "cir")  # every number below is this step's
+model = entry.model
 
 
 @st.cache_data(show_spinner="Reading the weights…", max_entries=64)

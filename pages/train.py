@@ -13,6 +13,7 @@ from ui import text
 from ui.charts import train as charts
 from ui.setup import lab_script
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
+from ui.timeline import timeline_panel
 from ui.training import pool_problem, run_pool, session_owner
 
 lab_script()  # first: see ui/setup.py
@@ -52,7 +53,8 @@ def shipped_runs() -> dict[str, dict]:
 
 
 WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
-               "tr_seed")
+               "tr_seed", "tr_hold", "tr_knock")
+NO_HEAD = "none"
 
 
 def settings_widgets() -> TrainSettings:
@@ -83,6 +85,7 @@ def settings_widgets() -> TrainSettings:
                         key="tr_batch")
         c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
         c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
+    experiment_widgets(saved)
     st.session_state["tr_saved"] = {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
     return settings_from_state()
 
@@ -95,10 +98,39 @@ def settings_from_state() -> TrainSettings:
         return st.session_state.get(key, saved.get(key, default))
 
     pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
+    hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
     return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
-                              bool(get("tr_shared", d.shared_embedding)))
+                              bool(get("tr_shared", d.shared_embedding)),
+                              -1 if hold == NO_HEAD else int(hold.split(".")[1]) - 1,
+                              (-1, -1) if knock == NO_HEAD else tuple(int(x) - 1 for x in knock.split(".")))
+
+
+def experiment_widgets(saved: dict) -> None:
+    """Experiments on the training itself (core.interventions), each against an ordinary run."""
+    heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
+    with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
+        a, b = st.columns(2)
+        hold_options = [NO_HEAD] + [h for h in heads if h.startswith("1.")]
+        a.selectbox("Hold a block-1 head on the previous token", hold_options,
+                    hold_options.index(saved.get("tr_hold", NO_HEAD)), key="tr_hold",
+                    help="From step 0, this head attends only to the position before each query.")
+        knock_options = [NO_HEAD] + heads
+        b.selectbox("Knock a head out for the whole run", knock_options,
+                    knock_options.index(saved.get("tr_knock", NO_HEAD)), key="tr_knock",
+                    help="Its output weights W_O start at zero and never get a gradient, so it writes nothing.")
+        st.caption(
+            "In the spirit of Singh et al. (2024), who clamp parts of the induction circuit and watch the phase "
+            "change move: train once with an experiment and once without it, same seed, and compare the step "
+            "where the loss drops. TinyCharLM has no positional embedding and rotary positions, so no setting "
+            "of a head's weights gives exactly a previous-token pattern on every input. The closest honest "
+            "version is to change the head's computation during training: its pattern is held at one on the "
+            "previous position (the first position on itself), while its W_V and W_O learn what to write. The "
+            "hold exists only during training: the model you keep computes that head's pattern from its own "
+            "weights (W_Q and W_K never learned anything), so the other pages show it without the hold. A "
+            "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
+            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")
 
 
 def register(run: LiveRun) -> bool:
@@ -218,6 +250,7 @@ def result_panel(run: LiveRun) -> None:
                "the sidebar, so every other page analyses it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",
                        mime="application/octet-stream", key="tr_download")
+    timeline_panel(run.registered_key or "live", model, info, "this run")
 
 
 def shipped_panel() -> None:
@@ -248,6 +281,9 @@ def shipped_panel() -> None:
             + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
                "the block-1 and block-2 lines rise with that line." if drop is not None else
                "Its later-copy loss never fell below ln V / 2."))
+        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{DEFAULT_PRESET}.pt")
+        if shipped is not None:
+            timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {DEFAULT_PRESET} run")
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

@@ -113,7 +113,7 @@ def bad_checkpoints(marker: Path) -> dict[str, tuple[bytes, str]]:
     # protocol 4 stops torch's reader at its first opcode (and makes torch warn on stderr)
     out["arbitrary-pickle-4"] = (pickle.dumps({"x": Plant(marker)}, protocol=4), "not a torch checkpoint")
     out["truncated"] = (good[: len(good) // 2], "truncated")
-    edit("version-2", "version 2", lambda p: p.update(version=2))
+    edit("version-3", "version 3", lambda p: p.update(version=3))
     edit("wrong-shape", "blocks.0.W_K", lambda p: p["state_dict"].update({"blocks.0.W_K": torch.zeros(4, 32, 9)}))
     edit("missing-key", "blocks.0.W_O", lambda p: p["state_dict"].pop("blocks.0.W_O"))
     edit("extra-key", "blocks.1.W_Q", lambda p: p["state_dict"].update({"blocks.1.W_Q": torch.zeros(4, 32, 8)}))

@@ -1,4 +1,4 @@
-"""Checkpoint files, format version 1 (docs/DESIGN.md "Checkpoint file"): round trips, a file written
+"""Checkpoint files, format versions 1 and 2 (docs/DESIGN.md "Checkpoint file"): round trips, a file written
 by hand from the spec, and every kind of bad file refused with one sentence and nothing executed."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_round_trip_gives_bit_identical_logits(tmp_path, n_layers, bias):
 
     # the file is what docs/DESIGN.md says: a plain dict that torch.load(weights_only=True) reads
     raw = torch.load(path, weights_only=True)
-    assert raw["format"] == "tinycharlm" and raw["version"] == 1
+    assert raw["format"] == "tinycharlm" and raw["version"] == 2
     assert raw["config"] == {**TINY, "n_layers": n_layers, "bias": bias, "rope_base": 10000.0}
     assert raw["task"] == {"period_min": 4, "period_max": 8, "seq_len": 24}
     assert set(raw["state_dict"]) == _design_keys(n_layers, bias)
@@ -129,14 +129,14 @@ def test_messages_name_the_problem(bad_files):
     message = lambda name: str(pytest.raises(CheckpointError, load_checkpoint, files[name][0]).value)  # noqa: E731
     assert "shape (4, 32, 9)" in message("wrong-shape") and "(4, 32, 8)" in message("wrong-shape")
     assert "wrong-shape.pt" in message("wrong-shape")  # the file is named
-    assert "version 1" in message("version-2")
+    assert "versions 1 and 2" in message("version-3")
     # random bytes are not mistaken for a file carrying code, and vice versa
     assert "Python objects" not in message("random-bytes")
     assert "Python objects" not in message("truncated")
 
 
 @pytest.mark.parametrize("version", [True, 1.0, "1", None])
-def test_version_must_be_the_integer_1(tmp_path, version):
+def test_version_must_be_an_integer(tmp_path, version):
     path = tmp_path / "v.pt"
     torch.save(design_payload() | {"version": version}, path)
     with pytest.raises(CheckpointError, match="version"):

@@ -19,7 +19,7 @@ from core.task import TaskConfig
 
 from conftest import python_m, tiny_model
 
-BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-2", "wrong-shape",
+BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-3", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
              "random-bytes", "empty", "no-such-file"]
 HEAD_KEYS = {"layer", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token", "self",

@@ -7,7 +7,7 @@ models a student can make with those extremes, and bad uploads.
   Widgets that appear only after a change are set in the next round.
 - On the Train page each combination is also trained (or refused with a message), and the models
   trained at the extremes are then analysed on every page.
-- Uploads: corrupt, foreign-pickle, version-2, wrong-shape, empty and oversized files each give a
+- Uploads: corrupt, foreign-pickle, version-3, wrong-shape, empty and oversized files each give a
   message in the sidebar and leave the picked model as it was; no pickled code ever runs.
 """
 from __future__ import annotations

@@ -96,6 +96,33 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert not at.exception and at.session_state["picked_model"] == key
 
 
+def test_a_finished_live_run_shows_its_timeline():
+    """A run trained in a worker comes back with its snapshots, and the Train page draws its timeline;
+    the in-context-learning score it prints is the final model's, measured here from the loss at each
+    position of the evaluation batch."""
+    import torch.nn.functional as F
+
+    from core.timeline import icl_positions
+    from core.trainer import eval_batch
+
+    at = app("pages/train.py")
+    tiny_settings(at, steps=30, layers=2)
+    at.button(key="tr_train").click().run()
+    run = run_until_done(at)
+    assert run.status == "finished"
+    entry = at.session_state["lab_models"][run.registered_key]
+    assert [s["step"] for s in entry.info["snapshots"]] == [0, 10, 20]
+    assert any(h.value == "Watch the circuit form: this run" for h in at.subheader)
+    assert not any("no snapshots" in i.value for i in at.info)
+    tokens, _ = eval_batch(entry.info["task"], entry.model.cfg.vocab_size)
+    with torch.no_grad():
+        logits = entry.model(tokens)[:, :-1]
+    per = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none").mean(0)  # [T-1]
+    early, late = icl_positions(tokens.shape[1])
+    icl = float(per[late - 1] - per[early - 1])
+    assert any(f"Its final value: {icl:.2f} nats." in c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("periods, seq_len, phrase", [
     ((40, 64), 96, "no complete second copy"),
     ((32, 32), 40, "raise seq_len to at least 64"),

@@ -87,6 +87,28 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
     assert not model.training
 
 
+def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
+    """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
+    and the experiments (core.interventions) travel with it: the same as the same run trained here."""
+    pool.cores = 1  # one torch thread in the worker, as in this process: bit-exact against the reference
+    settings = replace(TINY, n_layers=2, steps=40, hold_prev_head=0, knockout=(1, 3))
+    run = pool.start(settings, "alice")
+    assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
+    assert run.status == "finished" and run.step == 40, run.error
+    model, info, _ = run.result
+    reference = Trainer(*settings.configs())
+    reference.run(40)
+    expected = reference.checkpoint_fields()["snapshots"]
+    assert [s["step"] for s in info["snapshots"]] == [s["step"] for s in expected] == [0, 10, 20, 30]
+    for got, want in zip(info["snapshots"], expected):
+        for name, w in want["state_dict"].items():
+            assert torch.equal(got["state_dict"][name], w), (got["step"], name)
+    assert torch.count_nonzero(model.blocks[1].W_O[3]) == 0, "the knocked-out head writes nothing"
+    assert all(b.prev_head is None for b in model.blocks), "the hold is for training only"
+    train = info["train"]
+    assert (train["hold_prev_head"], train["knockout_layer"], train["knockout_head"]) == (0, 1, 3)
+
+
 def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
     run = pool.start(TINY, "alice")
     wait_until(lambda: run.step > 5, what="training")

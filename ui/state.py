@@ -21,7 +21,7 @@ from core.presets import DEFAULT_PRESET
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints"
-MAX_UPLOAD_MB = 5
+MAX_UPLOAD_MB = 10  # a version-2 file with snapshots is up to 10 MB
 
 
 @dataclass
@@ -159,7 +159,8 @@ def sidebar_picker() -> LabModel | None:
             entry = None
             st.caption("No model yet.")
         st.file_uploader("Upload a checkpoint (.pt)", type=["pt"], key="upload_checkpoint",
-                         on_change=_on_upload, help=f"A TinyCharLM file, format version 1, at most {MAX_UPLOAD_MB} MB.")
+                         on_change=_on_upload,
+                         help=f"A TinyCharLM file, format version 1 or 2, at most {MAX_UPLOAD_MB} MB.")
         if st.session_state.get("upload_error"):
             st.error(st.session_state["upload_error"])
     return entry

@@ -12,7 +12,7 @@ from core.task import TaskConfig
 from conftest import ARTIFACTS
 from helpers import bad_checkpoints
 
-BAD = ("random-bytes", "arbitrary-pickle", "version-2", "wrong-shape", "empty")
+BAD = ("random-bytes", "arbitrary-pickle", "version-3", "wrong-shape", "empty")
 
 
 def tiny(n_layers: int = 1) -> bytes:

@@ -1,0 +1,69 @@
+"""How long moving the training-step slider takes on the Attention and Circuits pages (ui/steps.py).
+
+    python bench/step_control_time.py [--json]
+
+Opens the shipped 2-block model's page in AppTest and moves the slider across the drop: each move
+is timed the first time a step is shown (cold: every view of that step computed) and again after
+all have been shown once (warm: Streamlit's caches hold each step's views). The budget is 1 s warm.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
+from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+FILE = "variable-period-2block.pt"
+
+
+class _NavigationPagesManager(PagesManager):
+    """Keeps st.navigation in charge under AppTest (see bench/page_times.py)."""
+
+
+def measure(page: str, key: str) -> dict:
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at.run()
+    at.selectbox(key="picked_model").set_value(f"shipped:{FILE}").run()
+    at.switch_page(page)
+    at.run()
+    steps = [s for s in at.select_slider(key=key).options]
+    picks = [int(s) for s in steps if "final" not in s][::4][:6]  # six steps across the run
+    times = {"cold": [], "warm": []}
+    for phase in ("cold", "warm"):
+        for s in picks:
+            at.select_slider(key=key).set_value(s)
+            t0 = time.perf_counter()
+            at.run()
+            times[phase].append(time.perf_counter() - t0)
+            assert not at.exception, at.exception
+    return {"page": page, "steps": picks, **{f"{k}_median_s": round(statistics.median(v), 3) for k, v in times.items()},
+            **{f"{k}_max_s": round(max(v), 3) for k, v in times.items()}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    app_test_module.PagesManager = _NavigationPagesManager
+    PagesManager.uses_pages_directory = False
+    rows = [measure("pages/attention.py", "att_step"), measure("pages/circuits.py", "cir_step")]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            print(f"{r['page']}: steps {r['steps']}: cold median {r['cold_median_s']} s (max {r['cold_max_s']}), "
+                  f"warm median {r['warm_median_s']} s (max {r['warm_max_s']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

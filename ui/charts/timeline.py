@@ -1,0 +1,69 @@
+"""Timeline charts for the Train page (ui.timeline): the loss curve with the film strip's markers, the
+film strip of two heads' patterns, the in-context-learning score and the loss by position.
+
+Input: the dict core.timeline.timeline returns (numpy arrays and lists).
+"""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from . import OKABE_ITO
+
+MARK = OKABE_ITO[5]  # vermillion: the film-strip markers
+
+
+def curve(t: dict) -> alt.LayerChart:
+    df = pd.DataFrame({"step": t["steps"], "loss": t["loss_later"]})
+    marks = pd.DataFrame({"step": t["frames"], "frame": [str(i + 1) for i in range(len(t["frames"]))]})
+    line = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="training step"), y=alt.Y("loss:Q", title="later-copy loss (nats)"),
+        tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
+    rules = alt.Chart(marks).mark_rule(color=MARK).encode(x="step:Q")
+    text = alt.Chart(marks).mark_text(color=MARK, dy=-6, fontWeight="bold").encode(
+        x="step:Q", y=alt.value(0), text="frame:N")
+    return (line + rules + text).properties(height=200)
+
+
+def strip(t: dict) -> alt.FacetChart:
+    rows, labels = [], []
+    for name, pats in t["patterns"].items():
+        layer, head = t["heads"][name]
+        label = f"{name} head {layer + 1}.{head + 1}"
+        labels.append(label)
+        for f, step in enumerate(t["frames"]):
+            P = pats[f]
+            for i in range(P.shape[0]):
+                for j in range(i + 1):
+                    if P[i, j] >= 0.01:
+                        rows.append({"head": label, "frame": f"{f + 1}: step {step}", "query": i, "key": j,
+                                     "weight": float(P[i, j])})
+    df = pd.DataFrame(rows)
+    n = len(t["tokens"])
+    order = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
+    return alt.Chart(df).mark_rect().encode(
+        x=alt.X("key:O", axis=None), y=alt.Y("query:O", axis=None),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
+        tooltip=["query:Q", "key:Q", alt.Tooltip("weight:Q", format=".2f")],
+    ).properties(width=min(130, 2 * n), height=min(130, 2 * n)).facet(
+        row=alt.Row("head:N", title=None, sort=labels), column=alt.Column("frame:N", title=None, sort=order))
+
+
+def icl(t: dict) -> alt.Chart:
+    df = pd.DataFrame({"step": t["steps"], "icl": t["icl"]})
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("icl:Q", title=f"loss at {t['late']} − loss at {t['early']} (nats)"),
+        tooltip=["step:Q", alt.Tooltip("icl:Q", format=".3f")]).properties(height=200)
+
+
+def by_position(t: dict) -> alt.Chart:
+    b, a = t["before_after"]
+    rows = []
+    for idx, when in ((b, "before the drop"), (a, "after the drop")):
+        for pos, v in enumerate(t["loss_by_position"][idx], start=1):
+            rows.append({"position": pos, "loss": float(v), "step": f"step {t['steps'][idx]} ({when})"})
+    return alt.Chart(pd.DataFrame(rows)).mark_line().encode(
+        x=alt.X("position:Q", title="position of the predicted token"), y=alt.Y("loss:Q", title="loss (nats)"),
+        color=alt.Color("step:N", title=None, legend=alt.Legend(orient="top")),
+        tooltip=["position:Q", alt.Tooltip("loss:Q", format=".3f"), "step:N"]).properties(height=220)

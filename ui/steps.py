@@ -1,0 +1,46 @@
+"""The "training step" control: look at the picked model as it was at a snapshot of its training
+(checkpoint format version 2, core.snapshots). Shared by the Attention and Circuits pages."""
+from __future__ import annotations
+
+import streamlit as st
+
+from core.snapshots import snapshot_model
+from ui.state import LabModel
+
+
+def final_step(entry: LabModel) -> int | None:
+    """The step of the file's top-level weights (None when the file does not say)."""
+    done = (entry.info.get("train") or {}).get("steps_done")
+    return done if isinstance(done, int) else None
+
+
+FINAL = -1  # the slider's value for the final (top-level) weights
+
+
+def step_options(entry: LabModel) -> list[int]:
+    """The snapshot steps, then FINAL for the top-level weights."""
+    return [s["step"] for s in entry.info.get("snapshots") or []] + [FINAL]
+
+
+def step_control(entry: LabModel, key: str) -> LabModel:
+    """A slider over the picked model's snapshots (nothing when it has none). Returns `entry` at the
+    final step, or a LabModel of the snapshot's weights whose key names the step, so every cached
+    computation on the page belongs to that step."""
+    snaps = entry.info.get("snapshots") or []
+    if not snaps:
+        return entry
+    final = final_step(entry)
+    label = lambda s: str(s) if s != FINAL else (f"{final} (final)" if final is not None else "final")  # noqa: E731
+    col, note = st.columns([2, 3])
+    pick = col.select_slider("Training step", step_options(entry), value=FINAL, key=f"{key}_step",
+                             format_func=label, help="The weights as they were at this step of the training. "
+                             "The file keeps a snapshot every 10 steps around the drop and fewer elsewhere.")
+    if pick == FINAL:
+        note.caption(f"**Training step:** the finished model. Move the slider to see the same page at one of "
+                     f"{len(snaps)} earlier snapshots of its training.")
+        return entry
+    snap = next(s for s in snaps if s["step"] == pick)
+    note.caption(f"**Training step {pick}:** every pattern, score and number on this page is computed from "
+                 "the weights at that step (stored as float16), not from the finished model.")
+    return LabModel(f"{entry.key}@step{pick}", f"{entry.label} at step {pick}",
+                    snapshot_model(entry.model, snap["state_dict"]), entry.info, entry.source)

@@ -1,0 +1,58 @@
+"""The Train page's timeline of one run (core.timeline): a film strip of two heads' patterns across
+the drop lined up with markers on the loss curve, Olsson et al.'s in-context-learning score over
+training, and the loss at each position before and after the drop."""
+from __future__ import annotations
+
+import streamlit as st
+
+from core import timeline as tl
+from ui.charts import timeline as charts
+
+
+@st.cache_data(show_spinner="Measuring every snapshot of the run…", max_entries=8)
+def _timeline(key: str, _model, _info) -> dict | None:
+    return tl.timeline(_model, _info)
+
+
+def timeline_panel(key: str, model, info: dict, name: str) -> None:
+    """The whole timeline section for one run (nothing but a note when it has no snapshots)."""
+    st.subheader(f"Watch the circuit form: {name}")
+    if not info.get("snapshots"):
+        st.info("This run has no snapshots of its weights (a format-1 file, or a 0-block model), so there is "
+                "no timeline to show.")
+        return
+    t = _timeline(key, model, info)
+    if t is None:
+        st.info("A 0-block model has no heads: there is no circuit to watch.")
+        return
+    d = t["drop"]
+    c1, c2 = st.columns([3, 2])
+    c1.altair_chart(charts.curve(t), width="stretch")
+    c2.markdown(
+        f"**What am I looking at?** The later-copy loss at each of the {len(t['steps']) - 1} snapshots the run "
+        "kept, and at its final step. "
+        + (f"It fell from {d['drop_start']} (last snapshot at or above 3 nats) to {d['drop_end']} (first below "
+           f"1 nat). " if d["dropped"] else "It never fell below 1 nat. ")
+        + "The red markers 1–6 are the steps of the film strip below.")
+    st.altair_chart(charts.strip(t), width="content")
+    st.caption(
+        f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "
+        f"evaluation sequence (period {t['period']}), at the six marked steps. Rows are queries, columns keys. "
+        "Top and bottom: the block-1 head with the highest previous-token score and the last-block head with the "
+        "highest induction score at the end of the run. Watch the line just below the diagonal (previous "
+        "token) and the stripe one period back plus one (induction) appear together (Olsson et al., 2022).")
+    c1, c2 = st.columns(2)
+    c1.altair_chart(charts.icl(t), width="stretch")
+    c1.caption(
+        f"**In-context-learning score** (Olsson et al., 2022): the loss of predicting the token at position "
+        f"{t['late']} minus that at position {t['early']} (positions from 0), averaged over the evaluation "
+        f"batch. Position {t['early']} is always in the first copy and {t['late']} always in a later one, so "
+        "the score falls below zero as far as the model uses the context. Its final value: "
+        f"{t['icl'][-1]:.2f} nats.")
+    if t["before_after"] is not None:
+        c2.altair_chart(charts.by_position(t), width="stretch")
+        c2.caption("**Loss by position**, before and after the drop: before, every position costs about the same; "
+                   f"after, the loss falls once the first copy can be over (from position {info['task'].period_min}, "
+                   "the shortest period), because from there the next token can be looked up.")
+    else:
+        c2.info("The loss never dropped in this run, so there is no before and after to compare.")
