@@ -14,6 +14,8 @@ from ui import notebook
 from ui.python_panel import RUN_KEY
 from ui.state import shipped_files
 
+from helpers import open_app
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
@@ -52,15 +54,7 @@ def check_nbformat4(nb: dict) -> None:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_notebook_is_valid_and_runs_top_to_bottom(page, tmp_path):
-    file = "variable-period-2block.pt"
-    if file not in SHIPPED:
-        pytest.skip("shipped checkpoints missing")
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
-    at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
+    at = open_app(page, "variable-period-2block.pt", timeout=180)
     shown = list(at.session_state[RUN_KEY])
     assert shown and any(b.proto.label.startswith("📓") for b in at.get("download_button"))
     nb = json.loads(json.dumps(notebook.build(page, "test", shown)))  # what the button serves, as JSON

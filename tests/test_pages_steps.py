@@ -8,7 +8,8 @@ from streamlit.testing.v1 import AppTest
 
 from core import analysis, read_checkpoint, symbols
 from core.snapshots import snapshot_model
-from ui.state import shipped_files
+
+from helpers import open_app
 
 ROOT = Path(__file__).resolve().parent.parent
 TWO_BLOCK = "variable-period-2block.pt"
@@ -17,15 +18,7 @@ pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.p
 
 
 def page(name: str) -> AppTest:
-    if TWO_BLOCK not in [r["file"] for r in shipped_files()]:
-        pytest.skip(f"{TWO_BLOCK} is not in checkpoints/")
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=90)
-    at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{TWO_BLOCK}").run()
-    at.switch_page(name)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(name, TWO_BLOCK, timeout=90)
 
 
 def early_step() -> tuple[int, object, object]:

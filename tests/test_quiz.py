@@ -14,6 +14,8 @@ from core.attention import task_sequences
 from core.checkpoints import read_checkpoint
 from ui.state import shipped_files
 
+from helpers import open_app
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
@@ -23,15 +25,7 @@ pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.p
 
 
 def open_page(page: str, file: str) -> AppTest:
-    if file not in SHIPPED:
-        pytest.skip(f"{file} is not in checkpoints/")
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
-    at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, file, timeout=180)
 
 
 def quiz_radios(at):
