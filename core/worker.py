@@ -177,5 +177,5 @@ def _loop(session: _Session) -> str:
             session.t0 = time.perf_counter()
         trainer.run(1)
         session.send_news()
-        if not math.isfinite(trainer.history[-1].get("loss_later_copies", 0.0)):
-            return "diverged"
+        if not math.isfinite(trainer.last_loss) or not math.isfinite(trainer.history[-1].get("loss_later_copies", 0.0)):
+            return "diverged"  # every step's training loss, not only the logged rows: NaN weights cannot be kept

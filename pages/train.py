@@ -11,6 +11,7 @@ from core.runs import LiveRun
 from core.train_settings import UI_MAX_LAYERS, TrainSettings
 from ui import text
 from ui.charts import train as charts
+from ui.seeds import seeds_section
 from ui.setup import lab_script
 from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
 from ui.timeline import timeline_panel
@@ -360,3 +361,4 @@ st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 if not active:
     shipped_panel()
 transition_panel()
+seeds_section(settings, bad, off)

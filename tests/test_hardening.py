@@ -210,7 +210,10 @@ def train_here(at: AppTest, label: str) -> str | None:
     assert not run.active
     at.run()  # the pick happens on the run after Stop
     check(at, f"after stop with {label}")
-    assert run.registered_key, f"{label}: stopped at step {run.step} but no model was kept"
+    if run.status == "diverged":  # it may diverge after its first step too (a high learning rate)
+        assert at.error, f"{label}: a diverged run must say so"
+        return None
+    assert run.registered_key, f"{label}: {run.status} at step {run.step} but no model was kept ({run.error})"
     return at.session_state["picked_model"]
 
 
