@@ -217,7 +217,8 @@ def train_here(at: AppTest, label: str) -> str | None:
     return at.session_state["picked_model"]
 
 
-@pytest.mark.xfail(strict=False, reason="open in issue 14: a diverged run in the several-seeds mode does not show its error message")
+@pytest.mark.xfail(strict=False, reason=(
+    "open in issue 14: a diverged run in the several-seeds mode does not show its error message"))
 def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models():
     at = open_page("pages/train.py")
     trained = {}

@@ -39,7 +39,9 @@ def sidebar_error(app) -> str:
     return alerts.first.inner_text() if alerts.count() else ""
 
 
-@pytest.mark.xfail(strict=False, reason="open in issue 14/16: after the 10 MB upload cap and the shared bad-file generator, the invalid-file chip is not found within 30 s")
+@pytest.mark.xfail(strict=False, reason=(
+    "open in issue 14/16: after the 10 MB upload cap and the shared bad-file generator, "
+    "the invalid-file chip is not found within 30 s"))
 def test_upload_good_then_bad_files(app, server, files, tmp_path):
     paths, marker = files
     app.goto("attention")
