@@ -9,7 +9,7 @@ import torch
 
 from . import logit_lens, patching, path_patching
 from .model import TinyCharLM
-from .symbols import token_labels
+from .symbols import head_label, token_labels
 from .task import TaskConfig
 
 
@@ -37,10 +37,6 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
     periods = torch.full((n_corruptions,), L, dtype=torch.long)
     g = torch.Generator().manual_seed(seed)
     return patching.prepare(model, clean, patching.corrupt(clean, periods, model.cfg.vocab_size, g), periods)
-
-
-def head_label(layer: int, head: int) -> str:
-    return f"{layer + 1}.{head + 1}"
 
 
 def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:

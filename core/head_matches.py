@@ -33,6 +33,13 @@ def model_patterns(model: TinyCharLM, tokens: torch.Tensor) -> list[torch.Tensor
     return [p[0] for p in cache["pattern"]]
 
 
+def text_detector_table(model: TinyCharLM, text: str, rows: str = "target") -> tuple[pd.DataFrame, list[torch.Tensor]]:
+    """Typed text -> (head_detector_table, model_patterns) on its tokens; InputProblem on bad text."""
+    tokens = torch.tensor(symbols.encode_text(text, model.cfg.vocab_size, min_len=2))
+    patterns = model_patterns(model, tokens)
+    return head_detector_table(patterns, tokens, rows), patterns
+
+
 def head_detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor, rows: str = "target") -> pd.DataFrame:
     """Long table (layer, head, detector, score) of core.detectors' five masks on every head,
     plus a 'uniform' row (layer -1) giving the score of a head that spreads evenly."""

@@ -1,7 +1,6 @@
 """Head archetypes & the IOI circuit: six routing patterns, the detectors that recognise them, the same
 detectors on the student's model, the IOI circuit of GPT-2 small, and what attention weights do not say."""
 import streamlit as st
-import torch
 
 from core import archetypes as arc
 from core import head_matches, ioi, quiz, symbols
@@ -125,9 +124,7 @@ st.header("3 · Which of your model's heads fit an archetype?")
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _model_scores(key: str, text: str, rows: str, _model):
-    tokens = torch.tensor(symbols.encode_text(text, _model.cfg.vocab_size, min_len=2))
-    patterns = head_matches.model_patterns(_model, tokens)
-    return head_matches.head_detector_table(patterns, tokens, rows), patterns
+    return head_matches.text_detector_table(_model, text, rows)
 
 
 if not state.all_models():
