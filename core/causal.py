@@ -101,20 +101,22 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     return out
 
 
-def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None) -> bool:
-    """None: run the position sweeps only when they fit POSITION_BUDGET."""
-    return position_sweep_cost(model, runs) <= POSITION_BUDGET if positions is None else positions
+def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None, budget: int) -> bool:
+    """None: run the position sweeps only when they cost at most `budget` (position_sweep_cost)."""
+    return position_sweep_cost(model, runs) <= budget if positions is None else positions
 
 
 def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
-                     positions: bool | None = None) -> dict:
-    """experiments() on n_seqs sampled sequences at one period and their corruptions."""
+                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
+    """experiments() on n_seqs sampled sequences at one period and their corruptions (positions:
+    True/False runs the position sweeps or not; None runs them when they cost at most `budget`)."""
     runs = patching.task_runs(model, task, n_seqs, seed, period)
-    return experiments(model, runs, _positions(model, runs, positions))
+    return experiments(model, runs, _positions(model, runs, positions, budget))
 
 
 def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
-                     positions: bool | None = None) -> dict:
-    """experiments() on one typed sequence, corrupted n_corruptions times."""
+                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
+    """experiments() on one typed sequence, corrupted n_corruptions times (positions and budget as
+    in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed)
-    return experiments(model, runs, _positions(model, runs, positions))
+    return experiments(model, runs, _positions(model, runs, positions, budget))

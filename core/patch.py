@@ -11,20 +11,17 @@ patch_effect = (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)), null whe
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 
-from .checkpoints import read_checkpoint
-from .cli import OneLineParser, UsageError, run_main
+from .cli import measure_parser, read_measure_args, run_main
 from .model import TinyCharLM
 from .patching import check_period, head_patch_effects, task_runs
 from .task import TaskConfig
 
 DEFAULT_N_SEQS = 256
 DEFAULT_SEED = 0
-MAX_N_SEQS = 4096
 
 
 def _num(x: float):
@@ -51,29 +48,12 @@ def format_text(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = OneLineParser(prog="python -m core.patch", description=__doc__,
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--period", type=int, help="sample every sequence at this one period")
-    p.add_argument("--n-seqs", type=int, default=DEFAULT_N_SEQS)
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    args = p.parse_args(argv)
-    if not 1 <= args.n_seqs <= MAX_N_SEQS:
-        raise UsageError(f"--n-seqs must be between 1 and {MAX_N_SEQS}, got {args.n_seqs}")
-    if not 0 <= args.seed < 2**63:
-        raise UsageError(f"--seed must be between 0 and 2**63 - 1, got {args.seed}")
-    model, info = read_checkpoint(args.file)
-    task = info["task"]
-    if args.period is not None:
-        try:
-            check_period(args.period, task.seq_len)
-        except ValueError as e:
-            raise UsageError(f"--period: {e}") from None
-    report = build_patch_report(model, task, args.period, args.n_seqs, args.seed)
+    p = measure_parser("python -m core.patch", __doc__, "sample every sequence at this one period",
+                       DEFAULT_N_SEQS, DEFAULT_SEED)
+    args, model, info = read_measure_args(p, argv, check_period)  # patching needs a whole second copy
+    report = build_patch_report(model, info["task"], args.period, args.n_seqs, args.seed)
     print(json.dumps(report) if args.json else format_text(report))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(run_main("python -m core.patch", main))

@@ -29,11 +29,11 @@ def is_right(q: Question, given: str | None) -> bool:
     return q.answer is not None and given == q.answer
 
 
-def _none(key: str, prompt: str, why: str) -> Question:
+def no_answer(key: str, prompt: str, why: str) -> Question:
     return Question(key, prompt, [], None, why)
 
 
-def _top_two(values: dict[str, float]) -> tuple[str, float, float]:
+def top_two(values: dict[str, float]) -> tuple[str, float, float]:
     """(best key, its value, runner-up value) of finite values."""
     ranked = sorted(((v, k) for k, v in values.items() if v == v), reverse=True)
     best_v, best = ranked[0]
@@ -44,11 +44,11 @@ def previous_token_head(scores: pd.DataFrame) -> Question:
     """scores: one row per head with 1-based block, head and prev_token (core.analysis SequenceView.scores)."""
     prompt = "Which head is the previous-token head, the one that looks one position back?"
     if "prev_token" not in scores.columns or scores.empty:
-        return _none("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
+        return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
     vals = {f"{int(r.block)}.{int(r.head)}": float(r.prev_token) for r in scores.itertuples()}
-    best, v, second = _top_two(vals)
+    best, v, second = top_two(vals)
     if v < CLEAR_SCORE or v - second < CLEAR_GAP:
-        return _none("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
+        return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
                                        f"next {second:.2f}), so there is no clear answer for this model.")
     return Question("q_prev", prompt, list(vals), best,
                     f"Head {best} puts {v:.2f} of its attention on the previous position on average; the next "
@@ -63,14 +63,14 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
     the home page ranks it) where the frame has it, else by induction (latest copy)."""
     prompt = "At the query below, where will the strongest induction head put most of its attention?"
     if n_layers < 2:
-        return _none("q_ind", prompt, "This model has one block, so no head can read what another head wrote: "
+        return no_answer("q_ind", prompt, "This model has one block, so no head can read what another head wrote: "
                                       "there is no induction head and no induction target to predict.")
     col = "induction_any" if "induction_any" in scores.columns else "induction"
     if not period or col not in scores.columns:
-        return _none("q_ind", prompt, "The induction target needs the period: pick a sampled task sequence.")
+        return no_answer("q_ind", prompt, "The induction target needs the period: pick a sampled task sequence.")
     row = scores.loc[scores[col].idxmax()]
     if float(row[col]) < CLEAR_SCORE:
-        return _none("q_ind", prompt, f"No head attends to the induction target reliably (best score "
+        return no_answer("q_ind", prompt, f"No head attends to the induction target reliably (best score "
                                       f"{float(row[col]):.2f}), so there is no clear answer.")
     block, head = int(row["block"]), int(row["head"])
     label, i = f"{block}.{head}", min(period + period // 2, len(labels) - 1)
@@ -79,11 +79,11 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
             f"position {i + 1 - period}: the token after the earlier copy of this token": i + 1 - period,
             f"position {i - period}: the earlier copy of this token itself": i - period,
             "position 0: the first token": 0}
-    best, v, second = _top_two({k: float(attn[j]) for k, j in opts.items()})
+    best, v, second = top_two({k: float(attn[j]) for k, j in opts.items()})
     prompt = (f"Head {label} has the highest induction score ({col}). At query position {i} (token '{labels[i]}', "
               f"period {period}), where does it put most of its attention?")
     if v - second < CLEAR_GAP:
-        return _none("q_ind", prompt, "Here the head splits its attention between these places, so there is no "
+        return no_answer("q_ind", prompt, "Here the head splits its attention between these places, so there is no "
                                       "clear answer on this sequence.")
     return Question("q_ind", prompt, list(opts), best, f"Head {label} puts {v:.2f} of this row's attention at "
                     f"{best.split(':')[0]}; the next of these places gets {second:.2f}.")
@@ -94,9 +94,9 @@ def top_copier(table: pd.DataFrame) -> Question:
     prompt = "Which head's OV circuit copies most: for the most tokens, raises that same token's logit most?"
     heads = table[table["head"] != "all"]
     vals = {f"{int(r.block)}.{int(r.head)}": float(r.ov_diag_top1) for r in heads.itertuples()}
-    best, v, second = _top_two(vals)
+    best, v, second = top_two(vals)
     if v - second < CLEAR_GAP:
-        return _none("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
+        return no_answer("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
     return Question("q_copy", prompt, list(vals), best,
                     f"Head {best}: the diagonal is on top in {v:.0%} of rows; the runner-up reaches {second:.0%}.")
 
@@ -107,10 +107,10 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
     prompt = "Will ablating the first head below hurt the later-copy loss more or less than the second?"
     d = {f"{int(r.block)}.{int(r.head)}": float(r.loss_later_delta) for r in grid.itertuples()}
     if len(d) < 2:
-        return _none("q_abl", prompt, "This model has a single head: there is nothing to compare.")
+        return no_answer("q_abl", prompt, "This model has a single head: there is nothing to compare.")
     hi, lo = max(d, key=d.get), min(d, key=d.get)
     if d[hi] - d[lo] < CLEAR_GAP:
-        return _none("q_abl", prompt,
+        return no_answer("q_abl", prompt,
                      "No head's ablation changes the loss by much more than another's: no clear answer.")
     a, b = sorted([hi, lo])
     prompt = f"Will zero-ablating head {a} raise the later-copy loss more or less than zero-ablating head {b}?"
@@ -123,9 +123,9 @@ def biggest_path(labels: list[str], values: list[float]) -> Question:
     """Which path carries most of one logit (core.paths.logit_contributions)?"""
     prompt = "Which path contributes most to this logit?"
     vals = dict(zip(labels, values))
-    best, v, second = _top_two(vals)
+    best, v, second = top_two(vals)
     if v <= 0 or v - second < max(CLEAR_GAP, 0.1 * abs(v)):
-        return _none("q_path", prompt, f"No path stands out for this prediction (largest {v:+.2f}, next "
+        return no_answer("q_path", prompt, f"No path stands out for this prediction (largest {v:+.2f}, next "
                                        f"{second:+.2f}): pick another position.")
     return Question("q_path", prompt, list(vals), best, f"Path {best} adds {v:+.2f} to the centered logit; the "
                     f"next largest adds {second:+.2f}.")
@@ -135,9 +135,9 @@ def k_composition_partner(k_scores, head: int) -> Question:
     """k_scores [block-1 heads, block-2 heads] (core.composition.composition_matrix(model, "K"))."""
     prompt = f"Which block-1 head does head 2.{head + 1}'s keys read most (K-composition)?"
     vals = {f"1.{w + 1}": float(k_scores[w, head]) for w in range(k_scores.shape[0])}
-    best, v, second = _top_two(vals)
+    best, v, second = top_two(vals)
     if v < 1.2 * second:
-        return _none("q_kcomp", prompt,
+        return no_answer("q_kcomp", prompt,
                      f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
     return Question("q_kcomp", prompt, list(vals), best,
                     f"Head {best}'s K-composition score with 2.{head + 1} is {v:.3f}; the runner-up's is {second:.3f}.")
@@ -158,7 +158,8 @@ def restart_recovery(summary: dict, chance: float) -> Question:
     elif rest < 3 * chance + 0.05:
         answer = RESTART_OPTIONS[2]
     else:
-        return _none("q_restart", prompt, f"Its accuracy after a restart is in between ({rest:.2f}): no clear answer.")
+        return no_answer("q_restart", prompt,
+                         f"Its accuracy after a restart is in between ({rest:.2f}): no clear answer.")
     return Question("q_restart", prompt, RESTART_OPTIONS, answer,
                     f"Accuracy in the new pattern's first copy {first:.2f}, on the first token it could know "
                     f"{known:.2f}, from there on {rest:.2f} (chance {chance:.3f}).")
@@ -172,11 +173,11 @@ def swap_effect(check: dict, chance: float) -> Question:
     prompt = "Swap each sequence's first copy for another pattern. What happens to second-copy accuracy?"
     fresh, swapped = check["fresh"]["acc_second"], check["swapped"]["acc_second"]
     if fresh < CLEAR_SCORE:
-        return _none("q_swap", prompt, f"This model gets only {fresh:.2f} of second copies right even on intact "
+        return no_answer("q_swap", prompt, f"This model gets only {fresh:.2f} of second copies right even on intact "
                                        "sequences, so there is little to lose: no clear answer.")
     answer = SWAP_OPTIONS[1] if swapped < 3 * chance + 0.05 else SWAP_OPTIONS[0] if swapped > fresh - 0.1 else None
     if answer is None:
-        return _none("q_swap", prompt, f"It falls part of the way ({fresh:.2f} to {swapped:.2f}): no clear answer.")
+        return no_answer("q_swap", prompt, f"It falls part of the way ({fresh:.2f} to {swapped:.2f}): no clear answer.")
     return Question("q_swap", prompt, SWAP_OPTIONS, answer,
                     f"Second-copy accuracy {fresh:.3f} on fresh sequences, {swapped:.3f} with the first copy swapped "
                     f"(chance {chance:.3f}).")
@@ -188,10 +189,11 @@ def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) ->
     rows = table[table["archetype"] == archetype]
     vals = {labels.get(d, d): float(s) for d, s in zip(rows["detector"], rows["score"])}
     if not any(v == v for v in vals.values()):
-        return _none("q_det", prompt, "No detector finds anything on this prompt.")
-    best, v, second = _top_two(vals)
+        return no_answer("q_det", prompt, "No detector finds anything on this prompt.")
+    best, v, second = top_two(vals)
     if v - second < CLEAR_GAP:
-        return _none("q_det", prompt, f"Two detectors tie ({v:.2f} and {second:.2f}) on this prompt: no clear answer.")
+        return no_answer("q_det", prompt,
+                         f"Two detectors tie ({v:.2f} and {second:.2f}) on this prompt: no clear answer.")
     return Question("q_det", prompt, list(vals), best,
                     f"The {best} detector scores it {v:.2f}; the next one {second:.2f}.")
 
@@ -201,9 +203,10 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
     prompt = f"Which archetype does block {layer + 1} · head {head + 1} fit best on this prompt?"
     row = best[(best["layer"] == layer) & (best["head"] == head)]
     if row.empty or not bool(row.iloc[0]["matches"]):
-        return _none("q_arch", prompt, "This head fits no archetype clearly on this prompt: no clear answer.")
+        return no_answer("q_arch", prompt, "This head fits no archetype clearly on this prompt: no clear answer.")
     r = row.iloc[0]
     options = list(dict.fromkeys(labels.values()))
     return Question("q_arch", prompt, options, labels[r["best"]],
                     f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores "
                     f"{r['uniform']:.2f} there.")
+

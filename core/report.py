@@ -26,8 +26,7 @@ import sys
 import torch
 
 from .ablation import single_head_ablation
-from .checkpoints import read_checkpoint
-from .cli import OneLineParser, UsageError, run_main
+from .cli import measure_parser, read_measure_args, run_main
 from .copying import block_ov, effective_embedding, ov_copying_eig, ov_copying_matrix, ov_diag_top1
 from .heads import PERIOD_SCORES, head_scores, offset_mass
 from .metrics import copy_metrics, second_copy_first_token_accuracy
@@ -114,22 +113,13 @@ def _offsets(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    p = OneLineParser(prog="python -m core.report", description=__doc__,
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--period", type=int, help="evaluate every sequence at this one period")
+    p = measure_parser("python -m core.report", __doc__, "evaluate every sequence at this one period",
+                       DEFAULT_N_SEQS, DEFAULT_SEED)
     p.add_argument("--offsets", type=_offsets, default=[], help="comma-separated offsets for offset_mass rows")
-    p.add_argument("--n-seqs", type=int, default=DEFAULT_N_SEQS)
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    args = p.parse_args(argv)
-    if not 1 <= args.n_seqs <= 4096:
-        raise UsageError(f"--n-seqs must be between 1 and 4096, got {args.n_seqs}")
-    model, info = read_checkpoint(args.file)
+    args, model, info = read_measure_args(p, argv)
     report = build_report(model, info["task"], args.period, args.offsets, args.n_seqs, args.seed)
     print(json.dumps(report) if args.json else format_text(report))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(run_main("python -m core.report", main))

@@ -29,6 +29,7 @@ from multiprocessing.connection import wait
 from . import worker
 from .checkpoints import CheckpointError, read_checkpoint
 from .slots import TrainingSlots
+from .timeline import keep_frame
 from .train_settings import TrainSettings, machine_cores, split_threads
 
 ACTIVE = ("waiting", "starting", "running")
@@ -48,6 +49,8 @@ class LiveRun:
         self.position = 0  # place in line while waiting (1 = next)
         self.step, self.seconds = 0, 0.0  # the worker's last finished step; wall seconds since its first
         self.rows: list[dict] = []
+        self.frames: list = []  # (step, patterns [L, H, c, c]) while training (core.timeline.keep_frame)
+        self.strip_period = 0  # the period of the film strip's sequence
         self.result = None  # (model, info, checkpoint bytes) once finished or stopped
         self.error: str | None = None  # why a failed run failed, one sentence
         self.registered_key: str | None = None  # set by the page once the model is in the picker
@@ -251,6 +254,8 @@ class RunPool:
             run.status = "running"
         elif kind == "row":
             run.rows.append(message[1])
+        elif kind == "frame":
+            run.frames, run.strip_period = keep_frame(run.frames, message[1], message[2]), message[3]
         elif kind == "progress":
             run.step, run.seconds, run.worker_threads = message[1:4]
         elif kind == "error":
@@ -263,7 +268,7 @@ class RunPool:
                 except CheckpointError as e:
                     self._end_failed(run, str(e))
                     return
-                run.result = (model, info, data)
+                run.result, run.frames = (model, info, data), []  # its snapshots now give the film strip
             self._runs.pop(run.id, None)
             self._slots.release(run.id)
             run._end(status)

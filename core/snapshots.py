@@ -52,6 +52,18 @@ def snapshot_model(model: TinyCharLM, state_dict: dict[str, torch.Tensor]) -> Ti
     return out.eval()
 
 
+def model_at_step(model: TinyCharLM, info: dict, step: int) -> TinyCharLM:
+    """The model as it was at training step `step`, one of the checkpoint's snapshot steps
+    (info["snapshots"], as read_checkpoint returns it). ValueError names the steps there are."""
+    snaps = info.get("snapshots") or []
+    for snap in snaps:
+        if snap["step"] == step:
+            return snapshot_model(model, snap["state_dict"])
+    have = ", ".join(str(s["step"]) for s in snaps[:8]) + (", …" if len(snaps) > 8 else "")
+    raise ValueError(f"This checkpoint has no snapshot at step {step}" + (f" (it has {have})." if snaps else
+                                                                          " (it has no snapshots)."))
+
+
 def _high(loss: float) -> bool:
     return not loss < HIGH  # NaN (step 0 has no batch loss yet) counts as the plateau
 

@@ -58,8 +58,7 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
         return None  # the file does not say where its final weights sit on the timeline
     models = [snapshot_model(model, s["state_dict"]) for s in snaps] + [model]
     steps = [s["step"] for s in snaps] + [final]
-    # the film strip's sequence: the one with the shortest period, so its first CROP positions hold most copies
-    i0 = int(torch.argmin(periods))
+    i0 = strip_index(periods)  # the film strip's sequence goes first
     tokens = torch.cat([tokens[i0:i0 + 1], tokens[:i0], tokens[i0 + 1:]])
     periods = torch.cat([periods[i0:i0 + 1], periods[:i0], periods[i0 + 1:]])
     rows = [measure_step(m.eval(), tokens, periods) for m in models]
@@ -68,12 +67,7 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     early, late = icl_positions(tokens.shape[1])
     icl = by_pos[:, late - 1] - by_pos[:, early - 1]
     drop = describe_curve(steps, loss, model.cfg.vocab_size)
-    if drop["dropped"]:
-        lo, hi = max(drop["drop_start"] - 50, 0), min(drop["drop_end"] + 50, steps[-1])
-    else:
-        lo, hi = 0, steps[-1]
-    targets = np.linspace(lo, hi, FRAMES)
-    frames = sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in targets})
+    frames = frame_indices(steps, drop)
     heads = pick_heads(info.get("history"), rows[-1]["pattern0"], int(periods[0]))
     crop = min(CROP, tokens.shape[1])
     patterns = {name: np.stack([rows[i]["pattern0"][lh[0], lh[1], :crop, :crop] for i in frames])
@@ -82,6 +76,77 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
             "loss_by_position": by_pos, "drop": drop, "frames": [steps[i] for i in frames], "heads": heads,
             "patterns": patterns, "period": int(periods[0]), "tokens": tokens[0, :crop].tolist(),
             "before_after": _before_after(steps, loss, drop)}
+
+
+def strip_index(periods: torch.Tensor) -> int:
+    """The film strip's sequence in an evaluation batch: the one with the shortest period, so its
+    first CROP positions hold the most copies."""
+    return int(torch.argmin(periods))
+
+
+def frame_indices(steps: list[int], drop: dict, n: int = FRAMES) -> list[int]:
+    """Indices into `steps` of up to n frames spread from 50 steps before the drop's start to 50 after
+    its end (describe_curve's drop), or over the whole run when it has not dropped."""
+    if drop["dropped"]:
+        lo, hi = max(drop["drop_start"] - 50, 0), min(drop["drop_end"] + 50, steps[-1])
+    else:
+        lo, hi = 0, steps[-1]
+    return sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in np.linspace(lo, hi, n)})
+
+
+# ---------------------------------------------------------------------------------------------
+# The film strip of a run still training: patterns the worker streams with each logged row
+
+
+MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] each: 64 KB for 2 blocks)
+
+
+def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
+    """([1, T], period): the film strip's sequence of the run's evaluation batch (as timeline() picks it)."""
+    tokens, periods = eval_batch(task, vocab_size)
+    i0 = strip_index(periods)
+    return tokens[i0:i0 + 1], int(periods[i0])
+
+
+@torch.no_grad()
+def frame_patterns(model: TinyCharLM, tokens: torch.Tensor) -> np.ndarray | None:
+    """[L, H, c, c] float16: every head's pattern on the first c = min(CROP, T) positions of tokens [1, T]
+    (None for a 0-block model)."""
+    _, cache = model.run_with_cache(tokens, per_head=False)
+    if not cache["pattern"]:
+        return None
+    c = min(CROP, tokens.shape[1])
+    return torch.stack([p[0, :, :c, :c] for p in cache["pattern"]]).to(torch.float16).numpy()
+
+
+def keep_frame(frames: list[tuple[int, np.ndarray]], step: int, patterns: np.ndarray,
+               cap: int = MAX_LIVE_FRAMES) -> list[tuple[int, np.ndarray]]:
+    """frames plus (step, patterns); past `cap`, every other older frame is dropped (the newest stays)."""
+    frames = frames + [(step, patterns)]
+    if len(frames) > cap:
+        frames = frames[:-1][::2] + frames[-1:]
+    return frames
+
+
+def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_size: int,
+               period: int) -> dict | None:
+    """The film strip of a run in progress, in the form charts draw timeline()'s: frames (steps),
+    heads, patterns {head name: [n, c, c]}, tokens (only its length is used), period; None before
+    the first frame or for a 0-block model. Heads are picked on the latest logged row; period is the
+    strip sequence's (strip_tokens)."""
+    if not frames or not history:
+        return None
+    steps = [s for s, _ in frames]
+    rows = {r["step"]: r for r in history}
+    curve = [(s, rows[s]["loss_later_copies"]) for s in steps if s in rows]
+    drop = describe_curve([s for s, _ in curve], [v for _, v in curve], vocab_size) if curve else {"dropped": False}
+    picked = frame_indices(steps, drop)
+    last = frames[-1][1]
+    heads = pick_heads([history[-1]], last.astype(np.float32), period)
+    patterns = {name: np.stack([frames[i][1][lh[0], lh[1]].astype(np.float32) for i in picked])
+                for name, lh in heads.items() if lh is not None}
+    return {"frames": [steps[i] for i in picked], "heads": heads, "patterns": patterns,
+            "tokens": list(range(last.shape[-1])), "drop": drop, "period": period}
 
 
 def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:

@@ -5,6 +5,8 @@ the commands the server sent on its end of a Pipe and streams back what the page
 
     worker -> server   ("started", pid)
                        ("row", history_row)            every row the trainer logs, once
+                       ("frame", step, patterns, period)  with each row at the current step: every head's
+                                                        pattern on the film strip's sequence (core.timeline)
                        ("progress", step, seconds, threads)   at most every PROGRESS_EVERY s, and at the end
                        ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
                                                         diverged; data: checkpoint bytes or None
@@ -32,6 +34,7 @@ import torch
 
 from .checkpoints import checkpoint_bytes
 from .interventions import release
+from .timeline import frame_patterns, strip_tokens
 from .train_settings import TrainSettings
 from .trainer import Trainer, eval_batch, evaluate
 
@@ -116,6 +119,7 @@ class _Session:
 
     def __init__(self, conn, trainer: Trainer):
         self.conn, self.trainer = conn, trainer
+        self.strip, self.period = strip_tokens(trainer.task_cfg, trainer.model_cfg.vocab_size)
         self.sent_rows = 0
         self.t0: float | None = None
         self.last_progress = 0.0
@@ -132,11 +136,22 @@ class _Session:
             elif command[0] == "threads":
                 torch.set_num_threads(int(command[1]))
 
+    def send_frame(self) -> None:
+        """The heads' patterns now, on the film strip's sequence (no gradient, no random numbers)."""
+        model = self.trainer.model
+        was_training = model.training
+        patterns = frame_patterns(model.eval(), self.strip)
+        model.train(was_training)
+        if patterns is not None:
+            self.conn.send(("frame", self.trainer.step, patterns, self.period))
+
     def send_news(self, force: bool = False) -> None:
         rows = self.trainer.history
         while self.sent_rows < len(rows):
             self.conn.send(("row", rows[self.sent_rows]))
             self.sent_rows += 1
+            if self.sent_rows == len(rows) and rows[-1]["step"] == self.trainer.step:
+                self.send_frame()
         now = time.perf_counter()
         if force or now - self.last_progress >= PROGRESS_EVERY:
             self.conn.send(("progress", self.trainer.step, self.seconds(), torch.get_num_threads()))

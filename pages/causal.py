@@ -1,11 +1,12 @@
 """Causal experiments: activation patching, path patching and the logit lens on the picked model."""
 import streamlit as st
 
-from core import causal
+from core import causal, quiz_causal
 from core.symbols import describe_alphabet, encode_text
 from ui import snippets
 from ui.charts import causal as charts
 from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.setup import lab_script
 from ui.state import require_model
 
@@ -17,13 +18,13 @@ SMALL_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for rat
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(key: str, period: int, seed: int, positions: bool | None, _model, _task) -> dict:
-    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions)
+def _task_experiments(key: str, period: int, seed: int, positions: bool | None, budget: int, _model, _task) -> dict:
+    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions, budget)
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(key: str, text: str, seed: int, positions: bool | None, _model) -> dict:
-    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions)
+def _text_experiments(key: str, text: str, seed: int, positions: bool | None, budget: int, _model) -> dict:
+    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions, budget)
 
 
 st.title("Causal experiments")
@@ -53,13 +54,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, 10_000, 0, key="cz_seed")
-        res = _task_experiments(entry.key, int(period), int(seed), sweeps, model, task)
+        res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, model, task)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, 10_000, 0, key="cz_seed")
-        res = _text_experiments(entry.key, text, int(seed), sweeps, model)
+        res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, model)
         what = f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
 except ValueError as e:
     st.warning(f"{e} Nothing to patch yet.")
@@ -98,6 +99,7 @@ if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
     heads = res["heads"]
+    ask(quiz_causal.patched_heads(heads))
     left, right = st.columns([1, 2])
     left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
@@ -163,6 +165,7 @@ if cfg.n_layers:
                 "(every head writes straight to the logits). Pick **variable-period-2block** to see it.")
     else:
         paths = res["paths"]
+        ask(quiz_causal.needed_key_path(paths))
         st.markdown(
             "A head in a later block reads the stream through three inputs: its **query** (Q), its **keys** (K) and "
             "its **values** (V). Path patching changes what *one* receiver head sees through *one* of them, "
@@ -197,7 +200,8 @@ if cfg.n_layers:
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")
-lens = res["lens"]
+lens, by_copy = res["lens"], res["lens_by_copy"]
+ask(quiz_causal.lens_stage(by_copy))
 st.altair_chart(charts.lens_grid(lens, res["period"], "right next token's probability, read after each stage "
                                  "(first clean sequence)"), width="content")
 st.caption(
@@ -206,7 +210,6 @@ st.caption(
     "the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the model's output. "
     "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
     "the answer becomes readable in the stream, not which component put it there.")
-by_copy = res["lens_by_copy"]
 a, b = st.columns(2)
 a.altair_chart(charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
 b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",

@@ -5,7 +5,7 @@ import streamlit as st
 from core import bigrams, circuits, composition, paths, quiz, score_groups, score_terms, symbols
 from core.composition import composition_baseline
 from core.symbols import token_char
-from ui import snippets
+from ui import depth_text, snippets
 from ui.charts import depth as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -30,6 +30,7 @@ model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]
 N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
+N_SCORE_SEQS = 8  # sampled sequences behind the induction head's score split
 
 
 @st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
@@ -62,7 +63,7 @@ def _composition(key, _model):
 
 @st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
 def _score_terms(key, _model, _task, head):
-    return score_terms.mean_induction_score_terms(_model, _task, 1, head, n_seqs=8, seed=0)
+    return score_terms.mean_induction_score_terms(_model, _task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -114,18 +115,7 @@ else:
     right.altair_chart(charts.token_heatmap(
         z["task_lr"], SYMBOLS, "The task: estimated P(next b | current a)", "log₂(V·p)", "current token a",
         "next token b", domain=scale), width="content")
-    st.caption(
-        "**What am I looking at?** Each row is a next-token distribution given the current token, drawn as "
-        "log₂(V·p): 0 (white) means exactly uniform, ±1 means twice or half as likely as uniform. Left: what "
-        "the zero-block model predicts (a row of W_E W_Eᵀ, softmaxed). Right: the same table counted from "
-        "sampled task sequences. Pattern tokens are drawn independently, so the true table is flat and the "
-        "speckle on the right is sampling noise (the fitted bigram table's loss above is "
-        + ("worse than" if z["bigram_loss"] > z["ln_V"] else "no better than")
-        + " uniform because it fits that noise). The model has nothing to learn here: its loss sits at ln V, "
-        "which is also why "
-        "every model's *first copy* stays near ln V. The diagonal is what resists going flat: the Gram form forces "
-        "|e_a|² + |e_b|² ≥ 2 e_a·e_b, so unless all token embeddings coincide, repeating the current token "
-        f"gets an edge on average (here {z['repeat_bits']:+.2f} on the log₂ scale).")
+    st.caption(depth_text.gram_note(z))
     python_panel(snippets.zero_block(entry), shows={"numbers": [z["model_loss"], z["bigram_loss"], z["mutual_info"],
                                                                 z["mutual_info_bias"]]})
 
@@ -198,10 +188,9 @@ else:
         ov = circuits.ov_top(model, block, h, a, k=4)
         qk = circuits.qk_top(model, block, h, b, k=4)
         col.markdown(f"**head {name}**")
-        col.markdown("\n".join(f"- `{SYMBOLS[r['source']]}` … `{SYMBOLS[r['dest']]}` → `{SYMBOLS[r['boosted']]}` "
-                               f"(QK +{r['qk_margin']:.1f}, OV +{r['ov_logit']:.1f})" for r in tri))
-        col.caption(f"attending to `{SYMBOLS[a]}` boosts: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in ov))
-        col.caption(f"at `{SYMBOLS[b]}` it prefers: " + ", ".join(f"`{SYMBOLS[t]}` {v:+.1f}" for t, v in qk))
+        col.markdown(depth_text.trigram_list(tri, SYMBOLS))
+        col.caption(depth_text.top_tokens(f"attending to `{SYMBOLS[a]}` boosts", ov, SYMBOLS))
+        col.caption(depth_text.top_tokens(f"at `{SYMBOLS[b]}` it prefers", qk, SYMBOLS))
     st.caption(
         "**What am I looking at?** Per head: its six strongest rules, one per source token a: the destination b "
         "that prefers a most (QK margin: b's score for a minus b's average score over all sources) and the token "
@@ -249,19 +238,7 @@ else:
                    "mean centered logit of "
                    f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
                    f"paths) carry {block2:.2f}.")
-    composed_leads = by_kind.get("composed", 0.0) > by_kind.get("head", 0.0)
-    st.caption(
-        "**What am I looking at?** The path split of section 2, averaged over every later-copy target: which "
-        "paths push up the logit of the token that actually comes next. "
-        + ("Here most of it rides on *composed* paths `1.a→2.b`: the block-2 heads' values read what block-1 "
-           "heads wrote at the attended position rather than the raw embedding. A block-1 head that attends to "
-           "its own position rewrites every token this way, and block 2 then copies the rewritten token (the "
-           "Circuits page's *effective embedding* score shows the same from the weights). "
-           if composed_leads else
-           "Here the copied token rides on the block-2 heads' own paths (`2.h`: their values read the raw token "
-           "embedding). ")
-        + "The composition that makes an induction head look in the right place is not on this chart: it acts "
-        "on the queries and keys, which held-fixed patterns hide. The next charts open them.")
+    st.caption(depth_text.mean_paths_note(by_kind))
     python_panel(snippets.mean_paths(entry), shows={"values": res["values"], "by_kind": by_kind})
     st.subheader("Why there: the paths of the attention score")
     k_scores, v_scores, base = _composition(entry.key, model)
@@ -296,22 +273,5 @@ else:
                       delta_color="off", help=score_groups.GROUP_HELP[name])
         st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
                   f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
-    st.caption(
-        f"**What am I looking at?** Head {symbols.head_label(1, head)}'s attention score at the induction target "
-        "(the token after the previous occurrence of the current token) minus its mean score over the other "
-        "visible keys, split exactly into (path into the query) × (path into the key) terms and averaged over "
-        f"{st_terms['n']:,} later-copy queries of 8 sequences; the cells add up to the margin. Block 1's heads "
-        "are grouped by where they attend on sampled sequences (self-attending: "
-        + (", ".join(k for k, r in roles.items() if r == "self") or "none") + "; previous-token: "
-        + (", ".join(k for k, r in roles.items() if r == "previous") or "none")
-        + "). A large cell under a previous-token head's column means the key wins because of the previous "
-        "token that head wrote there (K-composition). The row says what the query matched it with: the raw "
-        "token (`direct` row: " + f"{groups[score_groups.GROUPS[1]]:+.2f}" + " in total under the block-1 heads' "
-        "columns), or the current "
-        "token as a self-attending block-1 head rewrote it (here " + f"{groups[score_groups.GROUPS[2]]:+.2f}"
-        + "): the query side is Q-composition as well. A previous-token head's row under another head's "
-        "column matches the query's previous token against the key's token two back, a match on two tokens "
-        "instead of one (here " + f"{groups[score_groups.GROUPS[3]]:+.2f}" + "). Beside the groups, the "
-        "weight-only K-composition score of the block-1 head that composes most "
-        "with this one.")
+    st.caption(depth_text.score_terms_note(head, st_terms["n"], N_SCORE_SEQS, roles, groups))
     python_panel(snippets.score_terms(entry, head), shows={"total": st_terms["total"], "groups": groups})

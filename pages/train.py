@@ -1,27 +1,27 @@
 """Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
 import math
-from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
-from core import live, transition
+from core import live, quiz_training, timeline, transition
 from core.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from core.runs import LiveRun
-from core.train_settings import UI_MAX_LAYERS, TrainSettings
-from ui import text
+from ui import snippets, text
+from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
+from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.seeds import seeds_section
 from ui.setup import lab_script
-from ui.state import add_session_model, pick_on_next_run, shipped_files, shipped_models
+from ui.state import shipped_files, shipped_models
 from ui.timeline import timeline_panel
-from ui.training import pool_problem, run_pool, session_owner
+from ui.train_form import settings_widgets
+from ui.training import pool_problem, register, reset, run_pool, start, stop
 
 lab_script()  # first: see ui/setup.py
 
 RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
-LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
-BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -36,135 +36,15 @@ def _heads(key: str, _info: dict):
     return live.head_score_frame(hist), live.drop_step(hist, _info["config"].vocab_size)
 
 
-@st.cache_data(show_spinner=False)
-def _init_bias(enlarged: bool) -> float:
-    """Std over tokens of the per-token logit bias of the default model at step 0 (core.overview)."""
-    from core.overview import initial_logit_bias
-    from core.presets import get_preset
-
-    p = get_preset(DEFAULT_PRESET)
-    train = p.train if enlarged else replace(p.train, embed_scale=1.0, embed_shared=0.0)
-    return initial_logit_bias(p.model, train)["bias_std"]
-
-
 def shipped_runs() -> dict[str, dict]:
     """{preset: info} of every shipped checkpoint that carries a training history."""
     presets = {f"shipped:{r['file']}": r.get("preset", r["file"]) for r in shipped_files()}
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
-WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
-               "tr_seed", "tr_hold", "tr_knock")
-NO_HEAD = "none"
-
-
-def settings_widgets() -> TrainSettings:
-    """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
-    values are also kept under "tr_saved" and come back as the defaults on return."""
-    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
-    left, right = st.columns(2)
-    left.slider("Depth: attention blocks", 0, UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
-                help="0 blocks = embedding only (bigram statistics); induction needs 2.")
-    right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
-                 key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
-    with st.expander("Advanced: sequence length, bias, initial embedding, learning rate, batch, steps, seed"):
-        a, b, c = st.columns(3)
-        a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
-        a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
-        a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
-                   key="tr_shared",
-                   help="The default start: W_E three times larger than plain, plus one direction added to every "
-                        "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
-                        "three times shorter than from the plain embedding; the previous-token head still forms "
-                        "with the drop, not before it. The shared direction is not free at the output: through "
-                        "the tied unembedding it gives every token a fixed logit bias, whose spread is "
-                        f"{_init_bias(True):.1f} nats at the start ({_init_bias(False):.2f} from the plain "
-                        "embedding). Untick it to start from the plain embedding.")
-        b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), saved.get("tr_lr", d.lr), key="tr_lr",
-                        format_func=lambda v: f"{v:g}")
-        b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
-                        key="tr_batch")
-        c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
-        c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
-    experiment_widgets(saved)
-    st.session_state["tr_saved"] = {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
-    return settings_from_state()
-
-
-def settings_from_state() -> TrainSettings:
-    """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
-    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
-
-    def get(key, default):
-        return st.session_state.get(key, saved.get(key, default))
-
-    pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
-    hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
-    return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
-                              get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
-                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
-                              bool(get("tr_shared", d.shared_embedding)),
-                              -1 if hold == NO_HEAD else int(hold.split(".")[1]) - 1,
-                              (-1, -1) if knock == NO_HEAD else tuple(int(x) - 1 for x in knock.split(".")))
-
-
-def experiment_widgets(saved: dict) -> None:
-    """Experiments on the training itself (core.interventions), each against an ordinary run."""
-    heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
-    with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
-        a, b = st.columns(2)
-        hold_options = [NO_HEAD] + [h for h in heads if h.startswith("1.")]
-        a.selectbox("Hold a block-1 head on the previous token", hold_options,
-                    hold_options.index(saved.get("tr_hold", NO_HEAD)), key="tr_hold",
-                    help="From step 0, this head attends only to the position before each query.")
-        knock_options = [NO_HEAD] + heads
-        b.selectbox("Knock a head out for the whole run", knock_options,
-                    knock_options.index(saved.get("tr_knock", NO_HEAD)), key="tr_knock",
-                    help="Its output weights W_O start at zero and never get a gradient, so it writes nothing.")
-        st.caption(
-            "In the spirit of Singh et al. (2024), who clamp parts of the induction circuit and watch the phase "
-            "change move: train once with an experiment and once without it, same seed, and compare the step "
-            "where the loss drops. TinyCharLM has no positional embedding and rotary positions, so no setting "
-            "of a head's weights gives exactly a previous-token pattern on every input. The closest honest "
-            "version is to change the head's computation during training: its pattern is held at one on the "
-            "previous position (the first position on itself), while its W_V and W_O learn what to write. The "
-            "hold exists only during training: the model you keep computes that head's pattern from its own "
-            "weights (W_Q and W_K never learned anything), so the other pages show it without the hold. A "
-            "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
-            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")
-
-
-def register(run: LiveRun) -> bool:
-    """Put a finished or stopped run's model in the sidebar picker (once) and pick it; True if it did now."""
-    if run.result is None or run.registered_key:
-        return False
-    model, info, _ = run.result
-    n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
-    entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",
-                              select=False)
-    run.registered_key = entry.key
-    pick_on_next_run(entry.key)
-    return True
-
-
-def start() -> None:
-    old, settings = st.session_state.get("train_run"), settings_from_state()
-    if (old is not None and old.active) or settings.problem():
-        return
-    st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
-
-
-def stop() -> None:
-    run = st.session_state.get("train_run")
-    if run is not None:
-        run_pool().stop(run)
-        register(run)
-
-
-def reset() -> None:
-    run = st.session_state.pop("train_run", None)
-    if run is not None:
-        run_pool().discard(run)
+def _file_of(preset: str) -> str:
+    """The shipped file of a preset (the manifest's row), or "<preset>.pt"."""
+    return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
 def live_charts(run: LiveRun, reference: dict | None) -> None:
@@ -176,8 +56,10 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     if reference is not None:
         ref_loss, ref_acc = _frames("shipped 1 block", reference, span)
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
+    strip = timeline.live_strip(run.frames, hist, vocab, run.strip_period) if run.active else None
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop, span), width="stretch")
+    chart.altair_chart(charts.loss_chart(loss, math.log(vocab), drop, span, marks=strip and strip["frames"]),
+                       width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
@@ -188,7 +70,10 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
            if drop is not None else "The later-copy loss has not yet fallen below ln V / 2.")
         + (" The untrained model starts above the top of the chart (its enlarged embedding bets on the current "
            "token repeating); hover the first point for its value."
-           if hist and hist[0]["loss_later_copies"] > charts.LOSS_TOP * math.log(vocab) else ""))
+           if hist and hist[0]["loss_later_copies"] > charts.LOSS_TOP * math.log(vocab) else "")
+        + (" The numbered dashed lines are the steps of the film strip below." if strip else ""))
+    if strip:
+        live_strip_panel(run, strip)
     chart, note = st.columns([3, 1])
     chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, span), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
@@ -230,6 +115,24 @@ def live_panel(drawn_active: bool) -> None:
     live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _strip_chart(run_id: str, frames: tuple, heads: tuple, _strip: dict):
+    """The film strip's chart, built once per set of frames (the live panel redraws every second)."""
+    return timeline_charts.strip(_strip)
+
+
+def live_strip_panel(run: LiveRun, strip: dict) -> None:
+    heads = tuple(sorted((k, v) for k, v in strip["heads"].items() if v is not None))
+    st.altair_chart(_strip_chart(run.id, tuple(strip["frames"]), heads, strip), width="content")
+    st.caption(
+        f"**What am I looking at?** The film strip of this run so far: every head's attention on the first "
+        f"{len(strip['tokens'])} positions of one evaluation sequence (period {strip['period']}) was recorded at "
+        "each logged step, and six of those steps are shown, spread across the drop once it has happened (over "
+        "the run so far until then). Top: the block-1 head with the highest previous-token score now; bottom "
+        "(two or more blocks): the last-block head with the highest induction score now. Rows are queries, "
+        "columns keys. When the run ends, the film strip is measured again from the checkpoint's snapshots.")
+
+
 def result_panel(run: LiveRun) -> None:
     if run.status == "failed":
         st.error(run.error)
@@ -251,6 +154,11 @@ def result_panel(run: LiveRun) -> None:
                "the sidebar, so every other page analyses it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",
                        mime="application/octet-stream", key="tr_download")
+    python_panel(snippets.training_run(run.settings, run.step),
+                 shows={"final": [m.get("loss_later_copies"), m.get("acc_later_copies")]})
+    vocab = model.cfg.vocab_size
+    ask(quiz_training.first_copy_during_drop(info["history"], vocab))
+    ask(quiz_training.prev_head_timing(info["history"], vocab))
     timeline_panel(run.registered_key or "live", model, info, "this run")
 
 
@@ -262,8 +170,11 @@ def shipped_panel() -> None:
         return
     frames = [_frames(name, info)[0] for name, info in runs.items()]
     vocab = next(iter(runs.values()))["config"].vocab_size
+    if DEFAULT_PRESET in runs:
+        ask(quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab))
     chart, note = st.columns([3, 1])
-    chart.altair_chart(charts.shipped_runs_chart(pd.concat(frames), math.log(vocab)), width="stretch")
+    curves = pd.concat(frames)
+    chart.altair_chart(charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
     note.markdown(
         "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
         "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
@@ -272,8 +183,10 @@ def shipped_panel() -> None:
         "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
         "begin above the top of the chart (hover for the value).")
     st.markdown("\n".join(f"- {text.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
+    python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
+        ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
         chart, note = st.columns([3, 1])
         chart.altair_chart(charts.head_score_chart(heads, drop))
         note.markdown(
@@ -282,8 +195,9 @@ def shipped_panel() -> None:
             + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
                "the block-1 and block-2 lines rise with that line." if drop is not None else
                "Its later-copy loss never fell below ln V / 2."))
-        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{DEFAULT_PRESET}.pt")
+        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{_file_of(DEFAULT_PRESET)}")
         if shipped is not None:
+            python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
             timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {DEFAULT_PRESET} run")
 
 
@@ -319,6 +233,7 @@ def transition_panel() -> None:
         f"{transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
         "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
         "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
+    python_panel(snippets.transition_study(), shows={"drop": runs["drop_step"]})
     with st.expander("Every run of the study, and the command that measures it again"):
         st.dataframe(runs, hide_index=True, width="stretch")
         if study["command"]:

@@ -195,7 +195,9 @@ def train_here(at: AppTest, label: str) -> str | None:
         time.sleep(0.1)
         at.run()
         check(at, f"train with {label}")
-    if run.status == "diverged":
+    if run.status == "diverged":  # it may have diverged after the last draw: the next one must say so
+        at.run()
+        check(at, f"diverged with {label}")
         assert at.error, f"{label}: a diverged run must say so"
         return None
     if run.active:
@@ -217,8 +219,6 @@ def train_here(at: AppTest, label: str) -> str | None:
     return at.session_state["picked_model"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open in issue 14: a diverged run in the several-seeds mode does not show its error message"))
 def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models():
     at = open_page("pages/train.py")
     trained = {}

@@ -19,7 +19,7 @@ from helpers import open_app
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py"]
+         "pages/causal.py", "pages/train.py"]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 

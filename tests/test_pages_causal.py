@@ -84,24 +84,18 @@ def test_nonsense_corruptions_get_a_message():
 def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once, a
     note and a button; the click draws the two sweep charts."""
-    import streamlit as st
-
     import core.causal
 
-    monkeypatch.setattr(core.causal, "POSITION_BUDGET", 1)  # every model is "large"
-    st.cache_data.clear()  # the page's cached results of earlier tests were computed under the real budget
-    try:
-        at = open_on("variable-period-2block.pt")
-        assert "patch one position at a time" in texts(at, "info")
-        charts_before = len(at.get("vega_lite_chart"))
-        at.button(key="cz_sweeps_button").click().run()
-        assert not at.exception, [e.value for e in at.exception]
-        assert len(at.get("vega_lite_chart")) == charts_before + 2  # sections 2 and 3 drawn
-    finally:
-        st.cache_data.clear()  # later tests must not get results cached under the patched budget
+    monkeypatch.setattr(core.causal, "POSITION_BUDGET", 1)  # every model is "large" (the budget is in the cache key)
+    at = open_on("variable-period-2block.pt")
+    assert "patch one position at a time" in texts(at, "info")
+    charts_before = len(at.get("vega_lite_chart"))
+    at.button(key="cz_sweeps_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("vega_lite_chart")) == charts_before + 2  # sections 2 and 3 drawn
 
 
-def test_core_leaves_the_sweeps_out_only_over_the_budget(monkeypatch):
+def test_core_leaves_the_sweeps_out_only_over_the_budget():
     import core.causal
     from core.model import ModelConfig, TinyCharLM
     from core.task import TaskConfig
@@ -110,8 +104,7 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget(monkeypatch):
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)
     small = core.causal.task_experiments(model, task, 5, 4, 0)
     assert small["resid"].shape == (2, 10) and small["head_positions"].shape == (4, 10)
-    monkeypatch.setattr(core.causal, "POSITION_BUDGET", small["position_cost"] - 1)
-    cut = core.causal.task_experiments(model, task, 5, 4, 0)
+    cut = core.causal.task_experiments(model, task, 5, 4, 0, budget=small["position_cost"] - 1)
     assert cut["resid"] is None and cut["head_positions"] is None
     assert cut["heads"]["patch_effect"].tolist() == small["heads"]["patch_effect"].tolist()
     forced = core.causal.task_experiments(model, task, 5, 4, 0, positions=True)

@@ -39,12 +39,12 @@ def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
     return shown
 
 
-def run_snippet(snippet: dict) -> dict:
-    """Run the code exactly as shown, from the repository root, then evaluate its checks."""
+def run_snippet(snippet: dict, cwd: Path = ROOT) -> dict:
+    """Run the code exactly as shown, from the repository root (or `cwd`), then evaluate its checks."""
     epilogue = (f"\nimport json as _json\nfrom ui.python_panel import plain as _plain\n"
                 f"print({MARK!r} + _json.dumps({{k: _plain(eval(e)) for k, e in {snippet['checks']!r}.items()}}))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
-    out = subprocess.run([sys.executable, "-"], input=snippet["code"] + epilogue, cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-"], input=snippet["code"] + epilogue, cwd=cwd, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"snippet failed:\n{snippet['code']}\n{out.stderr[-3000:]}"
     assert out.stdout.strip(), "the snippet prints nothing"
@@ -78,6 +78,33 @@ def test_attention_snippets_2block():
     check_page("pages/attention.py", "variable-period-2block.pt",
                [("selectbox", "att_head", "2.2"), ("slider", "att_period", 19), ("number_input", "att_seed", 3),
                 ("radio", "att_weighting", "value-weighted")], at_least=4)
+
+
+def mid_snapshot_step(file: str) -> int:
+    """A snapshot step in the middle of the shipped file's training (the step slider's options)."""
+    from core import read_checkpoint
+    if file not in SHIPPED:
+        pytest.skip(f"{file} is not in checkpoints/")
+    steps = [s["step"] for s in read_checkpoint(ROOT / "checkpoints" / file)[1]["snapshots"]]
+    return steps[len(steps) // 2]
+
+
+def test_attention_snippets_follow_the_step_slider():
+    """At a snapshot step the snippets load that step's weights and give that step's numbers."""
+    step = mid_snapshot_step("variable-period-2block.pt")
+    shown = page_snippets("pages/attention.py", "variable-period-2block.pt",
+                          [("select_slider", "att_step", step), ("selectbox", "att_head", "2.1")])
+    assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
+    for snippet in shown[:2]:  # the pattern and the score table
+        close(run_snippet(snippet), snippet["shows"], snippet["title"])
+
+
+def test_circuits_snippets_follow_the_step_slider():
+    step = mid_snapshot_step("variable-period-2block.pt")
+    shown = page_snippets("pages/circuits.py", "variable-period-2block.pt", [("select_slider", "cir_step", step)])
+    assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
+    for snippet in shown[2:4]:  # the copying matrix and the copying table
+        close(run_snippet(snippet), snippet["shows"], snippet["title"])
 
 
 def test_attention_snippets_typed_text_1block():
@@ -137,3 +164,37 @@ def test_causal_snippet_task_2block():
 def test_causal_snippet_typed_1block():
     check_page("pages/causal.py", "variable-period-1block.pt",
                [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab")])
+
+
+def test_train_snippets_shipped_runs():
+    check_page("pages/train.py", "variable-period-2block.pt", at_least=4)
+
+
+def test_train_snippets_of_a_live_run(tmp_path):
+    """A short run trained on the page: the snippet trains it again with the worker's calls and gets
+    the page's final numbers; the timeline snippet reads the downloaded checkpoint (my_model.pt)."""
+    import time
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.session_state[RECORD_KEY] = True
+    at.run()
+    at.switch_page("pages/train.py").run()
+    for kind, key, value in (("slider", "tr_layers", 2), ("slider", "tr_periods", (4, 8)),
+                             ("slider", "tr_seq_len", 24), ("select_slider", "tr_batch", 4),
+                             ("number_input", "tr_steps", 60)):
+        getattr(at, kind)(key=key).set_value(value)
+    at.button(key="tr_train").click().run()
+    run = at.session_state["train_run"]
+    deadline = time.monotonic() + 120
+    while run.active and time.monotonic() < deadline:
+        time.sleep(0.2)
+    at.run()
+    at.run()
+    assert not at.exception, at.exception
+    assert run.status == "finished" and run.result is not None, (run.status, run.error)
+    shown = [x for x in at.session_state[RUN_KEY] if "my_model.pt" in x["code"] or "TrainSettings(" in x["code"]]
+    assert len(shown) == 2, [x["title"] for x in at.session_state[RUN_KEY]]
+    for name in ("core", "ui", "checkpoints"):  # the repository root, with the student's download in it
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "my_model.pt").write_bytes(run.result[2])
+    for snippet in shown:
+        close(run_snippet(snippet, tmp_path), snippet["shows"], snippet["title"])

@@ -9,7 +9,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core import quiz
+from core import quiz, quiz_causal, quiz_training
 from core.attention import task_sequences
 from core.checkpoints import read_checkpoint
 from ui.state import shipped_files
@@ -19,7 +19,8 @@ from helpers import open_app
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py"]
+PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+         "pages/causal.py", "pages/train.py"]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
@@ -45,7 +46,7 @@ def test_each_question_marks_right_and_wrong(page, file):
     at = open_page(page, file)
     keys = [r.key for r in quiz_radios(at)]
     unanswerable = [i.value for i in at.info
-                    if any(w in i.value for w in ("no clear answer", "one block", "no composition"))]
+                    if any(w in i.value for w in ("no clear answer", "one block", "no composition", "two blocks"))]
     assert len(keys) + len(unanswerable) >= 2, (page, file)  # every page asks (or explains) at least two
     if file == TWO:
         assert keys, f"{page} on {file} asks nothing"
@@ -67,6 +68,21 @@ def test_each_question_marks_right_and_wrong(page, file):
         check_attention_answers(at, file, answers)
     if page == "pages/circuits.py" and answers.get("copy"):
         assert answers["copy"] == naive_top_copier(file)
+    if page == "pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
+        check_training_answers(answers)
+
+
+def check_training_answers(answers):
+    """The shipped 2-block run's history, read with plain loops (not core.live or core.transition)."""
+    _, info = read_checkpoint(ROOT / "checkpoints" / TWO)
+    rows = info["history"]
+    first_low = next(i for i, r in enumerate(rows) if r["loss_later_copies"] < 1.0)
+    start = max(i for i in range(first_low) if rows[i]["loss_later_copies"] >= 3.0)
+    formed = next(r["step"] for r in rows if max(r["prev_token"][0]) >= 0.5)
+    timing = 0 if formed < rows[start]["step"] else 1 if formed <= rows[first_low]["step"] else 2
+    assert answers["timing"] == quiz_training.TIMING_OPTIONS[timing]
+    delta = rows[first_low]["loss_first_copy"] - rows[start]["loss_first_copy"]
+    assert answers["first"] == quiz_training.FIRST_COPY_OPTIONS[2 if delta >= 0.2 else 0 if delta <= -0.2 else 1]
 
 
 def check_attention_answers(at, file, answers):
@@ -133,3 +149,42 @@ def test_planted_ablation_and_restart():
     assert quiz.restart_recovery(copier, 1 / 64).answer == quiz.RESTART_OPTIONS[1]
     blind = {"first_copy": 0.02, "first_predictable": 0.02, "rest": 0.03}
     assert quiz.restart_recovery(blind, 1 / 64).answer == quiz.RESTART_OPTIONS[2]
+
+
+def test_planted_training_timing_and_first_copy():
+    """Histories written by hand: the loss drops between steps 20 and 40 (V = 64)."""
+    def row(step, later, first, prev):
+        return {"step": step, "loss_later_copies": later, "loss_first_copy": first,
+                "prev_token": [[prev, 0.1], [0.1, 0.1]], "induction": [[0.0, 0.0], [0.0, 0.0]]}
+    losses = [(0, 4.2), (10, 4.1), (20, 3.5), (30, 2.0), (40, 0.5), (50, 0.2)]
+    for formed_at, answer in ((10, 0), (30, 1), (50, 2)):
+        hist = [row(s, loss, 4.2 + (0.5 if s >= 40 else 0), 0.9 if s >= formed_at else 0.1) for s, loss in losses]
+        q = quiz_training.prev_head_timing(hist, 64)
+        assert q.answer == quiz_training.TIMING_OPTIONS[answer], (formed_at, q.why)
+        assert quiz.is_right(q, q.answer) and not quiz.is_right(q, quiz_training.TIMING_OPTIONS[answer - 1])
+        assert quiz_training.first_copy_during_drop(hist, 64).answer == "it rises"
+    flat = [row(s, 4.1, 4.1, 0.9) for s, _ in losses]
+    assert quiz_training.prev_head_timing(flat, 64).answer is None
+    assert quiz_training.first_copy_during_drop(flat, 64).answer is None
+    steady = [row(s, loss, 4.15, 0.9) for s, loss in losses]
+    assert quiz_training.first_copy_during_drop(steady, 64).answer == "it stays within 0.1 nats"
+    one_block = [{**r, "prev_token": [[0.9, 0.1]], "induction": [[0.0, 0.0]]} for r in steady]
+    assert "fewer than two blocks" in quiz_training.prev_head_timing(one_block, 64).why
+
+
+def test_planted_causal_questions():
+    heads = pd.DataFrame({"block": [1, 1, 2, 2], "head": [1, 2, 1, 2], "patch_effect": [0.1, -0.2, 0.45, 0.44]})
+    q = quiz_causal.patched_heads(heads)
+    assert q.answer == "block 2" and q.options == ["block 1", "block 2"]
+    assert quiz_causal.patched_heads(heads[heads["block"] == 2].assign(block=1)).answer is None  # 0.45 vs 0.44
+    one = quiz_causal.patched_heads(heads.assign(block=1, patch_effect=[0.1, 0.6, 0.2, 0.3]))
+    assert one.answer == "1.2"
+    paths = pd.DataFrame({"sender": ["1.1", "1.2", "1.3", "1.1"], "path": ["k", "k", "k", "v"],
+                          "direction": ["noising"] * 4, "receiver_head": [-1, -1, -1, -1],
+                          "patch_effect": [0.9, 0.3, 0.8, 0.0]})
+    assert quiz_causal.needed_key_path(paths).answer == "1.2"  # the value path of 1.1 is not a key path
+    lens = pd.DataFrame({"stage": [0, 1, 2] * 2, "stage_label": ["embedding", "after block 1", "after block 2"] * 2,
+                         "copy": ["second"] * 3 + ["first"] * 3, "prob": [0.02, 0.3, 0.9, 0.9, 0.9, 0.9]})
+    assert quiz_causal.lens_stage(lens).answer == "after block 2"
+    assert quiz_causal.lens_stage(lens.assign(prob=[0.02, 0.1, 0.2] * 2)).answer == "at no stage"
+    assert quiz_causal.lens_stage(lens.assign(prob=[0.02, 0.48, 0.9] * 2)).answer is None

@@ -12,7 +12,7 @@ import torch
 
 from core import CheckpointError, read_checkpoint, save_checkpoint
 from core.model import ModelConfig
-from core.snapshots import EVERY, MARGIN, MAX_SNAPSHOTS, SnapshotRecorder, keep_indices, snapshot_model
+from core.snapshots import EVERY, MARGIN, MAX_SNAPSHOTS, SnapshotRecorder, keep_indices, model_at_step, snapshot_model
 from core.task import TaskConfig
 from core.trainer import TrainConfig, Trainer
 
@@ -55,6 +55,20 @@ def test_snapshots_are_the_weights_at_their_step():
     for k, v in short.model.state_dict().items():
         assert torch.equal(snap[k], v.to(torch.float16)), k
     assert snapshot_model(short.model, snap).W_E.dtype == torch.float32
+
+
+def test_model_at_step_loads_that_snapshot_and_names_the_steps_it_lacks(tmp_path):
+    trainer = _trainer(steps=35)
+    save_checkpoint(trainer.model, tmp_path / "v2.pt", **trainer.checkpoint_fields())
+    model, info = read_checkpoint(tmp_path / "v2.pt")
+    at20 = model_at_step(model, info, 20)
+    snap = {s["step"]: s["state_dict"] for s in info["snapshots"]}[20]
+    assert all(torch.equal(v, snap[k].float()) for k, v in at20.state_dict().items())
+    assert not torch.equal(at20.W_E, model.W_E)
+    with pytest.raises(ValueError, match=r"no snapshot at step 25 \(it has 0, 10, 20, 30\)\."):
+        model_at_step(model, info, 25)
+    with pytest.raises(ValueError, match="it has no snapshots"):
+        model_at_step(model, {"snapshots": []}, 0)
 
 
 def test_snapshotting_leaves_the_trajectory_unchanged():

@@ -7,17 +7,23 @@ from ui.python_panel import Snippet
 
 
 def load(entry) -> str:
-    """The lines that load the picked model: a shipped file by its path, anything else by the file
-    the student downloads (the Train page) or uploaded."""
-    if entry.key.startswith("shipped:"):
-        path = "checkpoints/" + entry.key.split(":", 1)[1]
+    """The lines that load the picked model (a ui.state.LabModel, or its key): a shipped file by its
+    path, anything else by the file the student downloads (the Train page) or uploaded; a snapshot's
+    entry then takes that step's weights."""
+    key, _, step = getattr(entry, "key", entry).partition("@step")  # ui.steps names a snapshot's entry "<key>@step<N>"
+    if key.startswith("shipped:"):
+        path = "checkpoints/" + key.split(":", 1)[1]
         note = ""
     else:
         path = "my_model.pt"
         note = "  # this session's model: download it (Train page) or use the file you uploaded"
-    return (f"from core import read_checkpoint\n"
+    code = (f"from core import read_checkpoint\n"
             f"model, info = read_checkpoint({path!r}){note}\n"
             f"task = info[\"task\"]  # the task it was trained on\n")
+    if step:
+        code += (f"from core.snapshots import model_at_step\n"
+                 f"model = model_at_step(model, info, {int(step)})  # the weights at training step {int(step)}\n")
+    return code
 
 
 def _snip(title: str, entry, body: str, **checks: str) -> Snippet:
@@ -338,3 +344,77 @@ print(ov["metrics"])
 print(ov["heads"].round(3).to_string(index=False))
 """, metrics="[ov['metrics'][k] for k in ('loss_first_copy', 'loss_later_copies', 'acc_later_copies')]",
                  heads="ov['heads'].select_dtypes('number')")
+
+
+# ---------------------------------------------------------------------------------------------
+# Train
+
+
+def training_run(settings, steps_done: int) -> Snippet:
+    """The live run trained again in this interpreter, with the worker process's own calls."""
+    fields = ", ".join(f"{k}={v!r}" for k, v in vars(settings).items())
+    return Snippet(
+        f"This run, trained again from the same seed: the calls the worker process makes, up to step {steps_done}, "
+        "then the checkpoint it hands back (a different number of CPU threads can move the last digits).", f"""
+from core import live, read_checkpoint
+from core.train_settings import TrainSettings
+from core.trainer import Trainer
+from core.worker import final_checkpoint
+
+settings = TrainSettings({fields})
+trainer = Trainer(*settings.configs())  # raises ValueError saying what to change if the settings cannot train
+trainer.run({steps_done})
+model, info = read_checkpoint(final_checkpoint(trainer))  # the model the page keeps
+history = info["history"]  # one row per logged step, measured on a fixed evaluation batch
+print(live.final_metrics(history))
+print("drop step:", live.drop_step(history, model.cfg.vocab_size))
+""", {"final": "[live.final_metrics(history)[k] for k in ('loss_later_copies', 'acc_later_copies')]"})
+
+
+def shipped_curves(files: list[str]) -> Snippet:
+    return Snippet("The training curves stored in the shipped checkpoints, and where each one dropped.", f"""
+import pandas as pd
+
+from core import live, read_checkpoint
+
+frames = []
+for file in {files!r}:
+    model, info = read_checkpoint("checkpoints/" + file)
+    history = info["history"]  # one row per logged step, measured on a fixed evaluation batch
+    frames.append(live.loss_frame(history, file))
+    print(file, "drop step:", live.drop_step(history, model.cfg.vocab_size), live.final_metrics(history))
+curves = pd.concat(frames)  # step, part (first copy | later copies), loss, run
+""", {"loss": "curves['loss']"})
+
+
+def head_scores_over_training(entry) -> Snippet:
+    return _snip("Every head's previous-token and induction score at every logged step of the run.", entry, """
+from core import live
+
+heads = live.head_score_frame(info["history"])  # step, block, head (from 1), score, value
+print(heads.pivot_table(index="step", columns=["score", "block", "head"], values="value").round(2))
+print("drop step:", live.drop_step(info["history"], model.cfg.vocab_size))
+""", value="heads['value']")
+
+
+def run_timeline(entry) -> Snippet:
+    return _snip("The run's timeline from its snapshots: later-copy loss and in-context-learning score at every "
+                 "snapshot, and the film strip's steps and heads.", entry, """
+from core.timeline import timeline
+
+t = timeline(model, info)  # measured on the run's fixed evaluation batch
+print("steps:", t["steps"])
+print("later-copy loss:", [round(x, 3) for x in t["loss_later"]])
+print(f"ICL score (loss at position {t['late']} minus at {t['early']}):", [round(x, 3) for x in t["icl"]])
+print("film strip steps:", t["frames"], "heads (block, head from 0):", t["heads"])
+""", loss="t['loss_later']", icl="t['icl']", frames="t['frames']")
+
+
+def transition_study() -> Snippet:
+    return Snippet("The shipped transition study: one row per seed, and the summary per depth.", """
+from core import transition
+
+study = transition.shipped_study()  # None when the study file is not installed
+print(study["summary"].to_string(index=False))
+print(study["runs"].to_string(index=False))
+""", {"drop": "study['runs']['drop_step']"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.snapshots import snapshot_model
+from core.snapshots import model_at_step
 from ui.state import LabModel
 
 
@@ -39,8 +39,7 @@ def step_control(entry: LabModel, key: str) -> LabModel:
         note.caption(f"**Training step:** the finished model. Move the slider to see the same page at one of "
                      f"{len(snaps)} earlier snapshots of its training.")
         return entry
-    snap = next(s for s in snaps if s["step"] == pick)
     note.caption(f"**Training step {pick}:** every pattern, score and number on this page is computed from "
                  "the weights at that step (stored as float16), not from the finished model.")
     return LabModel(f"{entry.key}@step{pick}", f"{entry.label} at step {pick}",
-                    snapshot_model(entry.model, snap["state_dict"]), entry.info, entry.source)
+                    model_at_step(entry.model, entry.info, pick), entry.info, entry.source)

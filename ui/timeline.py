@@ -6,7 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from core import timeline as tl
+from ui import snippets
 from ui.charts import timeline as charts
+from ui.python_panel import python_panel
 
 
 @st.cache_data(show_spinner="Measuring every snapshot of the run…", max_entries=8)
@@ -34,6 +36,7 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         + (f"It fell from {d['drop_start']} (last snapshot at or above 3 nats) to {d['drop_end']} (first below "
            f"1 nat). " if d["dropped"] else "It never fell below 1 nat. ")
         + "The red markers 1–6 are the steps of the film strip below.")
+    python_panel(snippets.run_timeline(key), shows={"loss": t["loss_later"], "icl": t["icl"], "frames": t["frames"]})
     st.altair_chart(charts.strip(t), width="content")
     st.caption(
         f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "

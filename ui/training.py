@@ -12,8 +12,10 @@ import uuid
 
 import streamlit as st
 
-from core.runs import RunPool
+from core.runs import LiveRun, RunPool
 from core.slots import capacity_from_env
+from ui.state import add_session_model, pick_on_next_run
+from ui.train_form import settings_from_state
 
 _pool: RunPool | None = None
 _problem: str | None = None
@@ -58,3 +60,40 @@ def session_owner() -> str:
         ctx = get_script_run_ctx()
         st.session_state["train_owner"] = f"{ctx.session_id if ctx else 'local'}|{uuid.uuid4().hex}"
     return st.session_state["train_owner"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The Train page's buttons (callbacks)
+
+
+def register(run: LiveRun) -> bool:
+    """Put a finished or stopped run's model in the sidebar picker (once) and pick it; True if it did now."""
+    if run.result is None or run.registered_key:
+        return False
+    model, info, _ = run.result
+    n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
+    entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",
+                              select=False)
+    run.registered_key = entry.key
+    pick_on_next_run(entry.key)
+    return True
+
+
+def start() -> None:
+    old, settings = st.session_state.get("train_run"), settings_from_state()
+    if (old is not None and old.active) or settings.problem():
+        return
+    st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
+
+
+def stop() -> None:
+    run = st.session_state.get("train_run")
+    if run is not None:
+        run_pool().stop(run)
+        register(run)
+
+
+def reset() -> None:
+    run = st.session_state.pop("train_run", None)
+    if run is not None:
+        run_pool().discard(run)

@@ -17,8 +17,16 @@ EFFECT_SCALE = alt.Scale(scheme=DIVERGING, domain=[-1, 1], clamp=True)
 EFFECT_TITLE = "patch effect"
 
 
-def _text_colour(field: str) -> alt.Color:
-    return alt.condition(f"abs(datum['{field}']) > 0.6", alt.value("white"), alt.value("black"))
+def _effect_cells(base: alt.Chart, keys: list[str], font_size: int) -> list[alt.Chart]:
+    """A heatmap's cells coloured by patch_effect on EFFECT_SCALE, with the value written in each
+    (white on the dark ends); the tooltip names the cell by `keys` (Altair shorthands)."""
+    rect = base.mark_rect().encode(
+        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
+        tooltip=[alt.Tooltip(k) for k in keys] + [alt.Tooltip("patch_effect:Q", format=".3f")])
+    text = base.mark_text(fontSize=font_size).encode(
+        text=alt.Text("patch_effect:Q", format=".2f"),
+        color=alt.condition("abs(datum['patch_effect']) > 0.6", alt.value("white"), alt.value("black")))
+    return [rect, text]
 
 
 def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
@@ -26,12 +34,7 @@ def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     data = df.assign(block=df["block"].astype(str), head=df["head"].astype(str))
     base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("block:O", title="block"))
-    rect = base.mark_rect().encode(
-        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
-        tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("patch_effect:Q", format=".3f")])
-    text = base.mark_text(fontSize=12).encode(text=alt.Text("patch_effect:Q", format=".2f"),
-                                              color=_text_colour("patch_effect"))
-    return alt.layer(rect, text, title=title).properties(
+    return alt.layer(*_effect_cells(base, ["block:O", "head:O"], 12), title=title).properties(
         width=int(60 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
 
 
@@ -70,12 +73,7 @@ def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     base = alt.Chart(df).encode(
         x=alt.X("receiver:N", title="receiver", sort=list(dict.fromkeys(df["receiver"])), axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sender:N", title="sender", sort=list(dict.fromkeys(df["sender"]))))
-    rect = base.mark_rect().encode(
-        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
-        tooltip=[alt.Tooltip("sender:N"), alt.Tooltip("receiver:N"), alt.Tooltip("patch_effect:Q", format=".3f")])
-    text = base.mark_text(fontSize=11).encode(text=alt.Text("patch_effect:Q", format=".2f"),
-                                              color=_text_colour("patch_effect"))
-    return alt.layer(rect, text, title=title).properties(
+    return alt.layer(*_effect_cells(base, ["sender:N", "receiver:N"], 11), title=title).properties(
         width=int(52 * df["receiver"].nunique()), height=int(34 * df["sender"].nunique()), autosize=PAD)
 
 

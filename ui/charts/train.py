@@ -14,9 +14,13 @@ PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later c
 
 def _part_colours(parts: list[str]) -> alt.Scale:
     return alt.Scale(domain=parts, range=[PART_COLOUR[p] for p in parts])
+
+
 SERIES = [c for c in OKABE_ITO if c != "#F0E442"]  # Okabe-Ito without its yellow, too faint on white
 # heads: the four most distinct Okabe-Ito hues first; vermillion (OKABE_ITO[5]) stays for the drop line
 HEAD_COLOURS = alt.Scale(range=[OKABE_ITO[i] for i in (0, 4, 2, 6, 1, 7)])
+
+
 def _step(x_max: int | None = None) -> alt.X:
     """Training step axis; fixed at [0, x_max] when given so a live chart does not rescale as it grows."""
     return alt.X("step:Q", title="training step",
@@ -46,6 +50,18 @@ def _drop_rule(step: int | None) -> list[alt.Chart]:
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
 
 
+def frame_marks(steps: list[int] | None) -> list[alt.Chart]:
+    """Thin dashed rules numbered 1, 2, ... at the film strip's steps (none when steps is None)."""
+    if not steps:
+        return []
+    df = pd.DataFrame({"step": steps, "frame": [str(i + 1) for i in range(len(steps))]})
+    rule = alt.Chart(df).mark_rule(color="#444444", strokeDash=[3, 3]).encode(
+        x="step:Q", tooltip=[alt.Tooltip("frame:N", title="film strip frame"), "step:Q"])
+    text = alt.Chart(df).mark_text(color="#444444", dy=-6, fontWeight="bold").encode(
+        x="step:Q", y=alt.value(0), text="frame:N")
+    return [rule, text]
+
+
 LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
 
 
@@ -57,8 +73,9 @@ def _loss_y(chance: float) -> alt.Y:
 
 
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-               height: int = 260) -> alt.LayerChart:
-    """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked."""
+               height: int = 260, marks: list[int] | None = None) -> alt.LayerChart:
+    """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked; the film
+    strip's steps `marks` numbered."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
@@ -68,7 +85,8 @@ def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: 
         detail="run:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
-    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)"), *_drop_rule(drop)).properties(height=height)
+    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)"), *_drop_rule(drop),
+                     *frame_marks(marks)).properties(height=height)
 
 
 def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,

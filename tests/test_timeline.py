@@ -1,0 +1,85 @@
+"""The training timeline (core.timeline): the film strip measured from a checkpoint's snapshots, and
+the film strip of a run still training, from the patterns its worker streams with each logged row."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from core import timeline as tl
+from core.model import ModelConfig, TinyCharLM
+from core.runs import RunPool
+from core.train_settings import TrainSettings
+from core.trainer import Trainer
+
+TWO = replace(TrainSettings.defaults(), n_layers=2, period_min=4, period_max=8, seq_len=24, batch_size=4,
+              steps=5000)
+
+
+def test_frame_patterns_are_the_models_patterns_on_the_strip_sequence():
+    """Against the model's own cached patterns (tests/test_model.py checks those against a naive
+    reference): cropped, float16, causal rows summing to one."""
+    torch.manual_seed(0)
+    model = TinyCharLM(ModelConfig(vocab_size=16, d_model=32, n_heads=2, n_layers=1)).eval()
+    tokens = torch.randint(0, 16, (1, 12))
+    got = tl.frame_patterns(model, tokens).astype(np.float32)
+    _, cache = model.run_with_cache(tokens)
+    assert got.shape == (1, 2, 12, 12) and got.dtype == np.float32
+    np.testing.assert_allclose(got[0], cache["pattern"][0][0].detach().numpy(), atol=1e-3)  # float16 storage
+    assert np.allclose(np.triu(got[0], 1), 0) and np.allclose(got[0].sum(-1), 1, atol=1e-2)
+
+
+def test_keep_frame_thins_old_frames_and_keeps_the_newest():
+    frames = []
+    for step in range(0, 25 * 300, 25):
+        frames = tl.keep_frame(frames, step, np.zeros((1, 1, 2, 2), np.float16), cap=40)
+        assert len(frames) <= 40 and frames[-1][0] == step
+    steps = [s for s, _ in frames]
+    assert steps == sorted(steps) and steps[0] == 0 and len(steps) >= 20
+
+
+def planted_history(drop_at: int, last: int) -> list[dict]:
+    """Loss 4 until drop_at, 2 at drop_at, 0.5 after; block-1 head 2 is the previous-token head,
+    block-2 head 1 the induction head."""
+    return [{"step": s, "loss_later_copies": 4.0 if s < drop_at else 2.0 if s == drop_at else 0.5,
+             "prev_token": [[0.1, 0.9], [0.1, 0.1]], "induction": [[0.0, 0.0], [0.8, 0.1]]}
+            for s in range(0, last + 1, 25)]
+
+
+def test_live_strip_spreads_six_frames_across_the_drop_and_picks_heads_on_the_latest_row():
+    frames = [(s, np.full((2, 2, 4, 4), s / 1000, np.float16)) for s in range(0, 1001, 25)]
+    strip = tl.live_strip(frames, planted_history(500, 1000), 64, period=4)
+    # the drop runs from 475 (last >= 3 nats) to 525 (first < 1): frames from 425 to 575
+    assert strip["frames"][0] == 425 and strip["frames"][-1] == 575 and len(strip["frames"]) == 6
+    assert strip["heads"] == {"previous-token": (0, 1), "induction": (1, 0)}
+    for pats in strip["patterns"].values():
+        assert pats.shape == (6, 4, 4)
+        assert np.allclose(pats[:, 0, 0], [s / 1000 for s in strip["frames"]], atol=1e-3)
+    before = tl.live_strip(frames[:10], planted_history(500, 225), 64, period=4)  # no drop yet: the run so far
+    assert before["frames"][0] == 0 and before["frames"][-1] == 225 and not before["drop"]["dropped"]
+    assert tl.live_strip([], [], 64, 4) is None
+
+
+def test_a_worker_streams_the_patterns_of_each_logged_step():
+    """The frame at step 50 equals the patterns of the same run trained here to step 50."""
+    pool = RunPool(capacity=1, hang_seconds=120)
+    try:
+        run = pool.start(TWO, "me")
+        deadline = time.monotonic() + 120
+        while (not run.frames or run.frames[-1][0] < 75) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        frames = dict(run.frames)
+        assert {0, 25, 50, 75} <= set(frames) and run.strip_period >= 4
+        assert set(frames) <= {r["step"] for r in run.history()}  # one frame per logged row
+        here = Trainer(*TWO.configs())
+        here.run(50)
+        tokens, period = tl.strip_tokens(here.task_cfg, here.model_cfg.vocab_size)
+        assert period == run.strip_period
+        want = tl.frame_patterns(here.model.eval(), tokens).astype(np.float32)
+        np.testing.assert_allclose(frames[50].astype(np.float32), want, atol=2e-3)
+        pool.stop(run)
+        assert run.status == "stopped" and run.frames == []  # the checkpoint's snapshots take over
+    finally:
+        pool.shutdown()

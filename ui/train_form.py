@@ -1,0 +1,103 @@
+"""The Train page's settings form: depth, periods, the advanced settings and the experiments on the
+training itself, read back as one core.train_settings.TrainSettings."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from core.overview import initial_logit_bias
+from core.presets import DEFAULT_PRESET, get_preset
+from core.train_settings import UI_MAX_LAYERS, TrainSettings
+
+LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
+
+
+@st.cache_data(show_spinner=False)
+def _init_bias(enlarged: bool) -> float:
+    """Std over tokens of the per-token logit bias of the default model at step 0 (core.overview)."""
+    p = get_preset(DEFAULT_PRESET)
+    train = p.train if enlarged else replace(p.train, embed_scale=1.0, embed_shared=0.0)
+    return initial_logit_bias(p.model, train)["bias_std"]
+
+
+WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
+               "tr_seed", "tr_hold", "tr_knock")
+NO_HEAD = "none"
+
+
+def settings_widgets() -> TrainSettings:
+    """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
+    values are also kept under "tr_saved" and come back as the defaults on return."""
+    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+    left, right = st.columns(2)
+    left.slider("Depth: attention blocks", 0, UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
+                help="0 blocks = embedding only (bigram statistics); induction needs 2.")
+    right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
+                 key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
+    with st.expander("Advanced: sequence length, bias, initial embedding, learning rate, batch, steps, seed"):
+        a, b, c = st.columns(3)
+        a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
+        a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
+        a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
+                   key="tr_shared",
+                   help="The default start: W_E three times larger than plain, plus one direction added to every "
+                        "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
+                        "three times shorter than from the plain embedding; the previous-token head still forms "
+                        "with the drop, not before it. The shared direction is not free at the output: through "
+                        "the tied unembedding it gives every token a fixed logit bias, whose spread is "
+                        f"{_init_bias(True):.1f} nats at the start ({_init_bias(False):.2f} from the plain "
+                        "embedding). Untick it to start from the plain embedding.")
+        b.select_slider("Learning rate", sorted(set(LR_CHOICES) | {d.lr}), saved.get("tr_lr", d.lr), key="tr_lr",
+                        format_func=lambda v: f"{v:g}")
+        b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
+                        key="tr_batch")
+        c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
+        c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
+    experiment_widgets(saved)
+    st.session_state["tr_saved"] = {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
+    return settings_from_state()
+
+
+def settings_from_state() -> TrainSettings:
+    """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
+    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+
+    def get(key, default):
+        return st.session_state.get(key, saved.get(key, default))
+
+    pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
+    hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
+    return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
+                              get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
+                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
+                              bool(get("tr_shared", d.shared_embedding)),
+                              -1 if hold == NO_HEAD else int(hold.split(".")[1]) - 1,
+                              (-1, -1) if knock == NO_HEAD else tuple(int(x) - 1 for x in knock.split(".")))
+
+
+def experiment_widgets(saved: dict) -> None:
+    """Experiments on the training itself (core.interventions), each against an ordinary run."""
+    heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
+    with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
+        a, b = st.columns(2)
+        hold_options = [NO_HEAD] + [h for h in heads if h.startswith("1.")]
+        a.selectbox("Hold a block-1 head on the previous token", hold_options,
+                    hold_options.index(saved.get("tr_hold", NO_HEAD)), key="tr_hold",
+                    help="From step 0, this head attends only to the position before each query.")
+        knock_options = [NO_HEAD] + heads
+        b.selectbox("Knock a head out for the whole run", knock_options,
+                    knock_options.index(saved.get("tr_knock", NO_HEAD)), key="tr_knock",
+                    help="Its output weights W_O start at zero and never get a gradient, so it writes nothing.")
+        st.caption(
+            "In the spirit of Singh et al. (2024), who clamp parts of the induction circuit and watch the phase "
+            "change move: train once with an experiment and once without it, same seed, and compare the step "
+            "where the loss drops. TinyCharLM has no positional embedding and rotary positions, so no setting "
+            "of a head's weights gives exactly a previous-token pattern on every input. The closest honest "
+            "version is to change the head's computation during training: its pattern is held at one on the "
+            "previous position (the first position on itself), while its W_V and W_O learn what to write. The "
+            "hold exists only during training: the model you keep computes that head's pattern from its own "
+            "weights (W_Q and W_K never learned anything), so the other pages show it without the hold. A "
+            "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
+            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")
