@@ -193,25 +193,40 @@ def test_readme_reading_of_the_transition_study_matches_the_csv():
             f"{seed8.final_loss_later:.2f} nats") in part
 
 
+def plateau_of(scale: float, shared: float) -> tuple[dict, int | None]:
+    """Seed 0 of the default 2-block run from an initial embedding (scale, shared), trained until the
+    later-copy loss is below LOW: its describe_curve and the first logged step where a block-1 head's
+    prev_token reaches 0.5 (module level: it runs in a process of its own)."""
+    import torch
+
+    from core.trainer import Trainer
+    from core.transition import LOW, describe_curve
+
+    torch.set_num_threads(1)
+    p = get_preset("variable-period-2block")
+    train = dataclasses.replace(p.train, steps=1200, log_every=10, embed_scale=scale, embed_shared=shared)
+    t = Trainer(p.model, p.task, train)
+    while not t.done and t.history[-1]["loss_later_copies"] >= LOW:
+        t.run(10)
+    d = describe_curve([r["step"] for r in t.history], [r["loss_later_copies"] for r in t.history])
+    return d, next((r["step"] for r in t.history if max(r["prev_token"][0]) >= 0.5), None)
+
+
 @pytest.mark.slow
 def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
     """Train page (embedding help and transition panel), README, bench/README: "the plateau before the
     drop is about three times shorter than from the plain embedding" (seed 0: drop_start 200 vs 600),
-    and the previous-token head reaches 0.5 only with the drop. Trains seed 0 twice (about a minute)."""
-    from core.trainer import Trainer
-    from core.transition import LOW, describe_curve
+    and the previous-token head reaches 0.5 only with the drop. Trains seed 0 twice, the two runs side
+    by side in two processes (about a minute)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
 
-    p = get_preset("variable-period-2block")
+    inits = {"enlarged": (3.0, 3.0), "plain": (1.0, 0.0)}
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        done = dict(zip(inits, pool.map(plateau_of, *zip(*inits.values()))))
     starts = {}
-    for name, (scale, shared) in {"enlarged": (3.0, 3.0), "plain": (1.0, 0.0)}.items():
-        train = dataclasses.replace(p.train, steps=1200, log_every=10, embed_scale=scale, embed_shared=shared)
-        t = Trainer(p.model, p.task, train)
-        while not t.done and t.history[-1]["loss_later_copies"] >= LOW:
-            t.run(10)
-        steps = [r["step"] for r in t.history]
-        d = describe_curve(steps, [r["loss_later_copies"] for r in t.history])
+    for name, (d, formed) in done.items():
         assert d["dropped"], name
         starts[name] = d["drop_start"]
-        formed = next((r["step"] for r in t.history if max(r["prev_token"][0]) >= 0.5), None)
         assert formed is None or formed >= d["drop_start"] - 50, (name, formed, d)
     assert 2.0 <= starts["plain"] / starts["enlarged"] <= 4.0, starts

@@ -39,16 +39,44 @@ def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
     return shown
 
 
-def run_snippet(snippet: dict, cwd: Path = ROOT) -> dict:
-    """Run the code exactly as shown, from the repository root (or `cwd`), then evaluate its checks."""
-    epilogue = (f"\nimport json as _json\nfrom ui.python_panel import plain as _plain\n"
-                f"print({MARK!r} + _json.dumps({{k: _plain(eval(e)) for k, e in {snippet['checks']!r}.items()}}))\n")
+RUNNER = r"""
+import io, json, sys, traceback
+from contextlib import redirect_stdout
+from ui.python_panel import plain
+for snippet in json.load(sys.stdin):
+    ns, out = {"__name__": "__main__"}, io.StringIO()
+    try:
+        with redirect_stdout(out):
+            exec(compile(snippet["code"], "<snippet>", "exec"), ns)
+        result = {"printed": out.getvalue(), "checks": {k: plain(eval(e, ns)) for k, e in snippet["checks"].items()}}
+    except Exception:
+        result = {"error": traceback.format_exc()}
+    print(MARK + json.dumps(result), flush=True)
+"""
+
+
+def run_snippets(snippets: list[dict], cwd: Path = ROOT) -> list[dict]:
+    """Run each snippet's code exactly as shown, from the repository root (or `cwd`), each in a fresh
+    namespace of one new interpreter (one torch import for the page), then evaluate its checks.
+    Returns each snippet's checked values."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
-    out = subprocess.run([sys.executable, "-"], input=snippet["code"] + epilogue, cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, f"snippet failed:\n{snippet['code']}\n{out.stderr[-3000:]}"
-    assert out.stdout.strip(), "the snippet prints nothing"
-    return json.loads(out.stdout.rsplit(MARK, 1)[1])
+    code = f"MARK = {MARK!r}\n" + RUNNER
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(snippets), cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line[len(MARK):]) for line in out.stdout.splitlines() if line.startswith(MARK)]
+    assert len(results) == len(snippets), out.stdout[-3000:]
+    for snippet, result in zip(snippets, results):
+        assert "error" not in result, f"snippet failed:\n{snippet['code']}\n{result.get('error')}"
+        assert result["printed"].strip(), f"the snippet prints nothing:\n{snippet['code']}"
+    return [r["checks"] for r in results]
+
+
+def check_snippets(snippets: list[dict], cwd: Path = ROOT) -> None:
+    """Every snippet reproduces the numbers the page showed under its check names."""
+    for snippet, got in zip(snippets, run_snippets(snippets, cwd)):
+        assert set(snippet["checks"]) == set(snippet["shows"]), snippet["title"]
+        close(got, snippet["shows"], snippet["title"])
 
 
 def close(a, b, path="") -> None:
@@ -69,9 +97,7 @@ def close(a, b, path="") -> None:
 def check_page(page, file, widgets=(), at_least=1):
     shown = page_snippets(page, file, widgets)
     assert len(shown) >= at_least, [s["title"] for s in shown]
-    for snippet in shown:
-        assert set(snippet["checks"]) == set(snippet["shows"]), snippet["title"]
-        close(run_snippet(snippet), snippet["shows"], snippet["title"])
+    check_snippets(shown)
 
 
 def test_attention_snippets_2block():
@@ -95,16 +121,14 @@ def test_attention_snippets_follow_the_step_slider():
     shown = page_snippets("pages/attention.py", "variable-period-2block.pt",
                           [("select_slider", "att_step", step), ("selectbox", "att_head", "2.1")])
     assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
-    for snippet in shown[:2]:  # the pattern and the score table
-        close(run_snippet(snippet), snippet["shows"], snippet["title"])
+    check_snippets(shown[:2])  # the pattern and the score table
 
 
 def test_circuits_snippets_follow_the_step_slider():
     step = mid_snapshot_step("variable-period-2block.pt")
     shown = page_snippets("pages/circuits.py", "variable-period-2block.pt", [("select_slider", "cir_step", step)])
     assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
-    for snippet in shown[2:4]:  # the copying matrix and the copying table
-        close(run_snippet(snippet), snippet["shows"], snippet["title"])
+    check_snippets(shown[2:4])  # the copying matrix and the copying table
 
 
 def test_attention_snippets_typed_text_1block():
@@ -154,7 +178,7 @@ def test_home_snippet_2block():
     assert not at.exception, at.exception
     shown = list(at.session_state[RUN_KEY])
     assert len(shown) == 1
-    close(run_snippet(shown[0]), shown[0]["shows"], shown[0]["title"])
+    check_snippets(shown)
 
 
 def test_causal_snippet_task_2block():
@@ -196,5 +220,4 @@ def test_train_snippets_of_a_live_run(tmp_path):
     for name in ("core", "ui", "checkpoints"):  # the repository root, with the student's download in it
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "my_model.pt").write_bytes(run.result[2])
-    for snippet in shown:
-        close(run_snippet(snippet, tmp_path), snippet["shows"], snippet["title"])
+    check_snippets(shown, tmp_path)

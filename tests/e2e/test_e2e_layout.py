@@ -50,23 +50,27 @@ BOXES_JS = r"""
 """.replace("OVERLAP", str(OVERLAP)).replace("SLACK", str(SLACK))
 
 
-@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("path", list(PAGES), ids=[p or "home" for p in PAGES])
-def test_page_reads_at_width(new_app, server, path, width):
+def test_page_reads_at_both_widths(new_app, server, path):
+    """The page loaded at the first width, then the window resized to each other one (the charts
+    re-fit to their columns as they do when a student resizes)."""
     app = new_app(server)
-    app.page.set_viewport_size({"width": width, "height": 1000})
+    app.page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
     app.goto(path)
     app.assert_no_exception()
-    sidebar = app.page.locator('[data-testid="stSidebar"]')
-    box = sidebar.bounding_box()
-    assert box and box["width"] > 200 and box["x"] >= 0, "the sidebar should be open"
     app.wait_charts(1 if path not in ("", "train") else 0)
-    app.page.wait_for_timeout(800)  # charts re-fit to their columns
-    found = app.page.evaluate(BOXES_JS)
-    app.screenshot(f"layout-{path or 'home'}-{width}")
-    assert found["n"] > 3
-    assert not found["wide"], f"/{path} at {width}px: charts past the main column {found['main']}: {found['wide']}"
-    assert not found["overlaps"], f"/{path} at {width}px: overlapping blocks: {found['overlaps'][:5]}"
+    for width in WIDTHS:
+        app.page.set_viewport_size({"width": width, "height": 1000})
+        app.page.wait_for_timeout(800)  # charts re-fit to their columns
+        sidebar = app.page.locator('[data-testid="stSidebar"]')
+        box = sidebar.bounding_box()
+        assert box and box["width"] > 200 and box["x"] >= 0, "the sidebar should be open"
+        found = app.page.evaluate(BOXES_JS)
+        app.screenshot(f"layout-{path or 'home'}-{width}")
+        assert found["n"] > 3
+        assert not found["wide"], f"/{path} at {width}px: charts past the main column {found['main']}: {found['wide']}"
+        assert not found["overlaps"], f"/{path} at {width}px: overlapping blocks: {found['overlaps'][:5]}"
+    app.assert_no_exception()
     assert not server.tracebacks(), server.tracebacks()[-1]
 
 
