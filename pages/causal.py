@@ -75,8 +75,14 @@ m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the
 m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
-python_panel(snippets.causal_runs(entry, None if period is None else int(period), int(seed), text, N_SEQS),
-             shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
+SNIPPET_ARGS = (None if period is None else int(period), int(seed), text, N_SEQS, sweeps)
+
+
+def snippet(section: str):
+    return snippets.causal(entry, *SNIPPET_ARGS, section)
+
+
+python_panel(snippet("runs"), shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
 
 if cfg.n_layers == 0:
     st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone, so the "
@@ -156,6 +162,7 @@ if cfg.n_layers and res["resid"] is not None:
         "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
+    python_panel(snippet("positions"), shows={"resid": res["resid"], "heads": res["head_positions"]})
 
 if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
@@ -197,6 +204,7 @@ if cfg.n_layers:
             "**Unlike attention weights or composition scores**, which read weights or patterns, this measures what "
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
+        python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")
@@ -217,6 +225,7 @@ b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right toke
 st.caption(f"Averaged over every target of the {res['n_seqs']} clean sequences, split into DESIGN.md's copies: first "
            f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "
            f"{(cfg.vocab_size + 1) / 2:g}.")
+python_panel(snippet("lens"), shows={"prob": by_copy["prob"], "rank": by_copy["rank"]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("6 · How this relates to the IOI method")

@@ -73,7 +73,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
            if hist and hist[0]["loss_later_copies"] > charts.LOSS_TOP * math.log(vocab) else "")
         + (" The numbered dashed lines are the steps of the film strip below." if strip else ""))
     if strip:
-        live_strip_panel(run, strip)
+        live_strip_panel(strip)
     chart, note = st.columns([3, 1])
     chart.altair_chart(charts.accuracy_chart(acc, 1 / vocab, drop, span), width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
@@ -115,22 +115,19 @@ def live_panel(drawn_active: bool) -> None:
     live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _strip_chart(run_id: str, frames: tuple, heads: tuple, _strip: dict):
-    """The film strip's chart, built once per set of frames (the live panel redraws every second)."""
-    return timeline_charts.strip(_strip)
-
-
-def live_strip_panel(run: LiveRun, strip: dict) -> None:
-    heads = tuple(sorted((k, v) for k, v in strip["heads"].items() if v is not None))
-    st.altair_chart(_strip_chart(run.id, tuple(strip["frames"]), heads, strip), width="content")
+def live_strip_panel(strip: dict) -> None:
+    for label, (tiles, captions) in timeline_charts.strip_tiles(strip).items():
+        st.markdown(f"**{label}**")
+        st.image(tiles, caption=captions)
     st.caption(
         f"**What am I looking at?** The film strip of this run so far: every head's attention on the first "
         f"{len(strip['tokens'])} positions of one evaluation sequence (period {strip['period']}) was recorded at "
         "each logged step, and six of those steps are shown, spread across the drop once it has happened (over "
         "the run so far until then). Top: the block-1 head with the highest previous-token score now; bottom "
         "(two or more blocks): the last-block head with the highest induction score now. Rows are queries, "
-        "columns keys. When the run ends, the film strip is measured again from the checkpoint's snapshots.")
+        "columns keys, colour the attention weight from 0 (dark purple) to 1 (yellow); white is the future, "
+        "which no query sees. When the run ends, the film strip is measured again from the checkpoint's "
+        "snapshots, with every weight in its tooltip.")
 
 
 def result_panel(run: LiveRun) -> None:

@@ -24,7 +24,9 @@ from helpers import ROOT  # noqa: E402  (tests/ is on sys.path: pytest put it th
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from core.checkpoints import save_checkpoint  # noqa: E402
 from core.model import ModelConfig, TinyCharLM  # noqa: E402
+from core.task import TaskConfig  # noqa: E402
 
 from helpers import write_bad_files  # noqa: E402
 
@@ -234,3 +236,13 @@ def python_m(module: str, *args, cwd=ROOT, timeout: float = 300) -> subprocess.C
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {"PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+    """(path, model, task): a 2-block file on a short task (periods 4-8, length 24) so reports take milliseconds."""
+    path = tmp_path_factory.mktemp("report") / "small.pt"
+    model = tiny_model(2, seed=1)
+    task = TaskConfig(period_min=4, period_max=8, seq_len=24)
+    save_checkpoint(model, path, task=task)
+    return path, model, task

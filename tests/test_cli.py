@@ -39,16 +39,6 @@ def assert_one_line_error(result, prog: str, *phrases: str):
         assert phrase in lines[0], (phrase, result)
 
 
-@pytest.fixture(scope="module")
-def small_checkpoint(tmp_path_factory):
-    """A 2-block file on a short task (periods 4-8, length 24) so reports take milliseconds."""
-    path = tmp_path_factory.mktemp("report") / "small.pt"
-    model = tiny_model(2, seed=1)
-    task = TaskConfig(period_min=4, period_max=8, seq_len=24)
-    save_checkpoint(model, path, task=task)
-    return path, model, task
-
-
 # ---------------------------------------------------------------------------------------------
 # core.report on bad files
 

@@ -15,17 +15,8 @@ from core.task import TaskConfig
 from conftest import python_m, tiny_model
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    path = tmp_path_factory.mktemp("patch") / "small.pt"
-    model = tiny_model(2, seed=1)
-    task = TaskConfig(period_min=4, period_max=8, seq_len=24)
-    save_checkpoint(model, path, task=task)
-    return path, model, task
-
-
-def test_json_has_the_documented_shape_and_core_numbers(cli, small):
-    path, model, task = small
+def test_json_has_the_documented_shape_and_core_numbers(cli, small_checkpoint):
+    path, model, task = small_checkpoint
     r = cli("core.patch", path, "--json", "--n-seqs", 16, "--seed", 3)
     assert r.returncode == 0 and r.stderr == "", r
     out = json.loads(r.stdout)
@@ -39,15 +30,15 @@ def test_json_has_the_documented_shape_and_core_numbers(cli, small):
     assert all(math.isclose(h["patch_effect"], w, abs_tol=1e-5) for h, w in zip(out["heads"], want))
 
 
-def test_period_fixes_every_sequence(cli, small):
-    path, model, task = small
+def test_period_fixes_every_sequence(cli, small_checkpoint):
+    path, model, task = small_checkpoint
     out = json.loads(cli("core.patch", path, "--json", "--period", 5, "--n-seqs", 8).stdout)
     runs = patching.task_runs(model, task, 8, seed=0, period=5)
     assert math.isclose(out["clean"], runs.m_clean, abs_tol=1e-5)
 
 
-def test_text_output_names_heads_from_one(cli, small):
-    r = cli("core.patch", small[0], "--n-seqs", 4)
+def test_text_output_names_heads_from_one(cli, small_checkpoint):
+    r = cli("core.patch", small_checkpoint[0], "--n-seqs", 4)
     assert r.returncode == 0 and "M(clean)" in r.stdout and "\n2.4 " in r.stdout
 
 
@@ -62,8 +53,8 @@ def test_zero_block_checkpoint_gives_null_effects(cli, tmp_path):
     (["--period", "1"], "--period"), (["--period", "13"], "no complete second copy"), (["--n-seqs", "0"], "--n-seqs"),
     (["--n-seqs", "x"], "invalid int"), (["--seed", "-1"], "--seed"), (["--bogus"], "unrecognized"),
 ])
-def test_bad_arguments_are_one_line(cli, small, args, phrase):
-    assert_one_line_error(cli("core.patch", small[0], *args), "core.patch", phrase)
+def test_bad_arguments_are_one_line(cli, small_checkpoint, args, phrase):
+    assert_one_line_error(cli("core.patch", small_checkpoint[0], *args), "core.patch", phrase)
 
 
 def test_missing_file_argument_is_one_line(cli):
@@ -78,9 +69,9 @@ def test_bad_files_are_refused_in_one_line(cli, bad_files, name):
     assert not marker.exists()
 
 
-def test_a_real_process_agrees(small):
-    r = python_m("core.patch", small[0], "--json", "--n-seqs", 4, "--period", 6)
+def test_a_real_process_agrees(small_checkpoint):
+    r = python_m("core.patch", small_checkpoint[0], "--json", "--n-seqs", 4, "--period", 6)
     assert r.returncode == 0, r.stderr
     assert set(json.loads(r.stdout)) == {"clean", "corrupted", "heads"}
-    bad = python_m("core.patch", small[0], "--period", "99")
+    bad = python_m("core.patch", small_checkpoint[0], "--period", "99")
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1

@@ -83,3 +83,19 @@ def test_a_worker_streams_the_patterns_of_each_logged_step():
         assert run.status == "stopped" and run.frames == []  # the checkpoint's snapshots take over
     finally:
         pool.shutdown()
+
+
+def test_strip_tiles_colour_each_frames_pattern_and_leave_the_future_white():
+    from ui.charts.timeline import _VIRIDIS, strip_tiles
+
+    pattern = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]  # uniform over the visible keys
+    pattern[3] = [0, 0, 0, 1]
+    strip = {"frames": [10, 20], "heads": {"previous-token": (0, 1), "induction": None},
+             "patterns": {"previous-token": np.stack([pattern, pattern])}}
+    (label, (tiles, captions)), = strip_tiles(strip, scale=2).items()
+    assert label == "previous-token head 1.2" and captions == ["1: step 10", "2: step 20"]
+    tile = tiles[0]
+    assert tile.shape == (8, 8, 3) and tile.dtype == np.uint8
+    assert (tile[0:2, 2:4] == 255).all()  # query 0 cannot see key 1
+    assert (tile[6, 6] == _VIRIDIS[-1]).all() and (tile[6, 0] == _VIRIDIS[0]).all()  # weight 1 and 0
+    assert (tile[0, 0] == _VIRIDIS[-1]).all() and (tile[2:4, 0:2] == tile[2, 0]).all()  # 2x2 blocks

@@ -316,19 +316,36 @@ print(head_matches.best_matches(table))
 # Causal experiments
 
 
-def causal_runs(entry, period, seed: int, text, n_seqs: int) -> Snippet:
+CAUSAL_SECTIONS = {
+    "runs": ("Clean and corrupted runs, and each head's clean output patched into the corrupted run (section 1).",
+             'print("M(clean)", round(res["m_clean"], 3), "M(corrupted)", round(res["m_corrupted"], 3))\n'
+             'print(res["heads"].round(3).to_string(index=False))\n',
+             {"m": "[res['m_clean'], res['m_corrupted']]", "heads": "res['heads']['patch_effect']"}),
+    "positions": ("The residual stream and each head patched one position at a time (sections 2 and 3).",
+                  'print(res["resid"].round(3))  # [before block l, position]\n'
+                  'print(res["head_rows"], res["head_positions"].round(3))  # [head, position]\n',
+                  {"resid": "res['resid']", "heads": "res['head_positions']"}),
+    "paths": ("Path patching: every sender head, receiver head and input, noised and denoised (section 4).",
+              'print(res["paths"].round(3).to_string(index=False))\n',
+              {"paths": "res['paths']['patch_effect']"}),
+    "lens": ("The logit lens: the right token's probability and rank after each stage, by copy (section 5).",
+             'print(res["lens_by_copy"].round(3).to_string(index=False))\n',
+             {"prob": "res['lens_by_copy']['prob']", "rank": "res['lens_by_copy']['rank']"}),
+}
+
+
+def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str) -> Snippet:
+    """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
+    position sweeps run only where they are quick, core.causal.POSITION_BUDGET)."""
+    sweeps = "" if positions is None else f", positions={positions}"
     if text is None:
-        run = f"res = causal.task_experiments(model, task, period={period}, n_seqs={n_seqs}, seed={seed})\n"
+        run = f"res = causal.task_experiments(model, task, period={period}, n_seqs={n_seqs}, seed={seed}{sweeps})\n"
     else:
         run = ("from core.symbols import encode_text\n"
                f"tokens = encode_text({text!r}, model.cfg.vocab_size)\n"
-               f"res = causal.text_experiments(model, tokens, {n_seqs}, seed={seed})  # {n_seqs} corruptions\n")
-    return _snip("Clean and corrupted runs, then every patching experiment and the logit lens of the page.", entry,
-                 "from core import causal\n" + run + """
-print("M(clean)", round(res["m_clean"], 3), "M(corrupted)", round(res["m_corrupted"], 3))
-print(res["heads"].round(3).to_string(index=False))  # section 1: each head's clean output patched in
-print(res["lens_by_copy"].round(3).to_string(index=False))  # section 5: the logit lens by copy
-""", m="[res['m_clean'], res['m_corrupted']]", heads="res['heads']['patch_effect']")
+               f"res = causal.text_experiments(model, tokens, {n_seqs}, seed={seed}{sweeps})  # {n_seqs} corruptions\n")
+    title, show, checks = CAUSAL_SECTIONS[section]
+    return _snip(title, entry, "from core import causal\n" + run + show, **checks)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Input: the dict core.timeline.timeline returns (numpy arrays and lists).
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from . import OKABE_ITO
@@ -47,6 +48,32 @@ def strip(t: dict) -> alt.FacetChart:
         tooltip=["query:Q", "key:Q", alt.Tooltip("weight:Q", format=".2f")],
     ).properties(width=min(130, 2 * n), height=min(130, 2 * n)).facet(
         row=alt.Row("head:N", title=None, sort=labels), column=alt.Column("frame:N", title=None, sort=order))
+
+
+# viridis at 0, 1/4, 1/2, 3/4 and 1 (the film strip's Vega scheme), interpolated linearly in RGB
+_VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
+
+
+def _colour(weights: np.ndarray) -> np.ndarray:
+    """[n, n] weights in [0, 1] -> [n, n, 3] uint8 viridis; the upper triangle (future keys) white."""
+    x = np.clip(weights, 0, 1) * (len(_VIRIDIS) - 1)
+    lo = np.minimum(x.astype(int), len(_VIRIDIS) - 2)
+    frac = (x - lo)[..., None]
+    rgb = _VIRIDIS[lo] * (1 - frac) + _VIRIDIS[lo + 1] * frac
+    rgb[np.triu_indices(weights.shape[0], 1)] = 255
+    return rgb.astype(np.uint8)
+
+
+def strip_tiles(t: dict, scale: int = 2) -> dict[str, tuple[list[np.ndarray], list[str]]]:
+    """The film strip as images, for a strip redrawn every second while a run trains (a Vega facet of
+    twelve 64 x 64 heatmaps is about a megabyte of JSON per draw; twelve small PNGs are a few KB):
+    {row label: (RGB tiles [n*scale, n*scale, 3], captions)}, rows queries and columns keys."""
+    out = {}
+    for name, pats in t["patterns"].items():
+        layer, head = t["heads"][name]
+        tiles = [np.kron(_colour(p), np.ones((scale, scale, 1), np.uint8)) for p in pats]
+        out[f"{name} head {layer + 1}.{head + 1}"] = (tiles, [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])])
+    return out
 
 
 def icl(t: dict) -> alt.Chart:
