@@ -40,7 +40,12 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
 
 
 def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
-    df = path_patching.path_patch_table(model, runs)
+    """Path patching from the block-1 heads into the block-2 heads (each, and all at once): the pair of
+    blocks an induction circuit needs. Deeper models get the same pair, not every pair of blocks (on
+    a 4-block model that was 90 patched runs per direction and path instead of 30)."""
+    H = model.cfg.n_heads
+    receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
+    df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
     df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
     df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
                       for l, h in zip(df["receiver_layer"], df["receiver_head"])]

@@ -6,6 +6,11 @@ not here: they cannot go stale.
 If a test here fails after the checkpoints are regenerated, the sentence it names is now false:
 change the sentence (or make the page compute it), not the threshold."""
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,7 +198,7 @@ def test_readme_reading_of_the_transition_study_matches_the_csv():
             f"{seed8.final_loss_later:.2f} nats") in part
 
 
-def plateau_of(scale: float, shared: float) -> tuple[dict, int | None]:
+def plateau_of(scale: float, shared: float, threads: int = 1) -> tuple[dict, int | None]:
     """Seed 0 of the default 2-block run from an initial embedding (scale, shared), trained until the
     later-copy loss is below LOW: its describe_curve and the first logged step where a block-1 head's
     prev_token reaches 0.5 (module level: it runs in a process of its own)."""
@@ -202,7 +207,7 @@ def plateau_of(scale: float, shared: float) -> tuple[dict, int | None]:
     from core.trainer import Trainer
     from core.transition import LOW, describe_curve
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     p = get_preset("variable-period-2block")
     train = dataclasses.replace(p.train, steps=1200, log_every=10, embed_scale=scale, embed_shared=shared)
     t = Trainer(p.model, p.task, train)
@@ -212,18 +217,27 @@ def plateau_of(scale: float, shared: float) -> tuple[dict, int | None]:
     return d, next((r["step"] for r in t.history if max(r["prev_token"][0]) >= 0.5), None)
 
 
+def _in_a_process(fn, *args):
+    """fn(*args) (a function of this module, returning JSON) in a new interpreter: a clean process,
+    whatever the test session's __main__ has become (AppTest runs dashboard.py as a script)."""
+    code = f"import json, test_claims; print(json.dumps(test_claims.{fn.__name__}(*{args!r})))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
     """Train page (embedding help and transition panel), README, bench/README: "the plateau before the
     drop is about three times shorter than from the plain embedding" (seed 0: drop_start 200 vs 600),
     and the previous-token head reaches 0.5 only with the drop. Trains seed 0 twice, the two runs side
     by side in two processes (about a minute)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    inits = {"enlarged": (3.0, 3.0), "plain": (1.0, 0.0)}
-    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
-        done = dict(zip(inits, pool.map(plateau_of, *zip(*inits.values()))))
+    inits = {"enlarged": (3.0, 3.0, 1), "plain": (1.0, 0.0, 2)}  # the plain run is longer: two threads
+    with ThreadPoolExecutor(2) as pool:
+        done = dict(zip(inits, pool.map(lambda init: _in_a_process(plateau_of, *init), inits.values())))
     starts = {}
     for name, (d, formed) in done.items():
         assert d["dropped"], name
