@@ -1,12 +1,19 @@
-"""Every page reads at 800 px and at 1400 px (sidebar open): no chart or text block overlaps another,
-and no chart is wider than the main column or runs past its right edge."""
+"""Every page in a real browser: it loads, its script finishes, no exception box, its charts draw, and
+it reads at 800 px and at 1400 px (sidebar open): no chart or text block overlaps another, and no
+chart is wider than the main column or runs past its right edge."""
 from __future__ import annotations
 
 import pytest
 
+from ui.pages import PATH
+
 from conftest import PAGES
 
 WIDTHS = (800, 1400)
+# Charts each page draws for the default (shipped) model without any clicks: the least number. Home
+# draws none; it must show its headline metrics and a link to every other page instead.
+MIN_CHARTS = {"train": 1, "attention": 1, "circuits": 1, "depth": 1, "icl": 1, "archetypes": 1, "causal": 1}
+HOME_METRICS = 4  # first-copy loss, later-copy loss, later-copy accuracy, strongest induction head
 SLACK = 2  # px: rounding of fractional layout
 OVERLAP = 6  # px: Streamlit's text blocks reach a few px into the next one's margin (invisible, no ink)
 
@@ -58,7 +65,15 @@ def test_page_reads_at_both_widths(new_app, server, path):
     app.page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
     app.goto(path)
     app.assert_no_exception()
-    app.wait_charts(1 if path not in ("", "train") else 0)
+    assert app.page.locator("h1").first.inner_text().strip(), "the page has no title"
+    if path == "":
+        main = app.page.locator('[data-testid="stMain"]')
+        assert main.locator('[data-testid="stMetric"]').count() == HOME_METRICS
+        links = main.locator('[data-testid="stPageLink"]').all_inner_texts()
+        assert [link.split(". ", 1)[-1] for link in links] == [p.title for p in PATH], links
+    else:
+        drawn = app.wait_charts(MIN_CHARTS[path])
+        assert drawn >= MIN_CHARTS[path], f"/{path} drew {drawn} charts, expected at least {MIN_CHARTS[path]}"
     for width in WIDTHS:
         app.page.set_viewport_size({"width": width, "height": 1000})
         app.page.wait_for_timeout(800)  # charts re-fit to their columns
