@@ -7,7 +7,8 @@ Starts `streamlit run dashboard.py` on a free port, then lowers its own CPU prio
 (os.nice(19)) before it starts Chromium, so the browsers stand in for students' own machines and the
 server and its training processes keep the CPU. Each student is a fresh browser context (a session).
 - (a) one student, per seed: seconds from the click on Train to the red drop line's note on screen
-  ("The red line marks step"), the step it marks, and the worker's steps/s then. A bare loop of
+  ("The red line marks step"), the step it marks, the worker's steps/s then, and the server
+  process's CPU over that time (in cores: CPU seconds per wall second; the workers not counted). A bare loop of
   Trainer.run on the same settings, in this process before the browsers start, gives the rate to
   compare with (same thread count as a lone worker: all cores).
 - (b) one training (default settings, more steps) while two other students open every page in turn
@@ -101,19 +102,27 @@ def wait_step(app: LabPage, at_least: int, timeout: float = 120) -> tuple[int, f
     raise RuntimeError(f"no step {at_least} within {timeout} s")
 
 
-def scenario_a(new, seed: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scenario_a(new, seed: int, server_pid: int) -> dict:
     app = new()
     open_train(app, seed=seed)
     note = app.page.get_by_text("The red line marks step")
-    t0 = time.perf_counter()
+    cpu0, t0 = cpu_seconds(server_pid), time.perf_counter()
     press(app, "Train")
     note.first.wait_for(timeout=120_000)
     seconds = time.perf_counter() - t0
+    server_share = (cpu_seconds(server_pid) - cpu0) / seconds
     drop = int(re.search(r"marks step (\d+)", note.first.inner_text()).group(1))
     step, rate = progress(app)
     press(app, "Stop")
     app.page.get_by_text(re.compile(r"Stopped at step|Finished at step")).first.wait_for(timeout=30_000)
     return {"seed": seed, "seconds_to_drop_on_screen": round(seconds, 2), "drop_step": drop, "step_then": step,
+            "server_cpu_cores": round(server_share, 2),
             "worker_steps_per_s": rate, "end_to_end_steps_per_s": round(step / seconds, 2)}
 
 
@@ -190,6 +199,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--window", type=float, default=20.0)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--only-a", action="store_true", help="scenario (a) alone (quicker, for trying a change)")
     args = p.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -208,10 +218,10 @@ def main() -> None:
                 return LabPage(ctx.new_page(), server.url)
 
             new().goto("")  # the server's first visit (forkserver start, shipped models) is not timed
-            a = [scenario_a(new, s) for s in args.seeds]
+            a = [scenario_a(new, s, server.proc.pid) for s in args.seeds]
             solo = statistics.median(r["worker_steps_per_s"] for r in a)
-            b = scenario_b(new, args.window)
-            cd = scenario_cd(new, args.window, server.proc.pid)
+            b = scenario_b(new, args.window) if not args.only_a else {"training_steps_per_s": float("nan")}
+            cd = scenario_cd(new, args.window, server.proc.pid) if not args.only_a else {"steps_per_s": []}
             browser.close()
     finally:
         server.stop()
