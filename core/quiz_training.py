@@ -26,7 +26,7 @@ def prev_head_timing(history: list[dict] | None, vocab_size: int) -> Question:
     prev = heads[(heads["block"] == 1) & (heads["score"] == "previous-token")].groupby("step")["value"].max()
     formed = prev[prev >= CLEAR_SCORE]
     if not curve["dropped"] or formed.empty:
-        return no_answer("q_timing", prompt, "In this run the loss never fell below 1 nat or no block-1 head reached "
+        return no_answer("q_timing", prompt, "In this run the loss did not fall below 1 nat or no block-1 head reached "
                                          f"{CLEAR_SCORE:g} on the previous position: nothing to time.")
     step, lo, hi = int(formed.index[0]), curve["drop_start"], curve["drop_end"]
     answer = TIMING_OPTIONS[0] if step < lo else TIMING_OPTIONS[1] if step <= hi else TIMING_OPTIONS[2]
@@ -50,8 +50,8 @@ def first_copy_during_drop(history: list[dict] | None, vocab_size: int) -> Quest
     rows = {r["step"]: r for r in history or []}
     curve = describe_curve(list(rows), [r["loss_later_copies"] for r in rows.values()], vocab_size)
     if not curve["dropped"] or not all("loss_first_copy" in r for r in rows.values()):
-        return no_answer("q_first", prompt, "The later-copy loss of this run never fell below 1 nat: there is no drop "
-                                        "to watch.")
+        return no_answer("q_first", prompt, "The later-copy loss did not fall below 1 nat in this run: there is no "
+                                        "drop to watch.")
     a, b = rows[curve["drop_start"]]["loss_first_copy"], rows[curve["drop_end"]]["loss_first_copy"]
     delta = b - a
     answer = (FIRST_COPY_OPTIONS[0] if delta <= -0.2 else FIRST_COPY_OPTIONS[1] if abs(delta) <= 0.1
