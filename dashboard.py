@@ -4,8 +4,10 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
+from core import quiz
 from ui import layout, notebook, python_panel, share, snippets
 from ui.pages import HOME, PATH
+from ui.quiz import ask
 from ui.setup import lab_script
 from ui.state import sidebar_picker
 
@@ -77,6 +79,7 @@ def _home_model():
     m, heads = ov["metrics"], ov["heads"]
     st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
+    ask(quiz.later_vs_first(m))
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
     task = entry.info["task"]
@@ -98,6 +101,7 @@ def _home_model():
     python_panel.python_panel(snippets.overview(entry, ov["n_seqs"], ov["seed"]), shows={
         "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
         "heads": heads.select_dtypes("number")})
+    ask(quiz.induction_head_count(heads))
     left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:

@@ -210,3 +210,45 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
                     f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores "
                     f"{r['uniform']:.2f} there.")
 
+
+
+LOOKUP_OPTIONS = ["well below it: the model reads the earlier copy", "about the same: it cannot use the context",
+                  "above it"]
+
+
+def later_vs_first(metrics: dict) -> Question:
+    """metrics: the picked model's copy metrics (core.overview). Later-copy loss against first-copy
+    loss: at least 0.5 nats lower is "well below", within 0.2 "about the same", 0.2 higher "above"."""
+    prompt = "Compared with its loss on the first copy, where will this model's loss on the later copies be?"
+    first, later = metrics.get("loss_first_copy"), metrics.get("loss_later_copies")
+    if first is None or later is None or first != first or later != later:
+        return no_answer("q_lookup", prompt, "This task has no first-copy targets (period 1): nothing to compare.")
+    gap = first - later
+    answer = (LOOKUP_OPTIONS[0] if gap >= 0.5 else LOOKUP_OPTIONS[1] if abs(gap) <= 0.2
+              else LOOKUP_OPTIONS[2] if gap <= -0.2 else None)
+    why = f"First-copy loss {first:.2f} nats, later-copy loss {later:.2f} ({-gap:+.2f})."
+    if answer is None:
+        return no_answer("q_lookup", prompt, why + " A small difference either way: no clear answer.")
+    return Question("q_lookup", prompt, LOOKUP_OPTIONS, answer, why)
+
+
+COUNT_OPTIONS = ["none", "1", "2", "3", "4 or more"]
+
+
+def induction_head_count(heads: pd.DataFrame) -> Question:
+    """heads: core.overview's table (block, head from 1, induction_any). How many heads put at least
+    CLEAR_SCORE of their attention on the token after an earlier copy of the current one? No clear
+    answer when a head is within CLEAR_GAP of that line."""
+    prompt = (f"How many of this model's heads put at least {CLEAR_SCORE:g} of their attention on the token after "
+              "an earlier copy of the current one?")
+    if heads.empty or "induction_any" not in heads.columns:
+        return no_answer("q_count", prompt, "This model has no heads: none can, and there is nothing to count.")
+    vals = {f"{int(r.block)}.{int(r.head)}": float(r.induction_any) for r in heads.itertuples()}
+    near = [k for k, v in vals.items() if abs(v - CLEAR_SCORE) < CLEAR_GAP]
+    listed = ", ".join(f"{k} {v:.2f}" for k, v in vals.items())
+    if near:
+        return no_answer("q_count", prompt, f"Head {near[0]} sits at the line ({vals[near[0]]:.2f}): no clear "
+                                            f"answer for this model. Scores: {listed}.")
+    n = sum(v >= CLEAR_SCORE for v in vals.values())
+    return Question("q_count", prompt, COUNT_OPTIONS, COUNT_OPTIONS[min(n, 4)], f"Induction scores (any earlier "
+                    f"copy): {listed}.")

@@ -18,8 +18,8 @@ from helpers import open_app
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
-PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py", "pages/train.py"]
+PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+         "pages/causal.py", "pages/train.py"]  # None: Home
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
@@ -52,12 +52,12 @@ def check_nbformat4(nb: dict) -> None:
             assert set(c) == {"cell_type", "id", "metadata", "source"}
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGES, ids=[p or "home" for p in PAGES])
 def test_page_notebook_is_valid_and_runs_top_to_bottom(page, tmp_path):
     at = open_app(page, "variable-period-2block.pt", timeout=180)
     shown = list(at.session_state[RUN_KEY])
     assert shown and any(b.proto.label.startswith("📓") for b in at.get("download_button"))
-    nb = json.loads(json.dumps(notebook.build(page, "test", shown)))  # what the button serves, as JSON
+    nb = json.loads(json.dumps(notebook.build(page or "Home", "test", shown)))  # what the button serves, as JSON
     check_nbformat4(nb)
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert ["".join(c["source"]) for c in code] == list(dict.fromkeys(s["code"].rstrip("\n") for s in shown))

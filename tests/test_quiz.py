@@ -19,13 +19,13 @@ from helpers import open_app
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = ["pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py", "pages/train.py"]
+PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
+         "pages/causal.py", "pages/train.py"]  # None: Home
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
-def open_page(page: str, file: str) -> AppTest:
+def open_page(page: str | None, file: str) -> AppTest:
     return open_app(page, file, timeout=180)
 
 
@@ -41,7 +41,7 @@ def verdict(at) -> str:
 
 
 @pytest.mark.parametrize("file", [TWO, ONE])
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGES, ids=[p or "home" for p in PAGES])
 def test_each_question_marks_right_and_wrong(page, file):
     at = open_page(page, file)
     keys = [r.key for r in quiz_radios(at)]
@@ -188,3 +188,17 @@ def test_planted_causal_questions():
     assert quiz_causal.lens_stage(lens).answer == "after block 2"
     assert quiz_causal.lens_stage(lens.assign(prob=[0.02, 0.1, 0.2] * 2)).answer == "at no stage"
     assert quiz_causal.lens_stage(lens.assign(prob=[0.02, 0.48, 0.9] * 2)).answer is None
+
+
+def test_planted_home_questions():
+    q = quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 0.3})
+    assert q.answer == quiz.LOOKUP_OPTIONS[0] and not quiz.is_right(q, quiz.LOOKUP_OPTIONS[1])
+    assert quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 4.1}).answer == quiz.LOOKUP_OPTIONS[1]
+    assert quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 4.55}).answer == quiz.LOOKUP_OPTIONS[2]
+    assert quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 3.9}).answer is None  # 0.3: unclear
+    assert quiz.later_vs_first({"loss_first_copy": float("nan"), "loss_later_copies": 1.0}).answer is None
+    heads = pd.DataFrame({"block": [1, 1, 2, 2], "head": [1, 2, 1, 2], "induction_any": [0.0, 0.1, 0.8, 0.9]})
+    assert quiz.induction_head_count(heads).answer == "2"
+    assert quiz.induction_head_count(heads.assign(induction_any=[0.0, 0.0, 0.0, 0.1])).answer == "none"
+    assert quiz.induction_head_count(heads.assign(induction_any=[0.0, 0.0, 0.52, 0.9])).answer is None
+    assert quiz.induction_head_count(heads.iloc[:0]).answer is None

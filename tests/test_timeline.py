@@ -99,3 +99,13 @@ def test_strip_tiles_colour_each_frames_pattern_and_leave_the_future_white():
     assert (tile[0:2, 2:4] == 255).all()  # query 0 cannot see key 1
     assert (tile[6, 6] == _VIRIDIS[-1]).all() and (tile[6, 0] == _VIRIDIS[0]).all()  # weight 1 and 0
     assert (tile[0, 0] == _VIRIDIS[-1]).all() and (tile[2:4, 0:2] == tile[2, 0]).all()  # 2x2 blocks
+
+
+def test_a_frame_of_nan_weights_still_draws():
+    """A diverging run's last frame can reach the page before its end: it must not break the strip."""
+    from ui.charts.timeline import _VIRIDIS, strip_tiles
+
+    strip = {"frames": [10], "heads": {"previous-token": (0, 0), "induction": None},
+             "patterns": {"previous-token": np.full((1, 3, 3), np.nan)}}
+    (_, (tiles, _)), = strip_tiles(strip, scale=1).items()
+    assert (tiles[0][2, 0] == _VIRIDIS[0]).all() and (tiles[0][0, 2] == 255).all()

@@ -55,8 +55,9 @@ _VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], 
 
 
 def _colour(weights: np.ndarray) -> np.ndarray:
-    """[n, n] weights in [0, 1] -> [n, n, 3] uint8 viridis; the upper triangle (future keys) white."""
-    x = np.clip(weights, 0, 1) * (len(_VIRIDIS) - 1)
+    """[n, n] weights in [0, 1] -> [n, n, 3] uint8 viridis; the upper triangle (future keys) white.
+    NaN (a diverging run's last frame) is drawn as 0."""
+    x = np.nan_to_num(np.clip(weights, 0, 1), nan=0.0) * (len(_VIRIDIS) - 1)
     lo = np.minimum(x.astype(int), len(_VIRIDIS) - 2)
     frac = (x - lo)[..., None]
     rgb = _VIRIDIS[lo] * (1 - frac) + _VIRIDIS[lo + 1] * frac
