@@ -8,3 +8,36 @@ DIVERGING = "blueorange"
 CATEGORICAL = "tableau10"  # distinguishable under the common colour-vision deficiencies at 4-6 series
 # Okabe & Ito (2008) palette for hand-picked series colours
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
+
+
+def _reuse_altair_converters() -> None:
+    """Make Altair build each chart's encodings without re-hashing its whole schema every time.
+
+    Altair 6's `SchemaBase.from_dict` (called for every shorthand in `encode`, `tooltip=[...]`, ...)
+    builds a fresh `_FromDict` converter per call, and each one hashes the JSON of all ~570 schema
+    classes: 70% of the time to build the Train page's live charts (bench/README.md, "Again, after the
+    live film strip"). The converter depends only on the list of wrapper classes, so one per list is
+    kept and reused: the same objects come out. Skipped if a later Altair lays this out differently."""
+    try:
+        from altair.utils import schemapi
+    except ImportError:
+        return
+    base, converter = getattr(schemapi, "SchemaBase", None), getattr(schemapi, "_FromDict", None)
+    if base is None or converter is None or getattr(base, "_lab_reuses_converters", False):
+        return
+    converters: dict[tuple, object] = {}
+
+    def from_dict(cls, dct, validate: bool = True):
+        if validate:
+            cls.validate(dct)
+        classes = tuple(cls._default_wrapper_classes())
+        if classes not in converters:
+            converters[classes] = converter(classes)
+        return converters[classes].from_dict(dct, cls)
+
+    base._lab_original_from_dict = base.__dict__["from_dict"]  # for tests/test_charts.py
+    base.from_dict = classmethod(from_dict)
+    base._lab_reuses_converters = True
+
+
+_reuse_altair_converters()
