@@ -131,7 +131,7 @@ def keep_frame(frames: list[tuple[int, np.ndarray]], step: int, patterns: np.nda
 def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_size: int,
                period: int) -> dict | None:
     """The film strip of a run in progress, in the form charts draw timeline()'s: frames (steps),
-    heads, patterns {head name: [n, c, c]}, tokens (only its length is used), period; None before
+    heads, patterns {head name: [n, c, c]}, positions (c), drop, period; None before
     the first frame or for a 0-block model. Heads are picked on the latest logged row; period is the
     strip sequence's (strip_tokens)."""
     if not frames or not history:
@@ -146,7 +146,7 @@ def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_
     patterns = {name: np.stack([frames[i][1][lh[0], lh[1]].astype(np.float32) for i in picked])
                 for name, lh in heads.items() if lh is not None}
     return {"frames": [steps[i] for i in picked], "heads": heads, "patterns": patterns,
-            "tokens": list(range(last.shape[-1])), "drop": drop, "period": period}
+            "positions": last.shape[-1], "drop": drop, "period": period}
 
 
 def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:

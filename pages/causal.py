@@ -1,4 +1,6 @@
 """Causal experiments: activation patching, path patching and the logit lens on the picked model."""
+from functools import partial
+
 import streamlit as st
 
 from core import causal, quiz_causal
@@ -75,13 +77,7 @@ m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the
 m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
-SNIPPET_ARGS = (None if period is None else int(period), int(seed), text, N_SEQS, sweeps)
-
-
-def snippet(section: str):
-    return snippets.causal(entry, *SNIPPET_ARGS, section)
-
-
+snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps)
 python_panel(snippet("runs"), shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
 
 if cfg.n_layers == 0:

@@ -136,7 +136,7 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
         st.image(tiles, caption=captions)
     st.caption(
         f"**What am I looking at?** The film strip of this run so far: every head's attention on the first "
-        f"{len(strip['tokens'])} positions of one evaluation sequence (period {strip['period']}) was recorded at "
+        f"{strip['positions']} positions of one evaluation sequence (period {strip['period']}) was recorded at "
         "each logged step, and up to six of those steps are shown, spread across the drop once it has happened (over "
         "the run so far until then). Top: the block-1 head with the highest previous-token score now; bottom "
         "(two or more blocks): the last-block head with the highest induction score now. Rows are queries, "

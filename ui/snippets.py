@@ -4,13 +4,14 @@ ui.python_panel.Snippet whose code runs as-is from the repository root."""
 from __future__ import annotations
 
 from ui.python_panel import Snippet
+from ui.steps import split_step_key
 
 
 def load(entry) -> str:
     """The lines that load the picked model (a ui.state.LabModel, or its key): a shipped file by its
     path, anything else by the file the student downloads (the Train page) or uploaded; a snapshot's
     entry then takes that step's weights."""
-    key, _, step = getattr(entry, "key", entry).partition("@step")  # ui.steps names a snapshot's entry "<key>@step<N>"
+    key, step = split_step_key(getattr(entry, "key", entry))
     if key.startswith("shipped:"):
         path = "checkpoints/" + key.split(":", 1)[1]
         note = ""
@@ -20,9 +21,9 @@ def load(entry) -> str:
     code = (f"from core import read_checkpoint\n"
             f"model, info = read_checkpoint({path!r}){note}\n"
             f"task = info[\"task\"]  # the task it was trained on\n")
-    if step:
+    if step is not None:
         code += (f"from core.snapshots import model_at_step\n"
-                 f"model = model_at_step(model, info, {int(step)})  # the weights at training step {int(step)}\n")
+                 f"model = model_at_step(model, info, {step})  # the weights at training step {step}\n")
     return code
 
 

@@ -15,6 +15,13 @@ def final_step(entry: LabModel) -> int | None:
 
 
 FINAL = -1  # the slider's value for the final (top-level) weights
+STEP_TAG = "@step"  # a snapshot's LabModel key: "<model key>@step<N>"
+
+
+def split_step_key(key: str) -> tuple[str, int | None]:
+    """(the model's key, the snapshot step or None) of a LabModel key."""
+    base, _, step = key.partition(STEP_TAG)
+    return base, int(step) if step else None
 
 
 def step_options(entry: LabModel) -> list[int]:
@@ -41,5 +48,5 @@ def step_control(entry: LabModel, key: str) -> LabModel:
         return entry
     note.caption(f"**Training step {pick}:** every pattern, score and number on this page is computed from "
                  "the weights at that step (stored as float16), not from the finished model.")
-    return LabModel(f"{entry.key}@step{pick}", f"{entry.label} at step {pick}",
+    return LabModel(f"{entry.key}{STEP_TAG}{pick}", f"{entry.label} at step {pick}",
                     model_at_step(entry.model, entry.info, pick), entry.info, entry.source)
