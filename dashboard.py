@@ -4,7 +4,7 @@ Sets up navigation, the sidebar model picker shared by every page, and the home 
 """
 import streamlit as st
 
-from core import quiz
+from core.quiz import questions as quiz
 from ui import layout, notebook, python_panel, share, snippets
 from ui.pages import HOME, PATH
 from ui.quiz import ask
@@ -20,7 +20,7 @@ N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
 @st.cache_data(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
 def _overview(key: str, _model, _task) -> dict:
-    from core.overview import model_overview
+    from core.training.overview import model_overview
     return model_overview(_model, _task, n_seqs=N_OVERVIEW, seed=0)
 
 
@@ -66,8 +66,8 @@ def _num(v) -> str:
 
 
 def _home_model():
-    from core.metrics import later_copy_floor
-    from core.overview import settings_rows, top_head
+    from core.model.metrics import later_copy_floor
+    from core.training.overview import settings_rows, top_head
     from ui.state import selected_model
 
     st.subheader("The model you picked")

@@ -2,7 +2,7 @@
 
     python bench/analysis_time.py [FILE] [--repeats 5] [--threads N] [--json]
 
-FILE defaults to checkpoints/variable-period-2block.pt (the default model). Each core.analysis call the
+FILE defaults to checkpoints/variable-period-2block.pt (the default model). Each core.reading.analysis call the
 Attention and Circuits pages make on a first visit (nothing cached yet) is run once to warm up
 (imports, allocator, rotary tables), then `--repeats` times; the median is reported, and the calls of
 one page are summed. The budget (issue 4) is 1 s per page. The machine is shared: the 1-minute load
@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from core import analysis  # noqa: E402
-from core.checkpoints import read_checkpoint  # noqa: E402
-from core.task import DEFAULT_PERIOD  # noqa: E402
+from core.model.checkpoints import read_checkpoint  # noqa: E402
+from core.model.task import DEFAULT_PERIOD  # noqa: E402
+from core.reading import analysis  # noqa: E402
 
 BUDGET_S = 1.0
 

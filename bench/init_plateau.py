@@ -5,7 +5,7 @@
 For each seed, trains the default 2-block settings twice: with the default initial embedding
 (TrainConfig.embed_scale = 3, embed_shared = 3) and with the plain one (1, 0). Every --every steps
 it measures, on the fixed evaluation batch, loss_later_copies and block 1's largest prev_token score.
-Per run it reports drop_start and drop_step (core.transition.describe_curve: the last step at or
+Per run it reports drop_start and drop_step (core.training.transition.describe_curve: the last step at or
 above 3 nats before the loss first falls below 1 nat; the first step below ln V / 2), and the first
 steps at which block 1's best prev_token reaches 0.2 and 0.5. A run stops 50 steps after its drop
 ends or at --steps (the learning rate decays over the last 300 of --steps, so runs of different
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from core.presets import get_preset  # noqa: E402
-from core.trainer import Trainer  # noqa: E402
-from core.transition import LOW, describe_curve  # noqa: E402
+from core.training.presets import get_preset  # noqa: E402
+from core.training.trainer import Trainer  # noqa: E402
+from core.training.transition import LOW, describe_curve  # noqa: E402
 
 INITS = {"default (x3, shared 3)": (3.0, 3.0), "plain (x1, shared 0)": (1.0, 0.0)}
 

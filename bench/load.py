@@ -51,8 +51,8 @@ def bare_rate(steps: int = 60) -> float:
     """Steps per second of Trainer.run on the default settings in this process (all cores)."""
     import torch
 
-    from core.train_settings import TrainSettings, machine_cores
-    from core.trainer import Trainer
+    from core.training.train_settings import TrainSettings, machine_cores
+    from core.training.trainer import Trainer
 
     torch.set_num_threads(machine_cores())
     trainer = Trainer(*TrainSettings.defaults().configs())

@@ -2,15 +2,15 @@
 
     python bench/time_to_induction.py [--seeds 5] [--cap 3000] [--threshold 0.5] [--threads N] [--json]
 
-Per seed (0..N-1) it trains the default settings (core.presets.DEFAULT_PRESET, which is what the
+Per seed (0..N-1) it trains the default settings (core.training.presets.DEFAULT_PRESET, which is what the
 Train page starts with) with the same Trainer, its logs every 25 steps included, and records the
-first stop check (core.trainer.Trainer.run with stop_at_loss) whose loss_later_copies on the fixed
+first stop check (core.training.trainer.Trainer.run with stop_at_loss) whose loss_later_copies on the fixed
 evaluation batch (default task, length 96) is below the threshold: the step count, and the wall
 seconds from the start of training to that step *including* every log, head-score evaluation and
 stop check on the way (model construction and imports not included). A seed that has not got there
 by --cap steps counts as failed.
 
-What differs from the page: the page's training runs in a worker process (core.worker), one step at
+What differs from the page: the page's training runs in a worker process (core.pool.worker), one step at
 a time with no stop checks, and shows the drop when a logged row (every 25 steps) is below ln V / 2;
 bench/load.py times that, in a browser. This script times the training alone, stopping at the first
 stop check below the threshold.
@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core.presets import DEFAULT_PRESET, get_preset  # noqa: E402
-from core.task import sample_batch  # noqa: E402
-from core.trainer import Trainer  # noqa: E402
+from core.model.task import sample_batch  # noqa: E402
+from core.training.presets import DEFAULT_PRESET, get_preset  # noqa: E402
+from core.training.trainer import Trainer  # noqa: E402
 
 
 def matmul_peak(n: int = 1024, repeats: int = 12) -> float:

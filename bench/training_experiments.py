@@ -6,7 +6,7 @@ For each seed, the default 2-block run (preset variable-period-2block, 800 steps
 runs with the same seed: (a) block-1 head 1.1 held as a previous-token head from step 0; (b) the
 ordinary run's sharpest block-1 previous-token head knocked out (W_O zero and frozen) for the whole
 run; (c) the plain initial embedding (embed_scale 1, embed_shared 0). loss_later_copies is measured
-on the fixed evaluation batch every 10 steps; drop_step is core.transition's (first step below
+on the fixed evaluation batch every 10 steps; drop_step is core.training.transition's (first step below
 ln V / 2), drop_end the first step below 1 nat. A run stops 20 steps after drop_end.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.presets import get_preset  # noqa: E402
-from core.trainer import Trainer, evaluate  # noqa: E402
-from core.transition import LOW, describe_curve  # noqa: E402
+from core.training.presets import get_preset  # noqa: E402
+from core.training.trainer import Trainer, evaluate  # noqa: E402
+from core.training.transition import LOW, describe_curve  # noqa: E402
 
 EVERY = 10
 

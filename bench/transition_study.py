@@ -6,7 +6,7 @@
 Each run trains the default settings (the variable-period-2block preset's task and training; the
 1-block runs change only the depth) for a fixed number of steps (--steps, default the preset's),
 and measures loss_later_copies on the fixed evaluation batch every --every steps from step 0. The
-curve is then described by core.transition.describe_curve, whose docstring defines the columns:
+curve is then described by core.training.transition.describe_curve, whose docstring defines the columns:
 dropped (reached 1.0 nats), drop_start (last step at or above 3.0 nats before that), drop_end,
 width = drop_end - drop_start, drop_step (first step below ln V / 2), abrupt (width at most half of
 drop_start), plateau_loss and final_loss_later; and, on the final model, prev_token_block1 (block 1's
@@ -32,16 +32,17 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from core.presets import DEFAULT_PRESET, get_preset  # noqa: E402
-from core.trainer import Trainer, evaluate  # noqa: E402
-from core.transition import COLUMNS, HEAD_COLUMNS, HIGH, LOW, STUDY_FILE, describe_curve, head_figures, summarize  # noqa: E402
+from core.model.drop import HIGH, LOW  # noqa: E402
+from core.training.presets import DEFAULT_PRESET, get_preset  # noqa: E402
+from core.training.trainer import Trainer, evaluate  # noqa: E402
+from core.training.transition import COLUMNS, HEAD_COLUMNS, STUDY_FILE, describe_curve, head_figures, summarize  # noqa: E402
 
 PRESET = DEFAULT_PRESET
 
 
 def curve(blocks: int, seed: int, steps: int, every: int) -> tuple[list[int], list[float], dict]:
     """loss_later_copies on the fixed evaluation batch at steps 0, every, 2*every, ..., steps, and the
-    final head figures (core.transition.head_figures)."""
+    final head figures (core.training.transition.head_figures)."""
     p = get_preset(PRESET)
     model = dataclasses.replace(p.model, n_layers=blocks)
     train = dataclasses.replace(p.train, seed=seed, steps=steps, log_every=10 ** 9)

@@ -2,10 +2,12 @@
 detectors on the student's model, the IOI circuit of GPT-2 small, and what attention weights do not say."""
 import streamlit as st
 
-from core import archetypes as arc
-from core import head_matches, ioi, quiz, symbols
-from core.detectors import SCORE_ROWS
-from core.task import DEFAULT_PERIOD
+from core.archetypes import catalogue as arc
+from core.archetypes import head_matches, ioi
+from core.model import symbols
+from core.model.task import DEFAULT_PERIOD
+from core.quiz import questions as quiz
+from core.reading.detectors import SCORE_ROWS
 from ui import snippets, state
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel

@@ -2,10 +2,12 @@
 profile and the period-shift probe."""
 import streamlit as st
 
-from core import analysis, quiz, symbols
-from core.probes import probe_periods
-from core.symbols import MAX_TEXT_LEN, describe_alphabet
-from core.task import DEFAULT_PERIOD
+from core.model import symbols
+from core.model.symbols import MAX_TEXT_LEN, describe_alphabet
+from core.model.task import DEFAULT_PERIOD
+from core.quiz import questions as quiz
+from core.reading import analysis
+from core.reading.probes import probe_periods
 from ui import snippets
 from ui.charts import attention as charts
 from ui.layout import chart_and_note

@@ -3,8 +3,9 @@ from functools import partial
 
 import streamlit as st
 
-from core import causal, quiz_causal
-from core.symbols import describe_alphabet, encode_text
+from core.causal import views as causal
+from core.model.symbols import describe_alphabet, encode_text
+from core.quiz import causal as quiz_causal
 from ui import snippets
 from ui.charts import causal as charts
 from ui.python_panel import python_panel

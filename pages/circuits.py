@@ -2,7 +2,9 @@
 matrix, composition between blocks, and knocking heads out."""
 import streamlit as st
 
-from core import analysis, quiz, symbols
+from core.model import symbols
+from core.quiz import questions as quiz
+from core.reading import analysis
 from ui import snippets
 from ui.charts import circuits as charts
 from ui.python_panel import python_panel

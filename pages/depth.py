@@ -2,9 +2,11 @@
 paths. Zero blocks: the Gram form (bigrams). One block: skip-trigrams. Two blocks: composition."""
 import streamlit as st
 
-from core import bigrams, circuits, composition, paths, quiz, score_groups, score_terms, symbols
-from core.composition import composition_baseline
-from core.symbols import token_char
+from core.model import symbols
+from core.model.symbols import token_char
+from core.quiz import questions as quiz
+from core.reading import bigrams, circuits, composition, paths, score_groups, score_terms
+from core.reading.composition import composition_baseline
 from ui import depth_text, snippets
 from ui.charts import depth as charts
 from ui.python_panel import python_panel

@@ -2,8 +2,11 @@
 exposure after a restart, and does as well on unseen sequences as on its own training sequences."""
 import streamlit as st
 
-from core import icl, quiz, restarts, symbols
-from core.task import DEFAULT_PERIOD
+from core.model import symbols
+from core.model.task import DEFAULT_PERIOD
+from core.quiz import questions as quiz
+from core.reading import restarts
+from core.training import icl
 from ui import snippets
 from ui.charts import icl as charts
 from ui.python_panel import python_panel

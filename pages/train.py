@@ -4,9 +4,10 @@ import math
 import pandas as pd
 import streamlit as st
 
-from core import live, quiz_training, timeline, transition
-from core.presets import DEFAULT_PRESET, REFERENCE_PRESET
-from core.runs import LiveRun
+from core.pool.runs import LiveRun
+from core.quiz import training as quiz_training
+from core.training import live, timeline, transition
+from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts

@@ -24,9 +24,9 @@ from helpers import ROOT  # noqa: E402  (tests/ is on sys.path: pytest put it th
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.checkpoints import save_checkpoint  # noqa: E402
-from core.model import ModelConfig, TinyCharLM  # noqa: E402
-from core.task import TaskConfig  # noqa: E402
+from core.model.checkpoints import save_checkpoint  # noqa: E402
+from core.model.task import TaskConfig  # noqa: E402
+from core.model.tinycharlm import ModelConfig, TinyCharLM  # noqa: E402
 
 from helpers import write_bad_files  # noqa: E402
 
@@ -158,7 +158,7 @@ sys.path.insert(0, os.getcwd())  # what `python -m` puts first on sys.path
 import torch  # the slow import, paid once
 torch.set_num_threads(1)  # the commands under test handle tiny models
 try:  # their dependencies too; each child still runs the command module itself afresh as __main__
-    import core.report, core.train  # noqa: E401,F401
+    import core.reading.report, core.training.train  # noqa: E401,F401
 except Exception:
     pass
 

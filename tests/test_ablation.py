@@ -3,12 +3,18 @@
 import pytest
 import torch
 
-from core.ablation import ablated_logits, ablated_metrics, ablation_table, compare_ablation, single_head_ablation
-from core.attention import capture, task_sequences
-from core.checkpoints import read_checkpoint
-from core.heads import head_score_table
-from core.metrics import copy_metrics
-from core.task import TaskConfig
+from core.model.checkpoints import read_checkpoint
+from core.model.metrics import copy_metrics
+from core.model.task import TaskConfig
+from core.reading.ablation import (
+    ablated_logits,
+    ablated_metrics,
+    ablation_table,
+    compare_ablation,
+    single_head_ablation,
+)
+from core.reading.attention import capture, task_sequences
+from core.reading.heads import head_score_table
 
 from conftest import tiny_model
 from helpers import shipped as shipped_path

@@ -4,12 +4,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core import archetypes as arc
-from core import head_matches as hm
-from core import ioi
-from core.detectors import SCORE_ROWS
-from core.model import ModelConfig, TinyCharLM
-from core.symbols import InputProblem, encode_text
+from core.archetypes import catalogue as arc
+from core.archetypes import head_matches as hm
+from core.archetypes import ioi
+from core.model.symbols import InputProblem, encode_text
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.reading.detectors import SCORE_ROWS
 from ui.charts import archetypes as charts
 
 from helpers import CHECKPOINTS, SHIPPED, open_app
@@ -215,7 +215,7 @@ def test_a_clear_match_must_beat_a_uniform_head():
 @pytest.mark.skipif(not (CHECKPOINTS / "variable-period-2block.pt").is_file(),
                     reason="checkpoints/variable-period-2block.pt is not shipped yet")
 def test_trained_two_block_model_has_previous_token_and_induction_heads():
-    from core.checkpoints import read_checkpoint
+    from core.model.checkpoints import read_checkpoint
     model, _ = read_checkpoint(CHECKPOINTS / "variable-period-2block.pt")
     tokens = encode(hm.random_char_prompt(24, 3, seed=0), model.cfg.vocab_size)
     best = hm.best_matches(hm.head_detector_table(hm.model_patterns(model, tokens), tokens))
@@ -241,7 +241,7 @@ def test_ioi_data():
 
 
 def _session_model(at, n_layers):
-    from core.task import TaskConfig
+    from core.model.task import TaskConfig
     from ui.state import LabModel
     torch.manual_seed(0)
     model = TinyCharLM(ModelConfig(n_layers=n_layers)).eval()

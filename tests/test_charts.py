@@ -8,7 +8,8 @@ import math
 import pandas as pd
 from altair.utils import schemapi
 
-from core import live, read_checkpoint
+from core.model.checkpoints import read_checkpoint
+from core.training import live
 from ui.charts import causal as causal_charts
 from ui.charts import train as charts
 

@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
-from core import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from core.checkpoints import checkpoint_bytes
-from core.model import ModelConfig
-from core.task import TaskConfig
-from core.trainer import TrainConfig, Trainer
+from core.model.checkpoints import CheckpointError, checkpoint_bytes, load_checkpoint, read_checkpoint, save_checkpoint
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.training.config import TrainConfig
+from core.training.trainer import Trainer
 
 from conftest import TINY, naive_forward, random_tokens, tiny_model
 from helpers import design_payload, write_bad_files

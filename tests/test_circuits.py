@@ -4,25 +4,21 @@ import math
 import pytest
 import torch
 
-from core.checkpoints import read_checkpoint
-from core.circuits import (
+from core.model.checkpoints import read_checkpoint
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
+from core.reading.circuits import direct_path, head_qk_vectors, ov_circuit, qk_circuit, rotary_profile
+from core.reading.composition import composition_baseline, composition_table
+from core.reading.copying import (
     copying_scores,
-    direct_path,
     effective_embedding,
-    head_qk_vectors,
-    ov_circuit,
     ov_copying_eig,
     ov_copying_matrix,
     ov_copying_table,
     ov_diag_top1,
     ov_diag_topk,
-    qk_circuit,
-    rotary_profile,
 )
-from core.composition import composition_baseline, composition_table
-from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
-from core.probes import period_probe, period_sweep
-from core.task import TaskConfig
+from core.reading.probes import period_probe, period_sweep
 
 from conftest import tiny_model
 from helpers import shipped as shipped_path

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from core.checkpoints import read_checkpoint
-from core.overview import initial_logit_bias
-from core.presets import get_preset
-from core.report import build_report
-from core.score_groups import GROUPS, head_roles, score_groups
-from core.score_terms import mean_induction_score_terms
+from core.model.checkpoints import read_checkpoint
+from core.reading.report import build_report
+from core.reading.score_groups import GROUPS, head_roles, score_groups
+from core.reading.score_terms import mean_induction_score_terms
+from core.training.overview import initial_logit_bias
+from core.training.presets import get_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT = ROOT / "checkpoints"
@@ -72,7 +72,7 @@ def test_block2_heads_score_071_to_075_on_the_latest_copy_and_090_to_091_on_any_
 def test_uncentred_eigen_score_hides_copying_heads_2_2_and_2_3(two_block):
     """docs/DESIGN.md and the Circuits caption: "uncentred, 2.2 and 2.3 score 0.131 and 0.202,
     centred 0.70 and 0.75; the 1-block model's heads summed 0.233 and 0.862"."""
-    from core.copying import ov_copying_eig, ov_copying_matrix
+    from core.reading.copying import ov_copying_eig, ov_copying_matrix
 
     model, _ = two_block
     for head, plain, centred in ((1, 0.131, 0.704), (2, 0.202, 0.754)):
@@ -129,7 +129,7 @@ def test_induction_query_comes_from_self_attending_heads_not_the_raw_token(two_b
 # ---- Train page, README, core/trainer.py: the initial embedding ---------------------------------
 
 def test_previous_token_head_forms_with_the_drop_not_at_once(two_block):
-    """Train page (embedding help), README, core.initial.init_embedding, bench/README: "the
+    """Train page (embedding help), README, core.training.initial.init_embedding, bench/README: "the
     previous-token head does not form at once: block 1's best prev_token stays at or below 0.06 up to
     step 150, then rises with the loss drop (0.38 at step 200, 0.75 at step 225)"."""
     _, info = two_block
@@ -154,7 +154,7 @@ def test_shared_direction_adds_a_per_token_logit_bias_of_about_08_nats():
 
 def test_transition_study_used_the_enlarged_start():
     """Train page (transition panel): "The study used the enlarged initial embedding"."""
-    from core.transition import STUDY_FILE
+    from core.training.transition import STUDY_FILE
 
     if not STUDY_FILE.is_file():
         pytest.skip("the transition study is not shipped")
@@ -166,7 +166,7 @@ def test_transition_study_used_the_enlarged_start():
 
 def test_readme_reading_of_the_transition_study_matches_the_csv():
     """README "The transition study": every count and range it gives is the shipped CSV's."""
-    from core.transition import INDUCTION_HEAD, SHARP_PREV_TOKEN, STUDY_FILE, load_study, summarize
+    from core.training.transition import INDUCTION_HEAD, SHARP_PREV_TOKEN, STUDY_FILE, load_study, summarize
 
     if not STUDY_FILE.is_file():
         pytest.skip("the transition study is not shipped")
@@ -204,8 +204,8 @@ def plateau_of(scale: float, shared: float, threads: int = 1) -> tuple[dict, int
     prev_token reaches 0.5 (module level: it runs in a process of its own)."""
     import torch
 
-    from core.trainer import Trainer
-    from core.transition import LOW, describe_curve
+    from core.training.trainer import Trainer
+    from core.training.transition import LOW, describe_curve
 
     torch.set_num_threads(threads)
     p = get_preset("variable-period-2block")

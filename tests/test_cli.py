@@ -12,10 +12,10 @@ import re
 import pytest
 import torch
 
-from core.checkpoints import save_checkpoint
-from core.metrics import METRIC_NAMES
-from core.report import build_report
-from core.task import TaskConfig
+from core.model.checkpoints import save_checkpoint
+from core.model.metrics import METRIC_NAMES
+from core.model.task import TaskConfig
+from core.reading.report import build_report
 
 from conftest import python_m, tiny_model
 
@@ -217,7 +217,7 @@ def test_train_to_stopping_loss_then_report(tmp_path):
 
 def test_text_report_counts_blocks_and_heads_from_one():
     """The text output labels heads "block.head" counted from 1 (as the app does); JSON keeps 0-based."""
-    from core.report import format_text
+    from core.reading.report import format_text
 
     from conftest import tiny_model
 
@@ -231,12 +231,12 @@ def test_text_report_counts_blocks_and_heads_from_one():
 def test_initial_embedding_is_disclosed_in_settings_and_sidebar():
     """Home's settings table and the sidebar summary say how W_E started; an upload without training
     settings says it is not stored."""
-    from core.overview import initial_embedding_label, settings_rows
+    from core.training.overview import initial_embedding_label, settings_rows
 
     assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "×3 + shared 3"
     assert initial_embedding_label({"embed_scale": 1.0, "embed_shared": 0.0}) == "plain"
     assert initial_embedding_label({}) == "not stored"
-    from core.model import ModelConfig
+    from core.model.tinycharlm import ModelConfig
     rows = settings_rows({"config": ModelConfig(), "task": TaskConfig(),
                           "train": {"embed_scale": 1.0, "embed_shared": 0.0}})
     assert dict(zip(rows.setting, rows.value))["initial embedding"] == "plain"

@@ -21,9 +21,9 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from core.checkpoints import checkpoint_bytes
-from core.model import ModelConfig, TinyCharLM
-from core.task import TaskConfig
+from core.model.checkpoints import checkpoint_bytes
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM
 from ui.pages import ALL_PAGES
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 

@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.attention import capture, task_sequences, value_weighted
-from core.detectors import DETECTORS, detector_mask, detector_scores
-from core.heads import (
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.reading.attention import capture, task_sequences, value_weighted
+from core.reading.detectors import DETECTORS, detector_mask, detector_scores
+from core.reading.heads import (
     PERIOD_SCORES,
     detector_table,
     head_score_table,
@@ -16,9 +18,7 @@ from core.heads import (
     offset_profile,
     offset_table,
 )
-from core.model import ModelConfig, TinyCharLM
-from core.report import build_report
-from core.task import TaskConfig
+from core.reading.report import build_report
 
 T = 24
 

@@ -5,13 +5,14 @@ import math
 import pytest
 import torch
 
-import core.trainer as trainer_mod
-from core.checkpoints import read_checkpoint
-from core.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
-from core.model import ModelConfig
-from core.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
-from core.task import TaskConfig
-from core.trainer import TrainConfig, Trainer
+import core.training.trainer as trainer_mod
+from core.model.checkpoints import read_checkpoint
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.reading.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
+from core.training.config import TrainConfig
+from core.training.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
+from core.training.trainer import Trainer
 
 from conftest import tiny_model
 from helpers import ROOT, SHIPPED, open_app, shipped
@@ -97,7 +98,7 @@ def test_restart_curve_counts_every_target():
 
 
 def test_replay_gives_the_sequences_the_trainer_drew(monkeypatch):
-    """The replay mirrors core.trainer exactly: record what the trainer samples and compare."""
+    """The replay mirrors core.training.trainer exactly: record what the trainer samples and compare."""
     drawn = []
     real = trainer_mod.sample_batch
 
@@ -206,7 +207,7 @@ def test_icl_page_draw_mode_and_bad_symbol_set():
 
 
 def test_recovery_counts_tokens_until_predictions_are_right_again():
-    from core.restarts import RUN, RestartBatch, _recoveries
+    from core.reading.restarts import RUN, RestartBatch, _recoveries
 
     T = 14
     restart = torch.zeros(1, T, dtype=torch.bool)
@@ -222,7 +223,7 @@ def test_recovery_counts_tokens_until_predictions_are_right_again():
 
 
 def test_restart_example_is_a_sampler_draw_with_room_for_both_patterns():
-    from core.restarts import RUN, restart_example
+    from core.reading.restarts import RUN, restart_example
 
     task = TaskConfig(period_min=4, period_max=8, seq_len=30)
     for seed in range(5):

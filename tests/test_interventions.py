@@ -1,15 +1,16 @@
-"""Training experiments (core.interventions): a held previous-token head, a knocked-out head, and
+"""Training experiments (core.training.interventions): a held previous-token head, a knocked-out head, and
 their command-line flags."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.interventions import release
-from core.model import ModelConfig
-from core.task import TaskConfig
-from core.train import build_parser, configs_from_args
-from core.trainer import TrainConfig, Trainer
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.training.config import TrainConfig
+from core.training.interventions import release
+from core.training.train import build_parser, configs_from_args
+from core.training.trainer import Trainer
 
 from conftest import TINY
 

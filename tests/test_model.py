@@ -9,9 +9,10 @@ import math
 import pytest
 import torch
 
-from core.model import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
-from core.task import TaskConfig
-from core.trainer import TrainConfig, Trainer
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
+from core.training.config import TrainConfig
+from core.training.trainer import Trainer
 
 from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
 

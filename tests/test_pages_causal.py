@@ -48,7 +48,7 @@ def test_page_on_every_shipped_checkpoint(file):
 
 def test_page_numbers_are_core_numbers():
     import core
-    from core import causal
+    from core.causal import views as causal
 
     at = open_on("variable-period-2block.pt")
     model, info = core.read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
@@ -84,9 +84,10 @@ def test_nonsense_corruptions_get_a_message():
 def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once, a
     note and a button; the click draws the two sweep charts."""
-    import core.causal
+    import core.causal.views
 
-    monkeypatch.setattr(core.causal, "POSITION_BUDGET", 1)  # every model is "large" (the budget is in the cache key)
+    # every model is "large" (the budget is in the cache key)
+    monkeypatch.setattr(core.causal.views, "POSITION_BUDGET", 1)
     at = open_on("variable-period-2block.pt")
     assert "patch one position at a time" in texts(at, "info")
     charts_before = len(at.get("vega_lite_chart"))
@@ -96,16 +97,16 @@ def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
 
 
 def test_core_leaves_the_sweeps_out_only_over_the_budget():
-    import core.causal
-    from core.model import ModelConfig, TinyCharLM
-    from core.task import TaskConfig
+    import core.causal.views
+    from core.model.task import TaskConfig
+    from core.model.tinycharlm import ModelConfig, TinyCharLM
 
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)
-    small = core.causal.task_experiments(model, task, 5, 4, 0)
+    small = core.causal.views.task_experiments(model, task, 5, 4, 0)
     assert small["resid"].shape == (2, 10) and small["head_positions"].shape == (4, 10)
-    cut = core.causal.task_experiments(model, task, 5, 4, 0, budget=small["position_cost"] - 1)
+    cut = core.causal.views.task_experiments(model, task, 5, 4, 0, budget=small["position_cost"] - 1)
     assert cut["resid"] is None and cut["head_positions"] is None
     assert cut["heads"]["patch_effect"].tolist() == small["heads"]["patch_effect"].tolist()
-    forced = core.causal.task_experiments(model, task, 5, 4, 0, positions=True)
+    forced = core.causal.views.task_experiments(model, task, 5, 4, 0, positions=True)
     assert (forced["resid"] == small["resid"]).all()

@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import analysis, read_checkpoint, symbols
-from core.snapshots import snapshot_model
+from core.model import symbols
+from core.model.checkpoints import read_checkpoint
+from core.model.snapshots import snapshot_model
+from core.reading import analysis
 
 from helpers import open_app
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core.train_settings import TrainSettings
-from core.trainer import Trainer
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
 from ui.training import run_pool
 
 from helpers import SHIPPED, open_app
@@ -102,8 +102,8 @@ def test_a_finished_live_run_shows_its_timeline():
     position of the evaluation batch."""
     import torch.nn.functional as F
 
-    from core.timeline import icl_positions
-    from core.trainer import eval_batch
+    from core.training.timeline import icl_positions
+    from core.training.trainer import eval_batch
 
     at = app("pages/train.py")
     tiny_settings(at, steps=30, layers=2)
@@ -216,8 +216,8 @@ def test_a_full_server_makes_training_wait_with_a_visible_status():
 
 
 def test_history_frames_and_the_drop_step():
-    from core.live import drop_step, drop_threshold, head_score_frame, loss_frame
-    from core.task import TaskConfig
+    from core.model.task import TaskConfig
+    from core.training.live import drop_step, drop_threshold, head_score_frame, loss_frame
 
     limit = drop_threshold(64)
     history = [{"step": s, "loss_first_copy": 4.2, "loss_later_copies": later,
@@ -246,7 +246,7 @@ def test_settings_survive_a_visit_to_another_page():
 
 
 def _write_study(path: Path) -> None:
-    """A small study file in core.transition's format: 2-block seeds 0-3 drop, seed 4 does not."""
+    """A small study file in core.training.transition's format: 2-block seeds 0-3 drop, seed 4 does not."""
     rows = ["blocks,seed,steps_run,dropped,abrupt,drop_step,drop_start,drop_end,width,plateau_loss,final_loss_later"]
     for seed, start in enumerate([300, 420, 510, 650]):
         rows.append(f"2,{seed},1500,True,True,{start + 40},{start},{start + 80},80,3.6,0.3")
@@ -257,7 +257,7 @@ def _write_study(path: Path) -> None:
 
 
 def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):
-    transition = pytest.importorskip("core.transition")
+    transition = pytest.importorskip("core.training.transition")
     monkeypatch.setattr(transition, "STUDY_FILE", tmp_path / "transition_study.csv")
     at = app("pages/train.py")
     assert any("Not yet measured" in i.value for i in at.info)
@@ -274,7 +274,7 @@ def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monk
 
 
 def test_the_cores_are_split_between_running_trainings():
-    from core.train_settings import split_threads
+    from core.training.train_settings import split_threads
 
     assert [split_threads(n, cores=8) for n in (0, 1, 2, 3, 8, 9)] == [8, 8, 4, 2, 1, 1]
     assert split_threads(2, cores=2) == 1 and split_threads(1, cores=1) == 1
@@ -325,7 +325,7 @@ def test_plain_embedding_choice_reaches_the_trainer():
     """The Train page's 'enlarged embedding' box: on gives the preset's init, off the plain one."""
     from dataclasses import replace
 
-    from core.presets import get_preset
+    from core.training.presets import get_preset
 
     d = TrainSettings.defaults()
     assert d.shared_embedding

@@ -8,9 +8,9 @@ import math
 import pytest
 from test_cli import BAD_FILES, assert_one_line_error
 
-from core import patching
-from core.checkpoints import save_checkpoint
-from core.task import TaskConfig
+from core.causal import patching
+from core.model.checkpoints import save_checkpoint
+from core.model.task import TaskConfig
 
 from conftest import python_m, tiny_model
 

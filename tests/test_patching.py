@@ -13,10 +13,10 @@ import pytest
 import torch
 from planted import INDUCTION, PREV, TASK, planted_induction_model
 
-from core import logit_lens as LL
-from core import patching as P
-from core import path_patching as PP
-from core.task import TaskConfig
+from core.causal import logit_lens as LL
+from core.causal import patching as P
+from core.causal import path_patching as PP
+from core.model.task import TaskConfig
 
 from conftest import tiny_model
 
@@ -122,7 +122,7 @@ def pair(request):
     model = tiny_model(2, bias=request.param, seed=5, dtype=torch.float64)
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)
     g = torch.Generator().manual_seed(3)
-    from core.task import sample_batch
+    from core.model.task import sample_batch
     clean, periods = sample_batch(task, 3, model.cfg.vocab_size, generator=g)
     corrupted = P.corrupt(clean, periods, model.cfg.vocab_size, g)
     return model, P.prepare(model, clean, corrupted, periods), Naive(model, clean, corrupted, periods)

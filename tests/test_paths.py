@@ -5,14 +5,14 @@ import math
 import pytest
 import torch
 
-from core.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
-from core.circuits import qk_content, skip_trigrams
-from core.composition import composition_baseline, composition_matrix
-from core.model import ModelConfig, TinyCharLM
-from core.paths import logit_contributions, mean_target_contributions, path_terms
-from core.score_groups import GROUPS, score_groups
-from core.score_terms import induction_margins, mean_induction_score_terms, score_terms, target_margin
-from core.task import TaskConfig
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.reading.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
+from core.reading.circuits import qk_content, skip_trigrams
+from core.reading.composition import composition_baseline, composition_matrix
+from core.reading.paths import logit_contributions, mean_target_contributions, path_terms
+from core.reading.score_groups import GROUPS, score_groups
+from core.reading.score_terms import induction_margins, mean_induction_score_terms, score_terms, target_margin
 
 from conftest import random_tokens, tiny_model
 from helpers import SHIPPED, open_app

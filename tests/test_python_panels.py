@@ -108,7 +108,7 @@ def test_attention_snippets_2block():
 
 def mid_snapshot_step(file: str) -> int:
     """A snapshot step in the middle of the shipped file's training (the step slider's options)."""
-    from core import read_checkpoint
+    from core.model.checkpoints import read_checkpoint
     if file not in SHIPPED:
         pytest.skip(f"{file} is not in checkpoints/")
     steps = [s["step"] for s in read_checkpoint(ROOT / "checkpoints" / file)[1]["snapshots"]]

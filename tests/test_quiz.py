@@ -9,9 +9,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core import quiz, quiz_causal, quiz_training
-from core.attention import task_sequences
-from core.checkpoints import read_checkpoint
+from core.model.checkpoints import read_checkpoint
+from core.quiz import causal as quiz_causal
+from core.quiz import questions as quiz
+from core.quiz import training as quiz_training
+from core.reading.attention import task_sequences
 from ui.state import shipped_files
 
 from helpers import open_app
@@ -73,7 +75,7 @@ def test_each_question_marks_right_and_wrong(page, file):
 
 
 def check_training_answers(answers):
-    """The shipped 2-block run's history, read with plain loops (not core.live or core.transition)."""
+    """The shipped 2-block run's history, read with plain loops (not core.training.live or core.training.transition)."""
     _, info = read_checkpoint(ROOT / "checkpoints" / TWO)
     rows = info["history"]
     first_low = next(i for i, r in enumerate(rows) if r["loss_later_copies"] < 1.0)
@@ -86,7 +88,7 @@ def check_training_answers(answers):
 
 
 def check_attention_answers(at, file, answers):
-    """The previous-token head, from the patterns with a plain loop (not core.heads)."""
+    """The previous-token head, from the patterns with a plain loop (not core.reading.heads)."""
     if file == ONE:
         assert any("one block" in i.value for i in at.info)  # no induction question for one block
     period, seed = at.slider(key="att_period").value, at.number_input(key="att_seed").value

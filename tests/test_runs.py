@@ -1,4 +1,4 @@
-"""Trainings in worker processes (core.runs, core.worker): rows stream in, Stop keeps the model of the
+"""Trainings in worker processes (core.pool.runs, core.pool.worker): rows stream in, Stop keeps the model of the
 last finished step, a dead or silent worker gives a sentence, owners' runs end with their sessions,
 the limit and the thread split, and no worker outlives its server."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.runs import RunPool
-from core.train_settings import TrainSettings
-from core.trainer import Trainer
+from core.pool.runs import RunPool
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
 
 from helpers import ROOT
 
@@ -89,7 +89,7 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
 
 def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
     """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
-    and the experiments (core.interventions) travel with it: the same as the same run trained here."""
+    and the experiments (core.training.interventions) travel with it: the same as the same run trained here."""
     pool.cores = 1  # one torch thread in the worker, as in this process: bit-exact against the reference
     settings = replace(TINY, n_layers=2, steps=40, hold_prev_head=0, knockout=(1, 3))
     run = pool.start(settings, "alice")
@@ -185,8 +185,8 @@ _SERVER_THAT_DIES = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from dataclasses import replace
-from core.runs import RunPool
-from core.train_settings import TrainSettings
+from core.pool.runs import RunPool
+from core.training.train_settings import TrainSettings
 pool = RunPool(capacity=1)
 run = pool.start(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
                          batch_size=4, steps=100000), "x")

@@ -1,4 +1,4 @@
-"""Several seeds on the Train page (core.seed_series, ui/seeds.py): the seeds train one after
+"""Several seeds on the Train page (core.pool.seed_series, ui/seeds.py): the seeds train one after
 another in worker processes, each row is that seed's own run (checked against the same run trained
 here), Cancel ends the series, and the series never ends the session's ordinary run."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from core.runs import RunPool
-from core.seed_series import SeedSeries
-from core.train_settings import TrainSettings
-from core.trainer import Trainer
+from core.pool.runs import RunPool
+from core.pool.seed_series import SeedSeries
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
 
 from helpers import open_app
 

@@ -73,7 +73,7 @@ def test_circuits_and_archetypes_round_trip():
     assert at.radio(key="arch_prompt").value == share.CUSTOM_PROMPT
     assert at.text_input(key="arch_custom").value == link["prompt"]
     assert address(at) == link
-    preset = next(iter(__import__("core.archetypes", fromlist=["x"]).PRESET_PROMPTS))
+    preset = next(iter(__import__("core.archetypes.catalogue", fromlist=["x"]).PRESET_PROMPTS))
     at = open_link("pages/archetypes.py", {"prompt": preset, "archetype": "self"})
     assert at.radio(key="arch_prompt").value == preset and address(at)["prompt"] == preset
     at = open_link("pages/depth.py", {"model": "variable-period-2block", "seed": "7"})
@@ -146,7 +146,7 @@ def test_read_link_never_touches_files_and_checks_each_value():
 
 
 def test_session_model_cannot_be_shared():
-    from core.checkpoints import read_checkpoint
+    from core.model.checkpoints import read_checkpoint
     from ui.state import LabModel
     at = open_link("pages/attention.py", {"model": "variable-period-2block", "head": "2.2"})
     model, info = read_checkpoint(ROOT / "checkpoints" / ONE)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from core.slots import DEFAULT_CAPACITY, ENV_VAR, TrainingSlots, capacity_from_env
+from core.pool.slots import DEFAULT_CAPACITY, ENV_VAR, TrainingSlots, capacity_from_env
 
 
 class FakeClock:

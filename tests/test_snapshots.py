@@ -1,4 +1,4 @@
-"""Checkpoint format version 2: snapshots of the weights during training (core.snapshots).
+"""Checkpoint format version 2: snapshots of the weights during training (core.model.snapshots).
 
 Round trips are bit-exact, version-1 files still load, every kind of bad snapshot is refused with
 one sentence, the thinning keeps the drop dense, and snapshotting leaves the trajectory unchanged."""
@@ -10,11 +10,20 @@ import re
 import pytest
 import torch
 
-from core import CheckpointError, read_checkpoint, save_checkpoint
-from core.model import ModelConfig
-from core.snapshots import EVERY, MARGIN, MAX_SNAPSHOTS, SnapshotRecorder, keep_indices, model_at_step, snapshot_model
-from core.task import TaskConfig
-from core.trainer import TrainConfig, Trainer
+from core.model.checkpoints import CheckpointError, read_checkpoint, save_checkpoint
+from core.model.snapshots import (
+    EVERY,
+    MARGIN,
+    MAX_SNAPSHOTS,
+    SnapshotRecorder,
+    keep_indices,
+    model_at_step,
+    snapshot_model,
+)
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.training.config import TrainConfig
+from core.training.trainer import Trainer
 
 from conftest import TINY
 from helpers import design_payload
@@ -199,7 +208,7 @@ SHIPPED = __import__("pathlib").Path(__file__).resolve().parent.parent / "checkp
 def shipped_curve():
     if not SHIPPED.is_file():
         pytest.skip("the shipped 2-block checkpoint is not installed")
-    from core.trainer import eval_batch, evaluate
+    from core.training.trainer import eval_batch, evaluate
     model, info = read_checkpoint(SHIPPED)
     tokens, periods = eval_batch(info["task"], model.cfg.vocab_size)
     rows = {}
@@ -225,7 +234,7 @@ def test_the_shipped_snapshots_hold_the_circuit_before_and_after_the_drop(shippe
 
 
 def test_the_shipped_snapshots_are_at_most_10_steps_apart_across_the_drop(shipped_curve):
-    from core.transition import describe_curve
+    from core.training.transition import describe_curve
     info, rows = shipped_curve
     steps = sorted(rows)
     d = describe_curve(steps, [rows[s]["loss_later_copies"] for s in steps])

@@ -3,7 +3,7 @@ input on every page that takes typed text."""
 import pytest
 import torch
 
-from core.symbols import (
+from core.model.symbols import (
     ALPHABET,
     MAX_TEXT_LEN,
     InputProblem,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.task import TaskConfig, copy_masks, sample_batch
+from core.model.task import TaskConfig, copy_masks, sample_batch
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -110,7 +110,7 @@ def test_copy_masks_partition_the_targets():
 
 
 def test_sequence_length_above_the_limit_is_refused_with_what_to_do():
-    from core.task import MAX_SEQ_LEN
+    from core.model.task import MAX_SEQ_LEN
 
     with pytest.raises(ValueError, match="lower it"):
         TaskConfig(period_min=16, period_max=32, seq_len=MAX_SEQ_LEN + 1).validate(64)

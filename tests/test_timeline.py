@@ -1,4 +1,4 @@
-"""The training timeline (core.timeline): the film strip measured from a checkpoint's snapshots, and
+"""The training timeline (core.training.timeline): the film strip measured from a checkpoint's snapshots, and
 the film strip of a run still training, from the patterns its worker streams with each logged row."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from core import timeline as tl
-from core.model import ModelConfig, TinyCharLM
-from core.runs import RunPool
-from core.train_settings import TrainSettings
-from core.trainer import Trainer
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.pool.runs import RunPool
+from core.training import timeline as tl
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
 
 TWO = replace(TrainSettings.defaults(), n_layers=2, period_min=4, period_max=8, seq_len=24, batch_size=4,
               steps=5000)

@@ -10,15 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-from core.checkpoints import read_checkpoint
-from core.circuits import ov_copying_matrix, ov_diag_top1
-from core.model import ModelConfig
-from core.presets import PRESETS, get_preset
-from core.report import build_report
-from core.task import TaskConfig
-from core.train import build_parser, configs_from_args
-from core.trainer import LaterCopyLoss, TrainConfig, Trainer, eval_batch, training_batches
-from core.transition import describe_curve, load_study, study_command, summarize
+from core.model.checkpoints import read_checkpoint
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.reading.copying import ov_copying_matrix, ov_diag_top1
+from core.reading.report import build_report
+from core.training.config import TrainConfig
+from core.training.presets import PRESETS, get_preset
+from core.training.train import build_parser, configs_from_args
+from core.training.trainer import LaterCopyLoss, Trainer, eval_batch, training_batches
+from core.training.transition import describe_curve, load_study, study_command, summarize
 
 from helpers import CHECKPOINTS as CKPT
 from helpers import shipped
@@ -313,7 +314,7 @@ def test_head_figures_and_their_summary():
     """The optional head columns: block 1's best prev_token, the count of last-block heads with
     induction_any >= 0.6 and the two largest induction_any; the summary counts runs with a sharp
     previous-token head and with two induction heads, and the Train page's sentence says so."""
-    from core.transition import head_figures
+    from core.training.transition import head_figures
     from ui.text import study_sentence
 
     fig = head_figures([[0.1, 0.93, 0.0], [0.0, 0.1, 0.2]], [[0.0, 0.0, 0.0], [0.61, 0.6, 0.59]])
@@ -331,7 +332,7 @@ def test_head_figures_and_their_summary():
 
 
 def test_shipped_transition_study_loads():
-    from core.transition import STUDY_FILE
+    from core.training.transition import STUDY_FILE
 
     if not STUDY_FILE.is_file():
         pytest.skip("checkpoints/transition_study.csv is not shipped yet (bench/transition_study.py writes it)")

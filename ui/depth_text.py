@@ -1,12 +1,13 @@
 """Sentences the "What depth can express" page builds from measured figures (the figures come from
-core.bigrams, core.circuits, core.paths and core.score_groups)."""
+core.reading.bigrams, core.reading.circuits, core.reading.paths and core.reading.score_groups)."""
 from __future__ import annotations
 
-from core import score_groups, symbols
+from core.model import symbols
+from core.reading import score_groups
 
 
 def gram_note(z: dict) -> str:
-    """The zero-block section's note; z: core.bigrams.zero_block_summary."""
+    """The zero-block section's note; z: core.reading.bigrams.zero_block_summary."""
     fitted = "worse than" if z["bigram_loss"] > z["ln_V"] else "no better than"
     return (
         "**What am I looking at?** Each row is a next-token distribution given the current token, drawn as "
@@ -21,7 +22,7 @@ def gram_note(z: dict) -> str:
 
 
 def trigram_list(rules: list[dict], chars: list[str]) -> str:
-    """A markdown list of skip-trigram rules (core.circuits.skip_trigrams): `a` … `b` → `c`."""
+    """A markdown list of skip-trigram rules (core.reading.circuits.skip_trigrams): `a` … `b` → `c`."""
     return "\n".join(f"- `{chars[r['source']]}` … `{chars[r['dest']]}` → `{chars[r['boosted']]}` "
                      f"(QK +{r['qk_margin']:.1f}, OV +{r['ov_logit']:.1f})" for r in rules)
 
@@ -32,7 +33,7 @@ def top_tokens(lead: str, pairs: list[tuple[int, float]], chars: list[str]) -> s
 
 
 def mean_paths_note(by_kind: dict) -> str:
-    """The note under the mean path split; by_kind: core.paths.sum_by_kind."""
+    """The note under the mean path split; by_kind: core.reading.paths.sum_by_kind."""
     if by_kind.get("composed", 0.0) > by_kind.get("head", 0.0):
         where = ("Here most of it rides on *composed* paths `1.a→2.b`: the block-2 heads' values read what block-1 "
                  "heads wrote at the attended position rather than the raw embedding. A block-1 head that attends "
@@ -48,8 +49,8 @@ def mean_paths_note(by_kind: dict) -> str:
 
 
 def score_terms_note(head: int, n_queries: int, n_seqs: int, roles: dict[str, str], groups: dict[str, float]) -> str:
-    """The note under one block-2 head's score split; roles: core.score_groups.head_roles, groups:
-    core.score_groups.score_groups."""
+    """The note under one block-2 head's score split; roles: core.reading.score_groups.head_roles, groups:
+    core.reading.score_groups.score_groups."""
     label = symbols.head_label(1, head)
     selfs = ", ".join(k for k, r in roles.items() if r == "self") or "none"
     prevs = ", ".join(k for k, r in roles.items() if r == "previous") or "none"

@@ -9,7 +9,7 @@ import hashlib
 
 import streamlit as st
 
-from core.quiz import Question, is_right
+from core.quiz.questions import Question, is_right
 
 
 def widget_key(q: Question) -> str:

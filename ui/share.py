@@ -65,9 +65,9 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     entry with .model and .info (ui.state.LabModel); picked: the session's picked model key.
 
     Returns (widget state to set: widget key -> value, notes for the student)."""
-    from core import archetypes as arc
-    from core.probes import probe_periods
-    from core.symbols import InputProblem, encode_text, head_labels
+    from core.archetypes import catalogue as arc
+    from core.model.symbols import InputProblem, encode_text, head_labels
+    from core.reading.probes import probe_periods
 
     state: dict[str, Any] = {}
     notes: list[str] = []

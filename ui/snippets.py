@@ -18,11 +18,11 @@ def load(entry) -> str:
     else:
         path = "my_model.pt"
         note = "  # this session's model: download it (Train page) or use the file you uploaded"
-    code = (f"from core import read_checkpoint\n"
+    code = (f"from core.model.checkpoints import read_checkpoint\n"
             f"model, info = read_checkpoint({path!r}){note}\n"
             f"task = info[\"task\"]  # the task it was trained on\n")
     if step is not None:
-        code += (f"from core.snapshots import model_at_step\n"
+        code += (f"from core.model.snapshots import model_at_step\n"
                  f"model = model_at_step(model, info, {step})  # the weights at training step {step}\n")
     return code
 
@@ -45,7 +45,7 @@ def attention_pattern(entry, period, seed, text, label: str, weighted: bool) -> 
     layer, head = (int(x) - 1 for x in label.split("."))
     which = "weighted" if weighted else "raw"
     return _snip(f"Head {label}'s {'value-weighted ' if weighted else ''}attention pattern on this sequence.", entry,
-                 "from core import analysis\n" + _view(period, seed, text) + f"""
+                 "from core.reading import analysis\n" + _view(period, seed, text) + f"""
 pattern = view.{which}[{layer}, {head}]  # head {label}: [query i, key j]; view.{which} is [block, head, i, j]
 print("".join(view.labels))
 print(pattern.round(2))
@@ -54,14 +54,14 @@ print(pattern.round(2))
 
 def attention_scores(entry, period, seed, text) -> Snippet:
     return _snip("Every head's scores (block and head counted from 1).", entry,
-                 "from core import analysis\n" + _view(period, seed, text) + """
+                 "from core.reading import analysis\n" + _view(period, seed, text) + """
 print(view.scores.round(3).to_string(index=False))
 """, scores="view.scores.drop(columns=['block', 'head'])")
 
 
 def attention_offsets(entry, period, seed, text) -> Snippet:
     return _snip("Mean attention k positions back, A[i, i-k], for every head and offset.", entry,
-                 "from core import analysis\n" + _view(period, seed, text) + """
+                 "from core.reading import analysis\n" + _view(period, seed, text) + """
 offsets = view.offsets  # block, head, offset, mass
 print(offsets.pivot_table(index="offset", columns=["block", "head"], values="mass").round(3).head(40))
 """, mass="view.offsets['mass']")
@@ -69,7 +69,7 @@ print(offsets.pivot_table(index="offset", columns=["block", "head"], values="mas
 
 def period_probe(entry, period) -> Snippet:
     return _snip("The period-shift probe: accuracy at every period, and the metrics at the probe period.", entry, f"""
-from core import analysis
+from core.reading import analysis
 sweep = analysis.sweep_view(model, task)  # one row per period
 probe = analysis.probe_view(model, task, period={period})
 print(sweep.round(3).to_string(index=False))
@@ -85,7 +85,7 @@ print(probe["mass"].round(3).to_string(index=False))
 
 def _head(label: str) -> str:
     layer, head = (int(x) - 1 for x in label.split("."))
-    return (f"from core import analysis\n"
+    return (f"from core.reading import analysis\n"
             f"hv = analysis.head_circuit_view(model, task, layer={layer}, head={head})  # head {label}\n")
 
 
@@ -116,7 +116,7 @@ print("effective embedding:", hv["copy_effective"], hv["block_copy_effective"])
 
 def copying_table(entry) -> Snippet:
     return _snip("The diagonal-on-top copying score of every head and every block's sum.", entry, """
-from core import analysis
+from core.reading import analysis
 table = analysis.copying_table_view(model, task)  # effective columns: self-attention measured on the task
 print(table.round(3).to_string(index=False))
 """, top1="table['ov_diag_top1']")
@@ -124,7 +124,7 @@ print(table.round(3).to_string(index=False))
 
 def composition(entry) -> Snippet:
     return _snip("Q, K and V composition scores between blocks, and the random-matrix baseline.", entry, """
-from core import analysis
+from core.reading import analysis
 scores, baseline = analysis.composition_view(model)
 print(baseline)
 print(scores.round(3).to_string(index=False))
@@ -134,7 +134,7 @@ print(scores.round(3).to_string(index=False))
 def ablation(entry, heads: list[str], mode: str) -> Snippet:
     spec = {h: mode for h in heads}
     return _snip("Copy metrics before and after ablating the chosen heads.", entry, f"""
-from core import analysis
+from core.reading import analysis
 table = analysis.ablation_view(model, task, {spec!r})  # {{"block.head": "zero" or "mean"}}
 print(table.round(3))
 """, table="table[['clean', 'ablated', 'delta']]")
@@ -142,7 +142,7 @@ print(table.round(3))
 
 def ablation_grid(entry, mode: str) -> Snippet:
     return _snip(f"Each head {mode}-ablated on its own: the change in later-copy loss and accuracy.", entry, f"""
-from core import analysis
+from core.reading import analysis
 grid = analysis.ablation_grid_view(model, task, mode={mode!r})
 print(grid.round(3).to_string(index=False))
 """, grid="grid[['loss_later_delta', 'acc_later_delta']]")
@@ -154,7 +154,7 @@ print(grid.round(3).to_string(index=False))
 
 def zero_block(entry) -> Snippet:
     return _snip("The zero-block model against the Gram form and the task's bigram statistics.", entry, """
-from core import bigrams
+from core.reading import bigrams
 z = bigrams.zero_block_summary(model, task)
 print({k: round(v, 4) for k, v in z.items() if isinstance(v, float)})
 """, numbers="[z['model_loss'], z['bigram_loss'], z['mutual_info'], z['mutual_info_bias']]")
@@ -164,7 +164,7 @@ def logit_paths(entry, seed: int, pos: int, which: str) -> Snippet:
     target = "int(tokens[pos + 1])" if which == "target" else "None"
     meaning = "the true next token" if which == "target" else "None: the model's top prediction"
     return _snip("One prediction's logit split into paths (centered logits; the bars add up to the total).", entry, f"""
-from core import paths
+from core.reading import paths
 tokens, period = paths.example_sequence(task, model.cfg.vocab_size, seed={seed})
 pos = {pos}  # predicting the token at pos + 1
 token = {target}  # {meaning}
@@ -179,7 +179,8 @@ print("model's logit", round(res["total"], 3), "p =", round(res["prob"], 3),
 def skip_trigrams(entry, block: int, a: int, b: int, n_heads: int) -> Snippet:
     return _snip(f"Block {block + 1}'s skip-trigram rules, OV row of token {a} and QK row of token {b}, per head.",
                  entry, f"""
-from core import circuits, symbols
+from core.reading import circuits
+from core.model import symbols
 for h in range({n_heads}):
     print("head", symbols.head_label({block}, h))
     for rule in circuits.skip_trigrams(model, {block}, h, k=6):
@@ -192,7 +193,7 @@ for h in range({n_heads}):
 
 def mean_paths(entry) -> Snippet:
     return _snip("The right token's logit split into paths, averaged over later-copy targets.", entry, """
-from core import paths
+from core.reading import paths
 res = paths.mean_target_contributions(model, task, n_seqs=32, seed=0, part="later")
 by_kind = paths.sum_by_kind(res)
 for label, value in zip(res["labels"], res["values"]):
@@ -203,7 +204,7 @@ print(by_kind, "total", round(res["total"], 3))
 
 def depth_composition(entry) -> Snippet:
     return _snip("K- and V-composition between every block-1 and block-2 head, from the weights.", entry, """
-from core import composition
+from core.reading import composition
 K = composition.composition_matrix(model, "K")  # [writer head in block 1, reader head in block 2]
 V = composition.composition_matrix(model, "V")
 print(K.numpy().round(3))
@@ -214,7 +215,7 @@ print(V.numpy().round(3))
 def score_terms(entry, head: int) -> Snippet:
     return _snip(f"Head 2.{head + 1}'s attention score at the induction target, split into query × key paths.",
                  entry, f"""
-from core import score_groups, score_terms
+from core.reading import score_groups, score_terms
 terms = score_terms.mean_induction_score_terms(model, task, 1, {head}, n_seqs=8, seed=0)
 roles = score_groups.head_roles(model, task, 0)  # block 1's heads: self-attending, previous-token or other
 groups = score_groups.score_groups(terms, roles)
@@ -230,8 +231,8 @@ print(groups)
 def icl_predictions(entry, pattern_code: str, repeat: bool) -> Snippet:
     tile = ("tokens, period = icl.tile(pattern, task.seq_len), len(pattern)\n" if repeat
             else "tokens, period = pattern, None\n")
-    return _snip("The model's guess at every position of your pattern.", entry, "from core import icl, symbols\n"
-                 + pattern_code + tile + """
+    return _snip("The model's guess at every position of your pattern.", entry,
+                 "from core.model import symbols\nfrom core.training import icl\n" + pattern_code + tile + """
 rows = icl.predict_each(model, tokens, period)
 for r in rows:
     print(r["position"], symbols.token_char(r["target"]), symbols.token_char(r["predicted"]),
@@ -251,7 +252,7 @@ def drawn_pattern(pool: str, length: int, seed: int) -> str:
 
 def restart_curve(entry, n_seqs: int) -> Snippet:
     return _snip("Accuracy after a restart to a fresh pattern, and the one-token-or-two probe.", entry, f"""
-from core import restarts
+from core.reading import restarts
 curve = restarts.restart_curve(model, task, n_seqs={n_seqs}, seed=0)
 print(curve["summary"])
 """, summary="[curve['summary'][k] for k in ('first_copy', 'second_copy_first_token', 'first_predictable', 'rest')]")
@@ -259,7 +260,9 @@ print(curve["summary"])
 
 def restart_example(entry, seed: int) -> Snippet:
     return _snip("One sampled sequence with a restart, predicted token by token.", entry, f"""
-from core import icl, restarts, symbols
+from core.training import icl
+from core.reading import restarts
+from core.model import symbols
 ex = restarts.restart_example(task, model.cfg.vocab_size, seed={seed})
 rows = icl.predict_each(model, ex["tokens"])
 print("restart at", ex["restart"], "old period", ex["old_period"], "new period", ex["new_period"])
@@ -269,7 +272,7 @@ print("".join(symbols.token_char(r["predicted"]) for r in rows))
 
 def in_context_check(entry, n_seqs: int) -> Snippet:
     return _snip("Training sequences replayed from the checkpoint against fresh and swapped ones.", entry, f"""
-from core import icl
+from core.training import icl
 check = icl.in_context_check(model, task, info.get("train"), n_seqs={n_seqs})
 for name in ("seen_mid", "seen_last", "fresh", "swapped"):
     print(name, check[name])
@@ -281,7 +284,7 @@ for name in ("seen_mid", "seen_last", "fresh", "swapped"):
 
 
 def _arc(text: str, sharpness: float, rest: float) -> str:
-    return (f"from core import archetypes as arc\n"
+    return (f"from core.archetypes import catalogue as arc\n"
             f"tokens = arc.tokenize({text!r})\n"
             f"settings = arc.ArchetypeSettings({sharpness!r}, {rest!r})  # sharpness, rest on BOS\n")
 
@@ -304,7 +307,8 @@ print(table.round(3).to_string(index=False))
 def model_detectors(entry, chars: str, rows: str) -> Snippet:
     return _snip("The detectors run on every head of the picked model reading the character prompt.", entry, f"""
 import torch
-from core import head_matches, symbols
+from core.archetypes import head_matches
+from core.model import symbols
 tokens = torch.tensor(symbols.encode_text({chars!r}, model.cfg.vocab_size, min_len=2))
 patterns = head_matches.model_patterns(model, tokens)
 table = head_matches.head_detector_table(patterns, tokens, {rows!r})
@@ -337,16 +341,16 @@ CAUSAL_SECTIONS = {
 
 def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str) -> Snippet:
     """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
-    position sweeps run only where they are quick, core.causal.POSITION_BUDGET)."""
+    position sweeps run only where they are quick, core.causal.views.POSITION_BUDGET)."""
     sweeps = "" if positions is None else f", positions={positions}"
     if text is None:
         run = f"res = causal.task_experiments(model, task, period={period}, n_seqs={n_seqs}, seed={seed}{sweeps})\n"
     else:
-        run = ("from core.symbols import encode_text\n"
+        run = ("from core.model.symbols import encode_text\n"
                f"tokens = encode_text({text!r}, model.cfg.vocab_size)\n"
                f"res = causal.text_experiments(model, tokens, {n_seqs}, seed={seed}{sweeps})  # {n_seqs} corruptions\n")
     title, show, checks = CAUSAL_SECTIONS[section]
-    return _snip(title, entry, "from core import causal\n" + run + show, **checks)
+    return _snip(title, entry, "from core.causal import views as causal\n" + run + show, **checks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +360,7 @@ def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, 
 def overview(entry, n_seqs: int, seed: int) -> Snippet:
     return _snip("The headline numbers and the head table of the picked model, measured on fresh sequences.",
                  entry, f"""
-from core.overview import model_overview
+from core.training.overview import model_overview
 ov = model_overview(model, task, n_seqs={n_seqs}, seed={seed})
 print(ov["metrics"])
 print(ov["heads"].round(3).to_string(index=False))
@@ -374,10 +378,11 @@ def training_run(settings, steps_done: int) -> Snippet:
     return Snippet(
         f"This run, trained again from the same seed: the calls the worker process makes, up to step {steps_done}, "
         "then the checkpoint it hands back (a different number of CPU threads can move the last digits).", f"""
-from core import live, read_checkpoint
-from core.train_settings import TrainSettings
-from core.trainer import Trainer
-from core.worker import final_checkpoint
+from core.training import live
+from core.model.checkpoints import read_checkpoint
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
+from core.pool.worker import final_checkpoint
 
 settings = TrainSettings({fields})
 trainer = Trainer(*settings.configs())  # raises ValueError saying what to change if the settings cannot train
@@ -393,7 +398,8 @@ def shipped_curves(files: list[str]) -> Snippet:
     return Snippet("The training curves stored in the shipped checkpoints, and where each one dropped.", f"""
 import pandas as pd
 
-from core import live, read_checkpoint
+from core.training import live
+from core.model.checkpoints import read_checkpoint
 
 frames = []
 for file in {files!r}:
@@ -407,7 +413,7 @@ curves = pd.concat(frames)  # step, part (first copy | later copies), loss, run
 
 def head_scores_over_training(entry) -> Snippet:
     return _snip("Every head's previous-token and induction score at every logged step of the run.", entry, """
-from core import live
+from core.training import live
 
 heads = live.head_score_frame(info["history"])  # step, block, head (from 1), score, value
 print(heads.pivot_table(index="step", columns=["score", "block", "head"], values="value").round(2))
@@ -418,7 +424,7 @@ print("drop step:", live.drop_step(info["history"], model.cfg.vocab_size))
 def run_timeline(entry) -> Snippet:
     return _snip("The run's timeline from its snapshots: later-copy loss and in-context-learning score at every "
                  "snapshot, and the film strip's steps and heads.", entry, """
-from core.timeline import timeline
+from core.training.timeline import timeline
 
 t = timeline(model, info)  # measured on the run's fixed evaluation batch
 print("steps:", t["steps"])
@@ -430,7 +436,7 @@ print("film strip steps:", t["frames"], "heads (block, head from 0):", t["heads"
 
 def transition_study() -> Snippet:
     return Snippet("The shipped transition study: one row per seed, and the summary per depth.", """
-from core import transition
+from core.training import transition
 
 study = transition.shipped_study()  # None when the study file is not installed
 print(study["summary"].to_string(index=False))

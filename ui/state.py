@@ -15,9 +15,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.checkpoints import CheckpointError, read_checkpoint
-from core.model import TinyCharLM
-from core.presets import DEFAULT_PRESET
+from core.model.checkpoints import CheckpointError, read_checkpoint
+from core.model.tinycharlm import TinyCharLM
+from core.training.presets import DEFAULT_PRESET
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints"
@@ -29,7 +29,7 @@ class LabModel:
     key: str  # unique on the server; the cache key for anything derived from this model
     label: str  # what the picker shows
     model: TinyCharLM
-    info: dict  # config, task (TaskConfig), train, history (see core.checkpoints.read_checkpoint)
+    info: dict  # config, task (TaskConfig), train, history (see core.model.checkpoints.read_checkpoint)
     source: str  # "shipped", "trained" or "uploaded"
 
 
@@ -127,7 +127,7 @@ def _on_upload():
 
 def model_summary(entry: LabModel) -> str:
     cfg, task = entry.info["config"], entry.info["task"]
-    from core.overview import initial_embedding_label
+    from core.training.overview import initial_embedding_label
 
     bias = ", bias" if cfg.bias else ""
     return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "

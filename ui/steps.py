@@ -1,10 +1,10 @@
 """The "training step" control: look at the picked model as it was at a snapshot of its training
-(checkpoint format version 2, core.snapshots). Shared by the Attention and Circuits pages."""
+(checkpoint format version 2, core.model.snapshots). Shared by the Attention and Circuits pages."""
 from __future__ import annotations
 
 import streamlit as st
 
-from core.snapshots import model_at_step
+from core.model.snapshots import model_at_step
 from ui.state import LabModel
 
 

@@ -5,8 +5,8 @@ import math
 
 import pandas as pd
 
-from core import transition
-from core.live import drop_step, final_metrics
+from core.training import transition
+from core.training.live import drop_step, final_metrics
 
 
 def duration(seconds: float) -> str:

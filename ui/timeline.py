@@ -1,11 +1,11 @@
-"""The Train page's timeline of one run (core.timeline): a film strip of two heads' patterns across
+"""The Train page's timeline of one run (core.training.timeline): a film strip of two heads' patterns across
 the drop lined up with markers on the loss curve, Olsson et al.'s in-context-learning score over
 training, and the loss at each position before and after the drop."""
 from __future__ import annotations
 
 import streamlit as st
 
-from core import timeline as tl
+from core.training import timeline as tl
 from ui import snippets
 from ui.charts import timeline as charts
 from ui.python_panel import python_panel

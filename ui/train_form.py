@@ -1,14 +1,14 @@
 """The Train page's settings form: depth, periods, the advanced settings and the experiments on the
-training itself, read back as one core.train_settings.TrainSettings."""
+training itself, read back as one core.training.train_settings.TrainSettings."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 import streamlit as st
 
-from core.overview import initial_logit_bias
-from core.presets import DEFAULT_PRESET, get_preset
-from core.train_settings import UI_MAX_LAYERS, TrainSettings
+from core.training.overview import initial_logit_bias
+from core.training.presets import DEFAULT_PRESET, get_preset
+from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
 
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
@@ -16,7 +16,7 @@ BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
 @st.cache_data(show_spinner=False)
 def _init_bias(enlarged: bool) -> float:
-    """Std over tokens of the per-token logit bias of the default model at step 0 (core.overview)."""
+    """Std over tokens of the per-token logit bias of the default model at step 0 (core.training.overview)."""
     p = get_preset(DEFAULT_PRESET)
     train = p.train if enlarged else replace(p.train, embed_scale=1.0, embed_shared=0.0)
     return initial_logit_bias(p.model, train)["bias_std"]
@@ -78,7 +78,7 @@ def settings_from_state() -> TrainSettings:
 
 
 def experiment_widgets(saved: dict) -> None:
-    """Experiments on the training itself (core.interventions), each against an ordinary run."""
+    """Experiments on the training itself (core.training.interventions), each against an ordinary run."""
     heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
     with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
         a, b = st.columns(2)

@@ -1,8 +1,8 @@
-"""The server's one pool of training processes (core.runs.RunPool) and this session's name in it.
+"""The server's one pool of training processes (core.pool.runs.RunPool) and this session's name in it.
 
 The pool lives at module level, so every session of this server process shares it; a session's runs
 are found by its owner name, which no other session knows. A session that Streamlit no longer
-counts as active (the tab was closed) loses its runs after core.runs.OWNER_GRACE seconds.
+counts as active (the tab was closed) loses its runs after core.pool.runs.OWNER_GRACE seconds.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import uuid
 
 import streamlit as st
 
-from core.runs import LiveRun, RunPool
-from core.slots import capacity_from_env
+from core.pool.runs import LiveRun, RunPool
+from core.pool.slots import capacity_from_env
 from ui.state import add_session_model, pick_on_next_run
 from ui.train_form import settings_from_state
 

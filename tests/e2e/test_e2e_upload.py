@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.checkpoints import checkpoint_bytes
-from core.model import ModelConfig, TinyCharLM
-from core.task import TaskConfig
+from core.model.checkpoints import checkpoint_bytes
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig, TinyCharLM
 from ui.state import MAX_UPLOAD_MB
 
 from conftest import ARTIFACTS

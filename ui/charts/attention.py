@@ -1,7 +1,7 @@
 """Charts for the Attention page: the grid of every head's pattern, one head enlarged with token labels,
 the head-score table's colours, the offset-mass profile and the period-shift probe.
 
-Inputs are the numpy arrays and frames of core.analysis (block and head counted from 1).
+Inputs are the numpy arrays and frames of core.reading.analysis (block and head counted from 1).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Charts for the Circuits page: W_QK / W_OV heatmaps and their singular values, the rotary positional
 profile, the OV copying matrix, composition scores against their random baseline and ablation tables.
 
-Inputs are the numpy arrays and frames of core.analysis (block and head counted from 1).
+Inputs are the numpy arrays and frames of core.reading.analysis (block and head counted from 1).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from core.symbols import head_label
+from core.model.symbols import head_label
 
 from . import DIVERGING, OKABE_ITO, SEQUENTIAL
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from core.symbols import token_char
+from core.model.symbols import token_char
 
 from . import OKABE_ITO
 

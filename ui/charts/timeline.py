@@ -1,7 +1,7 @@
 """Timeline charts for the Train page (ui.timeline): the loss curve with the film strip's markers, the
 film strip of two heads' patterns, the in-context-learning score and the loss by position.
 
-Input: the dict core.timeline.timeline returns (numpy arrays and lists).
+Input: the dict core.training.timeline.timeline returns (numpy arrays and lists).
 """
 from __future__ import annotations
 

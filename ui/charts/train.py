@@ -1,6 +1,6 @@
 """Training charts: loss and accuracy curves, head scores over training, shipped runs, transition study.
 
-Inputs are the tidy frames of core.live (loss_frame, accuracy_frame, head_score_frame).
+Inputs are the tidy frames of core.training.live (loss_frame, accuracy_frame, head_score_frame).
 """
 from __future__ import annotations
 

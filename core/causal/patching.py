@@ -1,0 +1,227 @@
+"""Activation patching: clean runs against corrupted runs (DESIGN.md "Causal experiments").
+
+Clean run: task sequences. Corrupted run: the same sequences with the first copy (positions 0..L-1)
+replaced by a fresh random pattern, so a second-copy target can no longer be read from the context.
+Metric M: the mean log-probability of the right token over second-copy targets L+1 <= t < 2L (the
+target at t = L is left out: it is predicted at position L-1, whose own token was corrupted).
+Patch effect: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)); 0 = no recovery, 1 = full.
+
+A head's output is its z W_O without b_O ([B, T, D] per head, cache["head_out"] of run_with_cache).
+Every patched run reuses the cached streams of the two runs and reruns only the blocks above the
+patch; many patches are stacked into one batch and evaluated in chunks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from core.model.task import TaskConfig, sample_batch
+from core.model.tinycharlm import TinyCharLM
+
+CHUNK_POSITIONS = 1 << 16  # sequences x positions per patched forward: bounds memory on a shared server
+
+
+def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """tokens [B, T] -> the same with positions 0..L-1 of each row replaced by a fresh random pattern."""
+    fresh = torch.randint(0, vocab_size, tokens.shape, generator=generator)
+    first = torch.arange(tokens.shape[1])[None, :] < periods[:, None]
+    return torch.where(first, fresh, tokens)
+
+
+def target_mask(periods: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """Boolean [B, seq_len - 1] over targets t = 1..seq_len-1: True where L+1 <= t < 2L."""
+    t = torch.arange(1, seq_len)[None, :]
+    L = periods[:, None]
+    return (t >= L + 1) & (t < 2 * L)
+
+
+def check_period(period: int, seq_len: int) -> None:
+    """ValueError saying why a period gives nothing to measure (no complete second copy, or L < 2)."""
+    if period < 2:
+        raise ValueError(f"Period {period} has no second-copy target after the first one (L+1 <= t < 2L is empty): "
+                         "use a period of at least 2.")
+    if 2 * period > seq_len:
+        raise ValueError(f"Period {period} leaves no complete second copy in {seq_len} tokens: use a period of at "
+                         f"most {seq_len // 2}.")
+
+
+def metric(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """M per group: logits [..., B, T, V], tokens [B, T] -> mean log-prob of the right token over the
+    second-copy targets, shape [...] (a 0-dim tensor for plain [B, T, V])."""
+    mask = target_mask(periods, tokens.shape[1])  # [B, T-1]
+    b, i = mask.nonzero(as_tuple=True)  # logits of target t sit at position t-1 = i
+    picked = logits[..., b, i, :]  # [..., N, V]
+    logp = picked.log_softmax(-1).gather(-1, tokens[b, i + 1].expand(*picked.shape[:-1])[..., None])
+    return logp[..., 0].mean(-1)
+
+
+@dataclass
+class PatchRuns:
+    """Both runs of one experiment: tokens [B, T] (truncated to 2 max L: later positions cannot change M),
+    periods [B], and each run's cache from model.run_with_cache and its metric M."""
+
+    clean: torch.Tensor
+    corrupted: torch.Tensor
+    periods: torch.Tensor
+    clean_cache: dict
+    corrupted_cache: dict
+    m_clean: float
+    m_corrupted: float
+    clean_full: torch.Tensor | None = None  # the clean tokens before the cut (for views of whole sequences)
+
+    def effect(self, m_patched) -> np.ndarray:
+        """Patch effect of M values (array-like); NaN where M(clean) == M(corrupted)."""
+        m = np.asarray(m_patched, dtype=np.float64)
+        gap = self.m_clean - self.m_corrupted
+        return (m - self.m_corrupted) / gap if gap != 0 else np.full_like(m, math.nan)
+
+
+@torch.no_grad()
+def prepare(model: TinyCharLM, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor) -> PatchRuns:
+    """Run both token batches [B, T] once with the cache."""
+    for L in periods.unique().tolist():
+        check_period(int(L), clean.shape[1])
+    T = 2 * int(periods.max())
+    full, clean, corrupted = clean, clean[:, :T], corrupted[:, :T]
+    c_logits, c_cache = model.run_with_cache(clean)
+    k_logits, k_cache = model.run_with_cache(corrupted)
+    return PatchRuns(clean, corrupted, periods, c_cache, k_cache,
+                     float(metric(c_logits, clean, periods)), float(metric(k_logits, clean, periods)), full)
+
+
+def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, period: int | None = None) -> PatchRuns:
+    """Sample n_seqs task sequences (at one period if given) and their corruptions with seed `seed`."""
+    if period is not None:
+        check_period(period, task.seq_len)
+    g = torch.Generator().manual_seed(seed)
+    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
+    return prepare(model, tokens, corrupt(tokens, periods, model.cfg.vocab_size, g), periods)
+
+
+def forward_from(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
+    """Blocks start.. on the stream h [..., T, D] entering block `start`, then unembed: logits [..., T, V]."""
+    shape = h.shape
+    h = h.reshape(-1, *shape[-2:])
+    for block in model.blocks[start:]:
+        h = block(h)
+    return (h @ model.W_E.T).reshape(*shape[:-1], -1)
+
+
+def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tensor, start: int) -> torch.Tensor:
+    """streams [G, B, T, D] entering block `start` -> M of each of the G patched runs, [G], in chunks."""
+    B, T = runs.clean.shape
+    per = max(1, CHUNK_POSITIONS // (B * T))
+    return torch.cat([metric(forward_from(model, streams[i:i + per], start), runs.clean, runs.periods)
+                      for i in range(0, streams.shape[0], per)])
+
+
+def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Tensor:
+    """Like _metrics_of_streams, but the G = n streams are built chunk by chunk: make(lo, hi) -> [hi-lo, B, T, D]."""
+    B, T = runs.clean.shape
+    per = max(1, CHUNK_POSITIONS // (B * T))
+    return torch.cat([metric(forward_from(model, make(lo, min(n, lo + per)), start), runs.clean, runs.periods)
+                      for lo in range(0, n, per)])
+
+
+@torch.no_grad()
+def patch_heads(model: TinyCharLM, runs: PatchRuns, heads: list[tuple[int, int]],
+                positions: list[int] | None = None) -> float:
+    """M of the corrupted run with the clean output of every head in `heads` patched in at `positions`
+    (every position if None) at once. An empty list gives M(corrupted)."""
+    if not heads:
+        return runs.m_corrupted
+    start = min(l for l, _ in heads)
+    h = runs.corrupted_cache["resid"][start + 1].clone()
+    T = h.shape[1]
+    where = torch.zeros(T, dtype=torch.bool)
+    where[positions if positions is not None else slice(None)] = True
+    for layer in range(start, model.cfg.n_layers):
+        mine = [hd for l, hd in heads if l == layer]
+        if layer > start:  # recompute this block on the patched stream, then swap in the clean heads
+            out = _head_outputs(model, layer, h)
+            h = h + out.sum(1) + (model.blocks[layer].b_O if model.cfg.bias else 0.0)
+        else:
+            out = runs.corrupted_cache["head_out"][layer]
+        for hd in mine:
+            delta = runs.clean_cache["head_out"][layer][:, hd] - out[:, hd]
+            h = h + delta * where[None, :, None]
+    return float(metric(h @ model.W_E.T, runs.clean, runs.periods))
+
+
+def _head_outputs(model: TinyCharLM, layer: int, h: torch.Tensor) -> torch.Tensor:
+    """Each head's z W_O (no b_O) of block `layer` on h [B, T, D]: [B, H, T, D]."""
+    block = model.blocks[layer]
+    q, k, v = block._qkv(h)
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return torch.einsum("bhtd,hdm->bhtm", z, block.W_O)
+
+
+@torch.no_grad()
+def head_patch_effects(model: TinyCharLM, runs: PatchRuns) -> pd.DataFrame:
+    """Patching (1): each head's clean output at every position into the corrupted run.
+
+    Rows: layer, head (0-based), m_patched, patch_effect."""
+    rows = []
+    for layer in range(model.cfg.n_layers):
+        clean = runs.clean_cache["head_out"][layer].transpose(0, 1)  # [H, B, T, D]
+        corr = runs.corrupted_cache["head_out"][layer].transpose(0, 1)
+        streams = runs.corrupted_cache["resid"][layer + 1][None] + (clean - corr)
+        m = _metrics_of_streams(model, runs, streams, layer + 1)
+        rows += [{"layer": layer, "head": hd, "m_patched": float(m[hd])} for hd in range(model.cfg.n_heads)]
+    df = pd.DataFrame(rows, columns=["layer", "head", "m_patched"])
+    df["patch_effect"] = runs.effect(df["m_patched"].to_numpy())
+    return df
+
+
+@torch.no_grad()
+def resid_patch_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
+    """Patching (2): the clean stream entering block l at one position p into the corrupted run.
+
+    Returns patch effects [n_layers, T] (row l = the stream before block l+1, column = position p)."""
+    B, T = runs.clean.shape
+    out = np.zeros((model.cfg.n_layers, T))
+    eye = torch.eye(T, dtype=torch.bool)
+    for layer in range(model.cfg.n_layers):
+        clean, corr = runs.clean_cache["resid"][layer], runs.corrupted_cache["resid"][layer]
+
+        def make(lo, hi, clean=clean, corr=corr):  # bound now: called within this iteration
+            sel = eye[lo:hi, None, :, None]  # [G, 1, T, 1]: patch position p = lo..hi-1
+            return torch.where(sel, clean[None], corr[None])
+
+        out[layer] = runs.effect(_lazy_metrics(model, runs, make, T, layer).numpy())
+    return out
+
+
+@torch.no_grad()
+def head_position_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
+    """Patching (3): each head's clean output at one position p into the corrupted run.
+
+    Returns patch effects [n_layers, n_heads, T]."""
+    B, T = runs.clean.shape
+    H = model.cfg.n_heads
+    out = np.zeros((model.cfg.n_layers, H, T))
+    eye = torch.eye(T)
+    for layer in range(model.cfg.n_layers):
+        delta = runs.clean_cache["head_out"][layer] - runs.corrupted_cache["head_out"][layer]  # [B, H, T, D]
+        base = runs.corrupted_cache["resid"][layer + 1]
+        for hd in range(H):
+            d = delta[:, hd]
+
+            def make(lo, hi, base=base, d=d):
+                return base[None] + d[None] * eye[lo:hi, None, :, None]
+
+            out[layer, hd] = runs.effect(_lazy_metrics(model, runs, make, T, layer + 1).numpy())
+    return out
+
+
+@torch.no_grad()
+def resid_all_positions_effect(model: TinyCharLM, runs: PatchRuns, layer: int) -> float:
+    """The whole clean stream entering block `layer` (every position) into the corrupted run: effect."""
+    logits = forward_from(model, runs.clean_cache["resid"][layer], layer)
+    return float(runs.effect(float(metric(logits, runs.clean, runs.periods))))

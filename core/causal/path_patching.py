@@ -1,0 +1,121 @@
+"""Path patching: one sender head's effect on one receiver head through its query, key or value input.
+
+The sender's output is swapped along one path only: the receiver (in a later block) reads, for the
+chosen input, the stream it saw plus (swapped sender output - the sender output of the base run), at
+every position; its other two inputs, every other head and every other path stay as in the base run.
+Blocks above the receiver then run normally on the receiver's changed output (Wang et al., 2022).
+
+- noising: base = clean run, the sender's output taken from the corrupted run. Is the path needed?
+  A patch effect near 0 means the clean performance is gone; near 1 that nothing was lost.
+- denoising: base = corrupted run, the sender's output taken from the clean run. Does the path
+  suffice? Near 1 means it alone brings the clean performance back.
+Both use the patch effect of core.causal.patching: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from core.causal.patching import CHUNK_POSITIONS, PatchRuns, forward_from, metric
+from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+
+PATHS = ("q", "k", "v")
+DIRECTIONS = ("noising", "denoising")
+
+
+def _project(model: TinyCharLM, layer: int, head: int, h: torch.Tensor, which: str) -> torch.Tensor:
+    """The receiver's q, k or v from the stream h [..., T, D]: [..., T, d_head] (rotary on q and k)."""
+    block = model.blocks[layer]
+    W = {"q": block.W_Q, "k": block.W_K, "v": block.W_V}[which][head]
+    x = h @ W
+    if model.cfg.bias:
+        x = x + {"q": block.b_Q, "k": block.b_K, "v": block.b_V}[which][head]
+    if which == "v":
+        return x
+    cos, sin = rope_cos_sin(h.shape[-2], model.cfg.d_head, model.cfg.rope_base, h.dtype)
+    return apply_rope(x, cos, sin)
+
+
+def receiver_output(model: TinyCharLM, layer: int, head: int, h: torch.Tensor, h_path: torch.Tensor,
+                    path: str) -> torch.Tensor:
+    """Head (layer, head)'s z W_O when input `path` reads h_path [G, B, T, D] and the other two read
+    h [B, T, D]: returns [G, B, T, D]."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, got {path!r}.")
+    qkv = {p: _project(model, layer, head, h_path if p == path else h, p) for p in PATHS}
+    G = h_path.shape[0]
+    qkv = {p: x.expand(G, *x.shape[-3:]) if x.dim() == 3 else x for p, x in qkv.items()}
+    z = F.scaled_dot_product_attention(qkv["q"], qkv["k"], qkv["v"], is_causal=True)
+    return z @ model.blocks[layer].W_O[head]
+
+
+def _senders(model: TinyCharLM, receiver_layer: int) -> list[tuple[int, int]]:
+    return [(l, h) for l in range(receiver_layer) for h in range(model.cfg.n_heads)]
+
+
+@torch.no_grad()
+def path_patch(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]],
+               receiver: tuple[int, int | None], path: str, direction: str) -> torch.Tensor:
+    """M of each sender -> receiver path patch, [len(senders)]. Every sender must sit below the receiver.
+
+    receiver (layer, None) patches the path into every head of that block at once (the heads of one
+    block may share a job: then each single path looks unneeded while all of them together are)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'noising' or 'denoising', got {direction!r}.")
+    rl, rh = receiver
+    if any(l >= rl for l, _ in senders):
+        raise ValueError("a sender head must sit in an earlier block than its receiver.")
+    base, donor = ((runs.clean_cache, runs.corrupted_cache) if direction == "noising"
+                   else (runs.corrupted_cache, runs.clean_cache))
+    h = base["resid"][rl]
+    heads = range(model.cfg.n_heads) if rh is None else [rh]
+    B, T = runs.clean.shape
+    per = max(1, CHUNK_POSITIONS // (B * T))
+    out = []
+    for lo in range(0, len(senders), per):
+        chunk = senders[lo:lo + per]
+        delta = torch.stack([donor["head_out"][l][:, s] - base["head_out"][l][:, s] for l, s in chunk])
+        stream = base["resid"][rl + 1][None]
+        for r in heads:
+            new = receiver_output(model, rl, r, h, h[None] + delta, path)  # [G, B, T, D]
+            stream = stream + (new - base["head_out"][rl][:, r][None])
+        out.append(metric(forward_from(model, stream, rl + 1), runs.clean, runs.periods))
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def path_patch_table(model: TinyCharLM, runs: PatchRuns, receivers: list[tuple[int, int]] | None = None,
+                     senders: list[tuple[int, int]] | None = None) -> pd.DataFrame:
+    """Every sender -> receiver pair (sender in an earlier block), path and direction.
+
+    Rows: direction, path, sender_layer, sender_head, receiver_layer, receiver_head (0-based; -1 = every
+    head of the receiver's block at once), m_patched, patch_effect. Defaults: every head, and every block
+    as a whole, as receiver; every earlier head as sender."""
+    if receivers is None:
+        receivers = [(l, h) for l in range(1, model.cfg.n_layers) for h in [*range(model.cfg.n_heads), None]]
+    rows = []
+    for rl, rh in receivers:
+        from_ = [s for s in (senders or _senders(model, rl)) if s[0] < rl]
+        if not from_:
+            continue
+        for direction in DIRECTIONS:
+            for path in PATHS:
+                m = path_patch(model, runs, from_, (rl, rh), path, direction)
+                rows += [{"direction": direction, "path": path, "sender_layer": sl, "sender_head": sh,
+                          "receiver_layer": rl, "receiver_head": -1 if rh is None else rh, "m_patched": float(v)}
+                         for (sl, sh), v in zip(from_, m)]
+    cols = ["direction", "path", "sender_layer", "sender_head", "receiver_layer", "receiver_head", "m_patched"]
+    df = pd.DataFrame(rows, columns=cols)
+    df["patch_effect"] = runs.effect(df["m_patched"].to_numpy()) if len(df) else pd.Series(dtype=float)
+    return df
+
+
+def path_effect(model: TinyCharLM, runs: PatchRuns, sender: tuple[int, int], receiver: tuple[int, int | None],
+                path: str, direction: str) -> float:
+    """One path's patch effect (NaN when M(clean) == M(corrupted))."""
+    m = float(path_patch(model, runs, [sender], receiver, path, direction)[0])
+    gap = runs.m_clean - runs.m_corrupted
+    return (m - runs.m_corrupted) / gap if gap else math.nan

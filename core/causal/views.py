@@ -1,0 +1,127 @@
+"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (blocks and heads
+counted from 1 in labels). Runs on sampled task sequences at one period, or on one typed sequence
+corrupted several times.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from core.causal import logit_lens, patching, path_patching
+from core.model.symbols import head_label, token_labels
+from core.model.task import TaskConfig
+from core.model.tinycharlm import TinyCharLM
+
+
+def text_period(tokens: torch.Tensor) -> int | None:
+    """The smallest L with tokens[t] == tokens[t - L] for every t >= L and a complete second copy
+    (2L <= T), or None when the sequence does not repeat that way."""
+    T = len(tokens)
+    for L in range(1, T // 2 + 1):
+        if torch.equal(tokens[L:], tokens[:-L]):
+            return L
+    return None
+
+
+def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0) -> patching.PatchRuns:
+    """One typed sequence tokens [T] as the clean run (repeated), n_corruptions fresh first copies.
+    ValueError with a message a student can act on when the text has no repeat to corrupt."""
+    tokens = torch.as_tensor(tokens, dtype=torch.long)
+    L = text_period(tokens)
+    if L is None:
+        raise ValueError("This text does not repeat: type a pattern followed by at least one full copy of it "
+                         "(for example `abcdefabcdef`), so there is a second copy whose tokens the first one "
+                         "predicts.")
+    patching.check_period(L, len(tokens))
+    clean = tokens[None].repeat(n_corruptions, 1)
+    periods = torch.full((n_corruptions,), L, dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    return patching.prepare(model, clean, patching.corrupt(clean, periods, model.cfg.vocab_size, g), periods)
+
+
+def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """Path patching from the block-1 heads into the block-2 heads (each, and all at once): the pair of
+    blocks an induction circuit needs. Deeper models get the same pair, not every pair of blocks (on
+    a 4-block model that was 90 patched runs per direction and path instead of 30)."""
+    H = model.cfg.n_heads
+    receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
+    df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
+    df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
+    df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
+                      for l, h in zip(df["receiver_layer"], df["receiver_head"])]
+    return df
+
+
+POSITION_BUDGET = 4 * 2 * 5 * 64 ** 2  # four times the shipped 2-block model's sweep at its longest period
+
+
+def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
+    """Relative cost of the two one-position-at-a-time sweeps: blocks x (heads + 1) patched runs per
+    position, each a forward pass over the cut sequences, so it grows with T^2."""
+    T = runs.clean.shape[1]
+    return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
+
+
+def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> dict:
+    """Every experiment of the page on one pair of runs.
+
+    Keys: m_clean, m_corrupted, n_seqs, period (None if the periods differ), clean / corrupted (the first
+    sequence's tokens as labels), heads (block, head, patch_effect), all_heads, resid_last (effects of
+    patching every head / the whole stream entering the last block), resid [n_layers, T],
+    head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
+    sender and receiver labels), lens (the first clean sequence, whole), lens_by_copy (every clean
+    sequence, whole). The patching experiments see the sequences cut after their second copy.
+    positions=False leaves out the two position sweeps (resid and head_positions are then None): on a
+    large model they cost minutes (position_sweep_cost)."""
+    cfg = model.cfg
+    periods = runs.periods.unique()
+    heads = patching.head_patch_effects(model, runs)
+    heads.insert(0, "block", heads.pop("layer") + 1)
+    heads["head"] += 1
+    every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    full = runs.clean_full if runs.clean_full is not None else runs.clean
+    seq = full[0]
+    lens = logit_lens.lens_sequence(model, seq)
+    labels = token_labels(seq)
+    lens["token"] = [labels[i] for i in lens["position"]]
+    lens["target_token"] = [labels[i] for i in lens["target"]]
+    out = {
+        "m_clean": runs.m_clean, "m_corrupted": runs.m_corrupted, "n_seqs": int(runs.clean.shape[0]),
+        "period": int(periods[0]) if len(periods) == 1 else None,
+        "clean": labels[:runs.clean.shape[1]], "corrupted": token_labels(runs.corrupted[0]),
+        "heads": heads,
+        "all_heads": float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
+        "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
+                       if cfg.n_layers else float("nan")),
+        "resid": patching.resid_patch_effects(model, runs) if positions else None,
+        "head_positions": (patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads,
+                                                                               runs.clean.shape[1])
+                           if positions else None),
+        "position_cost": position_sweep_cost(model, runs),
+        "head_rows": [head_label(l, h) for l, h in every],
+        "paths": _path_frame(model, runs),
+        "lens": lens,
+        "lens_by_copy": logit_lens.lens_by_copy(model, full, runs.periods),
+    }
+    return out
+
+
+def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None, budget: int) -> bool:
+    """None: run the position sweeps only when they cost at most `budget` (position_sweep_cost)."""
+    return position_sweep_cost(model, runs) <= budget if positions is None else positions
+
+
+def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
+                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
+    """experiments() on n_seqs sampled sequences at one period and their corruptions (positions:
+    True/False runs the position sweeps or not; None runs them when they cost at most `budget`)."""
+    runs = patching.task_runs(model, task, n_seqs, seed, period)
+    return experiments(model, runs, _positions(model, runs, positions, budget))
+
+
+def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
+    """experiments() on one typed sequence, corrupted n_corruptions times (positions and budget as
+    in task_experiments)."""
+    runs = typed_runs(model, tokens, n_corruptions, seed)
+    return experiments(model, runs, _positions(model, runs, positions, budget))

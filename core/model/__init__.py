@@ -1,0 +1,6 @@
+"""TinyCharLM and what every other part shares: the model (tinycharlm), the repeated-sequence task
+(task), copy metrics (metrics), typed text and labels (symbols), the drop's definition (drop),
+checkpoint files (checkpoints, snapshots) and the command lines' shared parsing (cli).
+
+Imports nothing else from core.
+"""

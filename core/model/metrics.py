@@ -1,0 +1,63 @@
+"""Loss and accuracy split by copy (docs/DESIGN.md "Metrics")."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from core.model.task import copy_masks
+
+METRIC_NAMES = (
+    "loss_first_copy",
+    "loss_second_copy",
+    "loss_later_copies",
+    "acc_second_copy",
+    "acc_later_copies",
+)
+
+
+def per_target_loss(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy (nats) and correctness of each target: logits [B, T, V], tokens [B, T]
+    -> (loss [B, T-1], correct [B, T-1]) for targets t = 1..T-1."""
+    pred, target = logits[:, :-1], tokens[:, 1:]
+    loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), reduction="none")
+    return loss.view_as(target), pred.argmax(-1) == target
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    n = int(mask.sum())
+    return float(x[mask].float().mean()) if n else math.nan
+
+
+def copy_metrics(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) -> dict[str, float]:
+    """The five copy metrics of METRIC_NAMES from logits [B, T, V], tokens [B, T], periods [B]."""
+    loss, correct = per_target_loss(logits, tokens)
+    masks = copy_masks(periods, tokens.shape[1])
+    return {
+        "loss_first_copy": _masked_mean(loss, masks["first"]),
+        "loss_second_copy": _masked_mean(loss, masks["second"]),
+        "loss_later_copies": _masked_mean(loss, masks["later"]),
+        "acc_second_copy": _masked_mean(correct, masks["second"]),
+        "acc_later_copies": _masked_mean(correct, masks["later"]),
+    }
+
+
+def second_copy_first_token_accuracy(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) -> float:
+    """Accuracy on the target t = L, the second copy's first token (logits [B, T, V], tokens [B, T],
+    periods [B]). "Later copies" (t >= L) include it, yet its predecessor, the pattern's last token,
+    has never been followed by anything before: with varying periods no model can know it."""
+    b = torch.arange(tokens.shape[0])
+    L = periods.long()
+    keep = tokens.shape[1] > L
+    pred = logits[b[keep], L[keep] - 1].argmax(-1)
+    return float((pred == tokens[b[keep], L[keep]]).float().mean()) if keep.any() else math.nan
+
+
+def later_copy_floor(period_min: int, period_max: int, seq_len: int, vocab_size: int) -> dict[str, float]:
+    """What the unknowable target t = L costs loss_later_copies, for L uniform in [period_min,
+    period_max] and a uniform guess there: {"share": its expected share of later-copy targets,
+    "loss": ln V times that share (nats), the floor a perfect context-reader still pays}."""
+    Ls = range(period_min, period_max + 1)
+    share = len(Ls) / sum(seq_len - L for L in Ls)  # one such target per sequence, pooled over targets
+    return {"share": share, "loss": share * math.log(vocab_size)}

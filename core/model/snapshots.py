@@ -1,0 +1,173 @@
+"""Snapshots of the weights during training (checkpoint format version 2; docs/DESIGN.md
+"Checkpoint format v2").
+
+The trainer offers a snapshot every EVERY steps (and at step 0) together with the later-copy loss of
+that step's training batch, which comes free with the step. A SnapshotRecorder keeps them in float16
+(half the bytes of float32; docs/DESIGN.md has the measured effect on the scores) and, whenever they
+would exceed a byte budget, thins them with `keep_indices`:
+
+- the *drop window* is protected: from MARGIN steps before the last snapshot whose loss is at least
+  HIGH (3 nats) that precedes the first one below LOW (1 nat), to MARGIN steps after that first one
+  below LOW (core.model.drop's HIGH and LOW);
+- while no loss has yet fallen below LOW (the drop may still come), everything from MARGIN steps
+  before the last snapshot at or above HIGH is protected, so the 50 steps before a drop are still
+  there when it comes;
+- everything else is kept on a sparse grid (multiples of 50 steps, coarsened to 100, 200, ... until
+  the budget holds); step 0 is always kept.
+
+MARGIN is 60, not 50, because the batch loss is a noisy stand-in for the evaluation-batch loss that
+defines the drop. Snapshotting only copies tensors: it draws no random numbers, so a run's trajectory
+is the same with or without it.
+"""
+from __future__ import annotations
+
+import torch
+
+from core.model.drop import HIGH, LOW
+from core.model.tinycharlm import TinyCharLM
+
+EVERY = 10  # steps between offered snapshots
+MARGIN = 60  # steps protected on each side of the drop
+SPARSE = 50  # the sparse grid's first spacing
+DTYPE = torch.float16
+MEMORY_BUDGET = 30 * 2**20  # bytes of snapshots a live run keeps
+FILE_BUDGET = int(8.5 * 2**20)  # bytes of snapshots written to a file (the whole file stays under 10 MB)
+MAX_SNAPSHOTS = 400  # more than this in a file is refused (at EVERY=10, 4,000 steps' worth)
+DTYPES = (torch.float16, torch.float32)
+
+
+def pack(model: TinyCharLM) -> dict[str, torch.Tensor]:
+    """A float16 copy of the model's state_dict (same keys and shapes)."""
+    return {k: v.detach().to(DTYPE, copy=True).contiguous() for k, v in model.state_dict().items()}
+
+
+def state_bytes(state_dict: dict[str, torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in state_dict.values())
+
+
+def snapshot_model(model: TinyCharLM, state_dict: dict[str, torch.Tensor]) -> TinyCharLM:
+    """A new TinyCharLM of `model`'s config holding a snapshot's weights (as float32), in eval mode."""
+    out = TinyCharLM(model.cfg)
+    out.load_state_dict({k: v.float() for k, v in state_dict.items()})
+    return out.eval()
+
+
+def model_at_step(model: TinyCharLM, info: dict, step: int) -> TinyCharLM:
+    """The model as it was at training step `step`, one of the checkpoint's snapshot steps
+    (info["snapshots"], as read_checkpoint returns it). ValueError names the steps there are."""
+    snaps = info.get("snapshots") or []
+    for snap in snaps:
+        if snap["step"] == step:
+            return snapshot_model(model, snap["state_dict"])
+    have = ", ".join(str(s["step"]) for s in snaps[:8]) + (", …" if len(snaps) > 8 else "")
+    raise ValueError(f"This checkpoint has no snapshot at step {step}" + (f" (it has {have})." if snaps else
+                                                                          " (it has no snapshots)."))
+
+
+def _high(loss: float) -> bool:
+    return not loss < HIGH  # NaN (step 0 has no batch loss yet) counts as the plateau
+
+
+def drop_window(steps: list[int], losses: list[float], pending: bool) -> tuple[int, int] | None:
+    """The steps [lo, hi] to keep dense (see the module docstring), or None."""
+    end_i = next((i for i, l in enumerate(losses) if l < LOW), None)
+    if end_i is None:
+        if not pending:
+            return None
+        last_high = max((i for i, l in enumerate(losses) if _high(l)), default=0)
+        return steps[last_high] - MARGIN, steps[-1]
+    start_i = max((i for i in range(end_i) if _high(losses[i])), default=0)
+    return steps[start_i] - MARGIN, steps[end_i] + MARGIN
+
+
+def keep_indices(steps: list[int], losses: list[float], max_count: int, pending: bool = False) -> list[int]:
+    """Which of the snapshots (steps increasing, with their batch losses) to keep, at most max_count
+    (at least 1): the drop window densely, a sparse grid elsewhere, step 0 always."""
+    n = len(steps)
+    if n <= max_count:
+        return list(range(n))
+    window = drop_window(steps, losses, pending)
+    protected = [i for i in range(n) if window and window[0] <= steps[i] <= window[1]]
+    if len(protected) > max_count - 1:  # a slow fall that does not fit: thin it evenly
+        pick = torch.linspace(0, len(protected) - 1, max(max_count - 1, 1)).round().long().unique().tolist()
+        protected = [protected[j] for j in pick]
+    spacing = SPARSE
+    while True:
+        chosen = set(protected) | {0} | {i for i in range(n) if steps[i] % spacing == 0}
+        if len(chosen) <= max_count or spacing > steps[-1]:
+            return sorted(chosen)[:max_count]
+        spacing *= 2
+
+
+class SnapshotRecorder:
+    """Snapshots of one run: offer(step, model, batch_loss) every step; keeps float16 copies at
+    multiples of EVERY within `budget` bytes."""
+
+    def __init__(self, budget: int = MEMORY_BUDGET):
+        self.budget = budget
+        self.steps: list[int] = []
+        self.losses: list[float] = []
+        self.states: list[dict[str, torch.Tensor]] = []
+
+    def offer(self, step: int, model: TinyCharLM, batch_loss: float) -> None:
+        if step % EVERY or (self.steps and step <= self.steps[-1]):
+            return
+        self.steps.append(step)
+        self.losses.append(float(batch_loss))
+        self.states.append(pack(model))
+        cap = max(self.budget // state_bytes(self.states[0]), 1)
+        if len(self.steps) > cap:
+            self._keep(keep_indices(self.steps, self.losses, cap, pending=True))
+
+    def _keep(self, idx: list[int]) -> None:
+        self.steps = [self.steps[i] for i in idx]
+        self.losses = [self.losses[i] for i in idx]
+        self.states = [self.states[i] for i in idx]
+
+    def export(self, budget: int = FILE_BUDGET, final_step: int | None = None) -> list[dict]:
+        """The snapshots for a file: [{"step", "state_dict"}], at most `budget` bytes, thinned as in
+        keep_indices; the final step itself is left out (the file's top-level state_dict holds it)."""
+        items = [(s, l, sd) for s, l, sd in zip(self.steps, self.losses, self.states) if s != final_step]
+        if not items:
+            return []
+        cap = max(budget // state_bytes(items[0][2]), 1)
+        idx = keep_indices([s for s, _, _ in items], [l for _, l, _ in items], cap)
+        return [{"step": items[i][0], "state_dict": items[i][2]} for i in idx]
+
+
+def check_snapshots(snaps, name: str, shapes: dict[str, tuple[int, ...]], error) -> list[dict]:
+    """Check a file's `snapshots` entry as strictly as its state_dict; raise error(one sentence) for
+    the first problem. Returns [{"step", "state_dict"}] with tensors as stored (float16 or float32)."""
+    if not isinstance(snaps, list):
+        raise error(f"{name} has a snapshots entry that is not a list.")
+    if len(snaps) > MAX_SNAPSHOTS:
+        raise error(f"{name} holds {len(snaps)} snapshots; at most {MAX_SNAPSHOTS} are allowed.")
+    out, last = [], -1
+    for n, snap in enumerate(snaps):
+        if not isinstance(snap, dict) or set(snap) != {"step", "state_dict"}:
+            raise error(f"{name}: snapshot {n} is not a dict with exactly the entries step and state_dict.")
+        step, sd = snap["step"], snap["state_dict"]
+        if type(step) is not int or step < 0:
+            raise error(f"{name}: snapshot {n} has a step that is not a whole number of 0 or more.")
+        if step <= last:
+            raise error(f"{name}: snapshot steps must increase, but snapshot {n} (step {step}) follows step {last}.")
+        if not isinstance(sd, dict) or set(sd) != set(shapes):
+            raise error(f"{name}: the snapshot at step {step} does not hold exactly the weights of the model.")
+        for key, shape in shapes.items():
+            t = sd[key]
+            if not isinstance(t, torch.Tensor) or t.dtype not in DTYPES:
+                raise error(f"{name}: weight {key} of the snapshot at step {step} is not a float16 or float32 tensor.")
+            if tuple(t.shape) != shape:
+                raise error(f"{name}: weight {key} of the snapshot at step {step} has shape {tuple(t.shape)}, "
+                            f"the model needs {shape}.")
+            if not torch.isfinite(t).all():
+                raise error(f"{name}: weight {key} of the snapshot at step {step} holds NaN or infinite values.")
+        out.append({"step": step, "state_dict": dict(sd)})
+        last = step
+    return out
+
+
+def nearest(steps: list[int], target: float) -> int:
+    """Index of the step closest to target (ties: the earlier)."""
+    return min(range(len(steps)), key=lambda i: (abs(steps[i] - target), i)) if steps else -1
+

@@ -1,0 +1,196 @@
+"""One training, inside its own worker process (the child side of core.pool.runs).
+
+The worker builds a Trainer from TrainSettings and trains one step at a time. Between steps it reads
+the commands the server sent on its end of a Pipe and streams back what the page draws:
+
+    worker -> server   ("started", pid)
+                       ("row", history_row)            every row the trainer logs, once
+                       ("frame", step, patterns, period)  with each row at the current step: every head's
+                                                        pattern on the film strip's sequence (core.training.timeline)
+                       ("progress", step, seconds, threads)   at most every PROGRESS_EVERY s, and at the end
+                       ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
+                                                        diverged; data: checkpoint bytes or None
+                       ("error", sentence)              the training raised
+    server -> worker   ("stop",)                        end at the last finished step, keep the model
+                       ("threads", n)                   torch threads from the next step on
+
+`seconds` is wall time since the first step. The trained result is the checkpoint file the trainer's
+own fields make (core.model.checkpoints.checkpoint_bytes(model, **trainer.checkpoint_fields())), so
+whatever the trainer stores with a checkpoint reaches the server unchanged. If the server goes away,
+the Pipe reports end-of-file and the worker returns.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager, suppress
+
+import torch
+
+from core.model.checkpoints import checkpoint_bytes
+from core.training.interventions import release
+from core.training.timeline import frame_patterns, strip_tokens
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer, eval_batch, evaluate
+
+PROGRESS_EVERY = 0.1  # seconds between progress messages
+
+
+def final_checkpoint(trainer: Trainer) -> bytes:
+    """The checkpoint of the trainer's model at its last finished step. A run stopped between two
+    logs gets one more history row, measured now, at that step (train_loss NaN: no batch logged).
+    A held head (core.training.interventions) is for training only: that row measures the weights alone."""
+    model = release(copy.deepcopy(trainer.model)).eval()
+    fields = dict(trainer.checkpoint_fields())
+    history = list(fields["history"])
+    if history[-1]["step"] != trainer.step:
+        tokens, periods = eval_batch(trainer.task_cfg, trainer.model_cfg.vocab_size, trainer.cfg.eval_size)
+        row = {"step": trainer.step, "train_loss": math.nan, "seconds": round(trainer.seconds, 3)}
+        row.update(evaluate(model, tokens, periods))
+        history.append(row)
+    fields["history"] = history
+    return checkpoint_bytes(model, **fields)
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _main_script_hidden():
+    """A new process re-runs the parent's main script first (multiprocessing.spawn.prepare). Here
+    that is Streamlit's (or pytest's) command line, which the worker does not need: importing it again
+    cost about 0.5 s and tens of MB per worker. So the main module's file is hidden while the start
+    data is written; the worker's code is all in core.pool.worker."""
+    main = sys.modules["__main__"]
+    with _MAIN_LOCK:
+        path = main.__dict__.pop("__file__", None)
+        try:
+            yield
+        finally:
+            if path is not None:
+                main.__file__ = path
+
+
+def context(method: str | None):
+    """forkserver where the platform has it (torch and core preloaded once, shared by every worker).
+
+    Workers' OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE, read
+    when torch loads, so set before the forkserver starts): with the server busy on the other core, a
+    spinning 2-thread training ran at 2.9 steps/s, a sleeping one at 11.6 (bench/README.md)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    method = method or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["core.pool.worker"])
+    return ctx
+
+
+def warm_up(ctx) -> None:
+    """Start the forkserver now (it imports torch and core once), so the first Train press does not
+    wait for it. Nothing to do for spawn."""
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def start(ctx, settings: TrainSettings, threads: int, name: str):
+    """Start `train` in a new daemon process of `ctx`; returns (process, the server's end of the Pipe)."""
+    parent, child = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=train, args=(child, settings, threads), daemon=True, name=name)
+    try:
+        with _main_script_hidden():
+            proc.start()
+    except BaseException:
+        parent.close()
+        raise
+    finally:
+        child.close()  # the worker holds its own copy; once it exits, the server's end reads end-of-file
+    return proc, parent
+
+
+class _Session:
+    """The worker's side of the Pipe: commands in, rows and progress out."""
+
+    def __init__(self, conn, trainer: Trainer):
+        self.conn, self.trainer = conn, trainer
+        self.strip, self.period = strip_tokens(trainer.task_cfg, trainer.model_cfg.vocab_size)
+        self.sent_rows = 0
+        self.t0: float | None = None
+        self.last_progress = 0.0
+        self.stop = False
+
+    def seconds(self) -> float:
+        return 0.0 if self.t0 is None else time.perf_counter() - self.t0
+
+    def read_commands(self) -> None:
+        while self.conn.poll():
+            command = self.conn.recv()  # EOFError when the server is gone
+            if command[0] == "stop":
+                self.stop = True
+            elif command[0] == "threads":
+                torch.set_num_threads(int(command[1]))
+
+    def send_frame(self) -> None:
+        """The heads' patterns now, on the film strip's sequence (no gradient, no random numbers)."""
+        model = self.trainer.model
+        was_training = model.training
+        patterns = frame_patterns(model.eval(), self.strip)
+        model.train(was_training)
+        if patterns is not None:
+            self.conn.send(("frame", self.trainer.step, patterns, self.period))
+
+    def send_news(self, force: bool = False) -> None:
+        rows = self.trainer.history
+        while self.sent_rows < len(rows):
+            self.conn.send(("row", rows[self.sent_rows]))
+            self.sent_rows += 1
+            if self.sent_rows == len(rows) and rows[-1]["step"] == self.trainer.step:
+                self.send_frame()
+        now = time.perf_counter()
+        if force or now - self.last_progress >= PROGRESS_EVERY:
+            self.conn.send(("progress", self.trainer.step, self.seconds(), torch.get_num_threads()))
+            self.last_progress = now
+
+
+def train(conn, settings: TrainSettings, threads: int) -> None:
+    """The worker's main function: train `settings` until done, stopped or diverged (see the module
+    docstring for the messages)."""
+    try:
+        torch.set_num_threads(max(1, int(threads)))
+        trainer = Trainer(*settings.configs())
+        session = _Session(conn, trainer)
+        conn.send(("started", os.getpid()))
+        session.send_news(force=True)
+        status = _loop(session)
+        session.send_news(force=True)
+        data = final_checkpoint(trainer) if status in ("finished", "stopped") else None
+        conn.send(("done", status, trainer.step, session.seconds(), data))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the server went away: nobody to report to
+    except Exception as e:  # noqa: BLE001 -- any failure becomes one sentence for the student
+        with suppress(OSError, EOFError):
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def _loop(session: _Session) -> str:
+    trainer = session.trainer
+    while True:
+        session.read_commands()
+        if session.stop:
+            return "stopped" if trainer.step > 0 else "cancelled"
+        if trainer.done:
+            return "finished"
+        if session.t0 is None:
+            session.t0 = time.perf_counter()
+        trainer.run(1)
+        session.send_news()
+        if not math.isfinite(trainer.last_loss) or not math.isfinite(trainer.history[-1].get("loss_later_copies", 0.0)):
+            return "diverged"  # every step's training loss, not only the logged rows: NaN weights cannot be kept

@@ -1,0 +1,254 @@
+"""Predict-then-reveal questions: each answer is computed from the picked model's own numbers (the
+same frames and dicts the pages draw), never typed in, so a question works on any model. When the
+numbers give no clear answer (no induction head in a one-block model, two heads within noise of
+each other) the Question has answer None and `why` says so instead of asking.
+
+Heads are written 1-based as "block.head" here, as on screen.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it"
+CLEAR_GAP = 0.05  # the right option must beat the runner-up by at least this much
+
+
+@dataclass
+class Question:
+    key: str  # stable id (the widget key on the page)
+    prompt: str
+    options: list[str]
+    answer: str | None  # None: no clear answer for this model; `why` says why
+    why: str  # the measured reason, shown after answering
+
+
+def is_right(q: Question, given: str | None) -> bool:
+    return q.answer is not None and given == q.answer
+
+
+def no_answer(key: str, prompt: str, why: str) -> Question:
+    return Question(key, prompt, [], None, why)
+
+
+def top_two(values: dict[str, float]) -> tuple[str, float, float]:
+    """(best key, its value, runner-up value) of finite values."""
+    ranked = sorted(((v, k) for k, v in values.items() if v == v), reverse=True)
+    best_v, best = ranked[0]
+    return best, best_v, ranked[1][0] if len(ranked) > 1 else -math.inf
+
+
+def previous_token_head(scores: pd.DataFrame) -> Question:
+    """scores: one row per head with 1-based block, head and prev_token (core.reading.analysis SequenceView.scores)."""
+    prompt = "Which head is the previous-token head, the one that looks one position back?"
+    if "prev_token" not in scores.columns or scores.empty:
+        return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
+    vals = {f"{int(r.block)}.{int(r.head)}": float(r.prev_token) for r in scores.itertuples()}
+    best, v, second = top_two(vals)
+    if v < CLEAR_SCORE or v - second < CLEAR_GAP:
+        return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
+                                       f"next {second:.2f}), so there is no clear answer for this model.")
+    return Question("q_prev", prompt, list(vals), best,
+                    f"Head {best} puts {v:.2f} of its attention on the previous position on average; the next "
+                    f"highest head puts {second:.2f}.")
+
+
+def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period: int | None,
+                     n_layers: int) -> Question:
+    """Where does the strongest induction head attend at one query of the sequence on screen?
+    pattern_of(layer0, head0) -> [T, T] numpy pattern of that sequence; labels: its token labels.
+    The strongest head is ranked by induction_any (attention to the token after any earlier copy, as
+    the home page ranks it) where the frame has it, else by induction (latest copy)."""
+    prompt = "At the query below, where will the strongest induction head put most of its attention?"
+    if n_layers < 2:
+        return no_answer("q_ind", prompt, "This model has one block, so no head can read what another head wrote: "
+                                      "there is no induction head and no induction target to predict.")
+    col = "induction_any" if "induction_any" in scores.columns else "induction"
+    if not period or col not in scores.columns:
+        return no_answer("q_ind", prompt, "The induction target needs the period: pick a sampled task sequence.")
+    row = scores.loc[scores[col].idxmax()]
+    if float(row[col]) < CLEAR_SCORE:
+        return no_answer("q_ind", prompt, f"No head attends to the induction target reliably (best score "
+                                      f"{float(row[col]):.2f}), so there is no clear answer.")
+    block, head = int(row["block"]), int(row["head"])
+    label, i = f"{block}.{head}", min(period + period // 2, len(labels) - 1)
+    attn = pattern_of(block - 1, head - 1)[i]
+    opts = {f"position {i - 1}: the previous token": i - 1,
+            f"position {i + 1 - period}: the token after the earlier copy of this token": i + 1 - period,
+            f"position {i - period}: the earlier copy of this token itself": i - period,
+            "position 0: the first token": 0}
+    best, v, second = top_two({k: float(attn[j]) for k, j in opts.items()})
+    prompt = (f"Head {label} has the highest induction score ({col}). At query position {i} (token '{labels[i]}', "
+              f"period {period}), where does it put most of its attention?")
+    if v - second < CLEAR_GAP:
+        return no_answer("q_ind", prompt, "Here the head splits its attention between these places, so there is no "
+                                      "clear answer on this sequence.")
+    return Question("q_ind", prompt, list(opts), best, f"Head {label} puts {v:.2f} of this row's attention at "
+                    f"{best.split(':')[0]}; the next of these places gets {second:.2f}.")
+
+
+def top_copier(table: pd.DataFrame) -> Question:
+    """table: core.reading.analysis.copying_table_view (block, head from 1 or "all", ov_diag_top1)."""
+    prompt = "Which head's OV circuit copies most: for the most tokens, raises that same token's logit most?"
+    heads = table[table["head"] != "all"]
+    vals = {f"{int(r.block)}.{int(r.head)}": float(r.ov_diag_top1) for r in heads.itertuples()}
+    best, v, second = top_two(vals)
+    if v - second < CLEAR_GAP:
+        return no_answer("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
+    return Question("q_copy", prompt, list(vals), best,
+                    f"Head {best}: the diagonal is on top in {v:.0%} of rows; the runner-up reaches {second:.0%}.")
+
+
+def ablation_compare(grid: pd.DataFrame) -> Question:
+    """grid: core.reading.analysis.ablation_grid_view. Compares the head whose ablation hurts most with the
+    head whose ablation hurts least, listed in label order so the answer is not always 'more'."""
+    prompt = "Will ablating the first head below hurt the later-copy loss more or less than the second?"
+    d = {f"{int(r.block)}.{int(r.head)}": float(r.loss_later_delta) for r in grid.itertuples()}
+    if len(d) < 2:
+        return no_answer("q_abl", prompt, "This model has a single head: there is nothing to compare.")
+    hi, lo = max(d, key=d.get), min(d, key=d.get)
+    if d[hi] - d[lo] < CLEAR_GAP:
+        return no_answer("q_abl", prompt,
+                     "No head's ablation changes the loss by much more than another's: no clear answer.")
+    a, b = sorted([hi, lo])
+    prompt = f"Will zero-ablating head {a} raise the later-copy loss more or less than zero-ablating head {b}?"
+    answer = "more" if d[a] > d[b] else "less"
+    return Question("q_abl", prompt, ["more", "less"], answer,
+                    f"Ablating {a} changes the later-copy loss by {d[a]:+.3f} nats, ablating {b} by {d[b]:+.3f}.")
+
+
+def biggest_path(labels: list[str], values: list[float]) -> Question:
+    """Which path carries most of one logit (core.reading.paths.logit_contributions)?"""
+    prompt = "Which path contributes most to this logit?"
+    vals = dict(zip(labels, values))
+    best, v, second = top_two(vals)
+    if v <= 0 or v - second < max(CLEAR_GAP, 0.1 * abs(v)):
+        return no_answer("q_path", prompt, f"No path stands out for this prediction (largest {v:+.2f}, next "
+                                       f"{second:+.2f}): pick another position.")
+    return Question("q_path", prompt, list(vals), best, f"Path {best} adds {v:+.2f} to the centered logit; the "
+                    f"next largest adds {second:+.2f}.")
+
+
+def k_composition_partner(k_scores, head: int) -> Question:
+    """k_scores [block-1 heads, block-2 heads] (core.reading.composition.composition_matrix(model, "K"))."""
+    prompt = f"Which block-1 head does head 2.{head + 1}'s keys read most (K-composition)?"
+    vals = {f"1.{w + 1}": float(k_scores[w, head]) for w in range(k_scores.shape[0])}
+    best, v, second = top_two(vals)
+    if v < 1.2 * second:
+        return no_answer("q_kcomp", prompt,
+                     f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
+    return Question("q_kcomp", prompt, list(vals), best,
+                    f"Head {best}'s K-composition score with 2.{head + 1} is {v:.3f}; the runner-up's is {second:.3f}.")
+
+
+RESTART_OPTIONS = ["from the first token of the new pattern", "from the second token of its second copy",
+                   "never: it stays near chance"]
+
+
+def restart_recovery(summary: dict, chance: float) -> Question:
+    """summary: core.reading.restarts.restart_curve(...)["summary"]."""
+    prompt = "After the sequence switches to a fresh pattern, from when does the model predict it right again?"
+    first, known, rest = summary["first_copy"], summary["first_predictable"], summary["rest"]
+    if first >= CLEAR_SCORE:
+        answer = RESTART_OPTIONS[0]
+    elif rest >= CLEAR_SCORE and known >= CLEAR_SCORE / 2:
+        answer = RESTART_OPTIONS[1]
+    elif rest < 3 * chance + 0.05:
+        answer = RESTART_OPTIONS[2]
+    else:
+        return no_answer("q_restart", prompt,
+                         f"Its accuracy after a restart is in between ({rest:.2f}): no clear answer.")
+    return Question("q_restart", prompt, RESTART_OPTIONS, answer,
+                    f"Accuracy in the new pattern's first copy {first:.2f}, on the first token it could know "
+                    f"{known:.2f}, from there on {rest:.2f} (chance {chance:.3f}).")
+
+
+SWAP_OPTIONS = ["it stays as high as on fresh sequences", "it drops to about chance"]
+
+
+def swap_effect(check: dict, chance: float) -> Question:
+    """check: core.training.icl.in_context_check(...)."""
+    prompt = "Swap each sequence's first copy for another pattern. What happens to second-copy accuracy?"
+    fresh, swapped = check["fresh"]["acc_second"], check["swapped"]["acc_second"]
+    if fresh < CLEAR_SCORE:
+        return no_answer("q_swap", prompt, f"This model gets only {fresh:.2f} of second copies right even on intact "
+                                       "sequences, so there is little to lose: no clear answer.")
+    answer = SWAP_OPTIONS[1] if swapped < 3 * chance + 0.05 else SWAP_OPTIONS[0] if swapped > fresh - 0.1 else None
+    if answer is None:
+        return no_answer("q_swap", prompt, f"It falls part of the way ({fresh:.2f} to {swapped:.2f}): no clear answer.")
+    return Question("q_swap", prompt, SWAP_OPTIONS, answer,
+                    f"Second-copy accuracy {fresh:.3f} on fresh sequences, {swapped:.3f} with the first copy swapped "
+                    f"(chance {chance:.3f}).")
+
+
+def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) -> Question:
+    """table: core.archetypes.catalogue.detector_table; labels: detector -> display name."""
+    prompt = f"Which detector gives the {labels.get(archetype, archetype)} pattern its highest score on this prompt?"
+    rows = table[table["archetype"] == archetype]
+    vals = {labels.get(d, d): float(s) for d, s in zip(rows["detector"], rows["score"])}
+    if not any(v == v for v in vals.values()):
+        return no_answer("q_det", prompt, "No detector finds anything on this prompt.")
+    best, v, second = top_two(vals)
+    if v - second < CLEAR_GAP:
+        return no_answer("q_det", prompt,
+                         f"Two detectors tie ({v:.2f} and {second:.2f}) on this prompt: no clear answer.")
+    return Question("q_det", prompt, list(vals), best,
+                    f"The {best} detector scores it {v:.2f}; the next one {second:.2f}.")
+
+
+def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, str]) -> Question:
+    """best: core.archetypes.head_matches.best_matches; asks about one head (0-based layer, head)."""
+    prompt = f"Which archetype does block {layer + 1} · head {head + 1} fit best on this prompt?"
+    row = best[(best["layer"] == layer) & (best["head"] == head)]
+    if row.empty or not bool(row.iloc[0]["matches"]):
+        return no_answer("q_arch", prompt, "This head fits no archetype clearly on this prompt: no clear answer.")
+    r = row.iloc[0]
+    options = list(dict.fromkeys(labels.values()))
+    return Question("q_arch", prompt, options, labels[r["best"]],
+                    f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores "
+                    f"{r['uniform']:.2f} there.")
+
+
+
+LOOKUP_OPTIONS = ["well below it: the model reads the earlier copy", "about the same: it cannot use the context",
+                  "above it"]
+
+
+def later_vs_first(metrics: dict) -> Question:
+    """metrics: the picked model's copy metrics (core.training.overview). Later-copy loss against first-copy
+    loss: at least 0.5 nats lower is "well below", within 0.2 "about the same", 0.2 higher "above"."""
+    prompt = "Compared with its loss on the first copy, where will this model's loss on the later copies be?"
+    first, later = metrics.get("loss_first_copy"), metrics.get("loss_later_copies")
+    if first is None or later is None or first != first or later != later:
+        return no_answer("q_lookup", prompt, "This task has no first-copy targets (period 1): nothing to compare.")
+    gap = first - later
+    answer = (LOOKUP_OPTIONS[0] if gap >= 0.5 else LOOKUP_OPTIONS[1] if abs(gap) <= 0.2
+              else LOOKUP_OPTIONS[2] if gap <= -0.2 else None)
+    why = f"First-copy loss {first:.2f} nats, later-copy loss {later:.2f} ({-gap:+.2f})."
+    if answer is None:
+        return no_answer("q_lookup", prompt, why + " A small difference either way: no clear answer.")
+    return Question("q_lookup", prompt, LOOKUP_OPTIONS, answer, why)
+
+
+COUNT_OPTIONS = ["none", "1", "2", "3", "4 or more"]
+
+
+def induction_head_count(heads: pd.DataFrame) -> Question:
+    """heads: core.training.overview's table (block, head from 1, induction_any). How many heads put at least
+    CLEAR_SCORE of their attention on the token after an earlier copy of the current one? No clear
+    answer when a head is within CLEAR_GAP of that line."""
+    prompt = (f"How many of this model's heads put at least {CLEAR_SCORE:g} of their attention on the token after "
+              "an earlier copy of the current one?")
+    if heads.empty or "induction_any" not in heads.columns:
+        return no_answer("q_count", prompt, "This model has no heads: none can, and there is nothing to count.")
+    vals = {f"{int(r.block)}.{int(r.head)}": float(r.induction_any) for r in heads.itertuples()}
+    near = [k for k, v in vals.items() if abs(v - CLEAR_SCORE) < CLEAR_GAP]
+    listed = ", ".join(f"{k} {v:.2f}" for k, v in vals.items())
+    if near:
+        return no_answer("q_count", prompt, f"Head {near[0]} sits at the line ({vals[near[0]]:.2f}): no clear "
+                                            f"answer for this model. Scores: {listed}.")
+    n = sum(v >= CLEAR_SCORE for v in vals.values())
+    return Question("q_count", prompt, COUNT_OPTIONS, COUNT_OPTIONS[min(n, 4)], f"Induction scores (any earlier "
+                    f"copy): {listed}.")

@@ -1,0 +1,211 @@
+"""Page-sized analyses: each call runs the model once or a few times and returns plain numpy arrays and
+pandas frames (no tensors), so a page can cache the result and draw it without importing torch.
+
+In every frame returned here `block` and `head` are counted from 1, as the UI labels them
+(core.reading.heads / core.reading.circuits keep the 0-based `layer` and `head` of the JSON report).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from core.model import symbols
+from core.model.task import TaskConfig
+from core.model.tinycharlm import TinyCharLM
+from core.reading import ablation, attention, circuits, composition, copying, heads, probes
+from core.reading.detectors import DETECTORS, detector_scores
+
+EVAL_SEQS = 32  # evaluation batch of the ablation views (about 2,300 later-copy targets)
+SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
+DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
+
+
+def _one_based(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop `layer`, count `head` from 1 (block already is)."""
+    out = df.drop(columns=[c for c in ("layer",) if c in df.columns]).copy()
+    if "head" in out.columns:
+        out["head"] = out["head"].map(lambda h: h + 1 if isinstance(h, (int, np.integer)) else h)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention page
+
+
+@dataclass
+class SequenceView:
+    """One sequence through the model, and the scores of its heads.
+
+    tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
+    [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
+    position; scores: one row per head (block, head from 1) with the period scores (task sequences
+    only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets:
+    tidy offset-mass profile
+    (block, head, offset, mass) over the same sequences.
+    """
+
+    tokens: list[int]
+    labels: list[str]
+    period: int | None
+    raw: np.ndarray
+    weighted: np.ndarray
+    predicted: list[str]
+    scores: pd.DataFrame
+    offsets: pd.DataFrame
+    n_seqs: int
+
+
+def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
+    """Detector scores per head averaged over sequences: patterns[l] [B, H, T, T], tokens [B, T]."""
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        scores = {d: s.mean(0) for d, s in detector_scores(pattern, tokens[:, None, :]).items()}  # [H] each
+        for h in range(pattern.shape[1]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{DETECTOR_PREFIX + d: float(scores[d][h]) for d in DETECTORS}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *(DETECTOR_PREFIX + d for d in DETECTORS)])
+
+
+@torch.no_grad()
+def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor | None) -> SequenceView:
+    cap = attention.capture(model, tokens, periods)
+    scores = _detector_means(cap.pattern, cap.tokens)
+    if periods is not None:
+        scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["layer", "block", "head"])
+    first = cap.tokens[0]
+    raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
+    weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
+    return SequenceView(
+        tokens=first.tolist(), labels=symbols.token_labels(first),
+        period=None if periods is None else int(periods[0]),
+        raw=raw.numpy(), weighted=weighted.numpy(),
+        predicted=symbols.token_labels(cap.logits[0].argmax(-1)),
+        scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
+
+
+def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0,
+                       n_seqs: int = SCORE_SEQS) -> SequenceView:
+    """n_seqs task sequences at one period (the first is the one shown)."""
+    lo, hi = probes.probe_periods(task)
+    if not lo <= period <= hi:
+        raise ValueError(f"period must be between {lo} and {hi} so that a second copy fits in {task.seq_len} tokens.")
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, n_seqs, period=period, seed=seed)
+    return _sequence_view(model, tokens, periods)
+
+
+def text_view(model: TinyCharLM, text: str) -> SequenceView:
+    """A typed sequence (see core.model.symbols.ALPHABET); raises symbols.InputProblem with a message on bad input."""
+    return _sequence_view(model, torch.tensor([symbols.encode_text(text, model.cfg.vocab_size, min_len=2)]), None)
+
+
+def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
+    """The period-shift probe at one period: {"metrics", "mass": frame (block, head, offset, mass,
+    role)} with role "period - 1" for offset period-1 and "trained offset" for each training L-1."""
+    trained = probes.training_offsets(task)
+    shown = sorted({trained[0], trained[-1]})
+    out = probes.period_probe(model, task, period, offsets=shown, n_seqs=n_seqs)
+    mass = _one_based(out["offset_mass"])
+    mass["role"] = np.where(mass["offset"] == period - 1, "probe period − 1 (induction target)",
+                            "training period − 1 (fixed-offset rule)")
+    return {"metrics": out["metrics"], "mass": mass}
+
+
+def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4) -> pd.DataFrame:
+    """Accuracy and loss at every probe period (core.reading.probes.period_sweep)."""
+    return probes.period_sweep(model, task, n_seqs=n_seqs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Circuits page
+
+
+@torch.no_grad()
+def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int, seed: int = 0) -> dict:
+    """Everything the Circuits page shows about one head, as numpy.
+
+    qk, ov [D, D]; qk_s, ov_s [D] singular values (padded with exact zeros past d_head); qk_rank,
+    ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
+    offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
+    of the block's summed heads; copy_effective, block_copy_effective: the same with rows read from
+    the effective embedding, each earlier head weighted by its self-attention measured on the same
+    32 sequences (self_attention [layer][head]); copy_uncentred: the head's eigenvalue score without
+    centring; d_head, vocab.
+    """
+    qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
+    resid = model.W_E[tokens]
+    for block in model.blocks[:layer]:
+        resid = block(resid)
+    T = task.seq_len
+    q, k = circuits.head_qk_vectors(model, layer, head, resid=resid, source="mean")
+    profile = {"average query and key": circuits.rotary_profile(q, k, T, model.cfg.rope_base).numpy()}
+    if model.cfg.bias:
+        qb, kb = circuits.head_qk_vectors(model, layer, head, source="bias")
+        profile["biases b_Q, b_K only"] = circuits.rotary_profile(qb, kb, T, model.cfg.rope_base).numpy()
+    C = copying.ov_copying_matrix(model, layer, head)
+    block_copy = copying.copying_scores(copying.ov_copying_matrix(model, layer, None))
+    copy = copying.copying_scores(C)
+    if layer:  # block 1 reads W_E itself: the effective scores are the plain ones
+        copy_eff = copying.copying_scores(copying.ov_copying_matrix(model, layer, head, True, self_attn))
+        block_eff = copying.copying_scores(copying.ov_copying_matrix(model, layer, None, True, self_attn))
+    else:
+        copy_eff, block_eff = copy, block_copy
+    return {
+        "qk": qk_f.AB.numpy(), "ov": ov_f.AB.numpy(),
+        "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
+        "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
+        "C": C.numpy(), "copy": copy, "block_copy": block_copy,
+        "copy_effective": copy_eff, "block_copy_effective": block_eff, "self_attention": self_attn,
+        "copy_uncentred": copying.ov_copying_eig(C, centred=False),
+        "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
+    }
+
+
+def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:
+    """ov_copying_table with block and head from 1 (head "all" for a block's sum); with a task, the
+    effective columns weight each earlier head by its self-attention measured on 32 sequences."""
+    self_attn = None
+    if task is not None and model.cfg.n_layers > 1:
+        tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+        self_attn = copying.measured_self_attention(model, tokens, periods)
+    return _one_based(copying.ov_copying_table(model, self_attn))
+
+
+def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
+    """(scores, baseline): rows {kind, writer, reader, score, baseline, ratio} with heads labelled
+    'block.head', and the random-matrix baseline per kind."""
+    df = composition.composition_table(model)
+    base = composition.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
+    out = pd.DataFrame({
+        "kind": df["kind"],
+        "writer": [symbols.head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
+        "reader": [symbols.head_label(l, h) for l, h in zip(df.reader_layer, df.reader_head)],
+        "score": df["score"],
+    })
+    out["baseline"] = out["kind"].map(base)
+    out["ratio"] = out["score"] / out["baseline"]
+    return out, base
+
+
+def _ablation_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
+    """The ablation views' task sequences (seed 0 by default; not the trainer's eval_batch)."""
+    return attention.task_sequences(task, model.cfg.vocab_size, n_seqs, seed=seed)
+
+
+def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str],
+                  n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
+    """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
+    spec = {symbols.parse_head_label(k): mode for k, mode in heads_ablated.items()}
+    return ablation.compare_ablation(model, tokens, periods, spec)
+
+
+def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
+                       seed: int = 0) -> pd.DataFrame:
+    """Each head ablated alone: block, head (from 1), loss_later_delta, acc_later_delta."""
+    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
+    return _one_based(ablation.ablation_table(model, tokens, periods, mode))

@@ -1,0 +1,125 @@
+"""Head scores from attention patterns (docs/DESIGN.md "Metrics").
+
+Every score averages one entry per (sequence, query position) over the batch and the query
+positions the definition names; a pattern is [B, H, T, T] with query i on axis -2, key j on -1.
+
+- prev_token: A[i, i-1] over i >= 1          - induction: A[i, i+1-L] over i >= L (latest copy)
+- induction_any: sum_k A[i, i+1-kL] over every earlier copy k >= 1, averaged over i >= L
+- duplicate: A[i, i-L] over i >= L           - first_token: A[i, 0] over i >= 1
+- self: A[i, i] over i >= 1 (query 0 has nowhere else to look: A[0, 0] = 1 always)
+- offset_mass[k]: A[i, i-k] over i >= k
+"""
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from core.reading.detectors import DETECTORS, detector_scores
+
+PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")
+
+
+def _diagonal_mean(pattern: torch.Tensor, back: torch.Tensor, first_query: torch.Tensor) -> torch.Tensor:
+    """Mean of A[i, i - back[b]] over queries i >= first_query[b].
+
+    pattern [B, H, T, T]; back, first_query [B] (long). Returns [H]; NaN where no query qualifies.
+    """
+    B, H, T, _ = pattern.shape
+    i = torch.arange(T)[None, :]  # [1, T]
+    j = i - back[:, None]  # [B, T]
+    valid = (i >= first_query[:, None]) & (j >= 0) & (j <= i)
+    values = pattern.gather(-1, j.clamp(0, T - 1)[:, None, :, None].expand(B, H, T, 1)).squeeze(-1)  # [B, H, T]
+    weights = valid[:, None, :].float()
+    return (values * weights).sum((0, 2)) / weights.sum((0, 2))
+
+
+def induction_any(pattern: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Mean over queries i >= L of sum_k A[i, i+1-kL] over every earlier copy k >= 1 with
+    i+1-kL >= 0: the attention on the token after *any* earlier occurrence (what TransformerLens's
+    induction detector and Olsson et al. count). pattern [B, H, T, T], periods [B] -> [H]."""
+    T = pattern.shape[-1]
+    L = periods.long()[:, None, None]  # [B, 1, 1]
+    i = torch.arange(T)[None, :, None]
+    j = torch.arange(T)[None, None, :]
+    back = i + 1 - j  # = kL for the token after the k-th copy back
+    mask = (i >= L) & (back >= L) & (back % L == 0)  # [B, T, T]; back >= L implies j <= i
+    per_query = (pattern * mask[:, None].to(pattern.dtype)).sum(-1)  # [B, H, T]
+    rows = (i[..., 0] >= L[..., 0]).to(pattern.dtype)[:, None, :]  # [B, 1, T]
+    return (per_query * rows).sum((0, 2)) / rows.sum((0, 2))  # NaN where no query qualifies, as the others
+
+
+def head_scores(pattern: torch.Tensor, periods: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-head scores of one block: pattern [B, H, T, T], periods [B] -> {name: [H]}.
+
+    prev_token: A[i, i-1], i >= 1.   induction: A[i, i+1-L], i >= L.   induction_any: see below.
+    duplicate: A[i, i-L], i >= L.    first_token: A[i, 0], i >= 1.     self: A[i, i], i >= 1.
+    """
+    B = pattern.shape[0]
+    ones = torch.ones(B, dtype=torch.long)
+    zeros = torch.zeros(B, dtype=torch.long)
+    L = periods.long()
+    T = pattern.shape[-1]
+    first_col = pattern[..., 1:, 0].mean((0, 2)) if T > 1 else torch.full(pattern.shape[1:2], float("nan"))
+    return {
+        "prev_token": _diagonal_mean(pattern, ones, ones),
+        "induction": _diagonal_mean(pattern, L - 1, L),
+        "induction_any": induction_any(pattern, L),
+        "duplicate": _diagonal_mean(pattern, L, L),
+        "first_token": first_col,
+        "self": _diagonal_mean(pattern, zeros, ones),
+    }
+
+
+def offset_mass(pattern: torch.Tensor, k: int) -> torch.Tensor:
+    """Mean A[i, i-k] over queries i >= k: pattern [B, H, T, T] -> [H]."""
+    B = pattern.shape[0]
+    kk = torch.full((B,), k, dtype=torch.long)
+    return _diagonal_mean(pattern, kk, kk)
+
+
+def offset_profile(pattern: torch.Tensor) -> torch.Tensor:
+    """offset_mass for every offset k = 0..T-1 at once: pattern [B, H, T, T] -> [H, T]."""
+    T = pattern.shape[-1]
+    return torch.stack([pattern.diagonal(-k, dim1=-2, dim2=-1).mean((0, 2)) for k in range(T)], -1)
+
+
+def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.DataFrame:
+    """One row per head: layer (0-based), block (1-based), head, and every period score.
+
+    patterns[l] [B, H, T, T] for each block; periods [B].
+    """
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        scores = head_scores(pattern, periods)
+        for h in range(pattern.shape[1]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{name: float(scores[name][h]) for name in PERIOD_SCORES}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *PERIOD_SCORES])
+
+
+def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
+    """One row per head: the token-based detector scores (core.reading.detectors) on one sequence.
+
+    patterns[l] [H, T, T] or [1, H, T, T]; tokens [T] or [1, T].
+    """
+    tokens = tokens.reshape(-1)
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        pattern = pattern.reshape(-1, *pattern.shape[-2:])  # [H, T, T]
+        scores = detector_scores(pattern, tokens)
+        for h in range(pattern.shape[0]):
+            rows.append({"layer": layer, "block": layer + 1, "head": h,
+                         **{name: float(scores[name][h]) for name in DETECTORS}})
+    return pd.DataFrame(rows, columns=["layer", "block", "head", *DETECTORS])
+
+
+def offset_table(patterns: list[torch.Tensor], max_offset: int | None = None) -> pd.DataFrame:
+    """Tidy offset-mass profile: rows {layer, block, head, offset, mass} for offsets 0..max_offset."""
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        prof = offset_profile(pattern)
+        K = prof.shape[1] if max_offset is None else min(prof.shape[1], max_offset + 1)
+        for h in range(prof.shape[0]):
+            for k in range(K):
+                rows.append((layer, layer + 1, h, k, float(prof[h, k])))
+    return pd.DataFrame(rows, columns=["layer", "block", "head", "offset", "mass"])

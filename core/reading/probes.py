@@ -1,0 +1,75 @@
+"""The period-shift probe: evaluate a model on sequences of one fixed period, which may differ from
+the periods it was trained on, and see where its heads put their attention.
+
+A model that learned a content-based lookup (an induction circuit) keeps working when the period
+moves; one that learned "copy the token k positions back" fails as soon as the period is not k + 1,
+and its heads keep their mass at the old offset.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from core.model.metrics import copy_metrics
+from core.model.task import TaskConfig, sample_batch
+from core.model.tinycharlm import TinyCharLM
+from core.reading.heads import offset_mass
+
+
+def probe_periods(task: TaskConfig) -> tuple[int, int]:
+    """The probe periods that leave a complete second copy: 2 .. seq_len // 2."""
+    return 2, task.seq_len // 2
+
+
+def training_offsets(task: TaskConfig) -> list[int]:
+    """Offsets L - 1 a fixed-offset rule would have used on the training periods."""
+    return [L - 1 for L in range(task.period_min, task.period_max + 1)]
+
+
+@torch.no_grad()
+def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list[int] | tuple = (),
+                 n_seqs: int = 64, seed: int = 0) -> dict:
+    """Evaluate at one fixed `period`.
+
+    Returns {"period", "metrics": copy metrics, "offset_mass": DataFrame rows {layer, block, head,
+    offset, mass}} for offset period - 1 (where an induction head should look) and every offset in
+    `offsets` (e.g. the training period minus one).
+    """
+    lo, hi = probe_periods(task)
+    if not lo <= period <= hi:
+        raise ValueError(f"probe period must be between {lo} and {hi} (two full copies in {task.seq_len} tokens).")
+    g = torch.Generator().manual_seed(seed)
+    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
+    logits, cache = model.run_with_cache(tokens)
+    ks = sorted({period - 1, *(int(k) for k in offsets)})
+    rows = []
+    for layer, pattern in enumerate(cache["pattern"]):
+        for k in ks:
+            mass = offset_mass(pattern, k) if k < task.seq_len else torch.full((model.cfg.n_heads,), float("nan"))
+            for h in range(model.cfg.n_heads):
+                rows.append((layer, layer + 1, h, k, float(mass[h])))
+    return {"period": period, "metrics": copy_metrics(logits, tokens, periods),
+            "offset_mass": pd.DataFrame(rows, columns=["layer", "block", "head", "offset", "mass"])}
+
+
+@torch.no_grad()
+def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None = None,
+                 n_seqs: int = 16, seed: int = 0, chunk: int = 256) -> pd.DataFrame:
+    """Copy metrics at each fixed probe period (default: every period the task length allows).
+
+    Rows {period, trained (bool: inside the training range), loss_second_copy, acc_second_copy,
+    loss_later_copies, acc_later_copies}. All periods run in a few large batches.
+    """
+    lo, hi = probe_periods(task)
+    periods = list(range(lo, hi + 1)) if periods is None else list(periods)
+    batches = [sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed + P),
+                            period=P) for P in periods]
+    tokens = torch.cat([t for t, _ in batches])
+    logits = torch.cat([model(tokens[s:s + chunk]) for s in range(0, len(tokens), chunk)])
+    rows = []
+    for n, (P, (tok, per)) in enumerate(zip(periods, batches)):
+        m = copy_metrics(logits[n * n_seqs:(n + 1) * n_seqs], tok, per)
+        rows.append({"period": P, "trained": task.period_min <= P <= task.period_max,
+                     **{k: m[k] for k in ("loss_second_copy", "acc_second_copy", "loss_later_copies",
+                                           "acc_later_copies")}})
+    return pd.DataFrame(rows)

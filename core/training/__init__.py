@@ -1,0 +1,6 @@
+"""Training TinyCharLM: its config, initial weights, interventions and the Trainer; the named presets;
+the logged history as frames (live), the snapshot timeline and the transition across seeds; the
+in-context-learning checks, which replay the training stream; the Home page's overview.
+
+May import core.model and core.reading.
+"""

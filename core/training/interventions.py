@@ -1,0 +1,70 @@
+"""Experiments on the training itself (in the spirit of Singh et al., 2024, who clamp parts of the
+induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off.
+
+- hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
+  (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
+  W_Q and W_K get no gradient. TinyCharLM has rotary positions and no positional embedding, so no
+  setting of the weights gives exactly this pattern on every input: the hold is a change to the
+  forward pass during training (AttentionBlock.prev_head), not to the weights, and the saved model
+  does not carry it (its head h then attends wherever its untrained W_Q, W_K send it).
+- knockout_layer, knockout_head: that head's W_O starts at zero and its gradient is masked to zero
+  every step, so it writes nothing for the whole run (AdamW with a zero gradient and zero weights
+  leaves them zero). The knockout is in the weights, so the saved model keeps it.
+- Plain against enlarged initial embedding is embed_scale = 1, embed_shared = 0 (no new field).
+"""
+from __future__ import annotations
+
+import torch
+
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+
+
+def check_interventions(model_cfg: ModelConfig, train) -> None:
+    """ValueError (one sentence) when an experiment names a head the model does not have."""
+    H, L = model_cfg.n_heads, model_cfg.n_layers
+    if train.hold_prev_head != -1 and not (L >= 1 and 0 <= train.hold_prev_head < H):
+        raise ValueError(f"the held head 1.{train.hold_prev_head + 1} is not a head of block 1 of this model "
+                         f"({L} blocks of {H} heads).")
+    knock = (train.knockout_layer, train.knockout_head)
+    if knock != (-1, -1) and not (0 <= knock[0] < L and 0 <= knock[1] < H):
+        raise ValueError(f"the knocked-out head {knock[0] + 1}.{knock[1] + 1} is not in this model "
+                         f"({L} blocks of {H} heads).")
+    if knock[0] == 0 and knock[1] == train.hold_prev_head:
+        raise ValueError("the held head and the knocked-out head must differ.")
+
+
+@torch.no_grad()
+def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Parameter, torch.Tensor]]:
+    """Set up the experiments on a freshly initialised model; returns (parameter, gradient mask)
+    pairs the trainer multiplies into the gradients before every optimizer step."""
+    frozen = []
+    if train.hold_prev_head != -1:
+        model.blocks[0].prev_head = train.hold_prev_head
+    if train.knockout_layer != -1:
+        block, h = model.blocks[train.knockout_layer], train.knockout_head
+        block.W_O[h] = 0.0
+        mask = torch.ones_like(block.W_O)
+        mask[h] = 0.0
+        frozen.append((block.W_O, mask))
+    return frozen
+
+
+def release(model: TinyCharLM) -> TinyCharLM:
+    """The model as its weights alone compute it: any held pattern switched off (in place)."""
+    for block in model.blocks:
+        block.prev_head = None
+    return model
+
+
+def describe(train: dict | None, model_cfg: ModelConfig | None = None) -> str | None:
+    """One line naming the experiments in a train-settings dict (1-based heads), or None."""
+    if not train:
+        return None
+    parts = []
+    if train.get("hold_prev_head", -1) != -1:
+        parts.append(f"head 1.{train['hold_prev_head'] + 1} held as a previous-token head")
+    if train.get("knockout_layer", -1) != -1:
+        parts.append(f"head {train['knockout_layer'] + 1}.{train['knockout_head'] + 1} knocked out")
+    if train.get("embed_scale") == 1.0 and train.get("embed_shared") == 0.0:
+        parts.append("plain initial embedding")
+    return "; ".join(parts) or None

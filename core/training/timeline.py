@@ -1,0 +1,175 @@
+"""The training timeline of one run, from its snapshots (checkpoint format v2): the later-copy loss
+and Olsson et al.'s in-context-learning score at every snapshot, the loss at each position before
+and after the drop, and a film strip of two heads' patterns across the drop.
+
+Everything is measured on the fixed evaluation batch of the run's task (core.training.trainer.eval_batch).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.model.snapshots import snapshot_model
+from core.model.task import copy_masks
+from core.model.tinycharlm import TinyCharLM
+from core.training.trainer import eval_batch
+from core.training.transition import describe_curve
+
+EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL score compares
+FRAMES = 6
+CROP = 64  # the film strip shows the first CROP positions of one sequence
+
+
+def icl_positions(seq_len: int) -> tuple[int, int]:
+    """(early, late) predicted-token positions, pulled inside a short sequence."""
+    late = min(LATE, seq_len - 1)
+    return min(EARLY, late - 1), late
+
+
+@torch.no_grad()
+def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
+    """loss_later (nats), loss_by_position [T-1] (entry t-1: mean loss of predicting the token at
+    position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence."""
+    logits, cache = model.run_with_cache(tokens, per_head=False)
+    T = tokens.shape[1]
+    per = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
+                          reduction="none").view(tokens.shape[0], T - 1)
+    later = copy_masks(periods, T)["later"]
+    return {"loss_later": float(per[later].mean()), "loss_by_position": per.mean(0).numpy(),
+            "pattern0": torch.stack([p[0] for p in cache["pattern"]]).numpy() if cache["pattern"] else None}
+
+
+def timeline(model: TinyCharLM, info: dict) -> dict | None:
+    """The timeline of a model with snapshots (None without): steps (snapshots, then the final step),
+    loss_later, icl (loss at `late` minus loss at `early`), early, late, loss_by_position [n, T-1],
+    drop (core.training.transition.describe_curve of this curve), frames (FRAMES steps across the drop),
+    heads {"previous-token": (layer, head), "induction": (layer, head)} picked on the final model,
+    patterns {head name: [FRAMES, CROP, CROP]}, period (of the film strip's sequence)."""
+    snaps = info.get("snapshots") or []
+    if not snaps or model.cfg.n_layers == 0:
+        return None
+    task = info["task"]
+    tokens, periods = eval_batch(task, model.cfg.vocab_size)
+    final = (info.get("train") or {}).get("steps_done")
+    if not isinstance(final, int) and info.get("history"):
+        final = info["history"][-1].get("step")
+    if not isinstance(final, int) or final <= snaps[-1]["step"]:
+        return None  # the file does not say where its final weights sit on the timeline
+    models = [snapshot_model(model, s["state_dict"]) for s in snaps] + [model]
+    steps = [s["step"] for s in snaps] + [final]
+    i0 = strip_index(periods)  # the film strip's sequence goes first
+    tokens = torch.cat([tokens[i0:i0 + 1], tokens[:i0], tokens[i0 + 1:]])
+    periods = torch.cat([periods[i0:i0 + 1], periods[:i0], periods[i0 + 1:]])
+    rows = [measure_step(m.eval(), tokens, periods) for m in models]
+    loss = [r["loss_later"] for r in rows]
+    by_pos = np.stack([r["loss_by_position"] for r in rows])
+    early, late = icl_positions(tokens.shape[1])
+    icl = by_pos[:, late - 1] - by_pos[:, early - 1]
+    drop = describe_curve(steps, loss, model.cfg.vocab_size)
+    frames = frame_indices(steps, drop)
+    heads = pick_heads(info.get("history"), rows[-1]["pattern0"], int(periods[0]))
+    crop = min(CROP, tokens.shape[1])
+    patterns = {name: np.stack([rows[i]["pattern0"][lh[0], lh[1], :crop, :crop] for i in frames])
+                for name, lh in heads.items() if lh is not None}
+    return {"steps": steps, "loss_later": loss, "icl": icl.tolist(), "early": early, "late": late,
+            "loss_by_position": by_pos, "drop": drop, "frames": [steps[i] for i in frames], "heads": heads,
+            "patterns": patterns, "period": int(periods[0]), "tokens": tokens[0, :crop].tolist(),
+            "before_after": _before_after(steps, loss, drop)}
+
+
+def strip_index(periods: torch.Tensor) -> int:
+    """The film strip's sequence in an evaluation batch: the one with the shortest period, so its
+    first CROP positions hold the most copies."""
+    return int(torch.argmin(periods))
+
+
+def frame_indices(steps: list[int], drop: dict, n: int = FRAMES) -> list[int]:
+    """Indices into `steps` of up to n frames spread from 50 steps before the drop's start to 50 after
+    its end (describe_curve's drop), or over the whole run when it has not dropped."""
+    if drop["dropped"]:
+        lo, hi = max(drop["drop_start"] - 50, 0), min(drop["drop_end"] + 50, steps[-1])
+    else:
+        lo, hi = 0, steps[-1]
+    return sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in np.linspace(lo, hi, n)})
+
+
+# ---------------------------------------------------------------------------------------------
+# The film strip of a run still training: patterns the worker streams with each logged row
+
+
+MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] each: 64 KB for 2 blocks)
+
+
+def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
+    """([1, T], period): the film strip's sequence of the run's evaluation batch (as timeline() picks it)."""
+    tokens, periods = eval_batch(task, vocab_size)
+    i0 = strip_index(periods)
+    return tokens[i0:i0 + 1], int(periods[i0])
+
+
+@torch.no_grad()
+def frame_patterns(model: TinyCharLM, tokens: torch.Tensor) -> np.ndarray | None:
+    """[L, H, c, c] float16: every head's pattern on the first c = min(CROP, T) positions of tokens [1, T]
+    (None for a 0-block model)."""
+    _, cache = model.run_with_cache(tokens, per_head=False)
+    if not cache["pattern"]:
+        return None
+    c = min(CROP, tokens.shape[1])
+    return torch.stack([p[0, :, :c, :c] for p in cache["pattern"]]).to(torch.float16).numpy()
+
+
+def keep_frame(frames: list[tuple[int, np.ndarray]], step: int, patterns: np.ndarray,
+               cap: int = MAX_LIVE_FRAMES) -> list[tuple[int, np.ndarray]]:
+    """frames plus (step, patterns); past `cap`, every other older frame is dropped (the newest stays)."""
+    frames = frames + [(step, patterns)]
+    if len(frames) > cap:
+        frames = frames[:-1][::2] + frames[-1:]
+    return frames
+
+
+def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_size: int,
+               period: int) -> dict | None:
+    """The film strip of a run in progress, in the form charts draw timeline()'s: frames (steps),
+    heads, patterns {head name: [n, c, c]}, positions (c), drop, period; None before
+    the first frame or for a 0-block model. Heads are picked on the latest logged row; period is the
+    strip sequence's (strip_tokens)."""
+    if not frames or not history:
+        return None
+    steps = [s for s, _ in frames]
+    rows = {r["step"]: r for r in history}
+    curve = [(s, rows[s]["loss_later_copies"]) for s in steps if s in rows]
+    drop = describe_curve([s for s, _ in curve], [v for _, v in curve], vocab_size) if curve else {"dropped": False}
+    picked = frame_indices(steps, drop)
+    last = frames[-1][1]
+    heads = pick_heads([history[-1]], last.astype(np.float32), period)
+    patterns = {name: np.stack([frames[i][1][lh[0], lh[1]].astype(np.float32) for i in picked])
+                for name, lh in heads.items() if lh is not None}
+    return {"frames": [steps[i] for i in picked], "heads": heads, "patterns": patterns,
+            "positions": last.shape[-1], "drop": drop, "period": period}
+
+
+def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:
+    """{"previous-token": (0, h), "induction": (L-1, h) or None for one block}: the block-1 head with
+    the largest prev_token score and the last-block head with the largest induction score in the
+    run's last history row, or (without history) on `pattern` [L, H, T, T] of one sequence."""
+    L, H, T, _ = pattern.shape
+    last = (history or [{}])[-1]
+    if last.get("prev_token") and last.get("induction"):
+        prev, ind = last["prev_token"][0], last["induction"][L - 1]
+    else:
+        prev = [np.mean([pattern[0, h, i, i - 1] for i in range(1, T)]) for h in range(H)]
+        ind = [np.mean([pattern[L - 1, h, i, i + 1 - period] for i in range(period, T)]) for h in range(H)]
+    return {"previous-token": (0, int(np.argmax(prev))), "induction": (L - 1, int(np.argmax(ind))) if L >= 2 else None}
+
+
+def _before_after(steps: list[int], loss: list[float], drop: dict) -> tuple[int, int] | None:
+    """Indices of a snapshot on the plateau (the drop's start) and one after it (50 steps past the
+    drop's end, or the nearest snapshot to that), or None when the curve never dropped."""
+    if not drop["dropped"]:
+        return None
+    before = steps.index(drop["drop_start"])
+    target = drop["drop_end"] + 50
+    after = min(range(len(steps)), key=lambda i: (abs(steps[i] - target), i))
+    return before, max(after, steps.index(drop["drop_end"]))
+

@@ -1,0 +1,179 @@
+"""Command line: train TinyCharLM and write a checkpoint.
+
+    python -m core.train --preset variable-period-2block --out m.pt
+    python -m core.train --layers 2 --period-min 16 --period-max 32 --stop-at-loss 0.5 --out m.pt
+
+Flags given explicitly override the preset's values.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from core.model.checkpoints import save_checkpoint
+from core.model.cli import OneLineParser, UsageError
+from core.model.task import TaskConfig
+from core.model.tinycharlm import ModelConfig
+from core.training.config import TrainConfig
+from core.training.interventions import check_interventions
+from core.training.presets import PRESETS, get_preset
+from core.training.trainer import Trainer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m core.train", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--out", required=True, help="checkpoint file to write")
+    p.add_argument("--layers", type=int, help="number of attention blocks (0-6)")
+    p.add_argument("--period-min", type=int)
+    p.add_argument("--period-max", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None, help="q/k/v/o biases")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--stop-at-loss", type=float,
+                   help="stop once loss_later_copies on the fixed evaluation batch is below this")
+    p.add_argument("--hold-prev-head", metavar="1.H",
+                   help="experiment: hold block-1 head H's pattern on the previous position for the whole run")
+    p.add_argument("--knockout", metavar="B.H", help="experiment: head B.H writes nothing for the whole run")
+    p.add_argument("--plain-embedding", action="store_true",
+                   help="experiment: start from the plain embedding (embed_scale 1, embed_shared 0)")
+    p.add_argument("--manifest", help="also measure the checkpoint and record it in this manifest.json")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    return p
+
+
+def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
+    """Preset (or defaults) overridden by the explicit flags; raises ValueError for bad values."""
+    preset = get_preset(args.preset) if args.preset else None
+    model = preset.model if preset else ModelConfig()
+    task = preset.task if preset else TaskConfig()
+    train = preset.train if preset else TrainConfig()
+    model = dataclasses.replace(model, **{k: v for k, v in {"n_layers": args.layers, "bias": args.bias}.items()
+                                          if v is not None})
+    task = dataclasses.replace(task, **{k: v for k, v in {"period_min": args.period_min, "period_max": args.period_max,
+                                                          "seq_len": args.seq_len}.items() if v is not None})
+    train = dataclasses.replace(train, **{k: v for k, v in {"steps": args.steps, "lr": args.lr, "seed": args.seed,
+                                                            "batch_size": args.batch_size,
+                                                            "log_every": args.log_every}.items() if v is not None})
+    train = dataclasses.replace(train, **experiment_fields(args))
+    task.validate(model.vocab_size)
+    train.validate()
+    check_interventions(model, train)
+    return model, task, train
+
+
+def parse_head(text: str, flag: str) -> tuple[int, int]:
+    """'2.3' (1-based block.head) -> (1, 2) (0-based); ValueError naming the flag otherwise."""
+    try:
+        b, h = (int(x) for x in text.split("."))
+    except ValueError:
+        raise ValueError(f"{flag} takes a head as block.head, e.g. 1.2, got {text!r}.") from None
+    if b < 1 or h < 1:
+        raise ValueError(f"{flag} counts blocks and heads from 1, got {text!r}.")
+    return b - 1, h - 1
+
+
+def experiment_fields(args) -> dict:
+    """The TrainConfig fields set by --hold-prev-head, --knockout and --plain-embedding."""
+    out = {}
+    if args.hold_prev_head:
+        b, h = parse_head(args.hold_prev_head, "--hold-prev-head")
+        if b != 0:
+            raise ValueError("--hold-prev-head takes a head of block 1, e.g. 1.2.")
+        out["hold_prev_head"] = h
+    if args.knockout:
+        out["knockout_layer"], out["knockout_head"] = parse_head(args.knockout, "--knockout")
+    if args.plain_embedding:
+        out.update(embed_scale=1.0, embed_shared=0.0)
+    return out
+
+
+def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progress=False, preset=None) -> Trainer:
+    """Run a whole training and save it to `out`; returns the finished Trainer."""
+    trainer = Trainer(model_cfg, task_cfg, train_cfg)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=train_cfg.steps, unit="step", file=sys.stderr)
+    while not trainer.done:
+        n = trainer.run(train_cfg.log_every, stop_at_loss)
+        if bar is not None:
+            bar.update(n)
+            bar.set_postfix(later=f"{trainer.history[-1]['loss_later_copies']:.3f}")
+        if stop_at_loss is not None and trainer.reached(stop_at_loss):
+            break
+    if bar is not None:
+        bar.close()
+    fields = trainer.checkpoint_fields()
+    fields["train"]["preset"] = preset
+    fields["train"]["stop_at_loss"] = stop_at_loss
+    save_checkpoint(trainer.model, out, **fields)
+    return trainer
+
+
+def manifest_row(file: Path, command: str) -> dict:
+    """A manifest row for a written checkpoint: {file, preset, train, seed, command, model, task,
+    metrics}, the metrics measured on the file's model (core.training.presets.measure)."""
+    from core.model.checkpoints import read_checkpoint
+    from core.training.presets import PRESETS, measure
+
+    model, info = read_checkpoint(file)
+    train = dict(info["train"] or {})
+    preset = train.get("preset")
+    return {
+        "file": file.name,
+        "preset": preset,
+        "train": {k: v for k, v in train.items() if k not in ("seed", "preset")},
+        "seed": train.get("seed"),
+        "command": command,
+        "model": info["config"].to_dict(),
+        "task": info["task"].to_dict(),
+        "metrics": measure(model, info["task"], PRESETS.get(preset)),
+    }
+
+
+def update_manifest(manifest: Path, row: dict) -> None:
+    """Put `row` into the manifest file (replacing any row for the same file), presets in order."""
+    data = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    rows = [r for r in data.get("checkpoints", []) if r.get("file") != row["file"]] + [row]
+    order = {name: i for i, name in enumerate(_preset_names())}
+    rows.sort(key=lambda r: (order.get(r.get("preset"), len(order)), r["file"]))
+    data["checkpoints"] = rows
+    data["metrics_note"] = ("metrics: core.reading.report.build_report on the checkpoint's own task "
+                            "(n_seqs=256, seed=0); "
+                            "a probe such as period_24 evaluates every sequence at that one period.")
+    manifest.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def main(argv=None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    model_cfg, task_cfg, train_cfg = configs_from_args(args)
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise UsageError(f"the folder {out.parent} for --out does not exist.")
+    progress = not args.quiet and sys.stderr.isatty()
+    trainer = train_to_file(model_cfg, task_cfg, train_cfg, out, args.stop_at_loss, progress, args.preset)
+    if args.manifest:
+        manifest = Path(args.manifest)
+        command = "python -m core.train " + " ".join(shlex.quote(a) for a in raw)
+        update_manifest(manifest, manifest_row(out, command))
+    if not args.quiet:
+        last = trainer.history[-1]
+        print(f"trained {trainer.step} steps in {trainer.seconds:.1f} s: loss_first_copy "
+              f"{last['loss_first_copy']:.3f}, loss_later_copies {last['loss_later_copies']:.3f}, "
+              f"acc_later_copies {last['acc_later_copies']:.3f} -> {out}")
+    return 0

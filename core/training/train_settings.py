@@ -1,0 +1,88 @@
+"""What the Train page lets a student choose, turned into the configs a Trainer takes, and how many
+torch threads each running training gets."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from core.model.task import TaskConfig
+from core.model.tinycharlm import MAX_LAYERS, ModelConfig
+from core.training.config import TrainConfig
+from core.training.interventions import check_interventions
+from core.training.presets import DEFAULT_PRESET, get_preset
+
+UI_MAX_LAYERS = min(4, MAX_LAYERS)
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything the Train page lets a student choose."""
+    n_layers: int
+    period_min: int
+    period_max: int
+    seq_len: int
+    bias: bool
+    lr: float
+    batch_size: int
+    steps: int
+    seed: int
+    shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
+    hold_prev_head: int = -1  # training experiments (core.training.interventions), 0-based; -1 = off
+    knockout: tuple[int, int] = (-1, -1)  # (layer, head)
+
+    @classmethod
+    def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
+        p = get_preset(preset)
+        return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
+                   p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)
+
+    def configs(self, preset: str = DEFAULT_PRESET) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
+        """The preset's configs with this page's choices; raises ValueError saying what to change."""
+        p = get_preset(preset)
+        if not 0 <= self.n_layers <= UI_MAX_LAYERS:
+            raise ValueError(f"Depth must be between 0 and {UI_MAX_LAYERS} blocks, got {self.n_layers}.")
+        model = replace(p.model, n_layers=self.n_layers, bias=self.bias)
+        task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
+                       seq_len=self.seq_len).validate(model.vocab_size)
+        train = replace(p.train, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed)
+        if not self.shared_embedding:
+            train = replace(train, embed_scale=1.0, embed_shared=0.0)
+        train = replace(train, hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
+                        knockout_head=self.knockout[1])
+        check_interventions(model, train)
+        if getattr(train, "seq_len", 0):  # the preset trains on shorter sequences: keep that only if it fits
+            fits = 2 * task.period_max <= train.seq_len < task.seq_len
+            train = replace(train, seq_len=train.seq_len if fits else 0)
+        train.validate()
+        if self.steps < 1:
+            raise ValueError("Train for at least 1 step.")
+        return model, task, train
+
+    def problem(self) -> str | None:
+        """Why these settings cannot be trained (the configs' own message), or None."""
+        try:
+            self.configs()
+        except ValueError as e:
+            return str(e)
+        return None
+
+    def label(self) -> str:
+        bias = ", bias" if self.bias else ""
+        bias += "" if self.shared_embedding else ", plain init"
+        bias += f", head 1.{self.hold_prev_head + 1} held" if self.hold_prev_head != -1 else ""
+        bias += f", head {self.knockout[0] + 1}.{self.knockout[1] + 1} knocked out" if self.knockout[0] != -1 else ""
+        return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
+                f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
+
+
+def machine_cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def split_threads(running: int, cores: int | None = None) -> int:
+    """Torch threads for each of `running` trainings sharing `cores` (default: this machine's): the
+    cores split between them, at least 1 each. Two trainings with two threads each on two cores ran
+    about 5 times slower per step than with one thread each."""
+    cores = machine_cores() if cores is None else cores
+    return max(1, cores // max(1, running))

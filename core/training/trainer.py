@@ -1,0 +1,207 @@
+"""Training TinyCharLM on the repeated-sequence task, a chunk of steps at a time.
+
+A Trainer owns one model, its optimizer, its data generator and its history. `run(n)` does up to n
+whole steps and returns, so a page can redraw between chunks; stopping between chunks leaves the
+model at its last finished step. Seeded runs are deterministic on the CPU, and chunking does not
+change them: run(7) then run(13) gives exactly the model and history of run(20).
+
+Two kinds of evaluation, both on the fixed evaluation batch of the default task:
+- a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
+  induction_any score
+  (`evaluate`), one history row;
+- a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
+  forward pass. It runs every `check_every` steps, and on a step whose training batch already has
+  a later-copy loss within `check_margin` nats of X (that loss comes free with the step), at most once
+  per `check_gap` steps.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from core.model.metrics import copy_metrics
+from core.model.snapshots import SnapshotRecorder
+from core.model.task import TaskConfig, copy_masks, sample_batch
+from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.reading.heads import head_scores
+from core.training.config import TrainConfig
+from core.training.initial import initial_model
+from core.training.interventions import apply_interventions, check_interventions
+
+EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
+def eval_batch(task: TaskConfig, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
+               period: int | None = None):
+    """A fixed evaluation batch: (tokens [n, T], periods [n])."""
+    g = torch.Generator().manual_seed(seed)
+    return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
+
+
+def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dict):
+    """The exact stream of training batches a Trainer with these settings draws, step after step:
+    yields (tokens [batch_size, T_train], periods [batch_size]). T_train is train.train_task(task).seq_len."""
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig(
+        **{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
+    task = cfg.train_task(task)
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    while True:
+        yield sample_batch(task, cfg.batch_size, vocab_size, g)
+
+
+@torch.no_grad()
+def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
+    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
+    was_training = model.training
+    model.eval()
+    logits, cache = model.run_with_cache(tokens, per_head=False)
+    model.train(was_training)
+    row = copy_metrics(logits, tokens, periods)
+    scores = [head_scores(p, periods) for p in cache["pattern"]]
+    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
+    row["induction"] = [s["induction"].tolist() for s in scores]
+    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
+    return row
+
+
+class LaterCopyLoss:
+    """loss_later_copies of a model on one fixed batch, from the fused forward pass (no patterns)."""
+
+    def __init__(self, tokens: torch.Tensor, periods: torch.Tensor):
+        self.tokens, self.targets = tokens, tokens[:, 1:]
+        self.mask = copy_masks(periods, tokens.shape[1])["later"]
+        self.n = int(self.mask.sum())
+
+    @torch.no_grad()
+    def __call__(self, model: TinyCharLM) -> float:
+        logits = model(self.tokens)[:, :-1]
+        loss = F.cross_entropy(logits[self.mask], self.targets[self.mask], reduction="sum")
+        return float(loss) / max(self.n, 1)
+
+
+class Trainer:
+    """Holds one training run. history: one dict per logged step (see `evaluate`, plus step,
+    train_loss and seconds of training so far)."""
+
+    def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
+        self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
+        self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
+        self.train_task = train_cfg.train_task(task_cfg)
+        check_interventions(model_cfg, train_cfg)
+        self.model = initial_model(model_cfg, train_cfg)
+        self._frozen = apply_interventions(self.model, train_cfg)
+        self.model.train()
+        params = list(self.model.parameters())
+        self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
+                                           betas=(0.9, train_cfg.beta2), foreach=True) if params else None
+        self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
+        self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
+        self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
+        self.step = 0
+        self.seconds = 0.0
+        self.history: list[dict] = []
+        self.last_loss = math.nan
+        self.last_later_loss = math.nan  # the last training batch's later-copy loss
+        self.stop_checks: list[tuple[int, float]] = []  # (step, loss_later_copies) of each stop check
+        self.stopped_early = False
+        self.snapshots = SnapshotRecorder()  # weights every 10 steps, thinned (core.model.snapshots); no RNG
+        self._log()
+        self.snapshots.offer(0, self.model, math.nan)
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.cfg.steps
+
+    def lr_at(self, step: int) -> float:
+        c = self.cfg
+        if c.warmup_steps and step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        if c.schedule == "cosine" and c.steps > c.warmup_steps:
+            frac = (step - c.warmup_steps) / (c.steps - c.warmup_steps)
+            return c.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        start = max(c.steps - c.decay_steps, c.warmup_steps)
+        if c.decay_steps and step >= start and c.steps > start:
+            return c.lr * (1.0 - 0.9 * min((step - start) / (c.steps - start), 1.0))
+        return c.lr
+
+    def train_step(self) -> float:
+        """One optimizer step on a fresh batch; returns its mean training loss (nats).
+
+        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update)."""
+        tokens, periods = next(self.batches)
+        logits = self.model(tokens)
+        V = logits.shape[-1]
+        per_target = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1), reduction="none")
+        loss = per_target.mean()
+        if self.optimizer is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr_at(self.step)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            for param, mask in self._frozen:
+                param.grad.mul_(mask)
+            self.optimizer.step()
+        with torch.no_grad():
+            later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
+            self.last_later_loss = float(per_target.view(later.shape)[later].mean())
+        self.step += 1
+        return loss.item()
+
+    def _log(self) -> dict:
+        row = {"step": self.step, "train_loss": self.last_loss, "seconds": round(self.seconds, 3)}
+        row.update(evaluate(self.model, self.eval_tokens, self.eval_periods))
+        self.history.append(row)
+        return row
+
+    def check_loss(self) -> float:
+        """loss_later_copies on the fixed evaluation batch now (fused forward, no head scores)."""
+        was_training = self.model.training
+        self.model.eval()
+        value = self._stop_loss(self.model)
+        self.model.train(was_training)
+        self.stop_checks.append((self.step, value))
+        return value
+
+    def run(self, n_steps: int, stop_at_loss: float | None = None) -> int:
+        """Train up to n_steps more whole steps (never past cfg.steps); log every cfg.log_every steps.
+
+        With stop_at_loss, stops as soon as a stop check or a log finds loss_later_copies below it
+        (and logs that step). Returns steps done.
+        """
+        done = 0
+        while done < n_steps and not self.done:
+            t0 = time.perf_counter()
+            self.last_loss = self.train_step()
+            self.seconds += time.perf_counter() - t0
+            self.snapshots.offer(self.step, self.model, self.last_later_loss)
+            done += 1
+            logged = self.step % self.cfg.log_every == 0 or self.done
+            if stop_at_loss is not None and not logged and (
+                    self.step % self.cfg.check_every == 0 or self._near(stop_at_loss)):
+                if self.check_loss() < stop_at_loss:
+                    self._log()
+                    self.stopped_early = True
+                    break
+            if logged:
+                row = self._log()
+                if stop_at_loss is not None and row["loss_later_copies"] < stop_at_loss:
+                    self.stopped_early = True
+                    break
+        return done
+
+    def _near(self, stop_at_loss: float) -> bool:
+        """The last training batch's later-copy loss is within check_margin of the target, and the
+        last stop check is at least check_gap steps back."""
+        since = self.step - (self.stop_checks[-1][0] if self.stop_checks else 0)
+        return self.last_later_loss < stop_at_loss + self.cfg.check_margin and since >= self.cfg.check_gap
+
+    def reached(self, loss: float) -> bool:
+        """Whether the last logged loss_later_copies is below `loss`."""
+        return bool(self.history) and self.history[-1]["loss_later_copies"] < loss
+
+    def checkpoint_fields(self) -> dict:
+        """The task, train, history and snapshots entries for save_checkpoint."""
+        train = self.cfg.to_dict() | {"steps_done": self.step, "seconds": round(self.seconds, 3)}
+        return {"task": self.task_cfg, "train": train, "history": self.history,
+                "snapshots": self.snapshots.export(final_step=self.step)}
