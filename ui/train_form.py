@@ -93,11 +93,10 @@ def experiment_widgets(saved: dict) -> None:
         st.caption(
             "In the spirit of Singh et al. (2024), who clamp parts of the induction circuit and watch the phase "
             "change move: train once with an experiment and once without it, same seed, and compare the step "
-            "where the loss drops. TinyCharLM has no positional embedding and rotary positions, so no setting "
-            "of a head's weights gives exactly a previous-token pattern on every input. The closest honest "
-            "version is to change the head's computation during training: its pattern is held at one on the "
-            "previous position (the first position on itself), while its W_V and W_O learn what to write. The "
-            "hold exists only during training: the model you keep computes that head's pattern from its own "
-            "weights (W_Q and W_K never learned anything), so the other pages show it without the hold. A "
+            "where the loss drops. The hold changes the head's computation, not its weights: its attention is "
+            "set to exactly one on the previous position (the first position on itself), which a softmax head "
+            "only approaches, while its W_V and W_O learn what to write and its W_Q and W_K get no gradient. "
+            "As in Singh et al.'s code, the hold stays part of the model you keep: its file records it, and the "
+            "history, the banner, the timeline and every other page measure that same held model. A "
             "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
             "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")

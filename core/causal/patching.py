@@ -159,6 +159,10 @@ def _head_outputs(model: TinyCharLM, layer: int, h: torch.Tensor) -> torch.Tenso
     block = model.blocks[layer]
     q, k, v = block._qkv(h)
     z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if block.prev_head is not None:  # a held head (core.training.interventions) reads the previous position
+        hd = block.prev_head
+        z = z.clone()
+        z[:, hd] = torch.cat([v[:, hd, :1], v[:, hd, :-1]], 1)
     return torch.einsum("bhtd,hdm->bhtm", z, block.W_O)
 
 

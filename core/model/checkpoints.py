@@ -212,6 +212,7 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
     model.eval()
     history = obj.get("history")
     train = obj.get("train")
+    _restore_hold(model, train if isinstance(train, dict) else None, name)
     info = {
         "config": cfg,
         "task": task,
@@ -220,6 +221,18 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         "snapshots": snapshots,
     }
     return model, info
+
+
+def _restore_hold(model: TinyCharLM, train: dict | None, name: str) -> None:
+    """A run trained with a held previous-token head (core.training.interventions) keeps the hold: it is
+    part of the model as trained and measured, recorded as the train entry's hold_prev_head (0-based
+    block-1 head, -1 = none). Every page then analyses the model its training history describes."""
+    hold = (train or {}).get("hold_prev_head", -1)
+    if hold is None or hold == -1:
+        return
+    if type(hold) is not int or model.cfg.n_layers < 1 or not 0 <= hold < model.cfg.n_heads:
+        raise CheckpointError(f"{name} records a held head (hold_prev_head {hold!r}) that is not a head of block 1.")
+    model.blocks[0].prev_head = hold
 
 
 def load_checkpoint(path) -> TinyCharLM:

@@ -114,7 +114,8 @@ class AttentionBlock(nn.Module):
             self.b_K = nn.Parameter(torch.zeros(H, dh))
             self.b_V = nn.Parameter(torch.zeros(H, dh))
             self.b_O = nn.Parameter(torch.zeros(D))
-        self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (not saved)
+        self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (kept: the
+        # checkpoint's train entry records it as hold_prev_head and read_checkpoint restores it)
 
     def _prev_pattern(self, T: int, device) -> torch.Tensor:
         """The held previous-token pattern [T, T]: row i is one-hot on i-1 (row 0 on position 0)."""

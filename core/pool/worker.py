@@ -33,7 +33,6 @@ from contextlib import contextmanager, suppress
 import torch
 
 from core.model.checkpoints import checkpoint_bytes
-from core.training.interventions import release
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer, eval_batch, evaluate
@@ -44,8 +43,9 @@ PROGRESS_EVERY = 0.1  # seconds between progress messages
 def final_checkpoint(trainer: Trainer) -> bytes:
     """The checkpoint of the trainer's model at its last finished step. A run stopped between two
     logs gets one more history row, measured now, at that step (train_loss NaN: no batch logged).
-    A held head (core.training.interventions) is for training only: that row measures the weights alone."""
-    model = release(copy.deepcopy(trainer.model)).eval()
+    A held head (core.training.interventions) is part of the kept model (its checkpoint records it and
+    read_checkpoint restores it), so every row, the banner and every page measure the same model."""
+    model = copy.deepcopy(trainer.model).eval()
     fields = dict(trainer.checkpoint_fields())
     history = list(fields["history"])
     if history[-1]["step"] != trainer.step:

@@ -3,10 +3,12 @@ induction circuit and watch the phase change move). Set by TrainConfig fields; -
 
 - hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
-  W_Q and W_K get no gradient. TinyCharLM has rotary positions and no positional embedding, so no
-  setting of the weights gives exactly this pattern on every input: the hold is a change to the
-  forward pass during training (AttentionBlock.prev_head), not to the weights, and the saved model
-  does not carry it (its head h then attends wherever its untrained W_Q, W_K send it).
+  W_Q and W_K get no gradient. The hold is a change to the head's computation (AttentionBlock.prev_head),
+  not to its weights: a softmax head never puts exactly all of its attention on one key, so no weights
+  would reproduce it. As in Singh et al.'s code (one clamped forward for training and evaluation), the
+  hold stays part of the model: the checkpoint's train entry records hold_prev_head, read_checkpoint
+  and snapshot_model restore it, and the history rows, the Train page's banner, the timeline and every
+  other page measure that same held model. `release` switches it off, for comparing with the weights alone.
 - knockout_layer, knockout_head: that head's W_O starts at zero and its gradient is masked to zero
   every step, so it writes nothing for the whole run (AdamW with a zero gradient and zero weights
   leaves them zero). The knockout is in the weights, so the saved model keeps it.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from core.model.symbols import head_label
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 
 
@@ -23,11 +26,11 @@ def check_interventions(model_cfg: ModelConfig, train) -> None:
     """ValueError (one sentence) when an experiment names a head the model does not have."""
     H, L = model_cfg.n_heads, model_cfg.n_layers
     if train.hold_prev_head != -1 and not (L >= 1 and 0 <= train.hold_prev_head < H):
-        raise ValueError(f"the held head 1.{train.hold_prev_head + 1} is not a head of block 1 of this model "
+        raise ValueError(f"the held head {head_label(0, train.hold_prev_head)} is not a head of block 1 of this model "
                          f"({L} blocks of {H} heads).")
     knock = (train.knockout_layer, train.knockout_head)
     if knock != (-1, -1) and not (0 <= knock[0] < L and 0 <= knock[1] < H):
-        raise ValueError(f"the knocked-out head {knock[0] + 1}.{knock[1] + 1} is not in this model "
+        raise ValueError(f"the knocked-out head {head_label(*knock)} is not in this model "
                          f"({L} blocks of {H} heads).")
     if knock[0] == 0 and knock[1] == train.hold_prev_head:
         raise ValueError("the held head and the knocked-out head must differ.")
@@ -50,7 +53,8 @@ def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Paramet
 
 
 def release(model: TinyCharLM) -> TinyCharLM:
-    """The model as its weights alone compute it: any held pattern switched off (in place)."""
+    """The model as its weights alone compute it: any held pattern switched off (in place). Not the
+    model a held run keeps (that one keeps the hold); for comparing the two."""
     for block in model.blocks:
         block.prev_head = None
     return model
@@ -62,9 +66,9 @@ def describe(train: dict | None, model_cfg: ModelConfig | None = None) -> str | 
         return None
     parts = []
     if train.get("hold_prev_head", -1) != -1:
-        parts.append(f"head 1.{train['hold_prev_head'] + 1} held as a previous-token head")
+        parts.append(f"head {head_label(0, train['hold_prev_head'])} held as a previous-token head")
     if train.get("knockout_layer", -1) != -1:
-        parts.append(f"head {train['knockout_layer'] + 1}.{train['knockout_head'] + 1} knocked out")
+        parts.append(f"head {head_label(train['knockout_layer'], train['knockout_head'])} knocked out")
     if train.get("embed_scale") == 1.0 and train.get("embed_shared") == 0.0:
         parts.append("plain initial embedding")
     return "; ".join(parts) or None
