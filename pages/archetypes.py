@@ -8,7 +8,7 @@ from core.model import symbols
 from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
-from ui import snippets, state
+from ui import share, snippets, state
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -25,7 +25,7 @@ st.markdown(
 
 # ---------------------------------------------------------------------------------------------
 st.header("1 · Six routing patterns")
-CUSTOM = "Your own sentence"
+CUSTOM = share.CUSTOM_PROMPT  # the prompt radio's option for a typed sentence
 controls, info = st.columns([2, 3])
 with controls:
     choice = st.radio("Prompt", list(arc.PRESET_PROMPTS) + [CUSTOM], key="arch_prompt", horizontal=True)
@@ -153,7 +153,7 @@ else:
             period = b.number_input("Period", 2, 64, max(2, min(start, 64)), key=f"arch_period_{entry.key}",
                                     help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
-            seed = d.number_input("Seed", 0, 10_000, 0, key="arch_seed")
+            seed = d.number_input("Seed", 0, share.SEED_MAX, 0, key="arch_seed")
             chars = head_matches.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
         else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")

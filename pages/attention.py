@@ -8,7 +8,7 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading import analysis
 from core.reading.probes import probe_periods
-from ui import snippets
+from ui import share, snippets
 from ui.charts import attention as charts
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
@@ -59,13 +59,14 @@ st.markdown(
 
 lo, hi = probe_periods(task)
 c1, c2, c3 = st.columns([1.1, 1.4, 1])
-source = c1.radio("Sequence", ["Sampled task sequence", "Type your own"], key="att_source")
+modes = share.SEQ_MODES["attention"]  # link value -> the radio option
+source = c1.radio("Sequence", list(modes.values()), key="att_source")
 view, period, seed, text = None, None, None, None
-if source == "Sampled task sequence":
+if source == modes["task"]:
     default = min(max((task.period_min + task.period_max) // 2, lo), hi)
     period = c2.slider("Period L", lo, hi, default, key="att_period",
                        help=f"The model was trained on periods {task.period_min}–{task.period_max}.")
-    seed = c3.number_input("Sample seed", 0, 10_000, 0, key="att_seed")
+    seed = c3.number_input("Sample seed", 0, share.SEED_MAX, 0, key="att_seed")
     view = task_view(entry.key, int(period), int(seed), model, task)
 else:
     text = c2.text_input("Your sequence", "the cat sat. the cat sat. the cat sat.", key="att_text")

@@ -6,7 +6,7 @@ import streamlit as st
 from core.causal import views as causal
 from core.model.symbols import describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
-from ui import snippets
+from ui import share, snippets
 from ui.charts import causal as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -46,23 +46,24 @@ st.markdown(
     "recovery, 1 means full recovery, below 0 that the patch made things worse:")
 st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{M(\text{clean}) - M(\text{corrupted})}")
 
-source = st.radio("Sequences", ["Sampled task sequences", "Type your own"], horizontal=True, key="cz_source")
+modes = share.SEQ_MODES["causal"]  # link value -> the radio option
+source = st.radio("Sequences", list(modes.values()), horizontal=True, key="cz_source")
 c1, c2 = st.columns(2)
 period = text = None
 sweeps = True if st.session_state.get("cz_sweeps") else None  # None: only where they are quick
 try:
-    if source == "Sampled task sequences":
+    if source == modes["task"]:
         start = min(max(2, (task.period_min + task.period_max) // 2), task.seq_len // 2)
         period = c1.number_input("Period L of every sequence", 1, task.seq_len, start, key=f"cz_period_{entry.key}",
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
-        seed = c2.number_input("Sample seed", 0, 10_000, 0, key="cz_seed")
+        seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
         res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, model, task)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
-        seed = c2.number_input("Corruption seed", 0, 10_000, 0, key="cz_seed")
+        seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
         res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, model)
         what = f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
 except ValueError as e:

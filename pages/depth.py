@@ -7,7 +7,7 @@ from core.model.symbols import token_char
 from core.quiz import questions as quiz
 from core.reading import bigrams, circuits, composition, paths, score_groups, score_terms
 from core.reading.composition import composition_baseline
-from ui import depth_text, snippets
+from ui import depth_text, share, snippets
 from ui.charts import depth as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -135,7 +135,7 @@ if n_blocks > MAX_PATH_BLOCKS:
             f"expands models of up to {MAX_PATH_BLOCKS} blocks only.")
 else:
     c1, c2, c3 = st.columns([1, 3, 2])
-    seed = c1.number_input("Sequence seed", 0, 10_000, 0, key="depth_seed")
+    seed = c1.number_input("Sequence seed", 0, share.SEED_MAX, 0, key="depth_seed")
     tokens, period = paths.example_sequence(task, V, int(seed))
     T = len(tokens)
     pos = c2.slider("Position predicting the next token", 0, T - 2, min(period + 4, T - 2), key=f"depth_pos_{T}",

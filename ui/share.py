@@ -15,16 +15,22 @@ text too.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 MAX_VALUE_CHARS = 400  # longer than any valid value; a longer one is refused before it is parsed
-SEQ_MODES = {"task": "Sampled task sequence", "text": "Type your own"}  # the Attention page's radio options
-PAGE_SEQ_MODES = {"causal": {"task": "Sampled task sequences", "text": "Type your own"}}
+SEED_MAX = 10_000  # the upper bound of every sample-seed input (Attention, Depth, Causal, Archetypes pages)
 ABLATION_MODES = ("zero", "mean")
-SEED_MAX = 10_000  # the seed inputs' upper bound on the Attention, Depth and Causal pages
+# The sequence radio's options on the pages that share `seq`: link value -> the radio's label
+SEQ_MODES: dict[str, dict[str, str]] = {
+    "attention": {"task": "Sampled task sequence", "text": "Type your own"},
+    "causal": {"task": "Sampled task sequences", "text": "Type your own"},
+}
+CUSTOM_PROMPT = "Your own sentence"  # the Archetypes page's prompt radio option for a typed sentence
+CUSTOM_PROMPT_KEY = "arch_custom"  # ... and the widget that holds that sentence
 
-# page url_path -> the parameters it shares, each mapped to its widget key(s) on that page
+# page url_path -> the parameters it shares, each mapped to its widget key on that page
 PAGE_PARAMS: dict[str, dict[str, str]] = {
     "attention": {"head": "att_head", "period": "att_period", "seed": "att_seed", "seq": "att_source",
                   "text": "att_text"},
@@ -34,8 +40,48 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
     # the causal page keys its period input by the model ({model}: the picked model's key)
     "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text"},
 }
-CUSTOM_PROMPT = "Your own sentence"  # pages/archetypes.py's radio option for a typed sentence
-CUSTOM_PROMPT_KEY = "arch_custom"
+
+
+class Refused(Exception):
+    """A link value that cannot be used; the message completes "`name=value` ..." in the note."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a link's values are checked against: the page and the picked model."""
+
+    page: str
+    model: Any  # core.model.tinycharlm.TinyCharLM
+    task: Any  # core.model.task.TaskConfig
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The view on screen a link is made of: the page, the session's widget state, and the page's
+    parameters mapped to their widget keys."""
+
+    page: str
+    session: Mapping[str, Any]
+    keys: Mapping[str, str]
+
+
+def _one(key: str, value: Any) -> dict[str, Any]:
+    return {key: value}
+
+
+def _as_is(value: Any, screen: Screen) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class Param:
+    """One link parameter. parse(value, target) -> the widget value, or raises Refused(why);
+    store(widget key, parsed value) -> the widget state to set (most set their one widget);
+    show(widget value, screen) -> the value in the link (None or "": left out)."""
+
+    parse: Callable[[str, Target], Any]
+    store: Callable[[str, Any], dict[str, Any]] = _one
+    show: Callable[[Any, Screen], Any] = _as_is
 
 
 def _short(value: str) -> str:
@@ -43,12 +89,94 @@ def _short(value: str) -> str:
     return repr(value if len(value) <= 30 else value[:27] + "...")
 
 
-def _int(value: str, lo: int, hi: int) -> int | None:
+def _int(value: str, lo: int, hi: int) -> int:
     value = value.strip()
-    if not value.isdigit() or len(value) > 9:  # isdigit: no sign, no decimal point, no exponent
-        return None
-    n = int(value)
-    return n if lo <= n <= hi else None
+    n = int(value) if value.isdigit() and len(value) <= 9 else None  # isdigit: no sign, point or exponent
+    if n is None or not lo <= n <= hi:
+        raise Refused(f"is not a whole number from {lo:,} to {hi:,}")
+    return n
+
+
+def _one_of(value: str, allowed) -> str:
+    if value not in allowed:
+        raise Refused(f"is not one of {', '.join(allowed)}")
+    return value
+
+
+def _labels(t: Target) -> list[str]:
+    from core.model.symbols import head_labels
+
+    return head_labels(t.model.cfg.n_layers, t.model.cfg.n_heads)
+
+
+def _head(value: str, t: Target) -> str:
+    if value not in _labels(t):
+        raise Refused(f"is not a head of this model (it has {', '.join(_labels(t)) or 'none'})")
+    return value
+
+
+def _period(value: str, t: Target) -> int:
+    from core.reading.probes import probe_periods
+
+    return _int(value, *((1, t.task.seq_len) if t.page == "causal" else probe_periods(t.task)))
+
+
+def _text(value: str, t: Target) -> str:
+    from core.model.symbols import encode_text
+
+    try:
+        encode_text(value, t.model.cfg.vocab_size, min_len=2)  # as the pages read it
+    except ValueError as e:
+        raise Refused(f"cannot be read ({e})") from e
+    return value
+
+
+def _ablate(value: str, t: Target) -> list[str]:
+    heads = [h.strip() for h in value.split(",") if h.strip()]
+    if not all(h in _labels(t) for h in heads) or len(set(heads)) != len(heads):
+        raise Refused("names a head this model does not have (or one twice)")
+    return heads
+
+
+def _archetype(value: str, t: Target) -> str:
+    from core.archetypes.catalogue import ARCHETYPES
+
+    return _one_of(value, ARCHETYPES)
+
+
+def _prompt(value: str, t: Target) -> str:
+    from core.archetypes import catalogue as arc
+    from core.model.symbols import InputProblem
+
+    if value not in arc.PRESET_PROMPTS:
+        try:
+            arc.tokenize(value)
+        except InputProblem as e:
+            raise Refused(f"cannot be used ({e})") from e
+    return value
+
+
+def _store_prompt(key: str, value: str) -> dict[str, Any]:
+    from core.archetypes.catalogue import PRESET_PROMPTS
+
+    return {key: value} if value in PRESET_PROMPTS else {key: CUSTOM_PROMPT, CUSTOM_PROMPT_KEY: value}
+
+
+# Every link parameter but `model` (which picks the model the others are checked against, on every page),
+# in the order their notes are given. A new parameter is one row here and its widget keys in PAGE_PARAMS.
+PARAMS: dict[str, Param] = {
+    "head": Param(_head),
+    "period": Param(_period),
+    "seed": Param(lambda v, t: _int(v, 0, SEED_MAX)),
+    "seq": Param(lambda v, t: SEQ_MODES[t.page][_one_of(v, SEQ_MODES[t.page])],
+                 show=lambda v, s: {label: name for name, label in SEQ_MODES[s.page].items()}.get(v)),
+    "text": Param(_text, show=lambda v, s: v if s.session.get(s.keys["seq"]) == SEQ_MODES[s.page]["text"] else None),
+    "ablate": Param(_ablate, show=lambda v, s: ",".join(v) if v else None),
+    "mode": Param(lambda v, t: _one_of(v, ABLATION_MODES)),
+    "archetype": Param(_archetype),
+    "prompt": Param(_prompt, store=_store_prompt,
+                    show=lambda v, s: s.session.get(CUSTOM_PROMPT_KEY) if v == CUSTOM_PROMPT else v),
+}
 
 
 def preset_of(key: str) -> str | None:
@@ -59,22 +187,22 @@ def preset_of(key: str) -> str | None:
     return file[:-3] if file.endswith(".pt") else file
 
 
+def _page_keys(page: str, picked: Any) -> dict[str, str]:
+    """`page`'s parameters -> their widget keys, for the picked model's key."""
+    return {name: key.format(model=picked or "") for name, key in PAGE_PARAMS.get(page, {}).items()}
+
+
 def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], picked: str | None
               ) -> tuple[dict[str, Any], list[str]]:
     """Validate a link's parameters for `page`. params: name -> value (strings); models: key -> an
     entry with .model and .info (ui.state.LabModel); picked: the session's picked model key.
 
     Returns (widget state to set: widget key -> value, notes for the student)."""
-    from core.archetypes import catalogue as arc
-    from core.model.symbols import InputProblem, encode_text, head_labels
-    from core.reading.probes import probe_periods
-
     state: dict[str, Any] = {}
     notes: list[str] = []
-    wanted = PAGE_PARAMS.get(page, {})
     raw: dict[str, str] = {}
     for name, value in params.items():
-        if name != "model" and name not in wanted:
+        if name != "model" and name not in PAGE_PARAMS.get(page, {}):
             continue  # parameters of other pages are ignored quietly
         value = str(value)
         if len(value) > MAX_VALUE_CHARS:
@@ -92,69 +220,15 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     entry = models.get(picked) if picked else None
     if entry is None:
         return state, notes
-    model, task = entry.model, entry.info["task"]
-    wanted = {name: key.format(model=picked) for name, key in wanted.items()}
-    seq_modes = PAGE_SEQ_MODES.get(page, SEQ_MODES)
-
-    def refuse(name: str, why: str) -> None:
-        notes.append(f"`{name}={_short(raw[name])}` {why}: the page's default is used instead.")
-
-    if "head" in raw:
-        labels = head_labels(model.cfg.n_layers, model.cfg.n_heads)
-        if raw["head"] in labels:
-            state[wanted["head"]] = raw["head"]
-        else:
-            refuse("head", f"is not a head of this model (it has {', '.join(labels) or 'none'})")
-    if "period" in raw:
-        lo, hi = (1, task.seq_len) if page == "causal" else probe_periods(task)
-        period = _int(raw["period"], lo, hi)
-        if period is None:
-            refuse("period", f"is not a whole number from {lo} to {hi}")
-        else:
-            state[wanted["period"]] = period
-    if "seed" in raw:
-        seed = _int(raw["seed"], 0, SEED_MAX)
-        if seed is None:
-            refuse("seed", f"is not a whole number from 0 to {SEED_MAX:,}")
-        else:
-            state[wanted["seed"]] = seed
-    if "seq" in raw:
-        if raw["seq"] in seq_modes:
-            state[wanted["seq"]] = seq_modes[raw["seq"]]
-        else:
-            refuse("seq", f"is not one of {', '.join(seq_modes)}")
-    if "text" in raw:
+    target = Target(page, entry.model, entry.info["task"])
+    keys = _page_keys(page, picked)
+    for name, param in PARAMS.items():
+        if name not in raw or name not in keys:
+            continue
         try:
-            encode_text(raw["text"], model.cfg.vocab_size, min_len=2)  # as the pages read it
-            state[wanted["text"]] = raw["text"]
-        except ValueError as e:
-            refuse("text", f"cannot be read ({e})")
-    if "ablate" in raw:
-        labels = head_labels(model.cfg.n_layers, model.cfg.n_heads)
-        heads = [h.strip() for h in raw["ablate"].split(",") if h.strip()]
-        if all(h in labels for h in heads) and len(set(heads)) == len(heads):
-            state[wanted["ablate"]] = heads
-        else:
-            refuse("ablate", "names a head this model does not have (or one twice)")
-    if "mode" in raw:
-        if raw["mode"] in ABLATION_MODES:
-            state[wanted["mode"]] = raw["mode"]
-        else:
-            refuse("mode", f"is not one of {', '.join(ABLATION_MODES)}")
-    if "archetype" in raw:
-        if raw["archetype"] in arc.ARCHETYPES:
-            state[wanted["archetype"]] = raw["archetype"]
-        else:
-            refuse("archetype", f"is not one of {', '.join(arc.ARCHETYPES)}")
-    if "prompt" in raw:
-        if raw["prompt"] in arc.PRESET_PROMPTS:
-            state[wanted["prompt"]] = raw["prompt"]
-        else:
-            try:
-                arc.tokenize(raw["prompt"])
-                state[wanted["prompt"]], state[CUSTOM_PROMPT_KEY] = CUSTOM_PROMPT, raw["prompt"]
-            except InputProblem as e:
-                refuse("prompt", f"cannot be used ({e})")
+            state.update(param.store(keys[name], param.parse(raw[name], target)))
+        except Refused as why:
+            notes.append(f"`{name}={_short(raw[name])}` {why}: the page's default is used instead.")
     return state, notes
 
 
@@ -164,23 +238,13 @@ def link_of(page: str, session: Mapping[str, Any]) -> dict[str, str]:
     name = preset_of(str(session.get("picked_model", "")))
     if name:
         out["model"] = name
-    seq_modes = PAGE_SEQ_MODES.get(page, SEQ_MODES)
-    seq_names = {v: k for k, v in seq_modes.items()}
-    wanted = {p: k.format(model=session.get("picked_model", "")) for p, k in PAGE_PARAMS.get(page, {}).items()}
-    for param, key in wanted.items():
-        if key not in session:
-            continue
-        value = session[key]
-        if param == "seq":
-            value = seq_names.get(value)
-        elif param == "ablate":
-            value = ",".join(value) if value else None
-        elif param == "text" and session.get(wanted["seq"]) != seq_modes["text"]:
-            value = None
-        elif param == "prompt" and value == CUSTOM_PROMPT:
-            value = session.get(CUSTOM_PROMPT_KEY)
-        if value is not None and value != "":
-            out[param] = str(value)
+    keys = _page_keys(page, session.get("picked_model", ""))
+    screen = Screen(page, session, keys)
+    for param, key in keys.items():
+        if key in session:
+            value = PARAMS[param].show(session[key], screen)
+            if value is not None and value != "":
+                out[param] = str(value)
     return out
 
 
