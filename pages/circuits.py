@@ -134,7 +134,7 @@ s_col.caption(
        "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
        "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
        "often it does: its mean self-attention measured on 32 sequences ("
-       + ", ".join(f"{l + 1}.{h + 1}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer])
+       + ", ".join(f"{symbols.head_label(l, h)}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer])
                    for h, v in enumerate(row))
        + "). What a head takes from other positions is left out. When the effective score is much higher than "
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))

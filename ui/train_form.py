@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
+from core.model.symbols import parse_head_label
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
 from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
@@ -73,8 +74,8 @@ def settings_from_state() -> TrainSettings:
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
                               bool(get("tr_shared", d.shared_embedding)),
-                              -1 if hold == NO_HEAD else int(hold.split(".")[1]) - 1,
-                              (-1, -1) if knock == NO_HEAD else tuple(int(x) - 1 for x in knock.split(".")))
+                              -1 if hold == NO_HEAD else parse_head_label(hold)[1],
+                              (-1, -1) if knock == NO_HEAD else parse_head_label(knock))
 
 
 def experiment_widgets(saved: dict) -> None:

@@ -16,6 +16,7 @@ import math
 
 from core.causal.patching import check_period, head_patch_effects, task_runs
 from core.model.cli import measure_parser, read_measure_args
+from core.model.symbols import head_label
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM
 
@@ -42,7 +43,7 @@ def format_text(report: dict) -> str:
     lines = [f"M(clean)     = {report['clean']}", f"M(corrupted) = {report['corrupted']}", "block.head  patch_effect"]
     for h in report["heads"]:
         v = "-" if h["patch_effect"] is None else f"{h['patch_effect']:.3f}"
-        lines.append(f"{h['layer'] + 1}.{h['head'] + 1:<9} {v:>12}")
+        lines.append(f"{head_label(h['layer'], h['head']):<11} {v:>12}")
     return "\n".join(lines)
 
 

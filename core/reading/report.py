@@ -26,6 +26,7 @@ import torch
 
 from core.model.cli import measure_parser, read_measure_args
 from core.model.metrics import copy_metrics, second_copy_first_token_accuracy
+from core.model.symbols import head_label
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
 from core.reading.ablation import single_head_ablation
@@ -95,9 +96,9 @@ def format_text(report: dict) -> str:
         lines.append(" " * 10 + " " + " ".join(f"{c[12:24]:>12}" for c in cols))
         for h in report["heads"]:
             vals = " ".join(f"{'-' if h[c] is None else format(h[c], '.3f'):>12}" for c in cols)
-            lines.append(f"{h['layer'] + 1}.{h['head'] + 1:<8} {vals}")
+            lines.append(f"{head_label(h['layer'], h['head']):<10} {vals}")
     for r in report.get("offset_mass", []):
-        lines.append(f"offset mass head {r['layer'] + 1}.{r['head'] + 1} offset {r['offset']}: {r['mass']}")
+        lines.append(f"offset mass head {head_label(r['layer'], r['head'])} offset {r['offset']}: {r['mass']}")
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from core.model.symbols import head_label
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
 from core.reading.heads import head_scores
@@ -38,7 +39,7 @@ def head_roles(model: TinyCharLM, task: TaskConfig, layer: int = 0, n_seqs: int 
     roles = {}
     for h in range(model.cfg.n_heads):
         own, prev = float(s["self"][h]), float(s["prev_token"][h])
-        roles[f"{layer + 1}.{h + 1}"] = ("self" if own >= ROLE_SHARE and own >= prev else
+        roles[head_label(layer, h)] = ("self" if own >= ROLE_SHARE and own >= prev else
                                          "previous" if prev >= ROLE_SHARE else "other")
     return roles
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.model.checkpoints import save_checkpoint
 from core.model.cli import OneLineParser, UsageError
+from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
@@ -74,12 +75,12 @@ def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
 def parse_head(text: str, flag: str) -> tuple[int, int]:
     """'2.3' (1-based block.head) -> (1, 2) (0-based); ValueError naming the flag otherwise."""
     try:
-        b, h = (int(x) for x in text.split("."))
+        layer, head = parse_head_label(text)
     except ValueError:
         raise ValueError(f"{flag} takes a head as block.head, e.g. 1.2, got {text!r}.") from None
-    if b < 1 or h < 1:
+    if layer < 0 or head < 0:
         raise ValueError(f"{flag} counts blocks and heads from 1, got {text!r}.")
-    return b - 1, h - 1
+    return layer, head
 
 
 def experiment_fields(args) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from core.model.symbols import head_label
 from core.model.task import TaskConfig
 from core.model.tinycharlm import MAX_LAYERS, ModelConfig
 from core.training.config import TrainConfig
@@ -69,8 +70,8 @@ class TrainSettings:
     def label(self) -> str:
         bias = ", bias" if self.bias else ""
         bias += "" if self.shared_embedding else ", plain init"
-        bias += f", head 1.{self.hold_prev_head + 1} held" if self.hold_prev_head != -1 else ""
-        bias += f", head {self.knockout[0] + 1}.{self.knockout[1] + 1} knocked out" if self.knockout[0] != -1 else ""
+        bias += f", head {head_label(0, self.hold_prev_head)} held" if self.hold_prev_head != -1 else ""
+        bias += f", head {head_label(*self.knockout)} knocked out" if self.knockout[0] != -1 else ""
         return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
                 f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
 

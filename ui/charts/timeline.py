@@ -9,6 +9,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.model.symbols import head_label
+
 from . import OKABE_ITO
 
 MARK = OKABE_ITO[5]  # vermillion: the film-strip markers
@@ -30,7 +32,7 @@ def strip(t: dict) -> alt.FacetChart:
     rows, labels = [], []
     for name, pats in t["patterns"].items():
         layer, head = t["heads"][name]
-        label = f"{name} head {layer + 1}.{head + 1}"
+        label = f"{name} head {head_label(layer, head)}"
         labels.append(label)
         for f, step in enumerate(t["frames"]):
             P = pats[f]
@@ -73,7 +75,8 @@ def strip_tiles(t: dict, scale: int = 2) -> dict[str, tuple[list[np.ndarray], li
     for name, pats in t["patterns"].items():
         layer, head = t["heads"][name]
         tiles = [np.kron(_colour(p), np.ones((scale, scale, 1), np.uint8)) for p in pats]
-        out[f"{name} head {layer + 1}.{head + 1}"] = (tiles, [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])])
+        captions = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
+        out[f"{name} head {head_label(layer, head)}"] = (tiles, captions)
     return out
 
 
