@@ -1,8 +1,9 @@
 """"In Python" panels: the exact `core` calls behind a panel, for the widget values on screen.
 
-A page builds a `Snippet` with a builder from ui/snippets.py and shows it with one call:
+A page builds a `Snippet` with a builder from the ui/snippets/ package (one module per page) and
+shows it with one call:
 
-    python_panel(snippets.head_scores(entry, period, seed), shows={"scores": table}, where=col)
+    python_panel(snippets.attention_scores(entry, period, seed, text), shows={"scores": table}, where=col)
 
 `shows` holds the numbers the panel draws (the same objects the page just rendered). Every snippet
 shown in a run is also kept, in order, in st.session_state["python_snippets"]: the page's notebook
