@@ -38,6 +38,13 @@ def _parts(section: str):
     return ast.get_docstring(tree), imports, funcs
 
 
+def _solution_source(name: str) -> str:
+    """The source of one solution function (what a notebook's stub cell holds once solved)."""
+    from exercises.catalogue import BY_NAME
+
+    return BY_NAME[name].solution()
+
+
 def template_source(section: str) -> str:
     """The student's file for one section: every function's signature and statement, body to write."""
     doc, imports, funcs = _parts(section)

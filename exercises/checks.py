@@ -152,7 +152,7 @@ def _student_error(fn, exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == home]
     where = f" at line {frames[-1].lineno} of your function ({frames[-1].line})" if frames else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"your function raised {type(exc).__name__}{where}: {text}".rstrip(": ") + "."
+    return f"Your function raised {type(exc).__name__}{where}: {text}".rstrip(": ") + "."
 
 
 def check(name: str, fn) -> Verdict:
@@ -198,7 +198,8 @@ def cases(name: str) -> list[Case]:
         for model, task, label in ((p["model"], p["task"], f"the picked model {p['label']}"),
                                    (induction, planted.TASK, "the planted induction model"),
                                    (rand, planted.TASK, "a small random model")):
-            out += CHECKS[name].cases(model, task, label)
+            with torch.no_grad():
+                out += CHECKS[name].cases(model, task, label)
         _CASES[key] = out
     return _CASES[key]
 
@@ -263,7 +264,7 @@ def _tile_cases(model, task, label):
 
 def _gather(patterns, periods, seq_len, shift=0, fixed=None):
     L = periods[:, None] if fixed is None else fixed
-    return patterns.gather(1, (torch.arange(seq_len)[None, :] + shift) % L)
+    return patterns.gather(1, ((torch.arange(seq_len)[None, :] + shift) % L).expand(len(periods), -1))
 
 
 def _mask_cases(model, task, label):
@@ -735,10 +736,9 @@ CHECKS: dict[str, Check] = {
          "first token", lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, shift=-1))]),
     "later_copy_mask": Check(_mask_cases, lambda periods, seq_len: _later(periods, seq_len),
                              ("B", "t - 1, the targets t = 1..T-1"), [
-        ("Off by one position: column c is the target t = c + 1 (the logits at position c), not position c",
-         lambda periods, seq_len: _later(periods, seq_len, start=0)),
-        ("Off by one position: the target t = L (the second copy's first token) is a later-copy target "
-         "too, so use t >= L", lambda periods, seq_len: _later(periods, seq_len, strict=True)),
+        ("Off by one position: column c is the target t = c + 1, and the target t = L (the second copy's first "
+         "token) is a later-copy target too, so use t >= L", lambda periods, seq_len: _later(periods, seq_len,
+                                                                                            strict=True)),
         ("That is the second copy only (L <= t < 2L): the later copies run to the end of the sequence",
          lambda periods, seq_len: _later(periods, seq_len) & (torch.arange(1, seq_len)[None] < 2 * periods[:, None])),
         ("That is the first copy (t < L): the later copies are the targets t >= L",
@@ -850,10 +850,10 @@ CHECKS: dict[str, Check] = {
          lambda **a: _hp(**a, how="diff")),
         ("That is M(patched) itself: return the patch effect (M(patched) - M(corrupted)) / (M(clean) - M(corrupted))",
          lambda **a: _hp(**a, how="raw")),
-        ("Patch at the wrong place: you patched the whole stream entering the block; patch one head's output",
-         lambda **a: _hp(**a, how="stream")),
         ("Patch at the wrong place: you patched every head of the block; patch only head `head`",
          lambda **a: _hp(**a, how="block")),
+        ("Patch at the wrong place: you patched the whole stream entering the block; patch one head's output",
+         lambda **a: _hp(**a, how="stream")),
         ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",
          lambda **a: _hp(**(a | {"layer": a["layer"] - 1}))),
         ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",

@@ -40,5 +40,8 @@ PATH = (  # every page but Home, in the order of the path through the lab
             "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
     LabPage("pages/causal.py", "Causal experiments", "🧪",
             "Patch clean activations into a corrupted run, path by path, and read the stream through the logit lens."),
+    LabPage("pages/exercises.py", "Exercises", "✍️",
+            "Write the lab's computations yourself; each check runs your function on the picked model and says what "
+            "is wrong."),
 )
 ALL_PAGES = (HOME, *PATH)

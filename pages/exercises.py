@@ -1,0 +1,78 @@
+"""Exercises that check themselves: the path, each exercise's rating and page, the downloads (a
+notebook per section for the picked model, the plain Python files), and the hints and solutions behind
+a click. The app never runs a student's code: the checks run on the student's machine (exercises/)."""
+import streamlit as st
+
+from exercises import build
+from exercises.catalogue import SECTIONS, in_section, rating
+from ui.pages import PATH
+from ui.setup import lab_script
+from ui.state import selected_model
+
+lab_script()  # first: see ui/setup.py
+
+PAGES = {p.file: p for p in PATH}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _notebook(section: str, path: str | None, label: str) -> bytes:
+    return build.notebook_bytes(section, path, label)
+
+
+@st.cache_data(show_spinner=False)
+def _template(section: str) -> bytes:
+    return build.template_source(section).encode()
+
+
+st.title("Exercises that check themselves")
+st.markdown(
+    "Reading a circuit is one skill; computing it yourself is the one that sticks. Each exercise below is one "
+    "function you write: a computation the other pages make, from the task's batches to path patching. Its "
+    "check runs your function on the model you picked and on small planted models whose answers are known, "
+    "compares it with the lab's own computation, and says in one sentence what is wrong: a wrong shape (which "
+    "axis), off by one position, not normalised, rows and columns swapped, the wrong copy, a patch in the "
+    "wrong place.")
+st.markdown(
+    "**Two ways to work.** *Plain Python files:* in a copy of the repository, write the functions in "
+    "`exercises/part1_attention.py` … `part4_training.py` and run `python -m pytest exercises` from its root "
+    "folder (`ATTENTION_LAB_MODEL=my-model.pt` checks on your own model). *Notebooks:* download a section's "
+    "notebook below (it checks on the model picked in the sidebar), save it in the repository's root folder "
+    "and run it top to bottom. Both use the same checks. This app never runs the code you write.")
+
+entry = selected_model()
+shipped = entry is not None and entry.key.startswith("shipped:")
+model_path = f"checkpoints/{entry.key.split(':', 1)[1]}" if shipped else None
+model_label = entry.label if entry is not None else "the default model"
+if entry is None:
+    model_path = "checkpoints/variable-period-2block.pt"
+elif not shipped:
+    st.info(f"The notebooks check on **{model_label}**, a model of this session: download it (Train page, or "
+            "the sidebar), save it beside the notebook and put its file name in the notebook's first code cell.")
+st.caption("Difficulty 🔴 and importance 🔵 out of 5; the minutes are a guide for a first attempt. "
+           "Every exercise names the page where you see its result on screen.")
+
+number = build.numbered()
+for section, title in SECTIONS.items():
+    st.header(title)
+    left, right = st.columns(2)
+    left.download_button(f"📓 Notebook for {model_label}", _notebook(section, model_path, model_label),
+                         file_name=f"attention-lab-exercises-{section}.ipynb", mime="application/x-ipynb+json",
+                         key=f"ex_nb_{section}", width="stretch")
+    right.download_button(f"🐍 {section}.py (the plain file)", _template(section), file_name=f"{section}.py",
+                          mime="text/x-python", key=f"ex_py_{section}", width="stretch")
+    for ex in in_section(section):
+        with st.container(border=True):
+            st.subheader(f"{number[ex.name]}. {ex.title}", anchor=ex.name)
+            page = PAGES.get(ex.page)
+            head, link = st.columns([3, 2], vertical_alignment="center")
+            head.markdown(f"`{ex.name}` · difficulty {rating(ex.difficulty, '🔴')} · importance "
+                          f"{rating(ex.importance, '🔵')} · about {ex.minutes} min")
+            if page is not None:
+                with link:
+                    st.page_link(page.file, label=f"Result on: {page.title}", icon=page.icon)
+            st.code(ex.statement(), language=None, wrap_lines=True)
+            for i, hint in enumerate(ex.hints, 1):
+                with st.expander(f"Hint {i}"):
+                    st.markdown(hint)
+            with st.expander("Solution"):
+                st.code(ex.solution(), language="python")

@@ -1,0 +1,503 @@
+"""The exercises (exercises/, the Exercises page): both sides of every check.
+
+- the solutions pass every check on every shipped file and on the planted models;
+- for every exercise at least three typical wrong answers fail with the sentence meant for them;
+- the untouched templates fail with "not written yet", and are what exercises/build.py generates;
+- a function that raises gets its own sentence, naming its line, not the lab's traceback;
+- the notebooks run top to bottom (solutions filled in, or untouched) and give the plain files' verdicts;
+- the Exercises page renders in AppTest, and `python -m pytest` from the root does not collect exercises/.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from exercises import build, checks
+from exercises.catalogue import EXERCISES, SECTIONS, solution_function
+
+from helpers import ROOT, SHIPPED, open_app
+
+NAMES = [ex.name for ex in EXERCISES]
+DEFAULT = "variable-period-2block.pt"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small tensors: one torch thread is several times faster here on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    checks.use_model(ROOT / "checkpoints" / DEFAULT)
+    yield
+    torch.set_num_threads(before)
+
+
+def sol(name):
+    return solution_function(next(ex for ex in EXERCISES if ex.name == name))
+
+
+def template(name):
+    ex = next(ex for ex in EXERCISES if ex.name == name)
+    return getattr(importlib.import_module(f"exercises.{ex.section}"), name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Typical wrong answers, written as a student would, with the start of the sentence each must get
+
+
+def _tile_longest(patterns, periods, seq_len):
+    return patterns.gather(1, (torch.arange(seq_len)[None] % patterns.shape[1]).expand(len(periods), -1))
+
+
+def _tile_shifted(patterns, periods, seq_len):
+    return patterns.gather(1, torch.arange(1, seq_len + 1)[None] % periods[:, None])
+
+
+def _mask_positions(periods, seq_len):
+    return torch.arange(seq_len - 1)[None] >= periods[:, None]
+
+
+def _mask_strict(periods, seq_len):
+    return torch.arange(1, seq_len)[None] > periods[:, None]
+
+
+def _mask_full(periods, seq_len):
+    return torch.arange(seq_len)[None] >= periods[:, None]
+
+
+def _pattern(q, k, rope=True, scale=True, axis=-1):
+    T, dh = q.shape[-2], q.shape[-1]
+    if rope:
+        from core.model.tinycharlm import apply_rope, rope_cos_sin
+        cos, sin = rope_cos_sin(T, dh, 10000.0)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    s = q @ k.transpose(-1, -2) / (math.sqrt(dh) if scale else 1)
+    return s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(axis)
+
+
+def _prev_self(pattern):
+    return pattern.diagonal(0, dim1=-2, dim2=-1)[..., 1:].mean((0, 2))
+
+
+def _induction_dup(pattern, periods):
+    B, H, T, _ = pattern.shape
+    vals = [pattern[b][:, torch.arange(int(L), T), torch.arange(0, T - int(L))] for b, L in enumerate(periods)]
+    return torch.cat(vals, -1).mean(-1)
+
+
+def _induction_per_seq(pattern, periods):
+    T = pattern.shape[-1]
+    return torch.stack([pattern[b][:, torch.arange(int(L), T), torch.arange(1, T - int(L) + 1)].mean(-1)
+                        for b, L in enumerate(periods)]).mean(0)
+
+
+def _any_mean(pattern, periods):
+    B, H, T, _ = pattern.shape
+    total, n = torch.zeros(H), 0
+    for b in range(B):
+        L = int(periods[b])
+        for i in range(L, T):
+            keys = list(range(i + 1 - L, -1, -L))
+            total += pattern[b, :, i, keys].mean(-1)
+            n += 1
+    return total / n
+
+
+def _any_offset(pattern, periods):
+    B, H, T, _ = pattern.shape
+    total, n = torch.zeros(H), 0
+    for b in range(B):
+        L = int(periods[b])
+        for i in range(L, T):
+            total += pattern[b, :, i, list(range(i - L, -1, -L))].sum(-1)
+            n += 1
+    return total / n
+
+
+def _copy_cols(C):
+    d, e = sol("copying_scores")(C)
+    return float((C.argmax(0) == torch.arange(C.shape[0])).float().mean()), e
+
+
+def _copy_uncentred(C):
+    eig = torch.linalg.eigvals(C.double())
+    return sol("copying_scores")(C)[0], float(eig.sum().real / eig.abs().sum())
+
+
+def _copy_count(C):
+    return float((C.argmax(-1) == torch.arange(C.shape[0])).sum()), sol("copying_scores")(C)[1]
+
+
+def _rot(q, k, n_offsets, rotate="q", scale=True):
+    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    dh = q.shape[-1]
+    cos, sin = rope_cos_sin(n_offsets, dh, 10000.0)
+    qq, kk = q.expand(n_offsets, dh), k.expand(n_offsets, dh)
+    if rotate in ("q", "both"):
+        qq = apply_rope(qq, cos, sin)
+    if rotate in ("k", "both"):
+        kk = apply_rope(kk, cos, sin)
+    return (qq * kk).sum(-1) / (math.sqrt(dh) if scale else 1)
+
+
+def _ablate(model, tokens, periods, layer, head, mode, over=0, targets="later", sign=1):
+    def loss(logits):
+        per = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+        keep = torch.arange(1, tokens.shape[1])[None] >= periods[:, None]
+        return float(per[keep].mean() if targets == "later" else per.mean())
+    h = model.W_E[tokens]
+    for l, block in enumerate(model.blocks):
+        h_out, _, head_out, _ = block.forward_with_cache(h)
+        if l == layer:
+            out = head_out[:, head]
+            new = torch.zeros_like(out) if mode == "zero" else out.mean(over, keepdim=True).expand_as(out)
+            h_out = h_out + new - out
+        h = h_out
+    return sign * (loss(h @ model.W_E.T) - loss(model(tokens)))
+
+
+def _lens(model, tokens, shift=1, kind="prob", first=0):
+    _, cache = model.run_with_cache(tokens)
+    target = tokens[:, 1:] if shift else tokens[:, :-1]
+    out = []
+    for h in cache["resid"][first:]:
+        logits = h[:, :-1] @ model.W_E.T
+        x = logits.softmax(-1) if kind == "prob" else logits
+        out.append(x.gather(-1, target[..., None])[..., 0])
+    return torch.stack(out)
+
+
+def _patch(model, clean, corrupted, periods, layer, head, reverse=False, normalise=True, heads=None):
+    from core.causal.patching import metric
+    cl, cc = model.run_with_cache(clean)
+    kl, kc = model.run_with_cache(corrupted)
+    mc, mk = float(metric(cl, clean, periods)), float(metric(kl, clean, periods))
+    base, donor = (cc, kc) if reverse else (kc, cc)
+    which = [head] if heads is None else heads
+    h = base["resid"][layer + 1] + sum(donor["head_out"][layer][:, x] - base["head_out"][layer][:, x] for x in which)
+    for block in model.blocks[layer + 1:]:
+        h = block(h)
+    m = float(metric(h @ model.W_E.T, clean, periods))
+    return (m - mk) / (mc - mk) if normalise else m - mk
+
+
+def _path(model, clean, corrupted, periods, sender, receiver, which="k", direction="noising"):
+    """The solution's path patch with the patched input and the direction as parameters."""
+    from core.causal.patching import metric
+    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    (sl, sh), (rl, rh) = sender, receiver
+    cl, cc = model.run_with_cache(clean)
+    kl, kc = model.run_with_cache(corrupted)
+    mc, mk = float(metric(cl, clean, periods)), float(metric(kl, clean, periods))
+    base, donor = (cc, kc) if direction == "noising" else (kc, cc)
+    h = base["resid"][rl]
+    moved = h + donor["head_out"][sl][:, sh] - base["head_out"][sl][:, sh]
+    blk = model.blocks[rl]
+    x = {p: (moved if p == which else h) for p in "qkv"}
+    q, k, v = x["q"] @ blk.W_Q[rh], x["k"] @ blk.W_K[rh], x["v"] @ blk.W_V[rh]
+    T, dh = clean.shape[1], model.cfg.d_head
+    cos, sin = rope_cos_sin(T, dh, 10000.0)
+    s = apply_rope(q, cos, sin) @ apply_rope(k, cos, sin).transpose(-1, -2) / math.sqrt(dh)
+    A = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+    h = base["resid"][rl + 1] + A @ v @ blk.W_O[rh] - base["head_out"][rl][:, rh]
+    for later in model.blocks[rl + 1:]:
+        h = later(h)
+    return (float(metric(h @ model.W_E.T, clean, periods)) - mk) / (mc - mk)
+
+
+def _detector(pattern, tokens, shift=True, per_row=False, normalise=True):
+    T = tokens.shape[0]
+    same = tokens[None, :] == tokens[:, None]
+    mask = torch.zeros(T, T, dtype=torch.bool)
+    if shift:
+        mask[:, 1:] = same[:, :-1]
+    else:
+        mask = same & (torch.arange(T)[None] < torch.arange(T)[:, None])
+    mask &= torch.ones(T, T, dtype=torch.bool).tril()
+    on = pattern * mask
+    if per_row:
+        rows = mask.any(-1)
+        return (on.sum(-1)[:, rows] / pattern.sum(-1)[:, rows]).mean(-1)
+    return on.sum((-2, -1)) / (pattern.sum((-2, -1)) if normalise else 1)
+
+
+def _step(shift=True, zero=True, step=True, reduction="mean"):
+    def train_step(model, optimizer, tokens):
+        logits = model(tokens)
+        V = logits.shape[-1]
+        pred, target = (logits[:, :-1], tokens[:, 1:]) if shift else (logits, tokens)
+        loss = F.cross_entropy(pred.reshape(-1, V), target.reshape(-1), reduction=reduction)
+        if zero:
+            optimizer.zero_grad()
+        loss.backward()
+        if step:
+            optimizer.step()
+        return loss.item()
+    return train_step
+
+
+def _spectral(M):
+    return torch.linalg.matrix_norm(M, 2)
+
+
+def _drop_lnv(steps, losses, vocab_size):
+    return next((s for s, l in zip(steps, losses) if l < math.log(vocab_size)), None)
+
+
+def _drop_index(steps, losses, vocab_size):
+    return next((i for i, l in enumerate(losses) if l < math.log(vocab_size) / 2), None)
+
+
+def _drop_last(steps, losses, vocab_size):
+    below = [s for s, l in zip(steps, losses) if l < math.log(vocab_size) / 2]
+    return below[-1] if below else None
+
+
+def _drop_le(steps, losses, vocab_size):
+    return next((s for s, l in zip(steps, losses) if l <= math.log(vocab_size) / 2), None)
+
+
+WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must get)]
+    "tile_patterns": [
+        ("longest-period", _tile_longest, "Every row is tiled with the longest period"),
+        ("shifted", _tile_shifted, "Off by one position: position t holds"),
+        ("float", lambda **a: sol("tile_patterns")(**a).float(), "Returned dtype torch.float32"),
+        ("one-short", lambda patterns, periods, seq_len: sol("tile_patterns")(patterns, periods, seq_len - 1),
+         "Wrong shape: axis 1 (T) has size")],
+    "later_copy_mask": [
+        ("positions", _mask_positions, "Off by one position: column c is the target t = c + 1"),
+        ("first-copy", lambda periods, seq_len: ~_mask_strict(periods - 1, seq_len), "That is the first copy"),
+        ("full-length", _mask_full, "Wrong shape: axis 1 (t - 1, the targets t = 1..T-1) has size"),
+        ("second-only", lambda periods, seq_len: _mask_strict(periods - 1, seq_len)
+         & (torch.arange(1, seq_len)[None] < 2 * periods[:, None]), "That is the second copy only")],
+    "causal_pattern": [
+        ("no-rope", lambda q, k: _pattern(q, k, rope=False), "No rotary positions"),
+        ("no-scale", lambda q, k: _pattern(q, k, scale=False), "The scores are not scaled"),
+        ("query-softmax", lambda q, k: _pattern(q, k, axis=-2), "Normalised over the wrong axis"),
+        ("transposed", lambda q, k: _pattern(q, k).transpose(-1, -2), "Rows and columns swapped")],
+    "prev_token_score": [
+        ("self", _prev_self, "Off by one position: that is A[i, i]"),
+        ("sum", lambda pattern: pattern.diagonal(-1, dim1=-2, dim2=-1).sum((0, 2)), "Not normalised"),
+        ("all-queries", lambda pattern: pattern.diagonal(-1, dim1=-2, dim2=-1).sum((0, 2))
+         / (pattern.shape[0] * pattern.shape[-1]), "Averaged over all T queries"),
+        ("per-sequence", lambda pattern: pattern.diagonal(-1, dim1=-2, dim2=-1).mean(-1),
+         "Wrong shape: got [")],
+    "induction_score": [
+        ("duplicate", _induction_dup, "Off by one position: A[i, i-L] is the earlier copy"),
+        ("any-copy", lambda pattern, periods: sol("induction_any_score")(pattern, periods),
+         "Score on the wrong copy: this counts every earlier copy"),
+        ("per-sequence", _induction_per_seq, "Averaged per sequence first")],
+    "induction_any_score": [
+        ("latest", lambda pattern, periods: sol("induction_score")(pattern, periods),
+         "Score on the wrong copy: that is the latest copy only"),
+        ("mean-over-copies", _any_mean, "Divided by the number of copies"),
+        ("copies-themselves", _any_offset, "Off by one position: A[i, i-kL]")],
+    "ov_copying_matrix": [
+        ("transposed", lambda W_E, W_V, W_O: (W_E @ W_V @ W_O @ W_E.T).T, "Rows and columns swapped"),
+        ("centred", lambda W_E, W_V, W_O: (lambda C: C - C.mean(-1, keepdim=True))(W_E @ W_V @ W_O @ W_E.T),
+         "Rows centred"),
+        ("no-unembedding", lambda W_E, W_V, W_O: W_E @ W_V @ W_O, "You stopped at W_E W_V W_O"),
+        ("raises", lambda W_E, W_V, W_O: W_E @ W_O @ W_V @ W_E.T, "Your function raised RuntimeError")],
+    "copying_scores": [
+        ("columns", _copy_cols, "Rows and columns swapped in ov_diag_top1"),
+        ("uncentred", _copy_uncentred, "ov_copying_eig is not centred"),
+        ("count", _copy_count, "ov_diag_top1 is not normalised")],
+    "rotary_profile": [
+        ("key-rotated", lambda q, k, n_offsets: _rot(q, k, n_offsets, "k"), "Rotated the key instead of the query"),
+        ("both", lambda q, k, n_offsets: _rot(q, k, n_offsets, "both"), "Rotated both q and k"),
+        ("no-scale", lambda q, k, n_offsets: _rot(q, k, n_offsets, scale=False), "The scores are not scaled")],
+    "k_composition": [
+        ("q-composition", lambda W_OV, W_QK: float((W_OV @ W_QK).norm() / (W_OV.norm() * W_QK.norm())),
+         "That is Q-composition"),
+        ("unnormalised", lambda W_OV, W_QK: float((W_OV @ W_QK.T).norm()), "Not normalised"),
+        ("spectral", lambda W_OV, W_QK: float(_spectral(W_OV @ W_QK.T) / (_spectral(W_OV) * _spectral(W_QK))),
+         "Used the spectral norm")],
+    "ablation_delta": [
+        ("sign", lambda **a: _ablate(**a, sign=-1), "The sign is flipped"),
+        ("positions-mean", lambda **a: _ablate(**a, over=1), "Mean taken over the positions"),
+        ("all-targets", lambda **a: _ablate(**a, targets="all"), "Scored every target")],
+    "logit_lens": [
+        ("no-shift", lambda model, tokens: _lens(model, tokens, shift=0), "Off by one position"),
+        ("logits", lambda model, tokens: _lens(model, tokens, kind="logit"), "Not normalised"),
+        ("no-embedding", lambda model, tokens: _lens(model, tokens, first=1), "The embedding stage is missing")],
+    "head_patch_effect": [
+        ("reverse", lambda **a: _patch(**a, reverse=True), "Patched the wrong way round"),
+        ("unnormalised", lambda **a: _patch(**a, normalise=False), "Not normalised"),
+        ("whole-block", lambda **a: _patch(**a, heads=list(range(a["model"].cfg.n_heads))),
+         "Patch at the wrong place: you patched every head of the block")],
+    "path_patch_keys": [
+        ("queries", lambda **a: _path(**a, which="q"), "Patch at the wrong place: that is the path into the receiver's "
+         "queries"),
+        ("values", lambda **a: _path(**a, which="v"), "Patch at the wrong place: that is the path into the receiver's "
+         "values"),
+        ("denoising", lambda **a: _path(**a, direction="denoising"), "Patched the wrong way round")],
+    "induction_detector": [
+        ("duplicate-mask", lambda pattern, tokens: _detector(pattern, tokens, shift=False), "Off by one position"),
+        ("per-row", lambda pattern, tokens: _detector(pattern, tokens, per_row=True), "Normalised per row"),
+        ("unnormalised", lambda pattern, tokens: _detector(pattern, tokens, normalise=False), "Not normalised")],
+    "train_step": [
+        ("no-shift", _step(shift=False), "Off by one position"),
+        ("no-zero-grad", _step(zero=False), "The gradients pile up"),
+        ("no-step", _step(step=False), "The weights did not change"),
+        ("sum", _step(reduction="sum"), "Not normalised")],
+    "find_drop": [
+        ("ln-V", _drop_lnv, "The line is ln V / 2"),
+        ("index", _drop_index, "Returned the position in the list"),
+        ("last", _drop_last, "Returned the last step below the line"),
+        ("less-or-equal", _drop_le, "A loss exactly at ln V / 2 has not dropped yet")],
+}
+WRONG_CASES = [(name, wid, fn, start) for name, items in WRONG.items() for wid, fn, start in items]
+
+
+def test_every_exercise_has_three_wrong_answers():
+    assert set(WRONG) == set(NAMES)
+    assert all(len(items) >= 3 for items in WRONG.values())
+
+
+@pytest.mark.parametrize("name,wid,fn,start", WRONG_CASES, ids=[f"{c[0]}-{c[1]}" for c in WRONG_CASES])
+def test_wrong_answer_gets_its_sentence(name, wid, fn, start):
+    fn.__name__ = name
+    verdict = checks.check(name, fn)
+    assert not verdict.ok
+    assert verdict.message.startswith(start), verdict.message
+    assert "Traceback" not in verdict.message and verdict.message.count(". ") <= 1, verdict.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Solutions, templates, students' exceptions
+
+
+@pytest.mark.parametrize("file", SHIPPED)
+def test_solutions_pass_on_every_shipped_file_and_the_planted_models(file):
+    checks.use_model(ROOT / "checkpoints" / file)
+    try:
+        for ex in EXERCISES:
+            verdict = checks.check(ex.name, solution_function(ex))
+            assert verdict.ok, verdict
+            assert "planted" in verdict.message or ex.name == "train_step", verdict
+    finally:
+        checks.use_model(ROOT / "checkpoints" / DEFAULT)
+
+
+def test_untouched_templates_say_not_written_yet():
+    for name in NAMES:
+        verdict = checks.check(name, template(name))
+        assert not verdict.ok and verdict.message.startswith("not written yet"), verdict
+
+
+def test_templates_are_generated_from_the_solutions():
+    for section in SECTIONS:
+        assert (ROOT / "exercises" / f"{section}.py").read_text() == build.template_source(section), (
+            f"exercises/{section}.py is stale: python -m exercises.build")
+
+
+def test_a_raising_function_gets_its_own_sentence():
+    def prev_token_score(pattern):
+        scores = pattern[:, :, 1:, 0].mean((0, 2))
+        return scores[99]  # a student's bug
+
+    verdict = checks.check("prev_token_score", prev_token_score)
+    assert verdict.message.startswith("Your function raised IndexError at line"), verdict.message
+    assert "return scores[99]" in verdict.message and "core/" not in verdict.message
+
+    def returns_nothing(pattern):
+        pattern.diagonal(-1, dim1=-2, dim2=-1).mean((0, 2))
+
+    assert checks.check("prev_token_score", returns_nothing).message.startswith("Returned None")
+
+
+def test_a_student_writing_into_the_inputs_changes_nothing_else():
+    def prev_token_score(pattern):
+        pattern.zero_()
+        return pattern[0, :, 0, 0]
+
+    assert not checks.check("prev_token_score", prev_token_score).ok
+    assert checks.check("prev_token_score", sol("prev_token_score")).ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebooks: run top to bottom, same verdicts as the plain files
+
+RUNNER = r"""
+import json, sys
+for path in sys.argv[1:]:
+    nb = json.load(open(path))
+    ns = {"__name__": "__main__"}
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), f"<{path} cell {i}>", "exec"), ns)
+    print("NOTEBOOK RAN", path, flush=True)
+"""
+
+
+def test_notebooks_run_top_to_bottom_with_the_plain_files_verdicts(tmp_path):
+    paths, expected = [], []
+    for section in SECTIONS:
+        for filled in (True, False):
+            nb = json.loads(build.notebook_bytes(section, f"checkpoints/{DEFAULT}", "the 2-block model"))
+            assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 5
+            for cell in nb["cells"]:
+                src = "".join(cell["source"])
+                if filled and cell["cell_type"] == "code" and "NotImplementedError" in src:
+                    name = src.split("def ", 1)[1].split("(", 1)[0]
+                    cell["source"] = [build._solution_source(name)]
+            path = tmp_path / f"{section}-{'solved' if filled else 'blank'}.ipynb"
+            path.write_text(json.dumps(nb))
+            paths.append(str(path))
+            module = importlib.import_module(f"exercises.{'solutions.' if filled else ''}{section}")
+            expected += [str(v) for v in checks.check_module(module)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS", checks.MODEL_ENV)}
+    env["OMP_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", RUNNER, *paths], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("NOTEBOOK RAN") == len(paths)
+    printed = [line for line in out.stdout.splitlines() if line.startswith(("✅", "❌"))]
+    assert printed == expected
+    assert sum(line.startswith("✅") for line in printed) == len(NAMES)
+
+
+def test_the_suite_from_the_root_leaves_the_templates_alone():
+    """pytest.ini's testpaths = tests: `python -m pytest` never collects exercises/test_*.py."""
+    ini = (ROOT / "pytest.ini").read_text()
+    assert "testpaths = tests" in ini
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+
+@pytest.mark.usefixtures("navigation_apps_only")
+def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
+    at = open_app("pages/exercises.py", DEFAULT)
+    assert [h.value for h in at.header] == list(SECTIONS.values())
+    assert len(at.subheader) == len(EXERCISES)
+    labels = [e.label for e in at.expander]
+    assert labels.count("Solution") == len(EXERCISES)
+    assert sum(label.startswith("Hint") for label in labels) == sum(len(ex.hints) for ex in EXERCISES)
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert sum(d.startswith("📓") for d in downloads) == len(SECTIONS) == sum(d.startswith("🐍") for d in downloads)
+    text = " ".join(m.value for m in at.markdown)
+    assert "difficulty 🔴" in text and "python -m pytest exercises" in text
+    assert not at.exception
+
+
+def test_the_notebook_for_a_session_model_asks_for_its_file():
+    nb = build.notebook("part1_attention", None, "my run")
+    setup = "".join(nb["cells"][1]["source"])
+    assert 'MODEL = "my-model.pt"' in setup and "checks.use_model(MODEL)" in setup
+
+
+def test_solution_copies_the_model_it_trains():
+    model = copy.deepcopy(checks.picked()["model"])
+    before = model.W_E.clone()
+    assert checks.check("train_step", sol("train_step")).ok
+    assert torch.equal(model.W_E, before) and torch.equal(checks.picked()["model"].W_E, before)
