@@ -4,7 +4,7 @@ a click. The app never runs a student's code: the checks run on the student's ma
 import streamlit as st
 
 from exercises import build
-from exercises.catalogue import SECTIONS, in_section, rating
+from exercises.catalogue import EXERCISES, SECTIONS, in_section, rating
 from ui.pages import PATH
 from ui.setup import lab_script
 from ui.state import selected_model
@@ -52,6 +52,11 @@ st.caption("Difficulty 🔴 and importance 🔵 out of 5; the minutes are a guid
            "Every exercise names the page where you see its result on screen.")
 
 number = build.numbered()
+st.subheader("The path at a glance")
+st.dataframe([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
+               "difficulty": rating(ex.difficulty, "🔴"), "importance": rating(ex.importance, "🔵"),
+               "minutes": ex.minutes, "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
+              for ex in EXERCISES], hide_index=True, width="stretch", height="content")
 for section, title in SECTIONS.items():
     st.header(title)
     left, right = st.columns(2)
@@ -64,7 +69,7 @@ for section, title in SECTIONS.items():
         with st.container(border=True):
             st.subheader(f"{number[ex.name]}. {ex.title}", anchor=ex.name)
             page = PAGES.get(ex.page)
-            head, link = st.columns([3, 2], vertical_alignment="center")
+            head, link = st.columns([5, 2], vertical_alignment="center")
             head.markdown(f"`{ex.name}` · difficulty {rating(ex.difficulty, '🔴')} · importance "
                           f"{rating(ex.importance, '🔵')} · about {ex.minutes} min")
             if page is not None:
