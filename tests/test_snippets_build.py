@@ -142,5 +142,7 @@ def test_fill_writes_literals_and_comments():
 
     code = fill(piece, N=np.int64(3), WHICH=Code("raw"), TEXT="it's", SPEC={"1.2": "zero"})
     assert code == "value = model.raw(3, \"it's\", {'1.2': 'zero'})  # 3 times raw on it's, NOT N_ALL\n"
+    code = fill(piece, N=1, WHICH=Code("raw"), TEXT="a\nb", SPEC=None)  # a line break stays inside a literal
+    assert code.count("\n") == 1 and code.endswith("# 1 times raw on 'a\\nb', NOT N_ALL\n"), code
     with pytest.raises(TypeError):
         fill(piece, N=1, WHICH=Code("raw"), TEXT="x")  # SPEC missing

@@ -11,7 +11,9 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
 prompt's name or a sentence of your own). The Causal experiments page shares period, seed, seq and
-text too.
+text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the widget
+state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
+its widget keys.
 """
 from __future__ import annotations
 

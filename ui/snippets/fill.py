@@ -8,7 +8,8 @@ called, so ruff and the editor check it like any other code.
 
 - Parameters in CAPITALS are placeholders: `fill(_pattern, LAYER=1, HEAD=0, LABEL="2.1")` is the
   function's body with each one replaced by the page's value written as a Python literal (`Code`
-  values as written, e.g. an attribute name or an expression); in comments, by the value as text.
+  values as written, e.g. an attribute name or an expression); in comments, by the value as text
+  (a string with a line break is written as a literal there too).
 - Lowercase parameters are names an earlier piece of the snippet defines (`model`, `task`, `info`
   by the lines that load the model, ui/snippets/load.py).
 - The final `return` is not part of the code. `return {name: expression}` gives the snippet's
@@ -89,7 +90,7 @@ def _filled(piece: Piece, values: dict[str, Any]) -> tuple[str, ast.FunctionDef]
     lines = source.splitlines(keepends=True)
     for row, start, end, name, comment in sorted(spots, reverse=True):  # right to left keeps the columns
         value = values[name]
-        text = value if comment and isinstance(value, str) else literal(value)
+        text = value if comment and isinstance(value, str) and "\n" not in value else literal(value)
         lines[row] = lines[row][:start] + text + lines[row][end:]
     text = "".join(lines)
     return text, ast.parse(text).body[0]
