@@ -479,7 +479,8 @@ def test_the_suite_from_the_root_leaves_the_templates_alone():
 def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
     at = open_app("pages/exercises.py", DEFAULT)
     assert [h.value for h in at.header] == list(SECTIONS.values())
-    assert len(at.subheader) == len(EXERCISES)
+    assert [h.value for h in at.subheader][1:] == [f"{i}. {ex.title}" for i, ex in enumerate(EXERCISES, 1)]
+    assert len(at.dataframe) == 1  # the path at a glance
     labels = [e.label for e in at.expander]
     assert labels.count("Solution") == len(EXERCISES)
     assert sum(label.startswith("Hint") for label in labels) == sum(len(ex.hints) for ex in EXERCISES)
@@ -501,3 +502,31 @@ def test_solution_copies_the_model_it_trains():
     before = model.W_E.clone()
     assert checks.check("train_step", sol("train_step")).ok
     assert torch.equal(model.W_E, before) and torch.equal(checks.picked()["model"].W_E, before)
+
+
+def test_the_planted_model_gives_the_solutions_its_known_answers():
+    """exercises/planted.py's induction circuit: 1.1 is a previous-token head, 2.2 an induction head that
+    copies (its OV copying matrix is a multiple of the identity), 1.1 K-composes into 2.2 well above
+    chance, patching 2.2 restores M fully and the key path 1.1 -> 2.2 is needed."""
+    from core.causal.patching import corrupt
+    from core.model.task import sample_batch
+    from core.reading.composition import composition_baseline
+    from exercises import planted
+
+    m = planted.planted_induction_model()
+    g = torch.Generator().manual_seed(0)
+    tokens, periods = sample_batch(planted.TASK, 16, planted.V, generator=g)
+    with torch.no_grad():
+        _, cache = m.run_with_cache(tokens)
+        b0, b1 = m.blocks
+        assert float(sol("prev_token_score")(cache["pattern"][0])[0]) > 0.99
+        assert float(sol("induction_any_score")(cache["pattern"][1], periods)[1]) > 0.6
+        C = sol("ov_copying_matrix")(m.W_E, b1.W_V[1], b1.W_O[1])
+        assert sol("copying_scores")(C) == pytest.approx((1.0, 1.0))
+        k = sol("k_composition")(b0.W_V[0] @ b0.W_O[0], b1.W_Q[1] @ b1.W_K[1].T)
+        assert k > 2 * composition_baseline(planted.D, planted.D // planted.H)["K"]
+        corrupted = corrupt(tokens, periods, planted.V, g)
+        T = 2 * int(periods.max())
+        args = (m, tokens[:, :T], corrupted[:, :T], periods)
+        assert sol("head_patch_effect")(*args, *planted.INDUCTION) > 0.95
+        assert sol("path_patch_keys")(*args, planted.PREV, planted.INDUCTION) < 0.3
