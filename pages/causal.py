@@ -3,6 +3,7 @@ from functools import partial
 
 import streamlit as st
 
+from core.causal import readings
 from core.causal import views as causal
 from core.model.symbols import describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
@@ -17,17 +18,24 @@ lab_script()  # first: see ui/setup.py
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 DEFAULT_TEXT = "induction " * 3
-SMALL_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
+SMALL_GAP = readings.MIN_GAP  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
+BLANK = 0.02  # a row of the position sweep whose every cell is within ±BLANK reads as blank
+PATH_NAMES = {"q": "query", "k": "key", "v": "value"}
+CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
+                     "resample": "resample: another sequence of the same period"}
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(key: str, period: int, seed: int, positions: bool | None, budget: int, _model, _task) -> dict:
-    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions, budget)
+def _task_experiments(key: str, period: int, seed: int, positions: bool | None, budget: int, corruption: str, _model,
+                      _task) -> dict:
+    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions, budget, corruption)
 
 
 @st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(key: str, text: str, seed: int, positions: bool | None, budget: int, _model) -> dict:
-    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions, budget)
+def _text_experiments(key: str, text: str, seed: int, positions: bool | None, budget: int, corruption: str,
+                      _model) -> dict:
+    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions, budget,
+                                   corruption)
 
 
 st.title("Causal experiments")
@@ -38,16 +46,22 @@ st.markdown(
     "Ablation asks *what breaks when a head is removed*. Patching asks a sharper question: run the model twice, "
     "once on a **clean** input it gets right and once on a **corrupted** input it gets wrong, then copy one "
     "activation from the clean run into the corrupted one and measure how much of the right answer comes back "
-    "(Vig et al., 2020; Meng et al., 2022; Wang et al., 2022). Here the clean run is a task sequence; the "
-    "corrupted run is the same sequence with its **first copy (positions 0 … L−1) replaced by a fresh random "
-    "pattern**, so the second copy can no longer be read from the context. The metric M is the mean "
-    "log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target at t = L is left "
-    "out: it is predicted at position L−1, whose own token was corrupted). A **patch effect** of 0 means no "
-    "recovery, 1 means full recovery, below 0 that the patch made things worse:")
+    "(Vig et al., 2020; Meng et al., 2022; Wang et al., 2022). Here the clean run is a task sequence. There are "
+    "two corruptions to choose from: **first copy** replaces positions 0 … L−1 by a fresh random pattern and "
+    "keeps the rest, so the second copy can no longer be read from the context; **resample** runs another "
+    "sequence of the same period in full (a fresh pattern repeated, Heimersheim & Nanda, 2024), so every "
+    "position differs, the second copy's queries included. The right token is always the clean one. The metric "
+    "M is the mean log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target "
+    "at t = L is left out: it is predicted at position L−1, whose own token was corrupted). A **patch effect** of "
+    "0 means no recovery, 1 means full recovery, below 0 that the patch made things worse:")
 st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{M(\text{clean}) - M(\text{corrupted})}")
 
 modes = share.SEQ_MODES["causal"]  # link value -> the radio option
 source = st.radio("Sequences", list(modes.values()), horizontal=True, key="cz_source")
+corruption = st.radio("Corruption", list(CORRUPTION_LABELS), format_func=CORRUPTION_LABELS.get, horizontal=True,
+                      key="cz_corruption",
+                      help="First copy: only positions 0 … L−1 change, so a path that reads the second copy's "
+                           "positions sees nearly the same input in both runs. Resample: the whole sequence changes.")
 c1, c2 = st.columns(2)
 period = text = None
 sweeps = True if st.session_state.get("cz_sweeps") else None  # None: only where they are quick
@@ -58,20 +72,24 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, model, task)
+        res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption, model,
+                                task)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, model)
-        what = f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
+        res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption, model)
+        what = (f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
+                if corruption == "first-copy" else
+                f"your sequence (period {res['period']}) against {N_SEQS} random sequences of the same period")
 except ValueError as e:
     st.warning(f"{e} Nothing to patch yet.")
     st.stop()
 
-st.markdown("**First clean sequence** and **its corruption** (the first copy differs, everything after it is the "
-            "same):")
+st.markdown("**First clean sequence** and **its corruption** " +
+            ("(the first copy differs, everything after it is the same):" if corruption == "first-copy" else
+             "(another sequence of the same period, whole):"))
 st.code("clean:     " + "".join(res["clean"]) + "\ncorrupted: " + "".join(res["corrupted"]), language=None)
 gap = res["m_clean"] - res["m_corrupted"]
 m1, m2, m3 = st.columns(3)
@@ -79,7 +97,8 @@ m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the
 m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
-snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps)
+snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
+                  corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
 
 if cfg.n_layers == 0:
@@ -103,16 +122,17 @@ if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
     heads = res["heads"]
-    ask(quiz_causal.patched_heads(heads))
+    ask(quiz_causal.patched_heads(heads, gap))
     left, right = st.columns([1, 2])
     left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
         f"**Checks.** Patching every head at once gives {res['all_heads']:.3f}; patching the whole stream entering "
-        f"the last block gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the clean "
-        "run); patching nothing is 0 by definition."
+        f"block {cfg.n_layers} gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the "
+        "clean run); patching nothing is 0 by definition."
         + (f" The largest single-head effect here is head {int(best['block'])}.{int(best['head'])}: "
-           f"{best['patch_effect']:.2f}." if best is not None else ""))
+           f"{best['patch_effect']:.2f} (95% interval over the {res['n_seqs']} sequences "
+           f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -147,6 +167,15 @@ if cfg.n_layers and res["resid"] is not None:
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
+    window = res.get("embedding_window")
+    if window is not None and abs(res["resid"][0]).max() < BLANK:
+        a, b = window["positions"][0], window["positions"][-1]
+        st.markdown(
+            f"**Why the row *before block 1* is blank** (every cell within ±{BLANK:g} here): no single restored "
+            "token is enough. An induction head finds the token to copy at a key whose own token *and* the token "
+            "before it are clean, so one clean position on its own restores nothing. Restoring positions "
+            f"{a}–{b} together gives {window['effect']:.3f}; one of the L−1 second-copy targets is "
+            f"{window['one_target']:.3f} of them.")
 
     # -----------------------------------------------------------------------------------------
     st.header("3 · Each head, one position at a time")
@@ -170,7 +199,7 @@ if cfg.n_layers:
                 "(every head writes straight to the logits). Pick **variable-period-2block** to see it.")
     else:
         paths = res["paths"]
-        ask(quiz_causal.needed_key_path(paths))
+        ask(quiz_causal.needed_key_path(paths, gap))
         st.markdown(
             "A head in a later block reads the stream through three inputs: its **query** (Q), its **keys** (K) and "
             "its **values** (V). Path patching changes what *one* receiver head sees through *one* of them, "
@@ -179,22 +208,53 @@ if cfg.n_layers:
             "**needed** (the clean performance is gone), near 1 that it is not. **Denoising** puts the sender's clean "
             "output into the corrupted run: near 1 means the path alone **suffices**. Column *2.all* patches the "
             "same path into every head of block 2 at once.")
-        st.info("With this corruption the right token sits only in the clean first copy, and the heads that copy it "
-                "read it through their **values**. So **no single denoised path that leaves the values corrupted can "
-                "bring the right token back**: denoising a key or query path can at best point a head at the right "
-                "position, where it then reads a corrupted token. Expect the denoising columns to stay near 0.")
+        untestable = readings.untestable_paths(res)
+        senders = res["senders"].set_index("sender")
+        if untestable:
+            listed = "; ".join(
+                f"{PATH_NAMES[p]} rows of {', '.join(who)}" for p, who in untestable.items())
+            shares = ", ".join(f"{s} {senders.loc[s, 'at_queries']:.0%}" for s in senders.index)
+            st.info(f"**Rows this corruption cannot test: {listed}** (hidden below). A path can only show something "
+                    "where the sender writes differently in the two runs. The first-copy corruption changes only "
+                    "positions 0 … L−1, and a block-1 head at the second copy's query positions reads the last few "
+                    f"tokens, which are the same in both runs: share of those positions where each sender's output "
+                    f"moves by more than a tenth: {shares}. Choose **resample** to test them.")
+        else:
+            st.caption(f"Every row is testable with this corruption: each block-1 head's output differs between the "
+                       f"runs at {senders['at_queries'].min():.0%} or more of the second copy's query positions "
+                       f"and {senders['at_keys'].min():.0%} or more of the first copy's positions.")
+        den = readings.largest_denoising(res)
+        if den is not None:
+            top, low = den.loc[den["patch_effect"].idxmax()], den.loc[den["patch_effect"].idxmin()]
+            if corruption == "first-copy":
+                expect = ("With this corruption the right token sits only in the clean first copy, and a head that "
+                          "copies it reads it through its **values**. A denoised key path can point the block-2 heads "
+                          "at the right position, where they then read a corrupted token and copy that, so it can "
+                          "even do harm; a denoised value path can bring back only what a head already attends to. "
+                          "Expect small denoising effects, some below 0.")
+            else:
+                expect = ("With resample every position of the corrupted run is another sequence, so a single clean "
+                          "path restores only part of what the block-2 heads need (the match through keys and "
+                          "queries, the token through values): expect partial effects.")
+            st.info(f"{expect} Measured here, into all of block 2: the largest denoising effect is "
+                    f"{top['patch_effect']:.3f} ({PATH_NAMES[top['path']]} from {top['sender']}), the lowest "
+                    f"{low['patch_effect']:.3f} ({PATH_NAMES[low['path']]} from {low['sender']}).")
         for path, name in (("q", "query (Q)"), ("k", "keys (K)"), ("v", "values (V)")):
+            shown = paths[(paths["path"] == path) & paths["testable"].astype(bool)]
+            if not len(shown):
+                continue
             cols = st.columns(2)
             for col, direction in zip(cols, ("noising", "denoising")):
-                sub = paths[(paths["path"] == path) & (paths["direction"] == direction)]
+                sub = shown[shown["direction"] == direction]
                 col.altair_chart(charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
-        k_noise = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_head"] < 0)]
-        if len(k_noise):
-            worst = k_noise.loc[k_noise["patch_effect"].idxmin()]
-            st.markdown(
-                f"On this model the most needed key path into all of block 2 comes from head {worst['sender']}: "
-                f"noising it leaves an effect of {worst['patch_effect']:.2f}. This is K-composition shown by an "
-                "intervention, next to the weight-based composition scores of *Circuits & ablations*.")
+        for sentence in (readings.key_composition_sentence(res), readings.longer_match_sentence(res)):
+            if sentence:
+                st.markdown(sentence)
+        if readings.most_needed_key_path(res) is None:
+            st.markdown("On these sequences no single block-1 head's key path into block 2 is clearly the most needed "
+                        f"(M(clean) − M(corrupted) is {gap:.2f} nats; a clear answer needs at least "
+                        f"{readings.MIN_GAP:g} and a noising interval ending below {readings.NEEDED:g} and below "
+                        "every other sender's): this model gives no clear answer here.")
         st.caption(
             "**What am I looking at?** Rows: sender heads (block 1); columns: receiver heads (block 2). Each cell is "
             "the patch effect of that one path. **Unlike ablation**, which removes a head from every place it "
@@ -207,7 +267,7 @@ if cfg.n_layers:
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")
 lens, by_copy = res["lens"], res["lens_by_copy"]
-ask(quiz_causal.lens_stage(by_copy))
+ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None))
 st.altair_chart(charts.lens_grid(lens, res["period"], "right next token's probability, read after each stage "
                                  "(first clean sequence)"), width="content")
 st.caption(
@@ -228,13 +288,16 @@ python_panel(snippet("lens"), shows={"prob": by_copy["prob"], "rank": by_copy["r
 # ---------------------------------------------------------------------------------------------
 st.header("6 · How this relates to the IOI method")
 st.markdown(
-    "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with exactly these tools (see *Head "
-    "archetypes & IOI*). Their clean input was an IOI sentence; for path patching they replaced the names by other, "
-    "unrelated names, so the answer was no longer supported by the context, much as our fresh first copy "
-    "removes the pattern. They measured the logit difference between the two names where we use the right "
-    "token's log-probability. They worked backwards from the logits: first the heads whose output matters "
-    "directly (section 1 here), then, by path patching into those heads' queries, keys and values, the heads "
-    "that feed them (section 4). Here the answer is known in advance, so you can check the method: the "
-    "previous-token head in block 1 should matter through the induction heads' **keys**, not their values or "
-    "queries, and the induction heads should matter directly.")
+    "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with these tools (see *Head "
+    "archetypes & IOI*). Their clean input was an IOI sentence; their corrupted input the same template with other, "
+    "unrelated names, so the answer was no longer supported by the context: a whole other prompt, closer to the "
+    "**resample** corruption here than to the first-copy one. They measured the logit difference between the two "
+    "names where we use the right token's log-probability. They worked backwards from the logits. Their first "
+    "step is **path patching into the logits by noising**: each head's corrupted output is sent only along its "
+    "direct path to the output, to find the heads that matter *directly*. Section 1 here measures something else: "
+    "the *total* effect of *denoising* one head (its clean output into the corrupted run, every block above "
+    "recomputed), which also counts what later heads do with it. Their next step, path patching into those heads' "
+    "queries, keys and values, is section 4. Here the answer is known in advance, so you can check the method: "
+    "the block-1 previous-token head should matter through the block-2 heads' **keys** (its query rows can only be "
+    "tested with the resample corruption, see section 4), and the block-2 heads should matter directly.")
 st.page_link("pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")

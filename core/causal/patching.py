@@ -34,6 +34,28 @@ def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
     return torch.where(first, fresh, tokens)
 
 
+CORRUPTIONS = ("first-copy", "resample")
+
+
+def resample(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """The resample donor (Heimersheim & Nanda, 2024): for each row, another task sequence of the same
+    period L, a fresh random pattern of length L repeated over the whole row. Every position differs
+    from the clean run (except where the two patterns agree by chance), the second copy included."""
+    patterns = torch.randint(0, vocab_size, (tokens.shape[0], int(periods.max())), generator=generator)
+    return patterns.gather(1, torch.arange(tokens.shape[1])[None, :] % periods[:, None])
+
+
+def corrupted_tokens(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int, corruption: str,
+                     generator: torch.Generator | None = None) -> torch.Tensor:
+    """The corrupted run of `corruption`: "first-copy" (corrupt) or "resample" (resample)."""
+    if corruption == "first-copy":
+        return corrupt(tokens, periods, vocab_size, generator)
+    if corruption == "resample":
+        return resample(tokens, periods, vocab_size, generator)
+    raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {corruption!r}.")
+
+
 def target_mask(periods: torch.Tensor, seq_len: int) -> torch.Tensor:
     """Boolean [B, seq_len - 1] over targets t = 1..seq_len-1: True where L+1 <= t < 2L."""
     t = torch.arange(1, seq_len)[None, :]
@@ -61,6 +83,44 @@ def metric(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) ->
     return logp[..., 0].mean(-1)
 
 
+def metric_by_seq(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """M of each sequence: logits [..., B, T, V] -> [..., B], the mean log-prob of the right token over
+    that sequence's second-copy targets. Weighted by target_counts they pool to `metric`."""
+    mask = target_mask(periods, tokens.shape[1])  # [B, T-1]
+    logp = logits[..., :-1, :].log_softmax(-1).gather(-1, tokens[:, 1:].expand(*logits.shape[:-2], -1)[..., None])
+    logp = logp[..., 0] * mask
+    return logp.sum(-1) / mask.sum(-1).clamp_min(1)
+
+
+def target_counts(periods: torch.Tensor) -> torch.Tensor:
+    """How many second-copy targets each sequence has (L - 1): metric_by_seq's pooling weights."""
+    return (periods - 1).clamp_min(0).double()
+
+
+N_BOOT = 1000  # bootstrap resamples of the sequences for an effect's interval
+BOOT_SEED = 0
+
+
+def effect_interval(runs: PatchRuns, m_seq, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """A bootstrap interval of patch effects over the sequences measured: m_seq [..., B] (metric_by_seq
+    of each patched run) -> (low, high), each [...]. Each resample draws B sequences with replacement
+    (fixed seed BOOT_SEED) and recomputes the whole ratio, denominator included; NaN where a resample's
+    M(clean) == M(corrupted)."""
+    m = np.asarray(m_seq, dtype=np.float64)
+    w = runs.weights
+    B = len(w)
+    idx = np.random.default_rng(BOOT_SEED).integers(0, B, (N_BOOT, B))
+    ws = w[idx]  # [N, B]
+    clean = (runs.clean_seq[idx] * ws).sum(-1)
+    corr = (runs.corrupted_seq[idx] * ws).sum(-1)
+    patched = (m[..., idx] * ws).sum(-1)  # [..., N]
+    gap = clean - corr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        eff = np.where(gap != 0, (patched - corr) / gap, np.nan)
+    a = (1 - level) / 2
+    return np.nanquantile(eff, a, axis=-1), np.nanquantile(eff, 1 - a, axis=-1)
+
+
 @dataclass
 class PatchRuns:
     """Both runs of one experiment: tokens [B, T] (truncated to 2 max L: later positions cannot change M),
@@ -74,6 +134,14 @@ class PatchRuns:
     m_clean: float
     m_corrupted: float
     clean_full: torch.Tensor | None = None  # the clean tokens before the cut (for views of whole sequences)
+    corruption: str = "first-copy"  # how the corrupted run was made (CORRUPTIONS)
+    clean_seq: np.ndarray | None = None  # M of each clean sequence (metric_by_seq), [B]
+    corrupted_seq: np.ndarray | None = None  # M of each corrupted sequence, [B]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Each sequence's number of second-copy targets (how metric_by_seq pools to M), [B]."""
+        return target_counts(self.periods).numpy()
 
     def effect(self, m_patched) -> np.ndarray:
         """Patch effect of M values (array-like); NaN where M(clean) == M(corrupted)."""
@@ -83,8 +151,9 @@ class PatchRuns:
 
 
 @torch.no_grad()
-def prepare(model: TinyCharLM, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor) -> PatchRuns:
-    """Run both token batches [B, T] once with the cache."""
+def prepare(model: TinyCharLM, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor,
+            corruption: str = "first-copy") -> PatchRuns:
+    """Run both token batches [B, T] once with the cache (corruption: the name of how `corrupted` was made)."""
     for L in periods.unique().tolist():
         check_period(int(L), clean.shape[1])
     T = 2 * int(periods.max())
@@ -92,16 +161,24 @@ def prepare(model: TinyCharLM, clean: torch.Tensor, corrupted: torch.Tensor, per
     c_logits, c_cache = model.run_with_cache(clean)
     k_logits, k_cache = model.run_with_cache(corrupted)
     return PatchRuns(clean, corrupted, periods, c_cache, k_cache,
-                     float(metric(c_logits, clean, periods)), float(metric(k_logits, clean, periods)), full)
+                     float(metric(c_logits, clean, periods)), float(metric(k_logits, clean, periods)), full,
+                     corruption, metric_by_seq(c_logits, clean, periods).double().numpy(),
+                     metric_by_seq(k_logits, clean, periods).double().numpy())
 
 
-def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, period: int | None = None) -> PatchRuns:
-    """Sample n_seqs task sequences (at one period if given) and their corruptions with seed `seed`."""
+def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, period: int | None = None,
+              corruption: str = "first-copy") -> PatchRuns:
+    """Sample n_seqs task sequences (at one period if given) and their corrupted runs with seed `seed`:
+    corruption "first-copy" replaces each first copy by a fresh pattern, "resample" takes another
+    sequence of the same period as the donor (both drawn right after the clean batch)."""
+    if corruption not in CORRUPTIONS:
+        raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {corruption!r}.")
     if period is not None:
         check_period(period, task.seq_len)
     g = torch.Generator().manual_seed(seed)
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=g, period=period)
-    return prepare(model, tokens, corrupt(tokens, periods, model.cfg.vocab_size, g), periods)
+    return prepare(model, tokens, corrupted_tokens(tokens, periods, model.cfg.vocab_size, corruption, g), periods,
+                   corruption)
 
 
 def forward_from(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
@@ -113,12 +190,23 @@ def forward_from(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor
     return (h @ model.W_E.T).reshape(*shape[:-1], -1)
 
 
-def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tensor, start: int) -> torch.Tensor:
-    """streams [G, B, T, D] entering block `start` -> M of each of the G patched runs, [G], in chunks."""
+def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tensor, start: int,
+                        by_seq: bool = False) -> torch.Tensor:
+    """streams [G, B, T, D] entering block `start` -> M of each of the G patched runs, [G], in chunks
+    (by_seq: (M [G], metric_by_seq [G, B]))."""
     B, T = runs.clean.shape
     per = max(1, CHUNK_POSITIONS // (B * T))
-    return torch.cat([metric(forward_from(model, streams[i:i + per], start), runs.clean, runs.periods)
-                      for i in range(0, streams.shape[0], per)])
+    measure = both_metrics if by_seq else metric
+    out = [measure(forward_from(model, streams[i:i + per], start), runs.clean, runs.periods)
+           for i in range(0, streams.shape[0], per)]
+    if by_seq:
+        return torch.cat([m for m, _ in out]), torch.cat([s for _, s in out])
+    return torch.cat(out)
+
+
+def both_metrics(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor):
+    """(metric, metric_by_seq) of the same logits."""
+    return metric(logits, tokens, periods), metric_by_seq(logits, tokens, periods)
 
 
 def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Tensor:
@@ -170,16 +258,22 @@ def _head_outputs(model: TinyCharLM, layer: int, h: torch.Tensor) -> torch.Tenso
 def head_patch_effects(model: TinyCharLM, runs: PatchRuns) -> pd.DataFrame:
     """Patching (1): each head's clean output at every position into the corrupted run.
 
-    Rows: layer, head (0-based), m_patched, patch_effect."""
-    rows = []
+    Rows: layer, head (0-based), m_patched, patch_effect, and effect_low, effect_high: its 95% bootstrap
+    interval over the sequences (effect_interval)."""
+    rows, seqs = [], []
     for layer in range(model.cfg.n_layers):
         clean = runs.clean_cache["head_out"][layer].transpose(0, 1)  # [H, B, T, D]
         corr = runs.corrupted_cache["head_out"][layer].transpose(0, 1)
         streams = runs.corrupted_cache["resid"][layer + 1][None] + (clean - corr)
-        m = _metrics_of_streams(model, runs, streams, layer + 1)
+        m, by_seq = _metrics_of_streams(model, runs, streams, layer + 1, by_seq=True)
+        seqs.append(by_seq.double().numpy())  # [H, B]
         rows += [{"layer": layer, "head": hd, "m_patched": float(m[hd])} for hd in range(model.cfg.n_heads)]
     df = pd.DataFrame(rows, columns=["layer", "head", "m_patched"])
     df["patch_effect"] = runs.effect(df["m_patched"].to_numpy())
+    if seqs:
+        df["effect_low"], df["effect_high"] = effect_interval(runs, np.concatenate(seqs))
+    else:
+        df["effect_low"] = df["effect_high"] = pd.Series(dtype=float)
     return df
 
 
@@ -229,3 +323,12 @@ def resid_all_positions_effect(model: TinyCharLM, runs: PatchRuns, layer: int) -
     """The whole clean stream entering block `layer` (every position) into the corrupted run: effect."""
     logits = forward_from(model, runs.clean_cache["resid"][layer], layer)
     return float(runs.effect(float(metric(logits, runs.clean, runs.periods))))
+
+
+@torch.no_grad()
+def resid_positions_effect(model: TinyCharLM, runs: PatchRuns, layer: int, positions: list[int]) -> float:
+    """The clean stream entering block `layer` at several positions together (corrupted elsewhere): effect."""
+    where = torch.zeros(runs.clean.shape[1], dtype=torch.bool)
+    where[positions] = True
+    h = torch.where(where[None, :, None], runs.clean_cache["resid"][layer], runs.corrupted_cache["resid"][layer])
+    return float(runs.effect(float(metric(forward_from(model, h, layer), runs.clean, runs.periods))))

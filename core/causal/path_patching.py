@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from core.causal.patching import CHUNK_POSITIONS, PatchRuns, forward_from, metric
+from core.causal.patching import (
+    CHUNK_POSITIONS,
+    PatchRuns,
+    both_metrics,
+    effect_interval,
+    forward_from,
+    metric,
+)
 from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
 
 PATHS = ("q", "k", "v")
@@ -58,8 +66,9 @@ def _senders(model: TinyCharLM, receiver_layer: int) -> list[tuple[int, int]]:
 
 @torch.no_grad()
 def path_patch(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]],
-               receiver: tuple[int, int | None], path: str, direction: str) -> torch.Tensor:
-    """M of each sender -> receiver path patch, [len(senders)]. Every sender must sit below the receiver.
+               receiver: tuple[int, int | None], path: str, direction: str, by_seq: bool = False) -> torch.Tensor:
+    """M of each sender -> receiver path patch, [len(senders)] (by_seq: (M, metric_by_seq [len(senders), B])).
+    Every sender must sit below the receiver.
 
     receiver (layer, None) patches the path into every head of that block at once (the heads of one
     block may share a job: then each single path looks unneeded while all of them together are)."""
@@ -82,7 +91,9 @@ def path_patch(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]
         for r in heads:
             new = receiver_output(model, rl, r, h, h[None] + delta, path)  # [G, B, T, D]
             stream = stream + (new - base["head_out"][rl][:, r][None])
-        out.append(metric(forward_from(model, stream, rl + 1), runs.clean, runs.periods))
+        out.append((both_metrics if by_seq else metric)(forward_from(model, stream, rl + 1), runs.clean, runs.periods))
+    if by_seq:
+        return torch.cat([m for m, _ in out]), torch.cat([s for _, s in out])
     return torch.cat(out)
 
 
@@ -92,24 +103,30 @@ def path_patch_table(model: TinyCharLM, runs: PatchRuns, receivers: list[tuple[i
     """Every sender -> receiver pair (sender in an earlier block), path and direction.
 
     Rows: direction, path, sender_layer, sender_head, receiver_layer, receiver_head (0-based; -1 = every
-    head of the receiver's block at once), m_patched, patch_effect. Defaults: every head, and every block
-    as a whole, as receiver; every earlier head as sender."""
+    head of the receiver's block at once), m_patched, patch_effect, effect_low, effect_high (95% bootstrap
+    interval over the sequences, patching.effect_interval). Defaults: every head, and every block as a
+    whole, as receiver; every earlier head as sender."""
     if receivers is None:
         receivers = [(l, h) for l in range(1, model.cfg.n_layers) for h in [*range(model.cfg.n_heads), None]]
-    rows = []
+    rows, seqs = [], []
     for rl, rh in receivers:
         from_ = [s for s in (senders or _senders(model, rl)) if s[0] < rl]
         if not from_:
             continue
         for direction in DIRECTIONS:
             for path in PATHS:
-                m = path_patch(model, runs, from_, (rl, rh), path, direction)
+                m, by_seq = path_patch(model, runs, from_, (rl, rh), path, direction, by_seq=True)
+                seqs.append(by_seq.double().numpy())
                 rows += [{"direction": direction, "path": path, "sender_layer": sl, "sender_head": sh,
                           "receiver_layer": rl, "receiver_head": -1 if rh is None else rh, "m_patched": float(v)}
                          for (sl, sh), v in zip(from_, m)]
     cols = ["direction", "path", "sender_layer", "sender_head", "receiver_layer", "receiver_head", "m_patched"]
     df = pd.DataFrame(rows, columns=cols)
-    df["patch_effect"] = runs.effect(df["m_patched"].to_numpy()) if len(df) else pd.Series(dtype=float)
+    if len(df):
+        df["patch_effect"] = runs.effect(df["m_patched"].to_numpy())
+        df["effect_low"], df["effect_high"] = effect_interval(runs, np.concatenate(seqs))
+    else:
+        df["patch_effect"] = df["effect_low"] = df["effect_high"] = pd.Series(dtype=float)
     return df
 
 
@@ -119,3 +136,36 @@ def path_effect(model: TinyCharLM, runs: PatchRuns, sender: tuple[int, int], rec
     m = float(path_patch(model, runs, [sender], receiver, path, direction)[0])
     gap = runs.m_clean - runs.m_corrupted
     return (m - runs.m_corrupted) / gap if gap else math.nan
+
+
+CHANGED = 0.1  # a sender's output "changes" at a position when it moves by more than this share of its clean size
+TESTABLE = 0.5  # a path can be tested when its sender changes at at least this share of the positions it is read at
+
+
+@torch.no_grad()
+def sender_changes(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]]) -> pd.DataFrame:
+    """Where each sender's output differs between the two runs. A path can only show something where
+    the sender writes differently in the clean and corrupted runs: the second-copy query positions
+    L <= i <= 2L-2 (whose logits M scores) for the query path, the first-copy positions 0..L-1 (where
+    an induction head finds the token to copy) for the key and value paths.
+
+    Rows: sender_layer, sender_head, at_queries, at_keys (the share of those positions, over every
+    sequence, where |donor - base| > CHANGED |clean output|), and testable_q, testable_k, testable_v
+    (share >= TESTABLE). Under the first-copy corruption a block-1 head that reads only the last few
+    tokens changes at no more than its first few query positions: its query-path rows cannot test anything."""
+    B, T = runs.clean.shape
+    i = torch.arange(T)[None, :]
+    L = runs.periods[:, None]
+    where = {"at_queries": (i >= L) & (i <= 2 * L - 2), "at_keys": i < L}
+    rows = []
+    for layer, head in senders:
+        clean = runs.clean_cache["head_out"][layer][:, head]
+        moved = (runs.corrupted_cache["head_out"][layer][:, head] - clean).norm(dim=-1)
+        changed = moved > CHANGED * clean.norm(dim=-1).clamp_min(1e-12)
+        row = {"sender_layer": layer, "sender_head": head}
+        row.update({name: float(changed[m].float().mean()) for name, m in where.items()})
+        row.update(testable_q=row["at_queries"] >= TESTABLE, testable_k=row["at_keys"] >= TESTABLE,
+                   testable_v=row["at_keys"] >= TESTABLE)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["sender_layer", "sender_head", "at_queries", "at_keys",
+                                       "testable_q", "testable_k", "testable_v"])

@@ -23,8 +23,10 @@ def text_period(tokens: torch.Tensor) -> int | None:
     return None
 
 
-def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0) -> patching.PatchRuns:
-    """One typed sequence tokens [T] as the clean run (repeated), n_corruptions fresh first copies.
+def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+               corruption: str = "first-copy") -> patching.PatchRuns:
+    """One typed sequence tokens [T] as the clean run (repeated), n_corruptions corrupted runs (fresh first
+    copies, or with corruption="resample" other sequences of the same period).
     ValueError with a message a student can act on when the text has no repeat to corrupt."""
     tokens = torch.as_tensor(tokens, dtype=torch.long)
     L = text_period(tokens)
@@ -36,7 +38,8 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
     clean = tokens[None].repeat(n_corruptions, 1)
     periods = torch.full((n_corruptions,), L, dtype=torch.long)
     g = torch.Generator().manual_seed(seed)
-    return patching.prepare(model, clean, patching.corrupt(clean, periods, model.cfg.vocab_size, g), periods)
+    corrupted = patching.corrupted_tokens(clean, periods, model.cfg.vocab_size, corruption, g)
+    return patching.prepare(model, clean, corrupted, periods, corruption)
 
 
 def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
@@ -49,7 +52,34 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
     df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
                       for l, h in zip(df["receiver_layer"], df["receiver_head"])]
+    df["testable"] = pd.Series(dtype=bool)
+    if len(df):
+        changes = path_patching.sender_changes(model, runs, [(0, h) for h in range(H)]).set_index("sender_head")
+        df["testable"] = [bool(changes.loc[h, f"testable_{p}"]) for h, p in zip(df["sender_head"], df["path"])]
     return df
+
+
+def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """path_patching.sender_changes of the block-1 heads, with a sender label."""
+    df = path_patching.sender_changes(model, runs, [(0, h) for h in range(model.cfg.n_heads)])
+    df.insert(0, "sender", [head_label(0, h) for h in df["sender_head"]])
+    return df
+
+
+def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFrame:
+    """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..max_offset
+    (query i on key i - d, over every query i >= max_offset of every sequence). Rows: sender, offset,
+    mass; the offset with the most mass is `top` (True on that row)."""
+    P = runs.clean_cache["pattern"][0]  # [B, H, T, T]
+    T = P.shape[-1]
+    i = torch.arange(max_offset, T)
+    rows = []
+    for h in range(P.shape[1]):
+        masses = [float(P[:, h, i, i - d].mean()) for d in range(max_offset + 1)]
+        top = max(range(len(masses)), key=masses.__getitem__)
+        rows += [{"sender": head_label(0, h), "sender_head": h, "offset": d, "mass": m, "top": d == top}
+                 for d, m in enumerate(masses)]
+    return pd.DataFrame(rows)
 
 
 POSITION_BUDGET = 4 * 2 * 5 * 64 ** 2  # four times the shipped 2-block model's sweep at its longest period
@@ -69,8 +99,10 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     sequence's tokens as labels), heads (block, head, patch_effect), all_heads, resid_last (effects of
     patching every head / the whole stream entering the last block), resid [n_layers, T],
     head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
-    sender and receiver labels), lens (the first clean sequence, whole), lens_by_copy (every clean
-    sequence, whole). The patching experiments see the sequences cut after their second copy.
+    sender and receiver labels, and testable: whether the sender's output differs between the runs where
+    that path reads it, path_patching.sender_changes), corruption, senders (sender_changes of the block-1
+    heads), offsets (block1_offsets; None for one block), lens (the first clean sequence, whole),
+    lens_by_copy (every clean sequence, whole). The patching experiments see the sequences cut after their second copy.
     positions=False leaves out the two position sweeps (resid and head_positions are then None): on a
     large model they cost minutes (position_sweep_cost)."""
     cfg = model.cfg
@@ -98,12 +130,30 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
                                                                                runs.clean.shape[1])
                            if positions else None),
         "position_cost": position_sweep_cost(model, runs),
+        "embedding_window": embedding_window(model, runs) if positions and cfg.n_layers else None,
         "head_rows": [head_label(l, h) for l, h in every],
         "paths": _path_frame(model, runs),
+        "corruption": runs.corruption,
+        "senders": sender_frame(model, runs) if cfg.n_layers >= 2 else None,
+        "offsets": block1_offsets(runs) if cfg.n_layers >= 2 else None,
         "lens": lens,
         "lens_by_copy": logit_lens.lens_by_copy(model, full, runs.periods),
     }
     return out
+
+
+def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
+    """The clean stream before block 1 (the token embeddings) restored at `width` neighbouring first-copy
+    positions together, starting at L // 3: {positions, effect, one_target} (one_target = 1 / (L - 1), the
+    share of M's targets one sequence position can hold). None when the sequences' periods differ."""
+    periods = runs.periods.unique()
+    if len(periods) != 1:
+        return None
+    L = int(periods[0])
+    start = L // 3
+    where = [p for p in range(start, start + width) if p < L]
+    return {"positions": where, "effect": patching.resid_positions_effect(model, runs, 0, where),
+            "one_target": 1 / (L - 1)}
 
 
 def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None, budget: int) -> bool:
@@ -112,16 +162,19 @@ def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | No
 
 
 def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
-                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
-    """experiments() on n_seqs sampled sequences at one period and their corruptions (positions:
-    True/False runs the position sweeps or not; None runs them when they cost at most `budget`)."""
-    runs = patching.task_runs(model, task, n_seqs, seed, period)
+                     positions: bool | None = None, budget: int = POSITION_BUDGET,
+                     corruption: str = "first-copy") -> dict:
+    """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
+    True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
+    corruption: patching.CORRUPTIONS)."""
+    runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))
 
 
 def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
-                     positions: bool | None = None, budget: int = POSITION_BUDGET) -> dict:
-    """experiments() on one typed sequence, corrupted n_corruptions times (positions and budget as
-    in task_experiments)."""
-    runs = typed_runs(model, tokens, n_corruptions, seed)
+                     positions: bool | None = None, budget: int = POSITION_BUDGET,
+                     corruption: str = "first-copy") -> dict:
+    """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
+    corruption as in task_experiments)."""
+    runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))

@@ -4,64 +4,113 @@ from __future__ import annotations
 
 import pandas as pd
 
+from core.causal.readings import MIN_GAP
 from core.quiz.questions import CLEAR_GAP, Question, no_answer, top_two
 
 
-def patched_heads(heads: pd.DataFrame) -> Question:
+def _small_gap(key: str, prompt: str, gap: float | None) -> Question | None:
+    """No question when the two runs differ by less than MIN_GAP nats: every patch effect is then a
+    ratio of small differences (core.causal.readings)."""
+    if gap is not None and not gap >= MIN_GAP:
+        return no_answer(key, prompt, f"M(clean) − M(corrupted) is only {gap:.2f} nats here (a clear answer needs at "
+                                      f"least {MIN_GAP:g}): this model gives no clear answer on these sequences.")
+    return None
+
+
+def _apart(hi_row, lo_row) -> bool:
+    """The better row's 95% interval lies wholly above the other's (columns effect_low, effect_high);
+    without intervals, the point estimates must differ by CLEAR_GAP."""
+    if "effect_low" in hi_row and "effect_high" in lo_row:
+        return bool(hi_row["effect_low"] > lo_row["effect_high"])
+    return bool(hi_row["patch_effect"] - lo_row["patch_effect"] >= CLEAR_GAP)
+
+
+def patched_heads(heads: pd.DataFrame, gap: float | None = None) -> Question:
     """The section-1 question: which block carries the answer in a deeper model, which head in a
-    one-block model."""
-    return best_patched_head(heads) if heads.empty or heads["block"].max() < 2 else best_patched_block(heads)
+    one-block model. gap = M(clean) - M(corrupted): no question below MIN_GAP."""
+    return (best_patched_head(heads, gap) if heads.empty or heads["block"].max() < 2
+            else best_patched_block(heads, gap))
 
 
-def best_patched_block(heads: pd.DataFrame) -> Question:
-    """heads: per-head patch effects (block, head from 1, patch_effect). Which block's best head,
-    patched alone, brings back most of M?"""
+def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Question:
+    """heads: per-head patch effects (block, head from 1, patch_effect, effect_low, effect_high). Which
+    block's best head, patched alone, brings back most of M? Clear only when that head's interval lies
+    above every other block's best head's interval."""
     prompt = (
         "In which block is the head whose clean output, patched alone into the corrupted run, brings back most of M?")
-    vals = {f"block {int(b)}": float(g["patch_effect"].max()) for b, g in heads.groupby("block")}
+    small = _small_gap("q_patch_block", prompt, gap)
+    if small:
+        return small
+    tops = {f"block {int(b)}": g.loc[g["patch_effect"].idxmax()] for b, g in heads.groupby("block")
+            if g["patch_effect"].notna().any()}
+    vals = {k: float(r["patch_effect"]) for k, r in tops.items()}
     best, v, second = top_two(vals)
-    if v - second < CLEAR_GAP:
+    if len(tops) < 2 or not all(_apart(tops[best], r) for k, r in tops.items() if k != best):
         return no_answer("q_patch_block", prompt, f"The best heads of two blocks restore about as much ({v:.2f} and "
-                                                  f"{second:.2f}): no clear answer on these sequences.")
+                                                  f"{second:.2f}; their 95% intervals over the sequences overlap): no "
+                                                  "clear answer on these sequences.")
     return Question("q_patch_block", prompt, list(vals), best,
                     f"The best head of {best} restores {v:.2f} of the gap; the best head of any other block "
                     f"{second:.2f}.")
 
 
-def best_patched_head(heads: pd.DataFrame) -> Question:
-    """heads: core.causal.views's per-head patch effects (block, head from 1, patch_effect)."""
+def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question:
+    """heads: core.causal.views's per-head patch effects (block, head from 1, patch_effect, and its
+    interval effect_low, effect_high)."""
     prompt = "Which head, its clean output patched alone into the corrupted run, brings back most of M?"
     vals = {f"{int(r.block)}.{int(r.head)}": float(r.patch_effect) for r in heads.itertuples()}
     if len(vals) < 2 or not any(v == v for v in vals.values()):
         return no_answer("q_patch", prompt, "This model has fewer than two heads to compare, or no patch effect is "
                                         "defined: no question here.")
+    small = _small_gap("q_patch", prompt, gap)
+    if small:
+        return small
     best, v, second = top_two(vals)
-    if v < 0.1 or v - second < CLEAR_GAP:
-        return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}): "
+    rows = {f"{int(r['block'])}.{int(r['head'])}": r for _, r in heads.iterrows()}
+    apart = all(_apart(rows[best], r) for k, r in rows.items() if k != best and r["patch_effect"] == r["patch_effect"])
+    if v < 0.1 or not apart:
+        return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}, "
+                                        "within each other's 95% intervals or below 0.1): "
                                         "no clear answer on these sequences.")
     return Question("q_patch", prompt, list(vals), best,
                     f"Patching head {best} alone restores {v:.2f} of the gap; the next best head "
                     f"restores {second:.2f}.")
 
 
-def needed_key_path(paths: pd.DataFrame) -> Question:
-    """paths: core.causal.path_patching's frame (sender, path, direction, receiver_head < 0 for all of the
-    last block, patch_effect). Which sender's key path into the whole last block is most needed?"""
-    prompt = "Noising which block-1 head's output, only where the last block's heads read it as keys, hurts most?"
+def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
+    """paths: core.causal.views's path frame (sender, path, direction, receiver_head < 0 for all of
+    block 2, patch_effect, effect_low, effect_high). Which sender's key path into the whole of block 2 is
+    most needed? Clear only when its interval lies below every other sender's."""
+    prompt = "Noising which block-1 head's output, only where the block-2 heads read it as keys, hurts most?"
     sub = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_head"] < 0)]
     vals = {str(r.sender): float(r.patch_effect) for r in sub.itertuples()}
     if len(vals) < 2:
         return no_answer("q_kpath", prompt, "Path patching needs two blocks: no question for this model.")
+    small = _small_gap("q_kpath", prompt, gap)
+    if small:
+        return small
     worst, v, second = top_two({k: -x for k, x in vals.items()})  # lowest effect = most needed
-    if -second - -v < CLEAR_GAP:
-        return no_answer("q_kpath", prompt, f"Two senders' key paths matter about equally ({-v:.2f}, {-second:.2f}): "
+    rows = {str(r["sender"]): r for _, r in sub.iterrows()}
+    apart = all(_apart(_flip(rows[worst]), _flip(r)) for k, r in rows.items() if k != worst)
+    if not apart:
+        return no_answer("q_kpath", prompt, f"Two senders' key paths matter about equally ({-v:.2f}, {-second:.2f}; "
+                                        "their 95% intervals overlap): "
                                         "no clear answer.")
     return Question("q_kpath", prompt, list(vals), worst,
                     f"Noising head {worst}'s key path leaves an effect of {-v:.2f} (1 = nothing lost, 0 = all of the "
                     f"clean performance gone); the next most needed leaves {-second:.2f}.")
 
 
-def lens_stage(by_copy: pd.DataFrame, copy: str = "second") -> Question:
+def _flip(row: pd.Series) -> pd.Series:
+    """The row with its effect and interval negated (lower effect = higher rank)."""
+    out = row.copy()
+    out["patch_effect"] = -row["patch_effect"]
+    if "effect_low" in row:
+        out["effect_low"], out["effect_high"] = -row["effect_high"], -row["effect_low"]
+    return out
+
+
+def lens_stage(by_copy: pd.DataFrame, copy: str = "second", gap: float | None = None) -> Question:
     """by_copy: core.causal.logit_lens.lens_by_copy. After which stage is the right token's mean
     probability on `copy` targets first above one half?"""
     rows = by_copy[by_copy["copy"] == copy].sort_values("stage")
@@ -69,6 +118,9 @@ def lens_stage(by_copy: pd.DataFrame, copy: str = "second") -> Question:
     prompt = (f"Read through the unembedding, after which stage does the right token of the {copy} copy first get a "
               "mean probability above one half?")
     options = stages + ["at no stage"]
+    small = _small_gap("q_lens", prompt, gap)
+    if small:
+        return small
     if not probs or any(abs(p - 0.5) < CLEAR_GAP for p in probs if p == p):
         return no_answer("q_lens", prompt, "At some stage the mean probability is within "
                                            f"{CLEAR_GAP:g} of one half: no clear answer.")

@@ -1,0 +1,121 @@
+"""Issue 23: what the Causal page says follows from what it measured. The resample corruption, which
+path-patching rows each corruption can test, the 'more than the previous token' sentence, and no
+interpretive sentence or question where the gap is small or an effect is within its noise
+(core.causal.readings, core.quiz.causal), on the shipped 2-block file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from core.causal import patching, readings
+from core.causal import views as causal
+from core.model.checkpoints import read_checkpoint
+from core.model.snapshots import model_at_step
+from core.quiz import causal as quiz_causal
+
+from helpers import ROOT
+
+FILE = ROOT / "checkpoints" / "variable-period-2block.pt"
+PERIOD, N_SEQS = 24, 32  # the page's default period for this file and its number of sequences
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    torch.manual_seed(0)
+    return read_checkpoint(FILE)
+
+
+@pytest.fixture(scope="module")
+def first_copy(shipped):
+    model, info = shipped
+    return causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=False)
+
+
+@pytest.fixture(scope="module")
+def resampled(shipped):
+    model, info = shipped
+    return causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=False, corruption="resample")
+
+
+def _k2(res, path, direction="noising"):
+    p = res["paths"]
+    sub = p[(p["path"] == path) & (p["direction"] == direction) & (p["receiver_head"] < 0)]
+    return sub.set_index("sender")
+
+
+def test_resample_donors_are_other_sequences_of_the_same_period():
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 16, (64, 30), generator=g)
+    periods = torch.randint(3, 10, (64,), generator=g)
+    donor = patching.resample(tokens, periods, 16, g)
+    for row, L in zip(donor, periods.tolist()):
+        assert torch.equal(row[L:], row[:-L])  # periodic with the clean row's period
+    assert (donor != tokens).float().mean() > 0.8  # every position may differ, not only the first copy
+
+
+def test_query_rows_are_untestable_under_first_copy_and_testable_under_resample(first_copy, resampled):
+    assert first_copy["corruption"] == "first-copy" and resampled["corruption"] == "resample"
+    senders = ["1.1", "1.2", "1.3", "1.4"]
+    assert readings.untestable_paths(first_copy) == {"q": senders}
+    assert first_copy["senders"]["at_queries"].max() < 0.1  # the last few tokens are the same in both runs
+    assert readings.untestable_paths(resampled) == {}
+    assert resampled["senders"]["at_queries"].min() > 0.9
+    # the query rows move once the corruption reaches them: 1.4's query path into block 2 is needed
+    q_first, q_res = _k2(first_copy, "q"), _k2(resampled, "q")
+    assert q_first.loc["1.4", "patch_effect"] > 0.99
+    assert q_res.loc["1.4", "effect_high"] < 0.9 and q_res.loc["1.1", "effect_high"] < 0.95
+
+
+def test_effects_come_with_bootstrap_intervals_that_hold_them(first_copy):
+    for frame in (first_copy["heads"], first_copy["paths"]):
+        ok = frame["patch_effect"].notna()
+        assert ok.all()
+        assert (frame["effect_low"] <= frame["patch_effect"] + 1e-9).all()
+        assert (frame["patch_effect"] <= frame["effect_high"] + 1e-9).all()
+    k = _k2(first_copy, "k")
+    assert k.loc["1.4", "effect_high"] - k.loc["1.4", "effect_low"] < 0.2
+
+
+def test_head_1_2_looks_two_back_and_the_page_says_the_match_uses_more(first_copy):
+    top = first_copy["offsets"][first_copy["offsets"]["top"]].set_index("sender")
+    assert top.loc["1.2", "offset"] == 2 and top.loc["1.2", "mass"] > 0.9
+    assert top.loc["1.4", "offset"] == 1
+    k = _k2(first_copy, "k")
+    assert k.loc["1.2", "effect_high"] < readings.NEEDED
+    sentence = readings.longer_match_sentence(first_copy)
+    assert sentence and "head 1.2" in sentence and "two positions back" in sentence
+    assert f"{top.loc['1.2', 'mass']:.2f}" in sentence and f"{k.loc['1.2', 'patch_effect']:.2f}" in sentence
+    assert "1.4" not in sentence  # it looks one position back
+    kc = readings.key_composition_sentence(first_copy)
+    assert kc and "head 1.4" in kc
+
+
+def test_the_shipped_model_gets_its_questions(first_copy):
+    gap = readings.gap(first_copy)
+    assert quiz_causal.needed_key_path(first_copy["paths"], gap).answer == "1.4"
+    assert quiz_causal.patched_heads(first_copy["heads"], gap).answer == "block 2"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_interpretive_sentence_or_question_on_the_step_150_snapshot(shipped, seed):
+    model, info = shipped
+    early = model_at_step(model, info, 150)
+    res = causal.task_experiments(early, info["task"], PERIOD, N_SEQS, seed, positions=False)
+    gap = readings.gap(res)
+    assert gap < readings.MIN_GAP
+    assert readings.key_composition_sentence(res) is None
+    assert readings.longer_match_sentence(res) is None
+    assert readings.most_needed_key_path(res) is None
+    for q in (quiz_causal.patched_heads(res["heads"], gap), quiz_causal.needed_key_path(res["paths"], gap),
+              quiz_causal.lens_stage(res["lens_by_copy"], gap=gap)):
+        assert q.answer is None and "no clear answer" in q.why
+
+
+def test_the_blank_embedding_row_is_explained_by_a_measured_window(shipped):
+    model, info = shipped
+    res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
+    assert np.abs(res["resid"][0]).max() < 0.02  # no single clean token restores anything measurable
+    w = res["embedding_window"]
+    assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.029, abs=0.002)
+    assert w["one_target"] == pytest.approx(1 / 23)
