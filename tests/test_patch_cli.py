@@ -32,8 +32,6 @@ def test_json_has_the_documented_shape_and_core_numbers(cli, small_checkpoint):
     assert all(math.isclose(h["patch_effect"], w, abs_tol=1e-5) for h, w in zip(out["heads"], want))
 
 
-def test_period_fixes_every_sequence(cli, small_checkpoint):
-    path, model, task = small_checkpoint
 def test_resample_corruption_keeps_the_fields_and_says_which_was_used(cli, small_checkpoint):
     path, model, task = small_checkpoint
     r = cli("core.patch", path, "--json", "--n-seqs", 16, "--seed", 3, "--corruption", "resample")
@@ -49,6 +47,8 @@ def test_resample_corruption_keeps_the_fields_and_says_which_was_used(cli, small
     assert_one_line_error(cli("core.patch", path, "--corruption", "bogus"), "core.patch", "invalid choice")
 
 
+def test_period_fixes_every_sequence(cli, small_checkpoint):
+    path, model, task = small_checkpoint
     out = json.loads(cli("core.patch", path, "--json", "--period", 5, "--n-seqs", 8).stdout)
     runs = patching.task_runs(model, task, 8, seed=0, period=5)
     assert math.isclose(out["clean"], runs.m_clean, abs_tol=1e-5)
