@@ -140,8 +140,9 @@ def _compare(out, ref, axes: tuple = ()) -> str | None:
 
 
 def _clone(args: dict) -> dict:
-    """Fresh copies of the inputs, so that a function writing into them changes nothing else."""
-    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    """Fresh copies of the inputs (models too), so that a function writing into them changes nothing else."""
+    return {k: v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) if isinstance(v, torch.nn.Module)
+            else v for k, v in args.items()}
 
 
 def _student_error(fn, exc: BaseException) -> str:
@@ -179,6 +180,10 @@ def check(name: str, fn) -> Verdict:
             if _compare(bad, ref, spec.axes) is not None and _compare(out, bad, spec.axes) is None:
                 return Verdict(name, False, f"{sentence} (on {case.label}).")
         return Verdict(name, False, f"{why[0].upper()}{why[1:]} (on {case.label}).")
+    p = picked()
+    if not any(label.startswith("the picked model") for label in labels):
+        labels.append(f"not on the picked model {p['label']}, which lacks what this exercise needs "
+                      "(attention blocks, or a logged history)")
     return Verdict(name, True, f"passed on {', '.join(labels)}.")
 
 
