@@ -23,10 +23,11 @@ class Question:
     options: list[str]
     answer: str | None  # None: no clear answer for this model; `why` says why
     why: str  # the measured reason, shown after answering
+    also: tuple[str, ...] = ()  # other options that count as right (a measurement that cannot tell them apart)
 
 
 def is_right(q: Question, given: str | None) -> bool:
-    return q.answer is not None and given == q.answer
+    return q.answer is not None and given is not None and (given == q.answer or given in q.also)
 
 
 def no_answer(key: str, prompt: str, why: str) -> Question:
@@ -212,23 +213,35 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
 
 
 
-LOOKUP_OPTIONS = ["well below it: the model reads the earlier copy", "about the same: it cannot use the context",
-                  "above it"]
+LOOKUP_OPTIONS = ["far below it (more than 2 nats lower): it looks the token up in the earlier copy",
+                  "somewhat below it (0.2 to 2 nats lower)", "about the same (within 0.2 nats)", "above it"]
+LOOKUP_BANDS = (2.0, 0.2)  # nats: the borders between the first three options
+LOOKUP_MARGIN = 0.05  # nats: a difference this close to a border gets no question
 
 
 def later_vs_first(metrics: dict) -> Question:
     """metrics: the picked model's copy metrics (core.training.overview). Later-copy loss against first-copy
-    loss: at least 0.5 nats lower is "well below", within 0.2 "about the same", 0.2 higher "above"."""
+    loss: more than 2 nats lower "far below" (it looks the token up: a model that does gets near 0 on
+    later copies), 0.2 to 2 nats lower "somewhat below" (the context helps without a look-up: raising
+    the logits of every token seen earlier already helps, since a later copy's right token is always
+    among them), within 0.2 "about the same", more than 0.2 higher "above". No clear answer within
+    LOOKUP_MARGIN of a border."""
     prompt = "Compared with its loss on the first copy, where will this model's loss on the later copies be?"
     first, later = metrics.get("loss_first_copy"), metrics.get("loss_later_copies")
     if first is None or later is None or first != first or later != later:
         return no_answer("q_lookup", prompt, "This task has no first-copy targets (period 1): nothing to compare.")
     gap = first - later
-    answer = (LOOKUP_OPTIONS[0] if gap >= 0.5 else LOOKUP_OPTIONS[1] if abs(gap) <= 0.2
-              else LOOKUP_OPTIONS[2] if gap <= -0.2 else None)
+    far, near = LOOKUP_BANDS
     why = f"First-copy loss {first:.2f} nats, later-copy loss {later:.2f} ({-gap:+.2f})."
-    if answer is None:
-        return no_answer("q_lookup", prompt, why + " A small difference either way: no clear answer.")
+    if any(abs(abs(gap) - b) < LOOKUP_MARGIN for b in LOOKUP_BANDS):
+        return no_answer("q_lookup", prompt, why + " That sits at the border of two options: no clear answer.")
+    answer = (LOOKUP_OPTIONS[0] if gap > far else LOOKUP_OPTIONS[1] if gap > near
+              else LOOKUP_OPTIONS[2] if gap >= -near else LOOKUP_OPTIONS[3])
+    if answer == LOOKUP_OPTIONS[1]:
+        why += (f" Lower by {gap:.2f} nats, but far from the near-zero loss of a model that looks the right token up "
+                "in the earlier copy. A model can gain this much without a look-up: raising the logits of every "
+                "token seen earlier in the sequence helps on a later copy, whose right token is always among them "
+                "(on the first copy it is often not).")
     return Question("q_lookup", prompt, LOOKUP_OPTIONS, answer, why)
 
 

@@ -28,12 +28,45 @@ def prev_head_timing(history: list[dict] | None, vocab_size: int) -> Question:
     if not curve["dropped"] or formed.empty:
         return no_answer("q_timing", prompt, "In this run the loss did not fall below 1 nat or no block-1 head reached "
                                          f"{CLEAR_SCORE:g} on the previous position: nothing to time.")
+    steps = [int(r["step"]) for r in history]
     step, lo, hi = int(formed.index[0]), curve["drop_start"], curve["drop_end"]
-    answer = TIMING_OPTIONS[0] if step < lo else TIMING_OPTIONS[1] if step <= hi else TIMING_OPTIONS[2]
-    return Question("q_timing", prompt, TIMING_OPTIONS, answer,
-                    f"The best block-1 head first reaches {CLEAR_SCORE:g} on the previous position at step {step} "
-                    f"({prev[step]:.2f}); the later-copy loss was last at or above 3 nats at step {lo} and first "
-                    f"below 1 nat at step {hi} (logged every {_spacing(prev.index)} steps).")
+    after_lo = min((s for s in steps if s > lo), default=lo)
+    answer, also = timing_options(step, lo, after_lo, hi)
+    spacing = _spacing(prev.index)
+    why = (f"The best block-1 head first reaches {CLEAR_SCORE:g} on the previous position at step {step} "
+           f"({prev[step]:.2f}); the later-copy loss was last at or above 3 nats at step {lo} and first below 1 nat at "
+           f"step {hi} (logged every {spacing} steps). The rule: formed at a logged step where the loss is still at "
+           "or above 3 nats (up to the drop's start) is before; after the start and before the first step below "
+           "1 nat is while; from that step on is after.")
+    if answer is None:
+        return no_answer("q_timing", prompt, why + " The whole drop and the head's forming fall between the same "
+                                                   "two logged steps: no clear answer.")
+    if also:
+        previous = max((s for s in steps if s < step), default=step)
+        why += (f" Here both happened between the same two logged steps ({previous} and {step}), so the rows "
+                f"cannot tell \"{answer}\" from \"{also}\": either counts.")
+    return Question("q_timing", prompt, TIMING_OPTIONS, answer, why, (also,) if also else ())
+
+
+def timing_options(step: int, lo: int, after_lo: int, hi: int) -> tuple[str | None, str | None]:
+    """(answer, another option that also counts or None) for a head first formed at logged step `step`,
+    the drop's start `lo` (last row >= 3 nats; after_lo the next logged step) and end `hi` (first row
+    < 1 nat). Rows at or before lo: before; between: while; at or after hi: after. A crossing at the first
+    row after lo happened in (lo, after_lo], where the loss also left 3 nats: before or while both count;
+    one at hi happened in the same interval as the loss falling below 1 nat: while or after both count.
+    (None, None) when the whole drop lies in that one interval as well."""
+    before, during, after = TIMING_OPTIONS
+    if step <= lo:
+        return before, None
+    if step == after_lo == hi:
+        return None, None
+    if step == after_lo and step < hi:
+        return during, before
+    if step < hi:
+        return during, None
+    if step == hi:
+        return after, during
+    return after, None
 
 
 def _spacing(steps) -> int:
