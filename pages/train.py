@@ -18,7 +18,7 @@ from ui.setup import lab_script
 from ui.state import shipped_files, shipped_models
 from ui.timeline import timeline_panel
 from ui.train_form import settings_widgets
-from ui.training import pool_problem, register, reset, run_pool, start, stop
+from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
 
 lab_script()  # first: see ui/setup.py
 
@@ -119,7 +119,10 @@ def live_panel(drawn_active: bool) -> None:
         st.rerun(scope="app")
     if run.active and run.stopping:
         st.info("Stopping: the step in progress finishes first, and the model of that step is kept.")
-    if run.status == "waiting":
+    if run.status == "waiting" and run.blocked:
+        st.info("Waiting: your several-seeds run holds this session's training slot (one per session). This run "
+                "starts on its own when that seed ends.")
+    elif run.status == "waiting":
         ahead = f"; {run.position - 1} ahead of you" if run.position > 1 else "; you are next"
         st.info(f"Waiting for a free training slot: {run_pool().running()} running{ahead}. Training starts on "
                 "its own when a slot frees up.")
@@ -283,6 +286,11 @@ b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
 if active:
     st.caption("Training runs in its own process on the server and goes on while you visit other pages; "
                "press Stop to keep the model as it is now.")
+if run is not None and run.shared:
+    note, own = st.columns([5, 1])
+    note.info(shared_note(run))
+    own.button("Train my own copy", on_click=start_own_copy, key="tr_own_copy",
+               help="Train these settings in a training process of your own anyway (the same model, computed again).")
 if run is not None and not run.active:
     result_panel(run)
 st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)

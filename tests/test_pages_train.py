@@ -197,7 +197,7 @@ LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8,
 
 def test_a_full_server_makes_training_wait_with_a_visible_status():
     pool = run_pool()
-    others = [pool.start(LONG, f"other-session-{i}") for i in range(pool.capacity)]
+    others = [pool.start(replace(LONG, seed=100 + i), f"other-session-{i}") for i in range(pool.capacity)]
     try:
         at = app("pages/train.py")
         tiny_settings(at, steps=3, layers=0)

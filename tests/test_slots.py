@@ -1,83 +1,72 @@
-"""The server-wide training limiter (core/slots.py): capacity, leases, expiry, order, threads."""
-import threading
-import time
-
+"""The server-wide training line (core.pool.slots): capacity, first come first served, one slot per
+session, nothing that expires, and ATTENTION_LAB_MAX_TRAININGS."""
 import pytest
 
 from core.pool.slots import DEFAULT_CAPACITY, ENV_VAR, TrainingSlots, capacity_from_env
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
+def own(holder):
+    """Each holder is its own session."""
+    return [holder]
 
 
-def test_capacity_is_enforced_and_waiters_see_the_running_count():
-    pool = TrainingSlots(2, clock=FakeClock())
-    assert pool.request("a").granted and pool.request("b").granted
-    status = pool.request("c")
-    assert not status.granted
-    assert status.running == 2 and status.position == 1
-    assert "waiting for a free training slot: 2 running" in status.message()
-    assert pool.running() == 2 and pool.waiting() == 1
+def test_capacity_is_enforced_and_the_line_keeps_its_order():
+    slots = TrainingSlots(2)
+    for holder in "abcd":
+        slots.join(holder)
+    assert slots.admit(own) == ["a", "b"]
+    assert slots.running() == 2 and slots.waiting() == 2
+    assert (slots.position("a"), slots.position("c"), slots.position("d")) == (0, 1, 2)
+    assert slots.admit(own) == []
+    slots.release("b")
+    assert slots.admit(own) == ["c"] and slots.position("d") == 1
+    slots.join("c")  # joining again changes nothing
+    assert slots.holds("c") and slots.waiting() == 1
 
 
-def test_release_frees_the_slot_for_the_first_in_line():
-    pool = TrainingSlots(1, clock=FakeClock())
-    assert pool.request("a").granted
-    assert pool.request("b").position == 1
-    assert pool.request("c").position == 2
-    pool.release("a")
-    # c asks first but b joined earlier: b keeps its turn
-    assert not pool.request("c").granted
-    assert pool.request("b").granted
-    assert not pool.request("c").granted
-    pool.release("b")
-    assert pool.request("c").granted
+def test_a_session_holds_one_slot_and_its_second_holder_keeps_its_place():
+    sessions = {"a1": ["alice"], "a2": ["alice"], "b": ["bob"]}
+    slots = TrainingSlots(2)
+    for holder in ("a1", "a2", "b"):
+        slots.join(holder)
+    assert slots.admit(sessions.get) == ["a1", "b"]
+    slots.release("b")
+    assert slots.admit(sessions.get) == [] and slots.blocked("a2", sessions.get)
+    assert slots.position("a2") == 1
+    slots.release("a1")
+    assert not slots.blocked("a2", sessions.get) and slots.admit(sessions.get) == ["a2"]
 
 
-def test_unrenewed_lease_expires_and_renewed_lease_does_not():
-    clock = FakeClock()
-    pool = TrainingSlots(1, lease_seconds=15, clock=clock)
-    assert pool.request("a").granted
-    for _ in range(5):  # renewing every 10 s keeps the slot for 50 s
-        clock.now += 10
-        assert pool.request("a").granted
-        assert not pool.request("b").granted
-    clock.now += 16  # a closed its tab: no renewal for 16 s
-    assert pool.request("b").granted
-    assert not pool.holds("a")
-    assert not pool.request("a").granted  # a must now wait behind b
+def test_a_shared_holder_takes_the_slot_of_a_session_that_has_none():
+    sessions = {"a1": ["alice"], "shared": ["alice", "bob"]}
+    slots = TrainingSlots(2)
+    slots.join("a1")
+    slots.join("shared")
+    assert slots.admit(sessions.get) == ["a1", "shared"]
+    assert slots.session_of("shared") == "bob"
+    slots.hand_over("shared", "carol")
+    assert slots.session_of("shared") == "carol"
 
 
-def test_a_waiter_that_stops_asking_loses_its_place():
-    clock = FakeClock()
-    pool = TrainingSlots(1, lease_seconds=15, clock=clock)
-    pool.request("a")
-    assert pool.request("b").position == 1
-    clock.now += 10
-    pool.request("a")
-    assert pool.request("c").position == 2
-    clock.now += 10  # b last asked 20 s ago; c 10 s ago
-    pool.request("a")
-    assert pool.request("c").position == 1
+def test_nothing_expires():
+    slots = TrainingSlots(1)
+    slots.join("a")
+    slots.join("b")
+    slots.admit(own)
+    for _ in range(3):  # no renewal is needed: a slot is held until it is released
+        assert slots.admit(own) == [] and slots.holds("a") and slots.position("b") == 1
 
 
 def test_release_of_unknown_holder_is_harmless_and_capacity_zero_never_grants():
-    pool = TrainingSlots(0, clock=FakeClock())
-    pool.release("nobody")
-    status = pool.request("a")
-    assert not status.granted and "switched off" in status.message()
+    slots = TrainingSlots(0)
+    slots.release("nobody")
+    slots.join("a")
+    assert slots.admit(own) == [] and slots.position("a") == 1 and not slots.blocked("a", own)
 
 
 def test_bad_arguments_raise():
     with pytest.raises(ValueError):
         TrainingSlots(-1)
-    with pytest.raises(ValueError):
-        TrainingSlots(1, lease_seconds=0)
 
 
 @pytest.mark.parametrize("raw, expected, problem", [
@@ -91,29 +80,3 @@ def test_capacity_from_env(raw, expected, problem):
     assert (why is not None) == problem
     if problem:
         assert ENV_VAR in why
-
-
-def test_many_threads_never_exceed_capacity():
-    pool = TrainingSlots(3)
-    inside, peak, lock = [0], [0], threading.Lock()
-    barrier = threading.Barrier(12)
-
-    def worker(i):
-        barrier.wait()
-        for _ in range(50):
-            if pool.request(f"s{i}").granted:
-                with lock:
-                    inside[0] += 1
-                    peak[0] = max(peak[0], inside[0])
-                time.sleep(0.0002)  # hold the slot briefly so holders overlap
-                with lock:
-                    inside[0] -= 1
-                pool.release(f"s{i}")
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert 1 <= peak[0] <= 3
-    assert pool.running() == 0

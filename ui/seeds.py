@@ -46,7 +46,9 @@ def _progress(series: SeedSeries) -> None:
     if series.active and run is not None:
         st.progress(min(series.done / len(series.seeds) + run.step / max(run.total_steps, 1) / len(series.seeds), 1.0),
                     text=f"Seed {series.seeds[series.done]} ({series.done + 1} of {len(series.seeds)}): "
-                         + (f"waiting for a free training slot (place {run.position})" if run.status == "waiting"
+                         + ("waiting for your own run above to end (one training slot per session)"
+                            if run.status == "waiting" and run.blocked else
+                            f"waiting for a free training slot (place {run.position})" if run.status == "waiting"
                             else f"step {run.step} of {run.total_steps}"))
     elif series.cancelled.is_set():
         st.warning(f"Cancelled after {series.done} of {len(series.seeds)} seeds.")
@@ -96,15 +98,18 @@ def seeds_section(settings: TrainSettings, bad: str | None, off: bool) -> None:
     st.markdown(
         "One run shows one drop. Train the settings above with several seeds, one after another in the "
         "background, and see how far apart their drops land. The runs use the server's training slots like "
-        "any other run (you may wait for a free one) and go on while you visit other pages; their models are "
-        "not kept, only their curves.")
+        "any other run (you may wait for a free one; a session trains one run at a time) and go on while you "
+        "visit other pages; their models are not kept, only their curves.")
     series = st.session_state.get(KEY)
     running = series is not None and series.active
+    own = st.session_state.get("train_run")
+    training = own is not None and own.active  # a session holds one training slot: the seeds wait for it
     a, b, c = st.columns([2, 1, 1])
     a.slider("Seeds", MIN_SEEDS, MAX_SEEDS, 3, key="tr_n_seeds",
              help=f"Seeds {settings.seed}, {settings.seed + 1}, … (the Seed setting above is the first).")
-    b.button("Train the seeds", on_click=_start, args=(settings,), disabled=bool(bad) or off or running,
-             key="tr_seeds_start")
+    b.button("Train the seeds", on_click=_start, args=(settings,), disabled=bool(bad) or off or running or training,
+             key="tr_seeds_start",
+             help="Your run above is training: a session trains one run at a time." if training else None)
     c.button("Cancel", on_click=_cancel, disabled=not running, key="tr_seeds_cancel")
     if error := st.session_state.pop("tr_series_error", None):
         st.error(error)

@@ -2,9 +2,10 @@
 
 `lab_script()` is the first call of dashboard.py and of every page. The first call on a server
 starts what the server keeps running (the memory trimmer, the training pool's monitor, the worker
-process server); every call sends a run of Streamlit's old multipage mode back through
-dashboard.py. Both used to happen inside `import ui.state`: a rerun raised during an import left a
-half-built module, and other first visitors then failed with ImportError.
+process server); every call checks that the pool's monitor thread runs (and starts it again if it
+died) and sends a run of Streamlit's old multipage mode back through dashboard.py. Both used to
+happen inside `import ui.state`: a rerun raised during an import left a half-built module, and
+other first visitors then failed with ImportError.
 """
 from __future__ import annotations
 
@@ -22,15 +23,15 @@ _lock = threading.Lock()
 
 
 def lab_script() -> None:
-    """Once per server: start the background work. Every run: leave the old multipage mode."""
+    """Once per server: start the background work. Every run: check the training monitor runs, and
+    leave the old multipage mode."""
     global _done
     with _lock:
         first, _done = not _done, True
     if first:
         _tune_malloc()
-        pool = run_pool()
-        pool.warm_up()
-        pool.ensure_monitor()
+        run_pool().warm_up()
+    run_pool().ensure_monitor()  # every run: a monitor that died is started again
     if _in_old_multipage_run():
         _leave_old_multipage_mode()
         st.rerun()

@@ -86,6 +86,23 @@ def start() -> None:
     st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
 
 
+def start_own_copy() -> None:
+    """Train the settings of the run this session follows (another session's) in a training of its own."""
+    old = st.session_state.get("train_run")
+    if old is None or not old.shared:
+        return
+    st.session_state["train_run"] = run_pool().start(old.settings, session_owner(), private=True)
+
+
+def shared_note(run: LiveRun) -> str:
+    """One line: this run is another session's training (or its finished result), not one of its own."""
+    if run.shared == "finished":
+        return ("These settings, this seed and this code were already trained on this server, so you got that "
+                "run at once: the very model your own training would make.")
+    return ("These settings, this seed and this code are already training on this server, so you are watching "
+            "that run: it ends with the very model your own training would make.")
+
+
 def stop() -> None:
     run = st.session_state.get("train_run")
     if run is not None:

@@ -11,10 +11,16 @@ the session all the same (the owner name starts with the session's).
     series.results      # one dict per finished seed, in order
     series.current      # the LiveRun in progress, or None
     series.cancel()     # ends the run in progress; no further seed starts
+
+Every wait has a deadline: a seed that has not ended `seed_deadline` seconds after it was started
+(waiting in line included) is ended, its row says so, and no further seed starts. The series runs
+under its session's training slot (core.pool.slots: one per session), so while the session's own run
+trains its seeds wait; seeds whose settings already trained on this server come back at once.
 """
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 from core.pool.runs import LiveRun, RunPool
@@ -22,6 +28,8 @@ from core.training.train_settings import TrainSettings
 from core.training.transition import describe_curve
 
 MIN_SEEDS, MAX_SEEDS = 3, 5
+SEED_DEADLINE = 3600.0  # seconds a seed may take, its wait for a slot included
+POLL = 0.5  # seconds between checks while a seed trains
 
 
 def summarize(seed: int, run: LiveRun) -> dict:
@@ -41,11 +49,12 @@ def summarize(seed: int, run: LiveRun) -> dict:
 class SeedSeries:
     """n_seeds runs of `settings` with seeds settings.seed, settings.seed + 1, ..., one at a time."""
 
-    def __init__(self, pool: RunPool, settings: TrainSettings, n_seeds: int, owner: str):
+    def __init__(self, pool: RunPool, settings: TrainSettings, n_seeds: int, owner: str,
+                 seed_deadline: float = SEED_DEADLINE):
         if not MIN_SEEDS <= n_seeds <= MAX_SEEDS:
             raise ValueError(f"Train between {MIN_SEEDS} and {MAX_SEEDS} seeds, got {n_seeds}.")
         settings.configs()  # ValueError (one sentence) for settings that cannot be trained
-        self.pool, self.settings, self.owner = pool, settings, owner
+        self.pool, self.settings, self.owner, self.seed_deadline = pool, settings, owner, seed_deadline
         self.seeds = [settings.seed + i for i in range(n_seeds)]
         self.results: list[dict] = []
         self.current: LiveRun | None = None
@@ -84,9 +93,23 @@ class SeedSeries:
             self.current = run
             if self.cancelled.is_set():  # cancel() came between the check above and the start
                 self.pool.discard(run)
-            run.ended.wait()
-            self.results.append(summarize(seed, run))
+            late = not self._wait_for(run)
+            row = summarize(seed, run)
+            if late:
+                row.update(status="timed out", error=f"Seed {seed} had not ended {self.seed_deadline:g} s after "
+                                                     "it was started, so it was ended and the series stopped.")
+            self.results.append(row)
             run.result = None  # the series keeps curves, not models
-            if run.status == "cancelled":  # cancelled here, or the pool ended it with the session
+            if late or run.status == "cancelled":  # cancelled here, or the pool ended it with the session
                 break
         self.current = None
+
+    def _wait_for(self, run: LiveRun) -> bool:
+        """Wait for the run to end, at most seed_deadline seconds; False if it had to be ended."""
+        deadline = time.monotonic() + self.seed_deadline
+        while not run.ended.wait(max(0.0, min(POLL, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                self.pool.discard(run)
+                run.ended.wait(POLL)
+                return False
+        return True

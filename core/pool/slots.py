@@ -1,104 +1,95 @@
-"""A limit on how many holders may go at once, with a first-come line for the others.
+"""A first-come line for the server's training slots: at most `capacity` holders at once, and at
+most one slot per session.
 
-core.pool.runs.RunPool uses it for its training processes: a run asks for a slot (`request`), which also
-renews its lease, and the pool's monitor renews the leases of live runs; a lease not renewed within
-`lease_seconds` expires, and so does a waiting place whose holder stops asking. Holders that find
-no free slot wait in line (first come, first served) and learn how many are running and where they
-stand. Thread-safe.
+core.pool.runs.RunPool keeps one TrainingSlots under its own lock (this class takes no lock): a
+training joins the line (`join`), and the pool's `admit` moves waiting holders to a slot, first come
+first served, while one is free. A holder whose session already holds a slot keeps its place and
+waits, so one student cannot take two slots (an ordinary run and a several-seeds run, say) while
+others wait. A slot is held until `release`: nothing expires, the pool releases a slot when its
+training ends, is stopped or is discarded.
 
     slots = TrainingSlots(capacity=2)
-    status = slots.request(run_id)        # acquire or renew, else wait in line
-    if status.granted: ...start the training...
-    slots.release(run_id)                 # when the run finishes, stops or is reset
+    slots.join("run id")
+    for holder in slots.admit(lambda holder: ["its session id"]): ...start that training...
+    slots.release("run id")
 """
 from __future__ import annotations
 
 import os
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 ENV_VAR = "ATTENTION_LAB_MAX_TRAININGS"
 DEFAULT_CAPACITY = 2
-LEASE_SECONDS = 15.0
-
-
-@dataclass(frozen=True)
-class SlotStatus:
-    granted: bool  # this holder may train now (its lease is fresh)
-    running: int  # leases held right now, this holder's included
-    capacity: int  # most trainings allowed at once
-    position: int = 0  # place in line when waiting (1 = next), 0 when granted
-
-    def message(self) -> str:
-        """One line for the page."""
-        if self.granted:
-            return f"training slot held ({self.running} of {self.capacity} in use)"
-        if self.capacity == 0:
-            return f"training is switched off on this server ({ENV_VAR}=0)"
-        ahead = f"; {self.position - 1} ahead of you" if self.position > 1 else "; you are next"
-        return f"waiting for a free training slot: {self.running} running{ahead}"
 
 
 class TrainingSlots:
-    """At most `capacity` holders train at once; leases expire after `lease_seconds` unrenewed."""
+    """A plain first-come queue with `capacity` slots; one slot per session. Not thread-safe: the
+    pool calls it under its own lock. `sessions_of(holder)` names the sessions a holder may count
+    against (a training several sessions follow has several); it takes the slot of the first of them
+    that holds none."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, lease_seconds: float = LEASE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, capacity: int = DEFAULT_CAPACITY):
         if capacity < 0:
             raise ValueError(f"capacity must be 0 or more, got {capacity}.")
-        if lease_seconds <= 0:
-            raise ValueError(f"lease_seconds must be positive, got {lease_seconds}.")
-        self.capacity, self.lease_seconds, self._clock = capacity, lease_seconds, clock
-        self._lock = threading.Lock()
-        self._leases: dict[str, float] = {}  # holder -> time of last renewal
-        self._waiting: dict[str, tuple[float, float]] = {}  # holder -> (joined, last asked); dict keeps join order
+        self.capacity = capacity
+        self._running: dict[str, str] = {}  # holder -> the session its slot counts against
+        self._line: list[str] = []  # waiting holders, in order of joining
 
-    def _expire(self, now: float) -> None:
-        for table, seen in ((self._leases, lambda v: v), (self._waiting, lambda v: v[1])):
-            for holder in [h for h, v in table.items() if now - seen(v) > self.lease_seconds]:
-                del table[holder]
+    def join(self, holder: str) -> None:
+        """Enter the line (no change for a holder already in line or holding a slot)."""
+        if holder not in self._running and holder not in self._line:
+            self._line.append(holder)
 
-    def request(self, holder: str) -> SlotStatus:
-        """Acquire a slot or renew this holder's lease; if none is free, join (or keep) a place in line."""
-        with self._lock:
-            now = self._clock()
-            self._expire(now)
-            if holder in self._leases:
-                self._leases[holder] = now
-                return SlotStatus(True, len(self._leases), self.capacity)
-            joined = self._waiting.get(holder, (now, now))[0]
-            self._waiting[holder] = (joined, now)
-            line = list(self._waiting)  # insertion order = order of joining
-            position = line.index(holder) + 1
-            if position <= self.capacity - len(self._leases):
-                del self._waiting[holder]
-                self._leases[holder] = now
-                return SlotStatus(True, len(self._leases), self.capacity)
-            return SlotStatus(False, len(self._leases), self.capacity, position)
+    def _free_session(self, holder: str, sessions_of: Callable[[str], Iterable[str]]) -> str | None:
+        busy = set(self._running.values())
+        return next((s for s in sessions_of(holder) if s not in busy), None)
+
+    def admit(self, sessions_of: Callable[[str], Iterable[str]]) -> list[str]:
+        """Give free slots to the line, first come first served, passing over holders whose sessions
+        all hold a slot already (they keep their place); returns the holders admitted now, in order."""
+        admitted = []
+        for holder in list(self._line):
+            if len(self._running) >= self.capacity:
+                break
+            session = self._free_session(holder, sessions_of)
+            if session is not None:
+                self._line.remove(holder)
+                self._running[holder] = session
+                admitted.append(holder)
+        return admitted
+
+    def hand_over(self, holder: str, session: str) -> None:
+        """The slot of a running holder now counts against `session` (the session it counted against left)."""
+        if holder in self._running:
+            self._running[holder] = session
 
     def release(self, holder: str) -> None:
         """Give up this holder's slot or place in line (no error if it holds neither)."""
-        with self._lock:
-            self._leases.pop(holder, None)
-            self._waiting.pop(holder, None)
+        self._running.pop(holder, None)
+        if holder in self._line:
+            self._line.remove(holder)
+
+    def position(self, holder: str) -> int:
+        """Place in line (1 = next), 0 when holding a slot or unknown."""
+        return self._line.index(holder) + 1 if holder in self._line else 0
+
+    def blocked(self, holder: str, sessions_of: Callable[[str], Iterable[str]]) -> bool:
+        """Waiting while a slot is free, because every session of this holder already holds one."""
+        return (holder in self._line and len(self._running) < self.capacity
+                and self._free_session(holder, sessions_of) is None)
 
     def running(self) -> int:
-        """How many leases are live now."""
-        with self._lock:
-            self._expire(self._clock())
-            return len(self._leases)
+        return len(self._running)
 
     def waiting(self) -> int:
-        with self._lock:
-            self._expire(self._clock())
-            return len(self._waiting)
+        return len(self._line)
 
     def holds(self, holder: str) -> bool:
-        with self._lock:
-            self._expire(self._clock())
-            return holder in self._leases
+        return holder in self._running
+
+    def session_of(self, holder: str) -> str | None:
+        """The session a running holder's slot counts against."""
+        return self._running.get(holder)
 
 
 def capacity_from_env(environ=None) -> tuple[int, str | None]:
@@ -115,3 +106,4 @@ def capacity_from_env(environ=None) -> tuple[int, str | None]:
         return DEFAULT_CAPACITY, (f"{ENV_VAR}={raw!r} is not a whole number of 0 or more, "
                                   f"so the default of {DEFAULT_CAPACITY} trainings at once applies.")
     return value, None
+

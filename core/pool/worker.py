@@ -11,7 +11,11 @@ the commands the server sent on its end of a Pipe and streams back what the page
                        ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
                                                         diverged; data: checkpoint bytes or None
                        ("error", sentence)              the training raised
+                       ("kept", token, step, seconds, data)   answer to "keep": the checkpoint now (data
+                                                        None before the first step); training goes on
     server -> worker   ("stop",)                        end at the last finished step, keep the model
+                       ("keep", token)                  send the checkpoint of the last finished step and
+                                                        train on (a session leaves a training others follow)
                        ("threads", n)                   torch threads from the next step on
 
 `seconds` is wall time since the first step. The trained result is the checkpoint file the trainer's
@@ -124,6 +128,7 @@ class _Session:
         self.t0: float | None = None
         self.last_progress = 0.0
         self.stop = False
+        self.keeps: list = []  # tokens of "keep" commands not yet answered
 
     def seconds(self) -> float:
         return 0.0 if self.t0 is None else time.perf_counter() - self.t0
@@ -135,6 +140,16 @@ class _Session:
                 self.stop = True
             elif command[0] == "threads":
                 torch.set_num_threads(int(command[1]))
+            elif command[0] == "keep":
+                self.keeps.append(command[1])
+
+    def send_kept(self) -> None:
+        """Answer "keep": the checkpoint of the last finished step (nothing random is drawn, so the
+        training goes on exactly as without it)."""
+        trainer, tokens, self.keeps = self.trainer, self.keeps, []
+        for token in tokens:
+            data = final_checkpoint(trainer) if trainer.step > 0 else None
+            self.conn.send(("kept", token, trainer.step, self.seconds(), data))
 
     def send_frame(self) -> None:
         """The heads' patterns now, on the film strip's sequence (no gradient, no random numbers)."""
@@ -184,6 +199,8 @@ def _loop(session: _Session) -> str:
     trainer = session.trainer
     while True:
         session.read_commands()
+        if session.keeps:
+            session.send_kept()
         if session.stop:
             return "stopped" if trainer.step > 0 else "cancelled"
         if trainer.done:
