@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
+from ui.pages import PATH
 from ui.training import run_pool
 
 from helpers import SHIPPED, open_app
@@ -60,7 +61,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
     assert not at.exception, at.exception
     assert at.session_state["picked_model"] == f"shipped:{file}"
     assert len(at.metric) == 4 and all(m.value for m in at.metric)
-    assert len(at.get("page_link")) == 7
+    assert len(at.get("page_link")) == len(PATH)  # the home page's path: every page but Home
     assert len(at.latex) >= 2
     at.switch_page("pages/train.py").run()
     assert not at.exception, at.exception
