@@ -102,7 +102,7 @@ def _compare(out, ref, axes: tuple = ()) -> str | None:
         except Exception:
             return f"returned a {type(out).__name__}, expected a tensor of shape {list(ref.shape)}"
         if out.shape != ref.shape:
-            names = f" [{', '.join(axes)}]" if axes else ""
+            names = f" [{', '.join(axes)}] =" if axes else ""
             if out.dim() != ref.dim():
                 return (f"wrong shape: got {list(out.shape)}, expected{names} {list(ref.shape)} "
                         f"({out.dim()} axes instead of {ref.dim()})")
