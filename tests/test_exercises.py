@@ -542,3 +542,15 @@ def test_pytest_on_a_student_file_reports_not_written_yet():
                          timeout=300)
     assert out.stdout.rstrip().splitlines()[-1].startswith("2 failed in"), out.stdout[-2000:]  # no errors
     assert out.stdout.count("not written yet: replace the `raise NotImplementedError`") >= 2, out.stdout[-2000:]
+
+
+def test_the_model_to_check_on_comes_from_the_environment(monkeypatch):
+    """`ATTENTION_LAB_MODEL=my-model.pt python -m pytest exercises` checks on the student's own file."""
+    monkeypatch.setenv(checks.MODEL_ENV, str(ROOT / "checkpoints" / "variable-period-1block.pt"))
+    checks._PICKED.clear()
+    try:
+        assert checks.picked()["label"] == "variable-period-1block.pt"
+        verdict = checks.check("prev_token_score", sol("prev_token_score"))
+        assert verdict.ok and "variable-period-1block.pt, block 1" in verdict.message
+    finally:
+        checks.use_model(ROOT / "checkpoints" / DEFAULT)
