@@ -119,7 +119,8 @@ def test_a_finished_live_run_shows_its_timeline():
     with torch.no_grad():
         logits = entry.model(tokens)[:, :-1]
     per = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none").mean(0)  # [T-1]
-    early, late = icl_positions(tokens.shape[1])
+    task = entry.info["task"]
+    early, late = icl_positions(tokens.shape[1], task.period_min, task.period_max)
     icl = float(per[late - 1] - per[early - 1])
     assert any(f"Its final value: {icl:.2f} nats." in c.value for c in at.caption)
 

@@ -43,19 +43,32 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         f"evaluation sequence (period {t['period']}), at the six marked steps. Rows are queries, columns keys. "
         "Top and bottom: the block-1 head with the highest previous-token score and the last-block head with the "
         "highest induction score at the end of the run. Watch the line just below the diagonal (previous "
-        "token) and the stripe one period back plus one (induction) appear together (Olsson et al., 2022).")
+        "token) and the stripe one period back plus one (induction) appear, and which comes first (Olsson et al., "
+        "2022).")
     c1, c2 = st.columns(2)
     c1.altair_chart(charts.icl(t), width="stretch")
     c1.caption(
-        f"**In-context-learning score** (Olsson et al., 2022): the loss of predicting the token at position "
-        f"{t['late']} minus that at position {t['early']} (positions from 0), averaged over the evaluation "
-        f"batch. Position {t['early']} is always in the first copy and {t['late']} always in a later one, so "
-        "the score falls below zero as far as the model uses the context. Its final value: "
-        f"{t['icl'][-1]:.2f} nats.")
+        f"**In-context-learning score**: the loss of predicting the token at position {t['late']} minus that at "
+        f"position {t['early']} (positions from 0), averaged over the evaluation batch. Olsson et al. (2022) take "
+        "token 500 minus token 50 of 512; these are the scaled-down choice for this run's sequences of "
+        f"{info['task'].seq_len} tokens and periods {info['task'].period_min}–{info['task'].period_max}. "
+        + (f"Position {t['early']} is in the first copy of every sequence" if t["icl_holds"]["first"] else
+           f"Position {t['early']} is not in the first copy of every sequence (the shortest period is "
+           f"{info['task'].period_min})")
+        + (f" and {t['late']} in a later copy of every one, so the score falls below zero as far as the model "
+           "uses the context." if t["icl_holds"]["later"] else
+           f"; {t['late']} is not in a later copy of every sequence (the longest period is "
+           f"{info['task'].period_max}), so part of the score is not about the context.")
+        + f" Its final value: {t['icl'][-1]:.2f} nats.")
     if t["before_after"] is not None:
         c2.altair_chart(charts.by_position(t), width="stretch")
-        c2.caption("**Loss by position**, before and after the drop: before, every position costs about the same; "
-                   f"after, the loss falls once the first copy can be over (from position {info['task'].period_min}, "
-                   "the shortest period), because from there the next token can be looked up.")
+        b, a = t["before_after"]
+        start = t["drop"]["drop_start"]
+        c2.caption(f"**Loss by position** at step {t['steps'][b]}, {start - t['steps'][b]} steps before the drop's "
+                   f"start at step {start} (the snapshot nearest 50 steps before it: at the start itself the loss "
+                   f"is already falling), and at step {t['steps'][a]}, after the drop. Before, every position costs "
+                   f"about the same; after, the loss falls once the first copy can be over (from position "
+                   f"{info['task'].period_min}, the shortest period), because from there the next token can be "
+                   "looked up.")
     else:
         c2.info("The loss never dropped in this run, so there is no before and after to compare.")

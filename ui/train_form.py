@@ -23,6 +23,20 @@ def _init_bias(enlarged: bool) -> float:
     return initial_logit_bias(p.model, train)["bias_std"]
 
 
+@st.cache_data(show_spinner=False)
+def _shipped_onset() -> str | None:
+    """core.training.onset.onset_sentence of the shipped default run's history (None without the file)."""
+    from core.model.checkpoints import read_checkpoint
+    from core.training.onset import onset_sentence
+    from ui.state import CHECKPOINT_DIR
+
+    path = CHECKPOINT_DIR / f"{DEFAULT_PRESET}.pt"
+    if not path.is_file():
+        return None
+    model, info = read_checkpoint(path)
+    return onset_sentence(info["history"], model.cfg.vocab_size)
+
+
 WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
                "tr_seed", "tr_hold", "tr_knock")
 NO_HEAD = "none"
@@ -45,8 +59,10 @@ def settings_widgets() -> TrainSettings:
                    key="tr_shared",
                    help="The default start: W_E three times larger than plain, plus one direction added to every "
                         "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
-                        "three times shorter than from the plain embedding; the previous-token head still forms "
-                        "with the drop, not before it. The shared direction is not free at the output: through "
+                        "three times shorter than from the plain embedding. "
+                        + (f"The previous-token head does not form at once: in the shipped {DEFAULT_PRESET} run "
+                           f"{_shipped_onset()}. " if _shipped_onset() else "")
+                        + "The shared direction is not free at the output: through "
                         "the tied unembedding it gives every token a fixed logit bias, whose spread is "
                         f"{_init_bias(True):.1f} nats at the start ({_init_bias(False):.2f} from the plain "
                         "embedding). Untick it to start from the plain embedding.")

@@ -18,7 +18,8 @@ def init_embedding(model: TinyCharLM, scale: float, shared: float, generator: to
     What it does, measured (bench/init_plateau.py, bench/README.md): the plateau before the induction
     drop is about three times shorter than from the plain start (scale 1, shared 0). The
     previous-token head does not form at once: in the shipped 2-block run block 1's best prev_token
-    stays at or below 0.06 up to step 150 and rises with the loss drop (tests/test_claims.py). With a
+    starts rising 25 to 50 steps before the drop's start, ahead of the induction heads, and crosses 0.5
+    during the drop (core.training.onset; tests/test_claims.py). With a
     tied unembedding the shared direction s is not free at the output: logit b gains e_a.s (the same
     for every b: ignored by the softmax) and s.e_b, a per-token bias with a spread of about 0.8 nats at
     the start (core.training.overview.initial_logit_bias). Why the plateau is shorter is not established here.

@@ -16,15 +16,31 @@ from core.model.tinycharlm import TinyCharLM
 from core.training.trainer import eval_batch
 from core.training.transition import describe_curve
 
-EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL score compares
+EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL score compares, at most
+# (Olsson et al. compare token 500 with token 50 of 512; these are the scaled-down choice, pulled in by
+# icl_positions so that `early` is in the first copy and `late` in a later copy of every sequence)
+BEFORE = 50  # the "before the drop" loss-by-position curve: the snapshot nearest this many steps before drop_start
 FRAMES = 6
 CROP = 64  # the film strip shows the first CROP positions of one sequence
 
 
-def icl_positions(seq_len: int) -> tuple[int, int]:
-    """(early, late) predicted-token positions, pulled inside a short sequence."""
+def icl_positions(seq_len: int, period_min: int | None = None, period_max: int | None = None) -> tuple[int, int]:
+    """(early, late) predicted-token positions, pulled inside a short sequence and, given the task's
+    period range, chosen so that `early` < period_min (in the first copy of every sequence) and, where
+    the sequence is long enough, `late` >= period_max (in a later copy of every sequence)."""
     late = min(LATE, seq_len - 1)
-    return min(EARLY, late - 1), late
+    early = min(EARLY, late - 1)
+    if period_min is not None:
+        early = max(1, min(early, period_min - 1))
+    if period_max is not None and late < period_max <= seq_len - 1:
+        late = period_max
+    return early, late
+
+
+def icl_positions_hold(early: int, late: int, period_min: int, period_max: int) -> dict:
+    """Whether the ICL score's positions do what its caption says: {first: early < period_min (the
+    token at `early` is in the first copy of every sequence), later: late >= period_max}."""
+    return {"first": early < period_min, "later": late >= period_max}
 
 
 @torch.no_grad()
@@ -64,7 +80,7 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     rows = [measure_step(m.eval(), tokens, periods) for m in models]
     loss = [r["loss_later"] for r in rows]
     by_pos = np.stack([r["loss_by_position"] for r in rows])
-    early, late = icl_positions(tokens.shape[1])
+    early, late = icl_positions(tokens.shape[1], task.period_min, task.period_max)
     icl = by_pos[:, late - 1] - by_pos[:, early - 1]
     drop = describe_curve(steps, loss, model.cfg.vocab_size)
     frames = frame_indices(steps, drop)
@@ -75,7 +91,8 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     return {"steps": steps, "loss_later": loss, "icl": icl.tolist(), "early": early, "late": late,
             "loss_by_position": by_pos, "drop": drop, "frames": [steps[i] for i in frames], "heads": heads,
             "patterns": patterns, "period": int(periods[0]), "tokens": tokens[0, :crop].tolist(),
-            "before_after": _before_after(steps, loss, drop)}
+            "before_after": _before_after(steps, loss, drop),
+            "icl_holds": icl_positions_hold(early, late, task.period_min, task.period_max)}
 
 
 def strip_index(periods: torch.Tensor) -> int:
@@ -164,11 +181,14 @@ def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:
 
 
 def _before_after(steps: list[int], loss: list[float], drop: dict) -> tuple[int, int] | None:
-    """Indices of a snapshot on the plateau (the drop's start) and one after it (50 steps past the
-    drop's end, or the nearest snapshot to that), or None when the curve never dropped."""
+    """Indices of a snapshot on the plateau (the nearest to BEFORE steps before the drop's start, which
+    is already inside the fall; at most the drop's start) and one after it (50 steps past the drop's
+    end, or the nearest snapshot to that), or None when the curve never dropped."""
     if not drop["dropped"]:
         return None
-    before = steps.index(drop["drop_start"])
+    start = steps.index(drop["drop_start"])
+    target = drop["drop_start"] - BEFORE
+    before = min(range(start + 1), key=lambda i: (abs(steps[i] - target), -i))
     target = drop["drop_end"] + 50
     after = min(range(len(steps)), key=lambda i: (abs(steps[i] - target), i))
     return before, max(after, steps.index(drop["drop_end"]))
