@@ -133,6 +133,23 @@ if cfg.n_layers:
         + (f" The largest single-head effect here is head {int(best['block'])}.{int(best['head'])}: "
            f"{best['patch_effect']:.2f} (95% interval over the {res['n_seqs']} sequences "
            f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
+    noise = res["noise"].merge(heads.assign(layer=heads["block"] - 1, head0=heads["head"] - 1)[
+        ["layer", "head0", "patch_effect", "effect_low", "effect_high"]].rename(columns={"head0": "head"}),
+        on=["layer", "head"])
+    table = {"head": noise["label"]}
+    for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
+                              "noising (needed?)": ("noise_effect", "noise_low", "noise_high"),
+                              "direct effect, noising (into the logits only)": ("direct_effect", "direct_low",
+                                                                                 "direct_high")}.items():
+        table[name] = [f"{a:.2f} [{b:.2f}, {c:.2f}]" for a, b, c in zip(noise[v], noise[lo], noise[hi])]
+    st.dataframe(table, hide_index=True)
+    st.caption(
+        "**Three measurements per head** (effect, then its 95% bootstrap interval over the sequences). "
+        "*Denoising*, the chart above: the head's clean output into the corrupted run (does it suffice?). "
+        "*Noising*: its corrupted output into the clean run, every block above rerun (is it needed? near 1 = "
+        "nothing lost). *Direct effect*: its corrupted output sent only along its direct path to the logits, the "
+        "blocks above left clean (Wang et al.'s first step): a block-1 head whose direct effect is 1 but whose "
+        "noising effect is low matters only through later heads.")
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -189,6 +206,18 @@ if cfg.n_layers and res["resid"] is not None:
         "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
+    att = res.get("attribution")
+    if att is not None:
+        per = att["per_head"]
+        worst = min(per, key=lambda k: per[k] if per[k] == per[k] else 2.0)
+        best = max(per, key=lambda k: per[k] if per[k] == per[k] else -2.0)
+        st.markdown(
+            "**Attribution patching** (Nanda, 2023; Syed et al., 2023) estimates this whole grid from one backward "
+            "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. Against the "
+            f"exact values above: correlation {att['corr']:.2f} over every cell, largest difference "
+            f"{att['max_abs_diff']:.3f}; by head, from {per[worst]:.2f} ({worst}) to {per[best]:.2f} ({best}). "
+            "A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
+            "the first-order estimate is poorest.")
     python_panel(snippet("positions"), shows={"resid": res["resid"], "heads": res["head_positions"]})
 
 if cfg.n_layers:

@@ -119,3 +119,22 @@ def test_the_blank_embedding_row_is_explained_by_a_measured_window(shipped):
     w = res["embedding_window"]
     assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.029, abs=0.002)
     assert w["one_target"] == pytest.approx(1 / 23)
+
+
+def test_noising_direct_effects_and_attribution_on_the_shipped_file(shipped, first_copy):
+    """Noising per head, direct effects into the logits and attribution patching against the exact sweep
+    (issue 23's 'what a researcher would expect')."""
+    noise = first_copy["noise"].set_index("label")
+    # the last block has nothing above it: its noising and direct effects are the same measurement
+    for h in ("2.1", "2.2", "2.3", "2.4"):
+        assert noise.loc[h, "noise_effect"] == pytest.approx(noise.loc[h, "direct_effect"], abs=1e-6)
+    # block 1 writes nothing the logits read directly at the scored positions, but 1.4 is needed through block 2
+    assert (noise.loc[["1.1", "1.2", "1.3", "1.4"], "direct_effect"] > 0.99).all()
+    assert noise.loc["1.4", "noise_high"] < 0.45 and noise["noise_effect"].idxmin() == "1.4"
+    model, info = shipped
+    res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
+    att = res["attribution"]
+    assert att["estimate"].shape == res["head_positions"].shape
+    assert att["corr"] > 0.8 and att["max_abs_diff"] < 0.05
+    assert min(att["per_head"][h] for h in ("2.1", "2.2", "2.3", "2.4")) > 0.99
+    assert att["per_head"]["1.4"] < 0.5  # it acts through block 2's keys: a first-order estimate misses that

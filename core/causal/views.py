@@ -4,10 +4,11 @@ corrupted several times.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import logit_lens, patching, path_patching
+from core.causal import logit_lens, noising, patching, path_patching
 from core.model.symbols import head_label, token_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM
@@ -107,6 +108,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     large model they cost minutes (position_sweep_cost)."""
     cfg = model.cfg
     periods = runs.periods.unique()
+    out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
     heads = patching.head_patch_effects(model, runs)
     heads.insert(0, "block", heads.pop("layer") + 1)
     heads["head"] += 1
@@ -126,11 +128,12 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                        if cfg.n_layers else float("nan")),
         "resid": patching.resid_patch_effects(model, runs) if positions else None,
-        "head_positions": (patching.head_position_effects(model, runs).reshape(cfg.n_layers * cfg.n_heads,
-                                                                               runs.clean.shape[1])
-                           if positions else None),
+        "head_positions": (out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
+                           if out_positions is not None else None),
         "position_cost": position_sweep_cost(model, runs),
         "embedding_window": embedding_window(model, runs) if positions and cfg.n_layers else None,
+        "noise": _noise_frame(model, runs),
+        "attribution": attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
         "head_rows": [head_label(l, h) for l, h in every],
         "paths": _path_frame(model, runs),
         "corruption": runs.corruption,
@@ -140,6 +143,30 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         "lens_by_copy": logit_lens.lens_by_copy(model, full, runs.periods),
     }
     return out
+
+
+def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """noising.head_noise_effects with 1-based block and head and a label."""
+    df = noising.head_noise_effects(model, runs)
+    df.insert(0, "label", [head_label(l, h) for l, h in zip(df["layer"], df["head"])])
+    return df
+
+
+def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:
+    """Attribution patching against the exact one-head-one-position sweep (exact: head_position_effects,
+    [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
+    per_head {label: correlation over positions}}."""
+    est = noising.attribution_head_positions(model, runs)
+    x, y = est.ravel(), exact.ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+
+    def corr(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
+
+    per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
+                for l in range(est.shape[0]) for h in range(est.shape[1])}
+    return {"estimate": est.reshape(-1, est.shape[-1]), "corr": corr(x[ok], y[ok]),
+            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head}
 
 
 def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
