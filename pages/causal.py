@@ -38,6 +38,11 @@ def _text_experiments(key: str, text: str, seed: int, positions: bool | None, bu
                                    corruption)
 
 
+@st.cache_data(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
+def _mechanism(key: str, period: int, seed: int, corruption: str, _model, _info) -> object:
+    return causal.mechanism_over_training(_model, _info, period, N_SEQS, seed, corruption)
+
+
 st.title("Causal experiments")
 entry = require_model()
 model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
@@ -292,6 +297,23 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
+        if entry.info.get("snapshots") and period is not None:
+            st.subheader("The same paths over training")
+            if st.session_state.get("cz_mechanism"):
+                mech = _mechanism(entry.key, int(period), int(seed), corruption, model, entry.info)
+                st.altair_chart(charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
+                                                 "all of block 2, at every snapshot"), width="content")
+                left_out = sorted(set(mech.loc[mech["gap"] < readings.MIN_GAP, "step"]))
+                st.caption(
+                    "**What am I looking at?** The key and value rows of the path-patching table above, measured "
+                    "again on the same sequences at every snapshot of this run's weights (band: 95% interval). "
+                    f"Steps where M(clean) − M(corrupted) is below {readings.MIN_GAP:g} nats are left out"
+                    + (f" ({left_out[0]}–{left_out[-1]}, {len(left_out)} snapshots): there the model hardly uses "
+                       "the first copy and every ratio is noise." if left_out else ".")
+                    + " Read off which path becomes needed first.")
+            else:
+                st.button("Measure these paths at every snapshot of the run", key="cz_mechanism_button",
+                          on_click=lambda: st.session_state.update(cz_mechanism=True))
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")

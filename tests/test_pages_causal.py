@@ -116,3 +116,12 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
     assert cut["heads"]["patch_effect"].tolist() == small["heads"]["patch_effect"].tolist()
     forced = core.causal.views.task_experiments(model, task, 5, 4, 0, positions=True)
     assert (forced["resid"] == small["resid"]).all()
+
+
+def test_the_paths_over_training_wait_for_a_click_then_draw():
+    at = open_on("variable-period-2block.pt")
+    before = len(at.get("vega_lite_chart"))
+    at.button(key="cz_mechanism_button").click().run(timeout=180)
+    assert not at.exception
+    assert len(at.get("vega_lite_chart")) == before + 1
+    assert any("left out (0–170, 6 snapshots)" in c.value for c in at.caption)

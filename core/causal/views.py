@@ -205,3 +205,34 @@ def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int
     corruption as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))
+
+
+def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,
+                            corruption: str = "first-copy", paths: tuple[str, ...] = ("k", "v")) -> pd.DataFrame:
+    """Path patching at every snapshot of a checkpoint (core.model.snapshots) and at its final weights:
+    noising each block-1 head's `paths` into all of block 2, on the same sequences at every step, so the
+    timeline shows which part of the circuit forms first. Rows: step, gap (M(clean) - M(corrupted)),
+    sender, path, patch_effect, effect_low, effect_high. Empty for fewer than two blocks or no snapshots."""
+    from core.model.snapshots import snapshot_model
+
+    cols = ["step", "gap", "sender", "path", "patch_effect", "effect_low", "effect_high"]
+    snaps = info.get("snapshots") or []
+    if model.cfg.n_layers < 2 or not snaps:
+        return pd.DataFrame(columns=cols)
+    final = (info.get("train") or {}).get("steps_done")
+    models = [(s["step"], snapshot_model(model, s["state_dict"])) for s in snaps]
+    if isinstance(final, int) and final > snaps[-1]["step"]:
+        models.append((final, model))
+    senders = [(0, h) for h in range(model.cfg.n_heads)]
+    rows = []
+    for step, m in models:
+        runs = patching.task_runs(m, info["task"], n_seqs, seed, period, corruption)
+        gap = runs.m_clean - runs.m_corrupted
+        for path in paths:
+            mp, by_seq = path_patching.path_patch(m, runs, senders, (1, None), path, "noising", by_seq=True)
+            eff = runs.effect(mp.numpy())
+            lo, hi = patching.effect_interval(runs, by_seq.double().numpy())
+            rows += [{"step": step, "gap": gap, "sender": head_label(l, h), "path": path, "patch_effect": float(e),
+                      "effect_low": float(a), "effect_high": float(b)}
+                     for (l, h), e, a, b in zip(senders, eff, lo, hi)]
+    return pd.DataFrame(rows, columns=cols)

@@ -111,3 +111,19 @@ def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log
         strokeDash=alt.StrokeDash("copy:N", sort=["first", "second", "later"], legend=None),
         tooltip=["stage_label:N", "copy:N", alt.Tooltip(f"{value}:Q", format=".3f"), "n:Q"],
     ).properties(width=300, height=220, autosize=PAD)
+
+
+def mechanism(df: pd.DataFrame, min_gap: float, title: str) -> alt.Chart:
+    """df: core.causal.views.mechanism_over_training -> effect against training step, one line per sender,
+    one panel per path; steps whose gap is below min_gap (ratios of small differences) are left out."""
+    shown = df[df["gap"] >= min_gap].assign(path=lambda d: d["path"].map({"q": "query", "k": "keys", "v": "values"}))
+    base = alt.Chart().encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("patch_effect:Q", title="noising effect into all of block 2 (1 = not needed)"),
+        color=alt.Color("sender:N", title="sender"),
+        tooltip=["step:Q", "sender:N", "path:N", alt.Tooltip("patch_effect:Q", format=".2f"),
+                 alt.Tooltip("effect_low:Q", format=".2f"), alt.Tooltip("effect_high:Q", format=".2f"),
+                 alt.Tooltip("gap:Q", title="M(clean) − M(corrupted)", format=".2f")])
+    return alt.layer(base.mark_line(point=True), base.mark_errorband().encode(y="effect_low:Q", y2="effect_high:Q"),
+                     data=shown).properties(width=300, height=200).facet(column=alt.Column("path:N", title=None)
+                                                                         ).properties(title=title)
