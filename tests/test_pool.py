@@ -260,3 +260,16 @@ def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_o
     assert same_weights(a.result[0], own.result[0])
     assert not [i for i in bob.info if "already" in i.value]
     assert own.registered_key in bob.session_state["lab_models"]
+
+
+def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
+    pool = RunPool(capacity=0)  # training switched off: everything waits
+    try:
+        alice, bob = pool.start(TINY, "alice"), pool.start(TINY, "bob")
+        assert bob.shared == "live" and alice.status == bob.status == "waiting"
+        pool.stop(alice)
+        assert alice.status == "cancelled" and bob.status == "waiting" and pool.trainings() == 1
+        pool.stop(bob)
+        assert bob.status == "cancelled" and pool.trainings() == 0
+    finally:
+        pool.shutdown()

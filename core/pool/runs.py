@@ -251,7 +251,7 @@ class RunPool:
             if run.ended.is_set() or training is None or run not in training.followers:
                 return
             if training.status == "waiting" or training.conn is None:
-                kills = self._leave(run)
+                command, kills = None, self._leave(run)  # it never trained: nothing to keep
             else:
                 run.stopping, conn = True, training.conn
                 if len(training.followers) == 1:
@@ -260,7 +260,7 @@ class RunPool:
                         del self._by_key[training.key]  # it will not finish: nobody joins it now
                 else:
                     command, training.keeps[run.id] = ("keep", run.id), run
-        if kills:
+        if command is None:
             self._kill(kills, KILL_WAIT)
             return
         with contextlib.suppress(OSError, ValueError):
