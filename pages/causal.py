@@ -1,6 +1,7 @@
 """Causal experiments: activation patching, path patching and the logit lens on the picked model."""
 from functools import partial
 
+import numpy as np
 import streamlit as st
 
 from core.causal import readings
@@ -189,6 +190,20 @@ if cfg.n_layers and res["resid"] is not None:
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
+    if res.get("resid_noise") is not None:
+        st.altair_chart(charts.position_effects(res["resid_noise"], rows,
+                                                "noising: corrupted stream at one position, clean everywhere else",
+                                                "stream", period, res["clean"]), width="content")
+        noisy = res["resid_noise"]
+        lo = np.unravel_index(np.nanargmin(noisy), noisy.shape)
+        st.caption(
+            "**Noising**, the same sweep the other way round (Heimersheim & Nanda, 2024): the corrupted stream at "
+            "one position goes into the clean run. Near 1 nothing is lost there; near 0 that one position is "
+            f"needed. The most needed single position here: {rows[lo[0]]}, position {lo[1]} "
+            f"({noisy[lo]:.2f})."
+            + (" Under the first-copy corruption the tokens from position L on are the same in both runs, so "
+               "noising the stream before block 1 there changes nothing (exactly 1); choose resample to test those "
+               "positions." if corruption == "first-copy" else ""))
     window = res.get("embedding_window")
     if window is not None and abs(res["resid"][0]).max() < BLANK:
         a, b = window["positions"][0], window["positions"][-1]

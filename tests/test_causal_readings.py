@@ -153,3 +153,14 @@ def test_the_mechanism_over_training_shows_which_path_forms_first(shipped):
     assert gap[180] >= readings.MIN_GAP
     assert eff[180, "v", "1.1"] < 0.9 and eff[180, "k", "1.4"] > 0.9
     assert eff[200, "k", "1.4"] == pytest.approx(0.77, abs=0.01) and eff[220, "k", "1.4"] == pytest.approx(0.44, abs=0.01)
+
+
+def test_stream_noising_cannot_test_the_second_copy_under_first_copy_but_can_under_resample(shipped):
+    model, info = shipped
+    first = patching.task_runs(model, info["task"], 8, 0, PERIOD)
+    res = patching.task_runs(model, info["task"], 8, 0, PERIOD, "resample")
+    a = patching.resid_patch_effects(model, first, noising=True)
+    b = patching.resid_patch_effects(model, res, noising=True)
+    assert np.allclose(a[0, PERIOD:], 1.0, atol=1e-5)  # the same tokens in both runs there
+    assert a[0, :PERIOD].max() < 0.97  # one first-copy token is needed by the targets that read it
+    assert b[0, PERIOD:2 * PERIOD - 1].min() < 0.97  # under resample the query positions are tested too

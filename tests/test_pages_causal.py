@@ -40,16 +40,16 @@ def test_page_on_every_shipped_checkpoint(file):
     assert "every head at once gives 1.000" in md and ("block 1 gives 1.000" in md or "block 2 gives 1.000" in md)
     if "1block" in file:
         assert "no such pair" in texts(at, "info")
-        assert charts == 3 + 3
+        assert charts == 4 + 3  # heads, stream (denoising, noising), heads by position; the lens
     else:
         # first-copy corruption: the query rows cannot test anything, so they are hidden and said to be
         assert not at.warning and "Rows this corruption cannot test: query rows of 1.1, 1.2, 1.3, 1.4" in texts(
             at, "info")
-        assert charts == 3 + 3 + 4  # heads, stream, heads by position; K/V x noising/denoising; the lens
+        assert charts == 4 + 3 + 4  # heads, stream x2, heads by position; K/V x noising/denoising; the lens
         assert "The match uses more than the one previous token: head 1.2 puts 0.93" in md
         at.radio(key="cz_corruption").set_value("resample").run(timeout=180)
         assert "Every row is testable with this corruption" in texts(at, "caption")
-        assert len(at.get("vega_lite_chart")) == 3 + 3 + 6
+        assert len(at.get("vega_lite_chart")) == 4 + 3 + 6
 
 
 def test_page_numbers_are_core_numbers():
@@ -99,7 +99,7 @@ def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     charts_before = len(at.get("vega_lite_chart"))
     at.button(key="cz_sweeps_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert len(at.get("vega_lite_chart")) == charts_before + 2  # sections 2 and 3 drawn
+    assert len(at.get("vega_lite_chart")) == charts_before + 3  # sections 2 (denoising, noising) and 3 drawn
 
 
 def test_core_leaves_the_sweeps_out_only_over_the_budget():

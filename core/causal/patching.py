@@ -278,8 +278,9 @@ def head_patch_effects(model: TinyCharLM, runs: PatchRuns) -> pd.DataFrame:
 
 
 @torch.no_grad()
-def resid_patch_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
-    """Patching (2): the clean stream entering block l at one position p into the corrupted run.
+def resid_patch_effects(model: TinyCharLM, runs: PatchRuns, noising: bool = False) -> np.ndarray:
+    """Patching (2): the clean stream entering block l at one position p into the corrupted run
+    (noising=True: the corrupted stream at p into the clean run; near 1 = nothing lost there).
 
     Returns patch effects [n_layers, T] (row l = the stream before block l+1, column = position p)."""
     B, T = runs.clean.shape
@@ -287,6 +288,8 @@ def resid_patch_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
     eye = torch.eye(T, dtype=torch.bool)
     for layer in range(model.cfg.n_layers):
         clean, corr = runs.clean_cache["resid"][layer], runs.corrupted_cache["resid"][layer]
+        if noising:
+            clean, corr = corr, clean  # the piece patched in, the run it goes into
 
         def make(lo, hi, clean=clean, corr=corr):  # bound now: called within this iteration
             sel = eye[lo:hi, None, :, None]  # [G, 1, T, 1]: patch position p = lo..hi-1

@@ -128,6 +128,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                        if cfg.n_layers else float("nan")),
         "resid": patching.resid_patch_effects(model, runs) if positions else None,
+        "resid_noise": patching.resid_patch_effects(model, runs, noising=True) if positions else None,
         "head_positions": (out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
                            if out_positions is not None else None),
         "position_cost": position_sweep_cost(model, runs),
