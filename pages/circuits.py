@@ -67,6 +67,11 @@ layer, head = symbols.parse_head_label(pick)
 hv = head_view(entry.key, layer, head, model, task)
 
 st.subheader(f"QK and OV circuits of head {pick}")
+if layer < len(model.blocks) and model.blocks[layer].prev_head == head:
+    st.info(f"Head {pick} was **held on the previous position** during training, and the hold is part of this "
+            "model (a training experiment its file records): it attends to the previous position whatever its "
+            "W_Q and W_K say, and those never got a gradient. Its QK circuit and rotary profile below describe "
+            "weights the model does not use; its OV circuit is what it writes.")
 q_col, o_col = st.columns(2)
 q_col.altair_chart(charts.matrix_heatmap(hv["qk"], "W_QK (content part, offset 0)", "query-side stream dimension",
                                          "key-side stream dimension", "entry"), width="content")
