@@ -98,6 +98,7 @@ def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     assert run.status == "stopped"
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
 def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     from ui.training import run_pool
 
