@@ -1,11 +1,12 @@
 """Experiments on the training itself: how far does the induction drop move? (core/interventions.py)
 
-    python bench/training_experiments.py [--seeds 3] [--json]
+    python bench/training_experiments.py [--seeds 5] [--threads 1] [--json]
 
 For each seed, the default 2-block run (preset variable-period-2block, 800 steps) and three changed
-runs with the same seed: (a) block-1 head 1.1 held as a previous-token head from step 0; (b) the
-ordinary run's sharpest block-1 previous-token head knocked out (W_O zero and frozen) for the whole
-run; (c) the plain initial embedding (embed_scale 1, embed_shared 0). loss_later_copies is measured
+runs with the same seed: (a) the ordinary run's sharpest block-1 previous-token head (the head that
+would become the previous-token head) held as a previous-token head from step 0; (b) that head knocked
+out (W_O zero and frozen) for the whole run; (c) the plain initial embedding (embed_scale 1,
+embed_shared 0). Runs at one torch thread by default (bit-reproducible). loss_later_copies is measured
 on the fixed evaluation batch every 10 steps; drop_step is core.training.transition's (first step below
 ln V / 2), drop_end the first step below 1 nat. A run stops 20 steps after drop_end.
 """
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
 
 from core.training.presets import get_preset  # noqa: E402
 from core.training.trainer import Trainer, evaluate  # noqa: E402
@@ -46,16 +49,18 @@ def run(seed: int, **fields) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     rows = []
     for seed in range(args.seeds):
         base = run(seed)
         prev = base["prev_token"][0]
         knock = max(range(len(prev)), key=prev.__getitem__)
         runs = {"ordinary": base,
-                "(a) head 1.1 held on the previous token": run(seed, hold_prev_head=0),
+                f"(a) head 1.{knock + 1} held on the previous token": run(seed, hold_prev_head=knock),
                 f"(b) head 1.{knock + 1} knocked out": run(seed, knockout_layer=0, knockout_head=knock),
                 "(c) plain initial embedding": run(seed, embed_scale=1.0, embed_shared=0.0)}
         for name, r in runs.items():

@@ -116,4 +116,4 @@ def experiment_widgets(saved: dict) -> None:
             "As in Singh et al.'s code, the hold stays part of the model you keep: its file records it, and the "
             "history, the banner, the timeline and every other page measure that same held model. A "
             "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
-            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for three seeds.")
+            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for five seeds.")
