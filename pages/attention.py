@@ -83,7 +83,7 @@ weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weight
 
 if view is not None:
     patterns = view.weighted if weighted else view.raw
-    ask(quiz.previous_token_head(view.scores))
+    ask(quiz.previous_token_head(view.scores, view.intervals))
     ask(quiz.induction_target(view.scores, lambda l, h: view.raw[l, h], view.labels, view.period, cfg.n_layers))
     st.subheader("Every head")
     st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads). In each, row *i* "
@@ -116,6 +116,15 @@ if view is not None:
     st.subheader("Head scores")
     score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
     st.dataframe(charts.styled_scores(view.scores, score_cols), hide_index=True, width="stretch")
+    if view.intervals is not None and len(view.intervals):
+        with st.expander(f"95% intervals over the {view.n_seqs} sequences (bootstrap)"):
+            iv = view.intervals
+            st.dataframe({"head": [f"{b}.{h}" for b, h in zip(iv["block"], iv["head"])],
+                          **{name: [f"{a:.2f} – {c:.2f}" for a, c in zip(iv[f"{name}_low"], iv[f"{name}_high"])]
+                             for name in ("prev_token", "induction_any")}}, hide_index=True)
+            st.caption("Each sequence's own score, resampled 1000 times with replacement (fixed seed) and pooled as "
+                       "the table above pools them. The previous-token question counts a head as the answer only "
+                       "when its interval lies above every other head's.")
     st.download_button("Download the scores (CSV)", view.scores.to_csv(index=False).encode(),
                        file_name=f"head_scores_{'L' + str(view.period) if view.period else 'text'}.csv",
                        mime="text/csv", key="att_csv")

@@ -20,7 +20,7 @@ def test_attention_page_on_every_shipped_checkpoint(file):
         return
     assert not at.warning and not at.error
     assert len(at.get("vega_lite_chart")) >= 5  # grid, close-up, offsets, sweep, probe mass
-    assert len(at.dataframe) == 1 and len(at.metric) == 3
+    assert len(at.dataframe) == 2 and len(at.metric) == 3  # the head scores and their 95% intervals
     at.radio(key="att_weighting").set_value("value-weighted").run()
     at.slider(key="att_probe").set_value(at.slider(key="att_probe").min).run()
     assert not at.exception, at.exception

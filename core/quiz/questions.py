@@ -41,16 +41,24 @@ def top_two(values: dict[str, float]) -> tuple[str, float, float]:
     return best, best_v, ranked[1][0] if len(ranked) > 1 else -math.inf
 
 
-def previous_token_head(scores: pd.DataFrame) -> Question:
-    """scores: one row per head with 1-based block, head and prev_token (core.reading.analysis SequenceView.scores)."""
+def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = None) -> Question:
+    """scores: one row per head with 1-based block, head and prev_token (core.reading.analysis SequenceView.scores);
+    intervals: SequenceView.intervals (prev_token_low, prev_token_high). With intervals the best head must
+    clear the runner-up's interval with its own; without, by CLEAR_GAP."""
     prompt = "Which head is the previous-token head, the one that looks one position back?"
     if "prev_token" not in scores.columns or scores.empty:
         return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
     vals = {f"{int(r.block)}.{int(r.head)}": float(r.prev_token) for r in scores.itertuples()}
     best, v, second = top_two(vals)
-    if v < CLEAR_SCORE or v - second < CLEAR_GAP:
+    apart = v - second >= CLEAR_GAP
+    if intervals is not None and "prev_token_low" in intervals.columns and len(vals) > 1:
+        iv = {f"{int(r.block)}.{int(r.head)}": (r.prev_token_low, r.prev_token_high) for r in intervals.itertuples()}
+        apart = all(iv[best][0] > iv[k][1] for k in iv if k != best)
+    if v < CLEAR_SCORE or not apart:
         return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
-                                       f"next {second:.2f}), so there is no clear answer for this model.")
+                                       f"next {second:.2f}"
+                                       + (", within each other's 95% intervals" if intervals is not None else "")
+                                       + "), so there is no clear answer for this model.")
     return Question("q_prev", prompt, list(vals), best,
                     f"Head {best} puts {v:.2f} of its attention on the previous position on average; the next "
                     f"highest head puts {second:.2f}.")

@@ -56,6 +56,7 @@ class SequenceView:
     scores: pd.DataFrame
     offsets: pd.DataFrame
     n_seqs: int
+    intervals: pd.DataFrame | None = None  # heads.score_intervals (block, head from 1); None for typed text
 
 
 def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
@@ -83,7 +84,8 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
         period=None if periods is None else int(periods[0]),
         raw=raw.numpy(), weighted=weighted.numpy(),
         predicted=symbols.token_labels(cap.logits[0].argmax(-1)),
-        scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0])
+        scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0],
+        intervals=None if periods is None else _one_based(heads.score_intervals(cap.pattern, periods)))
 
 
 def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0,

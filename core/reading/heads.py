@@ -11,6 +11,7 @@ positions the definition names; a pattern is [B, H, T, T] with query i on axis -
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -95,6 +96,43 @@ def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.
             rows.append({"layer": layer, "block": layer + 1, "head": h,
                          **{name: float(scores[name][h]) for name in PERIOD_SCORES}})
     return pd.DataFrame(rows, columns=["layer", "block", "head", *PERIOD_SCORES])
+
+
+N_BOOT = 1000  # bootstrap resamples of the sequences behind a head score's interval
+
+
+def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=("prev_token", "induction_any"),
+                    level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """A 95% bootstrap interval over the sequences for head scores: each sequence's own score (one row of
+    the batch), resampled N_BOOT times with replacement (fixed seed) and pooled as head_scores pools
+    them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
+    Rows: layer, block, head, and <name>_low, <name>_high for each name."""
+    B = len(periods)
+    T = patterns[0].shape[-1] if patterns else 0
+    L = periods.long()
+    weights = {"prev_token": torch.full((B,), T - 1.0), "first_token": torch.full((B,), T - 1.0),
+               "self": torch.full((B,), T - 1.0)}
+    for n in ("induction", "induction_any", "duplicate"):
+        weights[n] = (T - L).clamp_min(0).double()
+    idx = torch.from_numpy(np.random.default_rng(seed).integers(0, B, (N_BOOT, B)))
+    a = (1 - level) / 2
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        per = [head_scores(pattern[b:b + 1], periods[b:b + 1]) for b in range(B)]
+        row = {name: None for name in names}
+        for name in names:
+            v = torch.stack([p[name] for p in per]).double()  # [B, H]
+            w = weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)
+            v = torch.nan_to_num(v)
+            boot = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)  # [N, H]
+            row[name] = (torch.quantile(boot, a, dim=0), torch.quantile(boot, 1 - a, dim=0))
+        for h in range(pattern.shape[1]):
+            out = {"layer": layer, "block": layer + 1, "head": h}
+            for name in names:
+                out[f"{name}_low"], out[f"{name}_high"] = float(row[name][0][h]), float(row[name][1][h])
+            rows.append(out)
+    cols = ["layer", "block", "head", *(f"{n}_{e}" for n in names for e in ("low", "high"))]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
