@@ -10,122 +10,25 @@ those of the real command; tests/test_cli.py also checks a few against real `pyt
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import ROOT  # noqa: E402  (tests/ is on sys.path: pytest put it there for this file)
+from core.model.checkpoints import save_checkpoint
+from core.model.task import TaskConfig
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from core.model.checkpoints import save_checkpoint  # noqa: E402
-from core.model.task import TaskConfig  # noqa: E402
-from core.model.tinycharlm import ModelConfig, TinyCharLM  # noqa: E402
-
-from helpers import write_bad_files  # noqa: E402
+from helpers import ROOT, tiny_model, write_bad_files
 
 # The test models are tiny: one thread is faster for them than two, and it does not fight the other
 # work on this 2-core machine (two threads on a busy machine made small ops 30x slower).
 torch.set_num_threads(1)
 
-# A small model keeps every test fast; d_head = 8 still has four rotary frequencies.
-TINY = dict(vocab_size=16, d_model=32, n_heads=4)
-
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: runs a real training to the stopping loss (tens of seconds)")
-
-
-def pytest_collectstart(collector):
-    """Point `conftest` at the conftest.py beside a test module before the module is imported.
-
-    tests/ and tests/e2e/ each hold a plain (non-package) conftest.py; pytest imports both under the
-    name `conftest` and sys.modules keeps the last one, so `from conftest import tiny_model` in
-    tests/ would otherwise find tests/e2e/conftest.py whenever e2e/ was collected first."""
-    if not isinstance(collector, pytest.Module):
-        return
-    loaded = {Path(m.__file__): m for m in collector.config.pluginmanager.get_plugins()
-              if getattr(m, "__name__", None) == "conftest" and getattr(m, "__file__", None)}
-    for folder in collector.path.parents:
-        if folder / "conftest.py" in loaded:
-            sys.modules["conftest"] = loaded[folder / "conftest.py"]
-            return
-
-
-def tiny_model(n_layers: int = 2, bias: bool = False, seed: int = 0, dtype=torch.float32, **overrides) -> TinyCharLM:
-    """A TinyCharLM with every parameter (biases included) drawn at a scale where attention is
-    far from uniform and every block changes the logits, so a wrong formula shows up."""
-    cfg = ModelConfig(**{**TINY, "n_layers": n_layers, "bias": bias, **overrides})
-    model = TinyCharLM(cfg).to(dtype)
-    g = torch.Generator().manual_seed(seed)
-    D, dh = cfg.d_model, cfg.d_head
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            fan_in = dh if name.endswith("W_O") else D
-            scale = 1.0 if name == "W_E" else 0.5 if name.split(".")[-1].startswith("b_") else 1.5 * fan_in ** -0.5
-            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * scale)
-    return model.eval()
-
-
-def random_tokens(batch: int, seq: int, vocab: int = TINY["vocab_size"], seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
-
-
-# ---------------------------------------------------------------------------------------------
-# The naive reference, written from docs/DESIGN.md "TinyCharLM: exact semantics" with explicit loops and
-# nothing from core/: it checks the model and the checkpoint format against the spec itself.
-
-
-def naive_rope(x: torch.Tensor, base: float, pairs: str = "rotate_half") -> torch.Tensor:
-    """Rotate each position t of x [T, d] by the angle t * base^(-2j/d) in the pair (j, j + d/2).
-
-    pairs="interleaved" uses the pairs (2j, 2j+1) instead, the other common convention; tests use it
-    only to show that they can tell the two apart."""
-    T, d = x.shape
-    rows = []
-    for t in range(T):
-        row = x[t].tolist()
-        for j in range(d // 2):
-            a, b = (j, j + d // 2) if pairs == "rotate_half" else (2 * j, 2 * j + 1)
-            theta = t * base ** (-2 * j / d)
-            c, s = math.cos(theta), math.sin(theta)
-            row[a], row[b] = x[t, a].item() * c - x[t, b].item() * s, x[t, a].item() * s + x[t, b].item() * c
-        rows.append(row)
-    return torch.tensor(rows, dtype=torch.float64)
-
-
-def naive_forward(weights: dict, config: dict, tokens: torch.Tensor, pairs: str = "rotate_half"):
-    """weights: the file's state_dict ({"W_E", "blocks.l.W_Q", ...}); config: the file's config dict;
-    tokens [T] -> (logits [T, V], patterns: one [H, T, T] per block), all in float64."""
-    P = {k: v.detach().double() for k, v in weights.items()}
-    H, bias, base = config["n_heads"], config["bias"], config["rope_base"]
-    dh = config["d_model"] // H
-    T = tokens.shape[0]
-    h = P["W_E"][tokens]
-    patterns = []
-    for l in range(config["n_layers"]):
-        update = torch.zeros_like(h)
-        heads = []
-        for hd in range(H):
-            q, k, v = (h @ P[f"blocks.{l}.W_{n}"][hd] for n in "QKV")
-            if bias:
-                q, k, v = q + P[f"blocks.{l}.b_Q"][hd], k + P[f"blocks.{l}.b_K"][hd], v + P[f"blocks.{l}.b_V"][hd]
-            q, k = naive_rope(q, base, pairs), naive_rope(k, base, pairs)
-            A = torch.zeros(T, T, dtype=torch.float64)
-            for i in range(T):
-                scores = torch.stack([q[i] @ k[j] for j in range(i + 1)]) / math.sqrt(dh)  # keys j <= i only
-                A[i, : i + 1] = torch.softmax(scores, 0)
-            heads.append(A)
-            update = update + (A @ v) @ P[f"blocks.{l}.W_O"][hd]
-        h = h + update + (P[f"blocks.{l}.b_O"] if bias else 0.0)
-        patterns.append(torch.stack(heads))
-    return h @ P["W_E"].T, patterns
 
 
 @pytest.fixture(autouse=True)
@@ -229,13 +132,6 @@ def cli():
     runner = CliRunner()
     yield runner
     runner.close()
-
-
-def python_m(module: str, *args, cwd=ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
-    """A real `python -m module args` process (slow to start: use for a few cross-checks only)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

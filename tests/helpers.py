@@ -6,17 +6,66 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import pickle
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the tests import core and ui from the repository
+    sys.path.insert(0, str(ROOT))
+
+from core.model.tinycharlm import ModelConfig, TinyCharLM  # noqa: E402
+
 CHECKPOINTS = ROOT / "checkpoints"
 TWO_BLOCK = "variable-period-2block.pt"
 # the shipped checkpoints, as the sidebar lists them (checkpoints/manifest.json)
 SHIPPED = sorted(p.name for p in CHECKPOINTS.glob("*.pt"))
+
+
+def wait_until(predicate, timeout: float = 60, what: str = "the condition", poll: float = 0.05):
+    """Poll predicate() until it is true; fail the test naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(poll)
+    pytest.fail(f"{what} did not happen within {timeout:g} s")
+
+
+# A small model keeps every test fast; d_head = 8 still has four rotary frequencies.
+TINY = dict(vocab_size=16, d_model=32, n_heads=4)
+
+
+def tiny_model(n_layers: int = 2, bias: bool = False, seed: int = 0, dtype=torch.float32, **overrides) -> TinyCharLM:
+    """A TinyCharLM with every parameter (biases included) drawn at a scale where attention is
+    far from uniform and every block changes the logits, so a wrong formula shows up."""
+    cfg = ModelConfig(**{**TINY, "n_layers": n_layers, "bias": bias, **overrides})
+    model = TinyCharLM(cfg).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    D, dh = cfg.d_model, cfg.d_head
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            fan_in = dh if name.endswith("W_O") else D
+            scale = 1.0 if name == "W_E" else 0.5 if name.split(".")[-1].startswith("b_") else 1.5 * fan_in ** -0.5
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * scale)
+    return model.eval()
+
+
+def random_tokens(batch: int, seq: int, vocab: int = TINY["vocab_size"], seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def python_m(module: str, *args, cwd=ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A real `python -m module args` process (slow to start: use for a few cross-checks only)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def shipped(file: str = TWO_BLOCK) -> Path:

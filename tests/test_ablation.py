@@ -16,8 +16,8 @@ from core.reading.ablation import (
 from core.reading.attention import capture, task_sequences
 from core.reading.heads import head_score_table
 
-from conftest import tiny_model
 from helpers import shipped as shipped_path
+from helpers import tiny_model
 
 TASK = TaskConfig(period_min=4, period_max=8, seq_len=24)
 

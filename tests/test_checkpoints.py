@@ -14,8 +14,8 @@ from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 
-from conftest import TINY, naive_forward, random_tokens, tiny_model
-from helpers import design_payload, write_bad_files
+from helpers import TINY, design_payload, random_tokens, tiny_model, write_bad_files
+from naive import naive_forward
 
 
 def _design_keys(n_layers: int, bias: bool) -> set[str]:

@@ -20,8 +20,8 @@ from core.reading.copying import (
 )
 from core.reading.probes import period_probe, period_sweep
 
-from conftest import tiny_model
 from helpers import shipped as shipped_path
+from helpers import tiny_model
 
 
 def orthonormal_embedding(V, D, seed=0):

@@ -17,7 +17,7 @@ from core.model.metrics import METRIC_NAMES
 from core.model.task import TaskConfig
 from core.reading.report import build_report
 
-from conftest import python_m, tiny_model
+from helpers import python_m, tiny_model
 
 BAD_FILES = ["arbitrary-object", "arbitrary-pickle", "arbitrary-pickle-4", "truncated", "version-3", "wrong-shape",
              "missing-key", "extra-key", "nan-weights", "impossible-task", "bad-config", "foreign-dict", "non-dict",
@@ -219,7 +219,7 @@ def test_text_report_counts_blocks_and_heads_from_one():
     """The text output labels heads "block.head" counted from 1 (as the app does); JSON keeps 0-based."""
     from core.reading.report import format_text
 
-    from conftest import tiny_model
+    from helpers import tiny_model
 
     report = build_report(tiny_model(2), TaskConfig(period_min=4, period_max=6, seq_len=16), offsets=[2], n_seqs=4)
     rows = [line.split()[0] for line in format_text(report).splitlines() if re.match(r"^\d+\.\d+ ", line)]

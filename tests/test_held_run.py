@@ -20,7 +20,7 @@ from core.training.timeline import timeline
 from core.training.train import train_to_file
 from core.training.trainer import Trainer, eval_batch, evaluate
 
-from conftest import TINY
+from helpers import TINY
 
 TASK = TaskConfig(4, 8, 24)
 CFG = ModelConfig(**TINY, n_layers=2)

@@ -14,8 +14,7 @@ from core.training.config import TrainConfig
 from core.training.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile
 from core.training.trainer import Trainer
 
-from conftest import tiny_model
-from helpers import ROOT, SHIPPED, open_app, shipped
+from helpers import ROOT, SHIPPED, open_app, shipped, tiny_model
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=20)
 

@@ -12,7 +12,7 @@ from core.training.interventions import release
 from core.training.train import build_parser, configs_from_args
 from core.training.trainer import Trainer
 
-from conftest import TINY
+from helpers import TINY
 
 TASK = TaskConfig(4, 8, 24)
 

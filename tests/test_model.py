@@ -14,7 +14,8 @@ from core.model.tinycharlm import ModelConfig, TinyCharLM, apply_rope, rope_cos_
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 
-from conftest import TINY, naive_forward, naive_rope, random_tokens, tiny_model
+from helpers import TINY, random_tokens, tiny_model
+from naive import naive_forward, naive_rope
 
 # ---------------------------------------------------------------------------------------------
 # Shapes

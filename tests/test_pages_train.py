@@ -218,8 +218,9 @@ def test_a_full_server_makes_training_wait_with_a_visible_status():
 
 
 def test_history_frames_and_the_drop_step():
+    from core.model.drop import drop_threshold
     from core.model.task import TaskConfig
-    from core.training.live import drop_step, drop_threshold, head_score_frame, loss_frame
+    from core.training.live import drop_step, head_score_frame, loss_frame
 
     limit = drop_threshold(64)
     history = [{"step": s, "loss_first_copy": 4.2, "loss_later_copies": later,

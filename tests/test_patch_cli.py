@@ -12,7 +12,7 @@ from core.causal import patching
 from core.model.checkpoints import save_checkpoint
 from core.model.task import TaskConfig
 
-from conftest import python_m, tiny_model
+from helpers import python_m, tiny_model
 
 
 def test_json_has_the_documented_shape_and_core_numbers(cli, small_checkpoint):

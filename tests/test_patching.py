@@ -11,14 +11,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from planted import INDUCTION, PREV, TASK, planted_induction_model
 
 from core.causal import logit_lens as LL
 from core.causal import patching as P
 from core.causal import path_patching as PP
 from core.model.task import TaskConfig
 
-from conftest import tiny_model
+from helpers import tiny_model
+from planted import INDUCTION, PREV, TASK, planted_induction_model
 
 # ---------------------------------------------------------------------------------------------
 # The naive reference

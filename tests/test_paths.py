@@ -14,8 +14,7 @@ from core.reading.paths import logit_contributions, mean_target_contributions, p
 from core.reading.score_groups import GROUPS, score_groups
 from core.reading.score_terms import induction_margins, mean_induction_score_terms, score_terms, target_margin
 
-from conftest import random_tokens, tiny_model
-from helpers import SHIPPED, open_app
+from helpers import SHIPPED, open_app, random_tokens, tiny_model
 
 TASK = TaskConfig(period_min=4, period_max=6, seq_len=14)
 

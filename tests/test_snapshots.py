@@ -25,8 +25,7 @@ from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 
-from conftest import TINY
-from helpers import design_payload
+from helpers import TINY, design_payload
 
 TASK = TaskConfig(4, 8, 24)
 

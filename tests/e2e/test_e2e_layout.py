@@ -7,7 +7,7 @@ import pytest
 
 from ui.pages import PATH
 
-from conftest import PAGES
+from streamlit_server import PAGES
 
 WIDTHS = (800, 1400)
 # Charts each page draws for the default (shipped) model without any clicks: the least number. Home

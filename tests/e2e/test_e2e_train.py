@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import StreamlitServer
+from streamlit_server import StreamlitServer
 
 STEP = re.compile(r"step (\d+) / (\d+)")
 

@@ -10,8 +10,8 @@ from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from ui.state import MAX_UPLOAD_MB
 
-from conftest import ARTIFACTS
 from helpers import bad_checkpoints
+from streamlit_server import ARTIFACTS
 
 BAD = ("random-bytes", "arbitrary-pickle", "version-3", "wrong-shape", "empty")
 

@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from conftest import PAGES, StreamlitServer
+from streamlit_server import PAGES, StreamlitServer
 
 STEP = re.compile(r"step (\d+) / (\d+)")
 
