@@ -15,7 +15,9 @@ import pytest
 import torch
 from test_runs import alive, wait_until
 
-import core.pool.runs as runs
+import core.pool.live_run as live_run
+import core.pool.monitor as monitor
+import core.pool.worker as worker
 from core.pool.runs import RunPool
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -53,11 +55,12 @@ def reference(settings: TrainSettings, steps: int | None = None):
 # -- a pool that cannot freeze ------------------------------------------------------------------
 
 
+@pytest.mark.worker
 def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_monitor(pool, monkeypatch):
     a = pool.start(replace(LONG, seed=1), "alice")
     b = pool.start(replace(LONG, seed=2), "bob")
     wait_until(lambda: a.step > 0 and b.step > 0, what="both training")
-    real_wait, in_gap, go_on, armed = runs.wait, threading.Event(), threading.Event(), [True]
+    real_wait, in_gap, go_on, armed = monitor.wait, threading.Event(), threading.Event(), [True]
 
     def slow_wait(conns, timeout=None):  # the monitor holds its snapshot while the test closes one
         if armed[0]:
@@ -66,7 +69,7 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
             go_on.wait(10)
         return real_wait(conns, timeout)
 
-    monkeypatch.setattr(runs, "wait", slow_wait)
+    monkeypatch.setattr(monitor, "wait", slow_wait)
     assert in_gap.wait(10)
     a_conn = conn_of(a)
     pool.discard(a)  # reset: on the old code this closed a's connection under the monitor
@@ -79,6 +82,7 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
     assert a.status == "cancelled" and not alive(a.pid)
 
 
+@pytest.mark.worker
 def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     run = pool.start(LONG, "alice")
     wait_until(lambda: run.step > 0, what="training")
@@ -98,6 +102,8 @@ def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     assert run.status == "stopped"
 
 
+@pytest.mark.worker
+@pytest.mark.app
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
 def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     from ui.training import run_pool
@@ -121,10 +127,11 @@ def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     assert run.status == "finished"
 
 
+@pytest.mark.worker
 def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
     """Starting a process, reading a checkpoint back and joining a process happen outside the lock."""
     held = []
-    real_start, real_read, real_join = runs.worker.start, runs.read_checkpoint, multiprocessing.process.BaseProcess.join
+    real_start, real_read, real_join = worker.start, monitor.read_checkpoint, multiprocessing.process.BaseProcess.join
 
     def watch(name, fn):
         def wrapped(*args, **kwargs):
@@ -133,8 +140,9 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
             return fn(*args, **kwargs)
         return wrapped
 
-    monkeypatch.setattr(runs.worker, "start", watch("process start", real_start))
-    monkeypatch.setattr(runs, "read_checkpoint", watch("read_checkpoint", real_read))
+    monkeypatch.setattr(worker, "start", watch("process start", real_start))
+    monkeypatch.setattr(monitor, "read_checkpoint", watch("read_checkpoint", real_read))
+    monkeypatch.setattr(live_run, "read_checkpoint", watch("read_checkpoint", real_read))
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", watch("join", real_join))
     done = pool.start(replace(TINY, steps=3), "alice")
     wait_until(lambda: done.ended.is_set(), what="a short run")
@@ -146,6 +154,7 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
     assert held == []
 
 
+@pytest.mark.worker
 def test_a_session_holds_one_training_slot_while_others_wait(pool):
     own = pool.start(replace(LONG, seed=1), "alice")
     wait_until(lambda: own.step > 0, what="alice training")
@@ -163,6 +172,7 @@ def test_a_session_holds_one_training_slot_while_others_wait(pool):
 # -- identical runs computed once ---------------------------------------------------------------
 
 
+@pytest.mark.worker
 def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_run_matches(pool):
     alice = pool.start(TINY, "alice")
     bob = pool.start(TINY, "bob")
@@ -184,6 +194,7 @@ def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_ru
     assert late.step == TINY.steps and same_weights(late.result[0], alice.result[0])
 
 
+@pytest.mark.worker
 def test_another_seed_or_setting_trains_apart(pool):
     a = pool.start(replace(LONG, seed=5), "alice")
     b = pool.start(replace(LONG, seed=6), "bob")
@@ -195,6 +206,7 @@ def test_another_seed_or_setting_trains_apart(pool):
     assert a.pid == d.pid and b.pid != a.pid and c.status == "waiting"
 
 
+@pytest.mark.worker
 def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool):
     alice, bob = pool.start(LONG, "alice"), pool.start(LONG, "bob")
     wait_until(lambda: alice.step >= 10, what="training")
@@ -212,13 +224,13 @@ def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool)
 
 
 def test_the_run_key_names_every_setting_and_the_code():
-    key = runs.run_key(TINY, 1)
-    assert key == runs.run_key(replace(TINY), 1)
-    assert key != runs.run_key(TINY, 2)
+    key = live_run.run_key(TINY, 1)
+    assert key == live_run.run_key(replace(TINY), 1)
+    assert key != live_run.run_key(TINY, 2)
     for change in (dict(seed=1), dict(lr=TINY.lr * 2), dict(steps=31), dict(knockout=(0, 1)),
                    dict(shared_embedding=False)):
-        assert runs.run_key(replace(TINY, **change), 1) != key, change
-    assert len(runs.code_version()) == 16
+        assert live_run.run_key(replace(TINY, **change), 1) != key, change
+    assert len(live_run.code_version()) == 16
 
 
 def _tiny_settings(at) -> None:
@@ -240,6 +252,7 @@ def _until_done(at, timeout: float = 120):
     return at.session_state["train_run"]
 
 
+@pytest.mark.app
 def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_on_request():
     alice, bob = open_app("pages/train.py"), open_app("pages/train.py")
     _tiny_settings(alice)
@@ -263,6 +276,7 @@ def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_o
     assert own.registered_key in bob.session_state["lab_models"]
 
 
+@pytest.mark.worker
 def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
     pool = RunPool(capacity=0)  # training switched off: everything waits
     try:

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.pool.seed_series import MAX_SEEDS, MIN_SEEDS, SeedSeries
+from core.pool.status import RunStatus
 from core.training import transition
 from core.training.train_settings import TrainSettings
 from ui.charts.seeds import drop_steps_chart
@@ -47,9 +48,9 @@ def _progress(series: SeedSeries) -> None:
         st.progress(min(series.done / len(series.seeds) + run.step / max(run.total_steps, 1) / len(series.seeds), 1.0),
                     text=f"Seed {series.seeds[series.done]} ({series.done + 1} of {len(series.seeds)}): "
                          + ("waiting for your own run above to end (one training slot per session)"
-                            if run.status == "waiting" and run.blocked else
-                            f"waiting for a free training slot (place {run.position})" if run.status == "waiting"
-                            else f"step {run.step} of {run.total_steps}"))
+                            if run.status == RunStatus.WAITING and run.blocked
+                            else f"waiting for a free training slot (place {run.position})"
+                            if run.status == RunStatus.WAITING else f"step {run.step} of {run.total_steps}"))
     elif series.cancelled.is_set():
         st.warning(f"Cancelled after {series.done} of {len(series.seeds)} seeds.")
 

@@ -34,157 +34,31 @@ returns when its Pipe closes, so none outlives the server.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import logging
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
-from multiprocessing.connection import wait
-from pathlib import Path
 
-import torch
-
-from core.model.checkpoints import CheckpointError, read_checkpoint
 from core.pool import worker
+from core.pool.live_run import LiveRun, _Stream, _Training, run_key, session_of
+from core.pool.monitor import Monitor
 from core.pool.slots import TrainingSlots
-from core.training.timeline import keep_frame
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
-ACTIVE = ("waiting", "starting", "running")
 HANG_SECONDS = 60.0  # a worker silent this long while it should be training is ended
 STOP_WAIT = 2.0  # how long stop() waits for the worker's model
 OWNER_GRACE = 20.0  # an owner is_alive has not known for this long loses its runs (a reload reconnects sooner)
 KILL_WAIT = 1.0  # how long a page's discard waits for a killed worker to be gone (outside the lock)
-EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this long to exit before it is killed
 WORKER_THREADS = 1  # torch threads per worker
 FINISHED_KEPT = 16  # finished runs kept for sessions that start the same run later
 FINISHED_BYTES = 64 * 2**20  # ... and at most this many checkpoint bytes between them
 
 
-def session_of(owner: str) -> str:
-    """The Streamlit session of a pool owner ("<session id>|..."): one training slot each."""
-    return owner.split("|", 1)[0]
-
-
-@functools.cache
-def code_version() -> str:
-    """A hash of the code a training's result depends on (core/training, core/model, torch's
-    version), computed once per server process."""
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py")]):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def run_key(settings: TrainSettings, threads: int) -> str:
-    """Runs with the same key give bit-identical models: every setting, the seed, the thread count, the code."""
-    return hashlib.sha256(repr((sorted(asdict(settings).items()), threads, code_version())).encode()).hexdigest()
-
-
-@dataclass(eq=False)
-class _Stream:
-    """What a training has streamed so far (shared by the LiveRuns that follow it)."""
-    status: str = "waiting"
-    position: int = 0  # place in line while waiting (1 = next)
-    blocked: bool = False  # waiting although a slot is free: the session already holds one
-    step: int = 0  # the worker's last finished step
-    seconds: float = 0.0  # wall seconds since its first step
-    rows: list = field(default_factory=list)
-    frames: list = field(default_factory=list)  # (step, patterns [L, H, c, c]) (core.training.timeline.keep_frame)
-    strip_period: int = 0  # the period of the film strip's sequence
-    threads: int = 0  # torch threads the pool gave the worker
-    worker_threads: int = 0  # torch threads the worker reported using at its last progress message
-    pid: int | None = None  # the worker process, once started
-
-    def frozen(self, **changes) -> _Stream:
-        """A copy that no longer changes (frames dropped: an ended run's snapshots give the film strip)."""
-        values = {f.name: getattr(self, f.name) for f in fields(_Stream)}
-        values.update(rows=list(self.rows), frames=[], **changes)
-        return _Stream(**values)
-
-
-class _Training(_Stream):
-    """One worker process and its stream; `followers` are the LiveRuns of the sessions watching it."""
-
-    def __init__(self, settings: TrainSettings, key: str | None, threads: int):
-        super().__init__(threads=threads)
-        self.id, self.settings, self.key = uuid.uuid4().hex, settings, key
-        self.followers: list[LiveRun] = []
-        self.keeps: dict[str, LiveRun] = {}  # "keep" requests sent, by token (= the follower's id)
-        self.proc = self.conn = None
-        self.heard = time.monotonic()
-        self.eof_at: float | None = None  # when its Pipe closed without "done"
-
-
-def _streamed(name: str):
-    return property(lambda run: getattr(run._src, name))
-
-
-class LiveRun:
-    """One session's training as the server sees it. status: waiting -> starting -> running ->
-    finished | stopped | cancelled | diverged | failed. `rows` are the logged history rows so far.
-    `shared`: None for a run this session's press started, "live" when it follows a training another
-    session started, "finished" when it was handed a finished one."""
-
-    status = property(lambda run: run._status or run._src.status)
-    position, blocked, step, seconds = (_streamed(n) for n in ("position", "blocked", "step", "seconds"))
-    rows, frames, strip_period = (_streamed(n) for n in ("rows", "frames", "strip_period"))
-    threads, worker_threads, pid = (_streamed(n) for n in ("threads", "worker_threads", "pid"))
-
-    def __init__(self, settings: TrainSettings, owner: str, source: _Stream, shared: str | None = None,
-                 private: bool = False):
-        self.settings, self.owner, self.id = settings, owner, uuid.uuid4().hex
-        self.model_cfg, self.task_cfg, self.train_cfg = settings.configs()
-        self.shared, self.private = shared, private
-        self.error: str | None = None  # why a failed run failed, one sentence
-        self.registered_key: str | None = None  # set by the page once the model is in the picker
-        self.stopping = False  # Stop was pressed; the worker ends (or hands this run its model) after the step
-        self.ended = threading.Event()
-        self._src = source
-        self._status: str | None = None  # set when this run ends
-        self._data: bytes | None = None  # the checkpoint, once ended with a model
-        self._result = None
-
-    @property
-    def result(self):
-        """(model, info, checkpoint bytes) once finished or stopped, else None. A run that shares a
-        training reads its own copy of the model from the bytes, here, on first use."""
-        if self._result is None and self._data is not None:
-            model, info = read_checkpoint(self._data, name="The trained model")
-            self._result = (model, info, self._data)
-        return self._result
-
-    @result.setter
-    def result(self, value) -> None:
-        self._result = value
-        if value is None:
-            self._data = None
-
-    @property
-    def active(self) -> bool:
-        return self.status in ACTIVE
-
-    @property
-    def total_steps(self) -> int:
-        return self.train_cfg.steps
-
-    def history(self) -> list[dict]:
-        """Logged rows so far; once ended with a model, its stored history (which ends at its step)."""
-        result = self.result
-        return list(result[1]["history"] if result is not None else self.rows)
-
-    def steps_per_second(self) -> float:
-        return self.step / self.seconds if self.seconds > 0 else float("nan")
-
-
-class RunPool:
+class RunPool(Monitor):
     """At most `capacity` training processes at once, one per session; the others wait in line."""
 
     def __init__(self, capacity: int, threads: int = WORKER_THREADS, hang_seconds: float = HANG_SECONDS,
@@ -225,7 +99,7 @@ class RunPool:
                 self._finished.move_to_end(key)
                 data, stream = self._finished[key]
                 run = LiveRun(settings, owner, stream, shared="finished")
-                self._finish(run, "finished", data=data)
+                self._finish(run, RunStatus.FINISHED, data=data)
             else:
                 training = _Training(settings, key, self.threads)
                 run = LiveRun(settings, owner, training, private=private)
@@ -250,7 +124,7 @@ class RunPool:
             training = run._src if isinstance(run._src, _Training) else None
             if run.ended.is_set() or training is None or run not in training.followers:
                 return
-            if training.status == "waiting" or training.conn is None:
+            if training.status == RunStatus.WAITING or training.conn is None:
                 command, kills = None, self._leave(run)  # it never trained: nothing to keep
             else:
                 run.stopping, conn = True, training.conn
@@ -293,7 +167,7 @@ class RunPool:
         """Kill every worker and stop the monitor (the server is stopping)."""
         self._closed.set()
         with self._lock:
-            kills = [k for t in list(self._trainings.values()) for k in self._drop(t, "cancelled")]
+            kills = [k for t in list(self._trainings.values()) for k in self._drop(t, RunStatus.CANCELLED)]
             reap, self._reap = self._reap, []
         for proc, conn, *_ in kills + reap:
             with contextlib.suppress(Exception):
@@ -354,11 +228,11 @@ class RunPool:
             training.followers.remove(run)
             training.keeps.pop(run.id, None)
             if not training.followers:
-                kills = self._drop(training, "cancelled")
+                kills = self._drop(training, RunStatus.CANCELLED)
             elif self._slots.session_of(training.id) == session_of(run.owner):
                 self._slots.hand_over(training.id, session_of(training.followers[0].owner))
         if not run.ended.is_set():
-            self._finish(run, "cancelled")
+            self._finish(run, RunStatus.CANCELLED)
         return kills
 
     def _sessions_of(self, training_id: str) -> list[str]:
@@ -367,7 +241,7 @@ class RunPool:
 
     def _positions(self) -> None:
         for training in self._trainings.values():
-            if training.status == "waiting":
+            if training.status == RunStatus.WAITING:
                 training.position = self._slots.position(training.id)
                 training.blocked = self._slots.blocked(training.id, self._sessions_of)
 
@@ -396,7 +270,7 @@ class RunPool:
         with self._lock:
             admitted = [self._trainings[i] for i in self._slots.admit(self._sessions_of) if i in self._trainings]
             for training in admitted:
-                training.status, training.position = "starting", 0
+                training.status, training.position = RunStatus.STARTING, 0
             self._positions()
         for training in admitted:
             try:
@@ -405,11 +279,12 @@ class RunPool:
             except Exception as e:  # noqa: BLE001 -- any failure to start is the run's, in one sentence
                 log.exception("Could not start a training process")
                 with self._lock:
-                    kills = self._drop(training, "failed", f"The server could not start a training process ({e}).")
+                    why = f"The server could not start a training process ({e})."
+                    kills = self._drop(training, RunStatus.FAILED, why)
                 self._kill(kills)
                 continue
             with self._lock:
-                late = training.status != "starting"  # left while its process started
+                late = training.status != RunStatus.STARTING  # left while its process started
                 if not late:
                     training.proc, training.conn, training.pid = proc, conn, proc.pid
                     training.heard = time.monotonic()
@@ -417,171 +292,3 @@ class RunPool:
                 self._kill([(proc, conn)], KILL_WAIT)
 
     # -- the monitor thread ---------------------------------------------------------------------
-
-    def _watch(self) -> None:
-        while not self._closed.is_set():
-            try:
-                self._tick()
-            except Exception:  # noqa: BLE001 -- the monitor must outlive any one failure
-                log.exception("The training monitor failed in one round; going on")
-                time.sleep(self.tick)
-
-    def _wait(self, conns: list) -> list:
-        """The connections with something to read, at most `tick` seconds from now."""
-        if not conns:
-            time.sleep(self.tick)
-            return []
-        try:
-            return wait(conns, timeout=self.tick)
-        except (OSError, ValueError) as e:  # one was closed since the snapshot: the next round skips it
-            log.info("A training connection closed while the monitor waited on it (%s); going on", e)
-            return []
-
-    def _tick(self) -> None:
-        with self._lock:
-            conns = {t.conn: t for t in self._trainings.values()
-                     if t.conn is not None and t.eof_at is None and not t.conn.closed}
-        inbox = []
-        for conn in self._wait(list(conns)):
-            messages, eof = _drain(conn)
-            inbox.append((conns[conn], conn, [_decoded(m) for m in messages], eof))
-        now = time.monotonic()
-        kills = []
-        with self._lock:
-            for training, conn, messages, eof in inbox:
-                for message in messages:
-                    if training.conn is conn:
-                        kills += self._handle(training, message)
-                if eof and training.conn is conn:
-                    training.eof_at = now
-            kills += self._check_health(now)
-            reap, self._reap = self._reap, []
-        self._kill(kills)
-        self._reap_gone(reap, now)
-        self._end_orphans(now)
-        self._admit()
-
-    def _handle(self, training: _Training, message: tuple) -> list[tuple]:
-        training.heard = time.monotonic()
-        kind = message[0]
-        if kind == "started":
-            training.status = "running"
-        elif kind == "row":
-            training.rows.append(message[1])
-        elif kind == "frame":
-            training.frames, training.strip_period = keep_frame(training.frames, message[1], message[2]), message[3]
-        elif kind == "progress":
-            training.step, training.seconds, training.worker_threads = message[1:4]
-        elif kind == "error":
-            return self._drop(training, "failed",
-                              f"The training stopped with an error at step {training.step}: {message[1]}")
-        elif kind == "kept":  # one follower pressed Stop: it leaves with the model of this step
-            _, token, step, seconds, data, decoded = message
-            run = training.keeps.pop(token, None)
-            if run is not None and run in training.followers:
-                training.followers.remove(run)
-                if isinstance(decoded, CheckpointError):
-                    self._finish(run, "failed", str(decoded), step=step, seconds=seconds)
-                else:
-                    self._finish(run, "stopped" if data is not None else "cancelled", data=data, decoded=decoded,
-                                 step=step, seconds=seconds)
-                if not training.followers:
-                    return self._drop(training, "cancelled")
-                if self._slots.session_of(training.id) == session_of(run.owner):
-                    self._slots.hand_over(training.id, session_of(training.followers[0].owner))
-        elif kind == "done":
-            _, status, training.step, training.seconds, data, decoded = message
-            if isinstance(decoded, CheckpointError):
-                return self._drop(training, "failed", str(decoded))
-            if status == "finished" and data is not None and training.key is not None:
-                self._store_finished(training.key, data, training.frozen(status=status))
-            out = self._drop(training, status, data=data, decoded=decoded)
-            self._reap += [(proc, conn, time.monotonic()) for proc, conn in out]  # it exits by itself
-            return []
-        return []
-
-    def _check_health(self, now: float) -> list[tuple]:
-        kills = []
-        for training in [t for t in self._trainings.values() if t.proc is not None]:
-            alive = training.proc.is_alive()
-            if training.eof_at is not None or not alive:
-                if alive and now - (training.eof_at or now) < EXIT_GRACE:
-                    continue  # its Pipe closed: wait a moment for the process to end and give its exit code
-                if not alive and training.eof_at is None and _pending(training.conn):
-                    continue  # it ended after writing: read that first
-                code = training.proc.exitcode
-                how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-                kills += self._drop(training, "failed", f"The training process {how} at step {training.step}, before "
-                                    "it could hand its model back. Nothing else in your session changed; press Train "
-                                    "to try again.")
-            elif now - training.heard > self.hang_seconds:
-                kills += self._drop(training, "failed", f"The training process sent nothing for "
-                                    f"{self.hang_seconds:.0f} s at step {training.step}, so it was ended. Nothing else "
-                                    "in your session changed; press Train to try again.")
-        return kills
-
-    def _reap_gone(self, reap: list[tuple], now: float) -> None:
-        """Close ended workers' connections; kill any still alive EXIT_GRACE seconds after its end."""
-        keep = []
-        for proc, conn, since in reap:
-            with contextlib.suppress(Exception):
-                conn.close()
-            with contextlib.suppress(Exception):
-                if proc.is_alive():
-                    if now - since > EXIT_GRACE:
-                        proc.kill()
-                    keep.append((proc, conn, since))
-        if keep:
-            with self._lock:
-                self._reap += keep
-
-    def _end_orphans(self, now: float) -> None:
-        """End the runs of owners is_alive has not known for owner_grace seconds (asked outside the lock)."""
-        if self.is_alive is None or now - self._last_owner_check < 1.0:
-            return
-        self._last_owner_check = now
-        with self._lock:
-            owners = {r.owner for r in self._runs.values()}
-        gone = [o for o in owners if not self.is_alive(o)]
-        kills = []
-        with self._lock:
-            for owner in owners:
-                if owner not in gone:
-                    self._gone_since.pop(owner, None)
-                elif now - self._gone_since.setdefault(owner, now) >= self.owner_grace:
-                    del self._gone_since[owner]
-                    kills += [k for r in [r for r in self._runs.values() if r.owner == owner] for k in self._leave(r)]
-            for owner in set(self._gone_since) - owners:
-                del self._gone_since[owner]
-        self._kill(kills)
-
-
-def _drain(conn) -> tuple[list, bool]:
-    """Every message a worker has sent so far, and whether its Pipe has closed."""
-    messages = []
-    try:
-        while conn.poll():
-            messages.append(conn.recv())
-    except (EOFError, OSError, ValueError):
-        return messages, True
-    return messages, False
-
-
-def _pending(conn) -> bool:
-    try:
-        return conn is not None and conn.poll()
-    except (EOFError, OSError, ValueError):
-        return False
-
-
-def _decoded(message: tuple) -> tuple:
-    """A "done" or "kept" message with its checkpoint read back (or the CheckpointError) appended."""
-    if message[0] not in ("done", "kept"):
-        return message
-    data = message[-1]
-    if data is None:
-        return (*message, None)
-    try:
-        return (*message, read_checkpoint(data, name="The trained model"))
-    except CheckpointError as e:
-        return (*message, e)

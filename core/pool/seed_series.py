@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 
 from core.pool.runs import LiveRun, RunPool
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.transition import describe_curve
 
@@ -100,7 +101,7 @@ class SeedSeries:
                                                      "it was started, so it was ended and the series stopped.")
             self.results.append(row)
             run.result = None  # the series keeps curves, not models
-            if late or run.status == "cancelled":  # cancelled here, or the pool ended it with the session
+            if late or run.status == RunStatus.CANCELLED:  # cancelled here, or the pool ended it with the session
                 break
         self.current = None
 

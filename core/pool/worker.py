@@ -37,6 +37,7 @@ from contextlib import contextmanager, suppress
 import torch
 
 from core.model.checkpoints import checkpoint_bytes
+from core.pool.status import RunStatus
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer, eval_batch, evaluate
@@ -184,7 +185,7 @@ def train(conn, settings: TrainSettings, threads: int) -> None:
         session.send_news(force=True)
         status = _loop(session)
         session.send_news(force=True)
-        data = final_checkpoint(trainer) if status in ("finished", "stopped") else None
+        data = final_checkpoint(trainer) if status in (RunStatus.FINISHED, RunStatus.STOPPED) else None
         conn.send(("done", status, trainer.step, session.seconds(), data))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the server went away: nobody to report to
@@ -202,12 +203,13 @@ def _loop(session: _Session) -> str:
         if session.keeps:
             session.send_kept()
         if session.stop:
-            return "stopped" if trainer.step > 0 else "cancelled"
+            return RunStatus.STOPPED if trainer.step > 0 else RunStatus.CANCELLED
         if trainer.done:
-            return "finished"
+            return RunStatus.FINISHED
         if session.t0 is None:
             session.t0 = time.perf_counter()
         trainer.run(1)
         session.send_news()
         if not math.isfinite(trainer.last_loss) or not math.isfinite(trainer.history[-1].get("loss_later_copies", 0.0)):
-            return "diverged"  # every step's training loss, not only the logged rows: NaN weights cannot be kept
+            # every step's training loss, not only the logged rows: NaN weights cannot be kept
+            return RunStatus.DIVERGED

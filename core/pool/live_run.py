@@ -1,0 +1,135 @@
+"""What a page reads of a training in the pool (core.pool.runs): a LiveRun, the stream it follows,
+and the key under which identical runs are computed once (run_key: settings, seed, worker threads
+and a hash of the training and model code)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+from core.model.checkpoints import read_checkpoint
+from core.pool.status import ACTIVE, RunStatus
+from core.training.train_settings import TrainSettings
+
+
+def session_of(owner: str) -> str:
+    """The Streamlit session of a pool owner ("<session id>|..."): one training slot each."""
+    return owner.split("|", 1)[0]
+
+
+@functools.cache
+def code_version() -> str:
+    """A hash of the code a training's result depends on (core/training, core/model, torch's
+    version), computed once per server process."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py")]):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def run_key(settings: TrainSettings, threads: int) -> str:
+    """Runs with the same key give bit-identical models: every setting, the seed, the thread count, the code."""
+    return hashlib.sha256(repr((sorted(asdict(settings).items()), threads, code_version())).encode()).hexdigest()
+
+
+@dataclass(eq=False)
+class _Stream:
+    """What a training has streamed so far (shared by the LiveRuns that follow it)."""
+    status: RunStatus = RunStatus.WAITING
+    position: int = 0  # place in line while waiting (1 = next)
+    blocked: bool = False  # waiting although a slot is free: the session already holds one
+    step: int = 0  # the worker's last finished step
+    seconds: float = 0.0  # wall seconds since its first step
+    rows: list = field(default_factory=list)
+    frames: list = field(default_factory=list)  # (step, patterns [L, H, c, c]) (core.training.timeline.keep_frame)
+    strip_period: int = 0  # the period of the film strip's sequence
+    threads: int = 0  # torch threads the pool gave the worker
+    worker_threads: int = 0  # torch threads the worker reported using at its last progress message
+    pid: int | None = None  # the worker process, once started
+
+    def frozen(self, **changes) -> _Stream:
+        """A copy that no longer changes (frames dropped: an ended run's snapshots give the film strip)."""
+        values = {f.name: getattr(self, f.name) for f in fields(_Stream)}
+        values.update(rows=list(self.rows), frames=[], **changes)
+        return _Stream(**values)
+
+
+class _Training(_Stream):
+    """One worker process and its stream; `followers` are the LiveRuns of the sessions watching it."""
+
+    def __init__(self, settings: TrainSettings, key: str | None, threads: int):
+        super().__init__(threads=threads)
+        self.id, self.settings, self.key = uuid.uuid4().hex, settings, key
+        self.followers: list[LiveRun] = []
+        self.keeps: dict[str, LiveRun] = {}  # "keep" requests sent, by token (= the follower's id)
+        self.proc = self.conn = None
+        self.heard = time.monotonic()
+        self.eof_at: float | None = None  # when its Pipe closed without "done"
+
+
+def _streamed(name: str):
+    return property(lambda run: getattr(run._src, name))
+
+
+class LiveRun:
+    """One session's training as the server sees it. status: waiting -> starting -> running ->
+    finished | stopped | cancelled | diverged | failed. `rows` are the logged history rows so far.
+    `shared`: None for a run this session's press started, "live" when it follows a training another
+    session started, "finished" when it was handed a finished one."""
+
+    status = property(lambda run: run._status or run._src.status)
+    position, blocked, step, seconds = (_streamed(n) for n in ("position", "blocked", "step", "seconds"))
+    rows, frames, strip_period = (_streamed(n) for n in ("rows", "frames", "strip_period"))
+    threads, worker_threads, pid = (_streamed(n) for n in ("threads", "worker_threads", "pid"))
+
+    def __init__(self, settings: TrainSettings, owner: str, source: _Stream, shared: str | None = None,
+                 private: bool = False):
+        self.settings, self.owner, self.id = settings, owner, uuid.uuid4().hex
+        self.model_cfg, self.task_cfg, self.train_cfg = settings.configs()
+        self.shared, self.private = shared, private
+        self.error: str | None = None  # why a failed run failed, one sentence
+        self.registered_key: str | None = None  # set by the page once the model is in the picker
+        self.stopping = False  # Stop was pressed; the worker ends (or hands this run its model) after the step
+        self.ended = threading.Event()
+        self._src = source
+        self._status: str | None = None  # set when this run ends
+        self._data: bytes | None = None  # the checkpoint, once ended with a model
+        self._result = None
+
+    @property
+    def result(self):
+        """(model, info, checkpoint bytes) once finished or stopped, else None. A run that shares a
+        training reads its own copy of the model from the bytes, here, on first use."""
+        if self._result is None and self._data is not None:
+            model, info = read_checkpoint(self._data, name="The trained model")
+            self._result = (model, info, self._data)
+        return self._result
+
+    @result.setter
+    def result(self, value) -> None:
+        self._result = value
+        if value is None:
+            self._data = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def total_steps(self) -> int:
+        return self.train_cfg.steps
+
+    def history(self) -> list[dict]:
+        """Logged rows so far; once ended with a model, its stored history (which ends at its step)."""
+        result = self.result
+        return list(result[1]["history"] if result is not None else self.rows)
+
+    def steps_per_second(self) -> float:
+        return self.step / self.seconds if self.seconds > 0 else float("nan")
