@@ -26,6 +26,7 @@ from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import ui.state  # noqa: E402
+from ui.model_keys import shipped_key  # noqa: E402
 from ui.pages import ALL_PAGES  # noqa: E402
 
 PAGES = [p.file for p in ALL_PAGES]
@@ -46,7 +47,7 @@ def _timed_run(at: AppTest) -> float:
 def measure(file: str, repeats: int) -> list[dict]:
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
     at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}")
+    at.selectbox(key="picked_model").set_value(shipped_key(file))
     rows = []
     for page in PAGES:
         if page is not None:

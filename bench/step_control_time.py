@@ -22,6 +22,8 @@ import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from ui.model_keys import shipped_key  # noqa: E402
+
 FILE = "variable-period-2block.pt"
 
 
@@ -32,7 +34,7 @@ class _NavigationPagesManager(PagesManager):
 def measure(page: str, key: str) -> dict:
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
     at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{FILE}").run()
+    at.selectbox(key="picked_model").set_value(shipped_key(FILE)).run()
     at.switch_page(page)
     at.run()
     steps = [s for s in at.select_slider(key=key).options]

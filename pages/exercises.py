@@ -5,6 +5,7 @@ import streamlit as st
 
 from exercises import build
 from exercises.catalogue import EXERCISES, SECTIONS, in_section, rating
+from ui.model_keys import shipped_file
 from ui.pages import PATH
 from ui.setup import lab_script
 from ui.state import selected_model
@@ -40,8 +41,8 @@ st.markdown(
     "and run it top to bottom. Both use the same checks. This app never runs the code you write.")
 
 entry = selected_model()
-shipped = entry is not None and entry.key.startswith("shipped:")
-model_path = f"checkpoints/{entry.key.split(':', 1)[1]}" if shipped else None
+shipped = entry is not None and shipped_file(entry.key) is not None
+model_path = f"checkpoints/{shipped_file(entry.key)}" if shipped else None
 model_label = entry.label if entry is not None else "the default model"
 if entry is None:
     model_path = "checkpoints/variable-period-2block.pt"

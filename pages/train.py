@@ -5,12 +5,14 @@ import pandas as pd
 import streamlit as st
 
 from core.pool.runs import LiveRun
+from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
 from core.training import live, timeline, transition
 from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
+from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.seeds import seeds_section
@@ -39,7 +41,7 @@ def _heads(key: str, _info: dict):
 
 def shipped_runs() -> dict[str, dict]:
     """{preset: info} of every shipped checkpoint that carries a training history."""
-    presets = {f"shipped:{r['file']}": r.get("preset", r["file"]) for r in shipped_files()}
+    presets = {shipped_key(r['file']): r.get("preset", r["file"]) for r in shipped_files()}
     return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
 
 
@@ -119,10 +121,10 @@ def live_panel(drawn_active: bool) -> None:
         st.rerun(scope="app")
     if run.active and run.stopping:
         st.info("Stopping: the step in progress finishes first, and the model of that step is kept.")
-    if run.status == "waiting" and run.blocked:
+    if run.status == RunStatus.WAITING and run.blocked:
         st.info("Waiting: your several-seeds run holds this session's training slot (one per session). This run "
                 "starts on its own when that seed ends.")
-    elif run.status == "waiting":
+    elif run.status == RunStatus.WAITING:
         ahead = f"; {run.position - 1} ahead of you" if run.position > 1 else "; you are next"
         st.info(f"Waiting for a free training slot: {run_pool().running()} running{ahead}. Training starts on "
                 "its own when a slot frees up.")
@@ -150,14 +152,14 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
 
 
 def result_panel(run: LiveRun) -> None:
-    if run.status == "failed":
+    if run.status == RunStatus.FAILED:
         st.error(run.error)
         return
-    if run.status == "diverged":
+    if run.status == RunStatus.DIVERGED:
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
                  "rate and train again; this model was not added to the picker.")
         return
-    if run.status == "cancelled":
+    if run.status == RunStatus.CANCELLED:
         st.warning("Stopped before the first step finished: there is no model to keep.")
         return
     if run.result is None:
@@ -211,7 +213,7 @@ def shipped_panel() -> None:
             + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
                "the block-1 and block-2 lines rise with that line." if drop is not None else
                "Its later-copy loss never fell below ln V / 2."))
-        shipped = {m.key: m for m in shipped_models()}.get(f"shipped:{_file_of(DEFAULT_PRESET)}")
+        shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
         if shipped is not None:
             python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
             timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {DEFAULT_PRESET} run")

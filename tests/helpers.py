@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:  # the tests import core and ui from the repositor
     sys.path.insert(0, str(ROOT))
 
 from core.model.tinycharlm import ModelConfig, TinyCharLM  # noqa: E402
+from ui.model_keys import shipped_key  # noqa: E402
 
 CHECKPOINTS = ROOT / "checkpoints"
 TWO_BLOCK = "variable-period-2block.pt"
@@ -87,8 +88,8 @@ def open_app(page: str | None = None, file: str | None = None, timeout: float = 
     assert not at.exception, [e.value for e in at.exception]
     if file is not None:
         shipped(file)
-        at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
-        assert at.session_state["picked_model"] == f"shipped:{file}"
+        at.selectbox(key="picked_model").set_value(shipped_key(file)).run()
+        assert at.session_state["picked_model"] == shipped_key(file)
     if page is not None:
         at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]

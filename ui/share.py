@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ui.model_keys import shipped_file
+
 MAX_VALUE_CHARS = 400  # longer than any valid value; a longer one is refused before it is parsed
 SEED_MAX = 10_000  # the upper bound of every sample-seed input (Attention, Depth, Causal, Archetypes pages)
 ABLATION_MODES = ("zero", "mean")
@@ -183,9 +185,9 @@ PARAMS: dict[str, Param] = {
 
 def preset_of(key: str) -> str | None:
     """The link name of a shipped model key ("shipped:x.pt" -> "x"), None for a session model."""
-    if not key.startswith("shipped:"):
+    file = shipped_file(key)
+    if file is None:
         return None
-    file = key.split(":", 1)[1]
     return file[:-3] if file.endswith(".pt") else file
 
 

@@ -18,6 +18,7 @@ import streamlit as st
 from core.model.checkpoints import CheckpointError, read_checkpoint
 from core.model.tinycharlm import TinyCharLM
 from core.training.presets import DEFAULT_PRESET
+from ui.model_keys import shipped_key
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints"
@@ -53,7 +54,7 @@ def shipped_models() -> list[LabModel]:
     out = []
     for row in shipped_files():
         model, info = _load_shipped(row["file"])
-        out.append(LabModel(f"shipped:{row['file']}", f"{row.get('preset', row['file'])} (shipped)", model, info,
+        out.append(LabModel(shipped_key(row['file']), f"{row.get('preset', row['file'])} (shipped)", model, info,
                             "shipped"))
     return out
 

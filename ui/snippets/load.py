@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ui.model_keys import shipped_file
 from ui.python_panel import Snippet
 from ui.snippets.fill import Piece, checks, fill, placeholders
 from ui.steps import split_step_key
@@ -35,8 +36,8 @@ def load(entry) -> str:
     path, anything else by the file the student downloads (the Train page) or uploaded; a snapshot's
     entry then takes that step's weights."""
     key, step = split_step_key(getattr(entry, "key", entry))
-    shipped = key.startswith("shipped:")
-    code = fill(_shipped, PATH="checkpoints/" + key.split(":", 1)[1]) if shipped else fill(_session)
+    file = shipped_file(key)
+    code = fill(_shipped, PATH="checkpoints/" + file) if file is not None else fill(_session)
     return code if step is None else code + fill(_at_step, STEP=step)
 
 
