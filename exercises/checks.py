@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from core.model.symbols import head_label
 from exercises import planted
 from exercises.catalogue import BY_NAME
 
@@ -403,7 +404,7 @@ def _head_list(model, label):
 
 def _ov_cases(model, task, label):
     b = model.blocks
-    return [Case(f"{label}, head {l + 1}.{h + 1}",
+    return [Case(f"{label}, head {head_label(l, h)}",
                  {"W_E": model.W_E.detach(), "W_V": b[l].W_V[h].detach(), "W_O": b[l].W_O[h].detach()})
             for l, h in _head_list(model, label)]
 
@@ -416,7 +417,7 @@ def _copy_cases(model, task, label):
     from core.reading.copying import ov_copying_matrix
 
     heads = [planted.INDUCTION] if label.startswith("the planted") else _head_list(model, label)
-    out = [Case(f"{label}, head {l + 1}.{h + 1}", {"C": ov_copying_matrix(model, l, h)}) for l, h in heads]
+    out = [Case(f"{label}, head {head_label(l, h)}", {"C": ov_copying_matrix(model, l, h)}) for l, h in heads]
     if label.startswith("the planted"):
         C = ov_copying_matrix(model, *planted.INDUCTION)
         out.append(Case("the planted induction head's OV turned around (anti-copying)",
@@ -446,7 +447,7 @@ def _rotary_cases(model, task, label):
         tokens, _ = _batch(model, task, n=4)
         resid = _patterns(model, tokens)["resid"][l]
         q, k = head_qk_vectors(model, l, h, resid)
-        out.append(Case(f"{label}, head {l + 1}.{h + 1}", {"q": q, "k": k, "n_offsets": 40}))
+        out.append(Case(f"{label}, head {head_label(l, h)}", {"q": q, "k": k, "n_offsets": 40}))
     return out
 
 
@@ -493,7 +494,7 @@ def _abl_cases(model, task, label):
         return []
     tokens, periods = _batch(model, task, n=8)
     heads = _head_list(model, label)
-    return [Case(f"{label}, head {l + 1}.{h + 1} {mode}-ablated",
+    return [Case(f"{label}, head {head_label(l, h)} {mode}-ablated",
                  {"model": model, "tokens": tokens, "periods": periods, "layer": l, "head": h, "mode": mode})
             for (l, h), mode in zip(heads, ("zero", "mean", "zero"))]
 
@@ -554,7 +555,7 @@ def _lens(model, tokens, shift=1, kind="prob", drop=0):
 
 
 def _patch_inputs(model, task, n=6, seed=0):
-    from core.causal.patching import corrupt
+    from core.causal.corruptions import corrupt
 
     g = torch.Generator().manual_seed(seed)
     from core.model.task import sample_batch
@@ -575,7 +576,7 @@ def _hp_cases(model, task, label):
     if model.cfg.n_layers == 0:
         return []
     clean, corrupted, periods = _patch_inputs(model, task)
-    return [Case(f"{label}, head {l + 1}.{h + 1}", {"model": model, "clean": clean, "corrupted": corrupted,
+    return [Case(f"{label}, head {head_label(l, h)}", {"model": model, "clean": clean, "corrupted": corrupted,
                                                      "periods": periods, "layer": l, "head": h})
             for l, h in _head_list(model, label)]
 
@@ -610,7 +611,7 @@ def _pp_cases(model, task, label):
     clean, corrupted, periods = _patch_inputs(model, task)
     pairs = [(planted.PREV, planted.INDUCTION)] if label.startswith("the planted") else [((0, 0), (1, 1)),
                                                                                           ((0, 1), (1, 0))]
-    return [Case(f"{label}, {s[0] + 1}.{s[1] + 1} into the keys of {r[0] + 1}.{r[1] + 1}",
+    return [Case(f"{label}, {head_label(*s)} into the keys of {head_label(*r)}",
                  {"model": model, "clean": clean, "corrupted": corrupted, "periods": periods, "sender": s,
                   "receiver": r}) for s, r in pairs]
 

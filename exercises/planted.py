@@ -12,8 +12,7 @@
   2.2 restores most of M; head 1.1 K-composes with 2.2.
 - `random_model()`: a small random TinyCharLM (V = 16, d_model 32, 2 heads, 2 blocks), where every
   head writes something: a mistake that the planted circuit hides shows here.
-The same construction as tests/planted.py (the lab's own tests), kept here so that exercises/ needs
-nothing from tests/.
+The lab's own tests use the same models (tests/test_patching.py); exercises/ needs nothing from tests/.
 """
 from __future__ import annotations
 

@@ -253,8 +253,8 @@ else:
     st.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
-        "writer), from the weights alone (core/composition.py); the subtitle is the mean for random matrices of "
-        "the same shapes. W_QK is taken at offset 0 (RoPE).")
+        "writer), from the weights alone (core/reading/composition.py); the subtitle is the mean for random "
+        "matrices of the same shapes. W_QK is taken at offset 0 (RoPE).")
     python_panel(snippets.depth_composition(entry), shows={"K": k_scores, "V": v_scores})
     head = st.columns([1, 2])[0].selectbox(
         "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.causal import patching, readings
+from core.causal import corruptions, patching, readings
 from core.causal import views as causal
 from core.model.checkpoints import read_checkpoint
 from core.model.snapshots import model_at_step
@@ -48,7 +48,7 @@ def test_resample_donors_are_other_sequences_of_the_same_period():
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 16, (64, 30), generator=g)
     periods = torch.randint(3, 10, (64,), generator=g)
-    donor = patching.resample(tokens, periods, 16, g)
+    donor = corruptions.resample(tokens, periods, 16, g)
     for row, L in zip(donor, periods.tolist()):
         assert torch.equal(row[L:], row[:-L])  # periodic with the clean row's period
     assert (donor != tokens).float().mean() > 0.8  # every position may differ, not only the first copy

@@ -438,6 +438,7 @@ for path in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 def test_notebooks_run_top_to_bottom_with_the_plain_files_verdicts(tmp_path):
     paths, expected = [], []
     for section in SECTIONS:
@@ -475,6 +476,7 @@ def test_the_suite_from_the_root_leaves_the_templates_alone():
 # The page
 
 
+@pytest.mark.app
 @pytest.mark.usefixtures("navigation_apps_only")
 def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
     at = open_app("pages/exercises.py", DEFAULT)
@@ -508,7 +510,7 @@ def test_the_planted_model_gives_the_solutions_its_known_answers():
     """exercises/planted.py's induction circuit: 1.1 is a previous-token head, 2.2 an induction head that
     copies (its OV copying matrix is a multiple of the identity), 1.1 K-composes into 2.2 well above
     chance, patching 2.2 restores M fully and the key path 1.1 -> 2.2 is needed."""
-    from core.causal.patching import corrupt
+    from core.causal.corruptions import corrupt
     from core.model.task import sample_batch
     from core.reading.composition import composition_baseline
     from exercises import planted
@@ -532,6 +534,7 @@ def test_the_planted_model_gives_the_solutions_its_known_answers():
         assert sol("path_patch_keys")(*args, planted.PREV, planted.INDUCTION) < 0.3
 
 
+@pytest.mark.slow
 def test_pytest_on_a_student_file_reports_not_written_yet():
     """The plain-file way, as a student runs it from the root: each untouched function is one failure
     whose line says "not written yet", and nothing errors."""

@@ -2,7 +2,7 @@
 
 Two kinds of oracle: a naive per-sequence, per-head loop written from the issue's definitions (float64,
 full-length sequences, nothing from core/ but the weights), which the fast batched code must match to
-1e-5; and a planted two-block induction circuit (tests/planted.py) whose answers are known by
+1e-5; and a planted two-block induction circuit (exercises/planted.py) whose answers are known by
 construction."""
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import torch
 from core.causal import logit_lens as LL
 from core.causal import patching as P
 from core.causal import path_patching as PP
+from core.causal.corruptions import corrupt
 from core.model.task import TaskConfig
+from exercises.planted import INDUCTION, PREV, TASK, planted_induction_model
 
 from helpers import tiny_model
-from planted import INDUCTION, PREV, TASK, planted_induction_model
 
 # ---------------------------------------------------------------------------------------------
 # The naive reference
@@ -124,7 +125,7 @@ def pair(request):
     g = torch.Generator().manual_seed(3)
     from core.model.task import sample_batch
     clean, periods = sample_batch(task, 3, model.cfg.vocab_size, generator=g)
-    corrupted = P.corrupt(clean, periods, model.cfg.vocab_size, g)
+    corrupted = corrupt(clean, periods, model.cfg.vocab_size, g)
     return model, P.prepare(model, clean, corrupted, periods), Naive(model, clean, corrupted, periods)
 
 
@@ -135,18 +136,20 @@ def pair(request):
 def test_corruption_replaces_exactly_the_first_copy():
     clean = torch.arange(40).reshape(2, 20) % 7
     periods = torch.tensor([5, 9])
-    bad = P.corrupt(clean, periods, 64, torch.Generator().manual_seed(0))
+    bad = corrupt(clean, periods, 64, torch.Generator().manual_seed(0))
     for b, L in enumerate(periods.tolist()):
         assert torch.equal(bad[b, L:], clean[b, L:])
         assert not torch.equal(bad[b, :L], clean[b, :L])  # 64 symbols: a fresh pattern differs
 
 
+@pytest.mark.slow
 def test_metric_and_both_runs_match_the_naive_loop(pair):
     model, runs, naive = pair
     assert abs(runs.m_clean - naive.m_clean) < 1e-9 and abs(runs.m_corrupted - naive.m_corr) < 1e-9
     assert runs.m_clean != runs.m_corrupted
 
 
+@pytest.mark.slow
 def test_head_patching_matches_the_naive_loop(pair):
     model, runs, naive = pair
     df = P.head_patch_effects(model, runs)
@@ -156,6 +159,7 @@ def test_head_patching_matches_the_naive_loop(pair):
         assert abs(runs.effect(P.patch_heads(model, runs, [(r.layer, r.head)])) - r.patch_effect) < 1e-9
 
 
+@pytest.mark.slow
 def test_residual_patching_by_position_matches_the_naive_loop(pair):
     model, runs, naive = pair
     grid = P.resid_patch_effects(model, runs)
@@ -167,6 +171,7 @@ def test_residual_patching_by_position_matches_the_naive_loop(pair):
             assert abs((grid[l, p] if p < T else 0.0) - want) < 1e-5, (l, p)
 
 
+@pytest.mark.slow
 def test_head_patching_by_position_matches_the_naive_loop(pair):
     model, runs, naive = pair
     grid = P.head_position_effects(model, runs)
@@ -177,6 +182,7 @@ def test_head_patching_by_position_matches_the_naive_loop(pair):
                 assert abs(grid[l, hd, p] - naive.head(l, hd, [p])) < 1e-5, (l, hd, p)
 
 
+@pytest.mark.slow
 def test_path_patching_matches_the_naive_loop(pair):
     model, runs, naive = pair
     df = PP.path_patch_table(model, runs)
@@ -187,6 +193,7 @@ def test_path_patching_matches_the_naive_loop(pair):
         assert abs(r.patch_effect - want) < 1e-5, r
 
 
+@pytest.mark.slow
 def test_path_into_a_whole_block_matches_the_naive_loop(pair):
     model, runs, naive = pair
     df = PP.path_patch_table(model, runs)
@@ -197,6 +204,7 @@ def test_path_into_a_whole_block_matches_the_naive_loop(pair):
         assert abs(r.patch_effect - want) < 1e-5, r
 
 
+@pytest.mark.slow
 def test_logit_lens_matches_the_naive_streams(pair):
     model, runs, naive = pair
     prob, rank = LL.lens(model, naive.clean)

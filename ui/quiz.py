@@ -1,4 +1,4 @@
-"""Predict, then reveal: one bordered box per question (core/quiz.py computes the answer).
+"""Predict, then reveal: one bordered box per question (core/quiz/questions.py computes the answer).
 
 The student picks an answer (nothing is picked at first); the box then says right or wrong and
 shows the measured reason. A question without a clear answer for the picked model says why instead.

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import math
 
-from core.causal.patching import CORRUPTIONS, check_period, head_patch_effects, task_runs
+from core.causal.corruptions import CORRUPTIONS
+from core.causal.patching import check_period, head_patch_effects, task_runs
 from core.model.cli import measure_parser, read_measure_args
 from core.model.symbols import head_label
 from core.model.task import TaskConfig

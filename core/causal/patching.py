@@ -20,40 +20,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from core.causal.corruptions import CORRUPTIONS, corrupted_tokens
+from core.causal.intervals import effect_interval
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
 
 CHUNK_POSITIONS = 1 << 16  # sequences x positions per patched forward: bounds memory on a shared server
-
-
-def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-    """tokens [B, T] -> the same with positions 0..L-1 of each row replaced by a fresh random pattern."""
-    fresh = torch.randint(0, vocab_size, tokens.shape, generator=generator)
-    first = torch.arange(tokens.shape[1])[None, :] < periods[:, None]
-    return torch.where(first, fresh, tokens)
-
-
-CORRUPTIONS = ("first-copy", "resample")
-
-
-def resample(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
-             generator: torch.Generator | None = None) -> torch.Tensor:
-    """The resample donor (Heimersheim & Nanda, 2024): for each row, another task sequence of the same
-    period L, a fresh random pattern of length L repeated over the whole row. Every position differs
-    from the clean run (except where the two patterns agree by chance), the second copy included."""
-    patterns = torch.randint(0, vocab_size, (tokens.shape[0], int(periods.max())), generator=generator)
-    return patterns.gather(1, torch.arange(tokens.shape[1])[None, :] % periods[:, None])
-
-
-def corrupted_tokens(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int, corruption: str,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
-    """The corrupted run of `corruption`: "first-copy" (corrupt) or "resample" (resample)."""
-    if corruption == "first-copy":
-        return corrupt(tokens, periods, vocab_size, generator)
-    if corruption == "resample":
-        return resample(tokens, periods, vocab_size, generator)
-    raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {corruption!r}.")
 
 
 def target_mask(periods: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -95,30 +67,6 @@ def metric_by_seq(logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Ten
 def target_counts(periods: torch.Tensor) -> torch.Tensor:
     """How many second-copy targets each sequence has (L - 1): metric_by_seq's pooling weights."""
     return (periods - 1).clamp_min(0).double()
-
-
-N_BOOT = 1000  # bootstrap resamples of the sequences for an effect's interval
-BOOT_SEED = 0
-
-
-def effect_interval(runs: PatchRuns, m_seq, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """A bootstrap interval of patch effects over the sequences measured: m_seq [..., B] (metric_by_seq
-    of each patched run) -> (low, high), each [...]. Each resample draws B sequences with replacement
-    (fixed seed BOOT_SEED) and recomputes the whole ratio, denominator included; NaN where a resample's
-    M(clean) == M(corrupted)."""
-    m = np.asarray(m_seq, dtype=np.float64)
-    w = runs.weights
-    B = len(w)
-    idx = np.random.default_rng(BOOT_SEED).integers(0, B, (N_BOOT, B))
-    ws = w[idx]  # [N, B]
-    clean = (runs.clean_seq[idx] * ws).sum(-1)
-    corr = (runs.corrupted_seq[idx] * ws).sum(-1)
-    patched = (m[..., idx] * ws).sum(-1)  # [..., N]
-    gap = clean - corr
-    with np.errstate(invalid="ignore", divide="ignore"):
-        eff = np.where(gap != 0, (patched - corr) / gap, np.nan)
-    a = (1 - level) / 2
-    return np.nanquantile(eff, a, axis=-1), np.nanquantile(eff, 1 - a, axis=-1)
 
 
 @dataclass

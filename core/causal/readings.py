@@ -1,7 +1,7 @@
 """What the Causal experiments page may say in words, decided from the numbers it just measured
 (core.causal.views.experiments). An interpretive sentence is shown only when the runs differ enough
 for ratios to mean something (M(clean) - M(corrupted) >= MIN_GAP nats) and the effect it reads is clearly
-beyond its noise: its 95% bootstrap interval over the sequences (core.causal.patching.effect_interval)
+beyond its noise: its 95% bootstrap interval over the sequences (core.causal.intervals.effect_interval)
 stays clear of the comparison the sentence makes. Otherwise each function returns None and the page
 says that this model gives no clear answer. Heads are written 1-based ("1.4").
 """

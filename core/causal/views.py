@@ -9,6 +9,8 @@ import pandas as pd
 import torch
 
 from core.causal import logit_lens, noising, patching, path_patching
+from core.causal.corruptions import corrupted_tokens
+from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM
@@ -39,7 +41,7 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
     clean = tokens[None].repeat(n_corruptions, 1)
     periods = torch.full((n_corruptions,), L, dtype=torch.long)
     g = torch.Generator().manual_seed(seed)
-    corrupted = patching.corrupted_tokens(clean, periods, model.cfg.vocab_size, corruption, g)
+    corrupted = corrupted_tokens(clean, periods, model.cfg.vocab_size, corruption, g)
     return patching.prepare(model, clean, corrupted, periods, corruption)
 
 
@@ -194,7 +196,7 @@ def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: i
                      corruption: str = "first-copy") -> dict:
     """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
     True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
-    corruption: patching.CORRUPTIONS)."""
+    corruption: core.causal.corruptions.CORRUPTIONS)."""
     runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))
 
@@ -232,7 +234,7 @@ def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: 
         for path in paths:
             mp, by_seq = path_patching.path_patch(m, runs, senders, (1, None), path, "noising", by_seq=True)
             eff = runs.effect(mp.numpy())
-            lo, hi = patching.effect_interval(runs, by_seq.double().numpy())
+            lo, hi = effect_interval(runs, by_seq.double().numpy())
             rows += [{"step": step, "gap": gap, "sender": head_label(l, h), "path": path, "patch_effect": float(e),
                       "effect_low": float(a), "effect_high": float(b)}
                      for (l, h), e, a, b in zip(senders, eff, lo, hi)]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it"
+from core.reading.heads import CLEAR_SCORE
+
 CLEAR_GAP = 0.05  # the right option must beat the runner-up by at least this much
 
 

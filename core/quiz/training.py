@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from core.quiz.questions import CLEAR_SCORE, Question, no_answer
+from core.quiz.questions import Question, no_answer
+from core.reading.heads import CLEAR_SCORE
 from core.training.live import head_score_frame
 from core.training.transition import describe_curve
 

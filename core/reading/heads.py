@@ -17,6 +17,7 @@ import torch
 
 from core.reading.detectors import DETECTORS, detector_scores
 
+CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it" (questions, sentences)
 PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")
 
 

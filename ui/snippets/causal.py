@@ -59,7 +59,7 @@ def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, 
            corruption: str = "first-copy") -> Snippet:
     """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
     position sweeps run only where they are quick, core.causal.views.POSITION_BUDGET); corruption:
-    core.causal.patching.CORRUPTIONS."""
+    core.causal.corruptions.CORRUPTIONS."""
     title, show = CAUSAL_SECTIONS[section]
     run = _task_run if text is None else _text_run
     values = {"PERIOD": period} if text is None else {"TEXT": text}
