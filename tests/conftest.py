@@ -27,8 +27,27 @@ from helpers import ROOT, tiny_model, write_bad_files
 torch.set_num_threads(1)
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs a real training to the stopping loss (tens of seconds)")
+HEAVY = ("app", "worker", "e2e", "slow")  # pytest.ini describes each; a test with none of them is fast
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=("fast", "rest", "all"), default="fast",
+                     help="fast: tests with none of the markers app, worker, e2e, slow (the default); rest: the "
+                          "others; all: everything (README; .ci/run runs fast, then rest)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep the tier --tier asks for; an explicit -m expression chooses by itself."""
+    tier = config.getoption("--tier")
+    if tier == "all" or config.getoption("markexpr"):
+        return
+    keep, drop = [], []
+    for item in items:
+        heavy = any(item.get_closest_marker(m) for m in HEAVY)
+        (keep if heavy == (tier == "rest") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True)

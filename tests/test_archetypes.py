@@ -259,6 +259,7 @@ def _text(at):
                     for e in getattr(at, kind))
 
 
+@pytest.mark.app
 @pytest.mark.skipif(not SHIPPED, reason="no checkpoints/*.pt shipped yet")
 @pytest.mark.parametrize("file", SHIPPED)
 def test_page_with_every_shipped_checkpoint(file):
@@ -271,6 +272,7 @@ def test_page_with_every_shipped_checkpoint(file):
     assert "not run here" in text
 
 
+@pytest.mark.app
 def test_page_with_session_models_and_bad_prompts():
     at = _session_model(open_app("pages/archetypes.py"), 2)
     assert not at.exception

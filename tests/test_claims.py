@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -22,14 +21,15 @@ from core.reading.score_terms import mean_induction_score_terms
 from core.training.overview import initial_logit_bias
 from core.training.presets import get_preset
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 CKPT = ROOT / "checkpoints"
 
 
 def _shipped(name):
     path = CKPT / f"{name}.pt"
     if not path.is_file():
-        pytest.skip(f"{path.name} is shipped with the repository")
+        pytest.fail(f"{path.name} is shipped with the repository")
     return read_checkpoint(path)
 
 
@@ -126,7 +126,7 @@ def test_induction_query_comes_from_self_attending_heads_not_the_raw_token(two_b
         assert 5.05 <= g[GROUPS[2]] < 5.65, g
 
 
-# ---- Train page, README, core/trainer.py: the initial embedding ---------------------------------
+# ---- Train page, README, core/training/trainer.py: the initial embedding ---------------------------------
 
 ONSET = ("block 1's best previous-token score starts rising between step 150 (0.06) and step 175 (0.20), 25 to 50 "
          "steps before the drop's start at step 200 (0.38, later-copy loss still 3.50 nats), ahead of the induction "
@@ -244,7 +244,7 @@ def test_transition_study_used_the_enlarged_start():
     from core.training.transition import STUDY_FILE
 
     if not STUDY_FILE.is_file():
-        pytest.skip("the transition study is not shipped")
+        pytest.fail("the transition study is not shipped")
     settings = next(l for l in STUDY_FILE.read_text().splitlines() if l.startswith("# settings:"))
     assert "'embed_scale': 3.0" in settings and "'embed_shared': 3.0" in settings
 
@@ -256,7 +256,7 @@ def test_readme_reading_of_the_transition_study_matches_the_csv():
     from core.training.transition import INDUCTION_HEAD, SHARP_PREV_TOKEN, STUDY_FILE, load_study, summarize
 
     if not STUDY_FILE.is_file():
-        pytest.skip("the transition study is not shipped")
+        pytest.fail("the transition study is not shipped")
     runs = load_study()
     s = summarize(runs).set_index("blocks")
     text = " ".join((ROOT / "README.md").read_text().split())
@@ -316,6 +316,8 @@ def _in_a_process(fn, *args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.worker
+@pytest.mark.app
 @pytest.mark.slow
 def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
     """Train page (embedding help and transition panel), README, bench/README: "the plateau before the
@@ -331,3 +333,4 @@ def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
         starts[name] = d["drop_start"]
         assert formed is None or formed >= d["drop_start"] - 50, (name, formed, d)
     assert 2.0 <= starts["plain"] / starts["enlarged"] <= 4.0, starts
+

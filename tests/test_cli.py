@@ -56,6 +56,7 @@ def test_report_refuses_each_bad_file_in_one_line(cli, bad_files, name):
     assert not marker.exists()
 
 
+@pytest.mark.worker
 def test_real_process_matches_the_forked_runner(cli, bad_files):
     """The fast runner reports exactly what a real `python -m core.report` process does (this file
     also made torch warn on stderr before the loader silenced it)."""
@@ -85,6 +86,7 @@ TRAIN_CASES = {
 }
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize("case", TRAIN_CASES)
 def test_train_refuses_bad_arguments_in_one_line(cli, tmp_path, case):
     args, phrases = TRAIN_CASES[case]
@@ -94,6 +96,7 @@ def test_train_refuses_bad_arguments_in_one_line(cli, tmp_path, case):
     assert not out.exists()
 
 
+@pytest.mark.worker
 def test_train_refuses_a_missing_out_folder_or_a_folder_as_out(cli, tmp_path):
     assert_one_line_error(cli("core.train", "--out", tmp_path / "no" / "m.pt"), "core.train", "does not exist")
     assert_one_line_error(cli("core.train", "--out", tmp_path, "--steps", "0"), "core.train", str(tmp_path))
@@ -194,6 +197,7 @@ def test_report_on_a_zero_block_file(cli, tmp_path):
 # The end-to-end claim, with real processes
 
 
+@pytest.mark.worker
 @pytest.mark.slow
 def test_train_to_stopping_loss_then_report(tmp_path):
     """docs/DESIGN.md: `--stop-at-loss 0.5` trains a 2-block model on periods 16-32 until later copies are

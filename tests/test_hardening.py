@@ -173,6 +173,7 @@ ANALYSIS = [p for p in PAGES if p not in (None, "pages/train.py")]
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p != "pages/train.py"],
                          ids=[i for i in PAGE_IDS if i != "train"])
+@pytest.mark.app
 def test_every_widget_extreme_renders(page):
     at = open_page(page)
     for combo in ("lo", "hi", "mix", "xim", "hi-blank"):
@@ -219,6 +220,7 @@ def train_here(at: AppTest, label: str) -> str | None:
     return at.session_state["picked_model"]
 
 
+@pytest.mark.app
 def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models():
     at = open_page("pages/train.py")
     trained = {}
@@ -261,6 +263,7 @@ def upload(at: AppTest, name: str, data: bytes) -> None:
     at.run()
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("page", ["dashboard.py", "pages/attention.py"])
 def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     at = open_page(None if page == "dashboard.py" else page)
@@ -285,6 +288,7 @@ def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
 
 @pytest.mark.parametrize("page", ANALYSIS + [None],
                          ids=[p.split("/")[-1][:-3] if p else "home" for p in ANALYSIS + [None]])
+@pytest.mark.app
 def test_unusual_but_valid_uploads_render_on_every_page(page):
     """Valid files the pages did not ship with: one head, no blocks, bias, six blocks, a short task."""
     at = open_page(page)

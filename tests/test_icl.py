@@ -1,4 +1,4 @@
-"""In-context learning (core/icl.py): the typed-symbol mapping, the restart sampler, the training
+"""In-context learning (core/training/icl.py): the typed-symbol mapping, the restart sampler, the training
 replay, and the checks on the shipped two-block model."""
 import math
 
@@ -169,6 +169,7 @@ def test_restart_context_probe_shows_the_two_token_match(two_block):
 
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_icl_page_with_every_shipped_checkpoint(file):
     at = open_app("pages/icl.py", file)
@@ -185,6 +186,7 @@ def test_icl_page_with_every_shipped_checkpoint(file):
         assert metrics["first knowable token after a restart"] == metrics["…on its 2nd token (the first it could know)"]
 
 
+@pytest.mark.app
 def test_icl_page_bad_typed_input_gets_a_message():
     at = open_app("pages/icl.py", "variable-period-2block.pt")
     for text, words in [("", "at least one symbol"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
@@ -197,6 +199,7 @@ def test_icl_page_bad_typed_input_gets_a_message():
     assert not at.warning  # and a good pattern clears the message
 
 
+@pytest.mark.app
 def test_icl_page_draw_mode_and_bad_symbol_set():
     at = open_app("pages/icl.py", "variable-period-2block.pt")
     at.radio(key="icl_mode").set_value("draw").run()

@@ -5,19 +5,15 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import notebook
 from ui.python_panel import RUN_KEY
-from ui.state import shipped_files
 
-from helpers import open_app
+from helpers import ROOT, open_app
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = {row["file"] for row in shipped_files()}
 PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
          "pages/causal.py", "pages/train.py"]  # None: Home
 
@@ -52,6 +48,7 @@ def check_nbformat4(nb: dict) -> None:
             assert set(c) == {"cell_type", "id", "metadata", "source"}
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("page", PAGES, ids=[p or "home" for p in PAGES])
 def test_page_notebook_is_valid_and_runs_top_to_bottom(page, tmp_path):
     at = open_app(page, "variable-period-2block.pt", timeout=180)
@@ -72,6 +69,7 @@ def test_page_notebook_is_valid_and_runs_top_to_bottom(page, tmp_path):
     assert out.stdout.count("--- cell") == len(code)
 
 
+@pytest.mark.app
 def test_download_button_serves_the_same_notebook():
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.run()

@@ -11,6 +11,7 @@ def two_block(page: str) -> AppTest:
     return open_app(page, TWO_BLOCK)
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_attention_page_on_every_shipped_checkpoint(file):
     at = open_app("pages/attention.py", file)
@@ -26,6 +27,7 @@ def test_attention_page_on_every_shipped_checkpoint(file):
     assert not at.exception, at.exception
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_circuits_page_on_every_shipped_checkpoint(file):
     at = open_app("pages/circuits.py", file)
@@ -40,6 +42,7 @@ def test_circuits_page_on_every_shipped_checkpoint(file):
     assert not at.exception, at.exception
 
 
+@pytest.mark.app
 def test_typed_sequence_bad_input_gets_a_message():
     at = two_block("pages/attention.py")
     at.radio(key="att_source").set_value("Type your own").run()
@@ -54,6 +57,7 @@ def test_typed_sequence_bad_input_gets_a_message():
     assert not at.warning and len(at.get("vega_lite_chart")) == charts_ok
 
 
+@pytest.mark.app
 def test_ablation_changes_the_metric_shown():
     at = two_block("pages/circuits.py")
     before = {m.label: m.value for m in at.metric}

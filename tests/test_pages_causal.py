@@ -1,17 +1,14 @@
 """The Causal experiments page through AppTest: every shipped checkpoint renders it (with what is
 meaningful for zero and one block said on the page), its numbers are core's, and nonsense corruption
 choices get a message."""
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.state import shipped_files
+from ui.model_keys import shipped_key
 
-from helpers import open_app
+from helpers import ROOT, SHIPPED, TWO_BLOCK, open_app
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [row["file"] for row in shipped_files()]
 PAGE = "pages/causal.py"
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
@@ -25,6 +22,7 @@ def texts(at, kind: str) -> str:
     return " ".join(x.value for x in getattr(at, kind))
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_page_on_every_shipped_checkpoint(file):
     at = open_on(file)
@@ -52,22 +50,24 @@ def test_page_on_every_shipped_checkpoint(file):
         assert len(at.get("vega_lite_chart")) == 4 + 3 + 6
 
 
+@pytest.mark.app
 def test_page_numbers_are_core_numbers():
     from core.causal import views as causal
     from core.model.checkpoints import read_checkpoint
 
     at = open_on("variable-period-2block.pt")
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
-    period = at.number_input(key="cz_period_shipped:variable-period-2block.pt").value
+    period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
     res = causal.task_experiments(model, info["task"], period, 32, 0)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["M(clean)"] == f"{res['m_clean']:.3f}" and metrics["M(corrupted)"] == f"{res['m_corrupted']:.3f}"
 
 
+@pytest.mark.app
 def test_nonsense_corruptions_get_a_message():
     at = open_on("variable-period-2block.pt")
     charts = len(at.get("vega_lite_chart"))
-    box = at.number_input(key="cz_period_shipped:variable-period-2block.pt")
+    box = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK))
     for period, words in ((1, "at least 2"), (box.max, "no complete second copy")):
         box.set_value(period).run()
         assert not at.exception and at.warning and words in at.warning[0].value, texts(at, "warning")
@@ -84,9 +84,10 @@ def test_nonsense_corruptions_get_a_message():
         assert len(at.get("vega_lite_chart")) == 0
     at.text_input(key="cz_text").set_value("xyzuvwxyzuvw").run()
     assert not at.warning and len(at.get("vega_lite_chart")) == charts
-    assert at.session_state["picked_model"] == "shipped:variable-period-2block.pt"  # the session is intact
+    assert at.session_state["picked_model"] == shipped_key(TWO_BLOCK)  # the session is intact
 
 
+@pytest.mark.app
 def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once, a
     note and a button; the click draws the two sweep charts."""
@@ -118,6 +119,7 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
     assert (forced["resid"] == small["resid"]).all()
 
 
+@pytest.mark.app
 def test_the_paths_over_training_wait_for_a_click_then_draw():
     at = open_on("variable-period-2block.pt")
     before = len(at.get("vega_lite_chart"))

@@ -1,6 +1,5 @@
 """The training-step control on the Attention and Circuits pages (ui/steps.py): moving it changes
 the numbers shown, and they equal a fresh computation on that snapshot's weights."""
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,9 +10,8 @@ from core.model.checkpoints import read_checkpoint
 from core.model.snapshots import snapshot_model
 from core.reading import analysis
 
-from helpers import open_app
+from helpers import ROOT, open_app
 
-ROOT = Path(__file__).resolve().parent.parent
 TWO_BLOCK = "variable-period-2block.pt"
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
@@ -30,6 +28,7 @@ def early_step() -> tuple[int, object, object]:
     return snap["step"], snapshot_model(model, snap["state_dict"]), info["task"]
 
 
+@pytest.mark.app
 def test_attention_page_scores_are_the_snapshots():
     at = page("pages/attention.py")
     final = at.dataframe[0].value.copy()
@@ -50,6 +49,7 @@ def test_attention_page_scores_are_the_snapshots():
     assert any(f"Training step {step}" in c.value for c in at.caption)
 
 
+@pytest.mark.app
 def test_circuits_page_numbers_are_the_snapshots():
     at = page("pages/circuits.py")
     final = {m.label: m.value for m in at.metric}

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
+from ui.model_keys import shipped_key
 from ui.pages import PATH
 from ui.training import run_pool
 
@@ -54,12 +55,13 @@ def run_until_done(at: AppTest):
     return run
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_home_and_train_render_on_every_shipped_checkpoint(file):
     at = app()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    at.selectbox(key="picked_model").set_value(shipped_key(file)).run()
     assert not at.exception, at.exception
-    assert at.session_state["picked_model"] == f"shipped:{file}"
+    assert at.session_state["picked_model"] == shipped_key(file)
     assert len(at.metric) == 4 and all(m.value for m in at.metric)
     assert len(at.get("page_link")) == len(PATH)  # the home page's path: every page but Home
     assert len(at.latex) >= 2
@@ -70,6 +72,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
     assert not at.error
 
 
+@pytest.mark.app
 def test_training_a_few_steps_adds_a_picked_downloadable_model():
     at = app("pages/train.py")
     before = [w.options for w in at.selectbox if w.key == "picked_model"]  # no picker without any model
@@ -97,6 +100,7 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert not at.exception and at.session_state["picked_model"] == key
 
 
+@pytest.mark.app
 def test_a_finished_live_run_shows_its_timeline():
     """A run trained in a worker comes back with its snapshots, and the Train page draws its timeline;
     the in-context-learning score it prints is the final model's, measured here from the loss at each
@@ -125,6 +129,7 @@ def test_a_finished_live_run_shows_its_timeline():
     assert any(f"Its final value: {icl:.2f} nats." in c.value for c in at.caption)
 
 
+@pytest.mark.app
 def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_chart():
     at = app("pages/train.py")
     tiny_settings(at, steps=5000, layers=2)
@@ -153,6 +158,7 @@ def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_
     ((40, 64), 96, "no complete second copy"),
     ((32, 32), 40, "raise seq_len to at least 64"),
 ])
+@pytest.mark.app
 def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, phrase):
     at = app("pages/train.py")
     at.slider(key="tr_periods").set_value(periods)
@@ -164,6 +170,7 @@ def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, 
     assert "train_run" not in at.session_state
 
 
+@pytest.mark.app
 def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     at = app("pages/train.py")
     tiny_settings(at, steps=5000)
@@ -197,6 +204,8 @@ LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8,
                steps=100_000)
 
 
+@pytest.mark.worker
+@pytest.mark.app
 def test_a_full_server_makes_training_wait_with_a_visible_status():
     pool = run_pool()
     others = [pool.start(replace(LONG, seed=100 + i), f"other-session-{i}") for i in range(pool.capacity)]
@@ -237,6 +246,7 @@ def test_history_frames_and_the_drop_step():
     assert bad.problem() == str(e.value)
 
 
+@pytest.mark.app
 def test_settings_survive_a_visit_to_another_page():
     at = app("pages/train.py")
     tiny_settings(at, steps=7, layers=3)
@@ -259,8 +269,9 @@ def _write_study(path: Path) -> None:
     path.write_text(header + "\n".join(rows) + "\n")
 
 
+@pytest.mark.app
 def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):
-    transition = pytest.importorskip("core.training.transition")
+    import core.training.transition as transition
     monkeypatch.setattr(transition, "STUDY_FILE", tmp_path / "transition_study.csv")
     at = app("pages/train.py")
     assert any("Not yet measured" in i.value for i in at.info)
@@ -283,6 +294,7 @@ def test_the_cores_are_split_between_running_trainings():
     assert split_threads(2, cores=2) == 1 and split_threads(1, cores=1) == 1
 
 
+@pytest.mark.app
 def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_models():
     at = app("pages/train.py")
     tiny_settings(at, steps=3)
@@ -304,6 +316,7 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
     assert not at.button(key="tr_train").disabled, "the student can train again"
 
 
+@pytest.mark.app
 def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
     alice, bob = app("pages/train.py"), app("pages/train.py")
     tiny_settings(alice, steps=40, layers=1)

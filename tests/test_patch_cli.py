@@ -86,6 +86,7 @@ def test_bad_files_are_refused_in_one_line(cli, bad_files, name):
     assert not marker.exists()
 
 
+@pytest.mark.worker
 def test_a_real_process_agrees(small_checkpoint):
     r = python_m("core.patch", small_checkpoint[0], "--json", "--n-seqs", 4, "--period", 6)
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""Path expansion (core/paths.py): exact with the patterns fixed, for 0, 1 and 2 blocks, with and
+"""Path expansion (core/reading/paths.py): exact with the patterns fixed, for 0, 1 and 2 blocks, with and
 without biases; the zero-block Gram form; score terms; weight-read skip-trigrams; composition."""
 import math
 
@@ -13,6 +13,7 @@ from core.reading.composition import composition_baseline, composition_matrix
 from core.reading.paths import logit_contributions, mean_target_contributions, path_terms
 from core.reading.score_groups import GROUPS, score_groups
 from core.reading.score_terms import induction_margins, mean_induction_score_terms, score_terms, target_margin
+from ui.model_keys import shipped_key
 
 from helpers import SHIPPED, open_app, random_tokens, tiny_model
 
@@ -182,6 +183,7 @@ def test_induction_margins_match_the_one_query_margin_and_add_up():
 # ---------------------------------------------------------------------------------------------
 # The page, through AppTest, with every shipped checkpoint
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_depth_page_with_every_shipped_checkpoint(file):
     at = open_app("pages/depth.py", file)
@@ -216,6 +218,7 @@ def test_batched_score_terms_match_single_sequences_and_groups_add_up():
     assert math.isclose(groups[GROUPS[2]], by_hand, abs_tol=1e-9)
 
 
+@pytest.mark.app
 def test_depth_page_survives_switching_models_with_widgets_set():
     at = open_app("pages/depth.py", "variable-period-2block.pt")
     at.selectbox(key="depth_block_2").set_value(1).run()
@@ -223,7 +226,7 @@ def test_depth_page_survives_switching_models_with_widgets_set():
     at.radio(key="depth_which").set_value("top").run()
     assert not at.exception
     for file in ("variable-period-1block.pt", "zero-block.pt", "variable-period-2block.pt"):
-        at.session_state["picked_model"] = f"shipped:{file}"  # AppTest drops the sidebar after switch_page
+        at.session_state["picked_model"] = shipped_key(file)  # AppTest drops the sidebar after switch_page
         at.run()
         assert not at.exception, (file, [e.value for e in at.exception])
         infos = " ".join(i.value for i in at.info)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.model_keys import shipped_key
 from ui.python_panel import RECORD_KEY, RUN_KEY
-from ui.state import shipped_files
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = {row["file"] for row in shipped_files()}
+from helpers import ROOT, SHIPPED
+
 TOL = 1e-4
 MARK = "@@SNIPPET-CHECKS@@"
 
@@ -24,11 +24,11 @@ pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.p
 def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
     """The snippets `page` shows for shipped `file`, after setting widgets [(kind, key, value)]."""
     if file not in SHIPPED:
-        pytest.skip(f"{file} is not in checkpoints/")
+        pytest.fail(f"{file} is not in checkpoints/")
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.session_state[RECORD_KEY] = True
     at.run()
-    at.selectbox(key="picked_model").set_value(f"shipped:{file}").run()
+    at.selectbox(key="picked_model").set_value(shipped_key(file)).run()
     at.switch_page(page)
     at.run()
     for kind, key, value in widgets:
@@ -100,6 +100,7 @@ def check_page(page, file, widgets=(), at_least=1):
     check_snippets(shown)
 
 
+@pytest.mark.app
 def test_attention_snippets_2block():
     check_page("pages/attention.py", "variable-period-2block.pt",
                [("selectbox", "att_head", "2.2"), ("slider", "att_period", 19), ("number_input", "att_seed", 3),
@@ -110,11 +111,12 @@ def mid_snapshot_step(file: str) -> int:
     """A snapshot step in the middle of the shipped file's training (the step slider's options)."""
     from core.model.checkpoints import read_checkpoint
     if file not in SHIPPED:
-        pytest.skip(f"{file} is not in checkpoints/")
+        pytest.fail(f"{file} is not in checkpoints/")
     steps = [s["step"] for s in read_checkpoint(ROOT / "checkpoints" / file)[1]["snapshots"]]
     return steps[len(steps) // 2]
 
 
+@pytest.mark.app
 def test_attention_snippets_follow_the_step_slider():
     """At a snapshot step the snippets load that step's weights and give that step's numbers."""
     step = mid_snapshot_step("variable-period-2block.pt")
@@ -124,6 +126,7 @@ def test_attention_snippets_follow_the_step_slider():
     check_snippets(shown[:2])  # the pattern and the score table
 
 
+@pytest.mark.app
 def test_circuits_snippets_follow_the_step_slider():
     step = mid_snapshot_step("variable-period-2block.pt")
     shown = page_snippets("pages/circuits.py", "variable-period-2block.pt", [("select_slider", "cir_step", step)])
@@ -131,47 +134,56 @@ def test_circuits_snippets_follow_the_step_slider():
     check_snippets(shown[2:4])  # the copying matrix and the copying table
 
 
+@pytest.mark.app
 def test_attention_snippets_typed_text_1block():
     check_page("pages/attention.py", "variable-period-1block.pt",
                [("radio", "att_source", "Type your own"), ("text_input", "att_text", "abcdabcdabcd")], at_least=4)
 
 
+@pytest.mark.app
 def test_circuits_snippets_2block():
     check_page("pages/circuits.py", "variable-period-2block.pt",
                [("selectbox", "cir_head", "2.3"), ("multiselect", "cir_ablate", ["1.2", "2.1"]),
                 ("radio", "cir_mode", "mean")], at_least=7)
 
 
+@pytest.mark.app
 def test_circuits_snippets_1block_bias():
     check_page("pages/circuits.py", "fixed-period-1block-bias.pt", at_least=6)
 
 
+@pytest.mark.app
 def test_depth_snippets_2block():
     check_page("pages/depth.py", "variable-period-2block.pt",
                [("number_input", "depth_seed", 4), ("radio", "depth_which", "top")], at_least=5)
 
 
+@pytest.mark.app
 def test_depth_snippets_zero_block():
     check_page("pages/depth.py", "zero-block.pt", at_least=2)
 
 
+@pytest.mark.app
 def test_icl_snippets_2block():
     check_page("pages/icl.py", "variable-period-2block.pt", [("number_input", "icl_ex_seed", 2)], at_least=4)
 
 
+@pytest.mark.app
 def test_icl_snippets_drawn_pattern_1block():
     check_page("pages/icl.py", "variable-period-1block.pt",
                [("radio", "icl_mode", "draw"), ("number_input", "icl_seed", 5)], at_least=4)
 
 
+@pytest.mark.app
 def test_archetypes_snippets():
     check_page("pages/archetypes.py", "variable-period-2block.pt",
                [("selectbox", "arch_name", "duplicate_token"), ("slider", "arch_sharp", 3.5)], at_least=3)
 
 
+@pytest.mark.app
 def test_home_snippet_2block():
     if "variable-period-2block.pt" not in SHIPPED:
-        pytest.skip("checkpoint missing")
+        pytest.fail("checkpoint missing")
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.session_state[RECORD_KEY] = True
     at.run()
@@ -181,19 +193,23 @@ def test_home_snippet_2block():
     check_snippets(shown)
 
 
+@pytest.mark.app
 def test_causal_snippet_task_2block():
     check_page("pages/causal.py", "variable-period-2block.pt", [("number_input", "cz_seed", 1)], at_least=4)
 
 
+@pytest.mark.app
 def test_causal_snippet_typed_1block():
     check_page("pages/causal.py", "variable-period-1block.pt",
                [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab")], at_least=3)
 
 
+@pytest.mark.app
 def test_train_snippets_shipped_runs():
     check_page("pages/train.py", "variable-period-2block.pt", at_least=4)
 
 
+@pytest.mark.app
 def test_train_snippets_of_a_live_run(tmp_path):
     """A short run trained on the page: the snippet trains it again with the worker's calls and gets
     the page's final numbers; the timeline snippet reads the downloaded checkpoint (my_model.pt)."""
@@ -221,3 +237,4 @@ def test_train_snippets_of_a_live_run(tmp_path):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "my_model.pt").write_bytes(run.result[2])
     check_snippets(shown, tmp_path)
+

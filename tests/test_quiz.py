@@ -1,8 +1,7 @@
-"""Predict-then-reveal questions (core/quiz.py, ui/quiz.py): on every page and on the shipped 2-block
+"""Predict-then-reveal questions (core/quiz/questions.py, ui/quiz.py): on every page and on the shipped 2-block
 and 1-block models, each question marks its right answer right and wrong answers wrong, the right
 answer agrees with an independent computation where one is cheap, and a question without a clear
 answer for the model says so instead of asking."""
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,12 +13,9 @@ from core.quiz import causal as quiz_causal
 from core.quiz import questions as quiz
 from core.quiz import training as quiz_training
 from core.reading.attention import task_sequences
-from ui.state import shipped_files
 
-from helpers import open_app
+from helpers import ROOT, open_app
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = {row["file"] for row in shipped_files()}
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
 PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
          "pages/causal.py", "pages/train.py"]  # None: Home
@@ -42,6 +38,7 @@ def verdict(at) -> str:
     return "right" if right else "wrong"
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("file", [TWO, ONE])
 @pytest.mark.parametrize("page", PAGES, ids=[p or "home" for p in PAGES])
 def test_each_question_marks_right_and_wrong(page, file):
@@ -129,7 +126,7 @@ def naive_top_copier(file) -> str:
     return max(out, key=out.get)
 
 
-# ---- core/quiz.py on planted numbers -----------------------------------------------------------
+# ---- core/quiz/questions.py on planted numbers -----------------------------------------------------------
 
 
 def test_planted_previous_token_and_ties():

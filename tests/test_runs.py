@@ -48,6 +48,7 @@ def pool():
     p.shutdown()
 
 
+@pytest.mark.worker
 def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_back(pool):
     run = pool.start(TINY, "alice")  # one torch thread in the worker, as here: the reference below is bit-exact
     wait_until(lambda: len(run.rows) >= 3 and run.step >= 60, what="three logged rows")
@@ -76,6 +77,7 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
     assert run.step == steps and pool.running() == 0
 
 
+@pytest.mark.worker
 def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(pool):
     run = pool.start(replace(TINY, steps=30), "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
@@ -86,6 +88,7 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
     assert not model.training
 
 
+@pytest.mark.worker
 def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
     """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
     and the experiments (core.training.interventions) travel with it: the same as the same run trained here."""
@@ -107,6 +110,7 @@ def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(poo
     assert (train["hold_prev_head"], train["knockout_layer"], train["knockout_head"]) == (0, 1, 3)
 
 
+@pytest.mark.worker
 def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
     run = pool.start(TINY, "alice")
     wait_until(lambda: run.step > 5, what="training")
@@ -119,6 +123,7 @@ def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
     assert again.status == "finished"
 
 
+@pytest.mark.worker
 def test_a_silent_worker_is_ended_after_hang_seconds(pool):
     run = pool.start(TINY, "alice")
     wait_until(lambda: run.step > 5, what="training")
@@ -134,6 +139,7 @@ def test_a_silent_worker_is_ended_after_hang_seconds(pool):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.worker
 def test_reset_retrain_and_a_gone_session_end_the_worker():
     sessions = {"alice", "bob"}
     pool = RunPool(capacity=2, owner_grace=0.3, is_alive=lambda owner: owner in sessions)
@@ -155,6 +161,7 @@ def test_reset_retrain_and_a_gone_session_end_the_worker():
         pool.shutdown()
 
 
+@pytest.mark.worker
 def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     """One torch thread per worker, whatever runs beside it: the most steps per CPU-second when
     trainings queue, and a fixed count keeps runs of the same settings bit-identical."""
@@ -172,6 +179,7 @@ def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     assert pool.runs_of("alice") == [] and pool.runs_of("carol") == [c]
 
 
+@pytest.mark.worker
 def test_runs_of_different_owners_are_apart(pool):
     a = pool.start(TINY, "alice")
     b = pool.start(replace(TINY, n_layers=0), "bob")
@@ -198,6 +206,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 def test_no_worker_outlives_its_server(how):
     """SIGTERM: the server exits normally and ends its workers; SIGKILL: nothing runs in the server,

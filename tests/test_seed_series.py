@@ -39,6 +39,7 @@ def pool():
     p.shutdown()
 
 
+@pytest.mark.worker
 def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
     series = SeedSeries(pool, replace(TINY, seed=7), 3, "alice|seeds").start()
     overlap = []
@@ -56,6 +57,7 @@ def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
     assert len({r["final_loss_later"] for r in series.results}) == 3, "different seeds, different runs"
 
 
+@pytest.mark.worker
 def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
     series = SeedSeries(pool, replace(TINY, steps=5000), 4, "alice|seeds").start()
     deadline = time.monotonic() + 60
@@ -67,6 +69,7 @@ def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
     assert pool.running() == 0 and not pool.runs_of("alice|seeds")
 
 
+@pytest.mark.worker
 def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slot(pool):
     """One training slot per session: the series waits while the session's own run trains (a slot
     is free all the while), and does not end that run."""
@@ -83,6 +86,7 @@ def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slo
     assert [r["status"] for r in series.results] == ["finished"] * 3
 
 
+@pytest.mark.worker
 def test_a_seed_that_never_ends_is_ended_after_its_deadline():
     """Every wait has a deadline: with training switched off the seed waits in line for ever, so
     the series ends it and says so."""
@@ -97,17 +101,20 @@ def test_a_seed_that_never_ends_is_ended_after_its_deadline():
         pool.shutdown()
 
 
+@pytest.mark.worker
 @pytest.mark.parametrize("n, phrase", [(2, "between 3 and 5"), (6, "between 3 and 5")])
 def test_a_series_needs_three_to_five_seeds(pool, n, phrase):
     with pytest.raises(ValueError, match=phrase):
         SeedSeries(pool, TINY, n, "alice|seeds")
 
 
+@pytest.mark.worker
 def test_bad_settings_are_refused_with_the_settings_own_sentence(pool):
     with pytest.raises(ValueError, match="no complete second copy"):
         SeedSeries(pool, replace(TINY, period_min=40, period_max=64, seq_len=96), 3, "alice|seeds")
 
 
+@pytest.mark.app
 def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
     at = open_app("pages/train.py", timeout=60)
     at.slider(key="tr_layers").set_value(1)

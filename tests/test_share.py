@@ -1,18 +1,17 @@
 """Shareable views (ui/share.py): a link's parameters round-trip through the address, and bad
 values of every kind give the default and a note, never an exception, on every page."""
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import share
-from ui.state import shipped_files
+from ui.model_keys import shipped_key
+from ui.pages import ALL_PAGES
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = {row["file"] for row in shipped_files()}
+from helpers import ROOT, SHIPPED
+
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = ["home", "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/train.py", "pages/causal.py"]
+PAGES = [p.file or "home" for p in ALL_PAGES]
 
 pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
@@ -36,14 +35,15 @@ def address(at: AppTest) -> dict:
 
 @pytest.fixture(autouse=True)
 def _need_checkpoints():
-    if not {TWO, ONE} <= SHIPPED:
-        pytest.skip("the shipped checkpoints are missing")
+    if not {TWO, ONE} <= set(SHIPPED):
+        pytest.fail("the shipped checkpoints are missing")
 
 
+@pytest.mark.app
 def test_attention_view_round_trips():
     link = {"model": "variable-period-1block", "head": "1.3", "period": "17", "seed": "42", "seq": "task"}
     at = open_link("pages/attention.py", link)
-    assert at.session_state["picked_model"] == f"shipped:{ONE}"
+    assert at.session_state["picked_model"] == shipped_key(ONE)
     assert at.selectbox(key="att_head").value == "1.3"
     assert at.slider(key="att_period").value == 17 and at.number_input(key="att_seed").value == 42
     assert not at.warning
@@ -61,6 +61,7 @@ def test_attention_view_round_trips():
     assert typed.radio(key="att_source").value == "Type your own"
 
 
+@pytest.mark.app
 def test_circuits_and_archetypes_round_trip():
     link = {"model": "variable-period-2block", "head": "2.4", "ablate": "1.2,2.3", "mode": "mean"}
     at = open_link("pages/circuits.py", link)
@@ -80,11 +81,12 @@ def test_circuits_and_archetypes_round_trip():
     assert at.number_input(key="depth_seed").value == 7 and address(at)["seed"] == "7"
 
 
+@pytest.mark.app
 def test_causal_view_round_trips():
     link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task"}
     at = open_link("pages/causal.py", link)
-    assert at.session_state["picked_model"] == f"shipped:{ONE}"
-    assert at.number_input(key=f"cz_period_shipped:{ONE}").value == 7  # the period input is keyed by model
+    assert at.session_state["picked_model"] == shipped_key(ONE)
+    assert at.number_input(key="cz_period_" + shipped_key(ONE)).value == 7  # the period input is keyed by model
     assert at.number_input(key="cz_seed").value == 3
     assert not [w for w in at.sidebar.warning if w.value.startswith("Link")]  # (the page may warn: small gap)
     assert address(at) == link
@@ -114,37 +116,53 @@ BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_bad_values_give_defaults_and_notes_on_every_page(page):
-    ours = ["model", *share.PAGE_PARAMS.get(page.split("/")[-1].removesuffix(".py"), {})]
+def test_read_link_refuses_every_bad_value_on_every_page(page):
+    """read_link alone, every bad link on every page: each of the page's parameters is refused with a
+    short note naming it (an empty value is no value), and the default model stays picked."""
+    from ui.state import all_models  # outside Streamlit: the shipped models only
+    models, name = all_models(), page.split("/")[-1].removesuffix(".py")
+    ours = ["model", *share.PAGE_PARAMS.get(name, {})]
     for link in BAD_LINKS:
-        at = open_link(page, link)
-        assert at.session_state["picked_model"] == f"shipped:{TWO}"  # a bad model keeps the default
-        notes = [w.value for w in at.sidebar.warning]
-        named = {name for name in ours for n in notes if f"`{name}" in n}
-        valid_empty = {n for n in ours if link[n] == ""}  # an empty value is no value: nothing to say
-        assert named | valid_empty == set(ours), (link, notes)
+        state, notes = share.read_link(link, name, models, shipped_key(TWO))
+        named = {p for p in ours for n in notes if f"`{p}" in n}
+        assert named | {p for p in ours if link[p] == ""} == set(ours), (link, notes)
         assert all(len(n) < 400 for n in notes), notes  # a huge value is never echoed
-        got = address(at)
-        assert all(got.get(k) != link[k] for k in ours if link[k]), (got, link)  # the bad values are gone
-        assert at.session_state["picked_model"] == f"shipped:{TWO}"
+        assert state.get("picked_model", shipped_key(TWO)) == shipped_key(TWO)
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("page", PAGES)
+def test_a_bad_link_gives_defaults_and_notes_on_every_page(page):
+    """One full render per page (read_link's cases are above): the notes reach the sidebar, the bad
+    values leave the address, and the default model stays picked."""
+    ours = ["model", *share.PAGE_PARAMS.get(page.split("/")[-1].removesuffix(".py"), {})]
+    link = BAD_LINKS[0]
+    at = open_link(page, link)
+    notes = [w.value for w in at.sidebar.warning]
+    named = {name for name in ours for n in notes if f"`{name}" in n}
+    assert named | {n for n in ours if link[n] == ""} == set(ours), (link, notes)
+    got = address(at)
+    assert all(got.get(k) != link[k] for k in ours if link[k]), (got, link)  # the bad values are gone
+    assert at.session_state["picked_model"] == shipped_key(TWO)
 
 
 def test_read_link_never_touches_files_and_checks_each_value():
     from ui.state import all_models  # outside Streamlit: the shipped models only
     models = {k: m for k, m in all_models().items()}
-    picked = f"shipped:{TWO}"
+    picked = shipped_key(TWO)
     state, notes = share.read_link({"model": "variable-period-1block", "head": "1.4", "period": "30"}, "attention",
                                    models, picked)
-    assert state == {"picked_model": f"shipped:{ONE}", "att_head": "1.4", "att_period": 30} and not notes
-    state, notes = share.read_link({"head": "2.1"}, "attention", models, f"shipped:{ONE}")
+    assert state == {"picked_model": shipped_key(ONE), "att_head": "1.4", "att_period": 30} and not notes
+    state, notes = share.read_link({"head": "2.1"}, "attention", models, shipped_key(ONE))
     assert state == {} and len(notes) == 1 and "not a head" in notes[0]
     state, notes = share.read_link({"head": "2.1", "model": "variable-period-2block"}, "attention", models,
-                                   f"shipped:{ONE}")
+                                   shipped_key(ONE))
     assert state == {"picked_model": picked, "att_head": "2.1"}
     state, notes = share.read_link({"seed": "3"}, "circuits", models, picked)  # not a circuits parameter
     assert state == {} and not notes
 
 
+@pytest.mark.app
 def test_session_model_cannot_be_shared():
     from core.model.checkpoints import read_checkpoint
     from ui.state import LabModel
@@ -159,3 +177,4 @@ def test_session_model_cannot_be_shared():
     assert "model" not in got and got["head"] in ("1.1", "1.2", "1.3", "1.4")  # the view, not the model
     assert any("cannot carry it" in c.value for c in at.sidebar.caption)
     assert share.link_of("attention", {"picked_model": "session:abc", "att_head": "1.1"}) == {"head": "1.1"}
+

@@ -25,7 +25,7 @@ from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 
-from helpers import TINY, design_payload
+from helpers import TINY, design_payload, shipped
 
 TASK = TaskConfig(4, 8, 24)
 
@@ -200,15 +200,15 @@ def test_the_live_recorder_never_loses_the_drop_whatever_its_budget(drop_at):
 # ---------------------------------------------------------------------------------------------
 # The shipped 2-block file: its snapshots resolve the drop
 
-SHIPPED = __import__("pathlib").Path(__file__).resolve().parent.parent / "checkpoints" / "variable-period-2block.pt"
+SHIPPED_2BLOCK = shipped()
 
 
 @pytest.fixture(scope="module")
 def shipped_curve():
-    if not SHIPPED.is_file():
-        pytest.skip("the shipped 2-block checkpoint is not installed")
+    if not SHIPPED_2BLOCK.is_file():
+        pytest.fail("the shipped 2-block checkpoint is not installed")
     from core.training.trainer import eval_batch, evaluate
-    model, info = read_checkpoint(SHIPPED)
+    model, info = read_checkpoint(SHIPPED_2BLOCK)
     tokens, periods = eval_batch(info["task"], model.cfg.vocab_size)
     rows = {}
     for snap in info["snapshots"]:
@@ -217,10 +217,10 @@ def shipped_curve():
 
 
 def test_the_shipped_file_is_version_2_and_small():
-    if not SHIPPED.is_file():
-        pytest.skip("the shipped 2-block checkpoint is not installed")
-    assert SHIPPED.stat().st_size <= 10 * 10**6
-    assert torch.load(SHIPPED, weights_only=True)["version"] == 2
+    if not SHIPPED_2BLOCK.is_file():
+        pytest.fail("the shipped 2-block checkpoint is not installed")
+    assert SHIPPED_2BLOCK.stat().st_size <= 10 * 10**6
+    assert torch.load(SHIPPED_2BLOCK, weights_only=True)["version"] == 2
 
 
 def test_the_shipped_snapshots_hold_the_circuit_before_and_after_the_drop(shipped_curve):

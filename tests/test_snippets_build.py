@@ -12,10 +12,11 @@ import pytest
 
 from core.training.train_settings import TrainSettings
 from ui import snippets
+from ui.model_keys import SHIPPED, shipped_key
 from ui.python_panel import Snippet
 from ui.snippets.fill import Code, fill
 
-SHIPPED_KEY = "shipped:variable-period-2block.pt"
+SHIPPED_KEY = shipped_key("variable-period-2block.pt")
 AT_STEP = SHIPPED_KEY + "@step120"  # a snapshot of it (ui.steps.STEP_TAG)
 SESSION = "session:abc"  # a model trained or uploaded in the session
 SETTINGS = TrainSettings(n_layers=2, period_min=4, period_max=8, seq_len=24, bias=False, lr=0.01, batch_size=4,
@@ -37,7 +38,7 @@ CASES: dict[str, list[tuple]] = {
     "composition": [(SHIPPED_KEY,)],
     "ablation": [(SHIPPED_KEY, ["1.2", "2.1"], "mean"), (SHIPPED_KEY, [], "zero")],
     "ablation_grid": [(SHIPPED_KEY, "zero")],
-    "zero_block": [("shipped:zero-block.pt",)],
+    "zero_block": [(shipped_key("zero-block.pt"),)],
     "logit_paths": [(SHIPPED_KEY, 4, 17, "target"), (SHIPPED_KEY, 0, 0, "top")],
     "skip_trigrams": [(SHIPPED_KEY, 1, 3, 5, 4), (SHIPPED_KEY, 0, 0, 15, 4)],
     "mean_paths": [(SHIPPED_KEY,)],
@@ -132,7 +133,7 @@ def test_snippet_compiles_and_its_core_names_exist(name, snippet):
         names.visit(ast.parse(check, mode="eval"))
     assert names.used, "a snippet calls core"
     assert not names.missing, names.missing
-    assert "@step" not in snippet.code and "shipped:" not in snippet.code  # keys never leak into code
+    assert "@step" not in snippet.code and SHIPPED not in snippet.code  # keys never leak into code
 
 
 def test_fill_writes_literals_and_comments():

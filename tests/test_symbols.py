@@ -1,4 +1,4 @@
-"""Typed text <-> tokens (core/symbols.py): one mapping, one encoder and one message for the same
+"""Typed text <-> tokens (core/model/symbols.py): one mapping, one encoder and one message for the same
 input on every page that takes typed text."""
 import pytest
 import torch
@@ -57,6 +57,7 @@ def test_head_labels_are_one_based():
     assert all(parse_head_label(s) == (i // 3, i % 3) for i, s in enumerate(head_labels(3, 3)))
 
 
+@pytest.mark.app
 def test_every_page_gives_the_same_message_for_the_same_text():
     """The attention, in-context and archetype pages encode typed text with the one encoder: an
     unknown character gets the very same sentence on each."""

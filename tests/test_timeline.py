@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
 from core.model.tinycharlm import ModelConfig, TinyCharLM
@@ -62,6 +63,7 @@ def test_live_strip_spreads_six_frames_across_the_drop_and_picks_heads_on_the_la
     assert tl.live_strip([], [], 64, 4) is None
 
 
+@pytest.mark.worker
 def test_a_worker_streams_the_patterns_of_each_logged_step():
     """The frame at step 50 equals the patterns of the same run trained here to step 50."""
     pool = RunPool(capacity=1, hang_seconds=120)

@@ -335,7 +335,7 @@ def test_shipped_transition_study_loads():
     from core.training.transition import STUDY_FILE
 
     if not STUDY_FILE.is_file():
-        pytest.skip("checkpoints/transition_study.csv is not shipped yet (bench/transition_study.py writes it)")
+        pytest.fail("checkpoints/transition_study.csv is not shipped yet (bench/transition_study.py writes it)")
     frame = load_study()
     assert set(frame["blocks"]) == {1, 2}
     assert (frame.groupby("blocks").size() >= 10).all()

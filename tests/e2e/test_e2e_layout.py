@@ -9,6 +9,8 @@ from ui.pages import PATH
 
 from streamlit_server import PAGES
 
+pytestmark = pytest.mark.e2e
+
 WIDTHS = (800, 1400)
 # Charts each page draws for the default (shipped) model without any clicks: the least number. Home
 # draws none; it must show its headline metrics and a link to every other page instead.

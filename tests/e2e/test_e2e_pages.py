@@ -2,7 +2,11 @@
 reading at two widths: tests/e2e/test_e2e_layout.py.)"""
 from __future__ import annotations
 
+import pytest
+
 from streamlit_server import StreamlitServer
+
+pytestmark = pytest.mark.e2e
 
 
 def test_deep_link_on_a_fresh_server_gets_the_lab_navigation(new_app):

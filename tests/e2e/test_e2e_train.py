@@ -10,6 +10,8 @@ import pytest
 
 from streamlit_server import StreamlitServer
 
+pytestmark = pytest.mark.e2e
+
 STEP = re.compile(r"step (\d+) / (\d+)")
 
 

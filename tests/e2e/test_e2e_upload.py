@@ -13,6 +13,8 @@ from ui.state import MAX_UPLOAD_MB
 from helpers import bad_checkpoints
 from streamlit_server import ARTIFACTS
 
+pytestmark = pytest.mark.e2e
+
 BAD = ("random-bytes", "arbitrary-pickle", "version-3", "wrong-shape", "empty")
 
 

@@ -6,7 +6,11 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from streamlit_server import PAGES, StreamlitServer
+
+pytestmark = pytest.mark.e2e
 
 STEP = re.compile(r"step (\d+) / (\d+)")
 

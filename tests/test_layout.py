@@ -1,0 +1,59 @@
+"""core's layout: each subpackage imports only the ones its docstring allows, every module imports
+in a fresh interpreter per subpackage, `import core` and core.training.live load
+without torch, and no core module passes 300 lines."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+# What each subpackage may import besides itself (core/__init__.py states the same order).
+ALLOWED = {
+    "model": set(),
+    "reading": {"model"},
+    "causal": {"model", "reading"},
+    "archetypes": {"model", "reading"},
+    "training": {"model", "reading"},
+    "pool": {"model", "reading", "training"},
+    "quiz": {"model", "reading", "causal", "training"},
+}
+
+_IMPORT_EACH = r"""
+import importlib, json, pkgutil, sys
+package = importlib.import_module("core." + sys.argv[1])
+for info in pkgutil.iter_modules(package.__path__):
+    importlib.import_module(f"{package.__name__}.{info.name}")
+print(json.dumps(sorted({n.split(".")[1] for n in sys.modules if n.startswith("core.") and n.count(".") >= 1})))
+"""
+
+
+def fresh(code: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_subpackages_are_the_ones_documented():
+    found = {p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").is_file()}
+    assert found == set(ALLOWED)
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_subpackage_imports_only_what_it_may(package):
+    pulled = set(json.loads(fresh(_IMPORT_EACH, package))) - {package}
+    assert pulled <= ALLOWED[package], f"core.{package} imports core.{sorted(pulled - ALLOWED[package])}"
+
+
+def test_core_and_live_load_without_torch():
+    code = "import sys, core, core.training.live; print('torch' in sys.modules)"
+    assert fresh(code).strip() == "False"
+
+
+def test_no_core_module_over_300_lines():
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "core").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 300}
+    assert not long
