@@ -1,4 +1,4 @@
-"""Experiments on the training itself: how far does the induction drop move? (core/interventions.py)
+"""Experiments on the training itself: how far does the induction drop move? (core/training/interventions.py)
 
     python bench/training_experiments.py [--seeds 5] [--threads 1] [--json]
 

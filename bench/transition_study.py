@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     command = "python bench/transition_study.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     out = ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out)
     header = [
-        "# Induction transition study: one row per training run (core/transition.py defines every column).",
+        "# Induction transition study: one row per training run (core/training/transition.py defines every column).",
         f"# command: {command.strip()}",
         f"# settings: preset {PRESET} (depth varied), {steps} steps, "
         f"loss_later_copies measured every {args.every} steps "
