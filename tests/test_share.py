@@ -83,8 +83,9 @@ def test_circuits_and_archetypes_round_trip():
 
 @pytest.mark.app
 def test_causal_view_round_trips():
-    link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task"}
+    link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task", "corruption": "resample"}
     at = open_link("pages/causal.py", link)
+    assert at.radio(key="cz_corruption").value == "resample"
     assert at.session_state["picked_model"] == shipped_key(ONE)
     assert at.number_input(key="cz_period_" + shipped_key(ONE)).value == 7  # the period input is keyed by model
     assert at.number_input(key="cz_seed").value == 3
@@ -111,6 +112,7 @@ BAD = {
     "mode": ["zero; drop", "", "MEAN", "x" * 500],
     "archetype": ["gremlin", "__class__", "x" * 10_000, "Induction"],
     "prompt": ["", "w " * 200, "x" * 10_000, "a," * 160],
+    "corruption": ["both", "RESAMPLE", "x" * 10_000, ""],
 }
 BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)]
 

@@ -42,7 +42,8 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
     "depth": {"seed": "depth_seed"},
     "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt"},
     # the causal page keys its period input by the model ({model}: the picked model's key)
-    "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text"},
+    "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text",
+               "corruption": "cz_corruption"},
 }
 
 
@@ -160,6 +161,12 @@ def _prompt(value: str, t: Target) -> str:
     return value
 
 
+def _corruption(value: str, t: Target) -> str:
+    from core.causal.corruptions import CORRUPTIONS
+
+    return _one_of(value, CORRUPTIONS)
+
+
 def _store_prompt(key: str, value: str) -> dict[str, Any]:
     from core.archetypes.catalogue import PRESET_PROMPTS
 
@@ -178,6 +185,7 @@ PARAMS: dict[str, Param] = {
     "ablate": Param(_ablate, show=lambda v, s: ",".join(v) if v else None),
     "mode": Param(lambda v, t: _one_of(v, ABLATION_MODES)),
     "archetype": Param(_archetype),
+    "corruption": Param(_corruption),
     "prompt": Param(_prompt, store=_store_prompt,
                     show=lambda v, s: s.session.get(CUSTOM_PROMPT_KEY) if v == CUSTOM_PROMPT else v),
 }
