@@ -1,5 +1,8 @@
 """The server-wide training line (core.pool.slots): capacity, first come first served, one slot per
 session, nothing that expires, and ATTENTION_LAB_MAX_TRAININGS."""
+import threading
+import time
+
 import pytest
 
 from core.pool.slots import DEFAULT_CAPACITY, ENV_VAR, TrainingSlots, capacity_from_env
@@ -80,3 +83,43 @@ def test_capacity_from_env(raw, expected, problem):
     assert (why is not None) == problem
     if problem:
         assert ENV_VAR in why
+
+
+def test_many_threads_never_exceed_capacity_and_every_holder_gets_in():
+    """12 threads join, wait to be admitted, hold and release, 20 times each, calling the slots under one
+    lock as RunPool does (the class takes none)."""
+    slots = TrainingSlots(3)
+    inside, peak, lock, guard = [0], [0], threading.Lock(), threading.Lock()
+    barrier = threading.Barrier(12)
+
+    def holder_thread(i):
+        barrier.wait()
+        for n in range(20):
+            name = f"s{i}-{n}"
+            with guard:
+                slots.join(name)
+            deadline = time.monotonic() + 30
+            while True:
+                with guard:
+                    slots.admit(own)
+                    if slots.holds(name):
+                        break
+                assert time.monotonic() < deadline, f"{name} was never admitted"
+                time.sleep(0.0005)
+            with lock:
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+            time.sleep(0.0002)  # hold the slot briefly so holders overlap
+            with lock:
+                inside[0] -= 1
+            with guard:
+                slots.release(name)
+
+    threads = [threading.Thread(target=holder_thread, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert 1 <= peak[0] <= 3
+    assert slots.running() == 0 and slots.waiting() == 0
