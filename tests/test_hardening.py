@@ -24,6 +24,7 @@ from streamlit.util import calc_hash
 from core.model.checkpoints import checkpoint_bytes
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.pool.status import RunStatus
 from ui.pages import ALL_PAGES
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
@@ -196,7 +197,7 @@ def train_here(at: AppTest, label: str) -> str | None:
         time.sleep(0.1)
         at.run()
         check(at, f"train with {label}")
-    if run.status == "diverged":  # it may have diverged after the last draw: the next one must say so
+    if run.status == RunStatus.DIVERGED:  # it may have diverged after the last draw: the next one must say so
         at.run()
         check(at, f"diverged with {label}")
         assert at.error, f"{label}: a diverged run must say so"
@@ -213,7 +214,7 @@ def train_here(at: AppTest, label: str) -> str | None:
     assert not run.active
     at.run()  # the pick happens on the run after Stop
     check(at, f"after stop with {label}")
-    if run.status == "diverged":  # it may diverge after its first step too (a high learning rate)
+    if run.status == RunStatus.DIVERGED:  # it may diverge after its first step too (a high learning rate)
         assert at.error, f"{label}: a diverged run must say so"
         return None
     assert run.registered_key, f"{label}: {run.status} at step {run.step} but no model was kept ({run.error})"

@@ -11,6 +11,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 from ui.model_keys import shipped_key
@@ -81,7 +82,7 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     at.checkbox(key="tr_shared").uncheck().run()  # the plain initial embedding, through its widget
     at.button(key="tr_train").click().run()
     run = run_until_done(at)
-    assert run.status == "finished" and run.step == 3
+    assert run.status == RunStatus.FINISHED and run.step == 3
     at.run()
     options = at.selectbox(key="picked_model").options
     assert len(options) == len(before) + 1
@@ -114,7 +115,7 @@ def test_a_finished_live_run_shows_its_timeline():
     tiny_settings(at, steps=30, layers=2)
     at.button(key="tr_train").click().run()
     run = run_until_done(at)
-    assert run.status == "finished"
+    assert run.status == RunStatus.FINISHED
     entry = at.session_state["lab_models"][run.registered_key]
     assert [s["step"] for s in entry.info["snapshots"]] == [0, 10, 20]
     assert any(h.value == "Watch the circuit form: this run" for h in at.subheader)
@@ -180,7 +181,7 @@ def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     assert not at.exception, at.exception
     run = at.session_state["train_run"]
     stopped_at = run.step
-    assert run.status == "stopped"
+    assert run.status == RunStatus.STOPPED
     at.run()
     at.run()
     assert run.step == stopped_at, "a stopped run must not train on"
@@ -218,7 +219,7 @@ def test_a_full_server_makes_training_wait_with_a_visible_status():
         assert at.session_state["train_run"].step == 0
         pool.discard(others[0])
         run = run_until_done(at)
-        assert run.status == "finished" and run.step == 3
+        assert run.status == RunStatus.FINISHED and run.step == 3
         assert any("no attention heads" in i.value for i in at.info)  # a 0-block model has none to chart
         assert pool.runs_of(at.session_state["train_owner"]) == []
     finally:
@@ -308,7 +309,7 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
     rerun_until(at, lambda r: not r.active, 30, "the page to notice")
     at.run()
     assert not at.exception, at.exception
-    assert run.status == "failed"
+    assert run.status == RunStatus.FAILED
     assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value
                for e in at.error)
     assert kept in at.session_state["lab_models"] and at.selectbox(key="picked_model").value == kept
@@ -327,7 +328,7 @@ def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
     assert a is not b and a.owner != b.owner and a.pid != b.pid
     run_until_done(alice)
     run_until_done(bob)
-    assert a.status == b.status == "finished"
+    assert a.status == b.status == RunStatus.FINISHED
     assert all(len(r["prev_token"]) == 1 for r in a.history())  # alice's rows are her 1-block run's
     assert all(r["prev_token"] == [] for r in b.history())  # bob's are his 0-block run's
     for at, run in ((alice, a), (bob, b)):

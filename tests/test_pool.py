@@ -19,6 +19,7 @@ import core.pool.live_run as live_run
 import core.pool.monitor as monitor
 import core.pool.worker as worker
 from core.pool.runs import RunPool
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 
@@ -78,8 +79,8 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
     step = b.step
     wait_until(lambda: b.step > step + 5, 30, "bob's run to go on streaming")
     pool.stop(b)
-    assert b.status == "stopped" and b.result is not None
-    assert a.status == "cancelled" and not alive(a.pid)
+    assert b.status == RunStatus.STOPPED and b.result is not None
+    assert a.status == RunStatus.CANCELLED and not alive(a.pid)
 
 
 @pytest.mark.worker
@@ -99,7 +100,7 @@ def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     step = run.step
     wait_until(lambda: run.step > step + 5, 30, "the run to go on streaming")
     pool.stop(run)
-    assert run.status == "stopped"
+    assert run.status == RunStatus.STOPPED
 
 
 @pytest.mark.worker
@@ -124,7 +125,7 @@ def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     assert pool._monitor is not monitor and pool._monitor.is_alive(), "the script run did not restart it"
     run = pool.start(replace(TINY, steps=3, seed=21), "restart-check")
     wait_until(lambda: run.ended.is_set(), what="a run on the new monitor")
-    assert run.status == "finished"
+    assert run.status == RunStatus.FINISHED
 
 
 @pytest.mark.worker
@@ -146,7 +147,7 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", watch("join", real_join))
     done = pool.start(replace(TINY, steps=3), "alice")
     wait_until(lambda: done.ended.is_set(), what="a short run")
-    assert done.status == "finished" and done.result is not None
+    assert done.status == RunStatus.FINISHED and done.result is not None
     long = pool.start(LONG, "bob")
     wait_until(lambda: long.step > 0, what="training")
     pool.discard(long)
@@ -161,9 +162,9 @@ def test_a_session_holds_one_training_slot_while_others_wait(pool):
     seeds = pool.start(replace(LONG, seed=2), "alice|seeds")  # her several-seeds run: same session
     bob = pool.start(replace(LONG, seed=3), "bob")
     wait_until(lambda: bob.step > 0, what="bob training in the free slot")
-    assert seeds.status == "waiting" and seeds.step == 0 and pool.running() == 2
+    assert seeds.status == RunStatus.WAITING and seeds.step == 0 and pool.running() == 2
     pool.discard(bob)
-    assert seeds.status == "waiting" and seeds.blocked, "a free slot, but alice already holds one"
+    assert seeds.status == RunStatus.WAITING and seeds.blocked, "a free slot, but alice already holds one"
     pool.discard(own)
     wait_until(lambda: seeds.step > 0, what="alice's seeds once her own run ended")
     assert pool.running() == 1
@@ -181,7 +182,7 @@ def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_ru
     assert pool.trainings() == 2
     for run in (alice, bob, private):
         wait_until(lambda run=run: run.ended.is_set(), what="the runs to finish")
-        assert run.status == "finished" and run.step == TINY.steps
+        assert run.status == RunStatus.FINISHED and run.step == TINY.steps
     assert alice.pid == bob.pid != private.pid, "bob follows alice's worker; carol's copy has its own"
     assert alice.result[0] is not bob.result[0], "each session gets its own model object"
     assert same_weights(alice.result[0], bob.result[0])
@@ -203,7 +204,7 @@ def test_another_seed_or_setting_trains_apart(pool):
     assert (a.shared, b.shared, c.shared, d.shared) == (None, None, None, "live")
     assert pool.trainings() == 3
     wait_until(lambda: a.step > 0 and b.step > 0, what="two trainings")
-    assert a.pid == d.pid and b.pid != a.pid and c.status == "waiting"
+    assert a.pid == d.pid and b.pid != a.pid and c.status == RunStatus.WAITING
 
 
 @pytest.mark.worker
@@ -211,11 +212,11 @@ def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool)
     alice, bob = pool.start(LONG, "alice"), pool.start(LONG, "bob")
     wait_until(lambda: alice.step >= 10, what="training")
     pool.stop(alice)
-    assert alice.status == "stopped" and bob.active and pool.trainings() == 1
+    assert alice.status == RunStatus.STOPPED and bob.active and pool.trainings() == 1
     stopped_at = alice.step
     wait_until(lambda: bob.step > stopped_at + 10, what="bob's run to go on")
     pool.stop(bob)  # the last follower: the worker stops
-    assert bob.status == "stopped" and not alive(bob.pid) and pool.trainings() == 0
+    assert bob.status == RunStatus.STOPPED and not alive(bob.pid) and pool.trainings() == 0
     trainer = reference(LONG, stopped_at)
     assert alice.result[1]["history"][-1]["step"] == stopped_at
     assert same_weights(alice.result[0], trainer.model), "alice's model is the training's at her step"
@@ -270,7 +271,7 @@ def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_o
     own = bob.session_state["train_run"]
     assert own is not b and own.shared is None and own.private and b.status == "cancelled"
     a, own = _until_done(alice), _until_done(bob)
-    assert a.status == own.status == "finished" and a.pid != own.pid
+    assert a.status == own.status == RunStatus.FINISHED and a.pid != own.pid
     assert same_weights(a.result[0], own.result[0])
     assert not [i for i in bob.info if "already" in i.value]
     assert own.registered_key in bob.session_state["lab_models"]
@@ -283,8 +284,8 @@ def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
         alice, bob = pool.start(TINY, "alice"), pool.start(TINY, "bob")
         assert bob.shared == "live" and alice.status == bob.status == "waiting"
         pool.stop(alice)
-        assert alice.status == "cancelled" and bob.status == "waiting" and pool.trainings() == 1
+        assert alice.status == RunStatus.CANCELLED and bob.status == RunStatus.WAITING and pool.trainings() == 1
         pool.stop(bob)
-        assert bob.status == "cancelled" and pool.trainings() == 0
+        assert bob.status == RunStatus.CANCELLED and pool.trainings() == 0
     finally:
         pool.shutdown()

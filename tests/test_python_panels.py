@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.pool.status import RunStatus
 from ui.model_keys import shipped_key
 from ui.python_panel import RECORD_KEY, RUN_KEY
 
@@ -230,7 +231,7 @@ def test_train_snippets_of_a_live_run(tmp_path):
     at.run()
     at.run()
     assert not at.exception, at.exception
-    assert run.status == "finished" and run.result is not None, (run.status, run.error)
+    assert run.status == RunStatus.FINISHED and run.result is not None, (run.status, run.error)
     shown = [x for x in at.session_state[RUN_KEY] if "my_model.pt" in x["code"] or "TrainSettings(" in x["code"]]
     assert len(shown) == 2, [x["title"] for x in at.session_state[RUN_KEY]]
     for name in ("core", "ui", "checkpoints"):  # the repository root, with the student's download in it

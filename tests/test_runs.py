@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from core.pool.runs import RunPool
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 
@@ -52,13 +53,13 @@ def pool():
 def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_back(pool):
     run = pool.start(TINY, "alice")  # one torch thread in the worker, as here: the reference below is bit-exact
     wait_until(lambda: len(run.rows) >= 3 and run.step >= 60, what="three logged rows")
-    assert run.active and run.status == "running"
+    assert run.active and run.status == RunStatus.RUNNING
     assert [r["step"] for r in run.rows[:3]] == [0, 25, 50], "rows arrive once each, in order"
     assert run.worker_threads == 1
     t0 = time.perf_counter()
     pool.stop(run)
     took = time.perf_counter() - t0
-    assert run.status == "stopped" and took < 0.5, f"Stop took {took:.2f} s"
+    assert run.status == RunStatus.STOPPED and took < 0.5, f"Stop took {took:.2f} s"
     assert not alive(run.pid), "the worker process must end with its run"
     model, info, data = run.result
     steps = run.step
@@ -81,7 +82,7 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
 def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(pool):
     run = pool.start(replace(TINY, steps=30), "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
-    assert run.status == "finished" and run.step == 30
+    assert run.status == RunStatus.FINISHED and run.step == 30
     model, info, _ = run.result
     assert [r["step"] for r in info["history"]] == [0, 25, 30]
     assert info["config"].n_layers == 1 and info["task"].period_max == 8
@@ -95,7 +96,7 @@ def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(poo
     settings = replace(TINY, n_layers=2, steps=40, hold_prev_head=0, knockout=(1, 3))
     run = pool.start(settings, "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
-    assert run.status == "finished" and run.step == 40, run.error
+    assert run.status == RunStatus.FINISHED and run.step == 40, run.error
     model, info, _ = run.result
     reference = Trainer(*settings.configs())
     reference.run(40)
@@ -116,11 +117,11 @@ def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
     wait_until(lambda: run.step > 5, what="training")
     os.kill(run.pid, signal.SIGKILL)
     wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
-    assert run.status == "failed" and "killed by signal 9" in run.error and "press Train" in run.error
+    assert run.status == RunStatus.FAILED and "killed by signal 9" in run.error and "press Train" in run.error
     assert run.result is None and pool.running() == 0
     again = pool.start(replace(TINY, steps=3), "alice")  # the pool still works
     wait_until(lambda: again.ended.is_set(), what="a new run")
-    assert again.status == "finished"
+    assert again.status == RunStatus.FINISHED
 
 
 @pytest.mark.worker
@@ -132,7 +133,7 @@ def test_a_silent_worker_is_ended_after_hang_seconds(pool):
     os.kill(pid, signal.SIGSTOP)  # a real hang: the process exists and sends nothing
     try:
         wait_until(lambda: run.ended.is_set(), 10, "the pool to give up on the worker")
-        assert run.status == "failed" and "sent nothing for 1 s" in run.error
+        assert run.status == RunStatus.FAILED and "sent nothing for 1 s" in run.error
         wait_until(lambda: not alive(pid), 5, "the hung worker to be killed")
     finally:
         if alive(pid):
@@ -147,7 +148,7 @@ def test_reset_retrain_and_a_gone_session_end_the_worker():
         first = pool.start(TINY, "alice")
         wait_until(lambda: first.step > 0, what="alice training")
         second = pool.start(TINY, "alice")  # train again: the first run's worker ends
-        assert first.status == "cancelled" and not alive(first.pid)
+        assert first.status == RunStatus.CANCELLED and not alive(first.pid)
         wait_until(lambda: second.step > 0, what="alice's second run")
         pool.discard(second)  # reset
         assert not alive(second.pid) and pool.running() == 0
@@ -155,7 +156,7 @@ def test_reset_retrain_and_a_gone_session_end_the_worker():
         wait_until(lambda: bob.step > 0, what="bob training")
         sessions.discard("bob")  # bob closed his tab
         wait_until(lambda: bob.ended.is_set(), 10, "bob's run to end with his session")
-        assert bob.status == "cancelled"
+        assert bob.status == RunStatus.CANCELLED
         wait_until(lambda: not alive(bob.pid), 10, "bob's worker to be killed")
     finally:
         pool.shutdown()
@@ -170,7 +171,8 @@ def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     c = pool.start(replace(TINY, seed=3), "carol")
     d = pool.start(replace(TINY, seed=4), "dan")
     wait_until(lambda: a.worker_threads == 1 and b.worker_threads == 1, what="two runs on one thread each")
-    assert (c.status, c.position, c.step) == ("waiting", 1, 0) and (d.status, d.position) == ("waiting", 2)
+    assert (c.status, c.position, c.step) == (RunStatus.WAITING, 1, 0)
+    assert (d.status, d.position) == (RunStatus.WAITING, 2)
     pool.stop(a)
     wait_until(lambda: c.step > 0, what="carol's run to start once a slot is free")
     assert c.worker_threads == 1 and d.position == 1

@@ -11,6 +11,7 @@ import pytest
 
 from core.pool.runs import RunPool
 from core.pool.seed_series import SeedSeries
+from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 
@@ -50,7 +51,7 @@ def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
     assert max(overlap) <= 1, "the seeds run one at a time"
     assert [r["seed"] for r in series.results] == [7, 8, 9]
     for r in series.results:
-        assert r["status"] == "finished" and r["steps"] == 30 and r["error"] is None
+        assert r["status"] == RunStatus.FINISHED and r["steps"] == 30 and r["error"] is None
         ref = reference_row(TINY, r["seed"])
         assert r["final_loss_later"] == ref["final"]  # bit-exact: same settings, seed and thread count
         assert r["drop_step"] == ref["drop_step"]
@@ -65,7 +66,7 @@ def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
         time.sleep(0.02)
     series.cancel()
     assert series.wait(10)
-    assert [r["status"] for r in series.results] == ["cancelled"]
+    assert [r["status"] for r in series.results] == [RunStatus.CANCELLED]
     assert pool.running() == 0 and not pool.runs_of("alice|seeds")
 
 
@@ -78,12 +79,12 @@ def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slo
     deadline = time.monotonic() + 60
     while not (ordinary.step > 25 and series.current is not None) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert series.current.status == "waiting" and series.current.blocked and series.done == 0
+    assert series.current.status == RunStatus.WAITING and series.current.blocked and series.done == 0
     assert ordinary.active, "the ordinary run must still be training"
     pool.stop(ordinary)
     assert series.wait(120)
-    assert ordinary.status == "stopped"
-    assert [r["status"] for r in series.results] == ["finished"] * 3
+    assert ordinary.status == RunStatus.STOPPED
+    assert [r["status"] for r in series.results] == [RunStatus.FINISHED] * 3
 
 
 @pytest.mark.worker
@@ -138,7 +139,7 @@ def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
     at.run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "drop step" in d.value.columns)
-    assert table["seed"].tolist() == [3, 4, 5] and (table["status"] == "finished").all()
+    assert table["seed"].tolist() == [3, 4, 5] and (table["status"] == RunStatus.FINISHED).all()
     for seed, final in zip(table["seed"], table["final later-copy loss"]):
         ref = reference_row(replace(TINY, seed=3), int(seed))  # one thread, as in the workers: equal
         assert final == ref["final"]

@@ -11,6 +11,7 @@ import torch
 
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.pool.runs import RunPool
+from core.pool.status import RunStatus
 from core.training import timeline as tl
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -82,7 +83,7 @@ def test_a_worker_streams_the_patterns_of_each_logged_step():
         want = tl.frame_patterns(here.model.eval(), tokens).astype(np.float32)
         np.testing.assert_allclose(frames[50].astype(np.float32), want, atol=2e-3)
         pool.stop(run)
-        assert run.status == "stopped" and run.frames == []  # the checkpoint's snapshots take over
+        assert run.status == RunStatus.STOPPED and run.frames == []  # the checkpoint's snapshots take over
     finally:
         pool.shutdown()
 
