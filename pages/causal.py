@@ -6,7 +6,7 @@ import streamlit as st
 
 from core.causal import readings
 from core.causal import views as causal
-from core.model.symbols import describe_alphabet, encode_text
+from core.model.symbols import describe_alphabet, encode_text, frame_head_label
 from core.quiz import causal as quiz_causal
 from ui import share, snippets
 from ui.charts import causal as charts
@@ -136,7 +136,7 @@ if cfg.n_layers:
         f"**Checks.** Patching every head at once gives {res['all_heads']:.3f}; patching the whole stream entering "
         f"block {cfg.n_layers} gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the "
         "clean run); patching nothing is 0 by definition."
-        + (f" The largest single-head effect here is head {int(best['block'])}.{int(best['head'])}: "
+        + (f" The largest single-head effect here is head {frame_head_label(best['block'], best['head'])}: "
            f"{best['patch_effect']:.2f} (95% interval over the {res['n_seqs']} sequences "
            f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
     noise = res["noise"].merge(heads.assign(layer=heads["block"] - 1, head0=heads["head"] - 1)[

@@ -82,6 +82,11 @@ def head_label(layer: int, head: int) -> str:
     return f"{layer + 1}.{head + 1}"
 
 
+def frame_head_label(block, head) -> str:
+    """The label of a head given as the analysis frames give it, block and head counted from 1."""
+    return head_label(int(block) - 1, int(head) - 1)
+
+
 def parse_head_label(label: str) -> tuple[int, int]:
     """'2.3' -> (layer 1, head 2)."""
     block, head = label.split(".")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.causal.readings import MIN_GAP
+from core.model.symbols import frame_head_label
 from core.quiz.questions import CLEAR_GAP, Question, no_answer, top_two
 
 
@@ -58,7 +59,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
     """heads: core.causal.views's per-head patch effects (block, head from 1, patch_effect, and its
     interval effect_low, effect_high)."""
     prompt = "Which head, its clean output patched alone into the corrupted run, brings back most of M?"
-    vals = {f"{int(r.block)}.{int(r.head)}": float(r.patch_effect) for r in heads.itertuples()}
+    vals = {frame_head_label(r.block, r.head): float(r.patch_effect) for r in heads.itertuples()}
     if len(vals) < 2 or not any(v == v for v in vals.values()):
         return no_answer("q_patch", prompt, "This model has fewer than two heads to compare, or no patch effect is "
                                         "defined: no question here.")
@@ -66,7 +67,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
     if small:
         return small
     best, v, second = top_two(vals)
-    rows = {f"{int(r['block'])}.{int(r['head'])}": r for _, r in heads.iterrows()}
+    rows = {frame_head_label(r['block'], r['head']): r for _, r in heads.iterrows()}
     apart = all(_apart(rows[best], r) for k, r in rows.items() if k != best and r["patch_effect"] == r["patch_effect"])
     if v < 0.1 or not apart:
         return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}, "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from core.model.symbols import frame_head_label
 from core.reading.heads import CLEAR_SCORE
 
 CLEAR_GAP = 0.05  # the right option must beat the runner-up by at least this much
@@ -49,11 +50,11 @@ def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = N
     prompt = "Which head is the previous-token head, the one that looks one position back?"
     if "prev_token" not in scores.columns or scores.empty:
         return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
-    vals = {f"{int(r.block)}.{int(r.head)}": float(r.prev_token) for r in scores.itertuples()}
+    vals = {frame_head_label(r.block, r.head): float(r.prev_token) for r in scores.itertuples()}
     best, v, second = top_two(vals)
     apart = v - second >= CLEAR_GAP
     if intervals is not None and "prev_token_low" in intervals.columns and len(vals) > 1:
-        iv = {f"{int(r.block)}.{int(r.head)}": (r.prev_token_low, r.prev_token_high) for r in intervals.itertuples()}
+        iv = {frame_head_label(r.block, r.head): (r.prev_token_low, r.prev_token_high) for r in intervals.itertuples()}
         apart = all(iv[best][0] > iv[k][1] for k in iv if k != best)
     if v < CLEAR_SCORE or not apart:
         return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
@@ -103,7 +104,7 @@ def top_copier(table: pd.DataFrame) -> Question:
     """table: core.reading.analysis.copying_table_view (block, head from 1 or "all", ov_diag_top1)."""
     prompt = "Which head's OV circuit copies most: for the most tokens, raises that same token's logit most?"
     heads = table[table["head"] != "all"]
-    vals = {f"{int(r.block)}.{int(r.head)}": float(r.ov_diag_top1) for r in heads.itertuples()}
+    vals = {frame_head_label(r.block, r.head): float(r.ov_diag_top1) for r in heads.itertuples()}
     best, v, second = top_two(vals)
     if v - second < CLEAR_GAP:
         return no_answer("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
@@ -115,7 +116,7 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
     """grid: core.reading.analysis.ablation_grid_view. Compares the head whose ablation hurts most with the
     head whose ablation hurts least, listed in label order so the answer is not always 'more'."""
     prompt = "Will ablating the first head below hurt the later-copy loss more or less than the second?"
-    d = {f"{int(r.block)}.{int(r.head)}": float(r.loss_later_delta) for r in grid.itertuples()}
+    d = {frame_head_label(r.block, r.head): float(r.loss_later_delta) for r in grid.itertuples()}
     if len(d) < 2:
         return no_answer("q_abl", prompt, "This model has a single head: there is nothing to compare.")
     hi, lo = max(d, key=d.get), min(d, key=d.get)
@@ -265,7 +266,7 @@ def induction_head_count(heads: pd.DataFrame) -> Question:
               "an earlier copy of the current one?")
     if heads.empty or "induction_any" not in heads.columns:
         return no_answer("q_count", prompt, "This model has no heads: none can, and there is nothing to count.")
-    vals = {f"{int(r.block)}.{int(r.head)}": float(r.induction_any) for r in heads.itertuples()}
+    vals = {frame_head_label(r.block, r.head): float(r.induction_any) for r in heads.itertuples()}
     near = [k for k, v in vals.items() if abs(v - CLEAR_SCORE) < CLEAR_GAP]
     listed = ", ".join(f"{k} {v:.2f}" for k, v in vals.items())
     if near:
