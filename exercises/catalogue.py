@@ -1,6 +1,7 @@
 """The exercise path: every exercise's place, rating, time guide and hints. The statement is the
 docstring of the solution (exercises/solutions/), the template (exercises/part*.py) is generated from
-it (exercises/build.py), and the check lives in exercises/checks.py. Imports nothing heavy."""
+it (exercises/build.py), and the check lives in exercises/cases/<section>.py (run by exercises/checks.py).
+Imports nothing heavy."""
 from __future__ import annotations
 
 import importlib

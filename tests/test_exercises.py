@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from exercises import build, checks
+from exercises import build, checks, engine
 from exercises.catalogue import EXERCISES, SECTIONS, solution_function
 
 from helpers import ROOT, SHIPPED, open_app
@@ -550,7 +550,7 @@ def test_pytest_on_a_student_file_reports_not_written_yet():
 def test_the_model_to_check_on_comes_from_the_environment(monkeypatch):
     """`ATTENTION_LAB_MODEL=my-model.pt python -m pytest exercises` checks on the student's own file."""
     monkeypatch.setenv(checks.MODEL_ENV, str(ROOT / "checkpoints" / "variable-period-1block.pt"))
-    checks._PICKED.clear()
+    engine._PICKED.clear()
     try:
         assert checks.picked()["label"] == "variable-period-1block.pt"
         verdict = checks.check("prev_token_score", sol("prev_token_score"))
