@@ -4,12 +4,15 @@ typical mistakes) lives in exercises/cases/; exercises/checks.py is the student'
 
 The picked model: `use_model(path)`, else $ATTENTION_LAB_MODEL, else checkpoints/variable-period-2block.pt.
 Every check has a list of typical mistakes, each a wrong computation with its sentence: when the
-student's answer matches one, that sentence is the verdict.
+student's answer matches one, that sentence is the verdict. The match is tried on the failing case
+with the largest reference values, where mistakes differ most (on a block whose scores are all near 0
+every wrong computation agrees within the tolerance).
 """
 from __future__ import annotations
 
 import copy
 import math
+import numbers
 import os
 import traceback
 from collections.abc import Callable
@@ -128,10 +131,14 @@ def compare(out, ref, axes: tuple = ()) -> str | None:
         diff = (out - ref).abs().nan_to_num(float("inf"))
         idx = tuple(int(x) for x in (diff == diff.max()).nonzero()[0])
         return f"values differ from the lab's by up to {float(diff.max()):.3g} (at index {list(idx)})"
-    if isinstance(ref, int):  # a step or a count (bool too)
-        if isinstance(out, torch.Tensor) and out.numel() == 1:
+    if isinstance(ref, int):  # a step or a count (bool too): a whole number, 225.0 as good as 225
+        if isinstance(out, torch.Tensor):
+            if out.numel() != 1:
+                return f"returned a tensor of shape {list(out.shape)}, expected a whole number"
             out = out.item()
-        return None if out == ref and not isinstance(out, float) else f"returned {out!r}, the lab finds {ref!r}"
+        if isinstance(out, float) and out.is_integer():
+            out = int(out)
+        return None if isinstance(out, numbers.Integral) and out == ref else f"returned {out!r}, the lab finds {ref!r}"
     try:
         value = float(out)
     except Exception:
@@ -139,6 +146,20 @@ def compare(out, ref, axes: tuple = ()) -> str | None:
     if math.isclose(value, ref, rel_tol=1e-3, abs_tol=TOL) or (math.isnan(value) and math.isnan(ref)):
         return None
     return f"gives {value:.4g}, the lab gets {ref:.4g}"
+
+
+def size(ref) -> float:
+    """How large a reference answer is (its largest absolute value; 0 for masks and token ids): the case
+    where wrong computations differ most."""
+    if isinstance(ref, (tuple, list)):
+        return max((size(r) for r in ref), default=0.0)
+    if isinstance(ref, torch.Tensor):
+        if not ref.is_floating_point() or ref.numel() == 0:
+            return 0.0
+        return float(ref.detach().abs().nan_to_num(0.0, 0.0, 0.0).max())
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool) and math.isfinite(ref):
+        return abs(float(ref))
+    return 0.0
 
 
 def _clone(args: dict) -> dict:
@@ -195,9 +216,9 @@ def check(name: str, spec: Check, fn) -> Verdict:
 
 
 def diagnose(spec: Check, failures: list[Failure]) -> str:
-    """The sentence for a wrong answer, read on the first failing case: the first typical mistake the
-    answer matches there (and the lab's answer does not), else how it differs."""
-    f = failures[0]
+    """The sentence for a wrong answer, read on the failing case with the largest reference values: the
+    first typical mistake the answer matches there (and the lab's answer does not), else how it differs."""
+    f = max(failures, key=lambda f: size(f.ref))  # the first of the largest
     for sentence, wrong in spec.mistakes:
         try:
             with spec.autograd():

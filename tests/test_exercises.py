@@ -423,6 +423,39 @@ def test_a_student_writing_into_the_inputs_changes_nothing_else():
     assert checks.check("prev_token_score", sol("prev_token_score")).ok
 
 
+def test_a_mistake_is_read_on_the_failing_case_with_the_largest_answers():
+    """Block 1's induction scores are all about 0: there every wrong sum agrees with the first listed
+    mistake within the tolerance. A sum over the two latest copies only is not "the latest copy only"."""
+    def induction_any_score(pattern, periods):
+        B, H, T, _ = pattern.shape
+        total, count = torch.zeros(H), 0
+        for b in range(B):
+            L = int(periods[b])
+            for i in range(L, T):
+                total += pattern[b, :, i, list(range(i + 1 - L, -1, -L))[:2]].sum(-1)
+                count += 1
+        return total / count
+
+    verdict = checks.check("induction_any_score", induction_any_score)
+    assert not verdict.ok
+    assert not verdict.message.startswith("Score on the wrong copy"), verdict.message
+    assert "block 1" not in verdict.message, verdict.message
+    assert engine.size((torch.tensor([0.5, -2.0]), 1.5)) == 2.0 and engine.size(torch.tensor([True])) == 0.0
+
+
+def test_a_whole_number_returned_as_a_float_is_a_step():
+    """find_drop returning 225.0 for the step 225 passes; 225.5 does not."""
+    def find_drop(steps, losses, vocab_size):
+        step = sol("find_drop")(steps, losses, vocab_size)
+        return None if step is None else float(step) + shift
+
+    shift = 0.0
+    assert checks.check("find_drop", find_drop).ok
+    shift = 0.5
+    verdict = checks.check("find_drop", find_drop)
+    assert not verdict.ok and verdict.message.startswith("Returned ") and ".5, the lab finds" in verdict.message
+
+
 # ---------------------------------------------------------------------------------------------
 # Notebooks: run top to bottom, same verdicts as the plain files
 
