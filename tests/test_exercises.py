@@ -189,8 +189,8 @@ def _patch(model, clean, corrupted, periods, layer, head, reverse=False, normali
     return (m - mk) / (mc - mk) if normalise else m - mk
 
 
-def _path(model, clean, corrupted, periods, sender, receiver, which="k", direction="noising"):
-    """The solution's path patch with the patched input and the direction as parameters."""
+def _path(model, clean, corrupted, periods, sender, receiver, which="k", direction="noising", biases=True):
+    """The solution's path patch with the patched input, the direction and the biases as parameters."""
     from core.causal.patching import metric
     from core.model.tinycharlm import apply_rope, rope_cos_sin
     (sl, sh), (rl, rh) = sender, receiver
@@ -203,6 +203,8 @@ def _path(model, clean, corrupted, periods, sender, receiver, which="k", directi
     blk = model.blocks[rl]
     x = {p: (moved if p == which else h) for p in "qkv"}
     q, k, v = x["q"] @ blk.W_Q[rh], x["k"] @ blk.W_K[rh], x["v"] @ blk.W_V[rh]
+    if model.cfg.bias and biases:
+        q, k, v = q + blk.b_Q[rh], k + blk.b_K[rh], v + blk.b_V[rh]
     T, dh = clean.shape[1], model.cfg.d_head
     cos, sin = rope_cos_sin(T, dh, 10000.0)
     s = apply_rope(q, cos, sin) @ apply_rope(k, cos, sin).transpose(-1, -2) / math.sqrt(dh)
@@ -338,7 +340,8 @@ WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must
          "queries"),
         ("values", lambda **a: _path(**a, which="v"), "Patch at the wrong place: that is the path into the receiver's "
          "values"),
-        ("denoising", lambda **a: _path(**a, direction="denoising"), "Patched the wrong way round")],
+        ("denoising", lambda **a: _path(**a, direction="denoising"), "Patched the wrong way round"),
+        ("no-biases", lambda **a: _path(**a, biases=False), "The biases are missing")],
     "induction_detector": [
         ("duplicate-mask", lambda pattern, tokens: _detector(pattern, tokens, shift=False), "Off by one position"),
         ("per-row", lambda pattern, tokens: _detector(pattern, tokens, per_row=True), "Normalised per row"),

@@ -2,9 +2,13 @@
 the typical mistakes, each a wrong computation with its sentence."""
 from __future__ import annotations
 
+import copy
+import functools
+
 import torch
 
 from core.model.symbols import head_label
+from core.model.tinycharlm import ModelConfig, TinyCharLM
 from exercises import planted
 from exercises.cases.inputs import batch, head_list
 from exercises.engine import Case, Check
@@ -81,21 +85,50 @@ def _hp(model, clean, corrupted, periods, layer, head, how="ok"):
     raise ValueError(how)
 
 
+@functools.cache
+def _biased_model() -> TinyCharLM:
+    """A small random two-block model with biases: random b_Q, b_K, b_V and b_O, large enough that a
+    receiver recomputed without them moves the patch effect."""
+    g = torch.Generator().manual_seed(1)
+    model = TinyCharLM(ModelConfig(vocab_size=planted.V,
+                                   d_model=32, n_heads=2, n_layers=2, bias=True)).eval()
+    with torch.no_grad():
+        model.reset_parameters(generator=g)
+        for block in model.blocks:
+            block.W_O.mul_(6.0)  # heads that matter, as in planted.random_model
+            for bias in (block.b_Q, block.b_K, block.b_V, block.b_O):
+                bias.normal_(0.0, 0.5, generator=g)
+    return model
+
+
 def _pp_cases(model, task, label):
     if model.cfg.n_layers < 2:
         return []
-    clean, corrupted, periods = _patch_inputs(model, task)
-    pairs = [(planted.PREV, planted.INDUCTION)] if label.startswith("the planted") else [((0, 0), (1, 1)),
-                                                                                          ((0, 1), (1, 0))]
-    return [Case(f"{label}, {head_label(*s)} into the keys of {head_label(*r)}",
-                 {"model": model, "clean": clean, "corrupted": corrupted, "periods": periods, "sender": s,
-                  "receiver": r}) for s, r in pairs]
+    out = []
+    models = [(model, label)]
+    if label.startswith("a small random"):  # b_Q, b_K, b_V must be in the receiver's q, k, v
+        models.append((_biased_model(), "a small random model with biases"))
+    for m, name in models:
+        clean, corrupted, periods = _patch_inputs(m, task)
+        pairs = [(planted.PREV, planted.INDUCTION)] if name.startswith("the planted") else [((0, 0), (1, 1)),
+                                                                                             ((0, 1), (1, 0))]
+        out += [Case(f"{name}, {head_label(*s)} into the keys of {head_label(*r)}",
+                     {"model": m, "clean": clean, "corrupted": corrupted, "periods": periods, "sender": s,
+                      "receiver": r}) for s, r in pairs]
+    return out
 
 
-def _pp(model, clean, corrupted, periods, sender, receiver, path="k", direction="noising", whole=False):
+def _pp(model, clean, corrupted, periods, sender, receiver, path="k", direction="noising", whole=False,
+        biases=True):
     from core.causal import patching, path_patching
 
     runs = _runs(model, clean, corrupted, periods)
+    if not biases and model.cfg.bias:  # the receiver's q, k, v recomputed without b_Q, b_K, b_V; the runs keep them
+        model = copy.deepcopy(model)
+        block, rh = model.blocks[receiver[0]], receiver[1]
+        with torch.no_grad():
+            for bias in (block.b_Q, block.b_K, block.b_V):
+                bias[rh] = 0.0
     if whole:  # the sender's corrupted output everywhere: every later head reads it
         sl, sh = sender
         h = runs.clean_cache["resid"][sl + 1] + (runs.corrupted_cache["head_out"][sl][:, sh]
@@ -162,6 +195,8 @@ CHECKS: dict[str, Check] = {
          lambda **a: _pp(**a, path="v")),
         ("Patched the wrong way round: noising starts from the clean run and brings in the sender's "
          "corrupted output", lambda **a: _pp(**a, direction="denoising")),
+        ("The biases are missing: with model.cfg.bias the receiver's q, k and v add b_Q, b_K and b_V",
+         lambda **a: _pp(**a, biases=False)),
         ("Patch at the wrong place: you changed the sender's output for every later head; only the "
          "receiver's keys should read the change", lambda **a: _pp(**a, whole=True))]),
     "induction_detector": Check(_det_cases, _det, ("H",), [
