@@ -9,18 +9,8 @@ import torch
 from exercises.cases.inputs import _patterns, batch
 from exercises.engine import Case, Check
 
-
-def _exact(T: int, periods: torch.Tensor, kind: str, H: int = 2) -> torch.Tensor:
-    """A planted pattern [B, H, T, T] with a known score: head 0 exactly `kind`, head 1 uniform over j <= i."""
-    B = len(periods)
-    A = torch.zeros(B, H, T, T)
-    A[:, 1] = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
-    for b in range(B):
-        L = int(periods[b])
-        for i in range(T):
-            j = {"prev": i - 1, "induction": i + 1 - L}[kind]
-            A[b, 0, i, j if 0 <= j <= i else 0] = 1.0
-    return A
+CHECKS: dict[str, Check] = {}  # exercise name -> its check, each one written below the functions it uses
+PATTERN_AXES = ("B", "H", "T, the query i", "T, the key j")
 
 
 def _tile_cases(model, task, label):
@@ -39,6 +29,16 @@ def _gather(patterns, periods, seq_len, shift=0, fixed=None):
     return patterns.gather(1, ((torch.arange(seq_len)[None, :] + shift) % L).expand(len(periods), -1))
 
 
+CHECKS["tile_patterns"] = Check(_tile_cases, lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len),
+                                ("B", "T"), [
+    ("Every row is tiled with the longest period: use each sequence's own L_b (t mod periods[b])",
+     lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, fixed=patterns.shape[1])),
+    ("Off by one position: position t holds patterns[b, t mod L_b], so position 0 holds the pattern's "
+     "first token", lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, shift=1)),
+    ("Off by one position: position t holds patterns[b, t mod L_b], so position 0 holds the pattern's "
+     "first token", lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, shift=-1))])
+
+
 def _mask_cases(model, task, label):
     if label.startswith("a small"):
         return []
@@ -49,6 +49,17 @@ def _mask_cases(model, task, label):
 def _later(periods, seq_len, start=1, strict=False):
     t = torch.arange(start, start + seq_len - 1)[None, :]
     return t > periods[:, None] if strict else t >= periods[:, None]
+
+
+CHECKS["later_copy_mask"] = Check(_mask_cases, lambda periods, seq_len: _later(periods, seq_len),
+                                  ("B", "t - 1, the targets t = 1..T-1"), [
+    ("Off by one position: column c is the target t = c + 1, and the target t = L (the second copy's first "
+     "token) is a later-copy target too, so use t >= L", lambda periods, seq_len: _later(periods, seq_len,
+                                                                                        strict=True)),
+    ("That is the second copy only (L <= t < 2L): the later copies run to the end of the sequence",
+     lambda periods, seq_len: _later(periods, seq_len) & (torch.arange(1, seq_len)[None] < 2 * periods[:, None])),
+    ("That is the first copy (t < L): the later copies are the targets t >= L",
+     lambda periods, seq_len: ~_later(periods, seq_len))])
 
 
 def _qk(model, tokens, layer):
@@ -84,6 +95,32 @@ def _pattern_ref(q, k, rope=True, scale=True, axis=-1, mask=1, transpose=False):
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(mask), float("-inf"))
     A = s.softmax(axis)
     return A.transpose(-1, -2) if transpose else A
+
+
+CHECKS["causal_pattern"] = Check(_pattern_cases, _pattern_ref, PATTERN_AXES, [
+    ("No rotary positions: rotate q and k with apply_rope before the dot product",
+     lambda q, k: _pattern_ref(q, k, rope=False)),
+    ("The scores are not scaled: divide q . k by sqrt(d_head)", lambda q, k: _pattern_ref(q, k, scale=False)),
+    ("Normalised over the wrong axis: the softmax runs over the keys j (the last axis), so that each "
+     "row sums to 1", lambda q, k: _pattern_ref(q, k, axis=-2)),
+    ("No causal mask: a query i may not attend to the keys j > i", lambda q, k: _pattern_ref(q, k, mask=None)),
+    ("Off by one position: the mask must keep j = i (a query also attends to its own position)",
+     lambda q, k: _pattern_ref(q, k, mask=0)),
+    ("Rows and columns swapped: axis 2 is the query i and axis 3 the key j (A[..., i, j])",
+     lambda q, k: _pattern_ref(q, k, transpose=True))])
+
+
+def _exact(T: int, periods: torch.Tensor, kind: str, H: int = 2) -> torch.Tensor:
+    """A planted pattern [B, H, T, T] with a known score: head 0 exactly `kind`, head 1 uniform over j <= i."""
+    B = len(periods)
+    A = torch.zeros(B, H, T, T)
+    A[:, 1] = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
+    for b in range(B):
+        L = int(periods[b])
+        for i in range(T):
+            j = {"prev": i - 1, "induction": i + 1 - L}[kind]
+            A[b, 0, i, j if 0 <= j <= i else 0] = 1.0
+    return A
 
 
 def _score_cases(model, task, label, kind="prev"):
@@ -131,10 +168,35 @@ def _diag(pattern, back, first=None, pooled=True, total=False):
     return S.sum(0) / N.sum() if pooled else (S / N[:, None]).mean(0)
 
 
+CHECKS["prev_token_score"] = Check(_prev_cases, lambda pattern: _diag(pattern, 1), ("H",), [
+    ("Off by one position: that is A[i, i], the self score; the previous token is the key j = i - 1",
+     lambda pattern: _diag(pattern, 0, 1)),
+    ("Off by one position: that is two tokens back, A[i, i-2]; the previous token is the key j = i - 1",
+     lambda pattern: _diag(pattern, 2)),
+    ("Not normalised: average over the batch and the queries i >= 1, do not sum",
+     lambda pattern: _diag(pattern, 1, total=True)),
+    ("Averaged over all T queries: query 0 has no previous token, so average over the T - 1 queries i >= 1",
+     lambda pattern: _diag(pattern, 1) * (pattern.shape[-1] - 1) / pattern.shape[-1]),
+    ("Rows and columns swapped: A[i, i-1] is query i (axis 2) attending to key i - 1 (axis 3)",
+     lambda pattern: pattern.diagonal(1, dim1=-2, dim2=-1).mean((0, 2)))])
+
+
 def _heads(pattern, periods, score):
     from core.reading.heads import head_scores
 
     return head_scores(pattern, periods)[score]
+
+
+CHECKS["induction_score"] = Check(_ind_cases, lambda pattern, periods: _heads(pattern, periods, "induction"), ("H",), [
+    ("Off by one position: A[i, i-L] is the earlier copy of the current token itself (the duplicate "
+     "score); induction looks at the token after it, j = i + 1 - L",
+     lambda pattern, periods: _heads(pattern, periods, "duplicate")),
+    ("Score on the wrong copy: this counts every earlier copy (induction_any); this exercise asks for the "
+     "latest copy only, j = i + 1 - L", lambda pattern, periods: _heads(pattern, periods, "induction_any")),
+    ("Averaged over the wrong queries: start at i = L, the first query whose token has an earlier copy",
+     lambda pattern, periods: _diag(pattern, periods - 1, periods - 1)),
+    ("Averaged per sequence first: pool every (sequence, query) pair, since sequences with a shorter period "
+     "have more queries", lambda pattern, periods: _diag(pattern, periods - 1, periods, pooled=False))])
 
 
 def _any(pattern, periods, offset=1, mean_over_copies=False, pooled=True):
@@ -153,65 +215,13 @@ def _any(pattern, periods, offset=1, mean_over_copies=False, pooled=True):
     return S.sum(0) / N.sum() if pooled else (S / N[:, None]).mean(0)
 
 
-PATTERN_AXES = ("B", "H", "T, the query i", "T, the key j")
-CHECKS: dict[str, Check] = {
-    "tile_patterns": Check(_tile_cases, lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len),
-                           ("B", "T"), [
-        ("Every row is tiled with the longest period: use each sequence's own L_b (t mod periods[b])",
-         lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, fixed=patterns.shape[1])),
-        ("Off by one position: position t holds patterns[b, t mod L_b], so position 0 holds the pattern's "
-         "first token", lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, shift=1)),
-        ("Off by one position: position t holds patterns[b, t mod L_b], so position 0 holds the pattern's "
-         "first token", lambda patterns, periods, seq_len: _gather(patterns, periods, seq_len, shift=-1))]),
-    "later_copy_mask": Check(_mask_cases, lambda periods, seq_len: _later(periods, seq_len),
-                             ("B", "t - 1, the targets t = 1..T-1"), [
-        ("Off by one position: column c is the target t = c + 1, and the target t = L (the second copy's first "
-         "token) is a later-copy target too, so use t >= L", lambda periods, seq_len: _later(periods, seq_len,
-                                                                                            strict=True)),
-        ("That is the second copy only (L <= t < 2L): the later copies run to the end of the sequence",
-         lambda periods, seq_len: _later(periods, seq_len) & (torch.arange(1, seq_len)[None] < 2 * periods[:, None])),
-        ("That is the first copy (t < L): the later copies are the targets t >= L",
-         lambda periods, seq_len: ~_later(periods, seq_len))]),
-    "causal_pattern": Check(_pattern_cases, _pattern_ref, PATTERN_AXES, [
-        ("No rotary positions: rotate q and k with apply_rope before the dot product",
-         lambda q, k: _pattern_ref(q, k, rope=False)),
-        ("The scores are not scaled: divide q . k by sqrt(d_head)", lambda q, k: _pattern_ref(q, k, scale=False)),
-        ("Normalised over the wrong axis: the softmax runs over the keys j (the last axis), so that each "
-         "row sums to 1", lambda q, k: _pattern_ref(q, k, axis=-2)),
-        ("No causal mask: a query i may not attend to the keys j > i", lambda q, k: _pattern_ref(q, k, mask=None)),
-        ("Off by one position: the mask must keep j = i (a query also attends to its own position)",
-         lambda q, k: _pattern_ref(q, k, mask=0)),
-        ("Rows and columns swapped: axis 2 is the query i and axis 3 the key j (A[..., i, j])",
-         lambda q, k: _pattern_ref(q, k, transpose=True))]),
-    "prev_token_score": Check(_prev_cases, lambda pattern: _diag(pattern, 1), ("H",), [
-        ("Off by one position: that is A[i, i], the self score; the previous token is the key j = i - 1",
-         lambda pattern: _diag(pattern, 0, 1)),
-        ("Off by one position: that is two tokens back, A[i, i-2]; the previous token is the key j = i - 1",
-         lambda pattern: _diag(pattern, 2)),
-        ("Not normalised: average over the batch and the queries i >= 1, do not sum",
-         lambda pattern: _diag(pattern, 1, total=True)),
-        ("Averaged over all T queries: query 0 has no previous token, so average over the T - 1 queries i >= 1",
-         lambda pattern: _diag(pattern, 1) * (pattern.shape[-1] - 1) / pattern.shape[-1]),
-        ("Rows and columns swapped: A[i, i-1] is query i (axis 2) attending to key i - 1 (axis 3)",
-         lambda pattern: pattern.diagonal(1, dim1=-2, dim2=-1).mean((0, 2)))]),
-    "induction_score": Check(_ind_cases, lambda pattern, periods: _heads(pattern, periods, "induction"), ("H",), [
-        ("Off by one position: A[i, i-L] is the earlier copy of the current token itself (the duplicate "
-         "score); induction looks at the token after it, j = i + 1 - L",
-         lambda pattern, periods: _heads(pattern, periods, "duplicate")),
-        ("Score on the wrong copy: this counts every earlier copy (induction_any); this exercise asks for the "
-         "latest copy only, j = i + 1 - L", lambda pattern, periods: _heads(pattern, periods, "induction_any")),
-        ("Averaged over the wrong queries: start at i = L, the first query whose token has an earlier copy",
-         lambda pattern, periods: _diag(pattern, periods - 1, periods - 1)),
-        ("Averaged per sequence first: pool every (sequence, query) pair, since sequences with a shorter period "
-         "have more queries", lambda pattern, periods: _diag(pattern, periods - 1, periods, pooled=False))]),
-    "induction_any_score": Check(_ind_cases, lambda pattern, periods: _heads(pattern, periods, "induction_any"),
-                                 ("H",), [
-        ("Score on the wrong copy: that is the latest copy only; induction_any adds the token after every "
-         "earlier copy, j = i + 1 - kL", lambda pattern, periods: _heads(pattern, periods, "induction")),
-        ("Off by one position: A[i, i-kL] are the earlier copies themselves; take the token after each, "
-         "j = i + 1 - kL", lambda pattern, periods: _any(pattern, periods, offset=0)),
-        ("Divided by the number of copies: sum the attention over the copies k, then average over the queries",
-         lambda pattern, periods: _any(pattern, periods, mean_over_copies=True)),
-        ("Averaged per sequence first: pool every (sequence, query) pair",
-         lambda pattern, periods: _any(pattern, periods, pooled=False))]),
-}
+CHECKS["induction_any_score"] = Check(_ind_cases, lambda pattern, periods: _heads(pattern, periods, "induction_any"),
+                                      ("H",), [
+    ("Score on the wrong copy: that is the latest copy only; induction_any adds the token after every "
+     "earlier copy, j = i + 1 - kL", lambda pattern, periods: _heads(pattern, periods, "induction")),
+    ("Off by one position: A[i, i-kL] are the earlier copies themselves; take the token after each, "
+     "j = i + 1 - kL", lambda pattern, periods: _any(pattern, periods, offset=0)),
+    ("Divided by the number of copies: sum the attention over the copies k, then average over the queries",
+     lambda pattern, periods: _any(pattern, periods, mean_over_copies=True)),
+    ("Averaged per sequence first: pool every (sequence, query) pair",
+     lambda pattern, periods: _any(pattern, periods, pooled=False))])

@@ -11,6 +11,8 @@ from exercises import planted
 from exercises.cases.inputs import _patterns, batch, head_list
 from exercises.engine import Case, Check
 
+CHECKS: dict[str, Check] = {}  # exercise name -> its check, each one written below the functions it uses
+
 
 def _ov_cases(model, task, label):
     b = model.blocks
@@ -21,6 +23,17 @@ def _ov_cases(model, task, label):
 
 def _ov_ref(W_E, W_V, W_O):
     return W_E @ W_V @ W_O @ W_E.T
+
+
+CHECKS["ov_copying_matrix"] = Check(_ov_cases, _ov_ref, ("V, the attended token a", "V, the logit b"), [
+    ("Rows and columns swapped: row a is the attended token and column b the logit it raises, "
+     "C = W_E W_V W_O W_E^T (not its transpose)", lambda W_E, W_V, W_O: _ov_ref(W_E, W_V, W_O).T),
+    ("Rows centred: return C itself (the eigenvalue score centres it, in the next exercise)",
+     lambda W_E, W_V, W_O: _ov_ref(W_E, W_V, W_O) - _ov_ref(W_E, W_V, W_O).mean(-1, keepdim=True)),
+    ("You stopped at W_E W_V W_O [V, D]: multiply by W_E^T to reach the logits",
+     lambda W_E, W_V, W_O: W_E @ W_V @ W_O),
+    ("The unembedding is missing on the right and the embedding on the left: C = W_E W_V W_O W_E^T",
+     lambda W_E, W_V, W_O: W_V @ W_O)])
 
 
 def _copy_cases(model, task, label):
@@ -49,6 +62,17 @@ def _copy_ref(C, centred=True, axis=-1, normalise=True, count=False):
     return diag, eig
 
 
+CHECKS["copying_scores"] = Check(_copy_cases, _copy_ref, (), [
+    ("Rows and columns swapped in ov_diag_top1: take each row's largest entry, C.argmax(-1) (row = the "
+     "attended token)", lambda C: _copy_ref(C, axis=0)),
+    ("ov_copying_eig is not centred: remove every row's mean before the eigenvalues",
+     lambda C: _copy_ref(C, centred=False)),
+    ("ov_copying_eig is not normalised: divide Re(sum of eigenvalues) by the sum of their absolute values",
+     lambda C: _copy_ref(C, normalise=False)),
+    ("ov_diag_top1 is not normalised: return the share of rows, not their count",
+     lambda C: _copy_ref(C, count=True))])
+
+
 def _rotary_cases(model, task, label):
     from core.reading.circuits import head_qk_vectors
 
@@ -75,6 +99,17 @@ def _rotary(q, k, n_offsets, which="q", scale=True, start=0):
     return (qq * kk).sum(-1) / (math.sqrt(dh) if scale else 1.0)
 
 
+CHECKS["rotary_profile"] = Check(_rotary_cases, _rotary, ("n_offsets, the offset t",), [
+    ("Rotated the key instead of the query: that puts the key t positions ahead; rotate q by t",
+     lambda q, k, n_offsets: _rotary(q, k, n_offsets, which="k")),
+    ("Rotated both q and k by t: a common rotation cancels out; rotate only q by the offset",
+     lambda q, k, n_offsets: _rotary(q, k, n_offsets, which="both")),
+    ("The scores are not scaled: divide by sqrt(d_head)",
+     lambda q, k, n_offsets: _rotary(q, k, n_offsets, scale=False)),
+    ("Off by one position: the offsets start at t = 0, the query's own position",
+     lambda q, k, n_offsets: _rotary(q, k, n_offsets, start=1))])
+
+
 def _comp_cases(model, task, label):
     if model.cfg.n_layers < 2:
         return []
@@ -97,6 +132,17 @@ def _comp(W_OV, W_QK, kind="K", normalise=True, ord="fro", order="ok"):
         return float(torch.linalg.matrix_norm(W_OV @ right, ord=2)
                      / (torch.linalg.matrix_norm(W_OV, ord=2) * torch.linalg.matrix_norm(W_QK, ord=2)))
     return float(composition_score(W_OV, right))
+
+
+CHECKS["k_composition"] = Check(_comp_cases, _comp, (), [
+    ("That is Q-composition (W_OV W_QK, the queries read the writer): for keys use W_OV W_QK^T",
+     lambda W_OV, W_QK: _comp(W_OV, W_QK, kind="Q")),
+    ("Not normalised: divide ||W_OV W_QK^T||_F by ||W_OV||_F ||W_QK||_F",
+     lambda W_OV, W_QK: _comp(W_OV, W_QK, normalise=False)),
+    ("Used the spectral norm: the composition score uses Frobenius norms (.norm())",
+     lambda W_OV, W_QK: _comp(W_OV, W_QK, ord=2)),
+    ("Multiplied in the wrong order: the writer's output comes first, W_OV W_QK^T",
+     lambda W_OV, W_QK: _comp(W_OV, W_QK, order="swapped"))])
 
 
 def _abl_cases(model, task, label):
@@ -140,54 +186,16 @@ def _abl_positions(model, tokens, periods, layer, head, mode):
     return copy_metrics(h @ model.W_E.T, tokens, periods)[key] - copy_metrics(model(tokens), tokens, periods)[key]
 
 
-CHECKS: dict[str, Check] = {
-    "ov_copying_matrix": Check(_ov_cases, _ov_ref, ("V, the attended token a", "V, the logit b"), [
-        ("Rows and columns swapped: row a is the attended token and column b the logit it raises, "
-         "C = W_E W_V W_O W_E^T (not its transpose)", lambda W_E, W_V, W_O: _ov_ref(W_E, W_V, W_O).T),
-        ("Rows centred: return C itself (the eigenvalue score centres it, in the next exercise)",
-         lambda W_E, W_V, W_O: _ov_ref(W_E, W_V, W_O) - _ov_ref(W_E, W_V, W_O).mean(-1, keepdim=True)),
-        ("You stopped at W_E W_V W_O [V, D]: multiply by W_E^T to reach the logits",
-         lambda W_E, W_V, W_O: W_E @ W_V @ W_O),
-        ("The unembedding is missing on the right and the embedding on the left: C = W_E W_V W_O W_E^T",
-         lambda W_E, W_V, W_O: W_V @ W_O)]),
-    "copying_scores": Check(_copy_cases, _copy_ref, (), [
-        ("Rows and columns swapped in ov_diag_top1: take each row's largest entry, C.argmax(-1) (row = the "
-         "attended token)", lambda C: _copy_ref(C, axis=0)),
-        ("ov_copying_eig is not centred: remove every row's mean before the eigenvalues",
-         lambda C: _copy_ref(C, centred=False)),
-        ("ov_copying_eig is not normalised: divide Re(sum of eigenvalues) by the sum of their absolute values",
-         lambda C: _copy_ref(C, normalise=False)),
-        ("ov_diag_top1 is not normalised: return the share of rows, not their count",
-         lambda C: _copy_ref(C, count=True))]),
-    "rotary_profile": Check(_rotary_cases, _rotary, ("n_offsets, the offset t",), [
-        ("Rotated the key instead of the query: that puts the key t positions ahead; rotate q by t",
-         lambda q, k, n_offsets: _rotary(q, k, n_offsets, which="k")),
-        ("Rotated both q and k by t: a common rotation cancels out; rotate only q by the offset",
-         lambda q, k, n_offsets: _rotary(q, k, n_offsets, which="both")),
-        ("The scores are not scaled: divide by sqrt(d_head)",
-         lambda q, k, n_offsets: _rotary(q, k, n_offsets, scale=False)),
-        ("Off by one position: the offsets start at t = 0, the query's own position",
-         lambda q, k, n_offsets: _rotary(q, k, n_offsets, start=1))]),
-    "k_composition": Check(_comp_cases, _comp, (), [
-        ("That is Q-composition (W_OV W_QK, the queries read the writer): for keys use W_OV W_QK^T",
-         lambda W_OV, W_QK: _comp(W_OV, W_QK, kind="Q")),
-        ("Not normalised: divide ||W_OV W_QK^T||_F by ||W_OV||_F ||W_QK||_F",
-         lambda W_OV, W_QK: _comp(W_OV, W_QK, normalise=False)),
-        ("Used the spectral norm: the composition score uses Frobenius norms (.norm())",
-         lambda W_OV, W_QK: _comp(W_OV, W_QK, ord=2)),
-        ("Multiplied in the wrong order: the writer's output comes first, W_OV W_QK^T",
-         lambda W_OV, W_QK: _comp(W_OV, W_QK, order="swapped"))]),
-    "ablation_delta": Check(_abl_cases, _abl_ref, (), [
-        ("The sign is flipped: return ablated minus clean, so that knocking out a head that helps gives a "
-         "rise", lambda **a: _abl_ref(**a, sign=-1.0)),
-        ("Mean taken over the positions: mean ablation replaces the output by its mean over the batch at "
-         "each position", _abl_positions),
-        ("Zero-ablated although the mode is 'mean': replace the output by its batch mean at each position",
-         lambda **a: _abl_ref(**(a | {"mode": "zero"}))),
-        ("Scored every target: the change asked for is in the later-copy loss (targets t >= L)",
-         lambda **a: _abl_ref(**a, metric="all")),
-        ("Knocked out the wrong head: layer and head are 0-based (block 2, head 3 is layer 1, head 2)",
-         lambda **a: _abl_ref(**(a | {"layer": a["layer"] - 1, "head": a["head"] - 1}))),
-        ("Knocked out the wrong head: layer and head are 0-based (block 2, head 3 is layer 1, head 2)",
-         lambda **a: _abl_ref(**(a | {"layer": a["layer"] + 1, "head": a["head"] + 1})))]),
-}
+CHECKS["ablation_delta"] = Check(_abl_cases, _abl_ref, (), [
+    ("The sign is flipped: return ablated minus clean, so that knocking out a head that helps gives a "
+     "rise", lambda **a: _abl_ref(**a, sign=-1.0)),
+    ("Mean taken over the positions: mean ablation replaces the output by its mean over the batch at "
+     "each position", _abl_positions),
+    ("Zero-ablated although the mode is 'mean': replace the output by its batch mean at each position",
+     lambda **a: _abl_ref(**(a | {"mode": "zero"}))),
+    ("Scored every target: the change asked for is in the later-copy loss (targets t >= L)",
+     lambda **a: _abl_ref(**a, metric="all")),
+    ("Knocked out the wrong head: layer and head are 0-based (block 2, head 3 is layer 1, head 2)",
+     lambda **a: _abl_ref(**(a | {"layer": a["layer"] - 1, "head": a["head"] - 1}))),
+    ("Knocked out the wrong head: layer and head are 0-based (block 2, head 3 is layer 1, head 2)",
+     lambda **a: _abl_ref(**(a | {"layer": a["layer"] + 1, "head": a["head"] + 1})))])

@@ -13,6 +13,8 @@ from exercises import planted
 from exercises.cases.inputs import batch, head_list
 from exercises.engine import Case, Check
 
+CHECKS: dict[str, Check] = {}  # exercise name -> its check, each one written below the functions it uses
+
 
 def _lens_cases(model, task, label):
     tokens, _ = batch(model, task, n=4)
@@ -32,6 +34,17 @@ def _lens(model, tokens, shift=1, kind="prob", drop=0):
         x = {"prob": logits.softmax(-1), "logit": logits, "logprob": logits.log_softmax(-1)}[kind]
         out.append(x.gather(-1, target[..., None])[..., 0])
     return torch.stack(out)[drop:]
+
+
+CHECKS["logit_lens"] = Check(_lens_cases, _lens, ("stage, 0 = the embedding", "B", "T - 1, the target t at t - 1"), [
+    ("Off by one position: the logits at position t - 1 predict the next token x_t, not the current x_{t-1}",
+     lambda model, tokens: _lens(model, tokens, shift=0)),
+    ("Not normalised: return the softmax probability of the right token, not its logit",
+     lambda model, tokens: _lens(model, tokens, kind="logit")),
+    ("That is the log-probability: return the probability (softmax, not log_softmax)",
+     lambda model, tokens: _lens(model, tokens, kind="logprob")),
+    ("The embedding stage is missing: cache['resid'] holds n_layers + 1 streams, stage 0 is the embedding",
+     lambda model, tokens: _lens(model, tokens, drop=1))])
 
 
 def _patch_inputs(model, task, n=6, seed=0):
@@ -83,6 +96,23 @@ def _hp(model, clean, corrupted, periods, layer, head, how="ok"):
                                                      - runs.clean_cache["head_out"][layer][:, head])
         return float(runs.effect(float(patching.metric(patching.forward_from(model, h, layer + 1), clean, periods))))
     raise ValueError(how)
+
+
+CHECKS["head_patch_effect"] = Check(_hp_cases, _hp, (), [
+    ("Patched the wrong way round: put the head's clean output into the corrupted run",
+     lambda **a: _hp(**a, how="reverse")),
+    ("Not normalised: return (M(patched) - M(corrupted)) / (M(clean) - M(corrupted))",
+     lambda **a: _hp(**a, how="diff")),
+    ("That is M(patched) itself: return the patch effect (M(patched) - M(corrupted)) / (M(clean) - M(corrupted))",
+     lambda **a: _hp(**a, how="raw")),
+    ("Patch at the wrong place: you patched every head of the block; patch only head `head`",
+     lambda **a: _hp(**a, how="block")),
+    ("Patch at the wrong place: you patched the whole stream entering the block; patch one head's output",
+     lambda **a: _hp(**a, how="stream")),
+    ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",
+     lambda **a: _hp(**(a | {"layer": a["layer"] - 1}))),
+    ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",
+     lambda **a: _hp(**(a | {"layer": a["layer"] + 1})))])
 
 
 @functools.cache
@@ -137,6 +167,19 @@ def _pp(model, clean, corrupted, periods, sender, receiver, path="k", direction=
     return path_patching.path_effect(model, runs, tuple(sender), tuple(receiver), path, direction)
 
 
+CHECKS["path_patch_keys"] = Check(_pp_cases, _pp, (), [
+    ("Patch at the wrong place: that is the path into the receiver's queries; change its keys only",
+     lambda **a: _pp(**a, path="q")),
+    ("Patch at the wrong place: that is the path into the receiver's values; change its keys only",
+     lambda **a: _pp(**a, path="v")),
+    ("Patched the wrong way round: noising starts from the clean run and brings in the sender's "
+     "corrupted output", lambda **a: _pp(**a, direction="denoising")),
+    ("The biases are missing: with model.cfg.bias the receiver's q, k and v add b_Q, b_K and b_V",
+     lambda **a: _pp(**a, biases=False)),
+    ("Patch at the wrong place: you changed the sender's output for every later head; only the "
+     "receiver's keys should read the change", lambda **a: _pp(**a, whole=True))])
+
+
 def _det_cases(model, task, label):
     from core.archetypes.head_matches import model_patterns, random_char_prompt
     from core.model.symbols import encode_text
@@ -163,48 +206,11 @@ def _det(pattern, tokens, mask_name="induction", rows="all", normalise=True):
     return detector_score(pattern, mask, rows=rows)
 
 
-CHECKS: dict[str, Check] = {
-    "logit_lens": Check(_lens_cases, _lens, ("stage, 0 = the embedding", "B", "T - 1, the target t at t - 1"), [
-        ("Off by one position: the logits at position t - 1 predict the next token x_t, not the current x_{t-1}",
-         lambda model, tokens: _lens(model, tokens, shift=0)),
-        ("Not normalised: return the softmax probability of the right token, not its logit",
-         lambda model, tokens: _lens(model, tokens, kind="logit")),
-        ("That is the log-probability: return the probability (softmax, not log_softmax)",
-         lambda model, tokens: _lens(model, tokens, kind="logprob")),
-        ("The embedding stage is missing: cache['resid'] holds n_layers + 1 streams, stage 0 is the embedding",
-         lambda model, tokens: _lens(model, tokens, drop=1))]),
-    "head_patch_effect": Check(_hp_cases, _hp, (), [
-        ("Patched the wrong way round: put the head's clean output into the corrupted run",
-         lambda **a: _hp(**a, how="reverse")),
-        ("Not normalised: return (M(patched) - M(corrupted)) / (M(clean) - M(corrupted))",
-         lambda **a: _hp(**a, how="diff")),
-        ("That is M(patched) itself: return the patch effect (M(patched) - M(corrupted)) / (M(clean) - M(corrupted))",
-         lambda **a: _hp(**a, how="raw")),
-        ("Patch at the wrong place: you patched every head of the block; patch only head `head`",
-         lambda **a: _hp(**a, how="block")),
-        ("Patch at the wrong place: you patched the whole stream entering the block; patch one head's output",
-         lambda **a: _hp(**a, how="stream")),
-        ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",
-         lambda **a: _hp(**(a | {"layer": a["layer"] - 1}))),
-        ("Patch at the wrong place: one block off (layer is 0-based: block 2 is layer 1)",
-         lambda **a: _hp(**(a | {"layer": a["layer"] + 1})))]),
-    "path_patch_keys": Check(_pp_cases, _pp, (), [
-        ("Patch at the wrong place: that is the path into the receiver's queries; change its keys only",
-         lambda **a: _pp(**a, path="q")),
-        ("Patch at the wrong place: that is the path into the receiver's values; change its keys only",
-         lambda **a: _pp(**a, path="v")),
-        ("Patched the wrong way round: noising starts from the clean run and brings in the sender's "
-         "corrupted output", lambda **a: _pp(**a, direction="denoising")),
-        ("The biases are missing: with model.cfg.bias the receiver's q, k and v add b_Q, b_K and b_V",
-         lambda **a: _pp(**a, biases=False)),
-        ("Patch at the wrong place: you changed the sender's output for every later head; only the "
-         "receiver's keys should read the change", lambda **a: _pp(**a, whole=True))]),
-    "induction_detector": Check(_det_cases, _det, ("H",), [
-        ("Off by one position: that mask marks the earlier copies themselves (duplicate-token); the induction "
-         "key is the token after one, token_{j-1} == token_i", lambda pattern, tokens: _det(pattern, tokens,
-                                                                                            "duplicate_token")),
-        ("Normalised per row: the score is the share of all the head's attention, sum(A M) / sum(A), not a "
-         "mean of the rows' shares", lambda pattern, tokens: _det(pattern, tokens, rows="target")),
-        ("Not normalised: divide by the head's whole attention sum(A)",
-         lambda pattern, tokens: _det(pattern, tokens, normalise=False))]),
-}
+CHECKS["induction_detector"] = Check(_det_cases, _det, ("H",), [
+    ("Off by one position: that mask marks the earlier copies themselves (duplicate-token); the induction "
+     "key is the token after one, token_{j-1} == token_i", lambda pattern, tokens: _det(pattern, tokens,
+                                                                                        "duplicate_token")),
+    ("Normalised per row: the score is the share of all the head's attention, sum(A M) / sum(A), not a "
+     "mean of the rows' shares", lambda pattern, tokens: _det(pattern, tokens, rows="target")),
+    ("Not normalised: divide by the head's whole attention sum(A)",
+     lambda pattern, tokens: _det(pattern, tokens, normalise=False))])

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from exercises.cases.inputs import batch
 from exercises.engine import Case, Check, picked
 
+CHECKS: dict[str, Check] = {}  # exercise name -> its check, each one written below the functions it uses
+
 
 def _train_cases(model, task, label):
     if label.startswith("the planted"):
@@ -45,6 +47,16 @@ def _lab_step(shift=1, zero=True, step=True, reduction="mean"):
 
 def _train_wrong(**kw):
     return lambda model, batches: _train_run(_lab_step(**kw), model, batches)
+
+
+CHECKS["train_step"] = Check(_train_cases, _train_wrong(), (), [
+    ("Off by one position: the logits at position t - 1 predict x_t, so compare logits[:, :-1] with "
+     "tokens[:, 1:]", _train_wrong(shift=0)),
+    ("The gradients pile up from step to step: call optimizer.zero_grad() before backward",
+     _train_wrong(zero=False)),
+    ("The weights did not change: call optimizer.step() after backward", _train_wrong(step=False)),
+    ("Not normalised: the loss is the mean cross-entropy over the targets, not their sum",
+     _train_wrong(reduction="sum"))], run=lambda fn, model, batches: _train_run(fn, model, batches), grad=True)
 
 
 def _drop_cases(model, task, label):
@@ -82,21 +94,11 @@ def _drop(steps, losses, vocab_size, limit=None, index=False, last=False, strict
     return i if index else steps[i]
 
 
-CHECKS: dict[str, Check] = {
-    "train_step": Check(_train_cases, _train_wrong(), (), [
-        ("Off by one position: the logits at position t - 1 predict x_t, so compare logits[:, :-1] with "
-         "tokens[:, 1:]", _train_wrong(shift=0)),
-        ("The gradients pile up from step to step: call optimizer.zero_grad() before backward",
-         _train_wrong(zero=False)),
-        ("The weights did not change: call optimizer.step() after backward", _train_wrong(step=False)),
-        ("Not normalised: the loss is the mean cross-entropy over the targets, not their sum",
-         _train_wrong(reduction="sum"))], run=lambda fn, model, batches: _train_run(fn, model, batches), grad=True),
-    "find_drop": Check(_drop_cases, _drop, (), [
-        ("The line is ln V / 2, half the loss of a uniform guess, not ln V",
-         lambda steps, losses, vocab_size: _drop(steps, losses, vocab_size, limit=math.log(vocab_size))),
-        ("Returned the position in the list, not the logged step", lambda **a: _drop(**a, index=True)),
-        ("Returned the last step below the line: the drop step is the first", lambda **a: _drop(**a, last=True)),
-        ("A loss exactly at ln V / 2 has not dropped yet: use <, not <=", lambda **a: _drop(**a, strict=False)),
-        ("Used log base 2: losses are in nats, so use the natural log (math.log)",
-         lambda steps, losses, vocab_size: _drop(steps, losses, vocab_size, limit=math.log2(vocab_size) / 2))]),
-}
+CHECKS["find_drop"] = Check(_drop_cases, _drop, (), [
+    ("The line is ln V / 2, half the loss of a uniform guess, not ln V",
+     lambda steps, losses, vocab_size: _drop(steps, losses, vocab_size, limit=math.log(vocab_size))),
+    ("Returned the position in the list, not the logged step", lambda **a: _drop(**a, index=True)),
+    ("Returned the last step below the line: the drop step is the first", lambda **a: _drop(**a, last=True)),
+    ("A loss exactly at ln V / 2 has not dropped yet: use <, not <=", lambda **a: _drop(**a, strict=False)),
+    ("Used log base 2: losses are in nats, so use the natural log (math.log)",
+     lambda steps, losses, vocab_size: _drop(steps, losses, vocab_size, limit=math.log2(vocab_size) / 2))])
