@@ -1,6 +1,7 @@
 """The exercise path: every exercise's place, rating, time guide and hints. The statement is the
 docstring of the solution (exercises/solutions/), the template (exercises/part*.py) is generated from
-it (exercises/build.py), and the check lives in exercises/checks.py. Imports nothing heavy."""
+it (exercises/build.py), and the check lives in exercises/cases/<section>.py (run by exercises/checks.py).
+Imports nothing heavy."""
 from __future__ import annotations
 
 import importlib
@@ -77,9 +78,12 @@ EXERCISES = (
         "`cos, sin = rope_cos_sin(n_offsets, d_head, 10000.0)` holds the rotation of every offset t in its row t.",
         "Rotate the query only: `apply_rope(q.expand(n_offsets, d_head), cos, sin) @ k`, then divide by "
         "sqrt(d_head).")),
-    Exercise("k_composition", P2, "K-composition against a random baseline", "pages/circuits.py", 2, 3, 10, (
+    Exercise("k_composition", P2, "K-composition of two heads", "pages/circuits.py", 2, 3, 10, (
         "`torch.Tensor.norm()` of a matrix is its Frobenius norm.",
-        "The keys read the writer: the product is W_OV @ W_QK.T, not W_OV @ W_QK.")),
+        "The keys read the writer: the product is W_OV @ W_QK.T, not W_OV @ W_QK.",
+        "The score alone says little: random matrices of the same shapes score about "
+        "`core.reading.composition.composition_baseline(d_model, d_head)['K']` (0.09 at d_model 128, d_head 32), "
+        "the line the Circuits page sets it against.")),
     Exercise("ablation_delta", P2, "Zero and mean ablation: the change in later-copy loss", "pages/circuits.py",
              3, 4, 20, (
         "The later-copy targets are the mask of `later_copy_mask` (part 1); the loss is "
@@ -100,7 +104,8 @@ EXERCISES = (
     Exercise("induction_detector", P3, "A detector for the induction archetype", "pages/archetypes.py", 2, 3, 10, (
         "`tokens[None, :-1] == tokens[:, None]` is [T, T-1]: entry (i, j-1) says token_{j-1} == token_i; put it "
         "in columns 1..T-1 of the mask.",
-        "Divide by the head's whole attention `pattern.sum((-2, -1))`, not by the number of rows.")),
+        "Divide by the head's whole attention `pattern.sum((-2, -1))`, the statement's sum_ij A[i, j] (every row "
+        "of a softmax pattern sums to 1, so for these patterns that is T, the number of rows).")),
     Exercise("train_step", P4, "One training step", "pages/train.py", 1, 4, 10, (
         "`F.cross_entropy` wants [N, V] logits and [N] targets: reshape `logits[:, :-1]` and `tokens[:, 1:]`.",
         "The order is zero_grad, backward, step.")),
