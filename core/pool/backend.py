@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 class WorkerHandle(Protocol):
     """One started training, whatever runs it. `pid`: the worker's id as the student sees it (an OS
-    process id; a thread's native id for ThreadBackend)."""
+    process id; a thread's native id for ThreadBackend). poll, alive and exit_reason never block:
+    the pool calls them under its lock."""
 
     name: str
     pid: int | None
