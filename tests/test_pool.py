@@ -101,6 +101,28 @@ def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     assert run.status == RunStatus.STOPPED
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
+def test_a_dead_monitor_is_started_again_by_ensure_monitor(pool, monkeypatch):
+    run = pool.start(LONG, "alice")
+    wait_until(lambda: run.step > 0, what="training")
+    dead = pool.monitor.thread
+
+    def die(now):
+        raise SystemExit  # not an Exception: the thread ends
+
+    monkeypatch.setattr(pool, "_check_health", die)
+    wait_until(lambda: not dead.is_alive(), 10, "the monitor to die")
+    monkeypatch.delattr(pool, "_check_health")
+    step = run.step
+    time.sleep(0.3)
+    assert run.step == step, "nothing reads the worker while no monitor runs"
+    assert pool.ensure_monitor() and pool.monitor_restarts == 1 and pool.monitor.thread is not dead
+    assert not pool.ensure_monitor(), "a running monitor is left alone"
+    wait_until(lambda: run.step > step + 5, 30, "the run to go on streaming under the new monitor")
+    pool.stop(run)
+    assert run.status == RunStatus.STOPPED
+
+
 @pytest.mark.worker
 @pytest.mark.app
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
