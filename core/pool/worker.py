@@ -1,4 +1,6 @@
-"""One training, inside its own worker process (the child side of core.pool.runs).
+"""One training, inside its own worker process (the child side of core.pool.runs). The same loop
+runs in a thread for core.pool.backend.ThreadBackend; `start`, `context` and `warm_up` are the
+process backend's.
 
 The worker builds a Trainer from TrainSettings and trains one step at a time. Between steps it reads
 the commands the server sent on its end of a Pipe and streams back what the page draws:
