@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from core.reading import bootstrap
 from core.reading.detectors import DETECTORS, detector_scores
 
 CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it" (questions, sentences)
@@ -99,14 +100,11 @@ def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.
     return pd.DataFrame(rows, columns=["layer", "block", "head", *PERIOD_SCORES])
 
 
-N_BOOT = 1000  # bootstrap resamples of the sequences behind a head score's interval
-
-
 def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=("prev_token", "induction_any"),
-                    level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """A 95% bootstrap interval over the sequences for head scores: each sequence's own score (one row of
-    the batch), resampled N_BOOT times with replacement (fixed seed) and pooled as head_scores pools
-    them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
+                    level: float = bootstrap.LEVEL, seed: int = bootstrap.BOOT_SEED) -> pd.DataFrame:
+    """A 95% bootstrap interval over the sequences for head scores (core.reading.bootstrap): each
+    sequence's own score (one row of the batch), resampled with replacement and pooled as head_scores
+    pools them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
     Rows: layer, block, head, and <name>_low, <name>_high for each name."""
     B = len(periods)
     T = patterns[0].shape[-1] if patterns else 0
@@ -115,18 +113,20 @@ def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=(
                "self": torch.full((B,), T - 1.0)}
     for n in ("induction", "induction_any", "duplicate"):
         weights[n] = (T - L).clamp_min(0).double()
-    idx = torch.from_numpy(np.random.default_rng(seed).integers(0, B, (N_BOOT, B)))
-    a = (1 - level) / 2
     rows = []
     for layer, pattern in enumerate(patterns):
         per = [head_scores(pattern[b:b + 1], periods[b:b + 1]) for b in range(B)]
-        row = {name: None for name in names}
+        row = {}
         for name in names:
             v = torch.stack([p[name] for p in per]).double()  # [B, H]
-            w = weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)
-            v = torch.nan_to_num(v)
-            boot = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)  # [N, H]
-            row[name] = (torch.quantile(boot, a, dim=0), torch.quantile(boot, 1 - a, dim=0))
+            w = (weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)).numpy()
+            v = torch.nan_to_num(v).numpy()
+
+            def pooled(idx, v=v, w=w):  # [N, B] -> [H, N]
+                return ((v[idx] * w[idx]).sum(1) / w[idx].sum(1)).T
+
+            with np.errstate(invalid="ignore", divide="ignore"):
+                row[name] = bootstrap.sequence_interval(pooled, B, level, seed)
         for h in range(pattern.shape[1]):
             out = {"layer": layer, "block": layer + 1, "head": h}
             for name in names:
