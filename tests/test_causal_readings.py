@@ -5,6 +5,7 @@ interpretive sentence or question where the gap is small or an effect is within 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -165,3 +166,33 @@ def test_stream_noising_cannot_test_the_second_copy_under_first_copy_but_can_und
     assert np.allclose(a[0, PERIOD:], 1.0, atol=1e-5)  # the same tokens in both runs there
     assert a[0, :PERIOD].max() < 0.97  # one first-copy token is needed by the targets that read it
     assert b[0, PERIOD:2 * PERIOD - 1].min() < 0.97  # under resample the query positions are tested too
+
+
+def _planted(gap, effects):
+    """A Causal-page result with only what the key-path sentence and question read: sender -> (effect,
+    low, high) of noising its key path into all of block 2."""
+    paths = pd.DataFrame([{"sender": s, "path": "k", "direction": "noising", "receiver_head": -1, "patch_effect": e,
+                           "effect_low": lo, "effect_high": hi, "testable": True}
+                          for s, (e, lo, hi) in effects.items()])
+    return {"m_clean": -0.5, "m_corrupted": -0.5 - gap, "paths": paths, "offsets": None}
+
+
+@pytest.mark.parametrize("gap, effects, answer", [
+    (3.0, {"1.1": (0.2, 0.1, 0.3), "1.2": (0.8, 0.7, 0.9), "1.3": (0.95, 0.9, 1.0)}, "1.1"),
+    # below the runner-up's interval but not below 1.3's wide one: not clear
+    (3.0, {"1.1": (0.3, 0.1, 0.5), "1.2": (0.6, 0.55, 0.65), "1.3": (0.7, 0.4, 1.0)}, None),
+    # clearly the lowest, but noising it leaves more than NEEDED: not clearly needed
+    (3.0, {"1.1": (0.92, 0.91, 0.93), "1.2": (0.99, 0.98, 1.0), "1.3": (0.99, 0.98, 1.0)}, None),
+    (0.3, {"1.1": (0.2, 0.1, 0.3), "1.2": (0.8, 0.7, 0.9), "1.3": (0.95, 0.9, 1.0)}, None),  # the gap is too small
+])
+def test_the_key_path_sentence_and_question_agree(gap, effects, answer):
+    """Issue 28: the page's sentence (core.causal.readings) and its question (core.quiz.causal) on the same
+    numbers: one rule (core.causal.clarity) decides both, so either both answer, naming the same head, or
+    neither does. Each planted case sits where the two rules differed before."""
+    res = _planted(gap, effects)
+    sentence = readings.key_composition_sentence(res)
+    question = quiz_causal.needed_key_path(res["paths"], readings.gap(res))
+    assert question.answer == answer
+    assert (sentence is None) == (answer is None)
+    if answer:
+        assert f"head {answer}:" in sentence and question.why.startswith(f"Noising head {answer}'s")

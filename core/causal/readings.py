@@ -1,16 +1,17 @@
 """What the Causal experiments page may say in words, decided from the numbers it just measured
 (core.causal.views.experiments). An interpretive sentence is shown only when the runs differ enough
-for ratios to mean something (M(clean) - M(corrupted) >= MIN_GAP nats) and the effect it reads is clearly
-beyond its noise: its 95% bootstrap interval over the sequences (core.causal.intervals.effect_interval)
-stays clear of the comparison the sentence makes. Otherwise each function returns None and the page
-says that this model gives no clear answer. Heads are written 1-based ("1.4").
+for ratios to mean something and the effect it reads is clearly beyond its noise, by the rules of
+core.causal.clarity, which the page's questions (core.quiz.causal) use too. Otherwise each function
+returns None and the page says that this model gives no clear answer. Heads are written as
+core.model.symbols labels them ("1.4").
 """
 from __future__ import annotations
 
 import pandas as pd
 
-MIN_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for patch effects to mean much
-NEEDED = 0.9  # a path is clearly needed when noising it leaves at most this much (interval's upper end)
+from core.causal import clarity
+from core.causal.clarity import MIN_GAP, NEEDED  # noqa: F401  (the page reads them here)
+
 LOOKS_BACK = 0.5  # a block-1 head "looks d positions back" with at least this much attention at offset d
 
 OFFSET_WORDS = {0: "on its own position", 1: "one position back", 2: "two positions back", 3: "three positions back"}
@@ -21,8 +22,7 @@ def gap(res: dict) -> float:
 
 
 def clear_gap(res: dict) -> bool:
-    g = gap(res)
-    return g == g and g >= MIN_GAP
+    return clarity.clear_gap(gap(res))
 
 
 def key_paths(res: dict) -> pd.DataFrame:
@@ -34,16 +34,9 @@ def key_paths(res: dict) -> pd.DataFrame:
 
 
 def most_needed_key_path(res: dict) -> pd.Series | None:
-    """The sender whose key path into block 2 is most needed, when that is clear: the gap is large
-    enough, its noising interval ends below NEEDED and below the runner-up's interval."""
-    k = key_paths(res)
-    if k is None or len(k) < 2 or not clear_gap(res):
-        return None
-    ranked = k.sort_values("patch_effect")
-    worst, second = ranked.iloc[0], ranked.iloc[1]
-    if worst["effect_high"] < NEEDED and worst["effect_high"] < second["effect_low"]:
-        return worst
-    return None
+    """The sender whose key path into block 2 is most needed, when that is clear (clarity.most_needed:
+    the gap is large enough, its noising interval ends below NEEDED and below every other sender's)."""
+    return clarity.most_needed(key_paths(res), gap(res))
 
 
 def key_composition_sentence(res: dict) -> str | None:

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from core.causal.clarity import CLEAR_GAP
 from core.model.symbols import frame_head_label
 from core.reading.heads import CLEAR_SCORE
-
-CLEAR_GAP = 0.05  # the right option must beat the runner-up by at least this much
 
 
 @dataclass
