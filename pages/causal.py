@@ -6,7 +6,7 @@ import streamlit as st
 
 from core.causal import readings
 from core.causal import views as causal
-from core.model.symbols import describe_alphabet, encode_text, frame_head_label
+from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
 from ui import share, snippets
 from ui.charts import causal as charts
@@ -134,14 +134,13 @@ if cfg.n_layers:
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
         f"**Checks.** Patching every head at once gives {res['all_heads']:.3f}; patching the whole stream entering "
-        f"block {cfg.n_layers} gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the "
-        "clean run); patching nothing is 0 by definition."
-        + (f" The largest single-head effect here is head {frame_head_label(best['block'], best['head'])}: "
+        f"{block_label(cfg.n_layers - 1)} gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is "
+        "then the clean run); patching nothing is 0 by definition."
+        + (f" The largest single-head effect here is head {best['label']}: "
            f"{best['patch_effect']:.2f} (95% interval over the {res['n_seqs']} sequences "
            f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
-    noise = res["noise"].merge(heads.assign(layer=heads["block"] - 1, head0=heads["head"] - 1)[
-        ["layer", "head0", "patch_effect", "effect_low", "effect_high"]].rename(columns={"head0": "head"}),
-        on=["layer", "head"])
+    noise = res["noise"].merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
+                               on=["layer", "head"])
     table = {"head": noise["label"]}
     for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
                               "noising (needed?)": ("noise_effect", "noise_low", "noise_high"),
@@ -176,7 +175,7 @@ if cfg.n_layers:
         st.button("Run the position sweeps anyway", key="cz_sweeps_button",
                   on_click=lambda: st.session_state.update(cz_sweeps=True))
 if cfg.n_layers and res["resid"] is not None:
-    rows = [f"before block {l + 1}" for l in range(cfg.n_layers)]
+    rows = [f"before {block_label(l)}" for l in range(cfg.n_layers)]
     st.altair_chart(charts.position_effects(res["resid"], rows,
                                             "clean stream at one position, corrupted everywhere else",
                                             "stream", period, res["clean"]), width="content")

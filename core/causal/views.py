@@ -1,5 +1,5 @@
-"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (blocks and heads
-counted from 1 in labels). Runs on sampled task sequences at one period, or on one typed sequence
+"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
+and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
 corrupted several times.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from core.causal import logit_lens, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
-from core.model.symbols import head_label, token_labels
+from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM
 
@@ -53,8 +53,7 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
     df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
     df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
-    df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
-                      for l, h in zip(df["receiver_layer"], df["receiver_head"])]
+    df["receiver"] = [head_label(l, h) for l, h in zip(df["receiver_layer"], df["receiver_head"])]  # "2.all": h < 0
     df["testable"] = pd.Series(dtype=bool)
     if len(df):
         changes = path_patching.sender_changes(model, runs, [(0, h) for h in range(H)]).set_index("sender_head")
@@ -99,8 +98,9 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     """Every experiment of the page on one pair of runs.
 
     Keys: m_clean, m_corrupted, n_seqs, period (None if the periods differ), clean / corrupted (the first
-    sequence's tokens as labels), heads (block, head, patch_effect), all_heads, resid_last (effects of
-    patching every head / the whole stream entering the last block), resid [n_layers, T],
+    sequence's tokens as labels), heads (label, layer, head, patch_effect, effect_low, effect_high),
+    all_heads, resid_last (effects of patching every head / the whole stream entering the last block),
+    resid [n_layers, T],
     head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
     sender and receiver labels, and testable: whether the sender's output differs between the runs where
     that path reads it, path_patching.sender_changes), corruption, senders (sender_changes of the block-1
@@ -111,9 +111,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     cfg = model.cfg
     periods = runs.periods.unique()
     out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
-    heads = patching.head_patch_effects(model, runs)
-    heads.insert(0, "block", heads.pop("layer") + 1)
-    heads["head"] += 1
+    heads = with_labels(patching.head_patch_effects(model, runs))
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
     full = runs.clean_full if runs.clean_full is not None else runs.clean
     seq = full[0]
@@ -149,10 +147,8 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
-    """noising.head_noise_effects with 1-based block and head and a label."""
-    df = noising.head_noise_effects(model, runs)
-    df.insert(0, "label", [head_label(l, h) for l, h in zip(df["layer"], df["head"])])
-    return df
+    """noising.head_noise_effects with the head's label first."""
+    return with_labels(noising.head_noise_effects(model, runs))
 
 
 def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:

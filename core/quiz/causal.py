@@ -7,7 +7,7 @@ import pandas as pd
 
 from core.causal import clarity
 from core.causal.clarity import CLEAR_GAP, MIN_GAP
-from core.model.symbols import frame_head_label
+from core.model.symbols import block_label
 from core.quiz.questions import Question, no_answer, top_two
 
 
@@ -23,12 +23,12 @@ def _small_gap(key: str, prompt: str, gap: float | None) -> Question | None:
 def patched_heads(heads: pd.DataFrame, gap: float | None = None) -> Question:
     """The section-1 question: which block carries the answer in a deeper model, which head in a
     one-block model. gap = M(clean) - M(corrupted): no question below MIN_GAP."""
-    return (best_patched_head(heads, gap) if heads.empty or heads["block"].max() < 2
+    return (best_patched_head(heads, gap) if heads.empty or heads["layer"].max() < 1
             else best_patched_block(heads, gap))
 
 
 def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Question:
-    """heads: per-head patch effects (block, head from 1, patch_effect, effect_low, effect_high). Which
+    """heads: per-head patch effects (label, layer, head, patch_effect, effect_low, effect_high). Which
     block's best head, patched alone, brings back most of M? Clear only when that head's interval lies
     above every other block's best head's interval."""
     prompt = (
@@ -36,7 +36,7 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
     small = _small_gap("q_patch_block", prompt, gap)
     if small:
         return small
-    tops = {f"block {int(b)}": g.loc[g["patch_effect"].idxmax()] for b, g in heads.groupby("block")
+    tops = {block_label(l): g.loc[g["patch_effect"].idxmax()] for l, g in heads.groupby("layer")
             if g["patch_effect"].notna().any()}
     vals = {k: float(r["patch_effect"]) for k, r in tops.items()}
     best, v, second = top_two(vals)
@@ -50,10 +50,10 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
 
 
 def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question:
-    """heads: core.causal.views's per-head patch effects (block, head from 1, patch_effect, and its
+    """heads: core.causal.views's per-head patch effects (label, layer, head, patch_effect, and its
     interval effect_low, effect_high)."""
     prompt = "Which head, its clean output patched alone into the corrupted run, brings back most of M?"
-    vals = {frame_head_label(r.block, r.head): float(r.patch_effect) for r in heads.itertuples()}
+    vals = dict(zip(heads["label"], heads["patch_effect"].astype(float)))
     if len(vals) < 2 or not any(v == v for v in vals.values()):
         return no_answer("q_patch", prompt, "This model has fewer than two heads to compare, or no patch effect is "
                                         "defined: no question here.")
@@ -61,7 +61,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
     if small:
         return small
     best, v, second = top_two(vals)
-    rows = {frame_head_label(r['block'], r['head']): r for _, r in heads.iterrows()}
+    rows = {r["label"]: r for _, r in heads.iterrows()}
     if v < 0.1 or not clarity.above_all(rows, best):
         return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}, "
                                         "within each other's 95% intervals or below 0.1): "
