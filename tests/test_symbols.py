@@ -73,11 +73,11 @@ def test_tables_carry_zero_based_layer_and_head_and_the_label_first():
     assert [parse_head_label(s) for s in df["label"][:2]] == [(0, 3), (1, 0)]
 
 
-# Hand-made head or block labels: '{x + 1}.{y}' style, "block {l + 1}", "head {h + 1}", or "{b}.{h}" from two
-# frame columns. Tests (their oracles count by hand on purpose) and exercises/ (another owner's) are left out;
-# dashboard.py too until its owner takes top_head's (label, value) (issue 28's merge note).
-HAND_MADE = re.compile(r"\+ ?1\}\.|(?<!blocks\.)\{[a-z_]+\}\.\{[a-z_]+\}|[Bb]lock \{[^}]*\+ ?1\}|head \{[^}]*\+ ?1\}")
+# Hand-made head or block labels: "{x}.{y}" from two values, '{x + 1}.', "block {l + 1}", "head {h + 1}".
+# Tests (their oracles count by hand on purpose) and exercises/ (another owner's) are left out.
+HAND_MADE = re.compile(r"\{[^{}]+\}\.\{[^{}]+\}|\+ ?1\}\.|[Bb]lock \{[^}]*\+ ?1\}|head \{[^}]*\+ ?1\}")
 NOT_OURS = {
+    ("core/model/checkpoints.py", "blocks.{l}.{name}"), ("core/model/checkpoints.py", "{os.getpid()}"),  # not labels
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
     ("pages/archetypes.py", "g.heads"), ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
     ("core/reading/ablation.py", "no head {head} in block"),  # its owner this round moves it to symbols.block_label
@@ -86,6 +86,7 @@ NOT_OURS = {
 
 def test_no_head_label_is_made_outside_symbols():
     found = []
+    # dashboard.py is left out until the lead applies issue 28's merge note (top_head's label)
     for path in [ROOT / d for d in ("core", "ui", "pages", "app_pages") if (ROOT / d).is_dir()]:
         for f in sorted(path.rglob("*.py")):
             if f.name == "symbols.py" and f.parent.name == "model":
