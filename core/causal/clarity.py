@@ -1,12 +1,14 @@
-"""When the Causal page's numbers give a clear answer: the one rule set behind both what the page says
+"""When measured numbers give a clear answer: the one rule set behind both what the Causal page says
 (core.causal.readings's sentences) and what it asks (core.quiz.causal's questions), so a sentence and a
-question on the same runs cannot disagree.
+question on the same runs cannot disagree; the questions of core.quiz.questions compare intervals and
+margins with it too.
 
 - The runs must differ: M(clean) - M(corrupted) >= MIN_GAP nats, or every patch effect is a ratio of
   small differences.
 - One row beats another when its 95% bootstrap interval over the sequences (effect_low, effect_high,
-  core.causal.intervals) lies wholly above the other's; a frame without intervals needs the point
-  estimates CLEAR_GAP apart (the margin core.quiz.questions uses for every question).
+  core.causal.intervals; a head score's, core.reading.heads.score_intervals, for the Attention page's
+  question) lies wholly above the other's; a frame without intervals needs the point estimates
+  CLEAR_GAP apart (the margin core.quiz.questions uses for every question).
 - A path is clearly needed when noising it leaves at most NEEDED (its interval's upper end).
 """
 from __future__ import annotations
@@ -24,17 +26,24 @@ def clear_gap(gap: float | None) -> bool:
     return gap is None or (gap == gap and gap >= MIN_GAP)
 
 
-def above(hi_row, lo_row) -> bool:
-    """hi_row's 95% interval lies wholly above lo_row's (columns effect_low, effect_high); without
-    intervals, the point estimates (patch_effect) must differ by CLEAR_GAP."""
-    if "effect_low" in hi_row and "effect_high" in lo_row:
-        return bool(hi_row["effect_low"] > lo_row["effect_high"])
-    return bool(hi_row["patch_effect"] - lo_row["patch_effect"] >= CLEAR_GAP)
+def above(hi_row, lo_row, value: str = "patch_effect") -> bool:
+    """hi_row's 95% interval lies wholly above lo_row's (columns <prefix>_low, <prefix>_high: effect_low,
+    effect_high for a patch effect, prev_token_low, prev_token_high for a head score); without intervals,
+    the point estimates (column `value`) must differ by CLEAR_GAP."""
+    low, high = _interval_columns(value)
+    if low in hi_row and high in lo_row:
+        return bool(hi_row[low] > lo_row[high])
+    return bool(hi_row[value] - lo_row[value] >= CLEAR_GAP)
 
 
-def above_all(rows: dict, best: str) -> bool:
-    """rows[best] is above() every other row with a defined effect."""
-    return all(above(rows[best], r) for k, r in rows.items() if k != best and r["patch_effect"] == r["patch_effect"])
+def above_all(rows: dict, best: str, value: str = "patch_effect") -> bool:
+    """rows[best] is above() every other row with a defined value."""
+    return all(above(rows[best], r, value) for k, r in rows.items() if k != best and r[value] == r[value])
+
+
+def _interval_columns(value: str) -> tuple[str, str]:
+    prefix = "effect" if value == "patch_effect" else value
+    return f"{prefix}_low", f"{prefix}_high"
 
 
 def flipped(row: pd.Series) -> pd.Series:

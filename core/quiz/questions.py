@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from core.causal import clarity
 from core.causal.clarity import CLEAR_GAP
 from core.model.symbols import head_label, long_head_label
 from core.reading.heads import CLEAR_SCORE
@@ -52,11 +53,10 @@ def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = N
         return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
     vals = dict(zip(scores["label"], scores["prev_token"].astype(float)))
     best, v, second = top_two(vals)
-    apart = v - second >= CLEAR_GAP
-    if intervals is not None and "prev_token_low" in intervals.columns and len(vals) > 1:
-        iv = {r.label: (r.prev_token_low, r.prev_token_high) for r in intervals.itertuples()}
-        apart = all(iv[best][0] > iv[k][1] for k in iv if k != best)
-    if v < CLEAR_SCORE or not apart:
+    rows = scores.set_index("label")
+    if intervals is not None and "prev_token_low" in intervals.columns:
+        rows = rows.join(intervals.set_index("label")[["prev_token_low", "prev_token_high"]])
+    if v < CLEAR_SCORE or not clarity.above_all({k: r for k, r in rows.iterrows()}, best, "prev_token"):
         return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
                                        f"next {second:.2f}"
                                        + (", within each other's 95% intervals" if intervals is not None else "")
