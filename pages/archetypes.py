@@ -180,7 +180,7 @@ else:
                        "positional shortcut does not.")
             python_panel(snippets.model_detectors(entry, chars, st.session_state.get("arch_rows", "target")),
                          shows={"table": head_table.select_dtypes("number")})
-            lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
+            lines = [f"- {symbols.long_head_label(r.layer, r.head)}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
@@ -190,8 +190,8 @@ else:
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
                                 index=head_keys.index(head_matches.strongest_head(best)),
-                                format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
-            st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
+                                format_func=lambda k: symbols.long_head_label(*k))
+            st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
             st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
                                                   size=640),
                             width="content")

@@ -114,12 +114,13 @@ if view is not None:
                  shows={"pattern": patterns[layer, head]})
 
     st.subheader("Head scores")
-    score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
-    st.dataframe(charts.styled_scores(view.scores, score_cols), hide_index=True, width="stretch")
+    score_cols = [c for c in view.scores.columns if c not in ("label", "layer", "head")]
+    st.dataframe(charts.styled_scores(view.scores.drop(columns=["layer", "head"]), score_cols), hide_index=True,
+                 width="stretch")
     if view.intervals is not None and len(view.intervals):
         with st.expander(f"95% intervals over the {view.n_seqs} sequences (bootstrap)"):
             iv = view.intervals
-            st.dataframe({"head": [f"{b}.{h}" for b, h in zip(iv["block"], iv["head"])],
+            st.dataframe({"head": iv["label"],
                           **{name: [f"{a:.2f} – {c:.2f}" for a, c in zip(iv[f"{name}_low"], iv[f"{name}_high"])]
                              for name in ("prev_token", "induction_any")}}, hide_index=True)
             st.caption("Each sequence's own score, resampled 1000 times with replacement (fixed seed) and pooled as "

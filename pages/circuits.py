@@ -112,7 +112,7 @@ c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head 
 chance = 1 / cfg.vocab_size
 cp, bc = hv["copy"], hv["block_copy"]
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
-s_col.metric(f"diagonal on top (block {layer + 1}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
+s_col.metric(f"diagonal on top ({symbols.block_label(layer)}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
 s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
              help="Re(Σλ) / Σ|λ| over the eigenvalues of C with every row's mean removed, C (I − 11ᵀ/V): "
                   "+1 copies, −1 suppresses.")
@@ -121,7 +121,7 @@ if layer:
     s_col.metric("on the effective embedding: diagonal on top / eigenvalue score",
                  f"{ce['ov_diag_top1']:.2f} / {ce['ov_copying_eig']:+.2f}",
                  help=f"This head, with rows read from the stream each token carries after the earlier blocks "
-                      f"instead of from W_E (block {layer + 1}'s heads summed: diagonal on top "
+                      f"instead of from W_E ({symbols.block_label(layer)}'s heads summed: diagonal on top "
                       f"{bce['ov_diag_top1']:.2f}, eigenvalue score {bce['ov_copying_eig']:+.2f}).")
 s_col.caption(
     "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "

@@ -176,7 +176,7 @@ if n_blocks == 0:
     st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
 else:
     c1, c2, c3 = st.columns(3)
-    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}",
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=symbols.block_label,
                          key=f"depth_block_{n_blocks}")
     a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_src_{V}")
     b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_dst_{V}")

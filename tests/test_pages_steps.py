@@ -39,7 +39,9 @@ def test_attention_page_scores_are_the_snapshots():
     shown = at.dataframe[0].value
     period, seed = at.slider(key="att_period").value, at.number_input(key="att_seed").value
     fresh = analysis.task_sequence_view(snap, task, int(period), int(seed)).scores
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True), fresh.reset_index(drop=True))
+    assert list(shown.columns)[0] == "label"  # the page shows the label, not the 0-based layer and head
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True),
+                                  fresh.drop(columns=["layer", "head"]).reset_index(drop=True))
     assert not shown.equals(final)
     # the probe metrics below are the snapshot's too
     probe = analysis.probe_view(snap, task, int(at.slider(key="att_probe").value))["metrics"]

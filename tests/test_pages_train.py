@@ -239,7 +239,8 @@ def test_history_frames_and_the_drop_step():
     assert drop_step(history, 64) == 50
     assert drop_step(history[:2], 64) is None
     heads = head_score_frame(history)
-    assert len(heads) == 4 * 2 * 2 and set(heads["block"]) == {1} and set(heads["head"]) == {1, 2}
+    assert len(heads) == 4 * 2 * 2 and set(heads["layer"]) == {0} and set(heads["head"]) == {0, 1}
+    assert set(heads["label"]) == {"1.1", "1.2"}
     assert set(loss_frame(history, "r")["part"]) == {"first copy", "later copies"}
     bad = TrainSettings(2, 32, 32, 40, False, 1e-2, 8, 10, 0)
     with pytest.raises(ValueError) as e:

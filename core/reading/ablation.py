@@ -98,9 +98,10 @@ def single_head_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch
 
 def ablation_table(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor,
                    mode: str = "zero") -> pd.DataFrame:
-    """single_head_ablation as a tidy DataFrame: layer, block (1-based), head, loss_later_delta,
-    acc_later_delta (one row per head; pivot on block x head for the heatmap)."""
+    """single_head_ablation as a tidy DataFrame: label, layer, head (core.model.symbols), loss_later_delta,
+    acc_later_delta (one row per head; pivot on layer x head for the heatmap)."""
     df = pd.DataFrame(single_head_ablation(model, tokens, periods, mode),
                       columns=["layer", "head", "loss_later_delta", "acc_later_delta"])
-    df.insert(1, "block", df["layer"] + 1)
-    return df
+    from core.model.symbols import with_labels  # here, not at the top: this module's imports are edited elsewhere
+
+    return with_labels(df)
