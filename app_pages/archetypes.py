@@ -260,4 +260,4 @@ st.markdown(
     "that quite different patterns can give the same prediction; Wiegreffe & Pinter (2019) replied that whether "
     "attention “explains” depends on what you ask of it, and proposed tests. Either way, the evidence that a "
     "head matters is an intervention: remove it and measure the damage.")
-st.page_link("pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")
+st.page_link("app_pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")

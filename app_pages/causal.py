@@ -366,4 +366,4 @@ st.markdown(
     "queries, keys and values, is section 4. Here the answer is known in advance, so you can check the method: "
     "the block-1 previous-token head should matter through the block-2 heads' **keys** (its query rows can only be "
     "tested with the resample corruption, see section 4), and the block-2 heads should matter directly.")
-st.page_link("pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")
+st.page_link("app_pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")

@@ -65,9 +65,9 @@ def test_every_page_gives_the_same_message_for_the_same_text():
     with pytest.raises(InputProblem) as e:
         encode_text(bad, 64, min_len=2)
     want = str(e.value)
-    fields = {"pages/attention.py": [("radio", "att_source", "Type your own"), ("text_input", "att_text", bad)],
-              "pages/icl.py": [("text_input", "icl_text", bad)],
-              "pages/archetypes.py": [("radio", "arch_char_mode", "Your own characters"),
+    fields = {"app_pages/attention.py": [("radio", "att_source", "Type your own"), ("text_input", "att_text", bad)],
+              "app_pages/icl.py": [("text_input", "icl_text", bad)],
+              "app_pages/archetypes.py": [("radio", "arch_char_mode", "Your own characters"),
                                       ("text_input", "arch_chars", bad)]}
     for page, steps in fields.items():
         at = open_app(page, "variable-period-2block.pt")

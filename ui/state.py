@@ -171,5 +171,5 @@ def require_heads(entry: LabModel, explanation: str) -> None:
     """Stop a heads-only page for a 0-block model: show `explanation` and point to the depth page."""
     if entry.model.cfg.n_layers == 0:
         st.info(explanation)
-        st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
+        st.page_link("app_pages/depth.py", label="What depth can express", icon="🧱")
         st.stop()
