@@ -9,6 +9,7 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
+from ui.cache import per_model
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -124,9 +125,9 @@ if tokens is not None:
 st.header("3 · Which of your model's heads fit an archetype?")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _model_scores(key: str, text: str, rows: str, _model):
-    return head_matches.text_detector_table(_model, text, rows)
+@per_model(show_spinner=False, max_entries=32)
+def _model_scores(entry: state.LabModel, text: str, rows: str):
+    return head_matches.text_detector_table(entry.model, text, rows)
 
 
 if not state.all_models():
@@ -159,8 +160,7 @@ else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
         try:
-            head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
-                                                 entry.model)
+            head_table, patterns = _model_scores(entry, chars, st.session_state.get("arch_rows", "target"))
         except symbols.InputProblem as e:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None

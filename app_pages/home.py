@@ -7,16 +7,17 @@ from core.model.symbols import frame_head_label
 from core.quiz import questions as quiz
 from core.training.overview import model_overview, settings_rows, top_head
 from ui import python_panel, snippets
+from ui.cache import per_model
 from ui.pages import PATH
 from ui.quiz import ask
-from ui.state import selected_model
+from ui.state import LabModel, selected_model
 
 N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
 
-@st.cache_data(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
-def _overview(key: str, _model, _task) -> dict:
-    return model_overview(_model, _task, n_seqs=N_OVERVIEW, seed=0)
+@per_model(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
+def _overview(entry: LabModel) -> dict:
+    return model_overview(entry.model, entry.task, n_seqs=N_OVERVIEW, seed=0)
 
 
 def _home_path():
@@ -66,7 +67,7 @@ def _home_model():
     if entry is None:
         st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
         return
-    ov = _overview(entry.key, entry.model, entry.info["task"])
+    ov = _overview(entry)
     m, heads = ov["metrics"], ov["heads"]
     st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
