@@ -13,9 +13,6 @@ from ui.cache import per_model
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(

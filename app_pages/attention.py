@@ -14,11 +14,8 @@ from ui.charts import attention as charts
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
 from ui.state import LabModel, require_heads, require_model
 from ui.steps import step_control
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Attention patterns")
 entry = require_model()

@@ -13,10 +13,7 @@ from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
 from ui.state import LabModel, require_model
-
-lab_script()  # first: see ui/setup.py
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 DEFAULT_TEXT = "induction " * 3

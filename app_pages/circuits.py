@@ -10,11 +10,8 @@ from ui.cache import per_model
 from ui.charts import circuits as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
 from ui.state import LabModel, require_heads, require_model
 from ui.steps import step_control
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Circuits & ablations")
 entry = require_model()

@@ -12,10 +12,7 @@ from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
 from ui.state import LabModel, require_model
-
-lab_script()  # first: see ui/setup.py
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
 

@@ -12,10 +12,7 @@ from ui.cache import per_model
 from ui.charts import icl as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
 from ui.state import LabModel, require_model
-
-lab_script()  # first: see ui/setup.py
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
 

@@ -16,13 +16,10 @@ from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.seeds import seeds_section
-from ui.setup import lab_script
 from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
-
-lab_script()  # first: see ui/setup.py
 
 RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
 

@@ -1,8 +1,8 @@
 """Setup done from a script run, never while a module is imported.
 
-`lab_script()` is the first call of dashboard.py and of every page. The first call on a server
-starts what the server keeps running (the memory trimmer, the training pool's monitor, the worker
-process server); every call checks that the pool's monitor thread runs (and starts it again if it
+`lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
+server starts what the server keeps running (the memory trimmer, the training pool's monitor, the
+worker process server); every call checks that the pool's monitor thread runs (and starts it again if it
 died). This used to happen inside `import ui.state`: a rerun raised during an import left a
 half-built module, and other first visitors then failed with ImportError.
 """
