@@ -63,7 +63,7 @@ def test_the_page_files_are_the_page_list():
     from ui.pages import ALL_PAGES
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "app_pages").glob("*.py"))
     assert sorted(p.file for p in ALL_PAGES) == files
-    assert not (ROOT / "pages").exists(), "Streamlit would take a pages/ folder for an old-style multipage app"
+    assert not list((ROOT / "pages").glob("*.py")), "Streamlit would take pages/*.py for an old-style multipage app"
 
 
 def test_no_page_file_shadows_a_module_when_its_folder_is_on_sys_path():
