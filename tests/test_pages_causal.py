@@ -9,9 +9,8 @@ from ui.model_keys import shipped_key
 
 from helpers import ROOT, SHIPPED, TWO_BLOCK, open_app
 
-PAGE = "pages/causal.py"
+PAGE = "app_pages/causal.py"
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def open_on(file: str) -> AppTest:

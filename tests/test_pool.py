@@ -129,7 +129,7 @@ def test_a_dead_monitor_is_started_again_by_ensure_monitor(pool, monkeypatch):
 def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     from ui.training import run_pool
 
-    at = open_app("pages/train.py")
+    at = open_app("app_pages/train.py")
     pool = run_pool()
     monitor = pool.monitor.thread
     assert monitor is not None and monitor.is_alive()
@@ -289,7 +289,7 @@ def _until_done(at, timeout: float = 120):
 
 @pytest.mark.app
 def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_on_request():
-    alice, bob = open_app("pages/train.py"), open_app("pages/train.py")
+    alice, bob = open_app("app_pages/train.py"), open_app("app_pages/train.py")
     _tiny_settings(alice)
     _tiny_settings(bob)
     alice.button(key="tr_train").click().run()

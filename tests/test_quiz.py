@@ -18,10 +18,9 @@ from core.reading.attention import task_sequences
 from helpers import ROOT, open_app
 
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py", "pages/train.py"]  # None: Home
+PAGES = [None, "app_pages/attention.py", "app_pages/circuits.py", "app_pages/depth.py", "app_pages/icl.py",
+         "app_pages/archetypes.py", "app_pages/causal.py", "app_pages/train.py"]  # None: Home
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def open_page(page: str | None, file: str) -> AppTest:
@@ -64,11 +63,11 @@ def test_each_question_marks_right_and_wrong(page, file):
         if len(options) <= 6:
             assert len(rights) >= 1, results
         answers[key.split("_")[2]] = rights[0] if len(rights) == 1 else set(rights) if rights else None
-    if page == "pages/attention.py":
+    if page == "app_pages/attention.py":
         check_attention_answers(at, file, answers)
-    if page == "pages/circuits.py" and answers.get("copy"):
+    if page == "app_pages/circuits.py" and answers.get("copy"):
         assert answers["copy"] == naive_top_copier(file)
-    if page == "pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
+    if page == "app_pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
         check_training_answers(answers)
 
 

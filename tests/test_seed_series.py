@@ -112,7 +112,7 @@ def test_bad_settings_are_refused_with_the_settings_own_sentence(pool):
 
 @pytest.mark.app
 def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
-    at = open_app("pages/train.py", timeout=60)
+    at = open_app("app_pages/train.py", timeout=60)
     at.slider(key="tr_layers").set_value(1)
     at.slider(key="tr_periods").set_value((4, 8))
     at.slider(key="tr_seq_len").set_value(24)

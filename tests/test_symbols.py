@@ -79,22 +79,21 @@ HAND_MADE = re.compile(r"\{[^{}]+\}\.\{[^{}]+\}|\+ ?1\}\.|[Bb]lock \{[^}]*\+ ?1\
 NOT_OURS = {
     ("core/model/checkpoints.py", "blocks.{l}.{name}"), ("core/model/checkpoints.py", "{os.getpid()}"),  # not labels
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
-    ("pages/archetypes.py", "g.heads"), ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
+    ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
     ("core/reading/ablation.py", "no head {head} in block"),  # its owner this round moves it to symbols.block_label
 }
 
 
 def test_no_head_label_is_made_outside_symbols():
     found = []
-    # dashboard.py is left out until the lead applies issue 28's merge note (top_head's label)
-    for path in [ROOT / d for d in ("core", "ui", "pages", "app_pages") if (ROOT / d).is_dir()]:
-        for f in sorted(path.rglob("*.py")):
-            if f.name == "symbols.py" and f.parent.name == "model":
-                continue
-            lines = enumerate(f.read_text().splitlines(), 1)
-            name = str(f.relative_to(ROOT))
-            found += [f"{name}:{i}: {line.strip()}" for i, line in lines if HAND_MADE.search(line)
-                      and not any(name == n and mark in line for n, mark in NOT_OURS)]
+    files = [f for d in ("core", "ui", "app_pages", "exercises") for f in sorted((ROOT / d).rglob("*.py"))]
+    for f in [ROOT / "dashboard.py", *files]:
+        if f.name == "symbols.py" and f.parent.name == "model":
+            continue
+        lines = enumerate(f.read_text().splitlines(), 1)
+        name = str(f.relative_to(ROOT))
+        found += [f"{name}:{i}: {line.strip()}" for i, line in lines if HAND_MADE.search(line)
+                  and not any(name == n and mark in line for n, mark in NOT_OURS)]
     assert not found, "\n".join(found)
 
 
@@ -106,9 +105,9 @@ def test_every_page_gives_the_same_message_for_the_same_text():
     with pytest.raises(InputProblem) as e:
         encode_text(bad, 64, min_len=2)
     want = str(e.value)
-    fields = {"pages/attention.py": [("radio", "att_source", "Type your own"), ("text_input", "att_text", bad)],
-              "pages/icl.py": [("text_input", "icl_text", bad)],
-              "pages/archetypes.py": [("radio", "arch_char_mode", "Your own characters"),
+    fields = {"app_pages/attention.py": [("radio", "att_source", "Type your own"), ("text_input", "att_text", bad)],
+              "app_pages/icl.py": [("text_input", "icl_text", bad)],
+              "app_pages/archetypes.py": [("radio", "arch_char_mode", "Your own characters"),
                                       ("text_input", "arch_chars", bad)]}
     for page, steps in fields.items():
         at = open_app(page, "variable-period-2block.pt")

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
-from core.model.symbols import block_number, head_number, with_labels
+from core.model.symbols import with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.reading.report import build_report
@@ -30,9 +30,8 @@ def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: 
 
 
 class TopHead(NamedTuple):
-    """The head with the largest score. block and head are its numbers counted from 1 (core.model.symbols)
-    and stay only until the Home page reads label instead (issue 28)."""
-    block: int
+    """The head with the largest score: its table row's 0-based layer and head, value and label."""
+    layer: int
     head: int
     value: float
     label: str
@@ -44,7 +43,7 @@ def top_head(heads: pd.DataFrame, score: str) -> TopHead | None:
     if col is None or col.isna().all():
         return None
     row = heads.loc[col.idxmax()]
-    return TopHead(block_number(int(row["layer"])), head_number(int(row["head"])), float(row[score]), str(row["label"]))
+    return TopHead(int(row["layer"]), int(row["head"]), float(row[score]), str(row["label"]))
 
 
 def settings_rows(info: dict) -> pd.DataFrame:

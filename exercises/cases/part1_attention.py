@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from core.model.symbols import block_label
 from exercises.cases.inputs import _patterns, batch
 from exercises.engine import Case, Check
 
@@ -79,7 +80,7 @@ def _pattern_cases(model, task, label):
     out = []
     for layer in range(model.cfg.n_layers):
         q, k = _qk(model, tokens, layer)
-        out.append(Case(f"{label}, block {layer + 1}", {"q": q, "k": k}))
+        out.append(Case(f"{label}, {block_label(layer)}", {"q": q, "k": k}))
     return out
 
 
@@ -128,7 +129,7 @@ def _score_cases(model, task, label, kind="prev"):
     if model.cfg.n_layers and not label.startswith("a small"):
         tokens, periods = batch(model, task)
         cache = _patterns(model, tokens)
-        out += [Case(f"{label}, block {l + 1}", {"pattern": cache["pattern"][l], "periods": periods})
+        out += [Case(f"{label}, {block_label(l)}", {"pattern": cache["pattern"][l], "periods": periods})
                 for l in range(model.cfg.n_layers)]
     if label.startswith("the planted"):
         _, periods = batch(model, task, n=4, seed=3)

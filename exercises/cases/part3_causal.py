@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from core.model.symbols import head_label
+from core.model.symbols import block_label, head_label
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from exercises import planted
 from exercises.cases.inputs import batch, head_list
@@ -193,7 +193,7 @@ def _det_cases(model, task, label):
         tokens = torch.as_tensor(encode_text(random_char_prompt(period=10, copies=3, vocab_size=model.cfg.vocab_size),
                                                model.cfg.vocab_size))
     pats = model_patterns(model, tokens)
-    return [Case(f"{label}, block {l + 1} on a pattern repeated 3 times",
+    return [Case(f"{label}, {block_label(l)} on a pattern repeated 3 times",
                  {"pattern": p.reshape(-1, *p.shape[-2:]), "tokens": tokens}) for l, p in enumerate(pats)]
 
 

@@ -9,12 +9,10 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
+from ui.cache import per_model
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(
@@ -124,9 +122,9 @@ if tokens is not None:
 st.header("3 · Which of your model's heads fit an archetype?")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _model_scores(key: str, text: str, rows: str, _model):
-    return head_matches.text_detector_table(_model, text, rows)
+@per_model(show_spinner=False, max_entries=32)
+def _model_scores(entry: state.LabModel, text: str, rows: str):
+    return head_matches.text_detector_table(entry.model, text, rows)
 
 
 if not state.all_models():
@@ -159,8 +157,7 @@ else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
         try:
-            head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
-                                                 entry.model)
+            head_table, patterns = _model_scores(entry, chars, st.session_state.get("arch_rows", "target"))
         except symbols.InputProblem as e:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
@@ -260,4 +257,4 @@ st.markdown(
     "that quite different patterns can give the same prediction; Wiegreffe & Pinter (2019) replied that whether "
     "attention “explains” depends on what you ask of it, and proposed tests. Either way, the evidence that a "
     "head matters is an intervention: remove it and measure the damage.")
-st.page_link("pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")
+st.page_link("app_pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")

@@ -9,13 +9,11 @@ from core.causal import views as causal
 from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
 from ui import share, snippets
+from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_model
-
-lab_script()  # first: see ui/setup.py
+from ui.state import LabModel, require_model
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 DEFAULT_TEXT = "induction " * 3
@@ -26,22 +24,22 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
 
 
-@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(key: str, period: int, seed: int, positions: bool | None, budget: int, corruption: str, _model,
-                      _task) -> dict:
-    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions, budget, corruption)
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
+                      corruption: str) -> dict:
+    return causal.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
 
 
-@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(key: str, text: str, seed: int, positions: bool | None, budget: int, corruption: str,
-                      _model) -> dict:
-    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions, budget,
-                                   corruption)
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
+                      corruption: str) -> dict:
+    tokens = encode_text(text, entry.model.cfg.vocab_size)
+    return causal.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
 
 
-@st.cache_data(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
-def _mechanism(key: str, period: int, seed: int, corruption: str, _model, _info) -> object:
-    return causal.mechanism_over_training(_model, _info, period, N_SEQS, seed, corruption)
+@per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
+def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
+    return causal.mechanism_over_training(entry.model, entry.info, period, N_SEQS, seed, corruption)
 
 
 st.title("Causal experiments")
@@ -78,14 +76,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption, model,
-                                task)
+        res = _task_experiments(entry, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption, model)
+        res = _text_experiments(entry, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -314,7 +311,7 @@ if cfg.n_layers:
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):
-                mech = _mechanism(entry.key, int(period), int(seed), corruption, model, entry.info)
+                mech = _mechanism(entry, int(period), int(seed), corruption)
                 st.altair_chart(charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
                                                  "all of block 2, at every snapshot"), width="content")
                 left_out = sorted(set(mech.loc[mech["gap"] < readings.MIN_GAP, "step"]))
@@ -365,4 +362,4 @@ st.markdown(
     "queries, keys and values, is section 4. Here the answer is known in advance, so you can check the method: "
     "the block-1 previous-token head should matter through the block-2 heads' **keys** (its query rows can only be "
     "tested with the resample corruption, see section 4), and the block-2 heads should matter directly.")
-st.page_link("pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")
+st.page_link("app_pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")
