@@ -102,8 +102,9 @@ def _home_model():
     labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
               "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
               "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}
+    number_columns = {c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()}
     right.dataframe(heads.drop(columns=["layer", "head"]), hide_index=True, width="stretch", height="content",
-                    column_config={c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
+                    column_config=number_columns)
     right.caption(
         "**What am I looking at?** One row per head, labelled block.head (both counted from 1). The attention scores "
         "are the head's average attention on the previous position (*prev*); on the token after the latest "
