@@ -56,6 +56,7 @@ def module_at(rev: str):
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("tinycharlm_before", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks the module up
     spec.loader.exec_module(module)
     return module
 

@@ -104,7 +104,9 @@ def test_start_and_stop_split_the_forward(model):
     upto, _ = model.run_with_hooks(tokens, stop=1)
     assert torch.equal(upto, cache[hook_name(1, "hook_resid_pre")])
     rest, _ = model.run_with_hooks(resid=upto, start=1)
-    assert torch.allclose(rest, logits, atol=1e-6)
+    assert torch.allclose(rest, logits, atol=1e-9)
+    whole, _ = model.run_with_hooks(tokens, stop=2)  # stop = n_layers: the final stream, not the logits
+    assert torch.allclose(whole @ model.W_E.T, logits, atol=1e-9)
     final, _ = model.run_with_hooks(resid=torch.zeros(B, T, model.cfg.d_model, dtype=torch.float64), start=2)
     assert torch.equal(final, torch.zeros(B, T, model.cfg.vocab_size, dtype=torch.float64))
 

@@ -339,13 +339,14 @@ class TinyCharLM(nn.Module):
 
         edits {hook name: fn(activation) -> activation} (hook_points; shapes above) replace activations
         as the run meets them; `cache` names the activations to record (after any edit). out is the
-        logits [*, T, V], or with stop=l the stream entering block l [*, T, D] (blocks from l not run).
+        logits [*, T, V], or with stop=l the stream entering block l [*, T, D] (blocks from l not run;
+        stop=n_layers: the final stream, before hook_resid_final).
         """
         L = self.cfg.n_layers
-        stop = L if stop is None else stop
+        end = L if stop is None else stop
         if (tokens is None) == (resid is None) or (resid is None and start):
             raise ValueError("give tokens (start=0) or the stream `resid` entering block `start`.")
-        if not 0 <= start <= stop <= L:
+        if not 0 <= start <= end <= L:
             raise ValueError(f"need 0 <= start <= stop <= {L}, got start={start}, stop={stop}.")
         cache = list(cache)
         unknown = (set(edits or {}) | set(cache)) - set(hook_points(L))
@@ -359,9 +360,9 @@ class TinyCharLM(nn.Module):
             lead = resid.shape[:-2]
             hooks = Hooks(edits, cache, lead)
             h = resid.reshape(-1, *resid.shape[-2:])
-        for layer in range(start, stop):
+        for layer in range(start, end):
             h = self.blocks[layer](h, hooks, f"blocks.{layer}.")
-        if stop < L:
+        if stop is not None:
             return h.reshape(*lead, *h.shape[1:]), hooks.cache
         h = hooks("hook_resid_final", h)
         logits = hooks("hook_logits", h @ self.W_E.T)
