@@ -168,26 +168,27 @@ def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Ten
 def patch_heads(model: TinyCharLM, runs: PatchRuns, heads: list[tuple[int, int]],
                 positions: list[int] | None = None) -> float:
     """M of the corrupted run with the clean output of every head in `heads` patched in at `positions`
-    (every position if None) at once: edits on hook_result, the corrupted run rerun from the lowest
-    patched block. An empty list gives M(corrupted)."""
+    (every position if None) at once: edits on hook_result. The lowest patched block is not rerun (its
+    other heads' outputs are cached): its patch is added to the corrupted stream above it, and the run
+    starts there. An empty list gives M(corrupted)."""
     if not heads:
         return runs.m_corrupted
     start = min(l for l, _ in heads)
     where = torch.zeros(runs.clean.shape[1], dtype=torch.bool)
     where[positions if positions is not None else slice(None)] = True
+    mine = {layer: sorted({hd for l, hd in heads if l == layer}) for layer in {l for l, _ in heads}}
 
-    def swap(layer, mine):
-        clean = runs.clean_cache["head_out"][layer]
+    def swap(layer, result):  # result [B, H, T, D] -> the same with the clean outputs of this block's heads
+        clean, mine_here = runs.clean_cache["head_out"][layer], mine[layer]
+        result = result.clone()
+        result[:, mine_here] = torch.where(where[:, None], clean[:, mine_here], result[:, mine_here])
+        return result
 
-        def edit(result):  # [B, H, T, D]
-            result = result.clone()
-            result[:, mine] = torch.where(where[:, None], clean[:, mine], result[:, mine])
-            return result
-        return edit
-
-    edits = {hook_name(layer, "attn.hook_result"): swap(layer, sorted({hd for l, hd in heads if l == layer}))
-             for layer in {l for l, _ in heads}}
-    logits, _ = model.run_with_hooks(resid=runs.corrupted_cache["resid"][start], start=start, edits=edits)
+    out = runs.corrupted_cache["head_out"][start]
+    h = runs.corrupted_cache["resid"][start + 1] + (swap(start, out) - out).sum(1)
+    edits = {hook_name(layer, "attn.hook_result"): (lambda r, layer=layer: swap(layer, r))
+             for layer in mine if layer > start}
+    logits, _ = model.run_with_hooks(resid=h, start=start + 1, edits=edits)
     return float(metric(logits, runs.clean, runs.periods))
 
 
