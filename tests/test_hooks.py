@@ -12,8 +12,8 @@ import torch
 
 from core.causal import logit_lens, noising, patching, path_patching
 from core.model import tinycharlm
+from core.model.hooks import hook_name, hook_points, previous_token_pattern
 from core.model.task import TaskConfig
-from core.model.tinycharlm import hook_name, hook_points, previous_token_pattern
 from core.reading import ablation, analysis
 
 from helpers import TINY, random_tokens, tiny_model

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from core.model.hooks import hook_name
 from core.model.task import copy_masks
-from core.model.tinycharlm import TinyCharLM, hook_name
+from core.model.tinycharlm import TinyCharLM
 
 COPIES = ("first", "second", "later")
 

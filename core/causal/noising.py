@@ -21,7 +21,8 @@ import torch
 
 from core.causal.intervals import effect_interval
 from core.causal.patching import PatchRuns, _metrics_of_streams, metric, metric_by_seq
-from core.model.tinycharlm import TinyCharLM, hook_name
+from core.model.hooks import hook_name
+from core.model.tinycharlm import TinyCharLM
 
 
 @torch.no_grad()

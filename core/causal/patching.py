@@ -23,8 +23,9 @@ import torch
 
 from core.causal.corruptions import CORRUPTIONS, corrupted_tokens
 from core.causal.intervals import effect_interval
+from core.model.hooks import hook_name
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import TinyCharLM, hook_name
+from core.model.tinycharlm import TinyCharLM
 
 CHUNK_POSITIONS = 1 << 16  # sequences x positions per patched forward: bounds memory on a shared server
 

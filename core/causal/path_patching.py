@@ -27,7 +27,8 @@ from core.causal.patching import (
     both_metrics,
     effect_interval,
 )
-from core.model.tinycharlm import TinyCharLM, hook_name
+from core.model.hooks import hook_name
+from core.model.tinycharlm import TinyCharLM
 
 PATHS = ("q", "k", "v")
 DIRECTIONS = ("noising", "denoising")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
-from core.model.tinycharlm import TinyCharLM, hook_name
+from core.model.tinycharlm import TinyCharLM
 
 MODES = ("zero", "mean")
 
