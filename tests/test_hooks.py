@@ -81,6 +81,17 @@ def test_knocking_a_head_out_at_z_or_at_its_result_is_the_same(model):
     assert not torch.allclose(at_z, model(tokens), atol=1e-3)
 
 
+def test_a_mean_ablation_over_a_patch_dim_takes_each_patch_s_own_batch_mean(model):
+    """Edits see the leading dims: the batch mean of ablation_edits is over B within each patch."""
+    tokens = torch.stack([random_tokens(B, T, seed=s) for s in range(2)])  # [G, B, T]
+    edits = ablation.ablation_edits({(0, 1): "mean", (1, 0): "zero"})
+    both, _ = model.run_with_hooks(tokens, edits=edits)
+    for g in range(2):
+        alone = ablation.ablated_logits(model, tokens[g], {(0, 1): "mean", (1, 0): "zero"})
+        assert torch.allclose(both[g], alone, atol=1e-9)
+    assert not torch.allclose(both[0], model(tokens[0]), atol=1e-3)
+
+
 def test_q_k_v_edits_come_before_rotary_and_carry_the_stream_linearly(model):
     """Shifting q, k and v of every head by delta @ W (path patching's edit) is running the last block
     on the stream + delta, less the delta its residual carries: the hooks sit before rotary, bias in."""
