@@ -1,4 +1,5 @@
-"""TinyCharLM and what every other part shares: the model (tinycharlm), the repeated-sequence task
+"""TinyCharLM and what every other part shares: the model (tinycharlm) and its intervention point's
+hook points, edits and attention (hooks), the repeated-sequence task
 (task), copy metrics (metrics), typed text and labels (symbols), the drop's definition (drop),
 checkpoint files (checkpoints, snapshots) and the command lines' shared parsing (cli).
 

@@ -129,9 +129,7 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
     tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
     self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
-    resid = model.W_E[tokens]
-    for block in model.blocks[:layer]:
-        resid = block(resid)
+    resid, _ = model.run_with_hooks(tokens, stop=layer)
     T = task.seq_len
     q, k = circuits.head_qk_vectors(model, layer, head, resid=resid, source="mean")
     profile = {"average query and key": circuits.rotary_profile(q, k, T, model.cfg.rope_base).numpy()}
