@@ -131,12 +131,6 @@ def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, p
                    corruption)
 
 
-def forward_from(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
-    """Blocks start.. on the stream h [..., T, D] entering block `start`, then unembed: logits [..., T, V]
-    (model.run_with_hooks(resid=h, start=start); kept for exercises/checks.py)."""
-    return model.run_with_hooks(resid=h, start=start)[0]
-
-
 def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tensor, start: int,
                         by_seq: bool = False) -> torch.Tensor:
     """streams [G, B, T, D] entering block `start` -> M of each of the G patched runs, [G], in chunks

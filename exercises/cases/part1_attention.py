@@ -64,13 +64,11 @@ CHECKS["later_copy_mask"] = Check(_mask_cases, lambda periods, seq_len: _later(p
 
 
 def _qk(model, tokens, layer):
-    h = _patterns(model, tokens)["resid"][layer]
-    b = model.blocks[layer]
-    q = torch.einsum("btd,hde->bhte", h, b.W_Q)
-    k = torch.einsum("btd,hde->bhte", h, b.W_K)
-    if model.cfg.bias:
-        q, k = q + b.b_Q[None, :, None], k + b.b_K[None, :, None]
-    return q, k
+    """The block's q and k [B, H, T, d_head] before rotary (bias included), as the model computes them."""
+    names = [f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k"]
+    with torch.no_grad():
+        _, cache = model.run_with_hooks(tokens, cache=names)
+    return cache[names[0]], cache[names[1]]
 
 
 def _pattern_cases(model, task, label):

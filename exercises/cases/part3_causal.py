@@ -94,7 +94,8 @@ def _hp(model, clean, corrupted, periods, layer, head, how="ok"):
     if how == "reverse":  # the corrupted head output into the clean run
         h = runs.clean_cache["resid"][layer + 1] + (runs.corrupted_cache["head_out"][layer][:, head]
                                                      - runs.clean_cache["head_out"][layer][:, head])
-        return float(runs.effect(float(patching.metric(patching.forward_from(model, h, layer + 1), clean, periods))))
+        logits, _ = model.run_with_hooks(resid=h, start=layer + 1)
+        return float(runs.effect(float(patching.metric(logits, clean, periods))))
     raise ValueError(how)
 
 
@@ -163,7 +164,8 @@ def _pp(model, clean, corrupted, periods, sender, receiver, path="k", direction=
         sl, sh = sender
         h = runs.clean_cache["resid"][sl + 1] + (runs.corrupted_cache["head_out"][sl][:, sh]
                                                   - runs.clean_cache["head_out"][sl][:, sh])
-        return float(runs.effect(float(patching.metric(patching.forward_from(model, h, sl + 1), clean, periods))))
+        logits, _ = model.run_with_hooks(resid=h, start=sl + 1)
+        return float(runs.effect(float(patching.metric(logits, clean, periods))))
     return path_patching.path_effect(model, runs, tuple(sender), tuple(receiver), path, direction)
 
 
