@@ -173,12 +173,24 @@ def test_a_killed_actor_ends_its_run_with_a_sentence_and_the_pool_trains_on(ray_
     wait_until(no_training_actor, 30, "every actor to end")
 
 
-def test_discarding_a_run_ends_its_actor(ray_pool):
-    run = ray_pool.start(LONG, owner="a|1")
-    wait_until(lambda: run.step >= 1, 120, "training on Ray")
-    ray_pool.discard(run)
-    assert run.status == RunStatus.CANCELLED
-    wait_until(no_training_actor, 30, "the discarded run's actor to end")
+def test_an_identical_run_follows_the_training_and_discarding_both_ends_the_actor(cluster):
+    from core.pool.ray_backend import RayBackend
+
+    backend = RayBackend(cluster)
+    pool = RunPool(2, backend=backend, owner_grace=0.3)
+    try:
+        a = pool.start(LONG, owner="a|1")
+        wait_until(lambda: a.step >= 1, 120, "training on Ray")
+        b = pool.start(LONG, owner="b|1")
+        assert b.shared == "live" and pool.trainings() == 1 and len(backend.started) == 1  # trained once
+        pool.discard(a)
+        step = b.step
+        wait_until(lambda: b.step > step, 60, "the followed training to go on for the other session")
+        pool.discard(b)
+        assert a.status == b.status == RunStatus.CANCELLED
+        wait_until(no_training_actor, 30, "the discarded run's actor to end")
+    finally:
+        pool.shutdown()
 
 
 class Counting:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -219,7 +220,7 @@ class RayBackend:
 
     def start(self, settings: TrainSettings, threads: int, name: str) -> RayHandle:
         ray = self._ray()
-        actor = _actor_class(ray).options(num_cpus=max(1, int(threads)), name=None).remote(settings, threads, name)
+        actor = _actor_class(ray).options(num_cpus=max(1, int(threads))).remote(settings, threads, name)
         try:
             pid = ray.get(actor.pid.remote(), timeout=120.0)
         except BaseException:
@@ -242,8 +243,6 @@ class RayBackend:
             if ref is not None:
                 pending[ref] = h
         if not pending:
-            import time
-
             time.sleep(timeout)
             return []
         done, _ = self._ray().wait(list(pending), num_returns=1, timeout=timeout)
