@@ -124,7 +124,7 @@ class RayHandle:
         self._fetch = None
         try:
             messages, eof = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.RayError) as e:
+        except ray.exceptions.RayError as e:  # RayActorError: the actor died, or its node was lost
             messages, eof = [], True
             if self._ended_by_us is None:
                 self._lost = _lost_sentence(e)
