@@ -27,7 +27,7 @@ from helpers import ROOT, tiny_model, write_bad_files
 torch.set_num_threads(1)
 
 
-HEAVY = ("app", "worker", "e2e", "slow")  # pytest.ini describes each; a test with none of them is fast
+HEAVY = ("app", "worker", "e2e", "slow", "ray")  # pytest.ini describes each; a test with none of them is fast
 
 
 def pytest_addoption(parser):

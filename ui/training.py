@@ -12,6 +12,7 @@ import uuid
 
 import streamlit as st
 
+from core.pool.ray_backend import backend_from_env
 from core.pool.runs import LiveRun, RunPool
 from core.pool.slots import capacity_from_env
 from ui.state import add_session_model, pick_on_next_run
@@ -36,12 +37,13 @@ def _session_alive(owner: str) -> bool:
 
 
 def run_pool() -> RunPool:
-    """The pool of this server process, created on first use (capacity: ATTENTION_LAB_MAX_TRAININGS)."""
+    """The pool of this server process, created on first use (capacity: ATTENTION_LAB_MAX_TRAININGS; its
+    workers are Ray actors when ATTENTION_LAB_RAY_ADDRESS is set, core.pool.ray_backend)."""
     global _pool, _problem
     with _lock:
         if _pool is None:
             capacity, _problem = capacity_from_env()
-            _pool = RunPool(capacity, is_alive=_session_alive)
+            _pool = RunPool(capacity, is_alive=_session_alive, backend=backend_from_env())  # Ray if configured
             atexit.register(_pool.shutdown)
         return _pool
 

@@ -1,7 +1,8 @@
 """Trainings in workers: the pool a server's sessions share (runs, with its monitor), what a page
 reads of a run (live_run), the seam to whatever runs the workers (backend: processes, or threads in
-tests), its training slots (slots), the worker's loop (worker) and several seeds of one setting
-(seed_series).
+tests; ray_backend: Ray actors, when a cluster is configured), its training slots (slots), the
+worker's loop (worker), several seeds of one setting (seed_series), and sweeps: a grid of trainings
+on local processes or Ray into one results table (sweep, sweep_grid; `python -m core.sweep`).
 
-May import core.model, core.reading and core.training.
+May import core.model, core.reading and core.training. Ray only inside ray_backend's functions.
 """

@@ -1,0 +1,142 @@
+"""What one run of a sweep (core.pool.sweep) trains: a RunSpec, the configs it makes, its run id, and
+the grid of RunSpecs that `python -m core.sweep`'s flags describe.
+
+    specs = grid({"n_layers": [1, 2], "seed": [0, 1, 2]})     # every other field: the preset's
+    specs[0].configs()                                           # (ModelConfig, TaskConfig, TrainConfig)
+    specs[0].run_id()                                            # settings + seed + code version
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import asdict, dataclass, fields, replace
+
+from core.training.interventions import check_interventions
+from core.training.presets import DEFAULT_PRESET, get_preset
+
+NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss every `every` steps, nothing else
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training of a sweep: the preset's configs with these fields changed. `init`: "shared" (the
+    default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; hold_prev_head and
+    knockout as core.training.interventions (0-based, -1 = off); `every`: steps between measurements
+    of the later-copy loss (the curve the drop step is read from)."""
+    n_layers: int
+    period_min: int
+    period_max: int
+    seq_len: int
+    vocab_size: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    init: str
+    hold_prev_head: int
+    knockout: str  # "layer.head" or "none"
+    steps: int
+    every: int
+    seed: int
+    preset: str = DEFAULT_PRESET
+
+    @classmethod
+    def defaults(cls, preset: str = DEFAULT_PRESET, **changes) -> RunSpec:
+        p = get_preset(preset)
+        spec = cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.vocab_size,
+                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", -1, "none", p.train.steps, 10,
+                   p.train.seed, preset)
+        return replace(spec, **changes)
+
+    def configs(self):
+        """(ModelConfig, TaskConfig, TrainConfig); raises ValueError saying what to change."""
+        p = get_preset(self.preset)
+        if self.init not in ("shared", "plain"):
+            raise ValueError(f"init must be 'shared' or 'plain', got {self.init!r}.")
+        if self.every < 1 or self.steps < 1:
+            raise ValueError("steps and every must be at least 1.")
+        layer, head = _knockout(self.knockout)
+        model = replace(p.model, n_layers=self.n_layers, vocab_size=self.vocab_size)  # checks itself
+        task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
+                       seq_len=self.seq_len).validate(model.vocab_size)
+        train = replace(p.train, steps=self.steps, batch_size=self.batch_size, lr=self.lr,
+                        warmup_steps=self.warmup_steps, seed=self.seed, log_every=NO_LOG,
+                        hold_prev_head=self.hold_prev_head, knockout_layer=layer, knockout_head=head)
+        if self.init == "plain":
+            train = replace(train, embed_scale=1.0, embed_shared=0.0)
+        if train.seq_len:  # as core.training.train_settings: the preset's shorter sequences only where they fit
+            fits = 2 * task.period_max <= train.seq_len < task.seq_len
+            train = replace(train, seq_len=train.seq_len if fits else 0)
+        check_interventions(model, train)
+        return model, task, train.validate()
+
+    def run_id(self, code: str) -> str:
+        """The run's id in a results table: a hash of every field and `code` (the code version)."""
+        return hashlib.sha256(repr((sorted(asdict(self).items()), code)).encode()).hexdigest()[:16]
+
+
+SETTINGS = [f.name for f in fields(RunSpec)]  # the table's settings columns, in this order
+
+
+def _knockout(text: str) -> tuple[int, int]:
+    if text in ("none", "-1", ""):
+        return -1, -1
+    try:
+        layer, head = (int(x) for x in text.split("."))
+    except ValueError:
+        raise ValueError(f"knockout must be 'layer.head' (0-based, e.g. 1.0) or 'none', got {text!r}.") from None
+    return layer, head
+
+
+def grid(values: dict[str, list], preset: str = DEFAULT_PRESET) -> list[RunSpec]:
+    """Every combination of `values` (field -> the values it takes; "period" -> (min, max) pairs sets
+    both period fields together; fields not named keep the preset's), seeds varying fastest. Each spec
+    is checked (ValueError names the bad one)."""
+    values = dict(values)
+    if "period" in values:
+        values["period_min, period_max"] = [tuple(p) for p in values.pop("period")]
+    unknown = {k for k in values if k != "period_min, period_max"} - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown sweep fields: {', '.join(sorted(unknown))}.")
+    order = ["period_min, period_max" if n == "period_min" else n for n in SETTINGS]
+    names = [n for n in order if n in values]
+    base = RunSpec.defaults(preset)
+    specs = []
+    for combo in itertools.product(*(values[n] for n in names)):
+        changes = {}
+        for name, value in zip(names, combo):
+            changes.update(zip(name.split(", "), value) if ", " in name else [(name, value)])
+        specs.append(replace(base, **changes))
+    for spec in specs:
+        try:
+            spec.configs()
+        except ValueError as e:
+            raise ValueError(f"{e} (run {label(spec)})") from None
+    return specs
+
+
+def label(spec: RunSpec) -> str:
+    base = RunSpec.defaults(spec.preset)
+    changed = [f"{n}={getattr(spec, n)}" for n in SETTINGS if n != "seed" and getattr(spec, n) != getattr(base, n)]
+    return ", ".join(changed + [f"seed={spec.seed}"])
+
+
+def int_list(text: str) -> list[int]:
+    """ "1,2" -> [1, 2]; "0-9" -> [0, ..., 9]; "0-3,7" -> [0, 1, 2, 3, 7]."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part[1:]:
+            lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+            out += list(range(int(lo), int(hi) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def period_list(text: str) -> list[tuple[int, int]]:
+    """ "16-32,8-16" -> [(16, 32), (8, 16)]; "12" -> [(12, 12)]."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        out.append((int(lo), int(hi or lo)))
+    return out

@@ -1,0 +1,143 @@
+"""Sweeps (core.pool.sweep, core.pool.sweep_grid): the grid, run ids, the table, resuming, local
+processes equal to in-process runs, and Ray imported only when asked for. The Ray runner's own
+checks are in tests/test_ray.py (a real local cluster)."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from core.model.drop import drop_step
+from core.pool.live_run import code_version
+from core.pool.sweep import COLUMNS, TIMES, LocalRunner, main, read_table, run_one, sweep
+from core.pool.sweep_grid import RunSpec, grid, int_list, period_list
+
+from helpers import ROOT
+
+TINY = {"n_layers": [0], "steps": [4], "every": [2]}
+
+
+class InProcess:
+    """A runner that trains here and records what it was given."""
+
+    def __init__(self):
+        self.given = []
+
+    def run(self, specs, threads):
+        self.given.append(list(specs))
+        for spec in specs:
+            yield spec, run_one(spec, threads)
+
+
+def comparable(frame):
+    return frame.drop(columns=TIMES).sort_values("run_id").reset_index(drop=True)
+
+
+def test_the_grid_is_every_combination_with_seeds_fastest_and_periods_paired():
+    specs = grid({"n_layers": [1, 2], "period": [(16, 32), (8, 16)], "seed": [0, 1, 2]})
+    assert len(specs) == 12
+    assert [s.seed for s in specs[:3]] == [0, 1, 2] and len({s.n_layers for s in specs[:6]}) == 1
+    assert {(s.period_min, s.period_max) for s in specs} == {(16, 32), (8, 16)}
+    base = RunSpec.defaults()
+    assert all(s.lr == base.lr and s.vocab_size == base.vocab_size for s in specs)
+
+
+def test_a_bad_run_in_the_grid_is_named():
+    with pytest.raises(ValueError, match="period_min=40"):
+        grid({"period": [(40, 20)]})
+    with pytest.raises(ValueError, match="unknown sweep fields: depth"):
+        grid({"depth": [1]})
+    with pytest.raises(ValueError, match="knockout"):
+        grid({"knockout": ["first"]})
+
+
+def test_flag_lists():
+    assert int_list("0-3,7") == [0, 1, 2, 3, 7] and int_list("-1,0") == [-1, 0]
+    assert period_list("16-32,12") == [(16, 32), (12, 12)]
+
+
+def test_spec_configs_carry_every_swept_field():
+    spec = RunSpec.defaults(n_layers=1, vocab_size=32, batch_size=8, lr=3e-3, warmup_steps=5, init="plain",
+                            knockout="0.1", steps=7)
+    model, task, train = spec.configs()
+    assert (model.n_layers, model.vocab_size) == (1, 32)
+    assert (train.batch_size, train.lr, train.warmup_steps, train.steps) == (8, 3e-3, 5, 7)
+    assert (train.embed_scale, train.embed_shared) == (1.0, 0.0)
+    assert (train.knockout_layer, train.knockout_head) == (0, 1)
+
+
+def test_run_ids_differ_by_settings_seed_and_code():
+    a = RunSpec.defaults()
+    assert a.run_id("c1") == RunSpec.defaults().run_id("c1")
+    assert len({a.run_id("c1"), a.run_id("c2"), replace(a, seed=1).run_id("c1"), replace(a, lr=0.02).run_id("c1")}) == 4
+
+
+def test_a_row_reads_the_drop_step_from_its_curve():
+    spec = RunSpec.defaults(n_layers=1, steps=6, every=3)
+    row = run_one(spec)
+    assert list(row) == COLUMNS
+    assert row["steps_run"] == 6 and row["code"] == code_version() and row["run_id"] == spec.run_id(code_version())
+    fell = drop_step([6], [row["final_loss_later"]], spec.vocab_size) is not None
+    assert row["drop_step"] is None or row["drop_step"] % 3 == 0  # a measured step
+    assert not fell or row["drop_step"] is not None  # fallen by the end: a drop step at or before it
+    assert row["final_loss_later"] > 0 and math.isfinite(row["loss_second_copy"]) and row["cpu_s"] > 0
+
+
+def test_resuming_skips_finished_runs_and_keeps_their_rows(tmp_path):
+    out = tmp_path / "sweep.csv"
+    runner = InProcess()
+    first = grid({**TINY, "seed": [0, 1]})
+    sweep(first, out, "first", runner, progress=None)
+    before = read_table(out)
+    assert len(before) == 2
+    more = grid({**TINY, "seed": [0, 1, 2]})
+    sweep(more, out, "second", runner, progress=None)
+    assert [s.seed for s in runner.given[1]] == [2]
+    after = read_table(out)
+    assert len(after) == 3
+    kept = after[after["seed"] < 2].reset_index(drop=True)
+    assert kept.equals(before.reset_index(drop=True))  # the finished rows, times included, unchanged
+    sweep(more, out, "third", runner, progress=None)
+    assert runner.given[2:] == []  # nothing left to train: the runner is not even asked
+    assert "# command: second" in out.read_text()
+
+
+def test_progress_gives_the_time_left(tmp_path, capsys):
+    sweep(grid({**TINY, "seed": [0, 1]}), tmp_path / "s.csv", "x", InProcess(), progress=sys.stderr)
+    err = capsys.readouterr().err
+    assert "2 runs, 0 already in" in err and "2/2 done" in err and "left" in err
+
+
+@pytest.mark.worker
+def test_local_processes_give_the_table_of_in_process_runs(tmp_path):
+    specs = grid({**TINY, "n_layers": [0, 1], "seed": [0, 1]})
+    sweep(specs, tmp_path / "here.csv", "x", InProcess(), progress=None)
+    sweep(specs, tmp_path / "procs.csv", "x", LocalRunner(jobs=2), progress=None)
+    here, procs = read_table(tmp_path / "here.csv"), read_table(tmp_path / "procs.csv")
+    assert len(procs) == 4
+    assert comparable(procs).equals(comparable(here))
+
+
+@pytest.mark.worker
+def test_the_command_line_writes_the_table_with_its_command(tmp_path):
+    out = tmp_path / "cli.csv"
+    assert main(["--depth", "0", "--steps", "4", "--every", "2", "--seeds", "0-1", "--jobs", "1",
+                 "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "# command: python -m core.sweep --depth 0" in text and len(read_table(out)) == 2
+    bad = subprocess.run([sys.executable, "-m", "core.sweep", "--period", "40-20", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "period_min" in bad.stderr
+
+
+def test_ray_is_imported_only_when_asked_for():
+    code = ("import os, sys; os.environ.pop('ATTENTION_LAB_RAY_ADDRESS', None)\n"
+            "import core.sweep, core.pool.sweep, core.pool.ray_backend, ui.training\n"
+            "pool = ui.training.run_pool()\n"
+            "print(type(pool.backend).__name__, 'ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ProcessBackend", "False"]
