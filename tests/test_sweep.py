@@ -61,12 +61,14 @@ def test_flag_lists():
 
 def test_spec_configs_carry_every_swept_field():
     spec = RunSpec.defaults(n_layers=1, vocab_size=32, batch_size=8, lr=3e-3, warmup_steps=5, init="plain",
-                            knockout="0.1", steps=7)
+                            knockout="1.2", hold="1.3", steps=7)
     model, task, train = spec.configs()
     assert (model.n_layers, model.vocab_size) == (1, 32)
     assert (train.batch_size, train.lr, train.warmup_steps, train.steps) == (8, 3e-3, 5, 7)
     assert (train.embed_scale, train.embed_shared) == (1.0, 0.0)
-    assert (train.knockout_layer, train.knockout_head) == (0, 1)
+    assert (train.knockout_layer, train.knockout_head, train.hold_prev_head) == (0, 1, 2)
+    with pytest.raises(ValueError, match="hold takes a head of block 1"):
+        replace(spec, hold="2.1").configs()
 
 
 def test_run_ids_differ_by_settings_seed_and_code():

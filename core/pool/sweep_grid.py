@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from core.training.interventions import check_interventions
 from core.training.presets import DEFAULT_PRESET, get_preset
+from core.training.train import parse_head
 
 NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss every `every` steps, nothing else
 
@@ -20,8 +21,9 @@ NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss e
 @dataclass(frozen=True)
 class RunSpec:
     """One training of a sweep: the preset's configs with these fields changed. `init`: "shared" (the
-    default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; hold_prev_head and
-    knockout as core.training.interventions (0-based, -1 = off); `every`: steps between measurements
+    default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; `hold` (a block-1 head
+    held on the previous position) and `knockout` are head labels, block.head counted from 1 as
+    `python -m core.train` takes them, or "none"; `every`: steps between measurements
     of the later-copy loss (the curve the drop step is read from)."""
     n_layers: int
     period_min: int
@@ -32,8 +34,8 @@ class RunSpec:
     lr: float
     warmup_steps: int
     init: str
-    hold_prev_head: int
-    knockout: str  # "layer.head" or "none"
+    hold: str  # a head label ("1.2") or "none"
+    knockout: str  # a head label ("2.1") or "none"
     steps: int
     every: int
     seed: int
@@ -43,7 +45,7 @@ class RunSpec:
     def defaults(cls, preset: str = DEFAULT_PRESET, **changes) -> RunSpec:
         p = get_preset(preset)
         spec = cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.vocab_size,
-                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", -1, "none", p.train.steps, 10,
+                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", "none", "none", p.train.steps, 10,
                    p.train.seed, preset)
         return replace(spec, **changes)
 
@@ -54,13 +56,16 @@ class RunSpec:
             raise ValueError(f"init must be 'shared' or 'plain', got {self.init!r}.")
         if self.every < 1 or self.steps < 1:
             raise ValueError("steps and every must be at least 1.")
-        layer, head = _knockout(self.knockout)
+        layer, head = _head(self.knockout, "knockout")
+        hold_layer, hold = _head(self.hold, "hold")
+        if hold_layer > 0:
+            raise ValueError(f"hold takes a head of block 1, e.g. 1.2, got {self.hold!r}.")
         model = replace(p.model, n_layers=self.n_layers, vocab_size=self.vocab_size)  # checks itself
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
                        seq_len=self.seq_len).validate(model.vocab_size)
         train = replace(p.train, steps=self.steps, batch_size=self.batch_size, lr=self.lr,
                         warmup_steps=self.warmup_steps, seed=self.seed, log_every=NO_LOG,
-                        hold_prev_head=self.hold_prev_head, knockout_layer=layer, knockout_head=head)
+                        hold_prev_head=hold, knockout_layer=layer, knockout_head=head)
         if self.init == "plain":
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
         if train.seq_len:  # as core.training.train_settings: the preset's shorter sequences only where they fit
@@ -77,14 +82,11 @@ class RunSpec:
 SETTINGS = [f.name for f in fields(RunSpec)]  # the table's settings columns, in this order
 
 
-def _knockout(text: str) -> tuple[int, int]:
-    if text in ("none", "-1", ""):
+def _head(label: str, field: str) -> tuple[int, int]:
+    """A head label ("2.1", counted from 1) -> 0-based (layer, head); "none" -> (-1, -1)."""
+    if label in ("none", ""):
         return -1, -1
-    try:
-        layer, head = (int(x) for x in text.split("."))
-    except ValueError:
-        raise ValueError(f"knockout must be 'layer.head' (0-based, e.g. 1.0) or 'none', got {text!r}.") from None
-    return layer, head
+    return parse_head(label, field)
 
 
 def grid(values: dict[str, list], preset: str = DEFAULT_PRESET) -> list[RunSpec]:
