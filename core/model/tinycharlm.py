@@ -11,8 +11,9 @@ import math
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from core.model.attention import causal_attention, fused_qkv, held_pattern
 
 MAX_LAYERS = 6
 
@@ -117,13 +118,6 @@ class AttentionBlock(nn.Module):
         self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (kept: the
         # checkpoint's train entry records it as hold_prev_head and read_checkpoint restores it)
 
-    def _prev_pattern(self, T: int, device) -> torch.Tensor:
-        """The held previous-token pattern [T, T]: row i is one-hot on i-1 (row 0 on position 0)."""
-        P = torch.zeros(T, T, device=device)
-        P[0, 0] = 1.0
-        P[torch.arange(1, T), torch.arange(T - 1)] = 1.0
-        return P
-
     def _qkv(self, h: torch.Tensor):
         """Fused projection: h [B, T, D] -> q, k, v each [B, H, T, d_head], rotary applied to q, k."""
         B, T, D = h.shape
@@ -143,17 +137,18 @@ class AttentionBlock(nn.Module):
         linear in its mixed values z_h [B, T, d_head], so zeroing z_h (or replacing it by its mean over
         the batch at each position) zero- (or mean-) ablates the head.
         """
-        q, k, v = self._qkv(h)
-        z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, dh]
-        if self.prev_head is not None:  # no in-place write: SDPA's backward keeps its output
-            hd = self.prev_head
-            held = torch.cat([v[:, hd, :1], v[:, hd, :-1]], 1)[:, None]
-            z = torch.cat([z[:, :hd], held, z[:, hd + 1:]], 1)
+        B, T, D = h.shape
+        c = self.cfg
+        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()))
+        cos, sin = rope_cos_sin(T, c.d_head, c.rope_base, h.dtype)
+        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [B, T, H * d_head] (core.model.attention)
         if ablate:
             z = z.clone()
+            zh = z.view(B, T, c.n_heads, c.d_head)
             for hd, mode in ablate.items():
-                z[:, hd] = 0.0 if mode == "zero" else z[:, hd].mean(0, keepdim=True)
-        return h + self._write(z)
+                zh[:, :, hd] = 0.0 if mode == "zero" else zh[:, :, hd].mean(0, keepdim=True)
+        out = z @ self.W_O.reshape(-1, D)
+        return h + (out + self.b_O if c.bias else out)
 
     def _write(self, z: torch.Tensor) -> torch.Tensor:
         """Fused output of all heads: z [B, H, T, d_head] -> sum_h z_h W_O[h] (+ b_O), [B, T, D]."""
@@ -174,7 +169,7 @@ class AttentionBlock(nn.Module):
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
         pattern = scores.masked_fill_(~mask, float("-inf")).softmax(-1)
         if self.prev_head is not None:
-            pattern[:, self.prev_head] = self._prev_pattern(T, h.device)
+            pattern[:, self.prev_head] = held_pattern(T, pattern.dtype, h.device)
         z = pattern @ v
         if not per_head:
             return h + self._write(z), pattern, None, v

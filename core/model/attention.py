@@ -1,0 +1,157 @@
+"""The training forward's attention: rotary, causal softmax attention and the held head in one
+autograd.Function with its own backward (issue #29).
+
+    z, pattern = causal_attention(qkv, n_heads, cos, sin, hold=None, need_pattern=False)
+
+qkv [B, T, 3 * H * d_head] is the fused projection h @ [W_Q | W_K | W_V] (+ biases), heads inner:
+qkv.view(B, T, 3, H, d_head)[:, :, 0] is q. z [B, T, H * d_head] is every head's A_h v_h side by
+side, ready for the fused W_O product. It computes what TinyCharLM's analysis path computes (rotary
+on q and k, scores q.k / sqrt(d_head) with a causal mask, softmax, A v; the held head's pattern
+replaced by `held_pattern`), checked against F.scaled_dot_product_attention in
+tests/test_attention_kernel.py.
+
+Why not SDPA: at these sizes (T <= 384, d_head 32) torch's CPU flash-attention kernel runs at a
+quarter of the matrix-product rate, and the permuted q, k, v views cost a rotary pass twice as slow
+and a copy per block. Here everything stays in the projection's own layout: rotary is one
+elementwise pass over the contiguous [B, T, 2, H, d_head] q/k slab, and each head's products are
+batched matrix products (bmm) on strided [B, T, d_head] views, which BLAS reads in place. The
+pattern [H, B, T, T] is kept for the backward (4.7 MB a block at the default sizes), which needs no
+recomputation; the softmax backward takes its row sums from dz . z (= sum_j A_ij dA_ij) instead of
+a pass over the T x T pattern.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+_MASKS: dict[tuple, torch.Tensor] = {}
+_HELD: dict[tuple, torch.Tensor] = {}
+
+
+def causal_bias(T: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """[T, T]: 0 where key j <= query i, -inf above the diagonal (added to the scores)."""
+    key = (T, dtype, str(device))
+    if key not in _MASKS:
+        _MASKS[key] = torch.zeros(T, T, dtype=dtype, device=device).masked_fill_(
+            torch.ones(T, T, dtype=torch.bool, device=device).triu(1), float("-inf"))
+    return _MASKS[key]
+
+
+def held_pattern(T: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """The held previous-token pattern [T, T] (the hold_prev_head experiment): row i is one-hot on
+    i-1, row 0 on position 0. The one definition both the training and the analysis forward use."""
+    key = (T, dtype, str(device))
+    if key not in _HELD:
+        P = torch.zeros(T, T, dtype=dtype, device=device)
+        P[0, 0] = 1.0
+        P[torch.arange(1, T), torch.arange(T - 1)] = 1.0
+        _HELD[key] = P
+    return _HELD[key]
+
+
+_TABLES: dict[tuple, tuple[torch.Tensor, ...]] = {}
+
+
+def pair_order(d_head: int) -> torch.Tensor:
+    """The column order of q and k inside qkv: (0, d/2, 1, d/2 + 1, ...), so each rotary pair (j,
+    j + d/2) sits side by side and rotates as one complex number. q.k is unchanged by a common
+    reordering of q's and k's coordinates."""
+    half = d_head // 2
+    return torch.stack([torch.arange(half), torch.arange(half, d_head)], 1).reshape(-1)
+
+
+def fused_qkv(h: torch.Tensor, W_Q, W_K, W_V, b_Q=None, b_K=None, b_V=None) -> torch.Tensor:
+    """h [B, T, D] -> qkv [B, T, 3 H d_head] in causal_attention's layout: q, k, v of every head
+    (heads inner), q and k in pair_order. W_* [H, D, d_head], b_* [H, d_head] or None."""
+    B, T, D = h.shape
+    H, _, dh = W_Q.shape
+    order = pair_order(dh).to(h.device)
+    W = torch.cat([W_Q[..., order], W_K[..., order], W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * dh)
+    if b_Q is None:
+        return (h.reshape(B * T, D) @ W).view(B, T, 3 * H * dh)
+    b = torch.cat([b_Q[..., order], b_K[..., order], b_V], 0).reshape(-1)
+    return torch.addmm(b, h.reshape(B * T, D), W).view(B, T, 3 * H * dh)
+
+
+def rotary_table(cos: torch.Tensor, sin: torch.Tensor, n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(R, R*), complex [T, 2, H, d_head/2]: q's pairs (slot 0) and k's (slot 1) rotate by
+    multiplication with R = e^{i t theta_j}, q's scaled by 1/sqrt(d_head) so the scores are a plain
+    q k^T; R* = conj(R) is the backward. cos, sin [T, d_head] from core.model.tinycharlm.rope_cos_sin."""
+    T, dh = cos.shape
+    key = (T, dh, n_heads, cos.dtype, str(cos.device), cos.data_ptr())
+    if key not in _TABLES:
+        half = dh // 2
+        scale = torch.tensor([1.0 / math.sqrt(dh), 1.0], dtype=cos.dtype, device=cos.device)[None, :, None, None]
+        R = torch.complex(cos[:, None, None, :half] * scale, sin[:, None, None, :half] * scale)
+        R = R.expand(T, 2, n_heads, half).contiguous()
+        _TABLES[key] = (R, R.conj().resolve_conj(), cos)  # cos kept alive: its data_ptr is in the key
+    return _TABLES[key][:2]
+
+
+def _as_pairs(x: torch.Tensor) -> torch.Tensor:
+    """Real [..., d] (last dim contiguous) -> complex view [..., d/2] of its neighbouring pairs."""
+    return torch.view_as_complex(x.unflatten(-1, (x.shape[-1] // 2, 2)))
+
+
+class CausalAttention(torch.autograd.Function):
+    """qkv [B, T, 3 H dh] -> (z [B, T, H dh], pattern [H B, T, T]); see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, qkv, R, R_conj, n_heads: int, hold: int):
+        B, T, width = qkv.shape
+        H = n_heads
+        dh = width // (3 * H)
+        x = qkv.view(B, T, 3, H, dh)
+        heads = qkv.new_empty(3, H, B, T, dh)  # q (rotated, scaled), k (rotated), v: each head contiguous
+        torch.mul(_as_pairs(x[:, :, :2]), R, out=_as_pairs(heads[:2].permute(2, 3, 0, 1, 4)))
+        heads[2].copy_(x[:, :, 2].permute(2, 0, 1, 3))
+        q, k, v = heads.view(3, H * B, T, dh)
+        P = torch.bmm(q, k.transpose(1, 2))  # [H B, T, T]
+        P.add_(causal_bias(T, qkv.dtype, qkv.device))
+        P = torch.softmax(P, -1)
+        if 0 <= hold < H:
+            P.view(H, B, T, T)[hold] = held_pattern(T, qkv.dtype, qkv.device)
+        Z = torch.bmm(P, v)  # [H B, T, dh]
+        ctx.save_for_backward(heads, P, Z, R_conj)
+        ctx.hold = hold
+        ctx.mark_non_differentiable(P)
+        ctx.set_materialize_grads(False)
+        return Z.view(H, B, T, dh).permute(1, 2, 0, 3).reshape(B, T, H * dh), P
+
+    @staticmethod
+    def backward(ctx, dz, _dpattern):
+        if dz is None:  # z unused (grads are not materialised)
+            return None, None, None, None, None
+        heads, P, Z, R_conj = ctx.saved_tensors
+        _, H, B, T, dh = heads.shape
+        q, k, v = heads.view(3, H * B, T, dh)
+        dZ = dz.view(B, T, H, dh).permute(2, 0, 1, 3).reshape(H * B, T, dh)
+        grads = torch.empty_like(heads)
+        torch.bmm(P.transpose(1, 2), dZ, out=grads[2].view(H * B, T, dh))
+        dS = torch.bmm(dZ, v.transpose(1, 2))
+        dS.sub_((dZ * Z).sum(-1, keepdim=True)).mul_(P)  # softmax backward: sum_j A_ij dA_ij = dz_i . z_i
+        if 0 <= ctx.hold < H:  # a held pattern does not depend on q or k
+            dS.view(H, B, T, T)[ctx.hold] = 0.0
+        torch.bmm(dS, k, out=grads[0].view(H * B, T, dh))
+        torch.bmm(dS.transpose(1, 2), q, out=grads[1].view(H * B, T, dh))
+        g = heads.new_empty(B, T, 3, H, dh)
+        torch.mul(_as_pairs(grads[:2].permute(2, 3, 0, 1, 4)), R_conj, out=_as_pairs(g[:, :, :2]))
+        g[:, :, 2] = grads[2].permute(1, 2, 0, 3)
+        return g.view(B, T, 3 * H * dh), None, None, None, None
+
+
+def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
+                     hold: int | None = None, need_pattern: bool = False):
+    """Rotary + causal attention of every head from the fused projection (module docstring).
+
+    qkv [B, T, 3 H dh] from fused_qkv; cos, sin [T, dh] (core.model.tinycharlm.rope_cos_sin); hold: a
+    head whose pattern is held_pattern(T) (its q and k get no gradient). Returns z [B, T, H dh], and
+    with need_pattern also the pattern [B, H, T, T] (a view; not differentiable).
+    """
+    R, R_conj = rotary_table(cos, sin, n_heads)
+    z, P = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold)
+    if not need_pattern:
+        return z
+    B, T = qkv.shape[:2]
+    return z, P.view(n_heads, B, T, T).transpose(0, 1)
