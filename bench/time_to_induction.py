@@ -56,9 +56,10 @@ def matmul_peak(n: int = 1024, repeats: int = 12) -> float:
 def step_flops(preset: str = DEFAULT_PRESET) -> float:
     """Floating-point operations of one training step (forward + backward) at the preset's settings.
 
-    FlopCounterMode counts the matrix products; when it has no formula for the CPU attention kernel
-    the attention products are added by hand: per block 2 B H T^2 d_head each for q k^T and A v in
-    the forward pass, twice that in the backward pass.
+    FlopCounterMode counts the matrix products (core.model.attention's batched products among them, q k^T
+    over all T^2 entries); when it has no formula for the CPU attention kernel the attention products
+    are added by hand: per block 2 B H T^2 d_head each for q k^T and A v in the forward pass, twice
+    that in the backward pass.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -72,7 +73,7 @@ def step_flops(preset: str = DEFAULT_PRESET) -> float:
         loss.backward()
     total = float(counter.get_total_flops())
     counted = {str(op) for ops in counter.get_flop_counts().values() for op in ops}
-    if not any("scaled_dot_product" in op for op in counted):
+    if not any("scaled_dot_product" in op or "bmm" in op for op in counted):  # bmm: core.model.attention
         B, T = tokens.shape
         H, dh = p.model.n_heads, p.model.d_head
         total += p.model.n_layers * 3 * 2 * (2 * B * H * T * T * dh)

@@ -132,7 +132,11 @@ class Trainer:
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns its mean training loss (nats).
 
-        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update)."""
+        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update).
+        Denormal floats are flushed to zero on this thread: a sharp pattern's far-off weights underflow
+        to denormals, which made the attention's forward and backward 3 times slower (bench/README.md,
+        issue #29); no float32 number the lab shows is that small."""
+        torch.set_flush_denormal(True)
         tokens, periods = next(self.batches)
         logits = self.model(tokens)
         V = logits.shape[-1]
