@@ -110,7 +110,9 @@ def test_gradcheck_float64():
     cos, sin = rope_cos_sin(T, dh, 10000.0, torch.float64)
     qkv = torch.randn(B, T, 3 * H * dh, dtype=torch.float64, requires_grad=True)
     for hold in (None, 1):
-        assert torch.autograd.gradcheck(lambda x, hold=hold: causal_attention(x, H, cos, sin, hold), (qkv,))
+        for block in (3, 7):  # query blocks of 3 rows (three blocks, the last short) and one block
+            assert torch.autograd.gradcheck(
+                lambda x, hold=hold, block=block: causal_attention(x, H, cos, sin, hold, block=block), (qkv,))
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -4,18 +4,21 @@ autograd.Function with its own backward (issue #29).
     z, pattern = causal_attention(qkv, n_heads, cos, sin, hold=None, need_pattern=False)
 
 qkv [B, T, 3 * H * d_head] is the fused projection h @ [W_Q | W_K | W_V] (+ biases), heads inner:
-qkv.view(B, T, 3, H, d_head)[:, :, 0] is q. z [B, T, H * d_head] is every head's A_h v_h side by
-side, ready for the fused W_O product. It computes what TinyCharLM's analysis path computes (rotary
-on q and k, scores q.k / sqrt(d_head) with a causal mask, softmax, A v; the held head's pattern
-replaced by `held_pattern`), checked against F.scaled_dot_product_attention in
-tests/test_attention_kernel.py.
+qkv.view(B, T, 3, H, d_head)[:, :, 0] is q, its columns in pair_order (fused_qkv builds it). z
+[B, T, H * d_head] is every head's A_h v_h side by side, ready for the fused W_O product. It
+computes what TinyCharLM's analysis path computes (rotary on q and k, scores q.k / sqrt(d_head)
+with a causal mask, softmax, A v; the held head's pattern replaced by `held_pattern`), checked
+against F.scaled_dot_product_attention in tests/test_attention_kernel.py.
 
 Why not SDPA: at these sizes (T <= 384, d_head 32) torch's CPU flash-attention kernel runs at a
 quarter of the matrix-product rate, and the permuted q, k, v views cost a rotary pass twice as slow
-and a copy per block. Here everything stays in the projection's own layout: rotary is one
-elementwise pass over the contiguous [B, T, 2, H, d_head] q/k slab, and each head's products are
-batched matrix products (bmm) on strided [B, T, d_head] views, which BLAS reads in place. The
-pattern [H, B, T, T] is kept for the backward (4.7 MB a block at the default sizes), which needs no
+and a copy per block. Here one pass reads q and k from the projection and writes them rotated into
+per-head contiguous [T, d_head] slabs, and each product is one batched matrix product (bmm) over
+the B*H heads (a bmm writing into a
+strided view falls into a per-sequence loop); the rotary pairs are reordered to sit side by side
+(fused_qkv), so rotating is one complex multiplication. Queries go in blocks of QUERY_BLOCK rows
+against the keys up to the block's end, which skips most of the masked half of q k^T and A v. The
+pattern is kept for the backward (about 3.5 MB a block at the default sizes), which needs no
 recomputation; the softmax backward takes its row sums from dz . z (= sum_j A_ij dA_ij) instead of
 a pass over the T x T pattern.
 """
@@ -94,11 +97,23 @@ def _as_pairs(x: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex(x.unflatten(-1, (x.shape[-1] // 2, 2)))
 
 
+QUERY_BLOCK = 48  # query rows per block: block i's rows attend to keys 0..end_i only (see CausalAttention)
+
+
+def _blocks(T: int, size: int) -> list[tuple[int, int]]:
+    return [(s, min(s + size, T)) for s in range(0, T, size)]
+
+
 class CausalAttention(torch.autograd.Function):
-    """qkv [B, T, 3 H dh] -> (z [B, T, H dh], pattern [H B, T, T]); see the module docstring."""
+    """qkv [B, T, 3 H dh] -> (z [B, T, H dh], patterns); see the module docstring.
+
+    The queries are taken in blocks of `block` rows; block [s, e) scores against keys 0..e-1 only, so
+    the masked upper right of q k^T is mostly never computed (at T = 96 and 48-row blocks, 3/4 of the
+    products and of the pattern's elementwise passes). patterns is one [H B, e - s, e] tensor per block.
+    """
 
     @staticmethod
-    def forward(ctx, qkv, R, R_conj, n_heads: int, hold: int):
+    def forward(ctx, qkv, R, R_conj, n_heads: int, hold: int, block: int):
         B, T, width = qkv.shape
         H = n_heads
         dh = width // (3 * H)
@@ -107,51 +122,67 @@ class CausalAttention(torch.autograd.Function):
         torch.mul(_as_pairs(x[:, :, :2]), R, out=_as_pairs(heads[:2].permute(2, 3, 0, 1, 4)))
         heads[2].copy_(x[:, :, 2].permute(2, 0, 1, 3))
         q, k, v = heads.view(3, H * B, T, dh)
-        P = torch.bmm(q, k.transpose(1, 2))  # [H B, T, T]
-        P.add_(causal_bias(T, qkv.dtype, qkv.device))
-        P = torch.softmax(P, -1)
-        if 0 <= hold < H:
-            P.view(H, B, T, T)[hold] = held_pattern(T, qkv.dtype, qkv.device)
-        Z = torch.bmm(P, v)  # [H B, T, dh]
-        ctx.save_for_backward(heads, P, Z, R_conj)
-        ctx.hold = hold
-        ctx.mark_non_differentiable(P)
+        bias = causal_bias(T, qkv.dtype, qkv.device)
+        z = qkv.new_empty(B, T, H, dh)
+        Ps, Zs = [], []
+        for s, e in _blocks(T, block):
+            P = torch.bmm(q[:, s:e], k[:, :e].transpose(1, 2))  # [H B, e - s, e]
+            P.add_(bias[s:e, :e])
+            P = torch.softmax(P, -1)
+            if 0 <= hold < H:
+                P.view(H, B, e - s, e)[hold] = held_pattern(T, qkv.dtype, qkv.device)[s:e, :e]
+            Z = torch.bmm(P, v[:, :e])  # [H B, e - s, dh]
+            z[:, s:e] = Z.view(H, B, e - s, dh).permute(1, 2, 0, 3)
+            Ps.append(P)
+            Zs.append(Z)
+        ctx.save_for_backward(heads, R_conj, *Ps, *Zs)
+        ctx.hold, ctx.block = hold, block
+        ctx.mark_non_differentiable(*Ps)
         ctx.set_materialize_grads(False)
-        return Z.view(H, B, T, dh).permute(1, 2, 0, 3).reshape(B, T, H * dh), P
+        return (z.view(B, T, H * dh), *Ps)
 
     @staticmethod
-    def backward(ctx, dz, _dpattern):
+    def backward(ctx, dz, *_dpatterns):
         if dz is None:  # z unused (grads are not materialised)
-            return None, None, None, None, None
-        heads, P, Z, R_conj = ctx.saved_tensors
+            return None, None, None, None, None, None
+        heads, R_conj, *saved = ctx.saved_tensors
+        n = len(saved) // 2
+        Ps, Zs = saved[:n], saved[n:]
         _, H, B, T, dh = heads.shape
         q, k, v = heads.view(3, H * B, T, dh)
         dZ = dz.view(B, T, H, dh).permute(2, 0, 1, 3).reshape(H * B, T, dh)
-        grads = torch.empty_like(heads)
-        torch.bmm(P.transpose(1, 2), dZ, out=grads[2].view(H * B, T, dh))
-        dS = torch.bmm(dZ, v.transpose(1, 2))
-        dS.sub_((dZ * Z).sum(-1, keepdim=True)).mul_(P)  # softmax backward: sum_j A_ij dA_ij = dz_i . z_i
-        if 0 <= ctx.hold < H:  # a held pattern does not depend on q or k
-            dS.view(H, B, T, T)[ctx.hold] = 0.0
-        torch.bmm(dS, k, out=grads[0].view(H * B, T, dh))
-        torch.bmm(dS.transpose(1, 2), q, out=grads[1].view(H * B, T, dh))
+        grads = heads.new_zeros(3, H * B, T, dh)  # dq, dk, dv
+        dq, dk, dv = grads
+        for (s, e), P, Z in zip(_blocks(T, ctx.block), Ps, Zs):
+            dZ_i = dZ[:, s:e]
+            dv[:, :e].add_(torch.bmm(P.transpose(1, 2), dZ_i))
+            dS = torch.bmm(dZ_i, v[:, :e].transpose(1, 2))
+            dS.sub_((dZ_i * Z).sum(-1, keepdim=True)).mul_(P)  # softmax backward: sum_j A_ij dA_ij = dz_i . z_i
+            if 0 <= ctx.hold < H:  # a held pattern does not depend on q or k
+                dS.view(H, B, e - s, e)[ctx.hold] = 0.0
+            dq[:, s:e] = torch.bmm(dS, k[:, :e])
+            dk[:, :e].add_(torch.bmm(dS.transpose(1, 2), q[:, s:e]))
+        grads = grads.view(3, H, B, T, dh)
         g = heads.new_empty(B, T, 3, H, dh)
         torch.mul(_as_pairs(grads[:2].permute(2, 3, 0, 1, 4)), R_conj, out=_as_pairs(g[:, :, :2]))
         g[:, :, 2] = grads[2].permute(1, 2, 0, 3)
-        return g.view(B, T, 3 * H * dh), None, None, None, None
+        return g.view(B, T, 3 * H * dh), None, None, None, None, None
 
 
 def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
-                     hold: int | None = None, need_pattern: bool = False):
+                     hold: int | None = None, need_pattern: bool = False, block: int = QUERY_BLOCK):
     """Rotary + causal attention of every head from the fused projection (module docstring).
 
     qkv [B, T, 3 H dh] from fused_qkv; cos, sin [T, dh] (core.model.tinycharlm.rope_cos_sin); hold: a
-    head whose pattern is held_pattern(T) (its q and k get no gradient). Returns z [B, T, H dh], and
-    with need_pattern also the pattern [B, H, T, T] (a view; not differentiable).
+    head whose pattern is held_pattern(T) (its q and k get no gradient); block: query rows per block.
+    Returns z [B, T, H dh], and with need_pattern also the pattern [B, H, T, T] (not differentiable).
     """
     R, R_conj = rotary_table(cos, sin, n_heads)
-    z, P = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold)
+    z, *Ps = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold, max(1, int(block)))
     if not need_pattern:
         return z
     B, T = qkv.shape[:2]
-    return z, P.view(n_heads, B, T, T).transpose(0, 1)
+    pattern = qkv.new_zeros(n_heads * B, T, T)
+    for (s, e), P in zip(_blocks(T, block), Ps):
+        pattern[:, s:e, :e] = P
+    return z, pattern.view(n_heads, B, T, T).transpose(0, 1)
