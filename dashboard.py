@@ -1,145 +1,21 @@
 """Attention Lab: entry point. `streamlit run dashboard.py`
 
-Sets up navigation, the sidebar model picker shared by every page, and the home page.
+The thin shell every page runs in: the server's setup, the navigation over ui/pages.py's list, the
+sidebar model picker shared by every page, and what wraps each page's run (a shared link's settings
+first; the notebook download and the address after). The pages are the files in app_pages/.
 """
 import streamlit as st
 
-from core.quiz import questions as quiz
-from ui import layout, notebook, python_panel, share, snippets
-from ui.pages import HOME, PATH
-from ui.quiz import ask
+from ui import layout, notebook, python_panel, share
+from ui.pages import ALL_PAGES, HOME
 from ui.setup import lab_script
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
 lab_script()
 
-
-N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
-
-
-@st.cache_data(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
-def _overview(key: str, _model, _task) -> dict:
-    from core.training.overview import model_overview
-    return model_overview(_model, _task, n_seqs=N_OVERVIEW, seed=0)
-
-
-def _home_path():
-    st.subheader("A path through the lab")
-    for i, page in enumerate(PATH, 1):
-        link, text = st.columns([1, 3], vertical_alignment="center")
-        with link:
-            st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
-        text.markdown(page.what)
-
-
-def _home_ideas():
-    st.subheader("Two ideas to carry through every page")
-    st.markdown(
-        "**The residual stream.** Each position holds one vector of width d_model from the embedding to the "
-        "logits. A block never overwrites it; every head *adds* its output to it. TinyCharLM has only "
-        "attention (no MLP, no LayerNorm), so, once the attention patterns are fixed, everything from "
-        "embedding to logits is linear and can be read off term by term (Elhage et al., 2021).")
-    st.latex(r"h^{(0)}_i = W_E[x_i], \qquad h^{(\ell)}_i = h^{(\ell-1)}_i + \sum_{\text{heads } h}\;"
-             r"\sum_{j \le i} A^{\ell h}_{ij}\; h^{(\ell-1)}_j\, W_V^{\ell h} W_O^{\ell h}, "
-             r"\qquad \text{logits}_i = h^{(L)}_i\, W_E^{\top}")
-    st.markdown(
-        "**Where to look, and what to move.** A head does two separate jobs. Its *QK circuit* scores each "
-        "earlier position j from the point of view of position i and decides where the head looks; its "
-        "*OV circuit* decides what it writes once it has looked. Both are d_model × d_model matrices of rank "
-        "at most d_head (Elhage et al., 2021; scaled dot-product attention from Vaswani et al., 2017).")
-    st.latex(r"A^{h}_{ij} = \operatorname{softmax}_{j \le i}\!\left(\frac{h_i\, W_{QK}^{h}\, h_j^{\top}}"
-             r"{\sqrt{d_{\text{head}}}}\right), \qquad W_{QK}^{h} = W_Q^{h} W_K^{h\top}, \qquad "
-             r"W_{OV}^{h} = W_V^{h} W_O^{h}")
-    st.markdown(
-        "TinyCharLM has no position embedding: it rotates queries and keys by their position instead "
-        "(rotary embeddings, Su et al., 2021), so the score also depends on the distance i − j, and "
-        "W_QK above is its content part at distance 0. An **induction head** needs both jobs and two "
-        "blocks: a block-1 head copies each token's predecessor into its stream, and a block-2 head then "
-        "looks for the position whose predecessor matches the current token and copies what follows it "
-        "(Olsson et al., 2022).")
-
-
-def _num(v) -> str:
-    """A metric for st.metric: "–" when there is none (a period-1 task has no first-copy targets)."""
-    return "–" if v is None or v != v else f"{v:.2f}"
-
-
-def _home_model():
-    from core.model.metrics import later_copy_floor
-    from core.training.overview import settings_rows, top_head
-    from ui.state import selected_model
-
-    st.subheader("The model you picked")
-    entry = selected_model()
-    if entry is None:
-        st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
-        return
-    ov = _overview(entry.key, entry.model, entry.info["task"])
-    m, heads = ov["metrics"], ov["heads"]
-    st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
-                f"{ov['seed']}). Change the model in the sidebar; every page follows.")
-    ask(quiz.later_vs_first(m))
-    cols = st.columns(4)
-    cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
-    task = entry.info["task"]
-    floor = later_copy_floor(task.period_min, task.period_max, task.seq_len, entry.info["config"].vocab_size)
-    cols[1].metric("later-copy loss (nats)", _num(m["loss_later_copies"]), help=(
-        "Targets t ≥ L, readable from an earlier copy, except one per sequence: the second copy's first token "
-        "(t = L) follows the pattern's last token, which nothing has followed yet, so when the period varies "
-        f"no model can know it (this model: accuracy {_num(m.get('acc_second_copy_first_token'))} there). "
-        f"Those targets are {floor['share']:.1%} of the later copies: guessed at chance they cost "
-        f"{floor['loss']:.3f} nats of this loss, a floor no model gets under." if task.period_min != task.period_max
-        else "Targets t ≥ L, readable from an earlier copy."))
-    cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
-                   help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
-    best = top_head(heads, "induction_any")
-    cols[3].metric("strongest induction head", "–" if best is None else f"{best[0]}.{best[1]}",
-                   None if best is None else f"induction score {best[2]:.2f}", delta_color="off", delta_arrow="off",
-                   help="Written block.head, both counted from 1: the head whose attention goes most to the token "
-                        "after an earlier occurrence of the current one (any earlier copy).")
-    python_panel.python_panel(snippets.overview(entry, ov["n_seqs"], ov["seed"]), shows={
-        "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
-        "heads": heads.select_dtypes("number")})
-    ask(quiz.induction_head_count(heads))
-    left, right = st.columns([1, 2.4])
-    left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
-    if heads.empty:
-        right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
-                   "token, so it can only learn which token tends to follow which.")
-        return
-    labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
-              "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
-              "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}
-    right.dataframe(heads, hide_index=True, width="stretch", height="content", column_config={
-        c: st.column_config.NumberColumn(label, format="%.2f") for c, label in labels.items()})
-    right.caption(
-        "**What am I looking at?** One row per head (blocks and heads counted from 1). The attention scores "
-        "are the head's average attention on the previous position (*prev*); on the token after the latest "
-        "earlier occurrence of the current one (*ind. latest*) or after any earlier occurrence (*ind. any*: "
-        "with three to six copies in a sequence, induction heads also read older copies); on the latest "
-        "occurrence itself (*dup.*); and on position 0 (*first*). *OV W_E* is the share of tokens whose OV "
-        "circuit raises that same token's logit most (chance 1/V), reading the token as it enters the model; "
-        "*OV recv.* reads it as the head receives it, after the earlier blocks (see the Circuits page); *OV "
-        "eig* is the eigenvalue copying score of what it receives (+1 copies, −1 suppresses). *Abl. Δ* is "
-        "how much the later-copy loss rises when the head's output is set to zero.")
-
-
-def home():
-    st.title("Attention Lab")
-    st.markdown(
-        "Train **TinyCharLM**, a small transformer made only of attention, on your own CPU, watch it "
-        "discover how to look things up in its context, and then take it apart. Every number and chart "
-        "here is computed by the app from a model you can pick in the sidebar.")
-    _home_path()
-    _home_ideas()
-    _home_model()
-
-
-PAGES = [st.Page(home, title=HOME.title, icon=HOME.icon, default=True)]
-PAGES += [st.Page(p.file, title=p.title, icon=p.icon) for p in PATH]
-
-page = st.navigation(PAGES)
+page = st.navigation([st.Page(p.file, title=p.title, icon=p.icon, default=True) if p is HOME else
+                      st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path) for p in ALL_PAGES])
 share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
 sidebar_picker()
 layout.fit_charts()  # every chart stays inside its column, at any width

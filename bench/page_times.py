@@ -21,8 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
-from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import ui.state  # noqa: E402
@@ -32,10 +30,6 @@ from ui.pages import ALL_PAGES  # noqa: E402
 PAGES = [p.file for p in ALL_PAGES]
 BUDGET_S = 1.0
 
-
-class _NavigationPagesManager(PagesManager):
-    """AppTest resets the class flag that turns Streamlit's old pages/-folder mode off; resetting it
-    on this subclass instead keeps st.navigation in charge, as on a real server (see the tests)."""
 
 
 def _timed_run(at: AppTest) -> float:
@@ -71,8 +65,6 @@ def main(argv=None) -> int:
     if args.checkpoint_dir:
         ui.state.CHECKPOINT_DIR = args.checkpoint_dir.resolve()
     logging.disable(logging.CRITICAL)  # a page's exception is reported in the table instead
-    app_test_module.PagesManager = _NavigationPagesManager
-    PagesManager.uses_pages_directory = False
     files = [r["file"] for r in ui.state.shipped_files()]
     if not files:
         print(f"no shipped checkpoints in {ui.state.CHECKPOINT_DIR}", file=sys.stderr)

@@ -18,17 +18,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import streamlit.testing.v1.app_test as app_test_module  # noqa: E402
-from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from ui.model_keys import shipped_key  # noqa: E402
 
 FILE = "variable-period-2block.pt"
 
-
-class _NavigationPagesManager(PagesManager):
-    """Keeps st.navigation in charge under AppTest (see bench/page_times.py)."""
 
 
 def measure(page: str, key: str) -> dict:
@@ -55,9 +50,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    app_test_module.PagesManager = _NavigationPagesManager
-    PagesManager.uses_pages_directory = False
-    rows = [measure("pages/attention.py", "att_step"), measure("pages/circuits.py", "cir_step")]
+    rows = [measure("app_pages/attention.py", "att_step"), measure("app_pages/circuits.py", "cir_step")]
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

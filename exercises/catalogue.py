@@ -46,70 +46,71 @@ def rating(n: int, filled: str) -> str:
 
 P1, P2, P3, P4 = SECTIONS
 EXERCISES = (
-    Exercise("tile_patterns", P1, "A repeated-sequence batch", "pages/train.py", 1, 3, 5, (
+    Exercise("tile_patterns", P1, "A repeated-sequence batch", "app_pages/train.py", 1, 3, 5, (
         "`torch.arange(seq_len) % periods[:, None]` gives, for each sequence, which pattern entry sits at "
         "each position.",
         "`patterns.gather(1, positions)` picks those entries row by row.")),
-    Exercise("later_copy_mask", P1, "The mask of later-copy targets", "pages/train.py", 1, 4, 5, (
+    Exercise("later_copy_mask", P1, "The mask of later-copy targets", "app_pages/train.py", 1, 4, 5, (
         "The columns are targets t = 1, ..., T-1: build `t = torch.arange(1, seq_len)`.",
         "Compare with `periods[:, None]` so that the comparison broadcasts to [B, T-1].")),
-    Exercise("causal_pattern", P1, "A causal attention pattern with rotary positions", "pages/attention.py", 2, 5, 15, (
+    Exercise("causal_pattern", P1, "A causal attention pattern with rotary positions", "app_pages/attention.py",
+             2, 5, 15, (
         "Rotate first, then score: `apply_rope(q, cos, sin) @ apply_rope(k, cos, sin).transpose(-1, -2)`.",
         "Mask with `torch.ones(T, T, dtype=torch.bool).triu(1)` (the keys after the query) set to -inf, then "
         "`softmax(-1)` over the keys.")),
-    Exercise("prev_token_score", P1, "The previous-token score", "pages/attention.py", 1, 4, 5, (
+    Exercise("prev_token_score", P1, "The previous-token score", "app_pages/attention.py", 1, 4, 5, (
         "The entries A[i, i-1] form the diagonal just below the main one: `pattern.diagonal(-1, dim1=-2, dim2=-1)`.",
         "That diagonal has T - 1 entries, one per query i >= 1: average it over the batch and those queries.")),
-    Exercise("induction_score", P1, "The induction score (latest copy)", "pages/attention.py", 2, 5, 10, (
+    Exercise("induction_score", P1, "The induction score (latest copy)", "app_pages/attention.py", 2, 5, 10, (
         "Loop over the sequences: each has its own L. For queries i = L..T-1 the keys are i + 1 - L.",
         "`pattern[b][:, i, i + 1 - L]` with index tensors i picks one entry per query for every head; sum them "
         "and count the queries, then divide once at the end.")),
-    Exercise("induction_any_score", P1, "The induction score (any copy)", "pages/attention.py", 2, 4, 10, (
+    Exercise("induction_any_score", P1, "The induction score (any copy)", "app_pages/attention.py", 2, 4, 10, (
         "For one query i the keys i + 1 - L, i + 1 - 2L, ... down to 0 are `range(i + 1 - L, -1, -L)`.",
         "Sum over those keys (not an average), then average the sums over the queries i >= L of every sequence.")),
-    Exercise("ov_copying_matrix", P2, "The OV copying matrix", "pages/circuits.py", 1, 5, 5, (
+    Exercise("ov_copying_matrix", P2, "The OV copying matrix", "app_pages/circuits.py", 1, 5, 5, (
         "Follow a token through the head: its embedding row, the value map, the output map, then the "
         "unembedding W_E^T.",)),
-    Exercise("copying_scores", P2, "Diagonal-on-top and eigenvalue copying scores", "pages/circuits.py", 2, 4, 10, (
+    Exercise("copying_scores", P2, "Diagonal-on-top and eigenvalue copying scores", "app_pages/circuits.py", 2, 4, 10, (
         "`C.argmax(-1)` is each row's largest column; compare it with `torch.arange(V)`.",
         "Centre with `C - C.mean(-1, keepdim=True)`, then `torch.linalg.eigvals` of it in float64; "
         "score `eig.sum().real / eig.abs().sum()`.")),
-    Exercise("rotary_profile", P2, "A head's positional profile through RoPE", "pages/circuits.py", 3, 3, 15, (
+    Exercise("rotary_profile", P2, "A head's positional profile through RoPE", "app_pages/circuits.py", 3, 3, 15, (
         "`cos, sin = rope_cos_sin(n_offsets, d_head, 10000.0)` holds the rotation of every offset t in its row t.",
         "Rotate the query only: `apply_rope(q.expand(n_offsets, d_head), cos, sin) @ k`, then divide by "
         "sqrt(d_head).")),
-    Exercise("k_composition", P2, "K-composition of two heads", "pages/circuits.py", 2, 3, 10, (
+    Exercise("k_composition", P2, "K-composition of two heads", "app_pages/circuits.py", 2, 3, 10, (
         "`torch.Tensor.norm()` of a matrix is its Frobenius norm.",
         "The keys read the writer: the product is W_OV @ W_QK.T, not W_OV @ W_QK.",
         "The score alone says little: random matrices of the same shapes score about "
         "`core.reading.composition.composition_baseline(d_model, d_head)['K']` (0.09 at d_model 128, d_head 32), "
         "the line the Circuits page sets it against.")),
-    Exercise("ablation_delta", P2, "Zero and mean ablation: the change in later-copy loss", "pages/circuits.py",
+    Exercise("ablation_delta", P2, "Zero and mean ablation: the change in later-copy loss", "app_pages/circuits.py",
              3, 4, 20, (
         "The later-copy targets are the mask of `later_copy_mask` (part 1); the loss is "
         "`F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction='none')[mask].mean()`.",
         "For mean ablation the replacement is `out.mean(0, keepdim=True)`: the batch mean at each position.")),
-    Exercise("logit_lens", P3, "The logit lens after each block", "pages/causal.py", 2, 4, 10, (
+    Exercise("logit_lens", P3, "The logit lens after each block", "app_pages/causal.py", 2, 4, 10, (
         "Stage s is `cache['resid'][s]`; drop the last position: its prediction has no target.",
         "`probs.gather(-1, tokens[:, 1:, None])[..., 0]` picks the right token's probability at each position.")),
-    Exercise("head_patch_effect", P3, "Activation patching of one head", "pages/causal.py", 3, 5, 20, (
+    Exercise("head_patch_effect", P3, "Activation patching of one head", "app_pages/causal.py", 3, 5, 20, (
         "The corrupted run's stream after block `layer` is `kc['resid'][layer + 1]`; swap one head's output in "
         "it by adding (clean output - corrupted output).",
         "`for block in model.blocks[layer + 1:]: h = block(h)`, then `h @ model.W_E.T` gives the logits.")),
-    Exercise("path_patch_keys", P3, "Path patching into the keys", "pages/causal.py", 4, 4, 30, (
+    Exercise("path_patch_keys", P3, "Path patching into the keys", "app_pages/causal.py", 4, 4, 30, (
         "Only the receiver's keys change: compute q and v from the clean stream `cc['resid'][rl]`, k from that "
         "stream plus the sender's (corrupted - clean) output.",
         "The receiver's new output replaces its clean one: add (new - cc['head_out'][rl][:, rh]) to "
         "`cc['resid'][rl + 1]`, then run the blocks above.")),
-    Exercise("induction_detector", P3, "A detector for the induction archetype", "pages/archetypes.py", 2, 3, 10, (
+    Exercise("induction_detector", P3, "A detector for the induction archetype", "app_pages/archetypes.py", 2, 3, 10, (
         "`tokens[None, :-1] == tokens[:, None]` is [T, T-1]: entry (i, j-1) says token_{j-1} == token_i; put it "
         "in columns 1..T-1 of the mask.",
         "Divide by the head's whole attention `pattern.sum((-2, -1))`, the statement's sum_ij A[i, j] (every row "
         "of a softmax pattern sums to 1, so for these patterns that is T, the number of rows).")),
-    Exercise("train_step", P4, "One training step", "pages/train.py", 1, 4, 10, (
+    Exercise("train_step", P4, "One training step", "app_pages/train.py", 1, 4, 10, (
         "`F.cross_entropy` wants [N, V] logits and [N] targets: reshape `logits[:, :-1]` and `tokens[:, 1:]`.",
         "The order is zero_grad, backward, step.")),
-    Exercise("find_drop", P4, "The loop that finds the drop", "pages/train.py", 1, 3, 5, (
+    Exercise("find_drop", P4, "The loop that finds the drop", "app_pages/train.py", 1, 3, 5, (
         "`math.log` is the natural log: ln 64 / 2 = 2.08 nats.",
         "Walk `zip(steps, losses)` and return at the first loss below the line.")),
 )

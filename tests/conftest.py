@@ -50,22 +50,6 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
-@pytest.fixture(autouse=True)
-def navigation_apps_only(monkeypatch):
-    """AppTest resets PagesManager.uses_pages_directory before every run, and with a pages/ folder
-    beside dashboard.py that makes a switched-to page run alone (Streamlit's old multipage mode: no
-    dashboard.py, so no sidebar). A real server runs st.navigation once and keeps it off (ui.state
-    makes sure), so keep it off here too, for every test."""
-    import streamlit.testing.v1.app_test as app_test_module
-    from streamlit.runtime.pages_manager import PagesManager
-
-    class Manager(PagesManager):
-        pass
-
-    monkeypatch.setattr(app_test_module, "PagesManager", Manager)
-    PagesManager.uses_pages_directory = False
-
-
 @pytest.fixture(scope="session")
 def bad_files(tmp_path_factory):
     """(files, marker): the marker is the file a loader that executed a planted object would create."""

@@ -80,7 +80,7 @@ def shipped(file: str = TWO_BLOCK) -> Path:
 def open_app(page: str | None = None, file: str | None = None, timeout: float = 120):
     """dashboard.py in AppTest, run once, with the shipped checkpoint `file` picked in the sidebar
     (default: the app's own pick) and switched to `page` (a page file; None stays home). Asserts
-    that nothing raised on the way. Needs the navigation_apps_only fixture (tests/conftest.py)."""
+    that nothing raised on the way."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=timeout)

@@ -263,7 +263,7 @@ def _text(at):
 @pytest.mark.skipif(not SHIPPED, reason="no checkpoints/*.pt shipped yet")
 @pytest.mark.parametrize("file", SHIPPED)
 def test_page_with_every_shipped_checkpoint(file):
-    at = open_app("pages/archetypes.py", file)
+    at = open_app("app_pages/archetypes.py", file)
     text = _text(at)
     if "zero-block" in file:
         assert "no attention heads" in text
@@ -274,7 +274,7 @@ def test_page_with_every_shipped_checkpoint(file):
 
 @pytest.mark.app
 def test_page_with_session_models_and_bad_prompts():
-    at = _session_model(open_app("pages/archetypes.py"), 2)
+    at = _session_model(open_app("app_pages/archetypes.py"), 2)
     assert not at.exception
     assert "block 2 · head 4" in _text(at)
     # bad word prompts: a message, the rest of the page still there
@@ -292,6 +292,6 @@ def test_page_with_session_models_and_bad_prompts():
     assert not at.exception
     assert any("no token for 'é', 'ö'" in w.value for w in at.warning)
     # a model without blocks
-    at = _session_model(open_app("pages/archetypes.py"), 0)
+    at = _session_model(open_app("app_pages/archetypes.py"), 0)
     assert not at.exception
     assert "no attention heads" in _text(at)

@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.model.attention import causal_attention, fused_qkv, held_pattern, pair_order
+from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model.hooks import previous_token_pattern
 from core.model.task import sample_batch
 from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM, rope_cos_sin
 from core.training.presets import PRESETS
@@ -165,7 +166,7 @@ def test_pattern_is_the_analysis_paths_pattern():
     _, pattern = causal_attention(qkv, c.n_heads, cos, sin, hold=1, need_pattern=True)
     assert pattern.shape == (3, c.n_heads, 60, 60)
     assert_close(pattern, cache["pattern"][0], 1e-5, "pattern")
-    assert torch.equal(pattern[:, 1], held_pattern(60).expand(3, 60, 60))
+    assert torch.equal(pattern[:, 1], previous_token_pattern(60).expand(3, 60, 60))
     assert float(pattern.triu(1).abs().max()) == 0.0  # causal: no weight on later keys
 
 

@@ -4,7 +4,10 @@ interpretive sentence or question where the gap is small or an effect is within 
 (core.causal.readings, core.quiz.causal), on the shipped 2-block file."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -39,7 +42,7 @@ def resampled(shipped):
 
 
 def _k2(res, path, direction="noising"):
-    p = res["paths"]
+    p = res.paths
     sub = p[(p["path"] == path) & (p["direction"] == direction) & (p["receiver_head"] < 0)]
     return sub.set_index("sender")
 
@@ -55,12 +58,12 @@ def test_resample_donors_are_other_sequences_of_the_same_period():
 
 
 def test_query_rows_are_untestable_under_first_copy_and_testable_under_resample(first_copy, resampled):
-    assert first_copy["corruption"] == "first-copy" and resampled["corruption"] == "resample"
+    assert first_copy.corruption == "first-copy" and resampled.corruption == "resample"
     senders = ["1.1", "1.2", "1.3", "1.4"]
     assert readings.untestable_paths(first_copy) == {"q": senders}
-    assert first_copy["senders"]["at_queries"].max() < 0.1  # the last few tokens are the same in both runs
+    assert first_copy.senders["at_queries"].max() < 0.1  # the last few tokens are the same in both runs
     assert readings.untestable_paths(resampled) == {}
-    assert resampled["senders"]["at_queries"].min() > 0.9
+    assert resampled.senders["at_queries"].min() > 0.9
     # the query rows move once the corruption reaches them: 1.4's query path into block 2 is needed
     q_first, q_res = _k2(first_copy, "q"), _k2(resampled, "q")
     assert q_first.loc["1.4", "patch_effect"] > 0.99
@@ -68,7 +71,7 @@ def test_query_rows_are_untestable_under_first_copy_and_testable_under_resample(
 
 
 def test_effects_come_with_bootstrap_intervals_that_hold_them(first_copy):
-    for frame in (first_copy["heads"], first_copy["paths"]):
+    for frame in (first_copy.heads, first_copy.paths):
         ok = frame["patch_effect"].notna()
         assert ok.all()
         assert (frame["effect_low"] <= frame["patch_effect"] + 1e-9).all()
@@ -78,7 +81,7 @@ def test_effects_come_with_bootstrap_intervals_that_hold_them(first_copy):
 
 
 def test_head_1_2_looks_two_back_and_the_page_says_the_match_uses_more(first_copy):
-    top = first_copy["offsets"][first_copy["offsets"]["top"]].set_index("sender")
+    top = first_copy.offsets[first_copy.offsets["top"]].set_index("sender")
     assert top.loc["1.2", "offset"] == 2 and top.loc["1.2", "mass"] > 0.9
     assert top.loc["1.4", "offset"] == 1
     k = _k2(first_copy, "k")
@@ -92,9 +95,9 @@ def test_head_1_2_looks_two_back_and_the_page_says_the_match_uses_more(first_cop
 
 
 def test_the_shipped_model_gets_its_questions(first_copy):
-    gap = readings.gap(first_copy)
-    assert quiz_causal.needed_key_path(first_copy["paths"], gap).answer == "1.4"
-    assert quiz_causal.patched_heads(first_copy["heads"], gap).answer == "block 2"
+    gap = first_copy.gap
+    assert quiz_causal.needed_key_path(first_copy.paths, gap).answer == "1.4"
+    assert quiz_causal.patched_heads(first_copy.heads, gap).answer == "block 2"
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -102,21 +105,21 @@ def test_no_interpretive_sentence_or_question_on_the_step_150_snapshot(shipped, 
     model, info = shipped
     early = model_at_step(model, info, 150)
     res = causal.task_experiments(early, info["task"], PERIOD, N_SEQS, seed, positions=False)
-    gap = readings.gap(res)
+    gap = res.gap
     assert gap < readings.MIN_GAP
     assert readings.key_composition_sentence(res) is None
     assert readings.longer_match_sentence(res) is None
     assert readings.most_needed_key_path(res) is None
-    for q in (quiz_causal.patched_heads(res["heads"], gap), quiz_causal.needed_key_path(res["paths"], gap),
-              quiz_causal.lens_stage(res["lens_by_copy"], gap=gap)):
+    for q in (quiz_causal.patched_heads(res.heads, gap), quiz_causal.needed_key_path(res.paths, gap),
+              quiz_causal.lens_stage(res.lens_by_copy, gap=gap)):
         assert q.answer is None and "no clear answer" in q.why
 
 
 def test_the_blank_embedding_row_is_explained_by_a_measured_window(shipped):
     model, info = shipped
     res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
-    assert np.abs(res["resid"][0]).max() < 0.02  # no single clean token restores anything measurable
-    w = res["embedding_window"]
+    assert np.abs(res.resid[0]).max() < 0.02  # no single clean token restores anything measurable
+    w = res.embedding_window
     assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.029, abs=0.002)
     assert w["one_target"] == pytest.approx(1 / 23)
 
@@ -124,7 +127,7 @@ def test_the_blank_embedding_row_is_explained_by_a_measured_window(shipped):
 def test_noising_direct_effects_and_attribution_on_the_shipped_file(shipped, first_copy):
     """Noising per head, direct effects into the logits and attribution patching against the exact sweep
     (issue 23's 'what a researcher would expect')."""
-    noise = first_copy["noise"].set_index("label")
+    noise = first_copy.noise.set_index("label")
     # the last block has nothing above it: its noising and direct effects are the same measurement
     for h in ("2.1", "2.2", "2.3", "2.4"):
         assert noise.loc[h, "noise_effect"] == pytest.approx(noise.loc[h, "direct_effect"], abs=1e-6)
@@ -133,8 +136,8 @@ def test_noising_direct_effects_and_attribution_on_the_shipped_file(shipped, fir
     assert noise.loc["1.4", "noise_high"] < 0.45 and noise["noise_effect"].idxmin() == "1.4"
     model, info = shipped
     res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
-    att = res["attribution"]
-    assert att["estimate"].shape == res["head_positions"].shape
+    att = res.attribution
+    assert att["estimate"].shape == res.head_positions.shape
     assert att["corr"] > 0.8 and att["max_abs_diff"] < 0.05
     assert min(att["per_head"][h] for h in ("2.1", "2.2", "2.3", "2.4")) > 0.99
     assert att["per_head"]["1.4"] < 0.5  # it acts through block 2's keys: a first-order estimate misses that
@@ -165,3 +168,33 @@ def test_stream_noising_cannot_test_the_second_copy_under_first_copy_but_can_und
     assert np.allclose(a[0, PERIOD:], 1.0, atol=1e-5)  # the same tokens in both runs there
     assert a[0, :PERIOD].max() < 0.97  # one first-copy token is needed by the targets that read it
     assert b[0, PERIOD:2 * PERIOD - 1].min() < 0.97  # under resample the query positions are tested too
+
+
+def _planted(gap, effects):
+    """A Causal-page result with only what the key-path sentence and question read: sender -> (effect,
+    low, high) of noising its key path into all of block 2."""
+    paths = pd.DataFrame([{"sender": s, "path": "k", "direction": "noising", "receiver_head": -1, "patch_effect": e,
+                           "effect_low": lo, "effect_high": hi, "testable": True}
+                          for s, (e, lo, hi) in effects.items()])
+    return SimpleNamespace(gap=gap, paths=paths, offsets=None)  # the fields of views.Experiments they read
+
+
+@pytest.mark.parametrize("gap, effects, answer", [
+    (3.0, {"1.1": (0.2, 0.1, 0.3), "1.2": (0.8, 0.7, 0.9), "1.3": (0.95, 0.9, 1.0)}, "1.1"),
+    # below the runner-up's interval but not below 1.3's wide one: not clear
+    (3.0, {"1.1": (0.3, 0.1, 0.5), "1.2": (0.6, 0.55, 0.65), "1.3": (0.7, 0.4, 1.0)}, None),
+    # clearly the lowest, but noising it leaves more than NEEDED: not clearly needed
+    (3.0, {"1.1": (0.92, 0.91, 0.93), "1.2": (0.99, 0.98, 1.0), "1.3": (0.99, 0.98, 1.0)}, None),
+    (0.3, {"1.1": (0.2, 0.1, 0.3), "1.2": (0.8, 0.7, 0.9), "1.3": (0.95, 0.9, 1.0)}, None),  # the gap is too small
+])
+def test_the_key_path_sentence_and_question_agree(gap, effects, answer):
+    """Issue 28: the page's sentence (core.causal.readings) and its question (core.quiz.causal) on the same
+    numbers: one rule (core.causal.clarity) decides both, so either both answer, naming the same head, or
+    neither does. Each planted case sits where the two rules differed before."""
+    res = _planted(gap, effects)
+    sentence = readings.key_composition_sentence(res)
+    question = quiz_causal.needed_key_path(res.paths, res.gap)
+    assert question.answer == answer
+    assert (sentence is None) == (answer is None)
+    if answer:
+        assert f"head {answer}:" in sentence and question.why.startswith(f"Noising head {answer}'s")

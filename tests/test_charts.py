@@ -21,7 +21,7 @@ def _charts():
     hist = info["history"]
     loss = live.loss_frame(hist, "this run")
     heads = live.head_score_frame(hist)
-    effects = pd.DataFrame({"block": [1, 1, 2, 2], "head": [1, 2, 1, 2], "patch_effect": [0.1, -0.3, 0.5, 0.9]})
+    effects = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "patch_effect": [0.1, -0.3, 0.5, 0.9]})
     return [charts.loss_chart(loss, math.log(64), 225, 800, marks=[0, 100, 200]),
             charts.head_score_chart(heads, 225, 800), causal_charts.head_effects(effects, "title")]
 

@@ -197,7 +197,7 @@ def causal_resample(two_block):
 
 
 def _into_block2(res, path, direction):
-    p = res["paths"]
+    p = res.paths
     return p[(p["path"] == path) & (p["direction"] == direction) & (p["receiver_head"] < 0)].set_index("sender")
 
 
@@ -209,9 +209,9 @@ def test_causal_page_sentences_on_the_shipped_file(causal_first_copy, causal_res
     needed key path is 1.4's (0.37); the query rows cannot be tested under first-copy (each sender changes
     at under 10% of the query positions) and move under resample (1.4 0.80, 1.1 0.89)."""
     fc, rs = causal_first_copy, causal_resample
-    assert fc["embedding_window"]["positions"] == [8, 9, 10]
-    assert fc["embedding_window"]["effect"] == pytest.approx(0.029, abs=0.001)
-    assert abs(fc["resid"][0]).max() < 0.02
+    assert fc.embedding_window["positions"] == [8, 9, 10]
+    assert fc.embedding_window["effect"] == pytest.approx(0.029, abs=0.001)
+    assert abs(fc.resid[0]).max() < 0.02
     den = _into_block2(fc, "v", "denoising")
     assert den.loc["1.1", "patch_effect"] == pytest.approx(0.107, abs=0.001)
     assert den.loc["1.3", "patch_effect"] == pytest.approx(0.105, abs=0.001)
@@ -219,13 +219,13 @@ def test_causal_page_sentences_on_the_shipped_file(causal_first_copy, causal_res
     k = _into_block2(fc, "k", "noising")
     assert k.loc["1.2", "patch_effect"] == pytest.approx(0.654, abs=0.001)
     assert k.loc["1.4", "patch_effect"] == pytest.approx(0.366, abs=0.001)
-    top = fc["offsets"][fc["offsets"]["top"]].set_index("sender")
+    top = fc.offsets[fc.offsets["top"]].set_index("sender")
     assert top.loc["1.2", "offset"] == 2 and top.loc["1.2", "mass"] == pytest.approx(0.93, abs=0.005)
-    assert fc["senders"]["at_queries"].max() < 0.1 and not fc["paths"].query("path == 'q'")["testable"].any()
+    assert fc.senders["at_queries"].max() < 0.1 and not fc.paths.query("path == 'q'")["testable"].any()
     q = _into_block2(rs, "q", "noising")
     assert q.loc["1.4", "patch_effect"] == pytest.approx(0.80, abs=0.01)
     assert q.loc["1.1", "patch_effect"] == pytest.approx(0.89, abs=0.01)
-    assert rs["paths"]["testable"].all()
+    assert rs.paths["testable"].all()
 
 
 def test_shared_direction_adds_a_per_token_logit_bias_of_about_08_nats():

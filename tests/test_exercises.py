@@ -529,9 +529,8 @@ def test_the_suite_from_the_root_leaves_the_templates_alone(tmp_path):
 
 
 @pytest.mark.app
-@pytest.mark.usefixtures("navigation_apps_only")
 def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
-    at = open_app("pages/exercises.py", DEFAULT)
+    at = open_app("app_pages/exercise_page.py", DEFAULT)
     assert [h.value for h in at.header] == list(SECTIONS.values())
     assert [h.value for h in at.subheader][1:] == [f"{i}. {ex.title}" for i, ex in enumerate(EXERCISES, 1)]
     assert len(at.dataframe) == 1  # the path at a glance

@@ -19,13 +19,12 @@ import pytest
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from core.model.checkpoints import checkpoint_bytes
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.pool.status import RunStatus
-from ui.pages import ALL_PAGES
+from ui.pages import ALL_PAGES, HOME
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files
 
 from helpers import bad_checkpoints, open_app
@@ -67,10 +66,7 @@ def open_page(page: str | None) -> AppTest:
 
 def go(at: AppTest, page: str | None) -> None:
     """Switch to a page file, or to the home page (None), keeping the session."""
-    if page is None:  # AppTest.switch_page only takes files; home is st.Page(home), hashed by its url path
-        at._page_hash = calc_hash("home")
-    else:
-        at.switch_page(page)
+    at.switch_page(page or HOME.file)
     at.run()
 
 
@@ -169,10 +165,10 @@ def sweep_combination(at: AppTest, page: str, combo: str, rounds: int = 3) -> li
 # The sweep
 
 
-ANALYSIS = [p for p in PAGES if p not in (None, "pages/train.py")]
+ANALYSIS = [p for p in PAGES if p not in (HOME.file, "app_pages/train.py")]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p != "pages/train.py"],
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "app_pages/train.py"],
                          ids=[i for i in PAGE_IDS if i != "train"])
 @pytest.mark.app
 def test_every_widget_extreme_renders(page):
@@ -223,7 +219,7 @@ def train_here(at: AppTest, label: str) -> str | None:
 
 @pytest.mark.app
 def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models():
-    at = open_page("pages/train.py")
+    at = open_page("app_pages/train.py")
     trained = {}
     for combo in ("lo", "hi", "mix", "xim"):
         log = sweep_combination(at, "train", combo)
@@ -265,7 +261,7 @@ def upload(at: AppTest, name: str, data: bytes) -> None:
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("page", ["dashboard.py", "pages/attention.py"])
+@pytest.mark.parametrize("page", ["dashboard.py", "app_pages/attention.py"])
 def test_bad_uploads_get_a_message_and_keep_the_model(page, tmp_path):
     at = open_page(None if page == "dashboard.py" else page)
     upload(at, "mine.pt", tiny_checkpoint())

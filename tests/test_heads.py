@@ -128,13 +128,14 @@ def test_offset_profile_matches_offset_mass_and_definition():
         np.testing.assert_allclose(prof[:, k].numpy(), by_hand, rtol=1e-5)
     assert offset_profile(one_hot_pattern(lambda i: i - 3))[0, 3].item() == 1.0
     tidy = offset_table([A], max_offset=4)
-    assert len(tidy) == 2 * 5 and set(tidy.columns) == {"layer", "block", "head", "offset", "mass"}
+    assert len(tidy) == 2 * 5 and list(tidy.columns) == ["label", "layer", "head", "offset", "mass"]
 
 
 def test_head_score_table_is_tidy():
     A = [random_causal(2, 3, T, seed=s) for s in (2, 3)]
     df = head_score_table(A, torch.tensor([5, 6]))
-    assert len(df) == 6 and list(df["block"]) == [1, 1, 1, 2, 2, 2] and list(df["head"]) == [0, 1, 2] * 2
+    assert len(df) == 6 and list(df["layer"]) == [0, 0, 0, 1, 1, 1] and list(df["head"]) == [0, 1, 2] * 2
+    assert list(df["label"]) == ["1.1", "1.2", "1.3", "2.1", "2.2", "2.3"] and df.columns[0] == "label"
     assert df.loc[4, "induction"] == pytest.approx(head_scores(A[1], torch.tensor([5, 6]))["induction"][1].item())
 
 

@@ -172,7 +172,7 @@ def test_restart_context_probe_shows_the_two_token_match(two_block):
 @pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_icl_page_with_every_shipped_checkpoint(file):
-    at = open_app("pages/icl.py", file)
+    at = open_app("app_pages/icl.py", file)
     assert not at.warning
     assert len(at.metric) == 6  # the restart summary and the one-or-two-tokens probe
     infos = " ".join(i.value for i in at.info)
@@ -188,7 +188,7 @@ def test_icl_page_with_every_shipped_checkpoint(file):
 
 @pytest.mark.app
 def test_icl_page_bad_typed_input_gets_a_message():
-    at = open_app("pages/icl.py", "variable-period-2block.pt")
+    at = open_app("app_pages/icl.py", "variable-period-2block.pt")
     for text, words in [("", "at least one symbol"), ("abc+def", "no token for"), ("Zürich", "'ü'"),
                         ("A" * 97, "the limit here is 96")]:
         at.text_input(key="icl_text").set_value(text).run()
@@ -201,7 +201,7 @@ def test_icl_page_bad_typed_input_gets_a_message():
 
 @pytest.mark.app
 def test_icl_page_draw_mode_and_bad_symbol_set():
-    at = open_app("pages/icl.py", "variable-period-2block.pt")
+    at = open_app("app_pages/icl.py", "variable-period-2block.pt")
     at.radio(key="icl_mode").set_value("draw").run()
     assert not at.exception and not at.warning
     at.text_input(key="icl_pool").set_value("AB?").run()

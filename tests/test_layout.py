@@ -57,3 +57,27 @@ def test_no_core_module_over_300_lines():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "core").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 300}
     assert not long
+
+
+def test_the_page_files_are_the_page_list():
+    from ui.pages import ALL_PAGES
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "app_pages").glob("*.py"))
+    assert sorted(p.file for p in ALL_PAGES) == files
+    assert not list((ROOT / "pages").glob("*.py")), "Streamlit would take pages/*.py for an old-style multipage app"
+
+
+def test_no_page_file_shadows_a_module_when_its_folder_is_on_sys_path():
+    """`python app_pages/x.py` puts app_pages/ first on sys.path: a page named like a module it (or
+    anything) imports would be imported instead (pages/exercises.py once hid the exercises package).
+    Each stem is looked up from the repository root, without app_pages/ on the path."""
+    code = "import importlib.util as u, json, sys; print(json.dumps([n for n in sys.argv[1:] if u.find_spec(n)]))"
+    stems = [p.stem for p in (ROOT / "app_pages").glob("*.py")]
+    assert json.loads(fresh(code, *stems)) == []
+
+
+def test_page_files_stay_thin():
+    """No page imports torch itself (core does the computing) and none passes 400 lines."""
+    for path in (ROOT / "app_pages").glob("*.py"):
+        lines = path.read_text().splitlines()
+        assert len(lines) <= 400, f"{path.name}: {len(lines)} lines"
+        assert not [l for l in lines if l.startswith(("import torch", "from torch"))], f"{path.name} imports torch"

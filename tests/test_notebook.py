@@ -14,10 +14,9 @@ from ui.python_panel import RUN_KEY
 
 from helpers import ROOT, open_app
 
-PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py", "pages/train.py"]  # None: Home
+PAGES = [None, "app_pages/attention.py", "app_pages/circuits.py", "app_pages/depth.py", "app_pages/icl.py",
+         "app_pages/archetypes.py", "app_pages/causal.py", "app_pages/train.py"]  # None: Home
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 RUNNER = r"""
 import json, sys
@@ -73,7 +72,7 @@ def test_page_notebook_is_valid_and_runs_top_to_bottom(page, tmp_path):
 def test_download_button_serves_the_same_notebook():
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.run()
-    at.switch_page("pages/circuits.py")
+    at.switch_page("app_pages/circuits.py")
     at.run()
     shown = list(at.session_state[RUN_KEY])
     nb = notebook.build("Circuits & ablations", "x", shown)

@@ -14,7 +14,7 @@ def two_block(page: str) -> AppTest:
 @pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_attention_page_on_every_shipped_checkpoint(file):
-    at = open_app("pages/attention.py", file)
+    at = open_app("app_pages/attention.py", file)
     if "zero-block" in file:
         assert any("no attention blocks" in i.value for i in at.info)
         assert len(at.get("page_link")) >= 1
@@ -30,7 +30,7 @@ def test_attention_page_on_every_shipped_checkpoint(file):
 @pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_circuits_page_on_every_shipped_checkpoint(file):
-    at = open_app("pages/circuits.py", file)
+    at = open_app("app_pages/circuits.py", file)
     if "zero-block" in file:
         assert any("no attention blocks" in i.value for i in at.info)
         return
@@ -44,7 +44,7 @@ def test_circuits_page_on_every_shipped_checkpoint(file):
 
 @pytest.mark.app
 def test_typed_sequence_bad_input_gets_a_message():
-    at = two_block("pages/attention.py")
+    at = two_block("app_pages/attention.py")
     at.radio(key="att_source").set_value("Type your own").run()
     assert not at.exception and not at.warning  # the default text is valid
     charts_ok = len(at.get("vega_lite_chart"))
@@ -59,7 +59,7 @@ def test_typed_sequence_bad_input_gets_a_message():
 
 @pytest.mark.app
 def test_ablation_changes_the_metric_shown():
-    at = two_block("pages/circuits.py")
+    at = two_block("app_pages/circuits.py")
     before = {m.label: m.value for m in at.metric}
     key = "later-copy loss (nats)"
     at.multiselect(key="cir_ablate").set_value(["1.1", "1.2", "1.3", "1.4"]).run()

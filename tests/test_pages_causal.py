@@ -9,9 +9,8 @@ from ui.model_keys import shipped_key
 
 from helpers import ROOT, SHIPPED, TWO_BLOCK, open_app
 
-PAGE = "pages/causal.py"
+PAGE = "app_pages/causal.py"
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def open_on(file: str) -> AppTest:
@@ -60,7 +59,7 @@ def test_page_numbers_are_core_numbers():
     period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
     res = causal.task_experiments(model, info["task"], period, 32, 0)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["M(clean)"] == f"{res['m_clean']:.3f}" and metrics["M(corrupted)"] == f"{res['m_corrupted']:.3f}"
+    assert metrics["M(clean)"] == f"{res.m_clean:.3f}" and metrics["M(corrupted)"] == f"{res.m_corrupted:.3f}"
 
 
 @pytest.mark.app
@@ -111,12 +110,12 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)
     small = core.causal.views.task_experiments(model, task, 5, 4, 0)
-    assert small["resid"].shape == (2, 10) and small["head_positions"].shape == (4, 10)
-    cut = core.causal.views.task_experiments(model, task, 5, 4, 0, budget=small["position_cost"] - 1)
-    assert cut["resid"] is None and cut["head_positions"] is None
-    assert cut["heads"]["patch_effect"].tolist() == small["heads"]["patch_effect"].tolist()
+    assert small.resid.shape == (2, 10) and small.head_positions.shape == (4, 10)
+    cut = core.causal.views.task_experiments(model, task, 5, 4, 0, budget=small.position_cost - 1)
+    assert cut.resid is None and cut.head_positions is None
+    assert cut.heads["patch_effect"].tolist() == small.heads["patch_effect"].tolist()
     forced = core.causal.views.task_experiments(model, task, 5, 4, 0, positions=True)
-    assert (forced["resid"] == small["resid"]).all()
+    assert (forced.resid == small.resid).all()
 
 
 @pytest.mark.app

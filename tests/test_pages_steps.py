@@ -14,7 +14,6 @@ from helpers import ROOT, open_app
 
 TWO_BLOCK = "variable-period-2block.pt"
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def page(name: str) -> AppTest:
@@ -30,7 +29,7 @@ def early_step() -> tuple[int, object, object]:
 
 @pytest.mark.app
 def test_attention_page_scores_are_the_snapshots():
-    at = page("pages/attention.py")
+    at = page("app_pages/attention.py")
     final = at.dataframe[0].value.copy()
     final_metrics = [m.value for m in at.metric]
     step, snap, task = early_step()
@@ -39,7 +38,9 @@ def test_attention_page_scores_are_the_snapshots():
     shown = at.dataframe[0].value
     period, seed = at.slider(key="att_period").value, at.number_input(key="att_seed").value
     fresh = analysis.task_sequence_view(snap, task, int(period), int(seed)).scores
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True), fresh.reset_index(drop=True))
+    assert list(shown.columns)[0] == "label"  # the page shows the label, not the 0-based layer and head
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True),
+                                  fresh.drop(columns=["layer", "head"]).reset_index(drop=True))
     assert not shown.equals(final)
     # the probe metrics below are the snapshot's too
     probe = analysis.probe_view(snap, task, int(at.slider(key="att_probe").value))["metrics"]
@@ -51,7 +52,7 @@ def test_attention_page_scores_are_the_snapshots():
 
 @pytest.mark.app
 def test_circuits_page_numbers_are_the_snapshots():
-    at = page("pages/circuits.py")
+    at = page("app_pages/circuits.py")
     final = {m.label: m.value for m in at.metric}
     step, snap, task = early_step()
     at.select_slider(key="cir_step").set_value(step).run()

@@ -66,7 +66,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
     assert len(at.metric) == 4 and all(m.value for m in at.metric)
     assert len(at.get("page_link")) == len(PATH)  # the home page's path: every page but Home
     assert len(at.latex) >= 2
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     assert not at.exception, at.exception
     assert not at.button(key="tr_train").disabled
     assert at.button(key="tr_stop").disabled
@@ -75,7 +75,7 @@ def test_home_and_train_render_on_every_shipped_checkpoint(file):
 
 @pytest.mark.app
 def test_training_a_few_steps_adds_a_picked_downloadable_model():
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     before = [w.options for w in at.selectbox if w.key == "picked_model"]  # no picker without any model
     before = before[0] if before else []
     tiny_settings(at, steps=3)
@@ -97,7 +97,7 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert "plain init" in key or any("plain init" in o for o in options)
     assert at.get("download_button"), "the finished model should be downloadable"
     assert at.success and "step 3" in at.success[0].value
-    at.switch_page("pages/attention.py").run()  # the picked model is the trained one on other pages too
+    at.switch_page("app_pages/attention.py").run()  # the picked model is the trained one on other pages too
     assert not at.exception and at.session_state["picked_model"] == key
 
 
@@ -111,7 +111,7 @@ def test_a_finished_live_run_shows_its_timeline():
     from core.training.timeline import icl_positions
     from core.training.trainer import eval_batch
 
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     tiny_settings(at, steps=30, layers=2)
     at.button(key="tr_train").click().run()
     run = run_until_done(at)
@@ -132,7 +132,7 @@ def test_a_finished_live_run_shows_its_timeline():
 
 @pytest.mark.app
 def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_chart():
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     tiny_settings(at, steps=5000, layers=2)
     at.button(key="tr_train").click().run()
     run = rerun_until(at, lambda r: len(r.frames) >= 4, what="four logged steps")
@@ -161,7 +161,7 @@ def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_
 ])
 @pytest.mark.app
 def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, phrase):
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     at.slider(key="tr_periods").set_value(periods)
     at.slider(key="tr_seq_len").set_value(seq_len)
     at.run()
@@ -173,7 +173,7 @@ def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, 
 
 @pytest.mark.app
 def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     tiny_settings(at, steps=5000)
     at.button(key="tr_train").click().run()
     run = rerun_until(at, lambda r: r.step > 0, what="the first steps")
@@ -211,7 +211,7 @@ def test_a_full_server_makes_training_wait_with_a_visible_status():
     pool = run_pool()
     others = [pool.start(replace(LONG, seed=100 + i), f"other-session-{i}") for i in range(pool.capacity)]
     try:
-        at = app("pages/train.py")
+        at = app("app_pages/train.py")
         tiny_settings(at, steps=3, layers=0)
         at.button(key="tr_train").click().run()
         assert any(f"Waiting for a free training slot: {pool.capacity} running; you are next" in i.value
@@ -239,7 +239,8 @@ def test_history_frames_and_the_drop_step():
     assert drop_step(history, 64) == 50
     assert drop_step(history[:2], 64) is None
     heads = head_score_frame(history)
-    assert len(heads) == 4 * 2 * 2 and set(heads["block"]) == {1} and set(heads["head"]) == {1, 2}
+    assert len(heads) == 4 * 2 * 2 and set(heads["layer"]) == {0} and set(heads["head"]) == {0, 1}
+    assert set(heads["label"]) == {"1.1", "1.2"}
     assert set(loss_frame(history, "r")["part"]) == {"first copy", "later copies"}
     bad = TrainSettings(2, 32, 32, 40, False, 1e-2, 8, 10, 0)
     with pytest.raises(ValueError) as e:
@@ -249,10 +250,10 @@ def test_history_frames_and_the_drop_step():
 
 @pytest.mark.app
 def test_settings_survive_a_visit_to_another_page():
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     tiny_settings(at, steps=7, layers=3)
-    at.switch_page("pages/attention.py").run()
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/attention.py").run()
+    at.switch_page("app_pages/train.py").run()
     assert not at.exception, at.exception
     assert at.slider(key="tr_layers").value == 3
     assert at.slider(key="tr_periods").value == (4, 8)
@@ -274,7 +275,7 @@ def _write_study(path: Path) -> None:
 def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monkeypatch):
     import core.training.transition as transition
     monkeypatch.setattr(transition, "STUDY_FILE", tmp_path / "transition_study.csv")
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     assert any("Not yet measured" in i.value for i in at.info)
     _write_study(transition.STUDY_FILE)
     at.run()
@@ -297,7 +298,7 @@ def test_the_cores_are_split_between_running_trainings():
 
 @pytest.mark.app
 def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_models():
-    at = app("pages/train.py")
+    at = app("app_pages/train.py")
     tiny_settings(at, steps=3)
     at.button(key="tr_train").click().run()
     kept = run_until_done(at).registered_key
@@ -319,7 +320,7 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
 
 @pytest.mark.app
 def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
-    alice, bob = app("pages/train.py"), app("pages/train.py")
+    alice, bob = app("app_pages/train.py"), app("app_pages/train.py")
     tiny_settings(alice, steps=40, layers=1)
     tiny_settings(bob, steps=40, layers=0)
     alice.button(key="tr_train").click().run()

@@ -186,7 +186,7 @@ def test_induction_margins_match_the_one_query_margin_and_add_up():
 @pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
 def test_depth_page_with_every_shipped_checkpoint(file):
-    at = open_app("pages/depth.py", file)
+    at = open_app("app_pages/depth.py", file)
     n_blocks = {"zero-block.pt": 0, "variable-period-2block.pt": 2}.get(file, 1)
     infos = " ".join(i.value for i in at.info)
     metrics = {m.label: m.value for m in at.metric}
@@ -220,7 +220,7 @@ def test_batched_score_terms_match_single_sequences_and_groups_add_up():
 
 @pytest.mark.app
 def test_depth_page_survives_switching_models_with_widgets_set():
-    at = open_app("pages/depth.py", "variable-period-2block.pt")
+    at = open_app("app_pages/depth.py", "variable-period-2block.pt")
     at.selectbox(key="depth_block_2").set_value(1).run()
     at.slider(key="depth_pos_96").set_value(94).run()
     at.radio(key="depth_which").set_value("top").run()

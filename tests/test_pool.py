@@ -1,24 +1,29 @@
-"""Issue 21: a training pool that cannot freeze, and identical runs computed once (core.pool.runs).
+"""Issues 21 and 28: a training pool that cannot freeze, and identical runs computed once (core.pool.runs).
 
 The monitor outlives a connection closed between its snapshot and wait() and any exception in a
-round; a monitor that died is started again on the next script run; nothing slow runs under the pool
-lock; a session holds one training slot while others wait; two sessions with the same settings share
-one worker, whose model is bit-identical to a private run; another seed or setting, and "Train my own
-copy", train apart."""
+round; a monitor that died is started again on the next script run, one stuck in a round is replaced
+and acts on nothing once it wakes; a worker start that stalls ends only its own run; two Stops at
+once write one command at a time; nothing slow runs under the pool lock; a session holds one
+training slot while others wait; two sessions with the same settings share one worker, whose model
+is bit-identical to a private run; another seed or setting, and "Train my own copy", train apart.
+
+The pools here run their workers as threads (core.pool.backend.ThreadBackend: the same worker loop);
+the `worker`-marked test uses the app's real pool of processes."""
 from __future__ import annotations
 
-import multiprocessing.process
 import threading
+import time
 from dataclasses import replace
+from multiprocessing import connection
 
 import pytest
 import torch
-from test_runs import alive, wait_until
+from test_runs import gone, thread_pool, wait_until
 
+import core.pool.backend as backend
 import core.pool.live_run as live_run
-import core.pool.monitor as monitor
-import core.pool.worker as worker
-from core.pool.runs import RunPool
+import core.pool.runs as runs
+from core.pool.backend import ThreadBackend
 from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -31,14 +36,9 @@ LONG = replace(TINY, steps=100_000)
 
 @pytest.fixture
 def pool():
-    p = RunPool(capacity=2, owner_grace=0.3)
+    p = thread_pool()
     yield p
     p.shutdown()
-
-
-def conn_of(run):
-    """The server's end of the run's Pipe (the pool's internals, before and after issue 21)."""
-    return getattr(run, "_conn", None) or run._src.conn
 
 
 def same_weights(a, b) -> bool:
@@ -56,12 +56,11 @@ def reference(settings: TrainSettings, steps: int | None = None):
 # -- a pool that cannot freeze ------------------------------------------------------------------
 
 
-@pytest.mark.worker
 def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_monitor(pool, monkeypatch):
     a = pool.start(replace(LONG, seed=1), "alice")
     b = pool.start(replace(LONG, seed=2), "bob")
     wait_until(lambda: a.step > 0 and b.step > 0, what="both training")
-    real_wait, in_gap, go_on, armed = monitor.wait, threading.Event(), threading.Event(), [True]
+    real_wait, in_gap, go_on, armed = backend.wait_any, threading.Event(), threading.Event(), [True]
 
     def slow_wait(conns, timeout=None):  # the monitor holds its snapshot while the test closes one
         if armed[0]:
@@ -70,20 +69,19 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
             go_on.wait(10)
         return real_wait(conns, timeout)
 
-    monkeypatch.setattr(monitor, "wait", slow_wait)
+    monkeypatch.setattr(backend, "wait_any", slow_wait)
     assert in_gap.wait(10)
-    a_conn = conn_of(a)
-    pool.discard(a)  # reset: on the old code this closed a's connection under the monitor
-    a_conn.close()  # ... and so does anything else that closes it
+    a_handle = a._src.handle
+    pool.discard(a)  # reset: before issue 21 this closed a's connection under the monitor
+    a_handle.close()  # ... and so does anything else that closes it
     go_on.set()
     step = b.step
     wait_until(lambda: b.step > step + 5, 30, "bob's run to go on streaming")
     pool.stop(b)
     assert b.status == RunStatus.STOPPED and b.result is not None
-    assert a.status == RunStatus.CANCELLED and not alive(a.pid)
+    assert a.status == RunStatus.CANCELLED and gone(pool, a)
 
 
-@pytest.mark.worker
 def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     run = pool.start(LONG, "alice")
     wait_until(lambda: run.step > 0, what="training")
@@ -103,15 +101,37 @@ def test_the_monitor_survives_an_exception_in_a_round(pool, monkeypatch):
     assert run.status == RunStatus.STOPPED
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
+def test_a_dead_monitor_is_started_again_by_ensure_monitor(pool, monkeypatch):
+    run = pool.start(LONG, "alice")
+    wait_until(lambda: run.step > 0, what="training")
+    dead = pool.monitor.thread
+
+    def die(now):
+        raise SystemExit  # not an Exception: the thread ends
+
+    monkeypatch.setattr(pool, "_check_health", die)
+    wait_until(lambda: not dead.is_alive(), 10, "the monitor to die")
+    monkeypatch.delattr(pool, "_check_health")
+    step = run.step
+    time.sleep(0.3)
+    assert run.step == step, "nothing reads the worker while no monitor runs"
+    assert pool.ensure_monitor() and pool.monitor_restarts == 1 and pool.monitor.thread is not dead
+    assert not pool.ensure_monitor(), "a running monitor is left alone"
+    wait_until(lambda: run.step > step + 5, 30, "the run to go on streaming under the new monitor")
+    pool.stop(run)
+    assert run.status == RunStatus.STOPPED
+
+
 @pytest.mark.worker
 @pytest.mark.app
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the monitor is made to die
 def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     from ui.training import run_pool
 
-    at = open_app("pages/train.py")
+    at = open_app("app_pages/train.py")
     pool = run_pool()
-    monitor = pool._monitor
+    monitor = pool.monitor.thread
     assert monitor is not None and monitor.is_alive()
 
     def die(now):
@@ -122,40 +142,57 @@ def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     monkeypatch.delattr(pool, "_check_health")
     at.run()
     assert not at.exception, at.exception
-    assert pool._monitor is not monitor and pool._monitor.is_alive(), "the script run did not restart it"
+    assert pool.monitor.thread is not monitor and pool.monitor.alive(), "the script run did not restart it"
     run = pool.start(replace(TINY, steps=3, seed=21), "restart-check")
     wait_until(lambda: run.ended.is_set(), what="a run on the new monitor")
     assert run.status == RunStatus.FINISHED
 
 
-@pytest.mark.worker
+class OwnedLock:
+    """A plain Lock that knows which thread holds it (threading.Lock does not say)."""
+
+    def __init__(self):
+        self._lock, self.owner = threading.Lock(), None
+
+    def __enter__(self):
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+
+    def __exit__(self, *exc):
+        self.owner = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self.owner == threading.get_ident()
+
+
 def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
-    """Starting a process, reading a checkpoint back and joining a process happen outside the lock."""
-    held = []
-    real_start, real_read, real_join = worker.start, monitor.read_checkpoint, multiprocessing.process.BaseProcess.join
+    """Starting a worker, reading a checkpoint back and joining a worker happen outside the lock."""
+    held, lock = [], OwnedLock()
+    pool._lock = lock
+    real_start, real_read, real_join = pool.backend.start, runs.read_checkpoint, backend.ThreadHandle.join
 
     def watch(name, fn):
         def wrapped(*args, **kwargs):
-            if pool._lock._is_owned():
+            if lock.held_here():
                 held.append(name)
             return fn(*args, **kwargs)
         return wrapped
 
-    monkeypatch.setattr(worker, "start", watch("process start", real_start))
-    monkeypatch.setattr(monitor, "read_checkpoint", watch("read_checkpoint", real_read))
+    monkeypatch.setattr(pool.backend, "start", watch("worker start", real_start))
+    monkeypatch.setattr(runs, "read_checkpoint", watch("read_checkpoint", real_read))
     monkeypatch.setattr(live_run, "read_checkpoint", watch("read_checkpoint", real_read))
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", watch("join", real_join))
+    monkeypatch.setattr(backend.ThreadHandle, "join", watch("join", real_join))
     done = pool.start(replace(TINY, steps=3), "alice")
     wait_until(lambda: done.ended.is_set(), what="a short run")
     assert done.status == RunStatus.FINISHED and done.result is not None
     long = pool.start(LONG, "bob")
     wait_until(lambda: long.step > 0, what="training")
     pool.discard(long)
-    assert not alive(long.pid)
+    assert gone(pool, long)
     assert held == []
 
 
-@pytest.mark.worker
 def test_a_session_holds_one_training_slot_while_others_wait(pool):
     own = pool.start(replace(LONG, seed=1), "alice")
     wait_until(lambda: own.step > 0, what="alice training")
@@ -173,7 +210,6 @@ def test_a_session_holds_one_training_slot_while_others_wait(pool):
 # -- identical runs computed once ---------------------------------------------------------------
 
 
-@pytest.mark.worker
 def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_run_matches(pool):
     alice = pool.start(TINY, "alice")
     bob = pool.start(TINY, "bob")
@@ -195,7 +231,6 @@ def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_ru
     assert late.step == TINY.steps and same_weights(late.result[0], alice.result[0])
 
 
-@pytest.mark.worker
 def test_another_seed_or_setting_trains_apart(pool):
     a = pool.start(replace(LONG, seed=5), "alice")
     b = pool.start(replace(LONG, seed=6), "bob")
@@ -207,7 +242,6 @@ def test_another_seed_or_setting_trains_apart(pool):
     assert a.pid == d.pid and b.pid != a.pid and c.status == RunStatus.WAITING
 
 
-@pytest.mark.worker
 def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool):
     alice, bob = pool.start(LONG, "alice"), pool.start(LONG, "bob")
     wait_until(lambda: alice.step >= 10, what="training")
@@ -216,7 +250,7 @@ def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool)
     stopped_at = alice.step
     wait_until(lambda: bob.step > stopped_at + 10, what="bob's run to go on")
     pool.stop(bob)  # the last follower: the worker stops
-    assert bob.status == RunStatus.STOPPED and not alive(bob.pid) and pool.trainings() == 0
+    assert bob.status == RunStatus.STOPPED and gone(pool, bob) and pool.trainings() == 0
     trainer = reference(LONG, stopped_at)
     assert alice.result[1]["history"][-1]["step"] == stopped_at
     assert same_weights(alice.result[0], trainer.model), "alice's model is the training's at her step"
@@ -255,7 +289,7 @@ def _until_done(at, timeout: float = 120):
 
 @pytest.mark.app
 def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_on_request():
-    alice, bob = open_app("pages/train.py"), open_app("pages/train.py")
+    alice, bob = open_app("app_pages/train.py"), open_app("app_pages/train.py")
     _tiny_settings(alice)
     _tiny_settings(bob)
     alice.button(key="tr_train").click().run()
@@ -277,9 +311,8 @@ def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_o
     assert own.registered_key in bob.session_state["lab_models"]
 
 
-@pytest.mark.worker
 def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
-    pool = RunPool(capacity=0)  # training switched off: everything waits
+    pool = thread_pool(capacity=0)  # training switched off: everything waits
     try:
         alice, bob = pool.start(TINY, "alice"), pool.start(TINY, "bob")
         assert bob.shared == "live" and alice.status == bob.status == "waiting"
@@ -288,4 +321,120 @@ def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
         pool.stop(bob)
         assert bob.status == RunStatus.CANCELLED and pool.trainings() == 0
     finally:
+        pool.shutdown()
+
+
+# -- issue 28: a stuck monitor, two Stops at once -------------------------------------------------
+
+
+def test_a_stuck_monitor_is_replaced_and_the_stale_one_changes_nothing():
+    """A round that never finishes (here: is_alive blocks) stops every run's rows; ensure_monitor()
+    must see it by its heartbeat, start a new monitor, and the old one, once it wakes, must not act
+    on what it saw (here: 'alice is gone', which would end her run)."""
+    armed, blocked, release = [True], threading.Event(), threading.Event()
+
+    def is_alive(owner):
+        if armed[0]:
+            armed[0] = False
+            blocked.set()
+            release.wait(60)
+            return False  # a stale answer: acting on it would end alice's run
+        return True
+
+    pool = thread_pool(is_alive=is_alive, owner_grace=0.0, stuck_seconds=0.5)
+    try:
+        run = pool.start(LONG, "alice")
+        assert blocked.wait(30), "the monitor never asked is_alive"
+        stale = pool.monitor.thread
+        time.sleep(1.0)
+        step = run.step
+        assert pool.ensure_monitor() and pool.monitor_restarts == 1  # what every script run does
+        wait_until(lambda: run.step > step + 5, 30, "alice's rows to go on under a new monitor")
+        release.set()
+        time.sleep(0.5)
+        assert run.active and run.status == RunStatus.RUNNING, "the stale monitor ended alice's run"
+        assert not stale.is_alive(), "the stale monitor ends once it wakes"
+        step = run.step
+        wait_until(lambda: run.step > step + 5, 30, "alice's rows to go on after the stale round woke")
+        pool.stop(run)
+        assert run.status == RunStatus.STOPPED and run.result is not None
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+def test_two_followers_pressing_stop_at_once_never_write_to_one_connection_together(pool, monkeypatch):
+    alice, bob, carol = (pool.start(LONG, who) for who in ("alice", "bob", "carol"))
+    wait_until(lambda: alice.step >= 5, what="training")
+    inside, overlaps, real_send = {}, [], connection._ConnectionBase.send
+
+    def send(conn, obj):  # a slow command write, so two at once would overlap
+        if not (isinstance(obj, tuple) and obj and obj[0] in ("stop", "keep")):
+            return real_send(conn, obj)
+        if inside.setdefault(id(conn), 0):
+            overlaps.append(obj)
+        inside[id(conn)] += 1
+        try:
+            time.sleep(0.2)
+            return real_send(conn, obj)
+        finally:
+            inside[id(conn)] -= 1
+
+    monkeypatch.setattr(connection._ConnectionBase, "send", send)
+    barrier = threading.Barrier(2)
+
+    def press(run):
+        barrier.wait()
+        pool.stop(run, wait_seconds=10)
+
+    presses = [threading.Thread(target=press, args=(r,)) for r in (alice, bob)]
+    for t in presses:
+        t.start()
+    for t in presses:
+        t.join(30)
+    assert overlaps == [], "two Stops wrote to one connection at the same time"
+    assert alice.status == bob.status == RunStatus.STOPPED and carol.active
+    assert alice.result is not None and bob.result is not None
+    pool.stop(carol)
+    assert carol.status == RunStatus.STOPPED
+
+
+class StallingBackend(ThreadBackend):
+    """Threads, but the start of a seed-1 training stalls until released."""
+
+    def __init__(self):
+        super().__init__()
+        self.stalled, self.release = threading.Event(), threading.Event()
+
+    def start(self, settings, threads, name):
+        if settings.seed == 1:
+            self.stalled.set()
+            self.release.wait(60)
+        return super().start(settings, threads, name)
+
+
+def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
+    """Starts leave the caller and the monitor: a stalled one holds up nobody, and past its deadline
+    its run fails with a sentence; the worker that starts late after all is killed."""
+    slow = StallingBackend()
+    pool = thread_pool(backend=slow, start_seconds=1.0)
+    try:
+        stuck = pool.start(replace(LONG, seed=1), "alice")
+        assert stuck.status == RunStatus.STARTING, "start() returns while the worker starts"
+        assert slow.stalled.wait(10)
+        other = pool.start(replace(LONG, seed=2), "bob")
+        wait_until(lambda: other.step > 5, what="bob's run to train while alice's start stalls")
+        wait_until(lambda: stuck.ended.is_set(), 10, "the stalled start to pass its deadline")
+        assert stuck.status == RunStatus.FAILED and "had not started 1 s after it got its slot" in stuck.error
+        assert other.active and pool.running() == 1
+        slow.release.set()
+        wait_until(lambda: len(slow.started) == 2, 10, "the late start to finish")
+        late = next(h for h in slow.started if h.pid != other.pid)
+        wait_until(lambda: not late.alive(), 10, "the late worker to be killed")
+        step = other.step
+        wait_until(lambda: other.step > step + 5, 30, "bob's run to go on")
+        pool.stop(other)
+        assert other.status == RunStatus.STOPPED and other.result is not None
+    finally:
+        slow.release.set()
         pool.shutdown()

@@ -19,7 +19,6 @@ from helpers import ROOT, SHIPPED
 TOL = 1e-4
 MARK = "@@SNIPPET-CHECKS@@"
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
@@ -103,7 +102,7 @@ def check_page(page, file, widgets=(), at_least=1):
 
 @pytest.mark.app
 def test_attention_snippets_2block():
-    check_page("pages/attention.py", "variable-period-2block.pt",
+    check_page("app_pages/attention.py", "variable-period-2block.pt",
                [("selectbox", "att_head", "2.2"), ("slider", "att_period", 19), ("number_input", "att_seed", 3),
                 ("radio", "att_weighting", "value-weighted")], at_least=4)
 
@@ -121,7 +120,7 @@ def mid_snapshot_step(file: str) -> int:
 def test_attention_snippets_follow_the_step_slider():
     """At a snapshot step the snippets load that step's weights and give that step's numbers."""
     step = mid_snapshot_step("variable-period-2block.pt")
-    shown = page_snippets("pages/attention.py", "variable-period-2block.pt",
+    shown = page_snippets("app_pages/attention.py", "variable-period-2block.pt",
                           [("select_slider", "att_step", step), ("selectbox", "att_head", "2.1")])
     assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
     check_snippets(shown[:2])  # the pattern and the score table
@@ -130,54 +129,54 @@ def test_attention_snippets_follow_the_step_slider():
 @pytest.mark.app
 def test_circuits_snippets_follow_the_step_slider():
     step = mid_snapshot_step("variable-period-2block.pt")
-    shown = page_snippets("pages/circuits.py", "variable-period-2block.pt", [("select_slider", "cir_step", step)])
+    shown = page_snippets("app_pages/circuits.py", "variable-period-2block.pt", [("select_slider", "cir_step", step)])
     assert all(f"model_at_step(model, info, {step})" in s["code"] for s in shown), shown[0]["code"]
     check_snippets(shown[2:4])  # the copying matrix and the copying table
 
 
 @pytest.mark.app
 def test_attention_snippets_typed_text_1block():
-    check_page("pages/attention.py", "variable-period-1block.pt",
+    check_page("app_pages/attention.py", "variable-period-1block.pt",
                [("radio", "att_source", "Type your own"), ("text_input", "att_text", "abcdabcdabcd")], at_least=4)
 
 
 @pytest.mark.app
 def test_circuits_snippets_2block():
-    check_page("pages/circuits.py", "variable-period-2block.pt",
+    check_page("app_pages/circuits.py", "variable-period-2block.pt",
                [("selectbox", "cir_head", "2.3"), ("multiselect", "cir_ablate", ["1.2", "2.1"]),
                 ("radio", "cir_mode", "mean")], at_least=7)
 
 
 @pytest.mark.app
 def test_circuits_snippets_1block_bias():
-    check_page("pages/circuits.py", "fixed-period-1block-bias.pt", at_least=6)
+    check_page("app_pages/circuits.py", "fixed-period-1block-bias.pt", at_least=6)
 
 
 @pytest.mark.app
 def test_depth_snippets_2block():
-    check_page("pages/depth.py", "variable-period-2block.pt",
+    check_page("app_pages/depth.py", "variable-period-2block.pt",
                [("number_input", "depth_seed", 4), ("radio", "depth_which", "top")], at_least=5)
 
 
 @pytest.mark.app
 def test_depth_snippets_zero_block():
-    check_page("pages/depth.py", "zero-block.pt", at_least=2)
+    check_page("app_pages/depth.py", "zero-block.pt", at_least=2)
 
 
 @pytest.mark.app
 def test_icl_snippets_2block():
-    check_page("pages/icl.py", "variable-period-2block.pt", [("number_input", "icl_ex_seed", 2)], at_least=4)
+    check_page("app_pages/icl.py", "variable-period-2block.pt", [("number_input", "icl_ex_seed", 2)], at_least=4)
 
 
 @pytest.mark.app
 def test_icl_snippets_drawn_pattern_1block():
-    check_page("pages/icl.py", "variable-period-1block.pt",
+    check_page("app_pages/icl.py", "variable-period-1block.pt",
                [("radio", "icl_mode", "draw"), ("number_input", "icl_seed", 5)], at_least=4)
 
 
 @pytest.mark.app
 def test_archetypes_snippets():
-    check_page("pages/archetypes.py", "variable-period-2block.pt",
+    check_page("app_pages/archetypes.py", "variable-period-2block.pt",
                [("selectbox", "arch_name", "duplicate_token"), ("slider", "arch_sharp", 3.5)], at_least=3)
 
 
@@ -196,18 +195,18 @@ def test_home_snippet_2block():
 
 @pytest.mark.app
 def test_causal_snippet_task_2block():
-    check_page("pages/causal.py", "variable-period-2block.pt", [("number_input", "cz_seed", 1)], at_least=4)
+    check_page("app_pages/causal.py", "variable-period-2block.pt", [("number_input", "cz_seed", 1)], at_least=4)
 
 
 @pytest.mark.app
 def test_causal_snippet_typed_1block():
-    check_page("pages/causal.py", "variable-period-1block.pt",
+    check_page("app_pages/causal.py", "variable-period-1block.pt",
                [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab")], at_least=3)
 
 
 @pytest.mark.app
 def test_train_snippets_shipped_runs():
-    check_page("pages/train.py", "variable-period-2block.pt", at_least=4)
+    check_page("app_pages/train.py", "variable-period-2block.pt", at_least=4)
 
 
 @pytest.mark.app
@@ -218,7 +217,7 @@ def test_train_snippets_of_a_live_run(tmp_path):
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.session_state[RECORD_KEY] = True
     at.run()
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     for kind, key, value in (("slider", "tr_layers", 2), ("slider", "tr_periods", (4, 8)),
                              ("slider", "tr_seq_len", 24), ("select_slider", "tr_batch", 4),
                              ("number_input", "tr_steps", 60)):

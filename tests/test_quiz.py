@@ -9,6 +9,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.model.checkpoints import read_checkpoint
+from core.model.symbols import with_labels
 from core.quiz import causal as quiz_causal
 from core.quiz import questions as quiz
 from core.quiz import training as quiz_training
@@ -17,10 +18,9 @@ from core.reading.attention import task_sequences
 from helpers import ROOT, open_app
 
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
-PAGES = [None, "pages/attention.py", "pages/circuits.py", "pages/depth.py", "pages/icl.py", "pages/archetypes.py",
-         "pages/causal.py", "pages/train.py"]  # None: Home
+PAGES = [None, "app_pages/attention.py", "app_pages/circuits.py", "app_pages/depth.py", "app_pages/icl.py",
+         "app_pages/archetypes.py", "app_pages/causal.py", "app_pages/train.py"]  # None: Home
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def open_page(page: str | None, file: str) -> AppTest:
@@ -63,11 +63,11 @@ def test_each_question_marks_right_and_wrong(page, file):
         if len(options) <= 6:
             assert len(rights) >= 1, results
         answers[key.split("_")[2]] = rights[0] if len(rights) == 1 else set(rights) if rights else None
-    if page == "pages/attention.py":
+    if page == "app_pages/attention.py":
         check_attention_answers(at, file, answers)
-    if page == "pages/circuits.py" and answers.get("copy"):
+    if page == "app_pages/circuits.py" and answers.get("copy"):
         assert answers["copy"] == naive_top_copier(file)
-    if page == "pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
+    if page == "app_pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
         check_training_answers(answers)
 
 
@@ -129,8 +129,13 @@ def naive_top_copier(file) -> str:
 # ---- core/quiz/questions.py on planted numbers -----------------------------------------------------------
 
 
+def heads_frame(heads, **columns) -> pd.DataFrame:
+    """A planted head table as core returns one: label, then 0-based layer and head, then the columns."""
+    return with_labels(pd.DataFrame({"layer": [l for l, _ in heads], "head": [h for _, h in heads], **columns}))
+
+
 def test_planted_previous_token_and_ties():
-    frame = pd.DataFrame({"block": [1, 1, 2], "head": [1, 2, 1], "prev_token": [0.1, 0.93, 0.2]})
+    frame = heads_frame([(0, 0), (0, 1), (1, 0)], prev_token=[0.1, 0.93, 0.2])
     q = quiz.previous_token_head(frame)
     assert q.answer == "1.2" and quiz.is_right(q, "1.2") and not quiz.is_right(q, "2.1")
     tie = quiz.previous_token_head(frame.assign(prev_token=[0.9, 0.92, 0.1]))
@@ -144,14 +149,14 @@ def test_planted_induction_target():
     pattern = np.zeros((T, T))
     for i in range(T):
         pattern[i, max(i + 1 - L, 0)] = 1.0  # a perfect induction head
-    scores = pd.DataFrame({"block": [2], "head": [1], "induction": [0.95]})
+    scores = heads_frame([(1, 0)], induction=[0.95])
     q = quiz.induction_target(scores, lambda l, h: pattern, list("abcdabcdabcd"), L, 2)
     assert q.answer.startswith(f"position {L + L // 2 + 1 - L}:")
     assert quiz.induction_target(scores, lambda l, h: pattern, list("abcdabcdabcd"), L, 1).answer is None
 
 
 def test_planted_ablation_and_restart():
-    grid = pd.DataFrame({"block": [1, 1, 2], "head": [1, 2, 1], "loss_later_delta": [0.01, 2.0, 0.5]})
+    grid = heads_frame([(0, 0), (0, 1), (1, 0)], loss_later_delta=[0.01, 2.0, 0.5])
     q = quiz.ablation_compare(grid)
     assert "1.1" in q.prompt and "1.2" in q.prompt and q.answer == "less"
     flat = quiz.ablation_compare(grid.assign(loss_later_delta=[0.01, 0.02, 0.0]))
@@ -208,11 +213,11 @@ def test_timing_boundaries_follow_the_stated_rule():
 
 
 def test_planted_causal_questions():
-    heads = pd.DataFrame({"block": [1, 1, 2, 2], "head": [1, 2, 1, 2], "patch_effect": [0.1, -0.2, 0.45, 0.44]})
+    heads = heads_frame([(0, 0), (0, 1), (1, 0), (1, 1)], patch_effect=[0.1, -0.2, 0.45, 0.44])
     q = quiz_causal.patched_heads(heads)
     assert q.answer == "block 2" and q.options == ["block 1", "block 2"]
-    assert quiz_causal.patched_heads(heads[heads["block"] == 2].assign(block=1)).answer is None  # 0.45 vs 0.44
-    one = quiz_causal.patched_heads(heads.assign(block=1, patch_effect=[0.1, 0.6, 0.2, 0.3]))
+    assert quiz_causal.patched_heads(heads_frame([(0, 0), (0, 1)], patch_effect=[0.45, 0.44])).answer is None
+    one = quiz_causal.patched_heads(heads_frame([(0, h) for h in range(4)], patch_effect=[0.1, 0.6, 0.2, 0.3]))
     assert one.answer == "1.2"
     paths = pd.DataFrame({"sender": ["1.1", "1.2", "1.3", "1.1"], "path": ["k", "k", "k", "v"],
                           "direction": ["noising"] * 4, "receiver_head": [-1, -1, -1, -1],
@@ -234,7 +239,7 @@ def test_planted_home_questions():
     assert quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 4.0}).answer is None  # 0.2: a border
     assert quiz.later_vs_first({"loss_first_copy": 4.2, "loss_later_copies": 2.17}).answer is None  # 2.03: a border
     assert quiz.later_vs_first({"loss_first_copy": float("nan"), "loss_later_copies": 1.0}).answer is None
-    heads = pd.DataFrame({"block": [1, 1, 2, 2], "head": [1, 2, 1, 2], "induction_any": [0.0, 0.1, 0.8, 0.9]})
+    heads = heads_frame([(0, 0), (0, 1), (1, 0), (1, 1)], induction_any=[0.0, 0.1, 0.8, 0.9])
     assert quiz.induction_head_count(heads).answer == "2"
     assert quiz.induction_head_count(heads.assign(induction_any=[0.0, 0.0, 0.0, 0.1])).answer == "none"
     assert quiz.induction_head_count(heads.assign(induction_any=[0.0, 0.0, 0.52, 0.9])).answer is None

@@ -1,6 +1,10 @@
-"""Trainings in worker processes (core.pool.runs, core.pool.worker): rows stream in, Stop keeps the model of the
+"""Trainings in workers (core.pool.runs, core.pool.worker): rows stream in, Stop keeps the model of the
 last finished step, a dead or silent worker gives a sentence, owners' runs end with their sessions,
-the limit and one thread per worker, and no worker outlives its server (tests/test_pool.py: issue 21)."""
+the limit and one thread per worker, and no worker outlives its server (tests/test_pool.py: issues 21, 28).
+
+Most tests run the pool on core.pool.backend.ThreadBackend (the same worker loop and messages, in a
+thread: the fast tier); the `worker`-marked ones start real processes (forkserver, a SIGKILL, a
+SIGSTOP, a server that dies)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.pool.backend import ThreadBackend
 from core.pool.runs import RunPool
 from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
@@ -42,15 +47,42 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def gone(pool: RunPool, run) -> bool:
+    """The run's worker has ended: a process that is gone (or a zombie), a thread that returned."""
+    if isinstance(pool.backend, ThreadBackend):
+        return not any(h.alive() for h in pool.backend.started if h.pid == run.pid)
+    return not alive(run.pid)
+
+
+def thread_pool(**kwargs) -> RunPool:
+    """A pool whose workers are threads of this process (one torch thread each, as here)."""
+    return RunPool(**{"capacity": 2, "owner_grace": 0.3, "backend": ThreadBackend(), **kwargs})
+
+
 @pytest.fixture
 def pool():
-    p = RunPool(capacity=2, owner_grace=0.3)  # one torch thread per worker, as in this process
+    p = thread_pool()
     yield p
     p.shutdown()
 
 
-@pytest.mark.worker
-def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_back(pool):
+@pytest.fixture
+def process_pool():
+    p = RunPool(capacity=2, owner_grace=0.3)  # one torch thread per worker process, as in this process
+    yield p
+    p.shutdown()
+
+
+@pytest.fixture(params=["threads", pytest.param("processes", marks=pytest.mark.worker)])
+def either_pool(request):
+    """The same test on both backends: the seam's contract."""
+    p = thread_pool() if request.param == "threads" else RunPool(capacity=2, owner_grace=0.3)
+    yield p
+    p.shutdown()
+
+
+def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_back(either_pool):
+    pool = either_pool
     run = pool.start(TINY, "alice")  # one torch thread in the worker, as here: the reference below is bit-exact
     wait_until(lambda: len(run.rows) >= 3 and run.step >= 60, what="three logged rows")
     assert run.active and run.status == RunStatus.RUNNING
@@ -60,7 +92,7 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
     pool.stop(run)
     took = time.perf_counter() - t0
     assert run.status == RunStatus.STOPPED and took < 0.5, f"Stop took {took:.2f} s"
-    assert not alive(run.pid), "the worker process must end with its run"
+    assert gone(pool, run), "the worker must end with its run"
     model, info, data = run.result
     steps = run.step
     assert 60 <= steps < TINY.steps and info["train"]["steps_done"] == steps
@@ -78,7 +110,6 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
     assert run.step == steps and pool.running() == 0
 
 
-@pytest.mark.worker
 def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(pool):
     run = pool.start(replace(TINY, steps=30), "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
@@ -89,7 +120,6 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
     assert not model.training
 
 
-@pytest.mark.worker
 def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
     """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
     and the experiments (core.training.interventions) travel with it: the same as the same run trained here."""
@@ -112,7 +142,8 @@ def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(poo
 
 
 @pytest.mark.worker
-def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
+def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(process_pool):
+    pool = process_pool
     run = pool.start(TINY, "alice")
     wait_until(lambda: run.step > 5, what="training")
     os.kill(run.pid, signal.SIGKILL)
@@ -124,8 +155,21 @@ def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(pool):
     assert again.status == RunStatus.FINISHED
 
 
+def test_a_worker_killed_through_its_handle_ends_its_run_with_the_handles_exit_reason(pool):
+    """The thread backend's kill (a flag read between steps) is seen as a process kill is: no "done",
+    the worker gone, and the handle's exit reason in the sentence."""
+    run = pool.start(TINY, "alice")
+    wait_until(lambda: run.step > 5, what="training")
+    (handle,) = [h for h in pool.backend.started if h.pid == run.pid]
+    handle.kill()
+    wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
+    assert run.status == RunStatus.FAILED and "The training process was killed at step" in run.error
+    assert "press Train" in run.error and run.result is None and pool.running() == 0 and gone(pool, run)
+
+
 @pytest.mark.worker
-def test_a_silent_worker_is_ended_after_hang_seconds(pool):
+def test_a_silent_worker_is_ended_after_hang_seconds(process_pool):
+    pool = process_pool
     run = pool.start(TINY, "alice")
     wait_until(lambda: run.step > 5, what="training")
     pool.hang_seconds = 1.0
@@ -140,29 +184,27 @@ def test_a_silent_worker_is_ended_after_hang_seconds(pool):
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.worker
 def test_reset_retrain_and_a_gone_session_end_the_worker():
     sessions = {"alice", "bob"}
-    pool = RunPool(capacity=2, owner_grace=0.3, is_alive=lambda owner: owner in sessions)
+    pool = thread_pool(is_alive=lambda owner: owner in sessions)
     try:
         first = pool.start(TINY, "alice")
         wait_until(lambda: first.step > 0, what="alice training")
         second = pool.start(TINY, "alice")  # train again: the first run's worker ends
-        assert first.status == RunStatus.CANCELLED and not alive(first.pid)
+        assert first.status == RunStatus.CANCELLED and gone(pool, first)
         wait_until(lambda: second.step > 0, what="alice's second run")
         pool.discard(second)  # reset
-        assert not alive(second.pid) and pool.running() == 0
+        assert gone(pool, second) and pool.running() == 0
         bob = pool.start(TINY, "bob")
         wait_until(lambda: bob.step > 0, what="bob training")
         sessions.discard("bob")  # bob closed his tab
         wait_until(lambda: bob.ended.is_set(), 10, "bob's run to end with his session")
         assert bob.status == RunStatus.CANCELLED
-        wait_until(lambda: not alive(bob.pid), 10, "bob's worker to be killed")
+        wait_until(lambda: gone(pool, bob), 10, "bob's worker to be killed")
     finally:
         pool.shutdown()
 
 
-@pytest.mark.worker
 def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     """One torch thread per worker, whatever runs beside it: the most steps per CPU-second when
     trainings queue, and a fixed count keeps runs of the same settings bit-identical."""
@@ -181,7 +223,6 @@ def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     assert pool.runs_of("alice") == [] and pool.runs_of("carol") == [c]
 
 
-@pytest.mark.worker
 def test_runs_of_different_owners_are_apart(pool):
     a = pool.start(TINY, "alice")
     b = pool.start(replace(TINY, n_layers=0), "bob")
@@ -196,6 +237,7 @@ _SERVER_THAT_DIES = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from dataclasses import replace
+from core.pool.backend import ThreadBackend
 from core.pool.runs import RunPool
 from core.training.train_settings import TrainSettings
 pool = RunPool(capacity=1)

@@ -2,7 +2,6 @@
 (core.reading.heads.score_intervals), and the previous-token question's margin is that interval."""
 from __future__ import annotations
 
-import pandas as pd
 import torch
 
 from core.model.checkpoints import read_checkpoint
@@ -16,7 +15,7 @@ from helpers import ROOT
 def test_intervals_hold_the_scores_of_the_shipped_model():
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     view = task_sequence_view(model, info["task"], 24)
-    both = view.scores.merge(view.intervals, on=["block", "head"])
+    both = view.scores.merge(view.intervals, on=["label", "layer", "head"])
     for name in ("prev_token", "induction_any"):
         assert (both[f"{name}_low"] <= both[name] + 1e-9).all() and (both[name] <= both[f"{name}_high"] + 1e-9).all()
     assert quiz.previous_token_head(view.scores, view.intervals).answer == "1.4"
@@ -34,8 +33,7 @@ def test_two_heads_within_each_others_interval_get_no_answer():
     periods = torch.full((B,), 4)
     iv = heads.score_intervals([pattern], periods)
     scores = heads.head_score_table([pattern], periods)
-    one = lambda df: df.drop(columns="layer").assign(head=df["head"] + 1)  # noqa: E731
-    q = quiz.previous_token_head(one(scores), one(iv))
+    q = quiz.previous_token_head(scores, iv)
     assert q.answer is None and "95% intervals" in q.why
-    apart = pd.concat([one(scores)]).assign(prev_token=[0.9, 0.3])
+    apart = scores.assign(prev_token=[0.9, 0.3])
     assert quiz.previous_token_head(apart).answer == "1.1"  # without intervals: the CLEAR_GAP rule

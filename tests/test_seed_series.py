@@ -1,6 +1,7 @@
 """Several seeds on the Train page (core.pool.seed_series, ui/seeds.py): the seeds train one after
-another in worker processes, each row is that seed's own run (checked against the same run trained
-here), Cancel ends the series, and the series never ends the session's ordinary run."""
+another in workers (threads here, core.pool.backend.ThreadBackend; processes on the page), each row
+is that seed's own run (checked against the same run trained here), Cancel ends the series, and the
+series never ends the session's ordinary run."""
 from __future__ import annotations
 
 import math
@@ -8,8 +9,8 @@ import time
 from dataclasses import replace
 
 import pytest
+from test_runs import thread_pool
 
-from core.pool.runs import RunPool
 from core.pool.seed_series import SeedSeries
 from core.pool.status import RunStatus
 from core.training.train_settings import TrainSettings
@@ -35,12 +36,11 @@ def reference_row(settings: TrainSettings, seed: int) -> dict:
 
 @pytest.fixture
 def pool():
-    p = RunPool(capacity=2, owner_grace=0.3)  # one thread per worker, as in this process
+    p = thread_pool()  # one torch thread per worker, as in this process
     yield p
     p.shutdown()
 
 
-@pytest.mark.worker
 def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
     series = SeedSeries(pool, replace(TINY, seed=7), 3, "alice|seeds").start()
     overlap = []
@@ -58,7 +58,6 @@ def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
     assert len({r["final_loss_later"] for r in series.results}) == 3, "different seeds, different runs"
 
 
-@pytest.mark.worker
 def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
     series = SeedSeries(pool, replace(TINY, steps=5000), 4, "alice|seeds").start()
     deadline = time.monotonic() + 60
@@ -70,7 +69,6 @@ def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
     assert pool.running() == 0 and not pool.runs_of("alice|seeds")
 
 
-@pytest.mark.worker
 def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slot(pool):
     """One training slot per session: the series waits while the session's own run trains (a slot
     is free all the while), and does not end that run."""
@@ -87,11 +85,10 @@ def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slo
     assert [r["status"] for r in series.results] == [RunStatus.FINISHED] * 3
 
 
-@pytest.mark.worker
 def test_a_seed_that_never_ends_is_ended_after_its_deadline():
     """Every wait has a deadline: with training switched off the seed waits in line for ever, so
     the series ends it and says so."""
-    pool = RunPool(capacity=0)
+    pool = thread_pool(capacity=0)
     try:
         series = SeedSeries(pool, TINY, 3, "alice|seeds", seed_deadline=0.5).start()
         assert series.wait(10), "the series waited without a deadline"
@@ -102,14 +99,12 @@ def test_a_seed_that_never_ends_is_ended_after_its_deadline():
         pool.shutdown()
 
 
-@pytest.mark.worker
 @pytest.mark.parametrize("n, phrase", [(2, "between 3 and 5"), (6, "between 3 and 5")])
 def test_a_series_needs_three_to_five_seeds(pool, n, phrase):
     with pytest.raises(ValueError, match=phrase):
         SeedSeries(pool, TINY, n, "alice|seeds")
 
 
-@pytest.mark.worker
 def test_bad_settings_are_refused_with_the_settings_own_sentence(pool):
     with pytest.raises(ValueError, match="no complete second copy"):
         SeedSeries(pool, replace(TINY, period_min=40, period_max=64, seq_len=96), 3, "alice|seeds")
@@ -117,7 +112,7 @@ def test_bad_settings_are_refused_with_the_settings_own_sentence(pool):
 
 @pytest.mark.app
 def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
-    at = open_app("pages/train.py", timeout=60)
+    at = open_app("app_pages/train.py", timeout=60)
     at.slider(key="tr_layers").set_value(1)
     at.slider(key="tr_periods").set_value((4, 8))
     at.slider(key="tr_seq_len").set_value(24)

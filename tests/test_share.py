@@ -13,7 +13,6 @@ from helpers import ROOT, SHIPPED
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
 PAGES = [p.file or "home" for p in ALL_PAGES]
 
-pytestmark = pytest.mark.usefixtures("navigation_apps_only")  # tests/conftest.py
 
 
 def open_link(page: str, params: dict) -> AppTest:
@@ -42,13 +41,13 @@ def _need_checkpoints():
 @pytest.mark.app
 def test_attention_view_round_trips():
     link = {"model": "variable-period-1block", "head": "1.3", "period": "17", "seed": "42", "seq": "task"}
-    at = open_link("pages/attention.py", link)
+    at = open_link("app_pages/attention.py", link)
     assert at.session_state["picked_model"] == shipped_key(ONE)
     assert at.selectbox(key="att_head").value == "1.3"
     assert at.slider(key="att_period").value == 17 and at.number_input(key="att_seed").value == 42
     assert not at.warning
     assert address(at) == link  # the page writes back the same view
-    again = open_link("pages/attention.py", address(at))  # ... and opening that address shows it again
+    again = open_link("app_pages/attention.py", address(at))  # ... and opening that address shows it again
     assert address(again) == link and again.selectbox(key="att_head").value == "1.3"
     # the student changes the view: the address follows
     at.selectbox(key="att_head").set_value("1.1").run()
@@ -56,7 +55,7 @@ def test_attention_view_round_trips():
     at.text_input(key="att_text").set_value("abcabcabc").run()
     got = address(at)
     assert got["head"] == "1.1" and got["seq"] == "text" and got["text"] == "abcabcabc" and "period" not in got
-    typed = open_link("pages/attention.py", got)
+    typed = open_link("app_pages/attention.py", got)
     assert typed.text_input(key="att_text").value == "abcabcabc"
     assert typed.radio(key="att_source").value == "Type your own"
 
@@ -64,27 +63,27 @@ def test_attention_view_round_trips():
 @pytest.mark.app
 def test_circuits_and_archetypes_round_trip():
     link = {"model": "variable-period-2block", "head": "2.4", "ablate": "1.2,2.3", "mode": "mean"}
-    at = open_link("pages/circuits.py", link)
+    at = open_link("app_pages/circuits.py", link)
     assert at.selectbox(key="cir_head").value == "2.4"
     assert at.multiselect(key="cir_ablate").value == ["1.2", "2.3"] and at.radio(key="cir_mode").value == "mean"
     assert address(at) == link
     link = {"model": "variable-period-2block", "archetype": "induction", "prompt": "Bob and Ann met. Bob smiled"}
-    at = open_link("pages/archetypes.py", link)
+    at = open_link("app_pages/archetypes.py", link)
     assert at.selectbox(key="arch_name").value == "induction"
     assert at.radio(key="arch_prompt").value == share.CUSTOM_PROMPT
     assert at.text_input(key="arch_custom").value == link["prompt"]
     assert address(at) == link
     preset = next(iter(__import__("core.archetypes.catalogue", fromlist=["x"]).PRESET_PROMPTS))
-    at = open_link("pages/archetypes.py", {"prompt": preset, "archetype": "self"})
+    at = open_link("app_pages/archetypes.py", {"prompt": preset, "archetype": "self"})
     assert at.radio(key="arch_prompt").value == preset and address(at)["prompt"] == preset
-    at = open_link("pages/depth.py", {"model": "variable-period-2block", "seed": "7"})
+    at = open_link("app_pages/depth.py", {"model": "variable-period-2block", "seed": "7"})
     assert at.number_input(key="depth_seed").value == 7 and address(at)["seed"] == "7"
 
 
 @pytest.mark.app
 def test_causal_view_round_trips():
     link = {"model": "variable-period-1block", "period": "7", "seed": "3", "seq": "task", "corruption": "resample"}
-    at = open_link("pages/causal.py", link)
+    at = open_link("app_pages/causal.py", link)
     assert at.radio(key="cz_corruption").value == "resample"
     assert at.session_state["picked_model"] == shipped_key(ONE)
     assert at.number_input(key="cz_period_" + shipped_key(ONE)).value == 7  # the period input is keyed by model
@@ -95,7 +94,7 @@ def test_causal_view_round_trips():
     at.text_input(key="cz_text").set_value("abcdeabcde").run()
     got = address(at)
     assert got["seq"] == "text" and got["text"] == "abcdeabcde" and "period" not in got
-    typed = open_link("pages/causal.py", got)
+    typed = open_link("app_pages/causal.py", got)
     assert typed.radio(key="cz_source").value == "Type your own"
     assert typed.text_input(key="cz_text").value == "abcdeabcde"
 
@@ -168,7 +167,7 @@ def test_read_link_never_touches_files_and_checks_each_value():
 def test_session_model_cannot_be_shared():
     from core.model.checkpoints import read_checkpoint
     from ui.state import LabModel
-    at = open_link("pages/attention.py", {"model": "variable-period-2block", "head": "2.2"})
+    at = open_link("app_pages/attention.py", {"model": "variable-period-2block", "head": "2.2"})
     model, info = read_checkpoint(ROOT / "checkpoints" / ONE)
     at.session_state["lab_models"] = {
         "session:abc": LabModel("session:abc", "mine (uploaded)", model, info, "uploaded")}

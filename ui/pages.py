@@ -1,5 +1,10 @@
 """The lab's pages, in the order a student walks them: the one list that dashboard.py's navigation
-and home-page path, the tests and the benches read. No streamlit here, so anything can import it."""
+and home-page path, the tests and the benches read. No streamlit here, so anything can import it.
+
+The page files live in app_pages/, a folder neither Streamlit (which treats a `pages/` folder beside
+the entry script as an old-style multipage app) nor Python treats specially; no file there is named
+like a package of the repository (the Exercises page is exercise_page.py, beside the `exercises`
+package), so running one as a file imports what it means to."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,40 +12,36 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LabPage:
-    file: str | None  # the page's script; None for Home, which dashboard.py draws itself
+    file: str  # the page's script, relative to the repository root (AppTest.switch_page takes it too)
+    url_path: str  # the page's address below the app's root ("" for Home), what links and the tests use
     title: str
     icon: str
     what: str = ""  # what the student does there (the home page's path)
 
     @property
-    def url_path(self) -> str:
-        """The page's address below the app's root ("" for Home), as st.navigation derives it."""
-        return "" if self.file is None else self.file.rsplit("/", 1)[-1].removesuffix(".py")
-
-    @property
     def name(self) -> str:
-        """A short id: "home" or the page file's stem."""
+        """A short id: "home" or the url path."""
         return self.url_path or "home"
 
 
-HOME = LabPage(None, "Home", "🏠")
+HOME = LabPage("app_pages/home.py", "", "Home", "🏠")
 PATH = (  # every page but Home, in the order of the path through the lab
-    LabPage("pages/train.py", "Train", "🏋️",
+    LabPage("app_pages/train.py", "train", "Train", "🏋️",
             "Train a model live and watch the later-copy loss fall while a previous-token head and induction heads "
             "form."),
-    LabPage("pages/attention.py", "Attention", "👀",
+    LabPage("app_pages/attention.py", "attention", "Attention", "👀",
             "Look at the attention patterns of the picked model, head by head, on sequences you choose."),
-    LabPage("pages/circuits.py", "Circuits & ablations", "🔌",
+    LabPage("app_pages/circuits.py", "circuits", "Circuits & ablations", "🔌",
             "Read the QK and OV circuits straight from the weights, and knock heads out to see what breaks."),
-    LabPage("pages/depth.py", "What depth can express", "🧱",
+    LabPage("app_pages/depth.py", "depth", "What depth can express", "🧱",
             "Compare 0, 1 and 2 blocks: bigram statistics, skip-trigrams, and the two-step induction circuit."),
-    LabPage("pages/icl.py", "In-context learning", "🔁",
+    LabPage("app_pages/icl.py", "icl", "In-context learning", "🔁",
             "Feed never-seen patterns and watch the model copy them after a single exposure."),
-    LabPage("pages/archetypes.py", "Head archetypes & IOI", "🧭",
+    LabPage("app_pages/archetypes.py", "archetypes", "Head archetypes & IOI", "🧭",
             "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
-    LabPage("pages/causal.py", "Causal experiments", "🧪",
+    LabPage("app_pages/causal.py", "causal", "Causal experiments", "🧪",
             "Patch clean activations into a corrupted run, path by path, and read the stream through the logit lens."),
-    LabPage("pages/exercises.py", "Exercises", "✍️",
+    LabPage("app_pages/exercise_page.py", "exercises", "Exercises", "✍️",
             "Write the lab's computations yourself; each check runs your function on the picked model and says what "
             "is wrong."),
 )

@@ -1,20 +1,16 @@
 """Setup done from a script run, never while a module is imported.
 
-`lab_script()` is the first call of dashboard.py and of every page. The first call on a server
-starts what the server keeps running (the memory trimmer, the training pool's monitor, the worker
-process server); every call checks that the pool's monitor thread runs (and starts it again if it
-died) and sends a run of Streamlit's old multipage mode back through dashboard.py. Both used to
-happen inside `import ui.state`: a rerun raised during an import left a half-built module, and
-other first visitors then failed with ImportError.
+`lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
+server starts what the server keeps running (the memory trimmer, the training pool's monitor, the
+worker process server); every call checks that the pool's monitor thread runs (and starts it again if it
+died). This used to happen inside `import ui.state`: a rerun raised during an import left a
+half-built module, and other first visitors then failed with ImportError.
 """
 from __future__ import annotations
 
 import ctypes
-import sys
 import threading
 import time
-
-import streamlit as st
 
 from ui.training import run_pool
 
@@ -23,8 +19,7 @@ _lock = threading.Lock()
 
 
 def lab_script() -> None:
-    """Once per server: start the background work. Every run: check the training monitor runs, and
-    leave the old multipage mode."""
+    """Once per server: start the background work. Every run: check the training monitor runs."""
     global _done
     with _lock:
         first, _done = not _done, True
@@ -32,32 +27,6 @@ def lab_script() -> None:
         _tune_malloc()
         run_pool().warm_up()
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
-    if _in_old_multipage_run():
-        _leave_old_multipage_mode()
-        st.rerun()
-
-
-def _in_old_multipage_run() -> bool:
-    """Whether Streamlit runs this script in its old multipage mode (its `_mpa_v1` is a caller).
-
-    Until some run has called st.navigation, Streamlit treats a `pages/` folder beside the entry
-    script as an old-style multipage app: when the first visit to a fresh server is a deep link
-    (/train), it runs pages/train.py alone (no sidebar picker) and keeps doing so for every session
-    until someone opens the home page. (tests/e2e checks a deep link on a fresh server.)"""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "_mpa_v1":
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _leave_old_multipage_mode() -> None:
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without the old mode
-        return
-    PagesManager.uses_pages_directory = False
 
 
 def _tune_malloc(every: float = 1.0) -> None:

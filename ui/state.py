@@ -3,8 +3,7 @@
 Shipped checkpoints are loaded once per server (st.cache_resource on the file name). Models trained
 or uploaded in a session live only in that session's st.session_state, so one user never sees
 another's. Every model carries a `key` that is unique across the server ("shipped:<file>" or
-"session:<uuid>"): use it as the cache key of anything computed from the model (pass the model
-itself as an underscore argument so Streamlit does not hash it).
+"session:<uuid>"): anything computed from the model is cached by it (ui/cache.py's `per_model`).
 """
 from __future__ import annotations
 
@@ -32,6 +31,11 @@ class LabModel:
     model: TinyCharLM
     info: dict  # config, task (TaskConfig), train, history (see core.model.checkpoints.read_checkpoint)
     source: str  # "shipped", "trained" or "uploaded"
+
+    @property
+    def task(self):
+        """The model's TaskConfig (info["task"])."""
+        return self.info["task"]
 
 
 def shipped_files() -> list[dict]:
@@ -171,5 +175,5 @@ def require_heads(entry: LabModel, explanation: str) -> None:
     """Stop a heads-only page for a 0-block model: show `explanation` and point to the depth page."""
     if entry.model.cfg.n_layers == 0:
         st.info(explanation)
-        st.page_link("pages/depth.py", label="What depth can express", icon="🧱")
+        st.page_link("app_pages/depth.py", label="What depth can express", icon="🧱")
         st.stop()

@@ -7,23 +7,26 @@ import streamlit as st
 
 from core.training import timeline as tl
 from ui import snippets
+from ui.cache import per_model
 from ui.charts import timeline as charts
 from ui.python_panel import python_panel
+from ui.state import LabModel
 
 
-@st.cache_data(show_spinner="Measuring every snapshot of the run…", max_entries=8)
-def _timeline(key: str, _model, _info) -> dict | None:
-    return tl.timeline(_model, _info)
+@per_model(show_spinner="Measuring every snapshot of the run…", max_entries=8)
+def _timeline(entry: LabModel) -> dict | None:
+    return tl.timeline(entry.model, entry.info)
 
 
-def timeline_panel(key: str, model, info: dict, name: str) -> None:
+def timeline_panel(entry: LabModel, name: str) -> None:
     """The whole timeline section for one run (nothing but a note when it has no snapshots)."""
+    info = entry.info
     st.subheader(f"Watch the circuit form: {name}")
     if not info.get("snapshots"):
         st.info("This run has no snapshots of its weights (a format-1 file, or a 0-block model), so there is "
                 "no timeline to show.")
         return
-    t = _timeline(key, model, info)
+    t = _timeline(entry)
     if t is None:
         st.info("A 0-block model has no heads: there is no circuit to watch.")
         return
@@ -36,7 +39,8 @@ def timeline_panel(key: str, model, info: dict, name: str) -> None:
         + (f"It fell from {d['drop_start']} (last snapshot at or above 3 nats) to {d['drop_end']} (first below "
            f"1 nat). " if d["dropped"] else "It never fell below 1 nat. ")
         + "The red markers 1–6 are the steps of the film strip below.")
-    python_panel(snippets.run_timeline(key), shows={"loss": t["loss_later"], "icl": t["icl"], "frames": t["frames"]})
+    python_panel(snippets.run_timeline(entry.key),
+                 shows={"loss": t["loss_later"], "icl": t["icl"], "frames": t["frames"]})
     st.altair_chart(charts.strip(t), width="content")
     st.caption(
         f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from core.model.symbols import parse_head_label
+from core.model.symbols import head_labels, parse_head_label
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
 from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
@@ -96,7 +96,7 @@ def settings_from_state() -> TrainSettings:
 
 def experiment_widgets(saved: dict) -> None:
     """Experiments on the training itself (core.training.interventions), each against an ordinary run."""
-    heads = [f"{b}.{h}" for b in range(1, UI_MAX_LAYERS + 1) for h in range(1, 5)]
+    heads = head_labels(UI_MAX_LAYERS, 4)
     with st.expander("Experiments on the training itself: hold a previous-token head, knock a head out"):
         a, b = st.columns(2)
         hold_options = [NO_HEAD] + [h for h in heads if h.startswith("1.")]

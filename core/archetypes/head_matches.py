@@ -56,9 +56,10 @@ def head_detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor, rows
 
 
 def label_heads(table: pd.DataFrame) -> pd.DataFrame:
-    """The head table with a display label per row: "block l+1 · head h+1" (1-based) or the uniform baseline."""
+    """The head table with a display label per row: "block 1 · head 2" (core.model.symbols.long_head_label) or
+    the uniform baseline."""
     out = table.copy()
-    out["head_label"] = [f"block {l + 1} · head {h + 1}" if l >= 0 else "uniform head (baseline)"
+    out["head_label"] = [symbols.long_head_label(l, h) if l >= 0 else "uniform head (baseline)"
                          for l, h in zip(out["layer"], out["head"])]
     return out
 

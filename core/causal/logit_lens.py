@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from core.model.hooks import hook_name
 from core.model.task import copy_masks
 from core.model.tinycharlm import TinyCharLM
 
@@ -23,10 +24,12 @@ def stage_labels(n_layers: int) -> list[str]:
 def lens(model: TinyCharLM, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """tokens [B, T] -> (prob, rank) of the right token, each [n_layers + 1, B, T - 1] over targets
     t = 1..T-1 read at position t-1. rank 1 = the top prediction (ties counted in the token's favour)."""
-    _, cache = model.run_with_cache(tokens, per_head=False)
+    L = model.cfg.n_layers
+    names = [hook_name(l, "hook_resid_pre") for l in range(L)] + ["hook_resid_final"]
+    _, cache = model.run_with_hooks(tokens, cache=names)
     target = tokens[:, 1:]
     probs, ranks = [], []
-    for h in cache["resid"]:
+    for h in (cache[n] for n in names):
         logits = h[:, :-1] @ model.W_E.T  # [B, T-1, V]
         right = logits.gather(-1, target[..., None])
         probs.append(logits.softmax(-1).gather(-1, target[..., None])[..., 0])

@@ -5,7 +5,8 @@ two measurements Heimersheim & Nanda (2024) and Wang et al. (2022) start from, o
   rerun. Is the head needed? Effect near 1 = nothing lost, near 0 = all of the gap lost.
 - direct effect (path patching into the logits, by noising; Wang et al.'s first step): the head's
   corrupted output reaches the logits only along its direct path (added to the clean final stream,
-  no block above rerun). Effect near 1 = its direct contribution does not matter.
+  no block above rerun: the model run from its unembedding, start = n_layers). Effect near 1 = its
+  direct contribution does not matter.
 - attribution patching (Nanda, 2023; Syed et al., 2023): the first-order estimate of patching (3),
   each head's clean output at one position into the corrupted run, from one backward pass:
   (clean - corrupted output) . dM/d(output) at the corrupted run, divided by M(clean) - M(corrupted).
@@ -20,6 +21,7 @@ import torch
 
 from core.causal.intervals import effect_interval
 from core.causal.patching import PatchRuns, _metrics_of_streams, metric, metric_by_seq
+from core.model.hooks import hook_name
 from core.model.tinycharlm import TinyCharLM
 
 
@@ -35,7 +37,7 @@ def head_noise_effects(model: TinyCharLM, runs: PatchRuns) -> pd.DataFrame:
         corr = runs.corrupted_cache["head_out"][layer].transpose(0, 1)
         streams = runs.clean_cache["resid"][layer + 1][None] + (corr - clean)
         m, by_seq = _metrics_of_streams(model, runs, streams, layer + 1, by_seq=True)
-        direct = (final[None] + (corr - clean)) @ model.W_E.T
+        direct, _ = model.run_with_hooks(resid=final[None] + (corr - clean), start=model.cfg.n_layers)
         dm, d_seq = metric(direct, runs.clean, runs.periods), metric_by_seq(direct, runs.clean, runs.periods)
         seqs.append(by_seq.double().numpy())
         direct_seqs.append(d_seq.double().numpy())
@@ -56,14 +58,10 @@ def attribution_head_positions(model: TinyCharLM, runs: PatchRuns) -> np.ndarray
     if L == 0:
         return np.zeros((0, H, T))
     gap = runs.m_clean - runs.m_corrupted
-    with torch.enable_grad():
-        h = model.W_E[runs.corrupted].detach()
-        outs = []
-        for block in model.blocks:  # h depends on every earlier head_out: the gradients are total derivatives
-            h, _, head_out, _ = block.forward_with_cache(h)
-            outs.append(head_out)
-        m = metric(h @ model.W_E.T, runs.clean, runs.periods)
-        grads = torch.autograd.grad(m, outs)
+    names = [hook_name(l, "attn.hook_result") for l in range(L)]
+    with torch.enable_grad():  # each result feeds every later one: the gradients are total derivatives
+        logits, cache = model.run_with_hooks(runs.corrupted, cache=names)
+        grads = torch.autograd.grad(metric(logits, runs.clean, runs.periods), [cache[n] for n in names])
     out = np.zeros((L, H, T))
     for layer in range(L):
         delta = runs.clean_cache["head_out"][layer] - runs.corrupted_cache["head_out"][layer]  # [B, H, T, D]

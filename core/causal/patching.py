@@ -6,9 +6,11 @@ Metric M: the mean log-probability of the right token over second-copy targets L
 target at t = L is left out: it is predicted at position L-1, whose own token was corrupted).
 Patch effect: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)); 0 = no recovery, 1 = full.
 
-A head's output is its z W_O without b_O ([B, T, D] per head, cache["head_out"] of run_with_cache).
-Every patched run reuses the cached streams of the two runs and reruns only the blocks above the
-patch; many patches are stacked into one batch and evaluated in chunks.
+A head's output is its z W_O without b_O ([B, T, D] per head, cache["head_out"] of run_with_cache, the
+hook_result of TinyCharLM.run_with_hooks). Every patch is an edit on that one forward: a patched head
+output or stream is added to the cached stream of the run it goes into and the model runs from the
+block above (`start`), so only the blocks above the patch are rerun; many patches go in one call as a
+leading patch dim [G, B, T, D], in chunks of CHUNK_POSITIONS.
 """
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from core.causal.corruptions import CORRUPTIONS, corrupted_tokens
 from core.causal.intervals import effect_interval
+from core.model.hooks import hook_name
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
 
@@ -129,15 +131,6 @@ def task_runs(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int = 0, p
                    corruption)
 
 
-def forward_from(model: TinyCharLM, h: torch.Tensor, start: int) -> torch.Tensor:
-    """Blocks start.. on the stream h [..., T, D] entering block `start`, then unembed: logits [..., T, V]."""
-    shape = h.shape
-    h = h.reshape(-1, *shape[-2:])
-    for block in model.blocks[start:]:
-        h = block(h)
-    return (h @ model.W_E.T).reshape(*shape[:-1], -1)
-
-
 def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tensor, start: int,
                         by_seq: bool = False) -> torch.Tensor:
     """streams [G, B, T, D] entering block `start` -> M of each of the G patched runs, [G], in chunks
@@ -145,7 +138,7 @@ def _metrics_of_streams(model: TinyCharLM, runs: PatchRuns, streams: torch.Tenso
     B, T = runs.clean.shape
     per = max(1, CHUNK_POSITIONS // (B * T))
     measure = both_metrics if by_seq else metric
-    out = [measure(forward_from(model, streams[i:i + per], start), runs.clean, runs.periods)
+    out = [measure(model.run_with_hooks(resid=streams[i:i + per], start=start)[0], runs.clean, runs.periods)
            for i in range(0, streams.shape[0], per)]
     if by_seq:
         return torch.cat([m for m, _ in out]), torch.cat([s for _, s in out])
@@ -161,7 +154,8 @@ def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Ten
     """Like _metrics_of_streams, but the G = n streams are built chunk by chunk: make(lo, hi) -> [hi-lo, B, T, D]."""
     B, T = runs.clean.shape
     per = max(1, CHUNK_POSITIONS // (B * T))
-    return torch.cat([metric(forward_from(model, make(lo, min(n, lo + per)), start), runs.clean, runs.periods)
+    return torch.cat([metric(model.run_with_hooks(resid=make(lo, min(n, lo + per)), start=start)[0], runs.clean,
+                             runs.periods)
                       for lo in range(0, n, per)])
 
 
@@ -169,37 +163,28 @@ def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Ten
 def patch_heads(model: TinyCharLM, runs: PatchRuns, heads: list[tuple[int, int]],
                 positions: list[int] | None = None) -> float:
     """M of the corrupted run with the clean output of every head in `heads` patched in at `positions`
-    (every position if None) at once. An empty list gives M(corrupted)."""
+    (every position if None) at once: edits on hook_result. The lowest patched block is not rerun (its
+    other heads' outputs are cached): its patch is added to the corrupted stream above it, and the run
+    starts there. An empty list gives M(corrupted)."""
     if not heads:
         return runs.m_corrupted
     start = min(l for l, _ in heads)
-    h = runs.corrupted_cache["resid"][start + 1].clone()
-    T = h.shape[1]
-    where = torch.zeros(T, dtype=torch.bool)
+    where = torch.zeros(runs.clean.shape[1], dtype=torch.bool)
     where[positions if positions is not None else slice(None)] = True
-    for layer in range(start, model.cfg.n_layers):
-        mine = [hd for l, hd in heads if l == layer]
-        if layer > start:  # recompute this block on the patched stream, then swap in the clean heads
-            out = _head_outputs(model, layer, h)
-            h = h + out.sum(1) + (model.blocks[layer].b_O if model.cfg.bias else 0.0)
-        else:
-            out = runs.corrupted_cache["head_out"][layer]
-        for hd in mine:
-            delta = runs.clean_cache["head_out"][layer][:, hd] - out[:, hd]
-            h = h + delta * where[None, :, None]
-    return float(metric(h @ model.W_E.T, runs.clean, runs.periods))
+    mine = {layer: sorted({hd for l, hd in heads if l == layer}) for layer in {l for l, _ in heads}}
 
+    def swap(layer, result):  # result [B, H, T, D] -> the same with the clean outputs of this block's heads
+        clean, mine_here = runs.clean_cache["head_out"][layer], mine[layer]
+        result = result.clone()
+        result[:, mine_here] = torch.where(where[:, None], clean[:, mine_here], result[:, mine_here])
+        return result
 
-def _head_outputs(model: TinyCharLM, layer: int, h: torch.Tensor) -> torch.Tensor:
-    """Each head's z W_O (no b_O) of block `layer` on h [B, T, D]: [B, H, T, D]."""
-    block = model.blocks[layer]
-    q, k, v = block._qkv(h)
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    if block.prev_head is not None:  # a held head (core.training.interventions) reads the previous position
-        hd = block.prev_head
-        z = z.clone()
-        z[:, hd] = torch.cat([v[:, hd, :1], v[:, hd, :-1]], 1)
-    return torch.einsum("bhtd,hdm->bhtm", z, block.W_O)
+    out = runs.corrupted_cache["head_out"][start]
+    h = runs.corrupted_cache["resid"][start + 1] + (swap(start, out) - out).sum(1)
+    edits = {hook_name(layer, "attn.hook_result"): (lambda r, layer=layer: swap(layer, r))
+             for layer in mine if layer > start}
+    logits, _ = model.run_with_hooks(resid=h, start=start + 1, edits=edits)
+    return float(metric(logits, runs.clean, runs.periods))
 
 
 @torch.no_grad()
@@ -272,7 +257,7 @@ def head_position_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
 @torch.no_grad()
 def resid_all_positions_effect(model: TinyCharLM, runs: PatchRuns, layer: int) -> float:
     """The whole clean stream entering block `layer` (every position) into the corrupted run: effect."""
-    logits = forward_from(model, runs.clean_cache["resid"][layer], layer)
+    logits, _ = model.run_with_hooks(resid=runs.clean_cache["resid"][layer], start=layer)
     return float(runs.effect(float(metric(logits, runs.clean, runs.periods))))
 
 
@@ -282,4 +267,5 @@ def resid_positions_effect(model: TinyCharLM, runs: PatchRuns, layer: int, posit
     where = torch.zeros(runs.clean.shape[1], dtype=torch.bool)
     where[positions] = True
     h = torch.where(where[None, :, None], runs.clean_cache["resid"][layer], runs.corrupted_cache["resid"][layer])
-    return float(runs.effect(float(metric(forward_from(model, h, layer), runs.clean, runs.periods))))
+    logits, _ = model.run_with_hooks(resid=h, start=layer)
+    return float(runs.effect(float(metric(logits, runs.clean, runs.periods))))

@@ -4,6 +4,8 @@ The sender's output is swapped along one path only: the receiver (in a later blo
 chosen input, the stream it saw plus (swapped sender output - the sender output of the base run), at
 every position; its other two inputs, every other head and every other path stay as in the base run.
 Blocks above the receiver then run normally on the receiver's changed output (Wang et al., 2022).
+It is one edit on the receiver's hook_q, hook_k or hook_v (receiver_edits): the base run's receiver
+block rerun with every sender of a chunk on a leading patch dim, then the blocks above.
 
 - noising: base = clean run, the sender's output taken from the corrupted run. Is the path needed?
   A patch effect near 0 means the clean performance is gone; near 1 that nothing was lost.
@@ -18,50 +20,75 @@ import math
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from core.causal.patching import (
     CHUNK_POSITIONS,
     PatchRuns,
     both_metrics,
     effect_interval,
-    forward_from,
-    metric,
 )
-from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+from core.model.hooks import hook_name
+from core.model.tinycharlm import TinyCharLM
 
 PATHS = ("q", "k", "v")
 DIRECTIONS = ("noising", "denoising")
 
 
-def _project(model: TinyCharLM, layer: int, head: int, h: torch.Tensor, which: str) -> torch.Tensor:
-    """The receiver's q, k or v from the stream h [..., T, D]: [..., T, d_head] (rotary on q and k)."""
-    block = model.blocks[layer]
-    W = {"q": block.W_Q, "k": block.W_K, "v": block.W_V}[which][head]
-    x = h @ W
-    if model.cfg.bias:
-        x = x + {"q": block.b_Q, "k": block.b_K, "v": block.b_V}[which][head]
-    if which == "v":
-        return x
-    cos, sin = rope_cos_sin(h.shape[-2], model.cfg.d_head, model.cfg.rope_base, h.dtype)
-    return apply_rope(x, cos, sin)
-
-
-def receiver_output(model: TinyCharLM, layer: int, head: int, h: torch.Tensor, h_path: torch.Tensor,
-                    path: str) -> torch.Tensor:
-    """Head (layer, head)'s z W_O when input `path` reads h_path [G, B, T, D] and the other two read
-    h [B, T, D]: returns [G, B, T, D]."""
+def receiver_edits(model: TinyCharLM, layer: int, heads, path: str, delta: torch.Tensor) -> dict:
+    """The run_with_hooks edit that makes the receivers `heads` of block `layer` read, for input `path`,
+    the stream plus delta [G, B, T, D] (on a run over [G, B, T, D]): q, k and v are linear in the
+    stream, so hook_{path} (before rotary, bias in) gains delta @ W_{path}[h] for each receiver h."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {', '.join(PATHS)}, got {path!r}.")
-    qkv = {p: _project(model, layer, head, h_path if p == path else h, p) for p in PATHS}
-    G = h_path.shape[0]
-    qkv = {p: x.expand(G, *x.shape[-3:]) if x.dim() == 3 else x for p, x in qkv.items()}
-    z = F.scaled_dot_product_attention(qkv["q"], qkv["k"], qkv["v"], is_causal=True)
-    return z @ model.blocks[layer].W_O[head]
+    W = getattr(model.blocks[layer], f"W_{path.upper()}")
+    heads = list(heads)
+    shift = torch.einsum("gbtd,hde->gbhte", delta, W[heads])  # [G, B, len(heads), T, d_head]
+
+    def edit(x):  # [G, B, H, T, d_head]
+        x = x.clone()
+        x[:, :, heads] += shift
+        return x
+    return {hook_name(layer, f"attn.hook_{path}"): edit}
 
 
 def _senders(model: TinyCharLM, receiver_layer: int) -> list[tuple[int, int]]:
     return [(l, h) for l in range(receiver_layer) for h in range(model.cfg.n_heads)]
+
+
+def _check(senders, rl: int, direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'noising' or 'denoising', got {direction!r}.")
+    if any(l >= rl for l, _ in senders):
+        raise ValueError("a sender head must sit in an earlier block than its receiver.")
+
+
+def _path_patches(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]], rl: int,
+                  receivers: list[int | None], path: str, direction: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(M [S], metric_by_seq [S, B]) of each sender's path patch into each receiver of block rl (a head,
+    or None for every head at once).
+
+    One edited run of block rl per chunk of senders patches the path into every head at once: a head's
+    output depends on its own q, k and v only, so head r's hook_result there is its output when r alone
+    is the receiver. A head receiver's stream above is the base stream plus that head's change."""
+    base, donor = ((runs.clean_cache, runs.corrupted_cache) if direction == "noising"
+                   else (runs.corrupted_cache, runs.clean_cache))
+    H = model.cfg.n_heads
+    B, T = runs.clean.shape
+    per = max(1, CHUNK_POSITIONS // (B * T))
+    result = hook_name(rl, "attn.hook_result")
+    out = [[] for _ in receivers]
+    for lo in range(0, len(senders), per):
+        chunk = senders[lo:lo + per]
+        delta = torch.stack([donor["head_out"][l][:, s] - base["head_out"][l][:, s] for l, s in chunk])
+        every, cache = model.run_with_hooks(resid=base["resid"][rl].expand(len(chunk), -1, -1, -1), start=rl,
+                                            stop=rl + 1, edits=receiver_edits(model, rl, range(H), path, delta),
+                                            cache=[result])  # every: the stream above with all heads receiving
+        for i, rh in enumerate(receivers):
+            stream = every if rh is None else \
+                base["resid"][rl + 1][None] + (cache[result][:, :, rh] - base["head_out"][rl][None, :, rh])
+            logits, _ = model.run_with_hooks(resid=stream, start=rl + 1)
+            out[i].append(both_metrics(logits, runs.clean, runs.periods))
+    return [(torch.cat([m for m, _ in o]), torch.cat([s for _, s in o])) for o in out]
 
 
 @torch.no_grad()
@@ -72,29 +99,10 @@ def path_patch(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]
 
     receiver (layer, None) patches the path into every head of that block at once (the heads of one
     block may share a job: then each single path looks unneeded while all of them together are)."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be 'noising' or 'denoising', got {direction!r}.")
     rl, rh = receiver
-    if any(l >= rl for l, _ in senders):
-        raise ValueError("a sender head must sit in an earlier block than its receiver.")
-    base, donor = ((runs.clean_cache, runs.corrupted_cache) if direction == "noising"
-                   else (runs.corrupted_cache, runs.clean_cache))
-    h = base["resid"][rl]
-    heads = range(model.cfg.n_heads) if rh is None else [rh]
-    B, T = runs.clean.shape
-    per = max(1, CHUNK_POSITIONS // (B * T))
-    out = []
-    for lo in range(0, len(senders), per):
-        chunk = senders[lo:lo + per]
-        delta = torch.stack([donor["head_out"][l][:, s] - base["head_out"][l][:, s] for l, s in chunk])
-        stream = base["resid"][rl + 1][None]
-        for r in heads:
-            new = receiver_output(model, rl, r, h, h[None] + delta, path)  # [G, B, T, D]
-            stream = stream + (new - base["head_out"][rl][:, r][None])
-        out.append((both_metrics if by_seq else metric)(forward_from(model, stream, rl + 1), runs.clean, runs.periods))
-    if by_seq:
-        return torch.cat([m for m, _ in out]), torch.cat([s for _, s in out])
-    return torch.cat(out)
+    _check(senders, rl, direction)
+    m, seq = _path_patches(model, runs, senders, rl, [rh], path, direction)[0]
+    return (m, seq) if by_seq else m
 
 
 @torch.no_grad()
@@ -105,17 +113,26 @@ def path_patch_table(model: TinyCharLM, runs: PatchRuns, receivers: list[tuple[i
     Rows: direction, path, sender_layer, sender_head, receiver_layer, receiver_head (0-based; -1 = every
     head of the receiver's block at once), m_patched, patch_effect, effect_low, effect_high (95% bootstrap
     interval over the sequences, core.causal.intervals.effect_interval). Defaults: every head, and every block as a
-    whole, as receiver; every earlier head as sender."""
+    whole, as receiver; every earlier head as sender. The receivers of one block share their edited runs."""
     if receivers is None:
         receivers = [(l, h) for l in range(1, model.cfg.n_layers) for h in [*range(model.cfg.n_heads), None]]
+    in_block: dict[int, list[int | None]] = {}
+    for rl, rh in receivers:
+        in_block.setdefault(rl, []).append(rh)
+    done = {}
+    for rl, rhs in in_block.items():
+        from_ = [s for s in (senders or _senders(model, rl)) if s[0] < rl]
+        for direction in DIRECTIONS if from_ else ():
+            for path in PATHS:
+                for rh, res in zip(rhs, _path_patches(model, runs, from_, rl, rhs, path, direction)):
+                    done[rl, rh, direction, path] = (from_, res)
     rows, seqs = [], []
     for rl, rh in receivers:
-        from_ = [s for s in (senders or _senders(model, rl)) if s[0] < rl]
-        if not from_:
-            continue
         for direction in DIRECTIONS:
             for path in PATHS:
-                m, by_seq = path_patch(model, runs, from_, (rl, rh), path, direction, by_seq=True)
+                if (rl, rh, direction, path) not in done:
+                    continue
+                from_, (m, by_seq) = done[rl, rh, direction, path]
                 seqs.append(by_seq.double().numpy())
                 rows += [{"direction": direction, "path": path, "sender_layer": sl, "sender_head": sh,
                           "receiver_layer": rl, "receiver_head": -1 if rh is None else rh, "m_patched": float(v)}

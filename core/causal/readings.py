@@ -1,52 +1,42 @@
 """What the Causal experiments page may say in words, decided from the numbers it just measured
-(core.causal.views.experiments). An interpretive sentence is shown only when the runs differ enough
-for ratios to mean something (M(clean) - M(corrupted) >= MIN_GAP nats) and the effect it reads is clearly
-beyond its noise: its 95% bootstrap interval over the sequences (core.causal.intervals.effect_interval)
-stays clear of the comparison the sentence makes. Otherwise each function returns None and the page
-says that this model gives no clear answer. Heads are written 1-based ("1.4").
+(core.causal.views.Experiments). An interpretive sentence is shown only when the runs differ enough
+for ratios to mean something and the effect it reads is clearly beyond its noise, by the rules of
+core.causal.clarity, which the page's questions (core.quiz.causal) use too. Otherwise each function
+returns None and the page says that this model gives no clear answer. Heads are written as
+core.model.symbols labels them ("1.4").
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-MIN_GAP = 0.5  # nats: below this M(clean) - M(corrupted) is too small for patch effects to mean much
-NEEDED = 0.9  # a path is clearly needed when noising it leaves at most this much (interval's upper end)
+from core.causal import clarity
+from core.causal.clarity import MIN_GAP, NEEDED  # noqa: F401  (the page reads them here)
+
+if TYPE_CHECKING:
+    from core.causal.views import Experiments
+
 LOOKS_BACK = 0.5  # a block-1 head "looks d positions back" with at least this much attention at offset d
 
 OFFSET_WORDS = {0: "on its own position", 1: "one position back", 2: "two positions back", 3: "three positions back"}
 
 
-def gap(res: dict) -> float:
-    return float(res["m_clean"] - res["m_corrupted"])
-
-
-def clear_gap(res: dict) -> bool:
-    g = gap(res)
-    return g == g and g >= MIN_GAP
-
-
-def key_paths(res: dict) -> pd.DataFrame:
-    """Noising of each block-1 sender's key path into all of block 2 (rows of res["paths"])."""
-    p = res["paths"]
+def key_paths(res: Experiments) -> pd.DataFrame:
+    """Noising of each block-1 sender's key path into all of block 2 (rows of res.paths)."""
+    p = res.paths
     if p is None or not len(p):
         return p
     return p[(p["path"] == "k") & (p["direction"] == "noising") & (p["receiver_head"] < 0)]
 
 
-def most_needed_key_path(res: dict) -> pd.Series | None:
-    """The sender whose key path into block 2 is most needed, when that is clear: the gap is large
-    enough, its noising interval ends below NEEDED and below the runner-up's interval."""
-    k = key_paths(res)
-    if k is None or len(k) < 2 or not clear_gap(res):
-        return None
-    ranked = k.sort_values("patch_effect")
-    worst, second = ranked.iloc[0], ranked.iloc[1]
-    if worst["effect_high"] < NEEDED and worst["effect_high"] < second["effect_low"]:
-        return worst
-    return None
+def most_needed_key_path(res: Experiments) -> pd.Series | None:
+    """The sender whose key path into block 2 is most needed, when that is clear (clarity.most_needed:
+    the gap is large enough, its noising interval ends below NEEDED and below every other sender's)."""
+    return clarity.most_needed(key_paths(res), res.gap)
 
 
-def key_composition_sentence(res: dict) -> str | None:
+def key_composition_sentence(res: Experiments) -> str | None:
     worst = most_needed_key_path(res)
     if worst is None:
         return None
@@ -56,11 +46,11 @@ def key_composition_sentence(res: dict) -> str | None:
             "the weight-based composition scores of *Circuits & ablations*.")
 
 
-def longer_match_sentence(res: dict) -> str | None:
+def longer_match_sentence(res: Experiments) -> str | None:
     """A block-1 head that looks two or more positions back and whose key path is clearly needed: the
     induction heads' match then uses more than the one previous token."""
-    offsets, k = res.get("offsets"), key_paths(res)
-    if offsets is None or k is None or not len(k) or not clear_gap(res):
+    offsets, k = res.offsets, key_paths(res)
+    if offsets is None or k is None or not len(k) or not clarity.clear_gap(res.gap):
         return None
     top = offsets[offsets["top"]].set_index("sender")
     parts = []
@@ -79,10 +69,10 @@ def longer_match_sentence(res: dict) -> str | None:
             "and the induction heads need it.")
 
 
-def untestable_paths(res: dict) -> dict[str, list[str]]:
+def untestable_paths(res: Experiments) -> dict[str, list[str]]:
     """{path: [senders]} of the block-1 senders whose output does not differ between the two runs where
     that path reads it (core.causal.path_patching.sender_changes): those rows cannot test anything."""
-    p = res["paths"]
+    p = res.paths
     if p is None or not len(p):
         return {}
     out = {}
@@ -93,9 +83,9 @@ def untestable_paths(res: dict) -> dict[str, list[str]]:
     return out
 
 
-def largest_denoising(res: dict) -> pd.Series | None:
+def largest_denoising(res: Experiments) -> pd.Series | None:
     """The denoised path (into all of block 2) with the largest effect, and the most negative one."""
-    p = res["paths"]
+    p = res.paths
     if p is None or not len(p):
         return None
     d = p[(p["direction"] == "denoising") & (p["receiver_head"] < 0) & p["testable"].astype(bool)]

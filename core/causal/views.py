@@ -1,8 +1,10 @@
-"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (blocks and heads
-counted from 1 in labels). Runs on sampled task sequences at one period, or on one typed sequence
+"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
+and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
 corrupted several times.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,7 @@ import torch
 from core.causal import logit_lens, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
-from core.model.symbols import head_label, token_labels
+from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM
 
@@ -53,8 +55,7 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
     df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
     df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
-    df["receiver"] = [f"{l + 1}.all" if h < 0 else head_label(l, h)
-                      for l, h in zip(df["receiver_layer"], df["receiver_head"])]
+    df["receiver"] = [head_label(l, h) for l, h in zip(df["receiver_layer"], df["receiver_head"])]  # "2.all": h < 0
     df["testable"] = pd.Series(dtype=bool)
     if len(df):
         changes = path_patching.sender_changes(model, runs, [(0, h) for h in range(H)]).set_index("sender_head")
@@ -95,25 +96,74 @@ def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
     return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
 
 
-def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> dict:
-    """Every experiment of the page on one pair of runs.
+@dataclass
+class Experiments:
+    """Every experiment of the Causal page on one pair of runs (experiments()). The patching experiments
+    see the sequences cut after their second copy; the logit lens sees them whole."""
 
-    Keys: m_clean, m_corrupted, n_seqs, period (None if the periods differ), clean / corrupted (the first
-    sequence's tokens as labels), heads (block, head, patch_effect), all_heads, resid_last (effects of
-    patching every head / the whole stream entering the last block), resid [n_layers, T],
-    head_positions [n_layers * H, T] with head_rows, paths (see path_patching.path_patch_table, plus
-    sender and receiver labels, and testable: whether the sender's output differs between the runs where
-    that path reads it, path_patching.sender_changes), corruption, senders (sender_changes of the block-1
-    heads), offsets (block1_offsets; None for one block), lens (the first clean sequence, whole),
-    lens_by_copy (every clean sequence, whole). The patching experiments see the sequences cut after their second copy.
-    positions=False leaves out the two position sweeps (resid and head_positions are then None): on a
-    large model they cost minutes (position_sweep_cost)."""
+    m_clean: float
+    """M, the mean log-probability of the right second-copy token, on the clean run."""
+    m_corrupted: float
+    """M on the corrupted run."""
+    n_seqs: int
+    """Sequences (clean and corrupted pairs) measured."""
+    period: int | None
+    """Their period, None if the periods differ."""
+    clean: list[str]
+    """The first clean sequence's tokens as labels (cut after its second copy)."""
+    corrupted: list[str]
+    """The first corrupted sequence's tokens as labels."""
+    heads: pd.DataFrame
+    """One row per head (label, layer, head, patch_effect, effect_low, effect_high): its clean output
+    patched alone into the corrupted run, with the 95% bootstrap interval over the sequences."""
+    all_heads: float
+    """Effect of patching every head at once (NaN without heads)."""
+    resid_last: float
+    """Effect of patching the whole stream entering the last block (NaN without blocks)."""
+    resid: np.ndarray | None
+    """[n_layers, T] the clean stream before each block restored at one position; None without the sweeps."""
+    resid_noise: np.ndarray | None
+    """[n_layers, T] the same, noising (the corrupted stream into the clean run); None without the sweeps."""
+    head_positions: np.ndarray | None
+    """[n_layers * H, T] one head's clean output at one position (rows head_rows); None without the sweeps."""
+    position_cost: int
+    """Relative cost of the position sweeps (position_sweep_cost), against POSITION_BUDGET."""
+    embedding_window: dict | None
+    """embedding_window(): a few neighbouring embeddings restored together; None without the sweeps."""
+    noise: pd.DataFrame
+    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals."""
+    attribution: dict | None
+    """attribution_agreement() against the exact sweep; None without the sweeps."""
+    head_rows: list[str]
+    """The label of each row of head_positions."""
+    paths: pd.DataFrame
+    """path_patching.path_patch_table from the block-1 heads into the block-2 heads, with sender and
+    receiver labels and testable (the sender's output differs between the runs where the path reads it)."""
+    corruption: str
+    """The corruption (core.causal.corruptions.CORRUPTIONS)."""
+    senders: pd.DataFrame | None
+    """sender_frame(): how much each block-1 head's output differs between the runs; None for one block."""
+    offsets: pd.DataFrame | None
+    """block1_offsets(): how far back each block-1 head looks; None for one block."""
+    lens: pd.DataFrame
+    """The logit lens on the first clean sequence, whole, with token and target_token labels."""
+    lens_by_copy: pd.DataFrame
+    """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
+
+    @property
+    def gap(self) -> float:
+        """M(clean) - M(corrupted): below core.causal.clarity.MIN_GAP no patch effect means much."""
+        return float(self.m_clean - self.m_corrupted)
+
+
+def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> Experiments:
+    """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
+    position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
+    on a large model they cost minutes (position_sweep_cost)."""
     cfg = model.cfg
     periods = runs.periods.unique()
     out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
-    heads = patching.head_patch_effects(model, runs)
-    heads.insert(0, "block", heads.pop("layer") + 1)
-    heads["head"] += 1
+    heads = with_labels(patching.head_patch_effects(model, runs))
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
     full = runs.clean_full if runs.clean_full is not None else runs.clean
     seq = full[0]
@@ -121,38 +171,35 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     labels = token_labels(seq)
     lens["token"] = [labels[i] for i in lens["position"]]
     lens["target_token"] = [labels[i] for i in lens["target"]]
-    out = {
-        "m_clean": runs.m_clean, "m_corrupted": runs.m_corrupted, "n_seqs": int(runs.clean.shape[0]),
-        "period": int(periods[0]) if len(periods) == 1 else None,
-        "clean": labels[:runs.clean.shape[1]], "corrupted": token_labels(runs.corrupted[0]),
-        "heads": heads,
-        "all_heads": float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
-        "resid_last": (patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
-                       if cfg.n_layers else float("nan")),
-        "resid": patching.resid_patch_effects(model, runs) if positions else None,
-        "resid_noise": patching.resid_patch_effects(model, runs, noising=True) if positions else None,
-        "head_positions": (out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
-                           if out_positions is not None else None),
-        "position_cost": position_sweep_cost(model, runs),
-        "embedding_window": embedding_window(model, runs) if positions and cfg.n_layers else None,
-        "noise": _noise_frame(model, runs),
-        "attribution": attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
-        "head_rows": [head_label(l, h) for l, h in every],
-        "paths": _path_frame(model, runs),
-        "corruption": runs.corruption,
-        "senders": sender_frame(model, runs) if cfg.n_layers >= 2 else None,
-        "offsets": block1_offsets(runs) if cfg.n_layers >= 2 else None,
-        "lens": lens,
-        "lens_by_copy": logit_lens.lens_by_copy(model, full, runs.periods),
-    }
-    return out
+    return Experiments(
+        m_clean=runs.m_clean, m_corrupted=runs.m_corrupted, n_seqs=int(runs.clean.shape[0]),
+        period=int(periods[0]) if len(periods) == 1 else None,
+        clean=labels[:runs.clean.shape[1]], corrupted=token_labels(runs.corrupted[0]),
+        heads=heads,
+        all_heads=float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
+        resid_last=(patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
+                    if cfg.n_layers else float("nan")),
+        resid=patching.resid_patch_effects(model, runs) if positions else None,
+        resid_noise=patching.resid_patch_effects(model, runs, noising=True) if positions else None,
+        head_positions=(out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
+                        if out_positions is not None else None),
+        position_cost=position_sweep_cost(model, runs),
+        embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
+        noise=_noise_frame(model, runs),
+        attribution=attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
+        head_rows=[head_label(l, h) for l, h in every],
+        paths=_path_frame(model, runs),
+        corruption=runs.corruption,
+        senders=sender_frame(model, runs) if cfg.n_layers >= 2 else None,
+        offsets=block1_offsets(runs) if cfg.n_layers >= 2 else None,
+        lens=lens,
+        lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
+    )
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
-    """noising.head_noise_effects with 1-based block and head and a label."""
-    df = noising.head_noise_effects(model, runs)
-    df.insert(0, "label", [head_label(l, h) for l, h in zip(df["layer"], df["head"])])
-    return df
+    """noising.head_noise_effects with the head's label first."""
+    return with_labels(noising.head_noise_effects(model, runs))
 
 
 def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:
@@ -193,7 +240,7 @@ def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | No
 
 def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
                      positions: bool | None = None, budget: int = POSITION_BUDGET,
-                     corruption: str = "first-copy") -> dict:
+                     corruption: str = "first-copy") -> Experiments:
     """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
     True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
     corruption: core.causal.corruptions.CORRUPTIONS)."""
@@ -203,7 +250,7 @@ def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: i
 
 def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
                      positions: bool | None = None, budget: int = POSITION_BUDGET,
-                     corruption: str = "first-copy") -> dict:
+                     corruption: str = "first-copy") -> Experiments:
     """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
     corruption as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)

@@ -7,7 +7,7 @@ qkv [B, T, 3 * H * d_head] is the fused projection h @ [W_Q | W_K | W_V] (+ bias
 qkv.view(B, T, 3, H, d_head)[:, :, 0] is q, its columns in pair_order (fused_qkv builds it). z
 [B, T, H * d_head] is every head's A_h v_h side by side, ready for the fused W_O product. It
 computes what TinyCharLM's analysis path computes (rotary on q and k, scores q.k / sqrt(d_head)
-with a causal mask, softmax, A v; the held head's pattern replaced by `held_pattern`), checked
+with a causal mask, softmax, A v; the held head's pattern replaced by hooks.previous_token_pattern), checked
 against F.scaled_dot_product_attention in tests/test_attention_kernel.py.
 
 Why not SDPA: at these sizes (T <= 384, d_head 32) torch's CPU flash-attention kernel runs at a
@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from core.model.hooks import previous_token_pattern
+
 _MASKS: dict[tuple, torch.Tensor] = {}
 _HELD: dict[tuple, torch.Tensor] = {}
 
@@ -42,14 +44,10 @@ def causal_bias(T: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
 
 
 def held_pattern(T: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """The held previous-token pattern [T, T] (the hold_prev_head experiment): row i is one-hot on
-    i-1, row 0 on position 0. The one definition both the training and the analysis forward use."""
+    """core.model.hooks.previous_token_pattern(T) (the held head's pattern, defined there once), cached."""
     key = (T, dtype, str(device))
     if key not in _HELD:
-        P = torch.zeros(T, T, dtype=dtype, device=device)
-        P[0, 0] = 1.0
-        P[torch.arange(1, T), torch.arange(T - 1)] = 1.0
-        _HELD[key] = P
+        _HELD[key] = previous_token_pattern(T, device).to(dtype)
     return _HELD[key]
 
 

@@ -4,10 +4,19 @@ Token i is the i-th character of ALPHABET (a=0 ... z=25, A=26 ... Z=51, 0=52 ...
 '.'=63), the mapping every page uses, so the 64 tokens of the default vocabulary each have one
 visible symbol and typing is case-sensitive. A model with a smaller vocabulary uses the first V
 symbols; tokens beyond 64 (larger vocabularies) are shown as ⟨id⟩ and cannot be typed.
+
+Heads: every table core returns has 0-based `layer` and `head` (TransformerLens's numbering) and a
+`label` column made here; the student sees blocks and heads counted from 1 ("2.3" is layer 1, head 2).
+Every head and block label on screen is made (head_label, block_label, long_head_label) or read back
+(parse_head_label) in this module and nowhere else. It imports no torch (core.training.live uses it).
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
 SPACE_LABEL = "␣"
@@ -69,7 +78,7 @@ def token_labels(tokens: torch.Tensor) -> list[str]:
 
 def vocab_labels(vocab_size: int) -> list[str]:
     """Display label of every token id 0..V-1."""
-    return token_labels(torch.arange(vocab_size))
+    return [token_char(t) for t in range(vocab_size)]
 
 
 def decode(tokens: torch.Tensor) -> str:
@@ -77,14 +86,20 @@ def decode(tokens: torch.Tensor) -> str:
     return "".join(label if label != SPACE_LABEL else " " for label in token_labels(tokens))
 
 
-def head_label(layer: int, head: int) -> str:
-    """'2.3' is block 2, head 3 (both counted from 1, as the UI does)."""
-    return f"{layer + 1}.{head + 1}"
+ALL_HEADS = "all"  # the head of a row about a block's heads together (core.reading.copying's block sums)
 
 
-def frame_head_label(block, head) -> str:
-    """The label of a head given as the analysis frames give it, block and head counted from 1."""
-    return head_label(int(block) - 1, int(head) - 1)
+def head_label(layer: int, head, all_mark: str = "all") -> str:
+    """'2.3' is layer 1 (block 2), head 2: both counted from 1, as the UI shows them. A block's heads
+    together (head ALL_HEADS, None or negative) are '2.all', or '2.' + all_mark."""
+    if head is None or head == ALL_HEADS or int(head) < 0:
+        return f"{int(layer) + 1}.{all_mark}"
+    return f"{int(layer) + 1}.{int(head) + 1}"
+
+
+def frame_head_label(layer, head) -> str:
+    """The label of a head as a core table gives it (0-based layer and head, head ALL_HEADS for a block)."""
+    return head_label(layer, head)
 
 
 def parse_head_label(label: str) -> tuple[int, int]:
@@ -96,3 +111,30 @@ def parse_head_label(label: str) -> tuple[int, int]:
 def head_labels(n_layers: int, n_heads: int) -> list[str]:
     """Every head's label, block by block."""
     return [head_label(l, h) for l in range(n_layers) for h in range(n_heads)]
+
+
+def block_label(layer: int) -> str:
+    """'block 2' is layer 1."""
+    return f"block {int(layer) + 1}"
+
+
+def long_head_label(layer: int, head: int) -> str:
+    """'block 2 · head 3' is layer 1, head 2 (where a sentence names the block in words)."""
+    return f"{block_label(layer)} · head {int(head) + 1}"
+
+
+def block_number(layer):
+    """Block number counted from 1 of a layer (an int, or a pandas Series of them): a chart's axis value."""
+    return layer + 1
+
+
+def head_number(head):
+    """Head number counted from 1 within its block (an int or a Series), for a chart's axis."""
+    return head + 1
+
+
+def with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """df (0-based layer, head columns) with the `label` column first, as every core table has it."""
+    out = df.drop(columns=[c for c in ("label",) if c in df.columns])
+    out.insert(0, "label", [head_label(l, h) for l, h in zip(out["layer"], out["head"])])
+    return out

@@ -4,16 +4,27 @@ Semantics (docs/DESIGN.md): residual stream h0 = W_E[x], no positional embedding
 sum_h (A_h v_h) W_O[h] (+ b_O) where A_h is a causal softmax over rotary-rotated q.k / sqrt(d_head);
 logits = h_L W_E^T. No MLP, no LayerNorm. Parameters are stored in the per-head form used by files
 and analysis (W_Q [H, D, d_head], W_O [H, d_head, D]); the training forward fuses them on the fly.
+
+One intervention point (docs/DESIGN.md "The intervention point"): TinyCharLM.run_with_hooks takes edits
+{hook name: fn(activation) -> activation} at TransformerLens-named activations (core.model.hooks), records
+any of them, may start at a block from a given stream and stop at one, and takes any leading batch
+dims (a patch dim G: streams [G, B, T, D] run G patches in one call). Ablation, the held head,
+patching, path patching, noising, attribution and the logit lens are all edits on it; the attention
+is computed in `attend` on the hooked path. With nothing edited or recorded a block runs its fused path
+(one QKV product, core.model.attention's kernel: rotary, attention and the hold with a hand-written
+backward), which is also the training forward.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
-from core.model.attention import causal_attention, fused_qkv, held_pattern
+from core.model.attention import causal_attention, fused_qkv
+from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
 
 MAX_LAYERS = 6
 
@@ -96,9 +107,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return _Rotary.apply(x, cos, sin)
 
 
-# ---------------------------------------------------------------------------------------------
-
-
 class AttentionBlock(nn.Module):
     """One attention-only block: n_heads heads, each q/k/v of width d_head, summed into the stream."""
 
@@ -118,66 +126,65 @@ class AttentionBlock(nn.Module):
         self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (kept: the
         # checkpoint's train entry records it as hold_prev_head and read_checkpoint restores it)
 
-    def _qkv(self, h: torch.Tensor):
-        """Fused projection: h [B, T, D] -> q, k, v each [B, H, T, d_head], rotary applied to q, k."""
-        B, T, D = h.shape
+    def _project(self, h: torch.Tensor):
+        """Fused projection: h [N, T, D] -> q, k, v each [N, H, T, d_head], before rotary."""
+        N, T, D = h.shape
         H, dh = self.cfg.n_heads, self.cfg.d_head
         W = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * dh)
         qkv = h @ W
         if self.cfg.bias:
             qkv = qkv + torch.cat([self.b_Q, self.b_K, self.b_V], 0).reshape(-1)
-        q, k, v = qkv.view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
-        cos, sin = rope_cos_sin(T, dh, self.cfg.rope_base, h.dtype)
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        return qkv.view(N, T, 3, H, dh).permute(2, 0, 3, 1, 4)
 
-    def forward(self, h: torch.Tensor, ablate: dict[int, str] | None = None) -> torch.Tensor:
-        """Fused path: h [B, T, D] -> h + attention output [B, T, D].
-
-        ablate {head: "zero" | "mean"} knocks heads out (core.reading.ablation): a head's output z_h W_O[h] is
-        linear in its mixed values z_h [B, T, d_head], so zeroing z_h (or replacing it by its mean over
-        the batch at each position) zero- (or mean-) ablates the head.
-        """
-        B, T, D = h.shape
+    def forward(self, h: torch.Tensor, hooks: Hooks | None = None, name: str = "") -> torch.Tensor:
+        """h [N, T, D] -> h + attention output [N, T, D]. `hooks` edit and record this block's hook
+        points, named name + point (name = "blocks.{l}."); with none touched, the fused path."""
+        if hooks is not None and hooks.touches(name):
+            return self._hooked(h, hooks, name)
         c = self.cfg
         qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()))
-        cos, sin = rope_cos_sin(T, c.d_head, c.rope_base, h.dtype)
-        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [B, T, H * d_head] (core.model.attention)
-        if ablate:
-            z = z.clone()
-            zh = z.view(B, T, c.n_heads, c.d_head)
-            for hd, mode in ablate.items():
-                zh[:, :, hd] = 0.0 if mode == "zero" else zh[:, :, hd].mean(0, keepdim=True)
-        out = z @ self.W_O.reshape(-1, D)
+        cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
+        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head] (core.model.attention)
+        out = z @ self.W_O.reshape(-1, h.shape[-1])
         return h + (out + self.b_O if c.bias else out)
 
+    def _hooked(self, h: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
+        """The same block, per head, through its hook points. The pattern is formed only when it is edited
+        or recorded, each head's output only when hook_result is."""
+        h = hooks(name + "hook_resid_pre", h)
+        q, k, v = (hooks(f"{name}attn.hook_{n}", x) for n, x in zip("qkv", self._project(h)))
+        cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
+        q = hooks(name + "attn.hook_rot_q", apply_rope(q, cos, sin))
+        k = hooks(name + "attn.hook_rot_k", apply_rope(k, cos, sin))
+        if hooks.wants(name + "attn.hook_pattern"):
+            z = attend(q, k, v, lambda A: hooks(name + "attn.hook_pattern", hold_pattern(A, self.prev_head)))
+        else:
+            z = hold_z(attend(q, k, v), v, self.prev_head)
+        z = hooks(name + "attn.hook_z", z)
+        if hooks.wants(name + "attn.hook_result"):
+            out = hooks(name + "attn.hook_result", torch.einsum("bhtd,hdm->bhtm", z, self.W_O)).sum(1)
+            out = out + self.b_O if self.cfg.bias else out
+        else:
+            out = self._write(z)
+        return hooks(name + "hook_resid_post", h + out)
+
     def _write(self, z: torch.Tensor) -> torch.Tensor:
-        """Fused output of all heads: z [B, H, T, d_head] -> sum_h z_h W_O[h] (+ b_O), [B, T, D]."""
-        B, H, T, dh = z.shape
-        out = z.transpose(1, 2).reshape(B, T, H * dh) @ self.W_O.reshape(H * dh, -1)
+        """Fused output of all heads: z [N, H, T, d_head] -> sum_h z_h W_O[h] (+ b_O), [N, T, D]."""
+        N, H, T, dh = z.shape
+        out = z.transpose(1, 2).reshape(N, T, H * dh) @ self.W_O.reshape(H * dh, -1)
         return out + self.b_O if self.cfg.bias else out
 
     def forward_with_cache(self, h: torch.Tensor, per_head: bool = True):
-        """Analysis path, per head and explicit.
+        """This block alone with its pattern, v and per-head outputs recorded (the exercises use it).
 
         Returns (h_out [B, T, D], pattern [B, H, T, T], head_out [B, H, T, D], v [B, H, T, d_head]);
-        head_out is each head's contribution (A_h v_h) W_O[h]. per_head=False skips the per-head
-        outputs, the costliest product here: head_out is None.
+        head_out is each head's contribution (A_h v_h) W_O[h] (None with per_head=False).
         """
-        B, T, D = h.shape
-        q, k, v = self._qkv(h)
-        scores = (q / math.sqrt(self.cfg.d_head)) @ k.transpose(-1, -2)
-        mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-        pattern = scores.masked_fill_(~mask, float("-inf")).softmax(-1)
-        if self.prev_head is not None:
-            pattern[:, self.prev_head] = held_pattern(T, pattern.dtype, h.device)
-        z = pattern @ v
-        if not per_head:
-            return h + self._write(z), pattern, None, v
-        head_out = torch.einsum("bhtd,hdm->bhtm", z, self.W_O)
-        out = head_out.sum(1)
-        if self.cfg.bias:
-            out = out + self.b_O
-        return h + out, pattern, head_out, v
+        names = ["attn.hook_pattern", "attn.hook_v"] + (["attn.hook_result"] if per_head else [])
+        hooks = Hooks(cache=names)
+        out = self(h, hooks)
+        c = hooks.cache
+        return out, c["attn.hook_pattern"], c.get("attn.hook_result"), c["attn.hook_v"]
 
 
 class TinyCharLM(nn.Module):
@@ -209,29 +216,67 @@ class TinyCharLM(nn.Module):
                         b.zero_()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, T] (long) -> logits [B, T, V]."""
+        """tokens [B, T] (long) -> logits [B, T, V]. The training path: every block fused."""
         h = self.W_E[tokens]
         for block in self.blocks:
             h = block(h)
         return h @ self.W_E.T
 
+    def run_with_hooks(self, tokens: torch.Tensor | None = None, *, edits: dict[str, Edit] | None = None,
+                       cache: Iterable[str] = (), start: int = 0, resid: torch.Tensor | None = None,
+                       stop: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The intervention point: (out, cache {name: activation}) for tokens [*, T] or, from block
+        `start`, the stream resid [*, T, D] entering it (* = any leading dims, e.g. a patch dim [G, B]).
+
+        edits {hook name: fn(activation) -> activation} (hook_points; shapes above) replace activations
+        as the run meets them; `cache` names the activations to record (after any edit). out is the
+        logits [*, T, V], or with stop=l the stream entering block l [*, T, D] (blocks from l not run;
+        stop=n_layers: the final stream, before hook_resid_final).
+        """
+        L = self.cfg.n_layers
+        end = L if stop is None else stop
+        if (tokens is None) == (resid is None) or (resid is None and start):
+            raise ValueError("give tokens (start=0) or the stream `resid` entering block `start`.")
+        if not 0 <= start <= end <= L:
+            raise ValueError(f"need 0 <= start <= stop <= {L}, got start={start}, stop={stop}.")
+        cache = list(cache)
+        unknown = (set(edits or {}) | set(cache)) - set(hook_points(L))
+        if unknown:
+            raise ValueError(f"no hook point {', '.join(sorted(unknown))} in this model (see hook_points).")
+        if resid is None:
+            lead = tokens.shape[:-1]
+            hooks = Hooks(edits, cache, lead)
+            h = hooks("hook_embed", self.W_E[tokens.reshape(-1, tokens.shape[-1])])
+        else:
+            lead = resid.shape[:-2]
+            hooks = Hooks(edits, cache, lead)
+            h = resid.reshape(-1, *resid.shape[-2:])
+        for layer in range(start, end):
+            h = self.blocks[layer](h, hooks, f"blocks.{layer}.")
+        if stop is not None:
+            return h.reshape(*lead, *h.shape[1:]), hooks.cache
+        h = hooks("hook_resid_final", h)
+        logits = hooks("hook_logits", h @ self.W_E.T)
+        return logits.reshape(*lead, *logits.shape[1:]), hooks.cache
+
     def run_with_cache(self, tokens: torch.Tensor, per_head: bool = True):
-        """Same model, per head: returns (logits [B, T, V], cache).
+        """Same model, per head: returns (logits [B, T, V], cache), recorded through run_with_hooks.
 
         cache["resid"][l] is the stream entering block l ([B, T, D]; index n_layers is the final
         stream), cache["pattern"][l] is [B, H, T, T] (query i, key j), cache["head_out"][l] is
         [B, H, T, D] (None with per_head=False, for callers that need only patterns and logits) and
         cache["v"][l] is [B, H, T, d_head].
         """
-        h = self.W_E[tokens]
-        cache = {"resid": [h], "pattern": [], "head_out": [], "v": []}
-        for block in self.blocks:
-            h, pattern, head_out, v = block.forward_with_cache(h, per_head)
-            cache["resid"].append(h)
-            cache["pattern"].append(pattern)
-            cache["head_out"].append(head_out)
-            cache["v"].append(v)
-        return h @ self.W_E.T, cache
+        L = self.cfg.n_layers
+        points = ["hook_resid_pre", "attn.hook_pattern", "attn.hook_v"] + (["attn.hook_result"] if per_head else [])
+        logits, c = self.run_with_hooks(tokens, cache=[hook_name(l, p) for l in range(L) for p in points]
+                                        + ["hook_resid_final"])
+        return logits, {
+            "resid": [c[hook_name(l, "hook_resid_pre")] for l in range(L)] + [c["hook_resid_final"]],
+            "pattern": [c[hook_name(l, "attn.hook_pattern")] for l in range(L)],
+            "head_out": [c.get(hook_name(l, "attn.hook_result")) for l in range(L)],
+            "v": [c[hook_name(l, "attn.hook_v")] for l in range(L)],
+        }
 
     @property
     def d_head(self) -> int:

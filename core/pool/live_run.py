@@ -8,7 +8,7 @@ import hashlib
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -62,20 +62,32 @@ class _Stream:
 
 
 class _Training(_Stream):
-    """One worker process and its stream; `followers` are the LiveRuns of the sessions watching it."""
+    """One worker and its stream; `followers` are the LiveRuns of the sessions watching it."""
 
     def __init__(self, settings: TrainSettings, key: str | None, threads: int):
         super().__init__(threads=threads)
         self.id, self.settings, self.key = uuid.uuid4().hex, settings, key
         self.followers: list[LiveRun] = []
         self.keeps: dict[str, LiveRun] = {}  # "keep" requests sent, by token (= the follower's id)
-        self.proc = self.conn = None
+        self.handle = None  # its core.pool.backend.WorkerHandle, once started
+        self.starting_since = 0.0  # when it was given a slot (its start has a deadline)
         self.heard = time.monotonic()
         self.eof_at: float | None = None  # when its Pipe closed without "done"
 
 
+@dataclass(frozen=True)
+class Ending:
+    """How a LiveRun ended, published whole: one object assigned once, then `ended` is set, so a page
+    never sees a status without its error or model."""
+    status: RunStatus
+    stream: _Stream  # what it streamed, frozen
+    error: str | None = None  # why a failed run failed, one sentence
+    data: bytes | None = None  # the checkpoint, when it ended with a model
+    result: tuple | None = None  # (model, info, data) when the monitor already read the checkpoint back
+
+
 def _streamed(name: str):
-    return property(lambda run: getattr(run._src, name))
+    return property(lambda run: getattr(run._end.stream if run._end is not None else run._src, name))
 
 
 class LiveRun:
@@ -84,7 +96,8 @@ class LiveRun:
     `shared`: None for a run this session's press started, "live" when it follows a training another
     session started, "finished" when it was handed a finished one."""
 
-    status = property(lambda run: run._status or run._src.status)
+    status = property(lambda run: run._end.status if run._end is not None else run._src.status)
+    error = property(lambda run: None if run._end is None else run._end.error)
     position, blocked, step, seconds = (_streamed(n) for n in ("position", "blocked", "step", "seconds"))
     rows, frames, strip_period = (_streamed(n) for n in ("rows", "frames", "strip_period"))
     threads, worker_threads, pid = (_streamed(n) for n in ("threads", "worker_threads", "pid"))
@@ -94,29 +107,39 @@ class LiveRun:
         self.settings, self.owner, self.id = settings, owner, uuid.uuid4().hex
         self.model_cfg, self.task_cfg, self.train_cfg = settings.configs()
         self.shared, self.private = shared, private
-        self.error: str | None = None  # why a failed run failed, one sentence
         self.registered_key: str | None = None  # set by the page once the model is in the picker
         self.stopping = False  # Stop was pressed; the worker ends (or hands this run its model) after the step
         self.ended = threading.Event()
-        self._src = source
-        self._status: str | None = None  # set when this run ends
-        self._data: bytes | None = None  # the checkpoint, once ended with a model
-        self._result = None
+        self._src = source  # the training it follows (or the finished stream it was handed)
+        self._end: Ending | None = None  # set once, by the pool, just before `ended`
+        self._read: tuple | None = None  # the model read back from the checkpoint here, on first use
+
+    def _publish(self, ending: Ending) -> None:
+        self._end = ending
+        self.ended.set()
 
     @property
     def result(self):
         """(model, info, checkpoint bytes) once finished or stopped, else None. A run that shares a
         training reads its own copy of the model from the bytes, here, on first use."""
-        if self._result is None and self._data is not None:
-            model, info = read_checkpoint(self._data, name="The trained model")
-            self._result = (model, info, self._data)
-        return self._result
+        end = self._end
+        if end is None:
+            return None
+        if end.result is not None:
+            return end.result
+        if end.data is not None and self._read is None:
+            model, info = read_checkpoint(end.data, name="The trained model")
+            self._read = (model, info, end.data)
+        return self._read if end.data is not None else None
 
     @result.setter
     def result(self, value) -> None:
-        self._result = value
-        if value is None:
-            self._data = None
+        """Only None: forget the model (the ending stays, without its checkpoint)."""
+        if value is not None:
+            raise ValueError("A run's result is set by the pool; assign None to drop the model.")
+        if self._end is not None:
+            self._end = replace(self._end, data=None, result=None)
+        self._read = None
 
     @property
     def active(self) -> bool:

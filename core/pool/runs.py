@@ -1,9 +1,10 @@
-"""Trainings in worker processes, seen from the server (the worker side is core.pool.worker).
+"""Trainings in workers, seen from the server (the worker side is core.pool.worker).
 
-A RunPool starts one OS process per training, at most `capacity` at a time (one first-come line,
-core.pool.slots, and at most one slot per session), and one monitor thread reads what the workers
-stream. A page only reads its LiveRun, so drawing never holds a training up, and a training never
-holds the server's interpreter lock.
+A RunPool starts one worker per training through its backend (core.pool.backend: OS processes by
+default, threads in tests), at most `capacity` at a time (one first-come line, core.pool.slots, and
+at most one slot per session), and its monitor (core.pool.monitor, a part of the pool) reads what
+the workers stream. A page only reads its LiveRun, so drawing never holds a training up, and a
+training never holds the server's interpreter lock.
 
 Identical runs are computed once. A run's key is its full settings, its seed, the worker's torch
 thread count and a hash of the training and model code (`run_key`); training at a fixed thread count
@@ -15,17 +16,21 @@ follows that training: its LiveRun shows the same stream and ends with the same 
 Every worker trains at `threads` torch threads (default 1): when trainings queue, one thread each
 gives the most steps per CPU-second, and a fixed count keeps runs with the same key bit-identical.
 
-Nothing slow runs under the pool's lock: process starts, kills and joins, and reading a checkpoint
-back happen outside it, and the monitor thread is the only reader of the workers' Pipes. The monitor
-survives any exception (it logs and goes on) and a connection closed under it; `ensure_monitor()`,
-called on every script run, starts it again if it died all the same. It also
+Nothing slow runs under the pool's lock (a plain Lock: nothing re-enters it). Worker starts run on a
+thread each, off the caller and the monitor, with a deadline (`start_seconds`: past it the run fails
+with a sentence, the others go on); kills, joins and reading a checkpoint back happen outside the
+lock; the monitor is the only reader of the workers' connections, and commands go through the
+worker's handle, which writes one at a time. A run's end is published whole (one Ending, then
+`ended`). The monitor survives any exception (it logs and goes on) and a connection closed under it;
+`ensure_monitor()`, called on every script run, replaces it if it died or is stuck in a round (its
+heartbeat is older than `stuck_seconds`; the stuck one acts on nothing once it wakes). It also
 - ends a run whose worker died (crash, out of memory, killed) or sent nothing for `hang_seconds`,
   with a sentence in LiveRun.error;
 - ends the runs of owners (sessions) that `is_alive` no longer knows.
-Workers are daemon processes started with forkserver (spawn where there is none), and each one
-returns when its Pipe closes, so none outlives the server.
+Process workers are daemon processes started with forkserver (spawn where there is none), and each
+one returns when its Pipe closes, so none outlives the server.
 
-    pool = RunPool(capacity=2)
+    pool = RunPool(capacity=2)                       # RunPool(2, backend=ThreadBackend()) in tests
     run = pool.start(settings, owner="session id")   # waiting -> starting -> running
     run.history(); run.step; run.status              # streamed rows and progress
     pool.stop(run)                                   # -> stopped: run.result = (model, info, bytes)
@@ -40,45 +45,56 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from core.pool import worker
-from core.pool.live_run import LiveRun, _Stream, _Training, run_key, session_of
-from core.pool.monitor import Monitor
+from core.model.checkpoints import CheckpointError, read_checkpoint
+from core.pool.backend import Backend, ProcessBackend, WorkerHandle
+from core.pool.live_run import Ending, LiveRun, _Stream, _Training, run_key, session_of
+from core.pool.monitor import STUCK_SECONDS, Monitor
 from core.pool.slots import TrainingSlots
 from core.pool.status import RunStatus
+from core.training.timeline import keep_frame
 from core.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
 HANG_SECONDS = 60.0  # a worker silent this long while it should be training is ended
+START_SECONDS = 60.0  # a worker not started this long after it got its slot is given up
 STOP_WAIT = 2.0  # how long stop() waits for the worker's model
 OWNER_GRACE = 20.0  # an owner is_alive has not known for this long loses its runs (a reload reconnects sooner)
 KILL_WAIT = 1.0  # how long a page's discard waits for a killed worker to be gone (outside the lock)
+EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this long to exit before it is killed
 WORKER_THREADS = 1  # torch threads per worker
 FINISHED_KEPT = 16  # finished runs kept for sessions that start the same run later
 FINISHED_BYTES = 64 * 2**20  # ... and at most this many checkpoint bytes between them
 
 
-class RunPool(Monitor):
-    """At most `capacity` training processes at once, one per session; the others wait in line."""
+class RunPool:
+    """At most `capacity` trainings at once, one per session; the others wait in line. `backend`
+    runs the workers (core.pool.backend: processes by default, threads in tests)."""
 
     def __init__(self, capacity: int, threads: int = WORKER_THREADS, hang_seconds: float = HANG_SECONDS,
                  is_alive: Callable[[str], bool] | None = None, start_method: str | None = None,
-                 tick: float = 0.05, owner_grace: float = OWNER_GRACE):
+                 tick: float = 0.05, owner_grace: float = OWNER_GRACE, backend: Backend | None = None,
+                 start_seconds: float = START_SECONDS, stuck_seconds: float = STUCK_SECONDS):
         self.capacity, self.threads = capacity, max(1, int(threads))
         self.hang_seconds, self.is_alive, self.tick, self.owner_grace = hang_seconds, is_alive, tick, owner_grace
-        self.monitor_restarts = 0  # how often ensure_monitor found the monitor dead
-        self._ctx = worker.context(start_method)
+        self.start_seconds = start_seconds
+        self.backend: Backend = backend if backend is not None else ProcessBackend(start_method)
+        self.monitor = Monitor(self._round, stuck_seconds)
         self._slots = TrainingSlots(capacity)
         self._trainings: dict[str, _Training] = {}  # waiting, starting or running, by id
         self._by_key: dict[str, _Training] = {}  # the ones a new run of the same key may follow
         self._finished: OrderedDict[str, tuple[bytes, _Stream]] = OrderedDict()  # key -> (checkpoint, stream)
         self._runs: dict[str, LiveRun] = {}  # the followers of live trainings, by id
-        self._reap: list[tuple] = []  # (process, connection, since) to close and see gone (monitor)
-        self._lock = threading.RLock()
+        self._reap: list[tuple[WorkerHandle, float]] = []  # (handle, since) to close and see gone (monitor)
+        self._lock = threading.Lock()  # nothing re-enters it: every method takes it once, or is called under it
         self._closed = threading.Event()
-        self._monitor: threading.Thread | None = None
         self._gone_since: dict[str, float] = {}  # owner -> when is_alive first said no
         self._last_owner_check = 0.0
+
+    @property
+    def monitor_restarts(self) -> int:
+        """How often ensure_monitor found the monitor dead or stuck."""
+        return self.monitor.restarts
 
     # -- what pages call ------------------------------------------------------------------------
 
@@ -118,18 +134,18 @@ class RunPool(Monitor):
         """End the run at its last finished step and keep that model (a run that never trained, or
         still waits, is cancelled). A training other sessions follow goes on for them: the worker
         hands this run the model of its current step. Waits up to `wait_seconds` for the model."""
-        kills, command, conn, proc = [], None, None, None
+        kills, command, handle, last = [], None, None, False
         deadline = time.monotonic() + wait_seconds
         with self._lock:
             training = run._src if isinstance(run._src, _Training) else None
             if run.ended.is_set() or training is None or run not in training.followers:
                 return
-            if training.status == RunStatus.WAITING or training.conn is None:
+            if training.status == RunStatus.WAITING or training.handle is None:
                 command, kills = None, self._leave(run)  # it never trained: nothing to keep
             else:
-                run.stopping, conn = True, training.conn
+                run.stopping, handle = True, training.handle
                 if len(training.followers) == 1:
-                    command, proc = ("stop",), training.proc
+                    command, last = ("stop",), True
                     if self._by_key.get(training.key) is training:
                         del self._by_key[training.key]  # it will not finish: nobody joins it now
                 else:
@@ -137,11 +153,10 @@ class RunPool(Monitor):
         if command is None:
             self._kill(kills, KILL_WAIT)
             return
-        with contextlib.suppress(OSError, ValueError):
-            conn.send(command)
-        if run.ended.wait(wait_seconds) and proc is not None:  # the worker exits once it sent its model
+        handle.send(command)  # the handle writes one command at a time, whoever presses Stop
+        if run.ended.wait(wait_seconds) and last:  # the worker exits once it sent its model
             with contextlib.suppress(Exception):
-                proc.join(max(0.0, deadline - time.monotonic()))
+                handle.join(max(0.0, deadline - time.monotonic()))
 
     def discard(self, run: LiveRun) -> None:
         """End the run now without keeping a model (reset, train again, session gone). Its training
@@ -166,47 +181,38 @@ class RunPool(Monitor):
     def shutdown(self) -> None:
         """Kill every worker and stop the monitor (the server is stopping)."""
         self._closed.set()
+        self.monitor.close()
         with self._lock:
             kills = [k for t in list(self._trainings.values()) for k in self._drop(t, RunStatus.CANCELLED)]
             reap, self._reap = self._reap, []
-        for proc, conn, *_ in kills + reap:
+        for handle in kills + [h for h, _ in reap]:
             with contextlib.suppress(Exception):
-                proc.kill()
-                proc.join(KILL_WAIT)
+                handle.kill()
+                handle.join(KILL_WAIT)
             with contextlib.suppress(Exception):
-                conn.close()
+                handle.close()
 
     def warm_up(self) -> None:
-        """Start the worker process server now rather than at the first Train press."""
-        worker.warm_up(self._ctx)
+        """Prepare the backend now (the worker process server) rather than at the first Train press."""
+        self.backend.warm_up()
 
     def ensure_monitor(self) -> bool:
-        """Start the monitor thread unless it is running (called on every script run); True if it
-        was started now."""
-        with self._lock:
-            if self._closed.is_set() or (self._monitor is not None and self._monitor.is_alive()):
-                return False
-            if self._monitor is not None:
-                self.monitor_restarts += 1
-                log.warning("The training monitor had stopped; starting it again (restart %d).", self.monitor_restarts)
-            self._monitor = threading.Thread(target=self._watch, name="attention-lab-runs", daemon=True)
-            self._monitor.start()
-            return True
+        """Start the monitor thread unless it is running and not stuck (called on every script run);
+        True if it was started now. A stuck one is replaced: it acts on nothing once it wakes."""
+        return False if self._closed.is_set() else self.monitor.ensure()
 
     # -- bookkeeping (under the lock) -----------------------------------------------------------
 
     def _finish(self, run: LiveRun, status: str, error: str | None = None, data: bytes | None = None,
                 decoded=None, **stream) -> None:
         """End one follower: its stream stops changing, its model (if any) is `data`."""
-        run._src = run._src.frozen(**stream)
-        run._status, run.error, run._data = status, error, data
-        run._result = None if decoded is None else (*decoded, data)
+        result = None if decoded is None else (*decoded, data)
         self._runs.pop(run.id, None)
-        run.ended.set()
+        run._publish(Ending(RunStatus(status), run._src.frozen(**stream), error, data, result))
 
     def _drop(self, training: _Training, status: str, error: str | None = None, data: bytes | None = None,
-              decoded=None) -> list[tuple]:
-        """End a training and every follower; returns its (process, connection) for _kill."""
+              decoded=None) -> list[WorkerHandle]:
+        """End a training and every follower; returns its worker's handle for _kill."""
         self._trainings.pop(training.id, None)
         if self._by_key.get(training.key) is training:
             del self._by_key[training.key]
@@ -215,12 +221,12 @@ class RunPool(Monitor):
         for i, run in enumerate(training.followers):
             self._finish(run, status, error, data, decoded if i == 0 else None)
         training.followers, training.keeps = [], {}
-        out = [(training.proc, training.conn)] if training.proc is not None else []
-        training.proc = training.conn = None
+        out = [training.handle] if training.handle is not None else []
+        training.handle = None
         self._positions()
         return out
 
-    def _leave(self, run: LiveRun) -> list[tuple]:
+    def _leave(self, run: LiveRun) -> list[WorkerHandle]:
         """Take `run` off its training (ended as cancelled); the training ends if nobody follows it."""
         training = run._src if isinstance(run._src, _Training) else None
         kills = []
@@ -254,41 +260,216 @@ class RunPool(Monitor):
 
     # -- slow work, never under the lock --------------------------------------------------------
 
-    def _kill(self, kills: list[tuple], wait_seconds: float = 0.0) -> None:
-        """Kill these workers; their connections are closed (and the processes seen gone) by the monitor."""
-        for proc, _conn in kills:
+    def _kill(self, kills: list[WorkerHandle], wait_seconds: float = 0.0) -> None:
+        """Kill these workers; their connections are closed (and the workers seen gone) by the monitor."""
+        for handle in kills:
             with contextlib.suppress(Exception):
-                proc.kill()
+                handle.kill()
                 if wait_seconds:
-                    proc.join(wait_seconds)
+                    handle.join(wait_seconds)
         if kills:
             with self._lock:
-                self._reap += [(proc, conn, time.monotonic()) for proc, conn in kills]
+                self._reap += [(handle, time.monotonic()) for handle in kills]
 
     def _admit(self) -> None:
-        """Give free slots to waiting trainings in order and start their workers."""
+        """Give free slots to waiting trainings in order; each worker starts on a thread of its own,
+        so a start that stalls holds up neither the caller nor the monitor (its deadline is
+        `start_seconds`, checked by the monitor)."""
         with self._lock:
+            if self._closed.is_set():
+                return
             admitted = [self._trainings[i] for i in self._slots.admit(self._sessions_of) if i in self._trainings]
             for training in admitted:
                 training.status, training.position = RunStatus.STARTING, 0
+                training.starting_since = time.monotonic()
             self._positions()
         for training in admitted:
-            try:
-                proc, conn = worker.start(self._ctx, training.settings, training.threads,
-                                          f"attention-lab-training-{training.id[:8]}")
-            except Exception as e:  # noqa: BLE001 -- any failure to start is the run's, in one sentence
-                log.exception("Could not start a training process")
-                with self._lock:
-                    why = f"The server could not start a training process ({e})."
-                    kills = self._drop(training, RunStatus.FAILED, why)
-                self._kill(kills)
-                continue
-            with self._lock:
-                late = training.status != RunStatus.STARTING  # left while its process started
-                if not late:
-                    training.proc, training.conn, training.pid = proc, conn, proc.pid
-                    training.heard = time.monotonic()
-            if late:
-                self._kill([(proc, conn)], KILL_WAIT)
+            threading.Thread(target=self._start_worker, args=(training,), daemon=True,
+                             name=f"attention-lab-start-{training.id[:8]}").start()
 
-    # -- the monitor thread ---------------------------------------------------------------------
+    def _start_worker(self, training: _Training) -> None:
+        try:
+            name = f"attention-lab-training-{training.id[:8]}"
+            handle = self.backend.start(training.settings, training.threads, name)
+        except Exception as e:  # noqa: BLE001 -- any failure to start is the run's, in one sentence
+            log.exception("Could not start a training worker")
+            with self._lock:
+                started = training.status == RunStatus.STARTING and self._trainings.get(training.id) is training
+                why = f"The server could not start a training process ({e})."
+                kills = self._drop(training, RunStatus.FAILED, why) if started else []
+            self._kill(kills)
+            return
+        with self._lock:
+            late = training.status != RunStatus.STARTING or self._trainings.get(training.id) is not training
+            if not late:  # else it left, or its start passed the deadline, while the worker started
+                training.handle, training.pid, training.heard = handle, handle.pid, time.monotonic()
+        if late:
+            self._kill([handle], KILL_WAIT)
+
+    # -- the monitor's round (core.pool.monitor runs it; `generation` says whether it still may act) --
+
+    def _round(self, generation: int) -> None:
+        current = self.monitor.current
+        with self._lock:
+            if not current(generation):
+                return
+            handles = {t.handle: t for t in self._trainings.values()
+                       if t.handle is not None and t.eof_at is None and not t.handle.closed}
+        inbox = []
+        for handle in self.backend.wait(list(handles), self.tick):
+            if not current(generation):
+                return  # a stale monitor reads nothing more: the new one owns the connections
+            messages, eof = _drain(handle)
+            inbox.append((handles[handle], handle, [_decoded(m) for m in messages], eof))
+        now = time.monotonic()
+        kills = []
+        with self._lock:
+            if not current(generation):
+                return
+            for training, handle, messages, eof in inbox:
+                for message in messages:
+                    if training.handle is handle:
+                        kills += self._handle(training, message)
+                if eof and training.handle is handle:
+                    training.eof_at = now
+            kills += self._check_health(now)
+            reap, self._reap = self._reap, []
+        self._kill(kills)
+        self._reap_gone(reap, now)
+        self._end_orphans(now, generation)
+        if current(generation):
+            self._admit()
+
+    def _handle(self, training: _Training, message: tuple) -> list[WorkerHandle]:
+        training.heard = time.monotonic()
+        kind = message[0]
+        if kind == "started":
+            training.status = RunStatus.RUNNING
+        elif kind == "row":
+            training.rows.append(message[1])
+        elif kind == "frame":
+            training.frames, training.strip_period = keep_frame(training.frames, message[1], message[2]), message[3]
+        elif kind == "progress":
+            training.step, training.seconds, training.worker_threads = message[1:4]
+        elif kind == "error":
+            return self._drop(training, RunStatus.FAILED,
+                              f"The training stopped with an error at step {training.step}: {message[1]}")
+        elif kind == "kept":  # one follower pressed Stop: it leaves with the model of this step
+            _, token, step, seconds, data, decoded = message
+            run = training.keeps.pop(token, None)
+            if run is not None and run in training.followers:
+                training.followers.remove(run)
+                if isinstance(decoded, CheckpointError):
+                    self._finish(run, RunStatus.FAILED, str(decoded), step=step, seconds=seconds)
+                else:
+                    kept = RunStatus.STOPPED if data is not None else RunStatus.CANCELLED
+                    self._finish(run, kept, data=data, decoded=decoded, step=step, seconds=seconds)
+                if not training.followers:
+                    return self._drop(training, RunStatus.CANCELLED)
+                if self._slots.session_of(training.id) == session_of(run.owner):
+                    self._slots.hand_over(training.id, session_of(training.followers[0].owner))
+        elif kind == "done":
+            _, status, training.step, training.seconds, data, decoded = message
+            if isinstance(decoded, CheckpointError):
+                return self._drop(training, RunStatus.FAILED, str(decoded))
+            if status == RunStatus.FINISHED and data is not None and training.key is not None:
+                self._store_finished(training.key, data, training.frozen(status=status))
+            out = self._drop(training, status, data=data, decoded=decoded)
+            self._reap += [(handle, time.monotonic()) for handle in out]  # it exits by itself
+            return []
+        return []
+
+    def _check_health(self, now: float) -> list[WorkerHandle]:
+        kills = []
+        for training in list(self._trainings.values()):
+            handle = training.handle
+            if handle is None:
+                if training.status == RunStatus.STARTING and now - training.starting_since > self.start_seconds:
+                    kills += self._drop(training, RunStatus.FAILED, f"The training process had not started "
+                                        f"{self.start_seconds:.0f} s after it got its slot, so it was given up. "
+                                        "Nothing else in your session changed; press Train to try again.")
+                continue
+            alive = handle.alive()
+            if training.eof_at is not None or not alive:
+                if alive and now - (training.eof_at or now) < EXIT_GRACE:
+                    continue  # its Pipe closed: wait a moment for the worker to end and give its exit reason
+                if not alive and training.eof_at is None and _pending(handle):
+                    continue  # it ended after writing: read that first
+                how = handle.exit_reason() or "closed its connection but did not exit"
+                kills += self._drop(training, RunStatus.FAILED, f"The training process {how} at step {training.step}, "
+                                    "before it could hand its model back. Nothing else in your session changed; "
+                                    "press Train to try again.")
+            elif now - training.heard > self.hang_seconds:
+                kills += self._drop(training, RunStatus.FAILED, f"The training process sent nothing for "
+                                    f"{self.hang_seconds:.0f} s at step {training.step}, so it was ended. Nothing else "
+                                    "in your session changed; press Train to try again.")
+        return kills
+
+    def _reap_gone(self, reap: list[tuple[WorkerHandle, float]], now: float) -> None:
+        """Close ended workers' connections; kill any still alive EXIT_GRACE seconds after its end."""
+        keep = []
+        for handle, since in reap:
+            with contextlib.suppress(Exception):
+                handle.close()
+            with contextlib.suppress(Exception):
+                if handle.alive():
+                    if now - since > EXIT_GRACE:
+                        handle.kill()
+                    keep.append((handle, since))
+        if keep:
+            with self._lock:
+                self._reap += keep
+
+    def _end_orphans(self, now: float, generation: int) -> None:
+        """End the runs of owners is_alive has not known for owner_grace seconds (asked outside the lock)."""
+        if self.is_alive is None or now - self._last_owner_check < 1.0:
+            return
+        self._last_owner_check = now
+        with self._lock:
+            owners = {r.owner for r in self._runs.values()}
+        gone = [o for o in owners if not self.is_alive(o)]
+        kills = []
+        with self._lock:
+            if not self.monitor.current(generation):
+                return  # the answers are stale: a newer monitor asks again
+            now = time.monotonic()
+            for owner in owners:
+                if owner not in gone:
+                    self._gone_since.pop(owner, None)
+                elif now - self._gone_since.setdefault(owner, now) >= self.owner_grace:
+                    del self._gone_since[owner]
+                    kills += [k for r in [r for r in self._runs.values() if r.owner == owner] for k in self._leave(r)]
+            for owner in set(self._gone_since) - owners:
+                del self._gone_since[owner]
+        self._kill(kills)
+
+
+def _drain(handle: WorkerHandle) -> tuple[list, bool]:
+    """Every message a worker has sent so far, and whether its end has closed."""
+    messages = []
+    try:
+        while handle.poll():
+            messages.append(handle.recv())
+    except (EOFError, OSError, ValueError):
+        return messages, True
+    return messages, False
+
+
+def _pending(handle: WorkerHandle) -> bool:
+    try:
+        return handle.poll()
+    except (EOFError, OSError, ValueError):
+        return False
+
+
+def _decoded(message: tuple) -> tuple:
+    """A "done" or "kept" message with its checkpoint read back (or the CheckpointError) appended."""
+    if message[0] not in ("done", "kept"):
+        return message
+    data = message[-1]
+    if data is None:
+        return (*message, None)
+    try:
+        return (*message, read_checkpoint(data, name="The trained model"))
+    except CheckpointError as e:
+        return (*message, e)

@@ -1,4 +1,6 @@
-"""One training, inside its own worker process (the child side of core.pool.runs).
+"""One training, inside its own worker process (the child side of core.pool.runs). The same loop
+runs in a thread for core.pool.backend.ThreadBackend; `start`, `context` and `warm_up` are the
+process backend's.
 
 The worker builds a Trainer from TrainSettings and trains one step at a time. Between steps it reads
 the commands the server sent on its end of a Pipe and streams back what the page draws:
@@ -32,6 +34,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, suppress
 
 import torch
@@ -173,21 +176,26 @@ class _Session:
             self.last_progress = now
 
 
-def train(conn, settings: TrainSettings, threads: int) -> None:
+class Killed(Exception):
+    """The thread backend's kill (core.pool.backend.ThreadHandle): the loop ends at once, sending nothing."""
+
+
+def train(conn, settings: TrainSettings, threads: int, killed: Callable[[], bool] | None = None) -> None:
     """The worker's main function: train `settings` until done, stopped or diverged (see the module
-    docstring for the messages)."""
+    docstring for the messages). `killed`, checked between steps, ends it without a word (a worker
+    in a thread has no process to kill; core.pool.backend.ThreadBackend)."""
     try:
         torch.set_num_threads(max(1, int(threads)))
         trainer = Trainer(*settings.configs())
         session = _Session(conn, trainer)
         conn.send(("started", os.getpid()))
         session.send_news(force=True)
-        status = _loop(session)
+        status = _loop(session, killed or _never)
         session.send_news(force=True)
         data = final_checkpoint(trainer) if status in (RunStatus.FINISHED, RunStatus.STOPPED) else None
         conn.send(("done", status, trainer.step, session.seconds(), data))
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        return  # the server went away: nobody to report to
+    except (EOFError, BrokenPipeError, ConnectionResetError, Killed):
+        return  # the server went away (nobody to report to), or the thread backend killed it
     except Exception as e:  # noqa: BLE001 -- any failure becomes one sentence for the student
         with suppress(OSError, EOFError):
             conn.send(("error", f"{type(e).__name__}: {e}"))
@@ -195,9 +203,15 @@ def train(conn, settings: TrainSettings, threads: int) -> None:
         conn.close()
 
 
-def _loop(session: _Session) -> str:
+def _never() -> bool:
+    return False
+
+
+def _loop(session: _Session, killed: Callable[[], bool]) -> str:
     trainer = session.trainer
     while True:
+        if killed():
+            raise Killed
         session.read_commands()
         if session.keeps:
             session.send_kept()

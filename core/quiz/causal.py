@@ -1,40 +1,34 @@
 """Predict-then-reveal questions about the causal experiments (core.causal.views's frames), answered from
-the experiment on screen; core.quiz.questions has the Question type and the rules for a clear answer."""
+the experiment on screen. When an answer is clear is decided by core.causal.clarity, as for the page's
+sentences (core.causal.readings); core.quiz.questions has the Question type."""
 from __future__ import annotations
 
 import pandas as pd
 
-from core.causal.readings import MIN_GAP
-from core.model.symbols import frame_head_label
-from core.quiz.questions import CLEAR_GAP, Question, no_answer, top_two
+from core.causal import clarity
+from core.causal.clarity import CLEAR_GAP, MIN_GAP
+from core.model.symbols import block_label
+from core.quiz.questions import Question, no_answer, top_two
 
 
 def _small_gap(key: str, prompt: str, gap: float | None) -> Question | None:
     """No question when the two runs differ by less than MIN_GAP nats: every patch effect is then a
     ratio of small differences (core.causal.readings)."""
-    if gap is not None and not gap >= MIN_GAP:
+    if not clarity.clear_gap(gap):
         return no_answer(key, prompt, f"M(clean) − M(corrupted) is only {gap:.2f} nats here (a clear answer needs at "
                                       f"least {MIN_GAP:g}): this model gives no clear answer on these sequences.")
     return None
 
 
-def _apart(hi_row, lo_row) -> bool:
-    """The better row's 95% interval lies wholly above the other's (columns effect_low, effect_high);
-    without intervals, the point estimates must differ by CLEAR_GAP."""
-    if "effect_low" in hi_row and "effect_high" in lo_row:
-        return bool(hi_row["effect_low"] > lo_row["effect_high"])
-    return bool(hi_row["patch_effect"] - lo_row["patch_effect"] >= CLEAR_GAP)
-
-
 def patched_heads(heads: pd.DataFrame, gap: float | None = None) -> Question:
     """The section-1 question: which block carries the answer in a deeper model, which head in a
     one-block model. gap = M(clean) - M(corrupted): no question below MIN_GAP."""
-    return (best_patched_head(heads, gap) if heads.empty or heads["block"].max() < 2
+    return (best_patched_head(heads, gap) if heads.empty or heads["layer"].max() < 1
             else best_patched_block(heads, gap))
 
 
 def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Question:
-    """heads: per-head patch effects (block, head from 1, patch_effect, effect_low, effect_high). Which
+    """heads: per-head patch effects (label, layer, head, patch_effect, effect_low, effect_high). Which
     block's best head, patched alone, brings back most of M? Clear only when that head's interval lies
     above every other block's best head's interval."""
     prompt = (
@@ -42,11 +36,11 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
     small = _small_gap("q_patch_block", prompt, gap)
     if small:
         return small
-    tops = {f"block {int(b)}": g.loc[g["patch_effect"].idxmax()] for b, g in heads.groupby("block")
+    tops = {block_label(l): g.loc[g["patch_effect"].idxmax()] for l, g in heads.groupby("layer")
             if g["patch_effect"].notna().any()}
     vals = {k: float(r["patch_effect"]) for k, r in tops.items()}
     best, v, second = top_two(vals)
-    if len(tops) < 2 or not all(_apart(tops[best], r) for k, r in tops.items() if k != best):
+    if len(tops) < 2 or not clarity.above_all(tops, best):
         return no_answer("q_patch_block", prompt, f"The best heads of two blocks restore about as much ({v:.2f} and "
                                                   f"{second:.2f}; their 95% intervals over the sequences overlap): no "
                                                   "clear answer on these sequences.")
@@ -56,10 +50,10 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
 
 
 def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question:
-    """heads: core.causal.views's per-head patch effects (block, head from 1, patch_effect, and its
+    """heads: core.causal.views's per-head patch effects (label, layer, head, patch_effect, and its
     interval effect_low, effect_high)."""
     prompt = "Which head, its clean output patched alone into the corrupted run, brings back most of M?"
-    vals = {frame_head_label(r.block, r.head): float(r.patch_effect) for r in heads.itertuples()}
+    vals = dict(zip(heads["label"], heads["patch_effect"].astype(float)))
     if len(vals) < 2 or not any(v == v for v in vals.values()):
         return no_answer("q_patch", prompt, "This model has fewer than two heads to compare, or no patch effect is "
                                         "defined: no question here.")
@@ -67,9 +61,8 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
     if small:
         return small
     best, v, second = top_two(vals)
-    rows = {frame_head_label(r['block'], r['head']): r for _, r in heads.iterrows()}
-    apart = all(_apart(rows[best], r) for k, r in rows.items() if k != best and r["patch_effect"] == r["patch_effect"])
-    if v < 0.1 or not apart:
+    rows = {r["label"]: r for _, r in heads.iterrows()}
+    if v < 0.1 or not clarity.above_all(rows, best):
         return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}, "
                                         "within each other's 95% intervals or below 0.1): "
                                         "no clear answer on these sequences.")
@@ -81,7 +74,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
 def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
     """paths: core.causal.views's path frame (sender, path, direction, receiver_head < 0 for all of
     block 2, patch_effect, effect_low, effect_high). Which sender's key path into the whole of block 2 is
-    most needed? Clear only when its interval lies below every other sender's."""
+    most needed? Clear only as core.causal.clarity.most_needed decides (the page's sentence uses it too)."""
     prompt = "Noising which block-1 head's output, only where the block-2 heads read it as keys, hurts most?"
     sub = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_head"] < 0)]
     vals = {str(r.sender): float(r.patch_effect) for r in sub.itertuples()}
@@ -91,24 +84,13 @@ def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
     if small:
         return small
     worst, v, second = top_two({k: -x for k, x in vals.items()})  # lowest effect = most needed
-    rows = {str(r["sender"]): r for _, r in sub.iterrows()}
-    apart = all(_apart(_flip(rows[worst]), _flip(r)) for k, r in rows.items() if k != worst)
-    if not apart:
-        return no_answer("q_kpath", prompt, f"Two senders' key paths matter about equally ({-v:.2f}, {-second:.2f}; "
-                                        "their 95% intervals overlap): "
-                                        "no clear answer.")
+    if clarity.most_needed(sub, gap) is None:
+        return no_answer("q_kpath", prompt, f"No sender's key path is clearly the most needed ({-v:.2f}, next "
+                                        f"{-second:.2f}: the 95% intervals overlap, or noising it leaves more than "
+                                        f"{clarity.NEEDED:g}): no clear answer.")
     return Question("q_kpath", prompt, list(vals), worst,
                     f"Noising head {worst}'s key path leaves an effect of {-v:.2f} (1 = nothing lost, 0 = all of the "
                     f"clean performance gone); the next most needed leaves {-second:.2f}.")
-
-
-def _flip(row: pd.Series) -> pd.Series:
-    """The row with its effect and interval negated (lower effect = higher rank)."""
-    out = row.copy()
-    out["patch_effect"] = -row["patch_effect"]
-    if "effect_low" in row:
-        out["effect_low"], out["effect_high"] = -row["effect_high"], -row["effect_low"]
-    return out
 
 
 def lens_stage(by_copy: pd.DataFrame, copy: str = "second", gap: float | None = None) -> Question:

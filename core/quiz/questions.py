@@ -3,7 +3,8 @@ same frames and dicts the pages draw), never typed in, so a question works on an
 numbers give no clear answer (no induction head in a one-block model, two heads within noise of
 each other) the Question has answer None and `why` says so instead of asking.
 
-Heads are written 1-based as "block.head" here, as on screen.
+Heads are written as on screen, "block.head" counted from 1 (core.model.symbols.head_label); the
+frames give them with 0-based layer and head and that label.
 """
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from core.model.symbols import frame_head_label
+from core.causal import clarity
+from core.causal.clarity import CLEAR_GAP
+from core.model.symbols import head_label, long_head_label
 from core.reading.heads import CLEAR_SCORE
-
-CLEAR_GAP = 0.05  # the right option must beat the runner-up by at least this much
 
 
 @dataclass
@@ -44,19 +45,18 @@ def top_two(values: dict[str, float]) -> tuple[str, float, float]:
 
 
 def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = None) -> Question:
-    """scores: one row per head with 1-based block, head and prev_token (core.reading.analysis SequenceView.scores);
+    """scores: one row per head with label and prev_token (core.reading.analysis SequenceView.scores);
     intervals: SequenceView.intervals (prev_token_low, prev_token_high). With intervals the best head must
     clear the runner-up's interval with its own; without, by CLEAR_GAP."""
     prompt = "Which head is the previous-token head, the one that looks one position back?"
     if "prev_token" not in scores.columns or scores.empty:
         return no_answer("q_prev", prompt, "This view has no period scores (typed text): pick a sampled sequence.")
-    vals = {frame_head_label(r.block, r.head): float(r.prev_token) for r in scores.itertuples()}
+    vals = dict(zip(scores["label"], scores["prev_token"].astype(float)))
     best, v, second = top_two(vals)
-    apart = v - second >= CLEAR_GAP
-    if intervals is not None and "prev_token_low" in intervals.columns and len(vals) > 1:
-        iv = {frame_head_label(r.block, r.head): (r.prev_token_low, r.prev_token_high) for r in intervals.itertuples()}
-        apart = all(iv[best][0] > iv[k][1] for k in iv if k != best)
-    if v < CLEAR_SCORE or not apart:
+    rows = scores.set_index("label")
+    if intervals is not None and "prev_token_low" in intervals.columns:
+        rows = rows.join(intervals.set_index("label")[["prev_token_low", "prev_token_high"]])
+    if v < CLEAR_SCORE or not clarity.above_all({k: r for k, r in rows.iterrows()}, best, "prev_token"):
         return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
                                        f"next {second:.2f}"
                                        + (", within each other's 95% intervals" if intervals is not None else "")
@@ -83,9 +83,8 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
     if float(row[col]) < CLEAR_SCORE:
         return no_answer("q_ind", prompt, f"No head attends to the induction target reliably (best score "
                                       f"{float(row[col]):.2f}), so there is no clear answer.")
-    block, head = int(row["block"]), int(row["head"])
-    label, i = f"{block}.{head}", min(period + period // 2, len(labels) - 1)
-    attn = pattern_of(block - 1, head - 1)[i]
+    label, i = row["label"], min(period + period // 2, len(labels) - 1)
+    attn = pattern_of(int(row["layer"]), int(row["head"]))[i]
     opts = {f"position {i - 1}: the previous token": i - 1,
             f"position {i + 1 - period}: the token after the earlier copy of this token": i + 1 - period,
             f"position {i - period}: the earlier copy of this token itself": i - period,
@@ -101,10 +100,10 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
 
 
 def top_copier(table: pd.DataFrame) -> Question:
-    """table: core.reading.analysis.copying_table_view (block, head from 1 or "all", ov_diag_top1)."""
+    """table: core.reading.analysis.copying_table_view (label, head or "all", ov_diag_top1)."""
     prompt = "Which head's OV circuit copies most: for the most tokens, raises that same token's logit most?"
     heads = table[table["head"] != "all"]
-    vals = {frame_head_label(r.block, r.head): float(r.ov_diag_top1) for r in heads.itertuples()}
+    vals = dict(zip(heads["label"], heads["ov_diag_top1"].astype(float)))
     best, v, second = top_two(vals)
     if v - second < CLEAR_GAP:
         return no_answer("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
@@ -116,7 +115,7 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
     """grid: core.reading.analysis.ablation_grid_view. Compares the head whose ablation hurts most with the
     head whose ablation hurts least, listed in label order so the answer is not always 'more'."""
     prompt = "Will ablating the first head below hurt the later-copy loss more or less than the second?"
-    d = {frame_head_label(r.block, r.head): float(r.loss_later_delta) for r in grid.itertuples()}
+    d = dict(zip(grid["label"], grid["loss_later_delta"].astype(float)))
     if len(d) < 2:
         return no_answer("q_abl", prompt, "This model has a single head: there is nothing to compare.")
     hi, lo = max(d, key=d.get), min(d, key=d.get)
@@ -144,14 +143,15 @@ def biggest_path(labels: list[str], values: list[float]) -> Question:
 
 def k_composition_partner(k_scores, head: int) -> Question:
     """k_scores [block-1 heads, block-2 heads] (core.reading.composition.composition_matrix(model, "K"))."""
-    prompt = f"Which block-1 head does head 2.{head + 1}'s keys read most (K-composition)?"
-    vals = {f"1.{w + 1}": float(k_scores[w, head]) for w in range(k_scores.shape[0])}
+    prompt = f"Which block-1 head does head {head_label(1, head)}'s keys read most (K-composition)?"
+    vals = {head_label(0, w): float(k_scores[w, head]) for w in range(k_scores.shape[0])}
     best, v, second = top_two(vals)
     if v < 1.2 * second:
         return no_answer("q_kcomp", prompt,
                      f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
     return Question("q_kcomp", prompt, list(vals), best,
-                    f"Head {best}'s K-composition score with 2.{head + 1} is {v:.3f}; the runner-up's is {second:.3f}.")
+                    f"Head {best}'s K-composition score with {head_label(1, head)} is {v:.3f}; the runner-up's is "
+                    f"{second:.3f}.")
 
 
 RESTART_OPTIONS = ["from the first token of the new pattern", "from the second token of its second copy",
@@ -211,7 +211,7 @@ def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) ->
 
 def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, str]) -> Question:
     """best: core.archetypes.head_matches.best_matches; asks about one head (0-based layer, head)."""
-    prompt = f"Which archetype does block {layer + 1} · head {head + 1} fit best on this prompt?"
+    prompt = f"Which archetype does {long_head_label(layer, head)} fit best on this prompt?"
     row = best[(best["layer"] == layer) & (best["head"] == head)]
     if row.empty or not bool(row.iloc[0]["matches"]):
         return no_answer("q_arch", prompt, "This head fits no archetype clearly on this prompt: no clear answer.")
@@ -259,14 +259,14 @@ COUNT_OPTIONS = ["none", "1", "2", "3", "4 or more"]
 
 
 def induction_head_count(heads: pd.DataFrame) -> Question:
-    """heads: core.training.overview's table (block, head from 1, induction_any). How many heads put at least
+    """heads: core.training.overview's table (label, layer, head, induction_any). How many heads put at least
     CLEAR_SCORE of their attention on the token after an earlier copy of the current one? No clear
     answer when a head is within CLEAR_GAP of that line."""
     prompt = (f"How many of this model's heads put at least {CLEAR_SCORE:g} of their attention on the token after "
               "an earlier copy of the current one?")
     if heads.empty or "induction_any" not in heads.columns:
         return no_answer("q_count", prompt, "This model has no heads: none can, and there is nothing to count.")
-    vals = {frame_head_label(r.block, r.head): float(r.induction_any) for r in heads.itertuples()}
+    vals = dict(zip(heads["label"], heads["induction_any"].astype(float)))
     near = [k for k, v in vals.items() if abs(v - CLEAR_SCORE) < CLEAR_GAP]
     listed = ", ".join(f"{k} {v:.2f}" for k, v in vals.items())
     if near:

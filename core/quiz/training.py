@@ -20,11 +20,11 @@ def prev_head_timing(history: list[dict] | None, vocab_size: int) -> Question:
     logged step at or above HIGH, the first below LOW)? history: a run's logged rows."""
     prompt = "When does a block-1 head become a previous-token head, against the drop of the later-copy loss?"
     heads = head_score_frame(history)
-    if heads.empty or heads["block"].max() < 2:
+    if heads.empty or heads["layer"].max() < 1:
         return no_answer("q_timing", prompt, "This run has fewer than two blocks: no induction circuit forms, so there "
                                          "is no drop to time the previous-token head against.")
     curve = describe_curve([r["step"] for r in history], [r["loss_later_copies"] for r in history], vocab_size)
-    prev = heads[(heads["block"] == 1) & (heads["score"] == "previous-token")].groupby("step")["value"].max()
+    prev = heads[(heads["layer"] == 0) & (heads["score"] == "previous-token")].groupby("step")["value"].max()
     formed = prev[prev >= CLEAR_SCORE]
     if not curve["dropped"] or formed.empty:
         return no_answer("q_timing", prompt, "In this run the loss did not fall below 1 nat or no block-1 head reached "

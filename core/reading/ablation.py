@@ -2,8 +2,8 @@
 
 Modes: "zero" replaces a head's output (A v) W_O by 0; "mean" replaces it, at each position, by its
 mean over the evaluation batch at that position (so the head still adds its typical, input-independent
-contribution, and only the information it carries about this sequence is removed). The model's own
-fused forward (AttentionBlock.forward's `ablate`) knocks the heads out; tests/test_ablation.py checks
+contribution, and only the information it carries about this sequence is removed). An ablation is an
+edit on the heads' mixed values (hook_z) of TinyCharLM.run_with_hooks; tests/test_ablation.py checks
 it against a per-head reference.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
 from core.model.tinycharlm import TinyCharLM
 
@@ -26,27 +27,32 @@ def _check(model: TinyCharLM, heads: dict) -> None:
             raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}.")
 
 
-def _block_forward(model: TinyCharLM, layer: int, h: torch.Tensor, heads: dict) -> torch.Tensor:
-    """Block `layer` on h [B, T, D] with its heads among `heads` {(layer, head): mode} knocked out."""
-    return model.blocks[layer](h, {hd: mode for (l, hd), mode in heads.items() if l == layer})
+def ablation_edits(heads: dict[tuple[int, int], str]) -> dict:
+    """The edits of run_with_hooks that knock `heads` {(layer, head): mode} out, on each block's hook_z
+    [*, B, H, T, d_head]: a head's output z_h W_O[h] is linear in z_h, so zeroing z_h (or replacing it by
+    its mean over the batch B at each position) zero- (or mean-) ablates the head."""
+    by_layer: dict[int, dict[int, str]] = {}
+    for (layer, head), mode in heads.items():
+        by_layer.setdefault(layer, {})[head] = mode
 
+    def knock(mine):
+        def edit(z):
+            z = z.clone()
+            for hd, mode in mine.items():
+                z[..., hd, :, :] = 0.0 if mode == "zero" else z[..., hd, :, :].mean(-3, keepdim=True)
+            return z
+        return edit
 
-def _forward_from(model: TinyCharLM, h: torch.Tensor, start: int, heads: dict) -> torch.Tensor:
-    """Blocks start.. on the stream h [B, T, D] entering block `start`, then unembed: logits [B, T, V]."""
-    for layer in range(start, model.cfg.n_layers):
-        h = _block_forward(model, layer, h, heads)
-    return h @ model.W_E.T
+    return {hook_name(layer, "attn.hook_z"): knock(mine) for layer, mine in by_layer.items()}
 
 
 @torch.no_grad()
 def ablated_logits(model: TinyCharLM, tokens: torch.Tensor,
                    heads: dict[tuple[int, int], str] | None = None) -> torch.Tensor:
-    """Logits [B, T, V] of tokens [B, T] with `heads` ({(layer, head): "zero" | "mean"}) ablated.
-
-    """
+    """Logits [B, T, V] of tokens [B, T] with `heads` ({(layer, head): "zero" | "mean"}) ablated."""
     heads = dict(heads or {})
     _check(model, heads)
-    return _forward_from(model, model.W_E[tokens], 0, heads)
+    return model.run_with_hooks(tokens, edits=ablation_edits(heads))[0]
 
 
 @torch.no_grad()
@@ -80,14 +86,15 @@ def single_head_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch
     """
     if mode not in MODES:
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}.")
-    resid = [model.W_E[tokens]]
-    for layer in range(model.cfg.n_layers):
-        resid.append(_block_forward(model, layer, resid[-1], {}))
-    clean = copy_metrics(resid[-1] @ model.W_E.T, tokens, periods)
+    L = model.cfg.n_layers
+    logits, cache = model.run_with_hooks(tokens, cache=[hook_name(l, "hook_resid_pre") for l in range(L)])
+    clean = copy_metrics(logits, tokens, periods)
     rows = []
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):
-            m = copy_metrics(_forward_from(model, resid[layer], layer, {(layer, head): mode}), tokens, periods)
+            logits = model.run_with_hooks(resid=cache[hook_name(layer, "hook_resid_pre")], start=layer,
+                                          edits=ablation_edits({(layer, head): mode}))[0]
+            m = copy_metrics(logits, tokens, periods)
             rows.append({
                 "layer": layer, "head": head,
                 "loss_later_delta": m["loss_later_copies"] - clean["loss_later_copies"],
@@ -98,9 +105,10 @@ def single_head_ablation(model: TinyCharLM, tokens: torch.Tensor, periods: torch
 
 def ablation_table(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor,
                    mode: str = "zero") -> pd.DataFrame:
-    """single_head_ablation as a tidy DataFrame: layer, block (1-based), head, loss_later_delta,
-    acc_later_delta (one row per head; pivot on block x head for the heatmap)."""
+    """single_head_ablation as a tidy DataFrame: label, layer, head (core.model.symbols), loss_later_delta,
+    acc_later_delta (one row per head; pivot on layer x head for the heatmap)."""
     df = pd.DataFrame(single_head_ablation(model, tokens, periods, mode),
                       columns=["layer", "head", "loss_later_delta", "acc_later_delta"])
-    df.insert(1, "block", df["layer"] + 1)
-    return df
+    from core.model.symbols import with_labels  # here, not at the top: this module's imports are edited elsewhere
+
+    return with_labels(df)

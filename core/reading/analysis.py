@@ -1,8 +1,8 @@
 """Page-sized analyses: each call runs the model once or a few times and returns plain numpy arrays and
 pandas frames (no tensors), so a page can cache the result and draw it without importing torch.
 
-In every frame returned here `block` and `head` are counted from 1, as the UI labels them
-(core.reading.heads / core.reading.circuits keep the 0-based `layer` and `head` of the JSON report).
+Every frame returned here has 0-based `layer` and `head` and the head's `label` ("1.4"), first, from
+core.model.symbols: the one place that counts blocks and heads from 1 for the student.
 """
 from __future__ import annotations
 
@@ -23,14 +23,6 @@ SCORE_SEQS = 32  # task sequences behind the head-score table and offset profile
 DETECTOR_PREFIX = "tok_"  # detector columns (token-based, no period) beside the period scores
 
 
-def _one_based(df: pd.DataFrame) -> pd.DataFrame:
-    """Drop `layer`, count `head` from 1 (block already is)."""
-    out = df.drop(columns=[c for c in ("layer",) if c in df.columns]).copy()
-    if "head" in out.columns:
-        out["head"] = out["head"].map(lambda h: h + 1 if isinstance(h, (int, np.integer)) else h)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Attention page
 
@@ -41,10 +33,9 @@ class SequenceView:
 
     tokens [T] ids and labels [T] (characters); period (None for typed text); raw and weighted
     [L, H, T, T] patterns of this sequence; predicted [T] the model's top next-token label at each
-    position; scores: one row per head (block, head from 1) with the period scores (task sequences
+    position; scores: one row per head (label, layer, head) with the period scores (task sequences
     only) and the token detectors (columns tok_<detector>), averaged over n_seqs sequences; offsets:
-    tidy offset-mass profile
-    (block, head, offset, mass) over the same sequences.
+    tidy offset-mass profile (label, layer, head, offset, mass) over the same sequences.
     """
 
     tokens: list[int]
@@ -56,7 +47,7 @@ class SequenceView:
     scores: pd.DataFrame
     offsets: pd.DataFrame
     n_seqs: int
-    intervals: pd.DataFrame | None = None  # heads.score_intervals (block, head from 1); None for typed text
+    intervals: pd.DataFrame | None = None  # heads.score_intervals (label, layer, head); None for typed text
 
 
 def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
@@ -65,9 +56,8 @@ def _detector_means(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Da
     for layer, pattern in enumerate(patterns):
         scores = {d: s.mean(0) for d, s in detector_scores(pattern, tokens[:, None, :]).items()}  # [H] each
         for h in range(pattern.shape[1]):
-            rows.append({"layer": layer, "block": layer + 1, "head": h,
-                         **{DETECTOR_PREFIX + d: float(scores[d][h]) for d in DETECTORS}})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *(DETECTOR_PREFIX + d for d in DETECTORS)])
+            rows.append({"layer": layer, "head": h, **{DETECTOR_PREFIX + d: float(scores[d][h]) for d in DETECTORS}})
+    return symbols.with_labels(pd.DataFrame(rows, columns=["layer", "head", *(DETECTOR_PREFIX + d for d in DETECTORS)]))
 
 
 @torch.no_grad()
@@ -75,7 +65,7 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
     cap = attention.capture(model, tokens, periods)
     scores = _detector_means(cap.pattern, cap.tokens)
     if periods is not None:
-        scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["layer", "block", "head"])
+        scores = heads.head_score_table(cap.pattern, periods).merge(scores, on=["label", "layer", "head"])
     first = cap.tokens[0]
     raw = torch.stack([p[0] for p in cap.pattern]) if cap.n_layers else torch.zeros(0)
     weighted = torch.stack([cap.weighted(l)[0] for l in range(cap.n_layers)]) if cap.n_layers else torch.zeros(0)
@@ -84,8 +74,8 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
         period=None if periods is None else int(periods[0]),
         raw=raw.numpy(), weighted=weighted.numpy(),
         predicted=symbols.token_labels(cap.logits[0].argmax(-1)),
-        scores=_one_based(scores), offsets=_one_based(heads.offset_table(cap.pattern)), n_seqs=tokens.shape[0],
-        intervals=None if periods is None else _one_based(heads.score_intervals(cap.pattern, periods)))
+        scores=scores, offsets=heads.offset_table(cap.pattern), n_seqs=tokens.shape[0],
+        intervals=None if periods is None else heads.score_intervals(cap.pattern, periods))
 
 
 def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0,
@@ -104,12 +94,12 @@ def text_view(model: TinyCharLM, text: str) -> SequenceView:
 
 
 def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
-    """The period-shift probe at one period: {"metrics", "mass": frame (block, head, offset, mass,
+    """The period-shift probe at one period: {"metrics", "mass": frame (label, layer, head, offset, mass,
     role)} with role "period - 1" for offset period-1 and "trained offset" for each training L-1."""
     trained = probes.training_offsets(task)
     shown = sorted({trained[0], trained[-1]})
     out = probes.period_probe(model, task, period, offsets=shown, n_seqs=n_seqs)
-    mass = _one_based(out["offset_mass"])
+    mass = out["offset_mass"].copy()
     mass["role"] = np.where(mass["offset"] == period - 1, "probe period − 1 (induction target)",
                             "training period − 1 (fixed-offset rule)")
     return {"metrics": out["metrics"], "mass": mass}
@@ -139,9 +129,7 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
     tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
     self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
-    resid = model.W_E[tokens]
-    for block in model.blocks[:layer]:
-        resid = block(resid)
+    resid, _ = model.run_with_hooks(tokens, stop=layer)
     T = task.seq_len
     q, k = circuits.head_qk_vectors(model, layer, head, resid=resid, source="mean")
     profile = {"average query and key": circuits.rotary_profile(q, k, T, model.cfg.rope_base).numpy()}
@@ -168,13 +156,13 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
 
 
 def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:
-    """ov_copying_table with block and head from 1 (head "all" for a block's sum); with a task, the
+    """ov_copying_table (label, layer, head; head "all" for a block's sum); with a task, the
     effective columns weight each earlier head by its self-attention measured on 32 sequences."""
     self_attn = None
     if task is not None and model.cfg.n_layers > 1:
         tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
         self_attn = copying.measured_self_attention(model, tokens, periods)
-    return _one_based(copying.ov_copying_table(model, self_attn))
+    return copying.ov_copying_table(model, self_attn)
 
 
 def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -208,6 +196,6 @@ def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, 
 
 def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
                        seed: int = 0) -> pd.DataFrame:
-    """Each head ablated alone: block, head (from 1), loss_later_delta, acc_later_delta."""
+    """Each head ablated alone: label, layer, head, loss_later_delta, acc_later_delta."""
     tokens, periods = _ablation_batch(model, task, n_seqs, seed)
-    return _one_based(ablation.ablation_table(model, tokens, periods, mode))
+    return ablation.ablation_table(model, tokens, periods, mode)

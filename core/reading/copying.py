@@ -19,6 +19,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from core.model.symbols import ALL_HEADS, with_labels
 from core.model.tinycharlm import TinyCharLM
 
 
@@ -104,9 +105,9 @@ EFFECTIVE_COLUMNS = ("ov_diag_top1_effective", "ov_copying_eig_effective")
 
 @torch.no_grad()
 def ov_copying_table(model: TinyCharLM, self_attention=None) -> pd.DataFrame:
-    """One row per head, then one per block for the sum of its heads (head = "all").
+    """One row per head, then one per block for the sum of its heads (head = "all", label "2.all").
 
-    Columns: layer, block, head, ov_diag_top1, ov_diag_top5, ov_copying_eig (rows from W_E), and
+    Columns: label, layer, head (core.model.symbols), ov_diag_top1, ov_diag_top5, ov_copying_eig (rows from W_E), and
     ov_diag_top1_effective, ov_copying_eig_effective (rows from effective_embedding(model, layer,
     self_attention); equal to the plain ones in block 1).
     """
@@ -117,10 +118,10 @@ def ov_copying_table(model: TinyCharLM, self_attention=None) -> pd.DataFrame:
             ov = block_ov(model, layer, head)
             C = E @ ov @ E.T
             Ce = X @ ov @ E.T if layer else C
-            rows.append({"layer": layer, "block": layer + 1, "head": "all" if head is None else head,
+            rows.append({"layer": layer, "head": ALL_HEADS if head is None else head,
                          **copying_scores(C), "ov_diag_top1_effective": ov_diag_top1(Ce),
                          "ov_copying_eig_effective": ov_copying_eig(Ce)})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *COPY_COLUMNS, *EFFECTIVE_COLUMNS])
+    return with_labels(pd.DataFrame(rows, columns=["layer", "head", *COPY_COLUMNS, *EFFECTIVE_COLUMNS]))
 
 
 @torch.no_grad()

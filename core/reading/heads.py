@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from core.model.symbols import with_labels
+from core.reading import bootstrap
 from core.reading.detectors import DETECTORS, detector_scores
 
 CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it" (questions, sentences)
@@ -86,7 +88,7 @@ def offset_profile(pattern: torch.Tensor) -> torch.Tensor:
 
 
 def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.DataFrame:
-    """One row per head: layer (0-based), block (1-based), head, and every period score.
+    """One row per head: label, layer and head (0-based, core.model.symbols), and every period score.
 
     patterns[l] [B, H, T, T] for each block; periods [B].
     """
@@ -94,20 +96,17 @@ def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.
     for layer, pattern in enumerate(patterns):
         scores = head_scores(pattern, periods)
         for h in range(pattern.shape[1]):
-            rows.append({"layer": layer, "block": layer + 1, "head": h,
+            rows.append({"layer": layer, "head": h,
                          **{name: float(scores[name][h]) for name in PERIOD_SCORES}})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *PERIOD_SCORES])
-
-
-N_BOOT = 1000  # bootstrap resamples of the sequences behind a head score's interval
+    return with_labels(pd.DataFrame(rows, columns=["layer", "head", *PERIOD_SCORES]))
 
 
 def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=("prev_token", "induction_any"),
-                    level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """A 95% bootstrap interval over the sequences for head scores: each sequence's own score (one row of
-    the batch), resampled N_BOOT times with replacement (fixed seed) and pooled as head_scores pools
-    them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
-    Rows: layer, block, head, and <name>_low, <name>_high for each name."""
+                    level: float = bootstrap.LEVEL, seed: int = bootstrap.BOOT_SEED) -> pd.DataFrame:
+    """A 95% bootstrap interval over the sequences for head scores (core.reading.bootstrap): each
+    sequence's own score (one row of the batch), resampled with replacement and pooled as head_scores
+    pools them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
+    Rows: label, layer, head, and <name>_low, <name>_high for each name."""
     B = len(periods)
     T = patterns[0].shape[-1] if patterns else 0
     L = periods.long()
@@ -115,25 +114,27 @@ def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=(
                "self": torch.full((B,), T - 1.0)}
     for n in ("induction", "induction_any", "duplicate"):
         weights[n] = (T - L).clamp_min(0).double()
-    idx = torch.from_numpy(np.random.default_rng(seed).integers(0, B, (N_BOOT, B)))
-    a = (1 - level) / 2
     rows = []
     for layer, pattern in enumerate(patterns):
         per = [head_scores(pattern[b:b + 1], periods[b:b + 1]) for b in range(B)]
-        row = {name: None for name in names}
+        row = {}
         for name in names:
             v = torch.stack([p[name] for p in per]).double()  # [B, H]
-            w = weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)
-            v = torch.nan_to_num(v)
-            boot = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)  # [N, H]
-            row[name] = (torch.quantile(boot, a, dim=0), torch.quantile(boot, 1 - a, dim=0))
+            w = (weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)).numpy()
+            v = torch.nan_to_num(v).numpy()
+
+            def pooled(idx, v=v, w=w):  # [N, B] -> [H, N]
+                return ((v[idx] * w[idx]).sum(1) / w[idx].sum(1)).T
+
+            with np.errstate(invalid="ignore", divide="ignore"):
+                row[name] = bootstrap.sequence_interval(pooled, B, level, seed)
         for h in range(pattern.shape[1]):
-            out = {"layer": layer, "block": layer + 1, "head": h}
+            out = {"layer": layer, "head": h}
             for name in names:
                 out[f"{name}_low"], out[f"{name}_high"] = float(row[name][0][h]), float(row[name][1][h])
             rows.append(out)
-    cols = ["layer", "block", "head", *(f"{n}_{e}" for n in names for e in ("low", "high"))]
-    return pd.DataFrame(rows, columns=cols)
+    cols = ["layer", "head", *(f"{n}_{e}" for n in names for e in ("low", "high"))]
+    return with_labels(pd.DataFrame(rows, columns=cols))
 
 
 def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.DataFrame:
@@ -147,18 +148,18 @@ def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Dat
         pattern = pattern.reshape(-1, *pattern.shape[-2:])  # [H, T, T]
         scores = detector_scores(pattern, tokens)
         for h in range(pattern.shape[0]):
-            rows.append({"layer": layer, "block": layer + 1, "head": h,
+            rows.append({"layer": layer, "head": h,
                          **{name: float(scores[name][h]) for name in DETECTORS}})
-    return pd.DataFrame(rows, columns=["layer", "block", "head", *DETECTORS])
+    return with_labels(pd.DataFrame(rows, columns=["layer", "head", *DETECTORS]))
 
 
 def offset_table(patterns: list[torch.Tensor], max_offset: int | None = None) -> pd.DataFrame:
-    """Tidy offset-mass profile: rows {layer, block, head, offset, mass} for offsets 0..max_offset."""
+    """Tidy offset-mass profile: rows {label, layer, head, offset, mass} for offsets 0..max_offset."""
     rows = []
     for layer, pattern in enumerate(patterns):
         prof = offset_profile(pattern)
         K = prof.shape[1] if max_offset is None else min(prof.shape[1], max_offset + 1)
         for h in range(prof.shape[0]):
             for k in range(K):
-                rows.append((layer, layer + 1, h, k, float(prof[h, k])))
-    return pd.DataFrame(rows, columns=["layer", "block", "head", "offset", "mass"])
+                rows.append((layer, h, k, float(prof[h, k])))
+    return with_labels(pd.DataFrame(rows, columns=["layer", "head", "offset", "mass"]))

@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from core.model.metrics import copy_metrics
+from core.model.symbols import with_labels
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
 from core.reading.heads import offset_mass
@@ -31,7 +32,7 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
                  n_seqs: int = 64, seed: int = 0) -> dict:
     """Evaluate at one fixed `period`.
 
-    Returns {"period", "metrics": copy metrics, "offset_mass": DataFrame rows {layer, block, head,
+    Returns {"period", "metrics": copy metrics, "offset_mass": DataFrame rows {label, layer, head,
     offset, mass}} for offset period - 1 (where an induction head should look) and every offset in
     `offsets` (e.g. the training period minus one).
     """
@@ -47,9 +48,9 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
         for k in ks:
             mass = offset_mass(pattern, k) if k < task.seq_len else torch.full((model.cfg.n_heads,), float("nan"))
             for h in range(model.cfg.n_heads):
-                rows.append((layer, layer + 1, h, k, float(mass[h])))
+                rows.append((layer, h, k, float(mass[h])))
     return {"period": period, "metrics": copy_metrics(logits, tokens, periods),
-            "offset_mass": pd.DataFrame(rows, columns=["layer", "block", "head", "offset", "mass"])}
+            "offset_mass": with_labels(pd.DataFrame(rows, columns=["layer", "head", "offset", "mass"]))}
 
 
 @torch.no_grad()

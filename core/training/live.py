@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from core.model import drop
+from core.model.symbols import head_label
 
 PARTS = {"loss_first_copy": "first copy", "loss_later_copies": "later copies"}
 ACCURACY = {"acc_second_copy": "second copy", "acc_later_copies": "later copies"}
@@ -39,7 +40,7 @@ def accuracy_frame(history: list[dict] | None, run: str) -> pd.DataFrame:
 
 
 def head_score_frame(history: list[dict] | None) -> pd.DataFrame:
-    """Columns step, block, head (both counted from 1, as the UI does), score ("previous-token" |
+    """Columns step, label, layer, head (0-based; label from core.model.symbols), score ("previous-token" |
     "induction"), value."""
     out = []
     for row in history or []:
@@ -47,9 +48,9 @@ def head_score_frame(history: list[dict] | None) -> pd.DataFrame:
             for layer, heads in enumerate(row.get(key) or []):
                 for head, v in enumerate(heads):
                     if isinstance(v, (int, float)) and math.isfinite(v):
-                        out.append({"step": row["step"], "block": layer + 1, "head": head + 1, "score": label,
-                                    "value": float(v)})
-    return pd.DataFrame(out, columns=["step", "block", "head", "score", "value"])
+                        out.append({"step": row["step"], "label": head_label(layer, head), "layer": layer,
+                                    "head": head, "score": label, "value": float(v)})
+    return pd.DataFrame(out, columns=["step", "label", "layer", "head", "score", "value"])
 
 
 def drop_step(history: list[dict] | None, vocab_size: int) -> int | None:

@@ -1,41 +1,49 @@
 """What the Home page shows about one model: its settings and headline measurements."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 import torch
 
+from core.model.symbols import with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.reading.report import build_report
 from core.training.config import TrainConfig
 from core.training.initial import initial_model
 
-HEAD_COLUMNS = ["block", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token",
+HEAD_COLUMNS = ["label", "layer", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token",
                 "ov_diag_top1", "ov_diag_top1_effective", "ov_copying_eig_effective", "ablation_loss_later_delta"]
 
 
 def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> dict:
     """Headline numbers measured now on `n_seqs` fresh sequences of the model's own task.
 
-    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS; block and head counted from 1,
-    as the UI does), "n_seqs", "seed"}.
+    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS: the label "1.4" first, then 0-based
+    layer and head, core.model.symbols), "n_seqs", "seed"}.
     """
     report = build_report(model, task, n_seqs=n_seqs, seed=seed)
     heads = pd.DataFrame(report["heads"])
-    if heads.empty:
-        heads = pd.DataFrame(columns=HEAD_COLUMNS)
-    else:
-        heads = heads.assign(block=heads["layer"] + 1, head=heads["head"] + 1)[HEAD_COLUMNS]
+    heads = pd.DataFrame(columns=HEAD_COLUMNS) if heads.empty else with_labels(heads)[HEAD_COLUMNS]
     return {"metrics": report["metrics"], "heads": heads, "n_seqs": n_seqs, "seed": seed}
 
 
-def top_head(heads: pd.DataFrame, score: str) -> tuple[int, int, float] | None:
-    """(block, head, value) of the head with the largest `score`, or None without heads."""
+class TopHead(NamedTuple):
+    """The head with the largest score: its table row's 0-based layer and head, value and label."""
+    layer: int
+    head: int
+    value: float
+    label: str
+
+
+def top_head(heads: pd.DataFrame, score: str) -> TopHead | None:
+    """The head with the largest `score` (its label and value), or None without heads."""
     col = heads[score].astype(float) if len(heads) else None
     if col is None or col.isna().all():
         return None
     row = heads.loc[col.idxmax()]
-    return int(row["block"]), int(row["head"]), float(row[score])
+    return TopHead(int(row["layer"]), int(row["head"]), float(row[score]), str(row["label"]))
 
 
 def settings_rows(info: dict) -> pd.DataFrame:

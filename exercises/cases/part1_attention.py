@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from core.model.symbols import block_label
 from exercises.cases.inputs import _patterns, batch
 from exercises.engine import Case, Check
 
@@ -63,13 +64,11 @@ CHECKS["later_copy_mask"] = Check(_mask_cases, lambda periods, seq_len: _later(p
 
 
 def _qk(model, tokens, layer):
-    h = _patterns(model, tokens)["resid"][layer]
-    b = model.blocks[layer]
-    q = torch.einsum("btd,hde->bhte", h, b.W_Q)
-    k = torch.einsum("btd,hde->bhte", h, b.W_K)
-    if model.cfg.bias:
-        q, k = q + b.b_Q[None, :, None], k + b.b_K[None, :, None]
-    return q, k
+    """The block's q and k [B, H, T, d_head] before rotary (bias included), as the model computes them."""
+    names = [f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k"]
+    with torch.no_grad():
+        _, cache = model.run_with_hooks(tokens, cache=names)
+    return cache[names[0]], cache[names[1]]
 
 
 def _pattern_cases(model, task, label):
@@ -79,7 +78,7 @@ def _pattern_cases(model, task, label):
     out = []
     for layer in range(model.cfg.n_layers):
         q, k = _qk(model, tokens, layer)
-        out.append(Case(f"{label}, block {layer + 1}", {"q": q, "k": k}))
+        out.append(Case(f"{label}, {block_label(layer)}", {"q": q, "k": k}))
     return out
 
 
@@ -128,7 +127,7 @@ def _score_cases(model, task, label, kind="prev"):
     if model.cfg.n_layers and not label.startswith("a small"):
         tokens, periods = batch(model, task)
         cache = _patterns(model, tokens)
-        out += [Case(f"{label}, block {l + 1}", {"pattern": cache["pattern"][l], "periods": periods})
+        out += [Case(f"{label}, {block_label(l)}", {"pattern": cache["pattern"][l], "periods": periods})
                 for l in range(model.cfg.n_layers)]
     if label.startswith("the planted"):
         _, periods = batch(model, task, n=4, seed=3)

@@ -175,15 +175,15 @@ def _abl_positions(model, tokens, periods, layer, head, mode):
     """Mean ablation with the mean over positions instead of over the batch."""
     from core.model.metrics import copy_metrics
 
-    h = model.W_E[tokens]
-    for l, block in enumerate(model.blocks):
-        h_out, _, head_out, _ = block.forward_with_cache(h)
-        if l == layer:
-            out = head_out[:, head]
-            h_out = h_out + (out.mean(1, keepdim=True) - out)
-        h = h_out
+    def over_positions(result):  # [B, H, T, D]: the head's output replaced by its mean over the positions
+        result = result.clone()
+        result[:, head] = result[:, head].mean(1, keepdim=True)
+        return result
+
+    with torch.no_grad():
+        logits, _ = model.run_with_hooks(tokens, edits={f"blocks.{layer}.attn.hook_result": over_positions})
     key = "loss_later_copies"
-    return copy_metrics(h @ model.W_E.T, tokens, periods)[key] - copy_metrics(model(tokens), tokens, periods)[key]
+    return copy_metrics(logits, tokens, periods)[key] - copy_metrics(model(tokens), tokens, periods)[key]
 
 
 CHECKS["ablation_delta"] = Check(_abl_cases, _abl_ref, (), [

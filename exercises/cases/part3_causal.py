@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from core.model.symbols import head_label
+from core.model.symbols import block_label, head_label
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from exercises import planted
 from exercises.cases.inputs import batch, head_list
@@ -94,7 +94,8 @@ def _hp(model, clean, corrupted, periods, layer, head, how="ok"):
     if how == "reverse":  # the corrupted head output into the clean run
         h = runs.clean_cache["resid"][layer + 1] + (runs.corrupted_cache["head_out"][layer][:, head]
                                                      - runs.clean_cache["head_out"][layer][:, head])
-        return float(runs.effect(float(patching.metric(patching.forward_from(model, h, layer + 1), clean, periods))))
+        logits, _ = model.run_with_hooks(resid=h, start=layer + 1)
+        return float(runs.effect(float(patching.metric(logits, clean, periods))))
     raise ValueError(how)
 
 
@@ -163,7 +164,8 @@ def _pp(model, clean, corrupted, periods, sender, receiver, path="k", direction=
         sl, sh = sender
         h = runs.clean_cache["resid"][sl + 1] + (runs.corrupted_cache["head_out"][sl][:, sh]
                                                   - runs.clean_cache["head_out"][sl][:, sh])
-        return float(runs.effect(float(patching.metric(patching.forward_from(model, h, sl + 1), clean, periods))))
+        logits, _ = model.run_with_hooks(resid=h, start=sl + 1)
+        return float(runs.effect(float(patching.metric(logits, clean, periods))))
     return path_patching.path_effect(model, runs, tuple(sender), tuple(receiver), path, direction)
 
 
@@ -193,7 +195,7 @@ def _det_cases(model, task, label):
         tokens = torch.as_tensor(encode_text(random_char_prompt(period=10, copies=3, vocab_size=model.cfg.vocab_size),
                                                model.cfg.vocab_size))
     pats = model_patterns(model, tokens)
-    return [Case(f"{label}, block {l + 1} on a pattern repeated 3 times",
+    return [Case(f"{label}, {block_label(l)} on a pattern repeated 3 times",
                  {"pattern": p.reshape(-1, *p.shape[-2:]), "tokens": tokens}) for l, p in enumerate(pats)]
 
 

@@ -10,9 +10,10 @@ pytestmark = pytest.mark.e2e
 
 
 def test_deep_link_on_a_fresh_server_gets_the_lab_navigation(new_app):
-    """A fresh server whose first visitor opens /train directly. Streamlit's old multipage mode
-    (a `pages/` folder beside the entry script) would run pages/train.py on its own: no sidebar
-    picker, and file names in the navigation for every later session too."""
+    """A fresh server whose first visitor opens /train directly gets dashboard.py's shell: the sidebar
+    picker, and the lab's titles in the navigation for every later session too. (With the page files
+    in a `pages/` folder, Streamlit's old multipage mode ran pages/train.py on its own here; they live
+    in app_pages/, which Streamlit does not look at.)"""
     fresh = StreamlitServer(name="server-deep-link")
     try:
         first, later = new_app(fresh), new_app(fresh)

@@ -2,12 +2,23 @@
 
 SEQUENTIAL for magnitudes (attention, scores, masses), DIVERGING for signed values centred on 0
 (QK/OV entries, ablation deltas), CATEGORICAL for series (Okabe-Ito order via Altair's scheme).
+
+Inputs are core's tables: 0-based `layer` and `head` and the head's `label`. A chart whose axes are
+blocks and heads takes their numbers counted from 1 from core.model.symbols (numbered).
 """
+from core.model.symbols import block_number, head_number
+
 SEQUENTIAL = "viridis"
 DIVERGING = "blueorange"
 CATEGORICAL = "tableau10"  # distinguishable under the common colour-vision deficiencies at 4-6 series
 # Okabe & Ito (2008) palette for hand-picked series colours
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
+
+
+def numbered(df):
+    """df with the axis columns `block` and `head` counted from 1 (core.model.symbols), from its 0-based
+    layer and head: what a blocks x heads chart draws."""
+    return df.assign(block=block_number(df["layer"]), head=head_number(df["head"]))
 
 
 def _reuse_altair_converters() -> None:

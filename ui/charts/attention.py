@@ -1,7 +1,7 @@
 """Charts for the Attention page: the grid of every head's pattern, one head enlarged with token labels,
 the head-score table's colours, the offset-mass profile and the period-shift probe.
 
-Inputs are the numpy arrays and frames of core.reading.analysis (block and head counted from 1).
+Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer and head, and label).
 """
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import OKABE_ITO, SEQUENTIAL
+from core.model.symbols import block_number, head_number
+
+from . import OKABE_ITO, SEQUENTIAL, numbered
 
 GRID_MIN = 0.01  # grid cells below this weight are left undrawn (they show as the zero colour)
 ZERO_FILL = "#440154"  # viridis at 0: the background of pattern heatmaps, so undrawn cells read as 0
@@ -22,9 +24,10 @@ def _pattern_scale() -> alt.Scale:
 
 
 def grid_frame(patterns: np.ndarray, min_weight: float = GRID_MIN) -> pd.DataFrame:
-    """Tidy cells {block, head, query, key, weight} of patterns [L, H, T, T], cells >= min_weight only."""
+    """Tidy cells {block, head (counted from 1, the grid's axes), query, key, weight} of patterns
+    [L, H, T, T], cells >= min_weight only."""
     l, h, i, j = np.nonzero(patterns >= min_weight)
-    return pd.DataFrame({"block": l + 1, "head": h + 1, "query": i, "key": j,
+    return pd.DataFrame({"block": block_number(l), "head": head_number(h), "query": i, "key": j,
                          "weight": patterns[l, h, i, j].round(3)})
 
 
@@ -126,6 +129,7 @@ def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: i
     """Mean attention at each offset k = i - j, one line per head, one panel per block; with a period,
     rules mark k = L - 1 (the induction target, dashed) and k = L (the duplicate, dotted)."""
     data = offsets if max_offset is None else offsets[offsets["offset"] <= max_offset]
+    data = numbered(data)
     data = data.assign(head=data["head"].astype(str))
     lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=12)).encode(
         x=alt.X("offset:Q", title="offset k = i − j (positions back)"),
@@ -173,7 +177,7 @@ def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: f
 
 def probe_mass_chart(mass: pd.DataFrame) -> alt.Chart:
     """Per head: attention mass at offset probe-1 vs at the training periods' offsets L-1."""
-    data = mass.assign(head_label=[f"{b}.{h}" for b, h in zip(mass["block"], mass["head"])],
+    data = mass.assign(head_label=mass["label"],
                        label=[f"k = {k} (probe L − 1)" if r.startswith("probe") else f"k = {k} (trained L = {k + 1})"
                               for r, k in zip(mass["role"], mass["offset"])])
     order = list(dict.fromkeys(data.sort_values(["role", "offset"])["label"]))

@@ -1,5 +1,5 @@
 """Charts for the Causal experiments page: patch effects per head, per position, per path, and the
-logit lens. Inputs are numpy arrays and pandas frames (blocks and heads counted from 1 by the page).
+logit lens. Inputs are numpy arrays and pandas frames (core.causal.views: 0-based layer and head, and label).
 
 Patch effects share one diverging scale clamped to [-1, 1] (0 = no recovery, white; 1 = full, orange;
 below 0 = the patch made things worse, blue), so every heatmap on the page reads the same way.
@@ -10,7 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import DIVERGING, SEQUENTIAL
+from . import DIVERGING, SEQUENTIAL, numbered
 
 PAD = alt.AutoSizeParams(type="pad")
 EFFECT_SCALE = alt.Scale(scheme=DIVERGING, domain=[-1, 1], clamp=True)
@@ -30,8 +30,8 @@ def _effect_cells(base: alt.Chart, keys: list[str], font_size: int) -> list[alt.
 
 
 def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
-    """df: block, head, patch_effect (one row per head) -> block x head heatmap with the values written in."""
-    data = df.assign(block=df["block"].astype(str), head=df["head"].astype(str))
+    """df: layer, head, patch_effect (one row per head) -> block x head heatmap with the values written in."""
+    data = numbered(df).astype({"block": str, "head": str})
     base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("block:O", title="block"))
     return alt.layer(*_effect_cells(base, ["block:O", "head:O"], 12), title=title).properties(

@@ -1,7 +1,7 @@
 """Charts for the Circuits page: W_QK / W_OV heatmaps and their singular values, the rotary positional
 profile, the OV copying matrix, composition scores against their random baseline and ablation tables.
 
-Inputs are the numpy arrays and frames of core.reading.analysis (block and head counted from 1).
+Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer and head, and label).
 """
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import DIVERGING, OKABE_ITO
+from core.model.symbols import head_label
+
+from . import DIVERGING, OKABE_ITO, numbered
 
 PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
@@ -107,7 +109,7 @@ def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart
 
 def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str, fmt: str = ".2f") -> alt.LayerChart:
     """Block x head table of one ablation delta, diverging around 0 (orange = the metric went up)."""
-    data = df.assign(block=df["block"].astype(str), head=df["head"].astype(str))
+    data = numbered(df).astype({"block": str, "head": str})
     m = float(data[value].abs().max()) or 1.0
     base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("block:O", title="block"))
@@ -126,7 +128,7 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
 def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
     """ov_diag_top1 of every head and every block's sum (bars, rows from W_E), the same on the effective
     embedding (black ticks), with chance 1/V marked."""
-    data = df.assign(which=[f"{b}.{h}" if h != "all" else f"{b}.Σ" for b, h in zip(df["block"], df["head"])],
+    data = df.assign(which=[head_label(l, h, all_mark="Σ") for l, h in zip(df["layer"], df["head"])],
                      kind=["sum of the block's heads" if h == "all" else "one head" for h in df["head"]])
     data = data[["which", "kind", "ov_diag_top1", "ov_diag_top5", "ov_copying_eig", "ov_diag_top1_effective",
                  "ov_copying_eig_effective"]]

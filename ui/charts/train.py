@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from . import OKABE_ITO
+from . import OKABE_ITO, numbered
 
 PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later copies": OKABE_ITO[4]}
 
@@ -107,7 +107,7 @@ def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_m
 def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
                      height: int = 140) -> alt.FacetChart:
     """Every head's previous-token and induction score against step: rows = score, columns = block."""
-    df = df.assign(drop=drop if drop is not None else float("nan"))
+    df = numbered(df).assign(drop=drop if drop is not None else float("nan"))
     base = alt.Chart(df)
     lines = base.mark_line(strokeWidth=2).encode(
         x=_step(x_max),

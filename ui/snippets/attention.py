@@ -42,17 +42,18 @@ def attention_pattern(entry, period, seed, text, label: str, weighted: bool) -> 
 
 def _scores(view):
     print(view.scores.round(3).to_string(index=False))
-    return {"scores": view.scores.drop(columns=["block", "head"])}
+    return {"scores": view.scores.drop(columns=["label", "layer", "head"])}
 
 
 def attention_scores(entry, period, seed, text) -> Snippet:
     view, values = _view(period, seed, text)
-    return snippet("Every head's scores (block and head counted from 1).", entry, view, _scores, **values)
+    return snippet("Every head's scores (label block.head counted from 1; layer and head from 0).", entry, view,
+                   _scores, **values)
 
 
 def _offsets(view):
-    offsets = view.offsets  # block, head, offset, mass
-    print(offsets.pivot_table(index="offset", columns=["block", "head"], values="mass").round(3).head(40))
+    offsets = view.offsets  # label, layer, head, offset, mass
+    print(offsets.pivot_table(index="offset", columns="label", values="mass").round(3).head(40))
     return {"mass": view.offsets["mass"]}
 
 

@@ -24,25 +24,25 @@ def _text_run(model, TEXT, N_SEQS, SEED, SWEEPS, CORRUPTION):
 
 
 def _runs(res):
-    print("M(clean)", round(res["m_clean"], 3), "M(corrupted)", round(res["m_corrupted"], 3))
-    print(res["heads"].round(3).to_string(index=False))
-    return {"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]}
+    print("M(clean)", round(res.m_clean, 3), "M(corrupted)", round(res.m_corrupted, 3))
+    print(res.heads.round(3).to_string(index=False))
+    return {"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]}
 
 
 def _positions(res):
-    print(res["resid"].round(3))  # [before block l, position]
-    print(res["head_rows"], res["head_positions"].round(3))  # [head, position]
-    return {"resid": res["resid"], "heads": res["head_positions"]}
+    print(res.resid.round(3))  # [before block l, position]
+    print(res.head_rows, res.head_positions.round(3))  # [head, position]
+    return {"resid": res.resid, "heads": res.head_positions}
 
 
 def _paths(res):
-    print(res["paths"].round(3).to_string(index=False))
-    return {"paths": res["paths"]["patch_effect"]}
+    print(res.paths.round(3).to_string(index=False))
+    return {"paths": res.paths["patch_effect"]}
 
 
 def _lens(res):
-    print(res["lens_by_copy"].round(3).to_string(index=False))
-    return {"prob": res["lens_by_copy"]["prob"], "rank": res["lens_by_copy"]["rank"]}
+    print(res.lens_by_copy.round(3).to_string(index=False))
+    return {"prob": res.lens_by_copy["prob"], "rank": res.lens_by_copy["rank"]}
 
 
 CAUSAL_SECTIONS = {  # section -> (title, the piece that shows it)

@@ -1,7 +1,7 @@
 """Snippets of the What depth can express page (how a piece is written: ui/snippets/fill.py)."""
 from __future__ import annotations
 
-from core.model.symbols import head_label
+from core.model.symbols import block_label, head_label
 from ui.python_panel import Snippet
 from ui.snippets.fill import Code
 from ui.snippets.load import snippet
@@ -53,7 +53,8 @@ def _skip_trigrams(model, BLOCK, N_HEADS, TOKEN_A, TOKEN_B):
 
 
 def skip_trigrams(entry, block: int, a: int, b: int, n_heads: int) -> Snippet:
-    return snippet(f"Block {block + 1}'s skip-trigram rules, OV row of token {a} and QK row of token {b}, per head.",
+    return snippet(f"{block_label(block).capitalize()}'s skip-trigram rules, OV row of token {a} and QK row of token "
+                   f"{b}, per head.",
                    entry, _skip_trigrams, BLOCK=block, N_HEADS=n_heads, TOKEN_A=a, TOKEN_B=b)
 
 

@@ -56,8 +56,8 @@ def shipped_curves(files: list[str]) -> Snippet:
 def _head_scores(model, info):
     from core.training import live
 
-    heads = live.head_score_frame(info["history"])  # step, block, head (from 1), score, value
-    print(heads.pivot_table(index="step", columns=["score", "block", "head"], values="value").round(2))
+    heads = live.head_score_frame(info["history"])  # step, label, layer, head, score, value
+    print(heads.pivot_table(index="step", columns=["score", "label"], values="value").round(2))
     print("drop step:", live.drop_step(info["history"], model.cfg.vocab_size))
     return {"value": heads["value"]}
 

@@ -9,12 +9,10 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
+from ui.cache import per_model
 from ui.charts import archetypes as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Head archetypes & the IOI circuit")
 st.markdown(
@@ -124,9 +122,9 @@ if tokens is not None:
 st.header("3 · Which of your model's heads fit an archetype?")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _model_scores(key: str, text: str, rows: str, _model):
-    return head_matches.text_detector_table(_model, text, rows)
+@per_model(show_spinner=False, max_entries=32)
+def _model_scores(entry: state.LabModel, text: str, rows: str):
+    return head_matches.text_detector_table(entry.model, text, rows)
 
 
 if not state.all_models():
@@ -159,8 +157,7 @@ else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
         try:
-            head_table, patterns = _model_scores(entry.key, chars, st.session_state.get("arch_rows", "target"),
-                                                 entry.model)
+            head_table, patterns = _model_scores(entry, chars, st.session_state.get("arch_rows", "target"))
         except symbols.InputProblem as e:
             st.warning(f"{e} Your model is unchanged.")
             head_table = None
@@ -180,7 +177,7 @@ else:
                        "positional shortcut does not.")
             python_panel(snippets.model_detectors(entry, chars, st.session_state.get("arch_rows", "target")),
                          shows={"table": head_table.select_dtypes("number")})
-            lines = [f"- block {r.layer + 1} · head {r.head + 1}: "
+            lines = [f"- {symbols.long_head_label(r.layer, r.head)}: "
                      + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
                         if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
                      for r in best.itertuples()]
@@ -190,8 +187,8 @@ else:
             head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
             pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
                                 index=head_keys.index(head_matches.strongest_head(best)),
-                                format_func=lambda k: f"block {k[0] + 1} · head {k[1] + 1}")
-            st.markdown(f"##### Block {pick[0] + 1} · head {pick[1] + 1} on the prompt")
+                                format_func=lambda k: symbols.long_head_label(*k))
+            st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
             st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
                                                   size=640),
                             width="content")
@@ -260,4 +257,4 @@ st.markdown(
     "that quite different patterns can give the same prediction; Wiegreffe & Pinter (2019) replied that whether "
     "attention “explains” depends on what you ask of it, and proposed tests. Either way, the evidence that a "
     "head matters is an intervention: remove it and measure the damage.")
-st.page_link("pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")
+st.page_link("app_pages/circuits.py", label="Ablate your model's heads on the Circuits & ablations page", icon="🔌")

@@ -6,16 +6,14 @@ import streamlit as st
 
 from core.causal import readings
 from core.causal import views as causal
-from core.model.symbols import describe_alphabet, encode_text, frame_head_label
+from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
 from ui import share, snippets
+from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_model
-
-lab_script()  # first: see ui/setup.py
+from ui.state import LabModel, require_model
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 DEFAULT_TEXT = "induction " * 3
@@ -26,22 +24,22 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
 
 
-@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(key: str, period: int, seed: int, positions: bool | None, budget: int, corruption: str, _model,
-                      _task) -> dict:
-    return causal.task_experiments(_model, _task, period, N_SEQS, seed, positions, budget, corruption)
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
+                      corruption: str) -> dict:
+    return causal.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
 
 
-@st.cache_data(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(key: str, text: str, seed: int, positions: bool | None, budget: int, corruption: str,
-                      _model) -> dict:
-    return causal.text_experiments(_model, encode_text(text, _model.cfg.vocab_size), N_SEQS, seed, positions, budget,
-                                   corruption)
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def _text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
+                      corruption: str) -> dict:
+    tokens = encode_text(text, entry.model.cfg.vocab_size)
+    return causal.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
 
 
-@st.cache_data(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
-def _mechanism(key: str, period: int, seed: int, corruption: str, _model, _info) -> object:
-    return causal.mechanism_over_training(_model, _info, period, N_SEQS, seed, corruption)
+@per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
+def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
+    return causal.mechanism_over_training(entry.model, entry.info, period, N_SEQS, seed, corruption)
 
 
 st.title("Causal experiments")
@@ -78,17 +76,16 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _task_experiments(entry.key, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption, model,
-                                task)
+        res = _task_experiments(entry, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _text_experiments(entry.key, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption, model)
-        what = (f"your sequence (period {res['period']}) against {N_SEQS} random corruptions of its first copy"
+        res = _text_experiments(entry, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption)
+        what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
-                f"your sequence (period {res['period']}) against {N_SEQS} random sequences of the same period")
+                f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
 except ValueError as e:
     st.warning(f"{e} Nothing to patch yet.")
     st.stop()
@@ -96,16 +93,16 @@ except ValueError as e:
 st.markdown("**First clean sequence** and **its corruption** " +
             ("(the first copy differs, everything after it is the same):" if corruption == "first-copy" else
              "(another sequence of the same period, whole):"))
-st.code("clean:     " + "".join(res["clean"]) + "\ncorrupted: " + "".join(res["corrupted"]), language=None)
-gap = res["m_clean"] - res["m_corrupted"]
+st.code("clean:     " + "".join(res.clean) + "\ncorrupted: " + "".join(res.corrupted), language=None)
+gap = res.gap
 m1, m2, m3 = st.columns(3)
-m1.metric("M(clean)", f"{res['m_clean']:.3f}", help="Mean log-probability of the right second-copy token, clean run.")
-m2.metric("M(corrupted)", f"{res['m_corrupted']:.3f}", help="The same on the corrupted run.")
+m1.metric("M(clean)", f"{res.m_clean:.3f}", help="Mean log-probability of the right second-copy token, clean run.")
+m2.metric("M(corrupted)", f"{res.m_corrupted:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
                   corruption=corruption)
-python_panel(snippet("runs"), shows={"m": [res["m_clean"], res["m_corrupted"]], "heads": res["heads"]["patch_effect"]})
+python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
 
 if cfg.n_layers == 0:
     st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone, so the "
@@ -127,21 +124,20 @@ if cfg.n_layers and gap < SMALL_GAP:
 if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
-    heads = res["heads"]
+    heads = res.heads
     ask(quiz_causal.patched_heads(heads, gap))
     left, right = st.columns([1, 2])
     left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
-        f"**Checks.** Patching every head at once gives {res['all_heads']:.3f}; patching the whole stream entering "
-        f"block {cfg.n_layers} gives {res['resid_last']:.3f}. Both must be 1 (the run above that point is then the "
-        "clean run); patching nothing is 0 by definition."
-        + (f" The largest single-head effect here is head {frame_head_label(best['block'], best['head'])}: "
-           f"{best['patch_effect']:.2f} (95% interval over the {res['n_seqs']} sequences "
+        f"**Checks.** Patching every head at once gives {res.all_heads:.3f}; patching the whole stream entering "
+        f"{block_label(cfg.n_layers - 1)} gives {res.resid_last:.3f}. Both must be 1 (the run above that point is "
+        "then the clean run); patching nothing is 0 by definition."
+        + (f" The largest single-head effect here is head {best['label']}: "
+           f"{best['patch_effect']:.2f} (95% interval over the {res.n_seqs} sequences "
            f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
-    noise = res["noise"].merge(heads.assign(layer=heads["block"] - 1, head0=heads["head"] - 1)[
-        ["layer", "head0", "patch_effect", "effect_low", "effect_high"]].rename(columns={"head0": "head"}),
-        on=["layer", "head"])
+    noise = res.noise.merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
+                               on=["layer", "head"])
     table = {"head": noise["label"]}
     for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
                               "noising (needed?)": ("noise_effect", "noise_low", "noise_high"),
@@ -167,19 +163,19 @@ if cfg.n_layers:
 
     # -----------------------------------------------------------------------------------------
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
-    period = res["period"]
-    if res["resid"] is None:
-        slow = res["position_cost"] / causal.POSITION_BUDGET
+    period = res.period
+    if res.resid is None:
+        slow = res.position_cost / causal.POSITION_BUDGET
         st.info(f"Sections 2 and 3 patch one position at a time: on this model and sequence length that is about "
                 f"{slow:.0f} times the work of the largest sweep the page runs by itself, which can take minutes "
                 "on a shared server. The other sections are computed already.")
         st.button("Run the position sweeps anyway", key="cz_sweeps_button",
                   on_click=lambda: st.session_state.update(cz_sweeps=True))
-if cfg.n_layers and res["resid"] is not None:
-    rows = [f"before block {l + 1}" for l in range(cfg.n_layers)]
-    st.altair_chart(charts.position_effects(res["resid"], rows,
+if cfg.n_layers and res.resid is not None:
+    rows = [f"before {block_label(l)}" for l in range(cfg.n_layers)]
+    st.altair_chart(charts.position_effects(res.resid, rows,
                                             "clean stream at one position, corrupted everywhere else",
-                                            "stream", period, res["clean"]), width="content")
+                                            "stream", period, res.clean), width="content")
     st.caption(
         "**What am I looking at?** Row *before block l*, column p: the whole residual stream vector entering block l "
         "at position p alone comes from the clean run. Before block 1 the stream is just the token embedding, so a "
@@ -190,11 +186,11 @@ if cfg.n_layers and res["resid"] is not None:
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
-    if res.get("resid_noise") is not None:
-        st.altair_chart(charts.position_effects(res["resid_noise"], rows,
+    if res.resid_noise is not None:
+        st.altair_chart(charts.position_effects(res.resid_noise, rows,
                                                 "noising: corrupted stream at one position, clean everywhere else",
-                                                "stream", period, res["clean"]), width="content")
-        noisy = res["resid_noise"]
+                                                "stream", period, res.clean), width="content")
+        noisy = res.resid_noise
         lo = np.unravel_index(np.nanargmin(noisy), noisy.shape)
         st.caption(
             "**Noising**, the same sweep the other way round (Heimersheim & Nanda, 2024): the corrupted stream at "
@@ -204,8 +200,8 @@ if cfg.n_layers and res["resid"] is not None:
             + (" Under the first-copy corruption the tokens from position L on are the same in both runs, so "
                "noising the stream before block 1 there changes nothing (exactly 1); choose resample to test those "
                "positions." if corruption == "first-copy" else ""))
-    window = res.get("embedding_window")
-    if window is not None and abs(res["resid"][0]).max() < BLANK:
+    window = res.embedding_window
+    if window is not None and abs(res.resid[0]).max() < BLANK:
         a, b = window["positions"][0], window["positions"][-1]
         st.markdown(
             f"**Why the row *before block 1* is blank** (every cell within ±{BLANK:g} here): no single restored "
@@ -216,8 +212,8 @@ if cfg.n_layers and res["resid"] is not None:
 
     # -----------------------------------------------------------------------------------------
     st.header("3 · Each head, one position at a time")
-    st.altair_chart(charts.position_effects(res["head_positions"], res["head_rows"],
-                                            "one head's clean output at one position", "head", period, res["clean"]),
+    st.altair_chart(charts.position_effects(res.head_positions, res.head_rows,
+                                            "one head's clean output at one position", "head", period, res.clean),
                     width="content")
     st.caption(
         "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
@@ -226,7 +222,7 @@ if cfg.n_layers and res["resid"] is not None:
         "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
-    att = res.get("attribution")
+    att = res.attribution
     if att is not None:
         per = att["per_head"]
         worst = min(per, key=lambda k: per[k] if per[k] == per[k] else 2.0)
@@ -238,7 +234,7 @@ if cfg.n_layers and res["resid"] is not None:
             f"{att['max_abs_diff']:.3f}; by head, from {per[worst]:.2f} ({worst}) to {per[best]:.2f} ({best}). "
             "A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
             "the first-order estimate is poorest.")
-    python_panel(snippet("positions"), shows={"resid": res["resid"], "heads": res["head_positions"]})
+    python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
@@ -247,7 +243,7 @@ if cfg.n_layers:
         st.info("Path patching needs a head whose output another head reads: a **1-block** model has no such pair "
                 "(every head writes straight to the logits). Pick **variable-period-2block** to see it.")
     else:
-        paths = res["paths"]
+        paths = res.paths
         ask(quiz_causal.needed_key_path(paths, gap))
         st.markdown(
             "A head in a later block reads the stream through three inputs: its **query** (Q), its **keys** (K) and "
@@ -258,7 +254,7 @@ if cfg.n_layers:
             "output into the corrupted run: near 1 means the path alone **suffices**. Column *2.all* patches the "
             "same path into every head of block 2 at once.")
         untestable = readings.untestable_paths(res)
-        senders = res["senders"].set_index("sender")
+        senders = res.senders.set_index("sender")
         if untestable:
             listed = "; ".join(
                 f"{PATH_NAMES[p]} rows of {', '.join(who)}" for p, who in untestable.items())
@@ -315,7 +311,7 @@ if cfg.n_layers:
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):
-                mech = _mechanism(entry.key, int(period), int(seed), corruption, model, entry.info)
+                mech = _mechanism(entry, int(period), int(seed), corruption)
                 st.altair_chart(charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
                                                  "all of block 2, at every snapshot"), width="content")
                 left_out = sorted(set(mech.loc[mech["gap"] < readings.MIN_GAP, "step"]))
@@ -332,9 +328,9 @@ if cfg.n_layers:
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")
-lens, by_copy = res["lens"], res["lens_by_copy"]
+lens, by_copy = res.lens, res.lens_by_copy
 ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None))
-st.altair_chart(charts.lens_grid(lens, res["period"], "right next token's probability, read after each stage "
+st.altair_chart(charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
                                  "(first clean sequence)"), width="content")
 st.caption(
     "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
@@ -346,7 +342,7 @@ a, b = st.columns(2)
 a.altair_chart(charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
 b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
                                    log=True), width="content")
-st.caption(f"Averaged over every target of the {res['n_seqs']} clean sequences, split into DESIGN.md's copies: first "
+st.caption(f"Averaged over every target of the {res.n_seqs} clean sequences, split into DESIGN.md's copies: first "
            f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "
            f"{(cfg.vocab_size + 1) / 2:g}.")
 python_panel(snippet("lens"), shows={"prob": by_copy["prob"], "rank": by_copy["rank"]})
@@ -366,4 +362,4 @@ st.markdown(
     "queries, keys and values, is section 4. Here the answer is known in advance, so you can check the method: "
     "the block-1 previous-token head should matter through the block-2 heads' **keys** (its query rows can only be "
     "tested with the resample corruption, see section 4), and the block-2 heads should matter directly.")
-st.page_link("pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")
+st.page_link("app_pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")

@@ -9,15 +9,13 @@ from core.quiz import questions as quiz
 from core.reading import analysis
 from core.reading.probes import probe_periods
 from ui import share, snippets
+from ui.cache import per_model
 from ui.charts import attention as charts
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_heads, require_model
+from ui.state import LabModel, require_heads, require_model
 from ui.steps import step_control
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Attention patterns")
 entry = require_model()
@@ -31,24 +29,24 @@ entry = step_control(entry, "att")  # every number below is this step's
 model = entry.model
 
 
-@st.cache_data(show_spinner="Running the model…", max_entries=64)
-def task_view(key: str, period: int, seed: int, _model, _task) -> analysis.SequenceView:
-    return analysis.task_sequence_view(_model, _task, period, seed)
+@per_model(show_spinner="Running the model…", max_entries=64)
+def task_view(entry: LabModel, period: int, seed: int) -> analysis.SequenceView:
+    return analysis.task_sequence_view(entry.model, entry.task, period, seed)
 
 
-@st.cache_data(show_spinner="Running the model…", max_entries=64)
-def text_view(key: str, text: str, _model) -> analysis.SequenceView:
-    return analysis.text_view(_model, text)
+@per_model(show_spinner="Running the model…", max_entries=64)
+def text_view(entry: LabModel, text: str) -> analysis.SequenceView:
+    return analysis.text_view(entry.model, text)
 
 
-@st.cache_data(show_spinner="Probing every period…", max_entries=16)
-def sweep(key: str, _model, _task):
-    return analysis.sweep_view(_model, _task)
+@per_model(show_spinner="Probing every period…", max_entries=16)
+def sweep(entry: LabModel):
+    return analysis.sweep_view(entry.model, entry.task)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def probe(key: str, period: int, _model, _task) -> dict:
-    return analysis.probe_view(_model, _task, period)
+@per_model(show_spinner=False, max_entries=64)
+def probe(entry: LabModel, period: int) -> dict:
+    return analysis.probe_view(entry.model, entry.task, period)
 
 
 st.markdown(
@@ -67,14 +65,14 @@ if source == modes["task"]:
     period = c2.slider("Period L", lo, hi, default, key="att_period",
                        help=f"The model was trained on periods {task.period_min}–{task.period_max}.")
     seed = c3.number_input("Sample seed", 0, share.SEED_MAX, 0, key="att_seed")
-    view = task_view(entry.key, int(period), int(seed), model, task)
+    view = task_view(entry, int(period), int(seed))
 else:
     text = c2.text_input("Your sequence", "the cat sat. the cat sat. the cat sat.", key="att_text")
     c2.caption(f"One character = one token, in the order {describe_alphabet(cfg.vocab_size)} "
                f"(a = token 0, … '.' = token {cfg.vocab_size - 1}); at most {MAX_TEXT_LEN} characters. "
                "Repeat a phrase to give induction heads something to find.")
     try:
-        view = text_view(entry.key, text, model)
+        view = text_view(entry, text)
     except symbols.InputProblem as e:
         st.warning(str(e))
 weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weighting",
@@ -114,12 +112,13 @@ if view is not None:
                  shows={"pattern": patterns[layer, head]})
 
     st.subheader("Head scores")
-    score_cols = [c for c in view.scores.columns if c not in ("block", "head")]
-    st.dataframe(charts.styled_scores(view.scores, score_cols), hide_index=True, width="stretch")
+    score_cols = [c for c in view.scores.columns if c not in ("label", "layer", "head")]
+    st.dataframe(charts.styled_scores(view.scores.drop(columns=["layer", "head"]), score_cols), hide_index=True,
+                 width="stretch")
     if view.intervals is not None and len(view.intervals):
         with st.expander(f"95% intervals over the {view.n_seqs} sequences (bootstrap)"):
             iv = view.intervals
-            st.dataframe({"head": [f"{b}.{h}" for b, h in zip(iv["block"], iv["head"])],
+            st.dataframe({"head": iv["label"],
                           **{name: [f"{a:.2f} – {c:.2f}" for a, c in zip(iv[f"{name}_low"], iv[f"{name}_high"])]
                              for name in ("prev_token", "induction_any")}}, hide_index=True)
             st.caption("Each sequence's own score, resampled 1000 times with replacement (fixed seed) and pooled as "
@@ -163,9 +162,9 @@ st.markdown(
     "Does the model *look up* the next token, or has it learned to copy from a fixed distance back? "
     "Evaluate it on sequences of one period at a time, including periods it never saw. A lookup keeps "
     "working when the period moves; a fixed offset works only where it happens to fit.")
-sw = sweep(entry.key, model, task)
+sw = sweep(entry)
 probe_period = st.slider("Probe period", lo, hi, min(max(DEFAULT_PERIOD, lo), hi), key="att_probe")
-pr = probe(entry.key, int(probe_period), model, task)
+pr = probe(entry, int(probe_period))
 m = pr["metrics"]
 a, b, c = st.columns(3)
 a.metric("second-copy accuracy", f"{m['acc_second_copy']:.2f}")

@@ -6,14 +6,12 @@ from core.model import symbols
 from core.quiz import questions as quiz
 from core.reading import analysis
 from ui import snippets
+from ui.cache import per_model
 from ui.charts import circuits as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_heads, require_model
+from ui.state import LabModel, require_heads, require_model
 from ui.steps import step_control
-
-lab_script()  # first: see ui/setup.py
 
 st.title("Circuits & ablations")
 entry = require_model()
@@ -27,29 +25,29 @@ entry = step_control(entry, "cir")  # every number below is this step's
 model = entry.model
 
 
-@st.cache_data(show_spinner="Reading the weights…", max_entries=64)
-def head_view(key: str, layer: int, head: int, _model, _task) -> dict:
-    return analysis.head_circuit_view(_model, _task, layer, head)
+@per_model(show_spinner="Reading the weights…", max_entries=64)
+def head_view(entry: LabModel, layer: int, head: int) -> dict:
+    return analysis.head_circuit_view(entry.model, entry.task, layer, head)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def copying_table(key: str, _model, _task):
-    return analysis.copying_table_view(_model, _task)
+@per_model(show_spinner=False, max_entries=16)
+def copying_table(entry: LabModel):
+    return analysis.copying_table_view(entry.model, entry.task)
 
 
-@st.cache_data(show_spinner="Scoring composition…", max_entries=16)
-def composition(key: str, _model):
-    return analysis.composition_view(_model)
+@per_model(show_spinner="Scoring composition…", max_entries=16)
+def composition(entry: LabModel):
+    return analysis.composition_view(entry.model)
 
 
-@st.cache_data(show_spinner="Ablating…", max_entries=64)
-def ablate(key: str, heads: tuple, _model, _task):
-    return analysis.ablation_view(_model, _task, dict(heads))
+@per_model(show_spinner="Ablating…", max_entries=64)
+def ablate(entry: LabModel, heads: tuple):
+    return analysis.ablation_view(entry.model, entry.task, dict(heads))
 
 
-@st.cache_data(show_spinner="Ablating each head in turn…", max_entries=16)
-def ablation_grid(key: str, mode: str, _model, _task):
-    return analysis.ablation_grid_view(_model, _task, mode)
+@per_model(show_spinner="Ablating each head in turn…", max_entries=16)
+def ablation_grid(entry: LabModel, mode: str):
+    return analysis.ablation_grid_view(entry.model, entry.task, mode)
 
 
 st.markdown(
@@ -64,7 +62,7 @@ labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
 pick = st.columns([1, 3])[0].selectbox("Head (block.head)", labels, key="cir_head",
                                        index=min(len(labels) - 1, cfg.n_heads))
 layer, head = symbols.parse_head_label(pick)
-hv = head_view(entry.key, layer, head, model, task)
+hv = head_view(entry, layer, head)
 
 st.subheader(f"QK and OV circuits of head {pick}")
 if layer < len(model.blocks) and model.blocks[layer].prev_head == head:
@@ -103,7 +101,7 @@ st.caption(
     if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
 python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv["profile"].values())})
 
-ask(quiz.top_copier(copying_table(entry.key, model, task)))
+ask(quiz.top_copier(copying_table(entry)))
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
 c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
@@ -112,7 +110,7 @@ c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head 
 chance = 1 / cfg.vocab_size
 cp, bc = hv["copy"], hv["block_copy"]
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
-s_col.metric(f"diagonal on top (block {layer + 1}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
+s_col.metric(f"diagonal on top ({symbols.block_label(layer)}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
 s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
              help="Re(Σλ) / Σ|λ| over the eigenvalues of C with every row's mean removed, C (I − 11ᵀ/V): "
                   "+1 copies, −1 suppresses.")
@@ -121,7 +119,7 @@ if layer:
     s_col.metric("on the effective embedding: diagonal on top / eigenvalue score",
                  f"{ce['ov_diag_top1']:.2f} / {ce['ov_copying_eig']:+.2f}",
                  help=f"This head, with rows read from the stream each token carries after the earlier blocks "
-                      f"instead of from W_E (block {layer + 1}'s heads summed: diagonal on top "
+                      f"instead of from W_E ({symbols.block_label(layer)}'s heads summed: diagonal on top "
                       f"{bce['ov_diag_top1']:.2f}, eigenvalue score {bce['ov_copying_eig']:+.2f}).")
 s_col.caption(
     "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "
@@ -145,7 +143,7 @@ s_col.caption(
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
 python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
     hv["copy_effective"], hv["block_copy_effective"]]}, where=s_col)
-copy_table = copying_table(entry.key, model, task)
+copy_table = copying_table(entry)
 st.altair_chart(charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
            "added together, which is what the block writes when all its heads look at the same place. Bars read "
@@ -159,7 +157,7 @@ if cfg.n_layers < 2:
             "That is why it cannot build an induction circuit, which needs a later head to read what an "
             "earlier head wrote.")
 else:
-    comp, base = composition(entry.key, model)
+    comp, base = composition(entry)
     st.altair_chart(charts.composition_chart(comp, base), width="content")
     st.caption(
         "**What am I looking at?** How much a later head reads what an earlier head writes (Elhage et al. 2021): "
@@ -170,13 +168,13 @@ else:
         "keys read the previous token); the Depth page measures which heads feed its queries.")
     python_panel(snippets.composition(entry), shows={"score": comp["score"], "baseline": base})
 
-ask(quiz.ablation_compare(ablation_grid(entry.key, "zero", model, task)))
+ask(quiz.ablation_compare(ablation_grid(entry, "zero")))
 st.subheader("Ablations: knock heads out")
 a_col, m_col = st.columns([1, 2])
 chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
 mode = a_col.radio("Replace their output by", ["zero", "mean"], key="cir_mode", horizontal=True,
                    help="mean: each head's average output at that position over the evaluation batch.")
-table = ablate(entry.key, tuple((h, mode) for h in chosen), model, task)
+table = ablate(entry, tuple((h, mode) for h in chosen))
 for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_copies", "loss_first_copy"],
                             ["later-copy loss (nats)", "later-copy accuracy", "first-copy loss (nats)"]):
     row = table.loc[name]
@@ -190,7 +188,7 @@ if chosen:
                     subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
 python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["clean", "ablated", "delta"]]}, where=m_col)
 
-grid = ablation_grid(entry.key, mode, model, task)
+grid = ablation_grid(entry, mode)
 g1, g2 = st.columns(2)
 g1.altair_chart(charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
                 width="content")

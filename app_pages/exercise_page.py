@@ -7,10 +7,7 @@ from exercises import build
 from exercises.catalogue import EXERCISES, SECTIONS, in_section, rating
 from ui.model_keys import shipped_file
 from ui.pages import PATH
-from ui.setup import lab_script
 from ui.state import selected_model
-
-lab_script()  # first: see ui/setup.py
 
 PAGES = {p.file: p for p in PATH}
 

@@ -16,13 +16,10 @@ from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.seeds import seeds_section
-from ui.setup import lab_script
-from ui.state import shipped_files, shipped_models
+from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
-
-lab_script()  # first: see ui/setup.py
 
 RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
 
@@ -177,7 +174,7 @@ def result_panel(run: LiveRun) -> None:
     vocab = model.cfg.vocab_size
     ask(quiz_training.first_copy_during_drop(info["history"], vocab))
     ask(quiz_training.prev_head_timing(info["history"], vocab))
-    timeline_panel(run.registered_key or "live", model, info, "this run")
+    timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run")
 
 
 def shipped_panel() -> None:
@@ -216,7 +213,7 @@ def shipped_panel() -> None:
         shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
         if shipped is not None:
             python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
-            timeline_panel(shipped.key, shipped.model, shipped.info, f"the shipped {DEFAULT_PRESET} run")
+            timeline_panel(shipped, f"the shipped {DEFAULT_PRESET} run")
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

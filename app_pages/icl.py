@@ -8,13 +8,11 @@ from core.quiz import questions as quiz
 from core.reading import restarts
 from core.training import icl
 from ui import snippets
+from ui.cache import per_model
 from ui.charts import icl as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_model
-
-lab_script()  # first: see ui/setup.py
+from ui.state import LabModel, require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
 
@@ -47,19 +45,19 @@ if cfg.n_layers < 2:
             "below. Pick **variable-period-2block** in the sidebar to see the skill.")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _predict(key, _model, tokens, period):
-    return icl.predict_each(_model, list(tokens), period)
+@per_model(show_spinner=False, max_entries=64)
+def _predict(entry: LabModel, tokens: tuple, period):
+    return icl.predict_each(entry.model, list(tokens), period)
 
 
-@st.cache_data(show_spinner="Sampling restart sequences…", max_entries=8)
-def _curve(key, _model, _task):
-    return restarts.restart_curve(_model, _task, n_seqs=N_CURVE, seed=0)
+@per_model(show_spinner="Sampling restart sequences…", max_entries=8)
+def _curve(entry: LabModel):
+    return restarts.restart_curve(entry.model, entry.task, n_seqs=N_CURVE, seed=0)
 
 
-@st.cache_data(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
-def _check(key, _model, _task, _train):
-    return icl.in_context_check(_model, _task, _train, n_seqs=N_CHECK)
+@per_model(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
+def _check(entry: LabModel):
+    return icl.in_context_check(entry.model, entry.task, entry.info.get("train"), n_seqs=N_CHECK)
 
 
 def _accuracy_line(rows):
@@ -108,7 +106,7 @@ if tokens is not None:
     if period and 2 * period > T:
         st.info(f"A pattern of {period} symbols leaves no complete second copy within {T} positions; "
                 f"the model learned periods {task.period_min}–{task.period_max}.")
-    rows = _predict(entry.key, model, tuple(tokens), period)
+    rows = _predict(entry, tuple(tokens), period)
     bounds = [k * period for k in range(1, (T - 1) // period + 1)] if period else []
     st.altair_chart(charts.prediction_strip(rows, bounds), width="content")
     line = _accuracy_line(rows)
@@ -132,7 +130,7 @@ st.markdown(
     "Here each sequence switches, at one random position, to a fresh pattern with its own period. The "
     "restart position is drawn first, from its own random numbers, and the tokens afterwards, so where a "
     "restart falls has nothing to do with what the tokens are. The model is never told about the switch.")
-curve = _curve(entry.key, model, task)
+curve = _curve(entry)
 s = curve["summary"]
 
 
@@ -192,7 +190,7 @@ if probe["n"]:
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
 ex = restarts.restart_example(task, V, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
-ex_rows = _predict(entry.key, model, tuple(ex["tokens"]), None)
+ex_rows = _predict(entry, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]
 st.altair_chart(charts.prediction_strip(ex_rows, marks, "restart / new pattern's second copy"), width="content")
 st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}), token by token, as in section 1. "
@@ -212,7 +210,7 @@ st.markdown(
     "halfway through training and from its last steps, and compares them with fresh sequences from a seed "
     "training never used. A last set keeps the fresh sequences but swaps their first copy for another "
     "pattern: the second copy is unchanged, only the context no longer shows it.")
-check = _check(entry.key, model, task, entry.info.get("train"))
+check = _check(entry)
 ask(quiz.swap_effect(check, 1 / V))
 NAMES = {"seen_mid": "seen halfway through training", "seen_last": "seen in the last training steps",
          "fresh": "never seen (fresh seed)", "swapped": "fresh, first copy swapped"}

@@ -8,13 +8,11 @@ from core.quiz import questions as quiz
 from core.reading import bigrams, circuits, composition, paths, score_groups, score_terms
 from core.reading.composition import composition_baseline
 from ui import depth_text, share, snippets
+from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.setup import lab_script
-from ui.state import require_model
-
-lab_script()  # first: see ui/setup.py
+from ui.state import LabModel, require_model
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
 
@@ -35,47 +33,47 @@ N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
 N_SCORE_SEQS = 8  # sampled sequences behind the induction head's score split
 
 
-@st.cache_data(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
-def _zero_block(key, _model, _task):
-    out = bigrams.zero_block_summary(_model, _task)
+@per_model(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
+def _zero_block(entry: LabModel):
+    out = bigrams.zero_block_summary(entry.model, entry.task)
     out["model_lr"] = bigrams.log_ratio_to_uniform(out.pop("model_probs")).numpy()
     out["task_lr"] = bigrams.log_ratio_to_uniform(out.pop("task_probs")).numpy()
     return out
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _contributions(key, _model, _task, seed, pos, which):
-    tokens, _ = paths.example_sequence(_task, V, seed)
+@per_model(show_spinner=False, max_entries=64)
+def _contributions(entry: LabModel, seed, pos, which):
+    tokens, _ = paths.example_sequence(entry.task, V, seed)
     target = int(tokens[pos + 1])
-    return paths.logit_contributions(_model, tokens, pos, None if which == "top" else target)
+    return paths.logit_contributions(entry.model, tokens, pos, None if which == "top" else target)
 
 
-@st.cache_data(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
-def _mean_paths(key, _model, _task):
-    res = paths.mean_target_contributions(_model, _task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
+@per_model(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
+def _mean_paths(entry: LabModel):
+    res = paths.mean_target_contributions(entry.model, entry.task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
     return res, paths.sum_by_kind(res)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _composition(key, _model):
+@per_model(show_spinner=False, max_entries=8)
+def _composition(entry: LabModel):
     base = composition_baseline(cfg.d_model, cfg.d_head)
-    k, v = (composition.composition_matrix(_model, kind).numpy() for kind in ("K", "V"))
+    k, v = (composition.composition_matrix(entry.model, kind).numpy() for kind in ("K", "V"))
     return k, v, base
 
 
-@st.cache_data(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
-def _score_terms(key, _model, _task, head):
-    return score_terms.mean_induction_score_terms(_model, _task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
+@per_model(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
+def _score_terms(entry: LabModel, head):
+    return score_terms.mean_induction_score_terms(entry.model, entry.task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _induction(key, _model, _task):
-    return paths.induction_scores(_model, _task, 1)
+@per_model(show_spinner=False, max_entries=8)
+def _induction(entry: LabModel):
+    return paths.induction_scores(entry.model, entry.task, 1)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _roles(key, _model, _task):
-    return score_groups.head_roles(_model, _task, 0)
+@per_model(show_spinner=False, max_entries=8)
+def _roles(entry: LabModel):
+    return score_groups.head_roles(entry.model, entry.task, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +89,7 @@ if n_blocks != 0:
             "than the Gram form; the Gram form is only its *direct* path (section 2). Pick **zero-block** in the "
             "sidebar to see this section's measurements.")
 else:
-    z = _zero_block(entry.key, model, task)
+    z = _zero_block(entry)
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
               help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over "
@@ -145,7 +143,7 @@ else:
     text = "".join(SYMBOLS[t] for t in tokens.tolist())
     st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
             f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
-    res = _contributions(entry.key, model, task, int(seed), pos, which)
+    res = _contributions(entry, int(seed), pos, which)
     ask(quiz.biggest_path(res["labels"], res["values"]))
     left, right = st.columns([3, 2])
     left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
@@ -176,7 +174,7 @@ if n_blocks == 0:
     st.info("The picked model has no heads, hence no skip-trigrams: pick a model with at least one block.")
 else:
     c1, c2, c3 = st.columns(3)
-    block = c1.selectbox("Block", list(range(n_blocks)), format_func=lambda l: f"block {l + 1}",
+    block = c1.selectbox("Block", list(range(n_blocks)), format_func=symbols.block_label,
                          key=f"depth_block_{n_blocks}")
     a = c2.selectbox("Source token a (OV)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_src_{V}")
     b = c3.selectbox("Destination token b (QK)", list(range(V)), format_func=SYMBOLS.__getitem__, key=f"depth_dst_{V}")
@@ -223,7 +221,7 @@ else:
         "own OV circuit. Where the query's 'I am a' comes from is a question for the model at hand: the raw "
         "token, or the token as block-1 heads rewrote it (Q-composition). Two measurements below: *what* is "
         "copied (the paths of the logit), and *why there* (the paths of the attention score).")
-    res, by_kind = _mean_paths(entry.key, model, task)
+    res, by_kind = _mean_paths(entry)
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
     left, right = st.columns([3, 2])
@@ -243,8 +241,8 @@ else:
     st.caption(depth_text.mean_paths_note(by_kind))
     python_panel(snippets.mean_paths(entry), shows={"values": res["values"], "by_kind": by_kind})
     st.subheader("Why there: the paths of the attention score")
-    k_scores, v_scores, base = _composition(entry.key, model)
-    ind = _induction(entry.key, model, task)
+    k_scores, v_scores, base = _composition(entry)
+    ind = _induction(entry)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
     ask(quiz.k_composition_partner(k_scores, best))
     c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
@@ -259,8 +257,8 @@ else:
     head = st.columns([1, 2])[0].selectbox(
         "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
         format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score, latest copy {ind[h]:.2f})")
-    st_terms = _score_terms(entry.key, model, task, head)
-    roles = _roles(entry.key, model, task)
+    st_terms = _score_terms(entry, head)
+    roles = _roles(entry)
     groups = score_groups.score_groups(st_terms, roles)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
