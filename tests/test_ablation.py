@@ -36,7 +36,8 @@ def test_head_that_writes_nothing_has_no_effect():
         assert row["loss_later_delta"] == 0.0 and row["acc_later_delta"] == 0.0
     clean = ablated_metrics(model, tokens, periods)
     for mode in ("zero", "mean"):
-        assert ablated_metrics(model, tokens, periods, {(0, 2): mode}) == clean
+        # the edit runs the hooked path, the clean run the fused kernel: equal to float32 rounding
+        assert ablated_metrics(model, tokens, periods, {(0, 2): mode}) == pytest.approx(clean, rel=1e-5)
     # a head that matters does change the loss, so the test above can fail
     assert any(abs(r["loss_later_delta"]) > 1e-3 for r in single_head_ablation(model, tokens, periods))
 

@@ -173,6 +173,12 @@ def counted(monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
     monkeypatch.setattr(tinycharlm, "attend", attend)
+    kernel = tinycharlm.causal_attention  # the fused path's (core.model.attention)
+
+    def causal_attention(*args, **kwargs):
+        calls.append(1)
+        return kernel(*args, **kwargs)
+    monkeypatch.setattr(tinycharlm, "causal_attention", causal_attention)
     return calls
 
 
@@ -203,7 +209,7 @@ def test_every_analysis_computes_attention_through_the_model(counted):
     for name, run in _analyses(model, runs, tokens, periods).items():
         counted.clear()
         run()
-        assert counted, f"{name} computed no attention through core.model.tinycharlm.attend"
+        assert counted, f"{name} computed no attention through the model (attend or causal_attention)"
 
 
 # What forms attention or runs blocks by hand: SDPA, a causal -inf mask, the blocks' own internals.

@@ -10,8 +10,9 @@ One intervention point (docs/DESIGN.md "The intervention point"): TinyCharLM.run
 any of them, may start at a block from a given stream and stop at one, and takes any leading batch
 dims (a patch dim G: streams [G, B, T, D] run G patches in one call). Ablation, the held head,
 patching, path patching, noising, attribution and the logit lens are all edits on it; the attention
-itself is computed in `attend` only. With nothing edited or recorded a block runs its fused path
-(one QKV product, SDPA), which is also the training forward.
+is computed in `attend` on the hooked path. With nothing edited or recorded a block runs its fused path
+(one QKV product, core.model.attention's kernel: rotary, attention and the hold with a hand-written
+backward), which is also the training forward.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from core.model.attention import causal_attention, fused_qkv
 from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
 
 MAX_LAYERS = 6
@@ -139,10 +141,12 @@ class AttentionBlock(nn.Module):
         points, named name + point (name = "blocks.{l}."); with none touched, the fused path."""
         if hooks is not None and hooks.touches(name):
             return self._hooked(h, hooks, name)
-        q, k, v = self._project(h)
-        cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
-        z = hold_z(attend(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v), v, self.prev_head)
-        return h + self._write(z)
+        c = self.cfg
+        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()))
+        cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
+        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head] (core.model.attention)
+        out = z @ self.W_O.reshape(-1, h.shape[-1])
+        return h + (out + self.b_O if c.bias else out)
 
     def _hooked(self, h: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
         """The same block, per head, through its hook points. The pattern is formed only when it is edited

@@ -43,7 +43,7 @@ from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
-from core.training.trainer import Trainer, eval_batch, evaluate
+from core.training.trainer import Trainer, evaluate
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages
 
@@ -57,9 +57,8 @@ def final_checkpoint(trainer: Trainer) -> bytes:
     fields = dict(trainer.checkpoint_fields())
     history = list(fields["history"])
     if history[-1]["step"] != trainer.step:
-        tokens, periods = eval_batch(trainer.task_cfg, trainer.model_cfg.vocab_size, trainer.cfg.eval_size)
         row = {"step": trainer.step, "train_loss": math.nan, "seconds": round(trainer.seconds, 3)}
-        row.update(evaluate(model, tokens, periods))
+        row.update(evaluate(model, trainer.log_tokens, trainer.log_periods))
         history.append(row)
     fields["history"] = history
     return checkpoint_bytes(model, **fields)

@@ -7,8 +7,8 @@ change them: run(7) then run(13) gives exactly the model and history of run(20).
 
 Two kinds of evaluation, both on the fixed evaluation batch of the default task:
 - a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
-  induction_any score
-  (`evaluate`), one history row;
+  induction_any score (`evaluate`), one history row, on the batch's first LOG_SEQS sequences (a log
+  on all 128 cost 12% of a default run to the drop, issue #29; docs/DESIGN.md "What a log measures");
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
   a later-copy loss within `check_margin` nats of X (that loss comes free with the step), at most once
@@ -32,6 +32,9 @@ from core.training.initial import initial_model
 from core.training.interventions import apply_interventions, check_interventions
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
+LOG_SEQS = 32  # a log measures this many sequences of the evaluation batch (its first ones)
+
+
 def eval_batch(task: TaskConfig, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
                period: int | None = None):
     """A fixed evaluation batch: (tokens [n, T], periods [n])."""
@@ -98,6 +101,7 @@ class Trainer:
         self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
         self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
         self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
+        self.log_tokens, self.log_periods = self.eval_tokens[:LOG_SEQS], self.eval_periods[:LOG_SEQS]
         self.step = 0
         self.seconds = 0.0
         self.history: list[dict] = []
@@ -128,7 +132,11 @@ class Trainer:
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns its mean training loss (nats).
 
-        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update)."""
+        Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update).
+        Denormal floats are flushed to zero on this thread: a sharp pattern's far-off weights underflow
+        to denormals, which made the attention's forward and backward 3 times slower (bench/README.md,
+        issue #29); no float32 number the lab shows is that small."""
+        torch.set_flush_denormal(True)
         tokens, periods = next(self.batches)
         logits = self.model(tokens)
         V = logits.shape[-1]
@@ -150,7 +158,7 @@ class Trainer:
 
     def _log(self) -> dict:
         row = {"step": self.step, "train_loss": self.last_loss, "seconds": round(self.seconds, 3)}
-        row.update(evaluate(self.model, self.eval_tokens, self.eval_periods))
+        row.update(evaluate(self.model, self.log_tokens, self.log_periods))
         self.history.append(row)
         return row
 

@@ -1,0 +1,202 @@
+"""core.model.attention (the training forward's attention, issue #29) against an independent oracle:
+per-head q, k, v from the stored weights, rotate_half rotary written out here, and
+F.scaled_dot_product_attention; the held head as A = one-hot on i-1. Values and gradients of every
+parameter, in float64 (gradcheck) and float32 (the precision the lab trains in), on the configurations
+the lab trains: biases on and off, a held head on and off, 0-6 blocks, the presets' shapes, T up to 384.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model.hooks import previous_token_pattern
+from core.model.task import sample_batch
+from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM, rope_cos_sin
+from core.training.presets import PRESETS
+
+
+def oracle_rope(x: torch.Tensor, base: float) -> torch.Tensor:
+    """x [..., T, d] rotated by position in the pairs (j, j + d/2), angle t * base^(-2j/d)."""
+    T, d = x.shape[-2:]
+    inv = base ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
+    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
+def oracle_forward(model: TinyCharLM, tokens: torch.Tensor) -> torch.Tensor:
+    """The model's logits computed head by head with SDPA (no core.model.attention)."""
+    c = model.cfg
+    h = model.W_E[tokens]
+    T = tokens.shape[1]
+    for block in model.blocks:
+        q, k, v = (torch.einsum("btd,hde->bhte", h, W) for W in (block.W_Q, block.W_K, block.W_V))
+        if c.bias:
+            q, k, v = q + block.b_Q[:, None], k + block.b_K[:, None], v + block.b_V[:, None]
+        z = F.scaled_dot_product_attention(oracle_rope(q, c.rope_base), oracle_rope(k, c.rope_base), v,
+                                           is_causal=True)
+        if block.prev_head is not None:
+            hd = block.prev_head
+            held = torch.cat([v[:, hd, :1], v[:, hd, :T - 1]], 1)  # query i reads value i-1 (0 reads 0)
+            z = torch.cat([z[:, :hd], held[:, None], z[:, hd + 1:]], 1)
+        h = h + torch.einsum("bhte,hed->btd", z, block.W_O) + (block.b_O if c.bias else 0.0)
+    return h @ model.W_E.T
+
+
+def random_model(cfg: ModelConfig, hold: int | None, dtype=torch.float32, seed: int = 0) -> TinyCharLM:
+    model = TinyCharLM(cfg)
+    g = torch.Generator().manual_seed(seed)
+    model.reset_parameters(g)
+    with torch.no_grad():
+        for block in model.blocks:
+            for W in (block.W_Q, block.W_K):
+                W.mul_(3.0)  # sharper patterns than at initialisation, as in a trained model
+            if cfg.bias:
+                for b in (block.b_Q, block.b_K, block.b_V, block.b_O):
+                    b.normal_(0.0, 0.5, generator=g)
+    if hold is not None and cfg.n_layers:
+        model.blocks[0].prev_head = hold
+    return model.to(dtype)
+
+
+def grads_of(model: TinyCharLM, logits: torch.Tensor, seed: int = 1) -> dict[str, torch.Tensor]:
+    weight = torch.randn(logits.shape, generator=torch.Generator().manual_seed(seed), dtype=logits.dtype)
+    model.zero_grad()
+    (logits * weight).sum().backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| over the largest |b|."""
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def assert_close(a: torch.Tensor, b: torch.Tensor, rtol: float, what: str):
+    err = rel_err(a, b)
+    assert err < rtol, f"{what}: max error {err:.2e} of the largest entry (allowed {rtol:.0e})"
+
+
+def agree(model: TinyCharLM, tokens: torch.Tensor, rtol: float | None = None):
+    """The model's logits and gradients against the oracle's. rtol None (a float32 model): the error
+    against the float64 oracle must be within 3x (+1e-6) the float32 oracle's own error, i.e. the
+    kernel is as exact as SDPA in float32; else a fixed relative tolerance."""
+    logits = model(tokens)
+    g_new = grads_of(model, logits)
+    ref = oracle_forward(model, tokens)
+    g_ref = grads_of(model, ref)
+    if rtol is not None:
+        assert_close(logits, ref, rtol, "logits")
+        for name in g_ref:
+            assert_close(g_new[name], g_ref[name], rtol, f"gradient of {name}")
+        return
+    exact = copy.deepcopy(model).double()
+    ref64 = oracle_forward(exact, tokens)
+    g64 = grads_of(exact, ref64)
+    for what, new, r32, r64 in [("logits", logits, ref, ref64)] + [
+            (f"gradient of {n}", g_new[n], g_ref[n], g64[n]) for n in g64]:
+        err, err_sdpa = rel_err(new, r64), rel_err(r32, r64)
+        assert err <= 3 * err_sdpa + 1e-6, f"{what}: error {err:.2e} against float64, SDPA's {err_sdpa:.2e}"
+
+
+def test_gradcheck_float64():
+    torch.manual_seed(0)
+    B, T, H, dh = 2, 7, 3, 4
+    cos, sin = rope_cos_sin(T, dh, 10000.0, torch.float64)
+    qkv = torch.randn(B, T, 3 * H * dh, dtype=torch.float64, requires_grad=True)
+    for hold in (None, 1):
+        for block in (3, 7):  # query blocks of 3 rows (three blocks, the last short) and one block
+            assert torch.autograd.gradcheck(
+                lambda x, hold=hold, block=block: causal_attention(x, H, cos, sin, hold, block=block), (qkv,))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("hold", [None, 2])
+def test_float64_matches_the_sdpa_oracle_to_rounding(bias, hold):
+    model = random_model(ModelConfig(n_layers=2, bias=bias), hold, torch.float64)
+    tokens = torch.randint(0, 64, (3, 40), generator=torch.Generator().manual_seed(2))
+    agree(model, tokens, 1e-12)
+
+
+@pytest.mark.parametrize("n_layers", range(MAX_LAYERS + 1))
+@pytest.mark.parametrize("bias,hold", [(False, None), (True, None), (False, 1), (True, 3)])
+def test_float32_agrees_with_sdpa_for_every_block_count(n_layers, bias, hold):
+    model = random_model(ModelConfig(n_layers=n_layers, bias=bias), hold, seed=n_layers)
+    tokens = torch.randint(0, 64, (4, 96), generator=torch.Generator().manual_seed(n_layers))
+    agree(model, tokens)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_float32_agrees_on_each_preset_at_its_training_shape(name):
+    p = PRESETS[name]
+    model = random_model(p.model, None)
+    task = p.train.train_task(p.task)
+    tokens, _ = sample_batch(task, p.train.batch_size, p.model.vocab_size, torch.Generator().manual_seed(0))
+    agree(model, tokens)
+
+
+@pytest.mark.parametrize("bias,hold", [(False, None), (True, 0)])
+def test_float32_agrees_at_the_longest_sequence(bias, hold):
+    model = random_model(ModelConfig(n_layers=2, bias=bias), hold)
+    tokens = torch.randint(0, 64, (2, 384), generator=torch.Generator().manual_seed(3))
+    agree(model, tokens)
+
+
+def test_other_head_widths_agree():
+    model = random_model(ModelConfig(d_model=96, n_heads=6, n_layers=2, bias=True), 5)
+    tokens = torch.randint(0, 64, (3, 50), generator=torch.Generator().manual_seed(4))
+    agree(model, tokens)
+
+
+def test_pattern_is_the_analysis_paths_pattern():
+    model = random_model(ModelConfig(n_layers=2, bias=True), 1)
+    tokens = torch.randint(0, 64, (3, 60), generator=torch.Generator().manual_seed(5))
+    _, cache = model.run_with_cache(tokens)
+    h = model.W_E[tokens]
+    block = model.blocks[0]
+    c = model.cfg
+    qkv = fused_qkv(h, block.W_Q, block.W_K, block.W_V, block.b_Q, block.b_K, block.b_V)
+    cos, sin = rope_cos_sin(60, c.d_head, c.rope_base)
+    _, pattern = causal_attention(qkv, c.n_heads, cos, sin, hold=1, need_pattern=True)
+    assert pattern.shape == (3, c.n_heads, 60, 60)
+    assert_close(pattern, cache["pattern"][0], 1e-5, "pattern")
+    assert torch.equal(pattern[:, 1], previous_token_pattern(60).expand(3, 60, 60))
+    assert float(pattern.triu(1).abs().max()) == 0.0  # causal: no weight on later keys
+
+
+def test_pair_order_puts_each_rotary_pair_side_by_side():
+    order = pair_order(8).tolist()
+    assert order == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert sorted(order) == list(range(8))
+
+
+def test_a_held_head_gives_its_q_and_k_no_gradient():
+    model = random_model(ModelConfig(n_layers=1), 2)
+    tokens = torch.randint(0, 64, (2, 30), generator=torch.Generator().manual_seed(6))
+    grads = grads_of(model, model(tokens))
+    assert float(grads["blocks.0.W_Q"][2].abs().max()) == 0.0
+    assert float(grads["blocks.0.W_K"][2].abs().max()) == 0.0
+    assert float(grads["blocks.0.W_V"][2].abs().max()) > 0.0
+    assert float(grads["blocks.0.W_Q"][1].abs().max()) > 0.0
+
+
+def test_the_oracle_tells_a_wrong_scale_apart():
+    """The agreement tests can fail: the oracle with scores scaled by 1/d_head instead of 1/sqrt(d_head)
+    disagrees with the model far beyond the tolerance."""
+    model = random_model(ModelConfig(n_layers=1), None)
+    tokens = torch.randint(0, 64, (2, 40), generator=torch.Generator().manual_seed(7))
+    dh = model.cfg.d_head
+    with torch.no_grad():
+        good = oracle_forward(model, tokens)
+        model.blocks[0].W_Q.mul_(1 / math.sqrt(dh))
+        wrong = oracle_forward(model, tokens)
+        model.blocks[0].W_Q.mul_(math.sqrt(dh))
+        logits = model(tokens)
+    assert float((logits - good).abs().max()) < 1e-4
+    assert float((logits - wrong).abs().max()) > 1e-3
