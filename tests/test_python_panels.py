@@ -41,15 +41,40 @@ def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
 
 
 RUNNER = r"""
-import io, json, sys, traceback
+import ast, copy, io, json, sys, traceback, types
 from contextlib import redirect_stdout
 from ui.python_panel import plain
-for snippet in json.load(sys.stdin):
-    ns, out = {"__name__": "__main__"}, io.StringIO()
+
+def statements(code):
+    tree = ast.parse(code)
+    return [ast.get_source_segment(code, node, padded=True) for node in tree.body]
+
+def fresh(ns):
+    # as if the snippet had run the shared prefix itself: values copied; modules, functions, classes shared
+    keep = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+    return {k: v if k.startswith("__") or isinstance(v, keep) else copy.deepcopy(v) for k, v in ns.items()}
+
+snippets = json.load(sys.stdin)
+parts = [statements(s["code"]) for s in snippets]
+n = 0  # the statements every snippet starts with (the model's loading, a page's shared experiment): run once
+while parts and all(len(p) > n and p[n] == parts[0][n] for p in parts) and all(len(p) > n + 1 for p in parts):
+    n += 1
+base, base_out, base_error = {"__name__": "__main__"}, io.StringIO(), None
+try:
+    with redirect_stdout(base_out):
+        exec(compile("\n".join(parts[0][:n]) if parts else "", "<snippet>", "exec"), base)
+except Exception:
+    base_error = traceback.format_exc()
+for snippet, p in zip(snippets, parts):
+    if base_error:
+        print(MARK + json.dumps({"error": base_error}), flush=True)
+        continue
+    ns, out = fresh(base), io.StringIO()
     try:
         with redirect_stdout(out):
-            exec(compile(snippet["code"], "<snippet>", "exec"), ns)
-        result = {"printed": out.getvalue(), "checks": {k: plain(eval(e, ns)) for k, e in snippet["checks"].items()}}
+            exec(compile("\n".join(p[n:]), "<snippet>", "exec"), ns)
+        result = {"printed": base_out.getvalue() + out.getvalue(),
+                  "checks": {k: plain(eval(e, ns)) for k, e in snippet["checks"].items()}}
     except Exception:
         result = {"error": traceback.format_exc()}
     print(MARK + json.dumps(result), flush=True)
@@ -59,7 +84,9 @@ for snippet in json.load(sys.stdin):
 def run_snippets(snippets: list[dict], cwd: Path = ROOT) -> list[dict]:
     """Run each snippet's code exactly as shown, from the repository root (or `cwd`), each in a fresh
     namespace of one new interpreter (one torch import for the page), then evaluate its checks.
-    Returns each snippet's checked values."""
+    The statements all of them start with (loading the model; on the Causal page the whole experiment,
+    which each section's snippet runs again) run once, and each snippet goes on from a copy of what
+    they made. Returns each snippet's checked values."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
     code = f"MARK = {MARK!r}\n" + RUNNER
     out = subprocess.run([sys.executable, "-c", code], input=json.dumps(snippets), cwd=cwd, env=env,
