@@ -28,9 +28,9 @@ def python_blocks(doc: str) -> list[tuple[int, str]]:
 
 def _params():
     for doc in DOCS:
-        for line, code in python_blocks(doc):
+        for i, (line, code) in enumerate(python_blocks(doc), 1):
             marks = [pytest.mark.slow] if any(t in code for t in TRAINS) else []
-            yield pytest.param(doc, line, code, id=f"{doc}:{line}", marks=marks)
+            yield pytest.param(doc, line, code, id=f"{doc}#{i}", marks=marks)  # the n-th block: stable ids
 
 
 def test_the_docs_have_python_blocks():
