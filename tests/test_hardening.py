@@ -258,9 +258,10 @@ def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models()
         if combo not in trained:
             continue
         for page in ANALYSIS + [None]:
+            at.selectbox(key="picked_model").set_value(trained[combo])  # picked and switched to in one run
             go(at, page)
-            at.selectbox(key="picked_model").set_value(trained[combo]).run()
             check(at, f"{page or 'home'} with the model trained at {combo}")
+            assert at.session_state["picked_model"] == trained[combo], f"{page}: the pick did not reach the page"
             assert page or at.title[0].value == "Attention Lab", "the home page did not open"
 
 
