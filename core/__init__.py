@@ -12,5 +12,43 @@ Subpackages, each importing only those listed before it (tests/test_layout.py ch
 - core.quiz: the predict-then-reveal questions, built from measured numbers.
 
 The modules at this level are the command lines README gives: `python -m core.train`,
-`python -m core.report`, `python -m core.patch`. Importing `core` itself loads nothing.
+`python -m core.report`, `python -m core.patch`. Importing `core` itself loads nothing: the short
+public API below (README's and docs/DESIGN.md's examples) imports its submodule on first access.
 """
+from __future__ import annotations
+
+import importlib
+
+# public name -> the module that defines it
+_API = {
+    "TinyCharLM": "core.model.tinycharlm",
+    "ModelConfig": "core.model.tinycharlm",
+    "TaskConfig": "core.model.task",
+    "sample_batch": "core.model.task",
+    "load_checkpoint": "core.model.checkpoints",
+    "read_checkpoint": "core.model.checkpoints",
+    "save_checkpoint": "core.model.checkpoints",
+    "CheckpointError": "core.model.checkpoints",
+    "TrainConfig": "core.training.config",
+    "Trainer": "core.training.trainer",
+}
+_SUBPACKAGES = ("model", "reading", "causal", "archetypes", "training", "pool", "quiz")
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    """PEP 562: `core.load_checkpoint` imports core.model.checkpoints the first time it is read;
+    `core.reading` (any subpackage) imports it, so `import core; core.reading.analysis` works too
+    once that module is imported."""
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value  # later reads skip this function
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"core.{name}")
+    raise AttributeError(f"module 'core' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})

@@ -7,10 +7,6 @@ If a test here fails after the checkpoints are regenerated, the sentence it name
 change the sentence (or make the page compute it), not the threshold."""
 import dataclasses
 import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -42,6 +38,14 @@ def two_block():
 def two_block_report(two_block):
     model, info = two_block
     return build_report(model, info["task"])  # what `python -m core.report ... --json` prints
+
+
+@pytest.fixture(scope="module")
+def two_block_timeline(two_block):
+    """core.training.timeline.timeline of the shipped 2-block file (the Train page's timeline), computed once."""
+    from core.training.timeline import timeline
+
+    return timeline(*two_block)
 
 
 def _heads(report, layer):
@@ -150,29 +154,25 @@ def test_previous_token_head_starts_rising_before_the_drop_and_crosses_half_duri
         assert ONSET in flat((ROOT / doc).read_text()), doc
 
 
-def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence(two_block):
+def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence(two_block, two_block_timeline):
     """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50 of 512; these
     are the scaled-down choice ... Position 10 is in the first copy of every sequence and 90 in a later
     copy of every one". Positions come from the run's period range, so a short range the Train page allows
     moves them (periods 4-8 in 24 tokens: 3 and 23)."""
-    from core.training.timeline import icl_positions, icl_positions_hold, timeline
+    from core.training.timeline import icl_positions, icl_positions_hold
 
-    model, info = two_block
-    task = info["task"]
-    t = timeline(model, info)
+    task = two_block[1]["task"]
+    t = two_block_timeline
     assert (t["early"], t["late"]) == (10, 90) and t["icl_holds"] == {"first": True, "later": True}
     assert icl_positions(task.seq_len, task.period_min, task.period_max) == (10, 90)
     assert icl_positions(24, 4, 8) == (3, 23) and icl_positions_hold(3, 23, 4, 8) == {"first": True, "later": True}
     assert icl_positions(96, 2, 64) == (1, 90) and icl_positions_hold(1, 90, 2, 64)["first"]
 
 
-def test_before_the_drop_curve_sits_on_the_plateau_50_steps_before_the_drop(two_block):
+def test_before_the_drop_curve_sits_on_the_plateau_50_steps_before_the_drop(two_block_timeline):
     """Train page, loss by position (issue 23: it used drop_start, already inside the fall, 3.50 nats):
     "at step 150, 50 steps before the drop's start at step 200"."""
-    from core.training.timeline import timeline
-
-    model, info = two_block
-    t = timeline(model, info)
+    t = two_block_timeline
     b, a = t["before_after"]
     start = t["steps"].index(t["drop"]["drop_start"])
     assert t["steps"][b] == 150 and t["drop"]["drop_start"] == 200
@@ -285,52 +285,80 @@ def test_readme_reading_of_the_transition_study_matches_the_csv():
             f"{seed8.final_loss_later:.2f} nats") in part
 
 
-def plateau_of(scale: float, shared: float, threads: int = 1) -> tuple[dict, int | None]:
-    """Seed 0 of the default 2-block run from an initial embedding (scale, shared), trained until the
-    later-copy loss is below LOW: its describe_curve and the first logged step where a block-1 head's
-    prev_token reaches 0.5 (module level: it runs in a process of its own)."""
+PLAIN_CURVE = ROOT / "tests" / "data" / "plain_start_curve.json"
+
+
+def plateau_curve(scale: float, shared: float, steps: int | None = None, log_every: int = 10) -> dict:
+    """Seed 0 of the default 2-block run from an initial embedding (scale, shared), one thread, logged
+    every `log_every` steps until the later-copy loss is below LOW (or `steps` steps): the logged steps,
+    loss_later_copies and block 1's best prev_token. PLAIN_CURVE holds plateau_curve(1.0, 0.0)
+    (`PYTHONPATH=. python tests/test_claims.py` writes it again)."""
     import torch
 
     from core.training.trainer import Trainer
-    from core.training.transition import LOW, describe_curve
+    from core.training.transition import LOW
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     p = get_preset("variable-period-2block")
-    train = dataclasses.replace(p.train, steps=1200, log_every=10, embed_scale=scale, embed_shared=shared)
+    train = dataclasses.replace(p.train, steps=1200, log_every=log_every, embed_scale=scale, embed_shared=shared)
     t = Trainer(p.model, p.task, train)
-    while not t.done and t.history[-1]["loss_later_copies"] >= LOW:
-        t.run(10)
-    d = describe_curve([r["step"] for r in t.history], [r["loss_later_copies"] for r in t.history])
-    return d, next((r["step"] for r in t.history if max(r["prev_token"][0]) >= 0.5), None)
+    while not t.done and t.history[-1]["loss_later_copies"] >= LOW and (steps is None or t.step < steps):
+        t.run(log_every)
+    return {"embed_scale": scale, "embed_shared": shared, "log_every": log_every,
+            "step": [r["step"] for r in t.history],
+            "loss_later_copies": [round(r["loss_later_copies"], 6) for r in t.history],
+            "prev_token_block1": [round(max(r["prev_token"][0]), 6) for r in t.history]}
 
 
-def _in_a_process(fn, *args):
-    """fn(*args) (a function of this module, returning JSON) in a new interpreter: a clean process,
-    whatever the test session's __main__ has become (AppTest runs dashboard.py as a script)."""
-    code = f"import json, test_claims; print(json.dumps(test_claims.{fn.__name__}(*{args!r})))"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _plateau(curve: dict) -> tuple[dict, int | None]:
+    """describe_curve of a curve, and its first logged step where a block-1 head's prev_token reaches 0.5."""
+    from core.training.transition import describe_curve
+
+    d = describe_curve(curve["step"], curve["loss_later_copies"])
+    return d, next((s for s, v in zip(curve["step"], curve["prev_token_block1"]) if v >= 0.5), None)
 
 
-@pytest.mark.worker
-@pytest.mark.app
-@pytest.mark.slow
-def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
+def _shipped_curve(info: dict) -> dict:
+    h = info["history"]
+    return {"step": [r["step"] for r in h], "loss_later_copies": [r["loss_later_copies"] for r in h],
+            "prev_token_block1": [max(r["prev_token"][0]) for r in h]}
+
+
+def test_enlarged_start_makes_the_plateau_about_three_times_shorter(two_block):
     """Train page (embedding help and transition panel), README, bench/README: "the plateau before the
     drop is about three times shorter than from the plain embedding" (seed 0: drop_start 200 vs 600),
-    and the previous-token head reaches 0.5 only with the drop. Trains seed 0 twice, the two runs side
-    by side in two processes (about a minute)."""
-    inits = {"enlarged": (3.0, 3.0, 1), "plain": (1.0, 0.0, 2)}  # the plain run is longer: two threads
-    with ThreadPoolExecutor(2) as pool:
-        done = dict(zip(inits, pool.map(lambda init: _in_a_process(plateau_of, *init), inits.values())))
+    and the previous-token head reaches 0.5 only with the drop. Read from the stored curves: the shipped
+    2-block run's history (the enlarged start) and PLAIN_CURVE (the plain start);
+    test_the_stored_plateau_curves_are_what_training_gives checks that both are what the code trains."""
+    _, info = two_block
+    assert (info["train"]["embed_scale"], info["train"]["embed_shared"]) == (3.0, 3.0)
+    plain = json.loads(PLAIN_CURVE.read_text())
+    assert (plain["embed_scale"], plain["embed_shared"]) == (1.0, 0.0)
     starts = {}
-    for name, (d, formed) in done.items():
+    for name, curve in (("enlarged", _shipped_curve(info)), ("plain", plain)):
+        d, formed = _plateau(curve)
         assert d["dropped"], name
         starts[name] = d["drop_start"]
         assert formed is None or formed >= d["drop_start"] - 50, (name, formed, d)
+    assert starts == {"enlarged": 200, "plain": 600}
     assert 2.0 <= starts["plain"] / starts["enlarged"] <= 4.0, starts
 
+
+@pytest.mark.slow
+def test_the_stored_plateau_curves_are_what_training_gives(two_block):
+    """The stored curves the plateau claim reads are today's code's: the first 50 steps of both runs,
+    trained again (one thread), give the stored losses and prev_token scores."""
+    _, info = two_block
+    plain = json.loads(PLAIN_CURVE.read_text())
+    for stored, again in ((_shipped_curve(info), plateau_curve(3.0, 3.0, steps=50, log_every=25)),
+                          (plain, plateau_curve(1.0, 0.0, steps=50, log_every=plain["log_every"]))):
+        n = len(again["step"])
+        assert n >= 3 and stored["step"][:n] == again["step"]
+        for key in ("loss_later_copies", "prev_token_block1"):
+            assert again[key] == pytest.approx(stored[key][:n], abs=2e-3), key
+
+
+if __name__ == "__main__":
+    PLAIN_CURVE.parent.mkdir(exist_ok=True)
+    PLAIN_CURVE.write_text(json.dumps(plateau_curve(1.0, 0.0), indent=None) + "\n")
+    print(f"wrote {PLAIN_CURVE}")

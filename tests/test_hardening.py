@@ -3,7 +3,8 @@ models a student can make with those extremes, and bad uploads.
 
 - Widget sweep: on each page every slider, select slider, number input, select box, radio, toggle,
   checkbox, multiselect and text field is set to its low end, its high end, two alternating mixes
-  of the two, and its high end with empty text; each combination must render without an exception.
+  of the two, and its high end with empty text; each combination must render without an exception,
+  and every text field left holding the long odd text or nothing gets a warning naming the problem.
   Widgets that appear only after a change are set in the next round.
 - On the Train page each combination is also trained (or refused with a message), and the models
   trained at the extremes are then analysed on every page.
@@ -158,7 +159,25 @@ def sweep_combination(at: AppTest, page: str, combo: str, rounds: int = 3) -> li
             done.add(w.id)
         at.run()
         check(at, f"{page} with {combo}: {'; '.join(log)}")
+    check_text_messages(at, f"{page} with {combo}: {'; '.join(log)}")
     return log
+
+
+# What a page must say about a text field it shows holding an extreme: ODD_TEXT is too long for every
+# field here (and not all of it is symbols), an empty field has nothing to read.
+TEXT_MESSAGES = {"odd": ("the limit here is", "keep it under", "no token"), "empty": ("at least", "is empty")}
+
+
+def check_text_messages(at: AppTest, where: str) -> None:
+    """Every text field the page shows at an extreme gets a warning that names the problem."""
+    warnings = [w.value for w in at.warning]
+    for w in [*at.text_input, *at.text_area]:
+        if w.key in SKIP_KEYS or getattr(w, "disabled", False):
+            continue
+        kind = "empty" if w.value == "" else "odd" if w.value and ODD_TEXT.startswith(w.value) else None
+        if kind is not None:
+            assert any(p in x for x in warnings for p in TEXT_MESSAGES[kind]), \
+                f"{where}: the field {w.label!r} holds {kind} text but no warning says so: {warnings}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +254,10 @@ def test_train_page_extremes_train_or_explain_then_every_page_takes_the_models()
         if combo not in trained:
             continue
         for page in ANALYSIS + [None]:
+            at.selectbox(key="picked_model").set_value(trained[combo])  # picked and switched to in one run
             go(at, page)
-            at.selectbox(key="picked_model").set_value(trained[combo]).run()
             check(at, f"{page or 'home'} with the model trained at {combo}")
+            assert at.session_state["picked_model"] == trained[combo], f"{page}: the pick did not reach the page"
             assert page or at.title[0].value == "Attention Lab", "the home page did not open"
 
 

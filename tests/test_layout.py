@@ -1,8 +1,10 @@
 """core's layout: each subpackage imports only the ones its docstring allows, every module imports
-in a fresh interpreter per subpackage, `import core` and core.training.live load
-without torch, and no core module passes 300 lines."""
+in a fresh interpreter per subpackage, `import core` and core.training.live load without torch, no
+core module imports streamlit, altair or ui (not even inside a function), and no module reaches into
+another subpackage's private names (modules are split by what changes together, not by length)."""
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -53,12 +55,6 @@ def test_core_and_live_load_without_torch():
     assert fresh(code).strip() == "False"
 
 
-def test_no_core_module_over_300_lines():
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "core").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 300}
-    assert not long
-
-
 def test_the_page_files_are_the_page_list():
     from ui.pages import ALL_PAGES
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "app_pages").glob("*.py"))
@@ -81,3 +77,48 @@ def test_page_files_stay_thin():
         lines = path.read_text().splitlines()
         assert len(lines) <= 400, f"{path.name}: {len(lines)} lines"
         assert not [l for l in lines if l.startswith(("import torch", "from torch"))], f"{path.name} imports torch"
+
+
+def _imports(path):
+    """(module imported, names taken from it) for every import statement in the file, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, []) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [a.name for a in node.names]
+
+
+def _owner(module: str) -> str:
+    """The unit a module belongs to: core.<subpackage> (core's command modules: core), ui, ..."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "core" and len(parts) > 2 else parts[0]
+
+
+SOURCES = sorted({*(ROOT / "core").rglob("*.py"), *(ROOT / "ui").rglob("*.py"), *ROOT.glob("*.py"),
+                  *(ROOT / "exercises").rglob("*.py"), *(p for d in ROOT.iterdir() if d.is_dir() and
+                  d.name not in ("core", "ui", "exercises", "tests", "bench") for p in d.glob("*.py"))})
+
+
+def test_no_core_module_imports_streamlit_altair_or_ui():
+    bad = {str(p.relative_to(ROOT)): m for p in (ROOT / "core").rglob("*.py") for m, _ in _imports(p)
+           if m.split(".")[0] in ("streamlit", "altair", "ui")}
+    assert not bad, bad
+
+
+def test_no_module_takes_a_private_name_from_another_subpackage():
+    """`from core.x.y import _z` outside core.x (or from ui into core) couples two places that change
+    apart: make the name public or move the code. Within one subpackage private helpers are shared."""
+    bad = []
+    for path in SOURCES:
+        here = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for module, names in _imports(path):
+            if module.split(".")[0] in ("core", "ui") and _owner(module) != _owner(here):
+                bad += [f"{here}: from {module} import {n}" for n in names if n.startswith("_") and n != "__version__"]
+    assert not bad, bad
+
+
+def test_the_layout_checks_see_the_modules():
+    """The two checks above read every package (an empty SOURCES would pass them vacuously)."""
+    found = {_owner(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in SOURCES}
+    assert {f"core.{name}" for name in ALLOWED} | {"ui", "dashboard"} <= found
+    assert any(m == "streamlit" for p in SOURCES for m, _ in _imports(p))

@@ -1,11 +1,16 @@
 """The Causal experiments page through AppTest: every shipped checkpoint renders it (with what is
 meaningful for zero and one block said on the page), its numbers are core's, and nonsense corruption
-choices get a message."""
+choices get a message.
+
+The page on the shipped 2-block file is drawn once for the module (`two_block_page`): each test that
+uses it starts from the page at its defaults and leaves it there (the paths-over-training click, which
+stays on, comes last)."""
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui.model_keys import shipped_key
+from ui.share import SEQ_MODES
 
 from helpers import ROOT, SHIPPED, TWO_BLOCK, open_app
 
@@ -21,10 +26,25 @@ def texts(at, kind: str) -> str:
     return " ".join(x.value for x in getattr(at, kind))
 
 
+TASK_SOURCE = SEQ_MODES["causal"]["task"]
+
+
+@pytest.fixture(scope="module")
+def two_block_page():
+    return open_on(TWO_BLOCK)
+
+
+def at_defaults(at: AppTest) -> AppTest:
+    """The shared page as a test expects to find it: the task's sequences, first-copy corruption."""
+    assert at.radio(key="cz_source").value == TASK_SOURCE and at.radio(key="cz_corruption").value == "first-copy"
+    assert not at.exception and at.session_state["picked_model"] == shipped_key(TWO_BLOCK)
+    return at
+
+
 @pytest.mark.app
 @pytest.mark.parametrize("file", SHIPPED)
-def test_page_on_every_shipped_checkpoint(file):
-    at = open_on(file)
+def test_page_on_every_shipped_checkpoint(file, request):
+    at = at_defaults(request.getfixturevalue("two_block_page")) if file == TWO_BLOCK else open_on(file)
     metrics = {m.label: float(m.value) for m in at.metric}
     charts = len(at.get("vega_lite_chart"))
     if "zero-block" in file:
@@ -47,26 +67,29 @@ def test_page_on_every_shipped_checkpoint(file):
         at.radio(key="cz_corruption").set_value("resample").run(timeout=180)
         assert "Every row is testable with this corruption" in texts(at, "caption")
         assert len(at.get("vega_lite_chart")) == 4 + 3 + 6
+        at.radio(key="cz_corruption").set_value("first-copy").run()
+        assert len(at.get("vega_lite_chart")) == charts
 
 
 @pytest.mark.app
-def test_page_numbers_are_core_numbers():
+def test_page_numbers_are_core_numbers(two_block_page):
     from core.causal import views as causal
     from core.model.checkpoints import read_checkpoint
 
-    at = open_on("variable-period-2block.pt")
+    at = at_defaults(two_block_page)
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
-    res = causal.task_experiments(model, info["task"], period, 32, 0)
+    res = causal.task_experiments(model, info["task"], period, 32, 0, positions=False)  # M needs no sweeps
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["M(clean)"] == f"{res.m_clean:.3f}" and metrics["M(corrupted)"] == f"{res.m_corrupted:.3f}"
 
 
 @pytest.mark.app
-def test_nonsense_corruptions_get_a_message():
-    at = open_on("variable-period-2block.pt")
+def test_nonsense_corruptions_get_a_message(two_block_page):
+    at = at_defaults(two_block_page)
     charts = len(at.get("vega_lite_chart"))
     box = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK))
+    default = box.value
     for period, words in ((1, "at least 2"), (box.max, "no complete second copy")):
         box.set_value(period).run()
         assert not at.exception and at.warning and words in at.warning[0].value, texts(at, "warning")
@@ -84,6 +107,9 @@ def test_nonsense_corruptions_get_a_message():
     at.text_input(key="cz_text").set_value("xyzuvwxyzuvw").run()
     assert not at.warning and len(at.get("vega_lite_chart")) == charts
     assert at.session_state["picked_model"] == shipped_key(TWO_BLOCK)  # the session is intact
+    at.radio(key="cz_source").set_value(TASK_SOURCE).run()  # back to the defaults for the next test
+    at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).set_value(default).run()
+    assert not at.warning and len(at.get("vega_lite_chart")) == charts
 
 
 @pytest.mark.app
@@ -92,9 +118,10 @@ def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     note and a button; the click draws the two sweep charts."""
     import core.causal.views
 
-    # every model is "large" (the budget is in the cache key)
+    # every model is "large" (the budget is in the cache key); the 1-block file has both sweeps too, and
+    # draws in a third of the 2-block file's time
     monkeypatch.setattr(core.causal.views, "POSITION_BUDGET", 1)
-    at = open_on("variable-period-2block.pt")
+    at = open_on("variable-period-1block.pt")
     assert "patch one position at a time" in texts(at, "info")
     charts_before = len(at.get("vega_lite_chart"))
     at.button(key="cz_sweeps_button").click().run()
@@ -119,8 +146,8 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
 
 
 @pytest.mark.app
-def test_the_paths_over_training_wait_for_a_click_then_draw():
-    at = open_on("variable-period-2block.pt")
+def test_the_paths_over_training_wait_for_a_click_then_draw(two_block_page):
+    at = at_defaults(two_block_page)
     before = len(at.get("vega_lite_chart"))
     at.button(key="cz_mechanism_button").click().run(timeout=180)
     assert not at.exception

@@ -1,5 +1,7 @@
-"""Every "In Python" snippet a page shows runs as-is from the repository root, in a fresh interpreter
-with the shipped checkpoints, and reproduces the numbers the page shows within 1e-4."""
+"""Every "In Python" snippet a page shows runs as-is from the repository root, in a fresh process
+(a fork of one interpreter that has imported only torch) with the shipped checkpoints, and reproduces
+the numbers the page shows within 1e-4."""
+import atexit
 import json
 import math
 import os
@@ -40,32 +42,112 @@ def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
 
 
 RUNNER = r"""
-import io, json, sys, traceback
+import ast, copy, io, json, sys, traceback, types
 from contextlib import redirect_stdout
 from ui.python_panel import plain
-for snippet in json.load(sys.stdin):
-    ns, out = {"__name__": "__main__"}, io.StringIO()
+
+def statements(code):
+    tree = ast.parse(code)
+    return [ast.get_source_segment(code, node, padded=True) for node in tree.body]
+
+def fresh(ns):
+    # as if the snippet had run the shared prefix itself: values copied; modules, functions, classes shared
+    keep = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+    return {k: v if k.startswith("__") or isinstance(v, keep) else copy.deepcopy(v) for k, v in ns.items()}
+
+snippets = json.load(sys.stdin)
+parts = [statements(s["code"]) for s in snippets]
+n = 0  # the statements every snippet starts with (the model's loading, a page's shared experiment): run once
+while parts and all(len(p) > n and p[n] == parts[0][n] for p in parts) and all(len(p) > n + 1 for p in parts):
+    n += 1
+base, base_out, base_error = {"__name__": "__main__"}, io.StringIO(), None
+try:
+    with redirect_stdout(base_out):
+        exec(compile("\n".join(parts[0][:n]) if parts else "", "<snippet>", "exec"), base)
+except Exception:
+    base_error = traceback.format_exc()
+for snippet, p in zip(snippets, parts):
+    if base_error:
+        print(MARK + json.dumps({"error": base_error}), flush=True)
+        continue
+    ns, out = fresh(base), io.StringIO()
     try:
         with redirect_stdout(out):
-            exec(compile(snippet["code"], "<snippet>", "exec"), ns)
-        result = {"printed": out.getvalue(), "checks": {k: plain(eval(e, ns)) for k, e in snippet["checks"].items()}}
+            exec(compile("\n".join(p[n:]), "<snippet>", "exec"), ns)
+        result = {"printed": base_out.getvalue() + out.getvalue(),
+                  "checks": {k: plain(eval(e, ns)) for k, e in snippet["checks"].items()}}
     except Exception:
         result = {"error": traceback.format_exc()}
     print(MARK + json.dumps(result), flush=True)
 """
 
 
+_SERVER = r"""
+import json, os, sys, tempfile, traceback
+import torch  # noqa: F401  the slow import, paid once; each request runs in a fresh fork of this process
+for line in sys.stdin:
+    req = json.loads(line)
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        stdin.write(req["input"].encode())
+        stdin.seek(0)
+        pid = os.fork()
+        if pid == 0:
+            os.chdir(req["cwd"])  # sys.path[0] is '' (a -c process): imports come from the new cwd
+            for fd, f in ((0, stdin), (1, out), (2, err)):
+                os.dup2(f.fileno(), fd)
+            sys.stdin = open(0, closefd=False)
+            code = 0
+            try:
+                exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__"})
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "stdout": out.read().decode(errors="replace"),
+                          "stderr": err.read().decode(errors="replace")}), flush=True)
+"""
+_server = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_server():
+    yield
+    if _server is not None and _server.poll() is None:
+        _server.stdin.close()
+        _server.wait(timeout=30)
+
+
+def _run_fresh(code: str, stdin: str, cwd: Path):
+    """`python -c code < stdin` in `cwd` (no PYTHONPATH): a fork of one server process that has
+    imported torch, so each page pays no interpreter start; returns (returncode, stdout, stderr)."""
+    global _server
+    if _server is None or _server.poll() is not None:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
+        _server = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=ROOT, env=env, text=True,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        atexit.register(_server.kill)
+    _server.stdin.write(json.dumps({"code": code, "input": stdin, "cwd": str(cwd)}) + "\n")
+    _server.stdin.flush()
+    reply = json.loads(_server.stdout.readline() or '{"rc": -1, "stdout": "", "stderr": "the server stopped"}')
+    return reply["rc"], reply["stdout"], reply["stderr"]
+
+
 def run_snippets(snippets: list[dict], cwd: Path = ROOT) -> list[dict]:
     """Run each snippet's code exactly as shown, from the repository root (or `cwd`), each in a fresh
-    namespace of one new interpreter (one torch import for the page), then evaluate its checks.
-    Returns each snippet's checked values."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
+    namespace of one new process for the page (_run_fresh), then evaluate its checks.
+    The statements all of them start with (loading the model; on the Causal page the whole experiment,
+    which each section's snippet runs again) run once, and each snippet goes on from a copy of what
+    they made. Returns each snippet's checked values."""
     code = f"MARK = {MARK!r}\n" + RUNNER
-    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(snippets), cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = [json.loads(line[len(MARK):]) for line in out.stdout.splitlines() if line.startswith(MARK)]
-    assert len(results) == len(snippets), out.stdout[-3000:]
+    rc, stdout, stderr = _run_fresh(code, json.dumps(snippets), cwd)
+    assert rc == 0, stderr[-3000:]
+    results = [json.loads(line[len(MARK):]) for line in stdout.splitlines() if line.startswith(MARK)]
+    assert len(results) == len(snippets), stdout[-3000:]
     for snippet, result in zip(snippets, results):
         assert "error" not in result, f"snippet failed:\n{snippet['code']}\n{result.get('error')}"
         assert result["printed"].strip(), f"the snippet prints nothing:\n{snippet['code']}"
