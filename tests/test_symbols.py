@@ -78,6 +78,7 @@ def test_tables_carry_zero_based_layer_and_head_and_the_label_first():
 HAND_MADE = re.compile(r"\{[^{}]+\}\.\{[^{}]+\}|\+ ?1\}\.|[Bb]lock \{[^}]*\+ ?1\}|head \{[^}]*\+ ?1\}")
 NOT_OURS = {
     ("core/model/checkpoints.py", "blocks.{l}.{name}"), ("core/model/checkpoints.py", "{os.getpid()}"),  # not labels
+    ("core/model/hooks.py", 'f"blocks.{layer}.{point}"'),  # hook names, not labels
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
     ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
     ("core/reading/ablation.py", "no head {head} in block"),  # its owner this round moves it to symbols.block_label
