@@ -100,6 +100,7 @@ def _summary(latencies: list[float], errors: list[str]) -> dict:
 async def reader(browser, url: str, rounds: int, start: int) -> dict:
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
+    nice_children()
     latencies, errors = [], []
     for i in range(rounds * len(READ_PAGES)):
         seconds, error = await open_page(page, url, READ_PAGES[(start + i) % len(READ_PAGES)])
@@ -113,6 +114,7 @@ async def reader(browser, url: str, rounds: int, start: int) -> dict:
 async def trainer(browser, url: str, delay: float, seed: int | None, read_after: bool) -> dict:
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
+    nice_children()
     out = {"seed": seed}
     _, error = await open_page(page, url, "train")
     errors = [error] if error else []
@@ -146,6 +148,7 @@ async def watch(browser, url: str, pid: int, window: float) -> dict:
     """Server cores while one student's Train page redraws a running training (after it started)."""
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
+    nice_children()
     await open_page(page, url, "train")
     await page.get_by_role("button", name="Train", exact=True).click()
     await page.get_by_text(re.compile(r"steps/s")).first.wait_for(timeout=300_000)

@@ -75,9 +75,11 @@ def process_memory(pid: int) -> list[dict]:
 
 
 def nice_children() -> None:
+    """Nice 19 for the Chromium processes under this one (not the server)."""
     for p in descendants(os.getpid()):
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, p, 19)
+            if b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]:
+                os.setpriority(os.PRIO_PROCESS, p, 19)
 
 
 def walk(browser, url: str, pid: int) -> dict:
