@@ -198,9 +198,13 @@ class DiskStore:
     {"key", "value": encode(value)}. Written to a temporary file and renamed, so a reader sees a
     whole entry or none."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, max_entries: int = 2000):
         self.folder = Path(folder)
         self.writable = True  # False after a write failed: from then on values stay in memory
+        # Views of free text (a student's own sentence) are keyed by it too: past max_entries files
+        # new values stay in memory, so visitors cannot fill the disk
+        self.max_entries = max_entries
+        self._entries: int | None = None  # counted on the first put
 
     def path(self, key: str) -> Path:
         return self.folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".pt")
@@ -229,6 +233,10 @@ class DiskStore:
         """Store `value`; False when it has no safe form or the folder cannot take it."""
         if not self.writable:
             return False
+        if self._entries is None:
+            self._entries = len(list(self.folder.glob("*.pt"))) if self.folder.is_dir() else 0
+        if self._entries >= self.max_entries:
+            return False
         tree = encode(value)  # raises Unstorable before anything touches the disk
         buf = io.BytesIO()
         torch.save({"key": key, "value": tree}, buf)
@@ -241,6 +249,7 @@ class DiskStore:
                 f.write(hashlib.sha256(payload).digest())
                 f.write(payload)
             os.replace(tmp, self.path(key))
+            self._entries += 1
             return True
         except OSError:
             self.writable = False

@@ -242,3 +242,11 @@ def test_every_stored_default_view_equals_a_fresh_computation(tmp_path, monkeypa
     cache.warm([file])
     assert len(cache.recorded) == 2 * first  # the same views asked for again, and every one on disk
     assert all(cache.store().get(k) is not MISS for *_, k in cache.recorded[first:])
+
+
+def test_the_folder_takes_at_most_max_entries(tmp_path):
+    disk = DiskStore(tmp_path / "c", max_entries=2)
+    assert disk.put("a", 1) and disk.put("b", 2)
+    assert not disk.put("c", 3)  # full: the value stays in the caller's memory
+    assert disk.get("c") is MISS and disk.get("a") == 1
+    assert not DiskStore(tmp_path / "c", max_entries=2).put("d", 4)  # counted again by a new process
