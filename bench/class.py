@@ -87,6 +87,7 @@ async def open_page(page, url: str, path: str, timeout_s: float = 300) -> tuple[
     except Exception as e:  # noqa: BLE001 - a timeout or a lost connection is the student's error
         return time.perf_counter() - t0, f"{path}: {type(e).__name__}"
     seconds = time.perf_counter() - t0
+    print(f"{time.strftime('%H:%M:%S')} {path or 'home'} {seconds:.1f} s", file=sys.stderr, flush=True)
     return seconds, (f"{path}: exception on the page" if await page.locator(EXCEPTION).count() else None)
 
 
