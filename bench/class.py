@@ -24,6 +24,7 @@ import asyncio
 import json
 import random
 import re
+import signal
 import statistics
 import sys
 import threading
@@ -201,6 +202,10 @@ def main(argv=None) -> int:
     if args.students is None:
         args.students = 20 if args.scenario == "readers" else 10
     env = {"ATTENTION_LAB_CACHE": str(args.cache_dir)} if args.cache_dir else {}
+
+    def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)
     out = {"scenario": args.scenario, "gflops_before": round(matmul_gflops(), 2)}
     proc, url = start_server(env)
     try:
