@@ -1,4 +1,6 @@
 """Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
+import copy
+import io
 import math
 
 import pandas as pd
@@ -21,7 +23,10 @@ from ui.timeline import timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
 
-RUN_EVERY = 1.0  # seconds between redraws of the live panel (each costs the server CPU the training could use)
+RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
+# and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). Building them
+# for a new row costs 0.1-0.15 s (Altair), so this bounds their share to about 0.03 cores (issue #30)
+CHARTS_EVERY = 5.0
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -47,11 +52,38 @@ def _file_of(preset: str) -> str:
     return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
+def _sent_form(chart):
+    """The Vega-Lite spec (data as Arrow) that st.altair_chart would build from `chart`, built once:
+    converting an Altair chart costs 17-28 ms of server CPU each time (schema validation), and the
+    live panel draws three charts every RUN_EVERY seconds (issue #30). Where Streamlit has no such
+    converter, the Altair chart itself."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:
+        return chart
+    return _convert_altair_to_vega_lite_spec(chart)
+
+
+def _draw(where, chart, **kwargs) -> None:
+    if isinstance(chart, dict):  # st.vega_lite_chart moves the datasets out of the spec it gets: a copy
+        where.vega_lite_chart(spec=copy.deepcopy(chart), **kwargs)
+    else:
+        where.altair_chart(chart, **kwargs)
+
+
+def _png(tile) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(tile).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: LiveRun, _reference: dict | None) -> dict:
-    """The live panel's charts and film strip for a run's first n_rows logged rows and n_frames frames.
-    Built once per new row (every 25 steps) and reused by the redraws in between (one a second):
-    building the three Altair charts cost about 0.1-0.15 s of server CPU (bench/README.md)."""
+    """The live panel's charts and film strip for a run's first n_rows logged rows and n_frames frames,
+    in the form Streamlit sends them (Vega-Lite specs, PNG tiles). Built once per new row (every 25
+    steps) and reused by the redraws in between (one a second), which then cost only the sending."""
     hist, vocab = _run.history()[:n_rows], _run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
@@ -60,11 +92,15 @@ def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: Live
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     strip = timeline.live_strip(_run.frames[:n_frames], hist, vocab, _run.strip_period) if n_frames else None
     heads = live.head_score_frame(hist)
-    return {"hist": hist, "drop": drop, "strip": strip,
-            "tiles": timeline_charts.strip_tiles(strip) if strip else None,
-            "loss": charts.loss_chart(loss, math.log(vocab), drop, span, marks=strip and strip["frames"]),
-            "accuracy": charts.accuracy_chart(acc, 1 / vocab, drop, span),
-            "heads": None if heads.empty else charts.head_score_chart(heads, drop, span)}
+    tiles = None
+    if strip:
+        tiles = {label: ([_png(t) for t in row], captions)
+                 for label, (row, captions) in timeline_charts.strip_tiles(strip).items()}
+    return {"hist": hist, "drop": drop, "strip": strip, "tiles": tiles,
+            "loss": _sent_form(charts.loss_chart(loss, math.log(vocab), drop, span,
+                                                 marks=strip and strip["frames"])),
+            "accuracy": _sent_form(charts.accuracy_chart(acc, 1 / vocab, drop, span)),
+            "heads": None if heads.empty else _sent_form(charts.head_score_chart(heads, drop, span))}
 
 
 def live_charts(run: LiveRun, reference: dict | None) -> None:
@@ -74,7 +110,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     fig = _live_figures(run.id, len(run.history()), n_frames, span, run, reference)
     hist, drop, strip = fig["hist"], fig["drop"], fig["strip"]
     chart, note = st.columns([3, 1])
-    chart.altair_chart(fig["loss"], width="stretch")
+    _draw(chart, fig["loss"], width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
@@ -90,7 +126,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     if strip:
         live_strip_panel(strip, fig["tiles"])
     chart, note = st.columns([3, 1])
-    chart.altair_chart(fig["accuracy"], width="stretch")
+    _draw(chart, fig["accuracy"], width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
                   "second copy (the first repeat) and on all later copies. Guessing gives 1/V.")
     if fig["heads"] is None:
@@ -98,7 +134,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
                 "(bigram statistics), so there are no head scores to follow.")
         return
     chart, note = st.columns([3, 1])
-    chart.altair_chart(fig["heads"])
+    _draw(chart, fig["heads"])
     note.markdown(
         "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
         "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
@@ -109,7 +145,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
 
 
 def live_panel(drawn_active: bool) -> None:
-    """The run's progress and charts. drawn_active: the page around it was drawn while the run was
+    """The run's progress (its charts: live_charts_panel). drawn_active: the page around it was drawn while the run was
     active; once the run has ended, the whole page is drawn again (buttons, picker, download)."""
     run = st.session_state.get("train_run")
     if run is None:
@@ -129,11 +165,18 @@ def live_panel(drawn_active: bool) -> None:
     progress = text.progress_text(run.step, run.total_steps, run.active, run.steps_per_second(), run.status,
                                   run.seconds)
     st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=progress)
-    live_charts(run, shipped_runs().get(REFERENCE_PRESET))
+
+
+def live_charts_panel() -> None:
+    """The run's charts and film strip: a fragment of its own, redrawn every CHARTS_EVERY seconds,
+    not with every progress tick (issue #30: the redraw's cost is mostly the charts)."""
+    run = st.session_state.get("train_run")
+    if run is not None:
+        live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
 
 def live_strip_panel(strip: dict, rows: dict) -> None:
-    """rows: ui.charts.timeline.strip_tiles of `strip`."""
+    """rows: {row label: (PNG tiles, captions)}, ui.charts.timeline.strip_tiles of `strip` encoded."""
     for label, (tiles, captions) in rows.items():
         st.markdown(f"**{label}**")
         st.image(tiles, caption=captions)
@@ -293,6 +336,7 @@ if run is not None and run.shared:
 if run is not None and not run.active:
     result_panel(run)
 st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
+st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
 if not active:
     shipped_panel()
 transition_panel()

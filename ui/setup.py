@@ -1,10 +1,15 @@
 """Setup done from a script run, never while a module is imported.
 
 `lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
-server starts what the server keeps running (the memory trimmer, the training pool's monitor, the
-worker process server); every call checks that the pool's monitor thread runs (and starts it again if it
+server starts what the server keeps running (the memory trimmer, the training pool's monitor);
+every call checks that the pool's monitor thread runs (and starts it again if it
 died). This used to happen inside `import ui.state`: a rerun raised during an import left a
 half-built module, and other first visitors then failed with ImportError.
+
+The worker process server (forkserver) and multiprocessing's resource tracker are not started here:
+the first training starts them (RunPool -> ProcessBackend.start), so a server whose visitors only
+read pages never holds them (issue #30: about 235 MB of PSS); the first Train press on a fresh server
+waits for the forkserver's imports instead (a few seconds, once).
 """
 from __future__ import annotations
 
@@ -25,7 +30,6 @@ def lab_script() -> None:
         first, _done = not _done, True
     if first:
         _tune_malloc()
-        run_pool().warm_up()
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
 
 

@@ -7,6 +7,7 @@ another's. Every model carries a `key` that is unique across the server ("shippe
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.disk_cache import file_digest
 from core.model.checkpoints import CheckpointError, read_checkpoint
 from core.model.tinycharlm import TinyCharLM
 from core.training.presets import DEFAULT_PRESET
@@ -49,9 +51,30 @@ def shipped_files() -> list[dict]:
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 
 
+_SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of the bytes _load_shipped read
+
+
 @st.cache_resource(show_spinner=False)
 def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
-    return read_checkpoint(CHECKPOINT_DIR / file)
+    try:
+        data = (CHECKPOINT_DIR / file).read_bytes()
+    except OSError:
+        return read_checkpoint(CHECKPOINT_DIR / file)  # raises the CheckpointError that says why
+    _SHIPPED_DIGESTS[file] = hashlib.sha256(data).hexdigest()
+    return read_checkpoint(data, name=file)
+
+
+def shipped_digest(file: str) -> str | None:
+    """sha256 of the bytes the server's model of a shipped `file` was read from (ui/cache.py keys
+    its disk entries by it); None when the file cannot be read."""
+    if file not in _SHIPPED_DIGESTS:
+        try:
+            _load_shipped(file)
+        except (OSError, CheckpointError):
+            return None
+        if file not in _SHIPPED_DIGESTS:  # loaded before the digests were kept (e.g. cleared dict)
+            _SHIPPED_DIGESTS[file] = file_digest(CHECKPOINT_DIR / file)
+    return _SHIPPED_DIGESTS[file]
 
 
 def shipped_models() -> list[LabModel]:

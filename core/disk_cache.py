@@ -1,0 +1,259 @@
+"""A folder of computed values, shared by every process that reads the same files (issue #30).
+
+What a page computes from a shipped checkpoint cannot change until the file or the code does, so it
+is stored once on disk under a key that names both, and every session and every restart reads it.
+
+Safety: an entry is never unpickled. A value is first turned into a tree of plain containers and
+tensors (`encode`), saved with torch.save and read back with torch.load(weights_only=True), which
+refuses anything else; dataclasses come back only for classes defined under `core.` (`decode`). A
+file starts with the sha256 of the rest and repeats its own key: a truncated, corrupt or colliding
+entry reads as a miss, and the caller computes the value again.
+
+Failure never reaches the caller: an unwritable folder or a full disk makes `put` return False, and
+the value lives on in the caller's memory cache.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import hashlib
+import importlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+FORMAT = 1  # bump when encode's tree changes
+MISS = object()
+_SAFE_MODULES = ("core.",)  # dataclasses and enums decode only from these packages
+
+
+class Unstorable(TypeError):
+    """The value holds an object `encode` has no safe form for (it stays in memory only)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Values <-> trees of plain containers and tensors
+
+
+def _class_path(cls) -> str:
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    if not cls.__module__.startswith(_SAFE_MODULES):
+        raise Unstorable(f"{path} is not under {_SAFE_MODULES}")
+    return path
+
+
+def _safe_class(path: str):
+    module, _, qualname = path.partition(":")
+    if not module.startswith(_SAFE_MODULES):
+        raise ValueError(f"refusing class {path}")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def encode(value):
+    """A tree of None/bool/int/float/str, tagged tuples, lists and tensors that stands for `value`.
+    Every container becomes a tuple whose first item names its kind, so decode can tell them apart."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, enum.Enum):
+        return ("enum", _class_path(type(value)), encode(value.value))
+    if isinstance(value, np.generic):
+        return ("np_scalar", value.dtype.str, value.item())
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf" and value.dtype.byteorder in "=|<":
+            return ("ndarray", torch.from_numpy(np.ascontiguousarray(value).copy()))
+        if value.dtype.kind in "US":
+            return ("ndarray_text", value.dtype.str, list(value.shape), value.ravel().tolist())
+        if value.dtype.kind == "O":
+            return ("ndarray_obj", list(value.shape), [encode(v) for v in value.ravel().tolist()])
+        raise Unstorable(f"ndarray of dtype {value.dtype}")
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.detach().clone())
+    if isinstance(value, pd.DataFrame):
+        if not value.columns.is_unique:
+            raise Unstorable("a DataFrame with repeated column names")
+        return ("dataframe", encode(list(value.columns)), encode(value.index),
+                [encode(value[c].to_numpy()) for c in value.columns], [str(t) for t in value.dtypes])
+    if isinstance(value, pd.Series):
+        return ("series", encode(value.to_numpy()), encode(value.index), encode(value.name), str(value.dtype))
+    if isinstance(value, pd.RangeIndex):
+        return ("range_index", value.start, value.stop, value.step, encode(value.name))
+    if isinstance(value, pd.Index) and not isinstance(value, pd.MultiIndex):
+        return ("index", encode(value.to_numpy()), encode(value.name), str(value.dtype))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ("dataclass", _class_path(type(value)),
+                {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)})
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return ("namedtuple", _class_path(type(value)), [encode(v) for v in value])
+    if type(value) is tuple:
+        return ("tuple", [encode(v) for v in value])
+    if type(value) is list:
+        return ("list", [encode(v) for v in value])
+    if type(value) is dict:
+        return ("dict", [[encode(k), encode(v)] for k, v in value.items()])
+    if type(value) in (set, frozenset):
+        return ("set" if type(value) is set else "frozenset", [encode(v) for v in value])
+    raise Unstorable(f"no safe form for {type(value).__module__}.{type(value).__qualname__}")
+
+
+def decode(tree):
+    """The value `encode` turned into `tree`."""
+    if not isinstance(tree, tuple):
+        return tree
+    kind, *rest = tree
+    if kind == "tensor":
+        return rest[0]
+    if kind == "ndarray":
+        return rest[0].numpy()
+    if kind == "ndarray_text":
+        dtype, shape, items = rest
+        return np.array(items, dtype=dtype).reshape(shape)
+    if kind == "ndarray_obj":
+        shape, items = rest
+        out = np.empty(len(items), dtype=object)
+        out[:] = [decode(v) for v in items]
+        return out.reshape(shape)
+    if kind == "np_scalar":
+        return np.dtype(rest[0]).type(rest[1])
+    if kind == "tuple":
+        return tuple(decode(v) for v in rest[0])
+    if kind == "list":
+        return [decode(v) for v in rest[0]]
+    if kind == "dict":
+        return {decode(k): decode(v) for k, v in rest[0]}
+    if kind in ("set", "frozenset"):
+        return (set if kind == "set" else frozenset)(decode(v) for v in rest[0])
+    if kind == "dataframe":
+        columns, index, values, dtypes = rest
+        columns = decode(columns)
+        frame = pd.DataFrame({c: pd.Series(decode(v), dtype=t) for c, v, t in zip(columns, values, dtypes)},
+                             columns=columns)
+        frame.index = decode(index)
+        return frame
+    if kind == "series":
+        values, index, name, dtype = rest
+        return pd.Series(decode(values), index=decode(index), name=decode(name), dtype=dtype)
+    if kind == "range_index":
+        start, stop, step, name = rest
+        return pd.RangeIndex(start, stop, step, name=decode(name))
+    if kind == "index":
+        values, name, dtype = rest
+        return pd.Index(decode(values), name=decode(name), dtype=dtype)
+    if kind == "enum":
+        return _safe_class(rest[0])(decode(rest[1]))
+    if kind == "namedtuple":
+        return _safe_class(rest[0])(*(decode(v) for v in rest[1]))
+    if kind == "dataclass":
+        cls = _safe_class(rest[0])
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError(f"{rest[0]} is not a dataclass")
+        obj = object.__new__(cls)  # no __init__/__post_init__: the fields are restored as they were
+        for name, v in rest[1].items():
+            object.__setattr__(obj, name, decode(v))
+        return obj
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def code_digest(files) -> str:
+    """sha256 over the given source files (path and bytes) and the versions of the numeric
+    libraries: a change to any of them is a new key, so an entry made by older code is never read."""
+    h = hashlib.sha256(f"format {FORMAT} torch {torch.__version__} numpy {np.__version__} "
+                       f"pandas {pd.__version__}".encode())
+    for path in sorted({Path(p).resolve() for p in files}):
+        h.update(str(path).encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The folder
+
+
+class DiskStore:
+    """Entries in `folder`, one file per key: sha256(payload) + payload, payload = torch.save of
+    {"key", "value": encode(value)}. Written to a temporary file and renamed, so a reader sees a
+    whole entry or none."""
+
+    def __init__(self, folder: Path, max_entries: int = 2000):
+        self.folder = Path(folder)
+        self.writable = True  # False after a write failed: from then on values stay in memory
+        # Views of free text (a student's own sentence) are keyed by it too: past max_entries files
+        # new values stay in memory, so visitors cannot fill the disk
+        self.max_entries = max_entries
+        self._entries: int | None = None  # counted on the first put
+
+    def path(self, key: str) -> Path:
+        return self.folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".pt")
+
+    def get(self, key: str):
+        """The stored value, or MISS (absent, corrupt, stale or unreadable: then the entry is removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return MISS
+        try:
+            digest, payload = data[:32], data[32:]
+            if hashlib.sha256(payload).digest() != digest:
+                raise ValueError("checksum")
+            entry = torch.load(io.BytesIO(payload), weights_only=True)
+            if entry.get("key") != key:
+                raise ValueError("another key")
+            return decode(entry["value"])
+        except Exception:  # noqa: BLE001 - any damage to the file is a miss
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return MISS
+
+    def put(self, key: str, value) -> bool:
+        """Store `value`; False when it has no safe form or the folder cannot take it."""
+        if not self.writable:
+            return False
+        if self._entries is None:
+            self._entries = len(list(self.folder.glob("*.pt"))) if self.folder.is_dir() else 0
+        if self._entries >= self.max_entries:
+            return False
+        tree = encode(value)  # raises Unstorable before anything touches the disk
+        buf = io.BytesIO()
+        torch.save({"key": key, "value": tree}, buf)
+        payload = buf.getvalue()
+        tmp = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".pt")
+            with os.fdopen(fd, "wb") as f:
+                f.write(hashlib.sha256(payload).digest())
+                f.write(payload)
+            os.replace(tmp, self.path(key))
+            self._entries += 1
+            return True
+        except OSError:
+            self.writable = False
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            return False

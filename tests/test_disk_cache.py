@@ -1,0 +1,252 @@
+"""The disk cache of shipped checkpoints' views (core/disk_cache.py behind ui/cache.py's per_model,
+issue #30): what is stored equals a fresh computation, a damaged or unsafe entry is computed again,
+and a folder that cannot take entries leaves the page working from memory."""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+import streamlit as st
+import torch
+
+import ui.cache as cache
+from core.disk_cache import MISS, DiskStore, Unstorable, decode, encode
+from core.model.task import TaskConfig
+from ui.model_keys import shipped_key
+from ui.state import LabModel
+
+from helpers import SHIPPED, TWO_BLOCK, tiny_model
+
+
+def assert_same(got, want, where="value"):
+    """Equal in type and content, arrays bit for bit (the same code on the same weights)."""
+    assert type(got) is type(want), f"{where}: {type(got)} != {type(want)}"
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape, where
+        assert torch.equal(torch.nan_to_num(got, 7.0), torch.nan_to_num(want, 7.0)), where
+    elif isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape, where
+        if want.dtype.kind == "f":
+            np.testing.assert_array_equal(got, want, err_msg=where)
+        else:
+            assert [str(v) for v in got.ravel()] == [str(v) for v in want.ravel()], where
+    elif isinstance(want, pd.DataFrame):
+        pd.testing.assert_frame_equal(got, want, check_exact=True, obj=where)
+    elif isinstance(want, pd.Series):
+        pd.testing.assert_series_equal(got, want, check_exact=True, obj=where)
+    elif dataclasses.is_dataclass(want):
+        for f in dataclasses.fields(want):
+            assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}")
+    elif isinstance(want, dict):
+        assert list(got) == list(want), where
+        for k in want:
+            assert_same(got[k], want[k], f"{where}[{k!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and np.isnan(want):
+        assert np.isnan(got), where
+    else:
+        assert got == want, where
+
+
+# ---------------------------------------------------------------------------------------------
+# The safe form
+
+
+def test_encode_decode_keeps_types_and_values():
+    value = {
+        "task": TaskConfig(),
+        "arr": np.arange(6, dtype=np.float32).reshape(2, 3), "ints": np.array([1, 2], dtype=np.int64),
+        "text": np.array(["ab", "c"]), "obj": np.array([None, "x", 3], dtype=object),
+        "t": torch.randn(3, 4, dtype=torch.float64), "scalar": np.float64(0.25), "b": np.bool_(True),
+        (1, "k"): [1, 2.5, None, "s", True, (3, 4)], 7: {2, 3}, 8: frozenset({1}),
+        "frame": pd.DataFrame({"head": ["0.0", "1.1"], "score": [0.5, np.nan], "n": [1, 2]}, index=[3, 9]),
+        "series": pd.Series([1.0, 2.0], index=pd.Index(["a", "b"], name="k"), name="s"),
+    }
+    assert_same(decode(encode(value)), value)
+
+
+def test_objects_without_a_safe_form_are_refused():
+    class Local:
+        pass
+
+    with pytest.raises(Unstorable):
+        encode({"x": Local()})
+
+    @dataclasses.dataclass
+    class NotCore:  # a dataclass outside core/ would decode by importing whatever module it names
+        a: int = 1
+
+    with pytest.raises(Unstorable):
+        encode(NotCore())
+
+
+def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path):
+    """A file whose checksum and key are right but whose payload pickles a callable: torch.load with
+    weights_only refuses it, the entry reads as a miss and is removed, nothing runs."""
+    marker = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    disk = DiskStore(tmp_path / "c")
+    disk.folder.mkdir()
+    buf = io.BytesIO()
+    torch.save({"key": "k", "value": Planted()}, buf)
+    payload = buf.getvalue()
+    disk.path("k").write_bytes(hashlib.sha256(payload).digest() + payload)
+    assert disk.get("k") is MISS
+    assert not marker.exists() and not disk.path("k").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# per_model with the disk behind it
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def counted():
+    calls = []
+
+    @cache.per_model()
+    def view(e: LabModel, period: int) -> dict:
+        calls.append((e.key, period))
+        return {"sum": e.model.W_E.detach().sum() * period, "period": period}
+
+    yield view, calls
+    view.clear()
+
+
+def shipped(file=TWO_BLOCK) -> LabModel:
+    return LabModel(shipped_key(file), file, tiny_model(1, seed=0), {"task": None}, "shipped")
+
+
+def test_a_shipped_view_is_read_from_disk_after_the_memory_cache_is_gone(folder, counted):
+    view, calls = counted
+    first = view(shipped(), 4)
+    assert len(list(folder.glob("*.pt"))) == 1
+    view.clear()  # a restart: the memory cache is empty
+    assert_same(view(shipped(), 4), first)
+    assert len(calls) == 1  # from the disk
+    view(shipped(), 5)
+    assert len(calls) == 2  # another argument value is another entry
+
+
+def test_a_session_model_never_reaches_the_disk(folder, counted):
+    view, calls = counted
+    view(LabModel("session:abc", "mine", tiny_model(1), {"task": None}, "trained"), 4)
+    assert calls and not folder.exists()
+
+
+def test_the_key_names_the_file_content_the_step_and_the_code(monkeypatch, counted):
+    view, _ = counted
+    raw = view.__wrapped__
+    base = cache.disk_key(raw, (shipped(), 4), {})
+    assert cache.disk_key(raw, (shipped(), 4), {}) == base
+    assert cache.disk_key(raw, (), {"e": shipped(), "period": 4}) == base  # however the arguments are passed
+    step = LabModel(shipped().key + "@step100", "", tiny_model(1), {}, "shipped")
+    assert cache.disk_key(raw, (step, 4), {}) != base
+    other = SHIPPED[0] if SHIPPED[0] != TWO_BLOCK else SHIPPED[1]
+    assert cache.disk_key(raw, (shipped(other), 4), {}) != base
+    monkeypatch.setitem(cache.shipped_digest.__globals__["_SHIPPED_DIGESTS"], TWO_BLOCK, "0" * 64)
+    assert cache.disk_key(raw, (shipped(), 4), {}) != base  # a regenerated file is a new key
+    monkeypatch.undo()
+    cache._code_id.cache_clear()
+    monkeypatch.setattr(cache, "_CORE_FILES", [*cache._CORE_FILES, __file__])
+    try:
+        assert cache.disk_key(raw, (shipped(), 4), {}) != base  # other code is a new key
+    finally:
+        monkeypatch.undo()
+        cache._code_id.cache_clear()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "other key"])
+def test_a_damaged_entry_is_computed_again(folder, counted, damage):
+    view, calls = counted
+    first = view(shipped(), 4)
+    (path,) = folder.glob("*.pt")
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+    elif damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "empty":
+        data = b""
+    else:  # a well-formed entry of another key under this key's name
+        buf = io.BytesIO()
+        torch.save({"key": "something else", "value": encode({"sum": torch.tensor(0.0), "period": 4})}, buf)
+        data = hashlib.sha256(buf.getvalue()).digest() + buf.getvalue()
+    path.write_bytes(bytes(data))
+    view.clear()
+    assert_same(view(shipped(), 4), first)
+    assert len(calls) == 2  # computed again, not shown
+    view.clear()
+    view(shipped(), 4)
+    assert len(calls) == 2  # and stored again whole
+
+
+@pytest.mark.parametrize("failure", ["unwritable folder", "full disk"])
+def test_a_folder_that_takes_nothing_leaves_the_view_in_memory(tmp_path, monkeypatch, counted, failure):
+    view, calls = counted
+    if failure == "unwritable folder":
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "a-file" / "cache"))
+    else:
+        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+
+        def full(*a, **k):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr("core.disk_cache.os.replace", full)
+    first = view(shipped(), 4)
+    assert_same(view(shipped(), 4), first)
+    assert len(calls) == 1  # the memory cache serves it
+    assert not cache.store().writable
+    assert not list(tmp_path.rglob("*.pt"))  # no entry, no temporary file left behind
+
+
+# ---------------------------------------------------------------------------------------------
+# Every page's default views of the shipped files
+
+
+@pytest.mark.app
+@pytest.mark.slow
+@pytest.mark.parametrize("file", SHIPPED)
+def test_every_stored_default_view_equals_a_fresh_computation(tmp_path, monkeypatch, file):
+    """Walk every page on `file` with an empty cache; then each entry the walk stored reads back
+    equal to the view computed afresh now, and a second walk computes nothing."""
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+    st.cache_data.clear()
+    monkeypatch.setattr(cache, "recorded", [])
+    rows = cache.warm([file])
+    assert not [r for r in rows if r["exception"]]
+    assert len(cache.recorded) >= 5
+    for fn, args, kwargs, key in cache.recorded:
+        stored = cache.store().get(key)
+        assert stored is not MISS, f"{fn.__qualname__} was not stored"
+        assert_same(stored, fn(*args, **kwargs), fn.__qualname__)
+    first = len(cache.recorded)
+    st.cache_data.clear()
+    cache.warm([file])
+    assert len(cache.recorded) == 2 * first  # the same views asked for again, and every one on disk
+    assert all(cache.store().get(k) is not MISS for *_, k in cache.recorded[first:])
+
+
+def test_the_folder_takes_at_most_max_entries(tmp_path):
+    disk = DiskStore(tmp_path / "c", max_entries=2)
+    assert disk.put("a", 1) and disk.put("b", 2)
+    assert not disk.put("c", 3)  # full: the value stays in the caller's memory
+    assert disk.get("c") is MISS and disk.get("a") == 1
+    assert not DiskStore(tmp_path / "c", max_entries=2).put("d", 4)  # counted again by a new process

@@ -1,0 +1,118 @@
+"""Faults, with nothing lost (issue #30): the server restarted in the middle of a run leaves no
+process behind and the next server trains at once; a view cache folder that takes nothing leaves
+every page working from memory. (A training process killed mid-run: tests/test_pages_train.py's
+test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_models.)"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+
+from helpers import ROOT, TWO_BLOCK, open_app, wait_until
+
+# A server's pool with one slot, training through real worker processes (forkserver and resource
+# tracker started by the first training, ui/setup.py); it prints its process tree once the run
+# has finished a few steps, then waits to be killed.
+_SERVER = r"""
+import json, os, sys, time
+from dataclasses import replace
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from core.pool.runs import RunPool
+from core.training.train_settings import TrainSettings
+pool = RunPool(capacity=1)
+run = pool.start(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+                         batch_size=4, steps=100000), "student")
+deadline = time.monotonic() + 120
+while run.step < 3 and time.monotonic() < deadline:
+    time.sleep(0.02)
+
+def tree(pid):
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    out, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier}
+        out += sorted(frontier)
+    return out
+
+print(json.dumps({"step": run.step, "worker": run.pid, "tree": tree(os.getpid())}), flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def server_mid_run() -> tuple[subprocess.Popen, dict]:
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    seen = json.loads(server.stdout.readline())
+    return server, seen
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_a_server_restarted_mid_run_leaves_no_process_and_the_next_one_trains_at_once(how):
+    server, seen = server_mid_run()
+    try:
+        assert seen["step"] >= 3 and seen["worker"] in seen["tree"]
+        assert len(seen["tree"]) >= 2  # the worker and what started it (forkserver, resource tracker)
+        server.send_signal(how)
+        server.wait(30)
+        wait_until(lambda: not any(alive(p) for p in seen["tree"]), 20,
+                   "every process the server started to end with it")
+    finally:
+        server.kill()
+    again, seen_again = server_mid_run()  # the restarted server: its one slot is free, its run trains
+    try:
+        assert seen_again["step"] >= 3
+    finally:
+        again.kill()
+        again.wait(30)
+        wait_until(lambda: not any(alive(p) for p in seen_again["tree"]), 20, "the second server's processes")
+
+
+@pytest.mark.app
+@pytest.mark.parametrize("failure", ["unwritable folder", "full disk"])
+def test_every_view_comes_from_memory_when_the_cache_folder_takes_nothing(tmp_path, monkeypatch, failure):
+    """Home and the Attention page on the shipped 2-block model, with the disk cache unusable: no
+    error on the page, and the second visit is served from memory (no view computed again)."""
+    import ui.cache as cache
+
+    if failure == "unwritable folder":
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "a-file" / "cache"))
+    else:
+        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+
+        def full(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr("core.disk_cache.os.replace", full)
+    st.cache_data.clear()
+    monkeypatch.setattr(cache, "recorded", [])
+    at = open_app(file=TWO_BLOCK, timeout=300)
+    for page in ("app_pages/home.py", "app_pages/attention.py"):
+        at.switch_page(page).run()
+        assert not at.exception, at.exception
+        assert not at.error, [e.value for e in at.error]
+    computed = len(cache.recorded)
+    assert computed >= 2 and not cache.store().writable
+    assert not list(tmp_path.rglob("*.pt"))
+    for page in ("app_pages/home.py", "app_pages/attention.py"):
+        at.switch_page(page).run()
+        assert not at.exception, at.exception
+    assert len(cache.recorded) == computed  # from st.cache_data: the disk layer was not asked again
