@@ -36,6 +36,12 @@ def first_copy(shipped):
 
 
 @pytest.fixture(scope="module")
+def swept(shipped):
+    model, info = shipped
+    return causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
+
+
+@pytest.fixture(scope="module")
 def resampled(shipped):
     model, info = shipped
     return causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=False, corruption="resample")
@@ -115,16 +121,15 @@ def test_no_interpretive_sentence_or_question_on_the_step_150_snapshot(shipped, 
         assert q.answer is None and "no clear answer" in q.why
 
 
-def test_the_blank_embedding_row_is_explained_by_a_measured_window(shipped):
-    model, info = shipped
-    res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
+def test_the_blank_embedding_row_is_explained_by_a_measured_window(swept):
+    res = swept
     assert np.abs(res.resid[0]).max() < 0.02  # no single clean token restores anything measurable
     w = res.embedding_window
     assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.029, abs=0.002)
     assert w["one_target"] == pytest.approx(1 / 23)
 
 
-def test_noising_direct_effects_and_attribution_on_the_shipped_file(shipped, first_copy):
+def test_noising_direct_effects_and_attribution_on_the_shipped_file(swept, first_copy):
     """Noising per head, direct effects into the logits and attribution patching against the exact sweep
     (issue 23's 'what a researcher would expect')."""
     noise = first_copy.noise.set_index("label")
@@ -134,8 +139,7 @@ def test_noising_direct_effects_and_attribution_on_the_shipped_file(shipped, fir
     # block 1 writes nothing the logits read directly at the scored positions, but 1.4 is needed through block 2
     assert (noise.loc[["1.1", "1.2", "1.3", "1.4"], "direct_effect"] > 0.99).all()
     assert noise.loc["1.4", "noise_high"] < 0.45 and noise["noise_effect"].idxmin() == "1.4"
-    model, info = shipped
-    res = causal.task_experiments(model, info["task"], PERIOD, N_SEQS, 0, positions=True)
+    res = swept
     att = res.attribution
     assert att["estimate"].shape == res.head_positions.shape
     assert att["corr"] > 0.8 and att["max_abs_diff"] < 0.05
@@ -198,3 +202,65 @@ def test_the_key_path_sentence_and_question_agree(gap, effects, answer):
     assert (sentence is None) == (answer is None)
     if answer:
         assert f"head {answer}:" in sentence and question.why.startswith(f"Noising head {answer}'s")
+
+
+def test_per_position_cells_add_up_for_the_last_block_only(swept):
+    """Issue 32: a last-block head's per-position cells sum to its section-1 effect (its write at p reaches
+    only p's logits); an earlier-block head's need not. The page's sentence states what the frame holds."""
+    res = swept
+    whole = res.heads.set_index("label")["patch_effect"]
+    summed = dict(zip(res.head_rows, res.head_positions.sum(1)))
+    last = [lab for lab in res.head_rows if lab.startswith("2.")]
+    assert max(abs(summed[h] - whole[h]) for h in last) < 1e-5
+    gaps = {h: abs(summed[h] - whole[h]) for h in res.head_rows if h.startswith("1.")}
+    assert max(gaps.values()) > 0.01  # block 1's rows do not add up
+    said = readings.position_sum_sentence(res)
+    worst = max(gaps, key=gaps.get)
+    assert "add up to the head's effect in section 1" in said and "2.1, 2.2, 2.3 and 2.4" in said
+    assert f"head {worst}: the cells sum to {summed[worst]:.3f}, section 1 gives {whole[worst]:.3f}" in said
+
+
+def test_attribution_reports_sums_sign_and_scale_beside_the_correlation(swept):
+    """Issue 32: the correlation alone hid that the estimate's largest difference exceeds the largest exact
+    cell, that block-1 heads' summed estimates have the wrong sign, and that the right-signed ones are too
+    large. Each figure of the sentence is recomputed here from the two grids."""
+    res = swept
+    att = res.attribution
+    est, exact = att["estimate"].sum(1), res.head_positions.sum(1)
+    sums = att["sums"].set_index("label")
+    for i, lab in enumerate(res.head_rows):
+        assert sums.loc[lab, "estimate_sum"] == pytest.approx(est[i], abs=1e-9)
+        assert sums.loc[lab, "exact_sum"] == pytest.approx(exact[i], abs=1e-9)
+        assert bool(sums.loc[lab, "same_sign"]) == (np.sign(est[i]) == np.sign(exact[i]))
+    assert att["max_abs_exact"] == pytest.approx(np.abs(res.head_positions).max())
+    said = readings.attribution_sentence(res)
+    assert (f"largest difference {att['max_abs_diff']:.3f} "
+            f"(the largest exact cell is {att['max_abs_exact']:.3f})") in said
+    wrong = [lab for i, lab in enumerate(res.head_rows) if np.sign(est[i]) != np.sign(exact[i])]
+    for lab in wrong:
+        e, x = sums.loc[lab, "estimate_sum"], sums.loc[lab, "exact_sum"]
+        assert f"{lab} ({e:+.3f} against an exact {x:+.3f})" in said
+    # DESIGN.md: on the shipped file 1.4's summed estimate has the wrong sign, every block-2 head's is too large
+    assert "1.4" in wrong
+    assert (sums.loc[["2.1", "2.2", "2.3", "2.4"], "scale"] > 1).all()
+
+
+def test_direct_effects_are_untestable_where_the_corruption_forces_them(first_copy, resampled):
+    """Issue 32: under first-copy a block-1 head's output at the scored positions hardly changes, so its
+    'share kept when only the direct path is noised' of 1 is forced: the page says untestable there."""
+    fc, rs = first_copy.noise.set_index("label"), resampled.noise.set_index("label")
+    block1, block2 = ["1.1", "1.2", "1.3", "1.4"], ["2.1", "2.2", "2.3", "2.4"]
+    assert not fc.loc[block1, "direct_testable"].any() and fc.loc[block2, "direct_testable"].all()
+    assert rs["direct_testable"].all()
+    assert all(readings.direct_cell(fc.loc[h]) == "untestable" for h in block1)
+    assert readings.direct_cell(rs.loc["1.4"]).startswith(f"{rs.loc['1.4', 'direct_effect']:.2f} [")
+
+
+def test_the_checks_say_what_each_corruption_must_give(first_copy, resampled):
+    """Issue 32: under resample patching every head leaves each scored token's embedding corrupted, so it
+    falls short of 1; the stream entering the last block is the clean run's under both."""
+    assert first_copy.all_heads == pytest.approx(1, abs=1e-5) and first_copy.resid_last == pytest.approx(1, abs=1e-6)
+    assert resampled.resid_last == pytest.approx(1, abs=1e-6) and resampled.all_heads < 1 - 1e-4
+    said = readings.checks_sentence(resampled, "block 2")
+    assert f"{resampled.all_heads:.4f}: under resample" in said and "fall a little short of 1" in said
+    assert "it must be 1 too" in readings.checks_sentence(first_copy, "block 2")

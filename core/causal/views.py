@@ -4,7 +4,7 @@ corrupted several times.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -131,7 +131,8 @@ class Experiments:
     embedding_window: dict | None
     """embedding_window(): a few neighbouring embeddings restored together; None without the sweeps."""
     noise: pd.DataFrame
-    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals."""
+    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals,
+    and direct_testable (_noise_frame)."""
     attribution: dict | None
     """attribution_agreement() against the exact sweep; None without the sweeps."""
     head_rows: list[str]
@@ -149,6 +150,8 @@ class Experiments:
     """The logit lens on the first clean sequence, whole, with token and target_token labels."""
     lens_by_copy: pd.DataFrame
     """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
+    typed: bool = False
+    """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
     @property
     def gap(self) -> float:
@@ -198,14 +201,25 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
-    """noising.head_noise_effects with the head's label first."""
-    return with_labels(noising.head_noise_effects(model, runs))
+    """noising.head_noise_effects with the head's label first, and direct_testable: the head's direct path
+    reads its output at the scored positions (the second copy's queries), so its direct effect can show
+    something only where that output differs between the runs there (path_patching.sender_changes's
+    testable_q). Under first-copy a block-1 head that reads the last few tokens hardly changes there, so a
+    direct effect of 1 is forced by the corruption, not measured."""
+    df = with_labels(noising.head_noise_effects(model, runs))
+    every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    changes = path_patching.sender_changes(model, runs, every)
+    df["direct_testable"] = changes["testable_q"].astype(bool).to_numpy() if len(df) else pd.Series(dtype=bool)
+    return df
 
 
 def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:
     """Attribution patching against the exact one-head-one-position sweep (exact: head_position_effects,
     [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
-    per_head {label: correlation over positions}}."""
+    max_abs_exact (the largest exact cell, the scale max_abs_diff is read against), per_head {label:
+    correlation over positions}, sums (one row per head: label, layer, head, estimate_sum and exact_sum over
+    positions, corr, same_sign, scale = estimate_sum / exact_sum)}. A correlation alone hides a wrong sign
+    or a wrong scale of a head's total."""
     est = noising.attribution_head_positions(model, runs)
     x, y = est.ravel(), exact.ravel()
     ok = np.isfinite(x) & np.isfinite(y)
@@ -215,8 +229,17 @@ def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np
 
     per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
                 for l in range(est.shape[0]) for h in range(est.shape[1])}
+    sums = pd.DataFrame([{"layer": l, "head": h, "estimate_sum": float(np.nansum(est[l, h])),
+                          "exact_sum": float(np.nansum(exact[l, h])), "corr": per_head[head_label(l, h)]}
+                         for l in range(est.shape[0]) for h in range(est.shape[1])],
+                        columns=["layer", "head", "estimate_sum", "exact_sum", "corr"])
+    sums["same_sign"] = np.sign(sums["estimate_sum"]) == np.sign(sums["exact_sum"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sums["scale"] = sums["estimate_sum"] / sums["exact_sum"]
     return {"estimate": est.reshape(-1, est.shape[-1]), "corr": corr(x[ok], y[ok]),
-            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head}
+            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"),
+            "max_abs_exact": float(np.abs(y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head,
+            "sums": with_labels(sums)}
 
 
 def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
@@ -254,7 +277,7 @@ def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int
     """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
     corruption as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
-    return experiments(model, runs, _positions(model, runs, positions, budget))
+    return replace(experiments(model, runs, _positions(model, runs, positions, budget)), typed=True)
 
 
 def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,
