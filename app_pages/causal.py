@@ -329,7 +329,7 @@ if cfg.n_layers:
                     f"Steps where M(clean) − M(corrupted) is below {readings.MIN_GAP:g} nats are left out"
                     + (f" ({left_out[0]}–{left_out[-1]}, {len(left_out)} snapshots): there the model hardly uses "
                        "the first copy and every ratio is noise." if left_out else ".")
-                    + " Read off which path becomes needed first.")
+                    + " " + (readings.mechanism_sentence(mech) or "No snapshot has a large enough gap to read."))
             else:
                 st.button("Measure these paths at every snapshot of the run", key="cz_mechanism_button",
                           on_click=lambda: st.session_state.update(cz_mechanism=True))

@@ -151,7 +151,7 @@ def test_previous_token_head_starts_rising_before_the_drop_and_crosses_half_duri
 
 
 def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence(two_block):
-    """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50 of 512; these
+    """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50; these
     are the scaled-down choice ... Position 10 is in the first copy of every sequence and 90 in a later
     copy of every one". Positions come from the run's period range, so a short range the Train page allows
     moves them (periods 4-8 in 24 tokens: 3 and 23)."""
@@ -334,3 +334,16 @@ def test_enlarged_start_makes_the_plateau_about_three_times_shorter():
         assert formed is None or formed >= d["drop_start"] - 50, (name, formed, d)
     assert 2.0 <= starts["plain"] / starts["enlarged"] <= 4.0, starts
 
+
+
+def test_readme_item_5_path_patching_beside_the_score_split(causal_resample):
+    """README item 5 (issue 32): under resample the most needed query path into block 2 is the previous-token
+    head's (1.4), and the key side needs the head that looks two back (1.2) as well as 1.4."""
+    from core.causal import readings
+
+    q = _into_block2(causal_resample, "q", "noising")
+    assert q["patch_effect"].idxmin() == "1.4"
+    k = _into_block2(causal_resample, "k", "noising")
+    assert (k.loc[["1.2", "1.4"], "effect_high"] < readings.NEEDED).all()
+    top = causal_resample.offsets[causal_resample.offsets["top"]].set_index("sender")
+    assert top.loc["1.2", "offset"] == 2 and top.loc["1.4", "offset"] == 1

@@ -184,3 +184,32 @@ def direct_cell(row) -> str:
     if not bool(row.get("direct_testable", True)):
         return "untestable"
     return f"{row['direct_effect']:.2f} [{row['direct_low']:.2f}, {row['direct_high']:.2f}]"
+
+
+def mechanism_sentence(mech: pd.DataFrame) -> str | None:
+    """Which paths of views.mechanism_over_training are needed (noising interval ending below NEEDED) at the
+    first step whose gap is at least MIN_GAP and at the last, and from which step each path needed at the end
+    has been needed. None when no step has the gap."""
+    ok = mech[mech["gap"] >= MIN_GAP] if mech is not None and len(mech) else None
+    if ok is None or not len(ok):
+        return None
+    first, last = int(ok["step"].min()), int(ok["step"].max())
+    names = {"q": "query", "k": "key", "v": "value"}
+    needed = ok[ok["effect_high"] < NEEDED]
+
+    def at(step):
+        return {(r.sender, r.path) for r in needed[needed["step"] == step].itertuples()}
+
+    def said(pairs):
+        return ", ".join(f"{names[p]} path of {s}" for s, p in sorted(pairs, key=lambda x: (x[1], x[0])))
+
+    start, end = at(first), at(last)
+    since = {pair: int(needed[(needed["sender"] == pair[0]) & (needed["path"] == pair[1])]["step"].min())
+             for pair in end}
+    out = (f"At step {first}, the first with a gap of at least {MIN_GAP:g} nats, the needed paths are: "
+           f"{said(start) or 'none'}. At step {last}: {said(end) or 'none'}")
+    later = sorted((p for p in end if p not in start), key=since.get)
+    if later:
+        out += " (" + "; ".join(f"the {names[p]} path of {s} from step {since[(s, p)]}" for s, p in later) + ")"
+    gone = start - end
+    return out + "." + (f" No longer needed at the end: {said(gone)}." if gone else "")
