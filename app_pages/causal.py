@@ -238,10 +238,15 @@ if cfg.n_layers and res.resid is not None:
             + (said or "The gap is too small here for the comparison to mean much.")
             + " A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
             "the first-order estimate is poorest.")
-        st.dataframe(att["sums"][["label", "estimate_sum", "exact_sum", "same_sign", "scale", "corr"]].rename(
-            columns={"label": "head", "estimate_sum": "estimate, summed", "exact_sum": "exact, summed",
-                     "same_sign": "same sign", "scale": "estimate / exact", "corr": "correlation over positions"}),
+        st.dataframe(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr", "star_sum",
+                                  "star_same_sign"]].rename(
+            columns={"label": "head", "estimate_sum": "attribution, summed", "exact_sum": "exact, summed",
+                     "same_sign": "same sign", "scale": "attribution / exact", "corr": "correlation over positions",
+                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"}),
             hide_index=True)
+        star = readings.atp_star_sentence(res)
+        if star:
+            st.markdown(star)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:

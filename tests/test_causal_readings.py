@@ -277,3 +277,16 @@ def test_the_checks_say_what_each_corruption_must_give(first_copy, resampled):
     said = readings.checks_sentence(resampled, "block 2")
     assert f"{resampled.all_heads:.4f}: under resample" in said and "fall a little short of 1" in said
     assert "it must be 1 too" in readings.checks_sentence(first_copy, "block 2")
+
+
+def test_the_atp_star_sentence_states_the_signs_of_the_sums(swept):
+    """Issue 32: AtP* beside plain attribution on the page; the heads named come from the summed grids."""
+    res = swept
+    exact = res.head_positions.sum(1)
+    star = res.attribution["star"].sum(1)
+    plain = res.attribution["estimate"].sum(1)
+    wrong_star = [lab for i, lab in enumerate(res.head_rows) if np.sign(star[i]) != np.sign(exact[i])]
+    wrong_plain = [lab for i, lab in enumerate(res.head_rows) if np.sign(plain[i]) != np.sign(exact[i])]
+    said = readings.atp_star_sentence(res)
+    assert f"AtP* for {readings._heads(wrong_star)}" in said
+    assert f"plain attribution gets the sign wrong for {readings._heads(wrong_plain)}" in said

@@ -213,3 +213,23 @@ def mechanism_sentence(mech: pd.DataFrame) -> str | None:
         out += " (" + "; ".join(f"the {names[p]} path of {s} from step {since[(s, p)]}" for s, p in later) + ")"
     gone = start - end
     return out + "." + (f" No longer needed at the end: {said(gone)}." if gone else "")
+
+
+def atp_star_sentence(res: Experiments) -> str | None:
+    """AtP* (its QK fix) against plain attribution: which heads' summed sign each gets wrong, from the sums."""
+    att = res.attribution
+    if att is None or "star_sum" not in att["sums"] or not clarity.clear_gap(res.gap):
+        return None
+    s = att["sums"]
+    plain, star = list(s.loc[~s["same_sign"], "label"]), list(s.loc[~s["star_same_sign"], "label"])
+    fixed = [h for h in plain if h not in star]
+    out = ("**AtP*** (Kramár et al., 2024) keeps the later blocks' attention exact: for each sender's change it "
+           "recomputes their softmax and linearises only the rest. Summed over positions, plain attribution gets the "
+           f"sign wrong for {_heads(plain) if plain else 'no head'}, AtP* for {_heads(star) if star else 'no head'}")
+    if fixed:
+        return out + f"; the QK fix corrects {_heads(fixed)}."
+    if plain and star:
+        return out + (": here the QK fix does not help. What is nonlinear is after the pattern: a changed key "
+                      "moves a block-2 head onto another token, and M, a log-probability, is far from linear in "
+                      "what the head then copies.")
+    return out + "."

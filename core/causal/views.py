@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import logit_lens, noising, patching, path_patching
+from core.causal import atp, logit_lens, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -218,9 +218,11 @@ def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np
     [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
     max_abs_exact (the largest exact cell, the scale max_abs_diff is read against), per_head {label:
     correlation over positions}, sums (one row per head: label, layer, head, estimate_sum and exact_sum over
-    positions, corr, same_sign, scale = estimate_sum / exact_sum)}. A correlation alone hides a wrong sign
+    positions, corr, same_sign, scale = estimate_sum / exact_sum, star_sum and star_same_sign: the same for
+    AtP*, core.causal.atp)}. A correlation alone hides a wrong sign
     or a wrong scale of a head's total."""
     est = noising.attribution_head_positions(model, runs)
+    star = atp.atp_star_head_positions(model, runs)
     x, y = est.ravel(), exact.ravel()
     ok = np.isfinite(x) & np.isfinite(y)
 
@@ -230,13 +232,16 @@ def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np
     per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
                 for l in range(est.shape[0]) for h in range(est.shape[1])}
     sums = pd.DataFrame([{"layer": l, "head": h, "estimate_sum": float(np.nansum(est[l, h])),
-                          "exact_sum": float(np.nansum(exact[l, h])), "corr": per_head[head_label(l, h)]}
+                          "exact_sum": float(np.nansum(exact[l, h])), "corr": per_head[head_label(l, h)],
+                          "star_sum": float(np.nansum(star[l, h]))}
                          for l in range(est.shape[0]) for h in range(est.shape[1])],
-                        columns=["layer", "head", "estimate_sum", "exact_sum", "corr"])
+                        columns=["layer", "head", "estimate_sum", "exact_sum", "corr", "star_sum"])
     sums["same_sign"] = np.sign(sums["estimate_sum"]) == np.sign(sums["exact_sum"])
+    sums["star_same_sign"] = np.sign(sums["star_sum"]) == np.sign(sums["exact_sum"])
     with np.errstate(divide="ignore", invalid="ignore"):
         sums["scale"] = sums["estimate_sum"] / sums["exact_sum"]
-    return {"estimate": est.reshape(-1, est.shape[-1]), "corr": corr(x[ok], y[ok]),
+    return {"estimate": est.reshape(-1, est.shape[-1]), "star": star.reshape(-1, star.shape[-1]),
+            "corr": corr(x[ok], y[ok]),
             "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"),
             "max_abs_exact": float(np.abs(y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head,
             "sums": with_labels(sums)}
