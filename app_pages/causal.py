@@ -158,6 +158,18 @@ if cfg.n_layers:
         "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
         "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
         "corruption; choose resample to test it.")
+    if res.by_metric is not None:
+        st.subheader("The metric: log-probability, logit difference, probability")
+        bm = res.by_metric.pivot(index="label", columns="metric", values="patch_effect")
+        st.dataframe(bm[["logprob", "logit_diff", "prob"]].rename(
+            columns={"logprob": "log-prob (M)", "logit_diff": "logit difference", "prob": "probability"}))
+        st.caption(
+            "**What am I looking at?** Section 1's patching of each head, measured three ways (Heimersheim & "
+            "Nanda, 2024): the right token's log-probability (M), its logit minus that of the token the "
+            "corrupted first copy offers there, and its probability. The log-probability moves when any other "
+            "token's logit moves; the logit difference compares the right answer with the wrong one the "
+            "corruption offers and is linear in the final stream; the probability saturates near 0 and 1. "
+            + (readings.metric_sentence(res) or ""))
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "

@@ -290,3 +290,17 @@ def test_the_atp_star_sentence_states_the_signs_of_the_sums(swept):
     said = readings.atp_star_sentence(res)
     assert f"AtP* for {readings._heads(wrong_star)}" in said
     assert f"plain attribution gets the sign wrong for {readings._heads(wrong_plain)}" in said
+
+
+def test_the_metric_sentence_names_the_top_head_each_metric_finds(first_copy):
+    df = first_copy.by_metric
+    eff = df.pivot(index="label", columns="metric", values="patch_effect")
+    assert set(df["metric"]) == {"logprob", "logit_diff", "prob"}
+    m = eff["logprob"]
+    assert np.allclose(m.loc[first_copy.heads["label"]].to_numpy(), first_copy.heads["patch_effect"], atol=1e-5)
+    tops = {eff[c].idxmax() for c in eff.columns}
+    said = readings.metric_sentence(first_copy)
+    if len(tops) == 1:
+        assert f"head {tops.pop()} under all three metrics" in said
+    else:
+        assert "The metrics disagree on the top head" in said

@@ -233,3 +233,21 @@ def atp_star_sentence(res: Experiments) -> str | None:
                       "moves a block-2 head onto another token, and M, a log-probability, is far from linear in "
                       "what the head then copies.")
     return out + "."
+
+
+def metric_sentence(res: Experiments) -> str | None:
+    """How the three metrics rank the heads: whether the top head agrees, and whether the last block's
+    single-head logit-difference effects add up where the log-probability ones do not."""
+    df = res.by_metric
+    if df is None or not len(df) or not clarity.clear_gap(res.gap):
+        return None
+    eff = df.pivot(index="label", columns="metric", values="patch_effect")
+    tops = {m: str(eff[m].idxmax()) for m in eff.columns if eff[m].notna().any()}
+    names = {"logprob": "log-probability", "logit_diff": "logit difference", "prob": "probability"}
+    same = len(set(tops.values())) == 1
+    out = ("The largest single-head effect is head " + next(iter(tops.values())) + " under all three metrics. "
+           if same else "The metrics disagree on the top head: " + "; ".join(
+               f"{names[m]} {h}" for m, h in tops.items()) + ". ")
+    return out + ("Each metric's effects are normalised by its own gap, so their sizes differ; prefer the logit "
+                  "difference when comparing heads that write straight to the logits (it is linear in the final "
+                  "stream, so their effects add up), and read the probability only with care (it saturates).")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import atp, logit_lens, noising, patching, path_patching
+from core.causal import atp, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -150,6 +150,8 @@ class Experiments:
     """The logit lens on the first clean sequence, whole, with token and target_token labels."""
     lens_by_copy: pd.DataFrame
     """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
+    by_metric: pd.DataFrame | None = None
+    """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
     typed: bool = False
     """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
@@ -197,6 +199,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         offsets=block1_offsets(runs) if cfg.n_layers >= 2 else None,
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
+        by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
     )
 
 
