@@ -7,6 +7,7 @@ import torch
 from core.causal import atp, noising, patching
 from core.causal.corruptions import corrupt
 from core.model.checkpoints import read_checkpoint
+from core.model.symbols import head_label
 
 from helpers import ROOT, tiny_model
 
@@ -87,7 +88,7 @@ def test_on_the_shipped_file_against_the_exact_sweep():
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     runs = patching.task_runs(model, info["task"], 32, 0, 24)
     exact = patching.head_position_effects(model, runs)
-    labels = [f"{l + 1}.{h + 1}" for l in range(2) for h in range(4)]
+    labels = [head_label(l, h) for l in range(2) for h in range(4)]
     df = atp.compare(exact, {"AtP": noising.attribution_head_positions(model, runs),
                              "AtP*": atp.atp_star_head_positions(model, runs)}, labels).set_index(["method", "label"])
     for h in ("2.1", "2.2", "2.3", "2.4"):
