@@ -333,6 +333,25 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
+        circ = res.circuit
+        if circ is not None:
+            st.subheader("The circuit as a whole")
+            st.markdown(
+                f"Keep only what path patching above finds needed ({', '.join(circ['elements'])}), give every other "
+                "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
+                f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
+                f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
+                "with everything ablated).")
+            st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
+                columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
+                         "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
+            st.caption(
+                "**What am I looking at?** *Completeness*: remove the same element from the circuit and from the "
+                "whole model; a complete circuit behaves like the model under every such knockout (small values). "
+                "*Minimality*: how much the circuit loses without that element; near 0 or below, it is not needed "
+                "in the circuit. A path this corruption cannot test (under first-copy, every query path) is left "
+                "out of the circuit and so ablated: where the circuit keeps little, that is where to look "
+                "(resample tests the query paths).")
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):

@@ -304,3 +304,18 @@ def test_the_metric_sentence_names_the_top_head_each_metric_finds(first_copy):
         assert f"head {tops.pop()} under all three metrics" in said
     else:
         assert "The metrics disagree on the top head" in said
+
+
+def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resampled):
+    """Issue 32: the page's circuit is the needed paths and the block-2 heads; under first-copy it leaves
+    out the query paths (untestable) and keeps less of M than the resample circuit, which has them."""
+    from core.causal import circuit
+
+    fc, rs = first_copy.circuit, resampled.circuit
+    assert "1.4 → k" in fc["elements"] and not any(e.endswith("→ q") for e in fc["elements"])
+    assert any(e.endswith("→ q") for e in rs["elements"])
+    assert fc["f_model"] == pytest.approx(first_copy.m_clean, abs=1e-5)
+    assert 0 < fc["recovered"] < rs["recovered"] < 1
+    k = _k2(first_copy, "k")
+    assert set(circuit.describe(e) for e in circuit.found_circuit(first_copy.paths, readings.NEEDED)) == set(
+        fc["elements"]) and (k.loc["1.4", "effect_high"] < readings.NEEDED)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import atp, logit_lens, metrics, noising, patching, path_patching
+from core.causal import atp, circuit, clarity, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -152,6 +152,9 @@ class Experiments:
     """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
     by_metric: pd.DataFrame | None = None
     """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
+    circuit: dict | None = None
+    """circuit.circuit_report of circuit.found_circuit(paths): the paths path patching finds needed and
+    every block-2 head, everything else mean-ablated; with "elements" (their labels). None unless 2 blocks."""
     typed: bool = False
     """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
@@ -171,6 +174,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     heads = with_labels(patching.head_patch_effects(model, runs))
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
     full = runs.clean_full if runs.clean_full is not None else runs.clean
+    paths = _path_frame(model, runs)
     seq = full[0]
     lens = logit_lens.lens_sequence(model, seq)
     labels = token_labels(seq)
@@ -193,14 +197,22 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         noise=_noise_frame(model, runs),
         attribution=attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
         head_rows=[head_label(l, h) for l, h in every],
-        paths=_path_frame(model, runs),
+        paths=paths,
         corruption=runs.corruption,
         senders=sender_frame(model, runs) if cfg.n_layers >= 2 else None,
         offsets=block1_offsets(runs) if cfg.n_layers >= 2 else None,
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
         by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
+        circuit=_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
     )
+
+
+def _circuit(model: TinyCharLM, runs: patching.PatchRuns, paths: pd.DataFrame) -> dict:
+    found = circuit.found_circuit(paths, clarity.NEEDED)
+    rep = circuit.circuit_report(model, runs, found)
+    rep["elements"] = sorted(circuit.describe(e) for e in found)
+    return rep
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
