@@ -333,6 +333,19 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
+        comp = res.composition
+        if comp is not None:
+            st.subheader("Weight-based K-composition beside path patching")
+            st.dataframe(comp.rename(columns={"k_score": "K-composition (weights)",
+                                              "k_lost": "share of M lost, key path noised"}), hide_index=True)
+            st.caption(
+                "**What am I looking at?** For each block-1 sender and block-2 receiver, the K-composition score "
+                "of the weights (Elhage et al., 2021; *Circuits & ablations*) beside what noising that key path "
+                "costs. TinyCharLM rotates queries and keys by their position (RoPE), so the attention score reads "
+                "x_i W_Q R_(j−i) W_Kᵀ x_jᵀ; the weight-only product W_OVᵀ W_QK leaves the rotation out, as if every "
+                "key sat at the query's own position, and cannot tell a previous-token head from a self-attending "
+                "one. Path patching runs the model, rotation included. "
+                + (readings.composition_sentence(comp, gap) or ""))
         circ = res.circuit
         if circ is not None:
             st.subheader("The circuit as a whole")

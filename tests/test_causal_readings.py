@@ -319,3 +319,26 @@ def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resample
     k = _k2(first_copy, "k")
     assert set(circuit.describe(e) for e in circuit.found_circuit(first_copy.paths, readings.NEEDED)) == set(
         fc["elements"]) and (k.loc["1.4", "effect_high"] < readings.NEEDED)
+
+
+def test_weight_composition_beside_path_patching(first_copy, shipped):
+    """Issue 32: the weights rank another sender first for every block-2 head, path patching ranks 1.4;
+    each number is the weights' composition score and one minus the path table's effect."""
+    from core.causal import composition
+    from core.reading.composition import composition_matrix
+
+    model, _ = shipped
+    f = first_copy.composition.set_index(["sender", "receiver"])
+    scores = composition_matrix(model, "K", 0, 1)
+    k = first_copy.paths.query("path == 'k' and direction == 'noising' and receiver_head >= 0")
+    for r in k.itertuples():
+        row = f.loc[(r.sender, r.receiver)]
+        assert row["k_score"] == pytest.approx(float(scores[r.sender_head, r.receiver_head]))
+        assert row["k_lost"] == pytest.approx(1 - r.patch_effect)
+    top = composition.top_senders(first_copy.composition)
+    assert (top["by_patching"] == "1.4").all() and not top["agree"].any()
+    said = readings.composition_sentence(first_copy.composition, first_copy.gap)
+    assert f"for {int(top['agree'].sum())} of {len(top)} block-2 heads" in said
+    with pytest.raises(ValueError, match="two blocks"):
+        from helpers import tiny_model
+        composition.composition_vs_paths(tiny_model(1), first_copy.paths)

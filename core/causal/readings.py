@@ -251,3 +251,19 @@ def metric_sentence(res: Experiments) -> str | None:
     return out + ("Each metric's effects are normalised by its own gap, so their sizes differ; prefer the logit "
                   "difference when comparing heads that write straight to the logits (it is linear in the final "
                   "stream, so their effects add up), and read the probability only with care (it saturates).")
+
+
+def composition_sentence(frame: pd.DataFrame | None, gap: float) -> str | None:
+    """Weights against path patching, per block-2 receiver (core.causal.composition.top_senders)."""
+    from core.causal.composition import top_senders
+
+    if frame is None or not len(frame) or not clarity.clear_gap(gap):
+        return None
+    top = top_senders(frame)
+    agree = top[top["agree"]]
+    differ = top[~top["agree"]]
+    out = f"The two agree on the most important key writer for {len(agree)} of {len(top)} block-2 heads."
+    if len(differ):
+        out += " They differ for " + "; ".join(
+            f"{r.receiver} (weights: {r.by_weights}, patching: {r.by_patching})" for r in differ.itertuples()) + "."
+    return out

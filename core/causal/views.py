@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import atp, circuit, clarity, logit_lens, metrics, noising, patching, path_patching
+from core.causal import atp, circuit, clarity, composition, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -155,6 +155,9 @@ class Experiments:
     circuit: dict | None = None
     """circuit.circuit_report of circuit.found_circuit(paths): the paths path patching finds needed and
     every block-2 head, everything else mean-ablated; with "elements" (their labels). None unless 2 blocks."""
+    composition: pd.DataFrame | None = None
+    """composition.composition_vs_paths: weight K-composition beside key-path noising per receiver; None
+    unless 2 or more blocks."""
     typed: bool = False
     """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
@@ -205,6 +208,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
         by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
         circuit=_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
+        composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
 
 
