@@ -8,6 +8,7 @@ from core.causal import readings
 from core.causal import views as causal
 from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
+from ui import causal_sections as sections
 from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
@@ -158,18 +159,7 @@ if cfg.n_layers:
         "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
         "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
         "corruption; choose resample to test it.")
-    if res.by_metric is not None:
-        st.subheader("The metric: log-probability, logit difference, probability")
-        bm = res.by_metric.pivot(index="label", columns="metric", values="patch_effect")
-        st.dataframe(bm[["logprob", "logit_diff", "prob"]].rename(
-            columns={"logprob": "log-prob (M)", "logit_diff": "logit difference", "prob": "probability"}))
-        st.caption(
-            "**What am I looking at?** Section 1's patching of each head, measured three ways (Heimersheim & "
-            "Nanda, 2024): the right token's log-probability (M), its logit minus that of the token the "
-            "corrupted first copy offers there, and its probability. The log-probability moves when any other "
-            "token's logit moves; the logit difference compares the right answer with the wrong one the "
-            "corruption offers and is linear in the final stream; the probability saturates near 0 and 1. "
-            + (readings.metric_sentence(res) or ""))
+    sections.metric_section(res)
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -333,38 +323,8 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
-        comp = res.composition
-        if comp is not None:
-            st.subheader("Weight-based K-composition beside path patching")
-            st.dataframe(comp.rename(columns={"k_score": "K-composition (weights)",
-                                              "k_lost": "share of M lost, key path noised"}), hide_index=True)
-            st.caption(
-                "**What am I looking at?** For each block-1 sender and block-2 receiver, the K-composition score "
-                "of the weights (Elhage et al., 2021; *Circuits & ablations*) beside what noising that key path "
-                "costs. TinyCharLM rotates queries and keys by their position (RoPE), so the attention score reads "
-                "x_i W_Q R_(j−i) W_Kᵀ x_jᵀ; the weight-only product W_OVᵀ W_QK leaves the rotation out, as if every "
-                "key sat at the query's own position, and cannot tell a previous-token head from a self-attending "
-                "one. Path patching runs the model, rotation included. "
-                + (readings.composition_sentence(comp, gap) or ""))
-        circ = res.circuit
-        if circ is not None:
-            st.subheader("The circuit as a whole")
-            st.markdown(
-                f"Keep only what path patching above finds needed ({', '.join(circ['elements'])}), give every other "
-                "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
-                f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
-                f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-                "with everything ablated).")
-            st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
-                columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
-                         "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
-            st.caption(
-                "**What am I looking at?** *Completeness*: remove the same element from the circuit and from the "
-                "whole model; a complete circuit behaves like the model under every such knockout (small values). "
-                "*Minimality*: how much the circuit loses without that element; near 0 or below, it is not needed "
-                "in the circuit. A path this corruption cannot test (under first-copy, every query path) is left "
-                "out of the circuit and so ablated: where the circuit keeps little, that is where to look "
-                "(resample tests the query paths).")
+        sections.composition_section(res, gap)
+        sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):

@@ -17,10 +17,13 @@ second fix, GradDrop (for cancellation across layers when ranking nodes by magni
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
 
+from core.causal.noising import attribution_head_positions
 from core.causal.patching import CHUNK_POSITIONS, PatchRuns, metric
 from core.model.hooks import hook_name
+from core.model.symbols import head_label, with_labels
 from core.model.tinycharlm import TinyCharLM
 
 
@@ -81,8 +84,6 @@ def compare(exact: np.ndarray, estimates: dict[str, np.ndarray], labels: list[st
     """Each estimate [n_layers, n_heads, T] against the exact sweep: one row per method and head (label):
     exact_sum, estimate_sum over positions, same_sign, scale (estimate_sum / exact_sum), max_abs_error
     over positions. ValueError when the shapes differ."""
-    import pandas as pd
-
     rows = []
     for name, est in estimates.items():
         if est.shape != exact.shape:
@@ -94,3 +95,37 @@ def compare(exact: np.ndarray, estimates: dict[str, np.ndarray], labels: list[st
                          "same_sign": bool(np.sign(es) == np.sign(xs)), "scale": es / xs if xs else float("nan"),
                          "max_abs_error": float(np.abs(e[i] - x[i]).max())})
     return pd.DataFrame(rows)
+
+
+def attribution_agreement(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray) -> dict:
+    """Attribution patching against the exact one-head-one-position sweep (exact: head_position_effects,
+    [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
+    max_abs_exact (the largest exact cell, the scale max_abs_diff is read against), per_head {label:
+    correlation over positions}, sums (one row per head: label, layer, head, estimate_sum and exact_sum over
+    positions, corr, same_sign, scale = estimate_sum / exact_sum, star_sum and star_same_sign: the same for
+    AtP*, core.causal.atp)}. A correlation alone hides a wrong sign
+    or a wrong scale of a head's total."""
+    est = attribution_head_positions(model, runs)
+    star = atp_star_head_positions(model, runs)
+    x, y = est.ravel(), exact.ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+
+    def corr(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
+
+    per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
+                for l in range(est.shape[0]) for h in range(est.shape[1])}
+    sums = pd.DataFrame([{"layer": l, "head": h, "estimate_sum": float(np.nansum(est[l, h])),
+                          "exact_sum": float(np.nansum(exact[l, h])), "corr": per_head[head_label(l, h)],
+                          "star_sum": float(np.nansum(star[l, h]))}
+                         for l in range(est.shape[0]) for h in range(est.shape[1])],
+                        columns=["layer", "head", "estimate_sum", "exact_sum", "corr", "star_sum"])
+    sums["same_sign"] = np.sign(sums["estimate_sum"]) == np.sign(sums["exact_sum"])
+    sums["star_same_sign"] = np.sign(sums["star_sum"]) == np.sign(sums["exact_sum"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sums["scale"] = sums["estimate_sum"] / sums["exact_sum"]
+    return {"estimate": est.reshape(-1, est.shape[-1]), "star": star.reshape(-1, star.shape[-1]),
+            "corr": corr(x[ok], y[ok]),
+            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"),
+            "max_abs_exact": float(np.abs(y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head,
+            "sums": with_labels(sums)}

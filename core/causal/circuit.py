@@ -107,3 +107,13 @@ def found_circuit(paths: pd.DataFrame, needed: float) -> frozenset:
     H = int(paths["sender_head"].max()) + 1 if len(paths) else 0
     return frozenset({("path", int(r.sender_head), r.path) for r in rows.itertuples()}
                      | {("head", h) for h in range(H)})
+
+
+def page_circuit(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) -> dict:
+    """circuit_report of found_circuit(paths) at clarity.NEEDED, with "elements": their labels (the page's view)."""
+    from core.causal.clarity import NEEDED
+
+    found = found_circuit(paths, NEEDED)
+    rep = circuit_report(model, runs, found)
+    rep["elements"] = sorted(describe(e) for e in found)
+    return rep

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import atp, circuit, clarity, composition, logit_lens, metrics, noising, patching, path_patching
+from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -134,7 +134,7 @@ class Experiments:
     """noising.head_noise_effects per head with its label first: noising and direct effects, intervals,
     and direct_testable (_noise_frame)."""
     attribution: dict | None
-    """attribution_agreement() against the exact sweep; None without the sweeps."""
+    """atp.attribution_agreement() against the exact sweep; None without the sweeps."""
     head_rows: list[str]
     """The label of each row of head_positions."""
     paths: pd.DataFrame
@@ -198,7 +198,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         position_cost=position_sweep_cost(model, runs),
         embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
         noise=_noise_frame(model, runs),
-        attribution=attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
+        attribution=atp.attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
         head_rows=[head_label(l, h) for l, h in every],
         paths=paths,
         corruption=runs.corruption,
@@ -207,16 +207,9 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
         by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
-        circuit=_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
+        circuit=circuit.page_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
         composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
-
-
-def _circuit(model: TinyCharLM, runs: patching.PatchRuns, paths: pd.DataFrame) -> dict:
-    found = circuit.found_circuit(paths, clarity.NEEDED)
-    rep = circuit.circuit_report(model, runs, found)
-    rep["elements"] = sorted(circuit.describe(e) for e in found)
-    return rep
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
@@ -230,40 +223,6 @@ def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     changes = path_patching.sender_changes(model, runs, every)
     df["direct_testable"] = changes["testable_q"].astype(bool).to_numpy() if len(df) else pd.Series(dtype=bool)
     return df
-
-
-def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:
-    """Attribution patching against the exact one-head-one-position sweep (exact: head_position_effects,
-    [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
-    max_abs_exact (the largest exact cell, the scale max_abs_diff is read against), per_head {label:
-    correlation over positions}, sums (one row per head: label, layer, head, estimate_sum and exact_sum over
-    positions, corr, same_sign, scale = estimate_sum / exact_sum, star_sum and star_same_sign: the same for
-    AtP*, core.causal.atp)}. A correlation alone hides a wrong sign
-    or a wrong scale of a head's total."""
-    est = noising.attribution_head_positions(model, runs)
-    star = atp.atp_star_head_positions(model, runs)
-    x, y = est.ravel(), exact.ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-
-    def corr(a, b):
-        return float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
-
-    per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
-                for l in range(est.shape[0]) for h in range(est.shape[1])}
-    sums = pd.DataFrame([{"layer": l, "head": h, "estimate_sum": float(np.nansum(est[l, h])),
-                          "exact_sum": float(np.nansum(exact[l, h])), "corr": per_head[head_label(l, h)],
-                          "star_sum": float(np.nansum(star[l, h]))}
-                         for l in range(est.shape[0]) for h in range(est.shape[1])],
-                        columns=["layer", "head", "estimate_sum", "exact_sum", "corr", "star_sum"])
-    sums["same_sign"] = np.sign(sums["estimate_sum"]) == np.sign(sums["exact_sum"])
-    sums["star_same_sign"] = np.sign(sums["star_sum"]) == np.sign(sums["exact_sum"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sums["scale"] = sums["estimate_sum"] / sums["exact_sum"]
-    return {"estimate": est.reshape(-1, est.shape[-1]), "star": star.reshape(-1, star.shape[-1]),
-            "corr": corr(x[ok], y[ok]),
-            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"),
-            "max_abs_exact": float(np.abs(y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head,
-            "sums": with_labels(sums)}
 
 
 def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
