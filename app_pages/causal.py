@@ -8,6 +8,7 @@ from core.causal import readings
 from core.causal import views as causal
 from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
+from ui import causal_sections as sections
 from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
@@ -20,6 +21,7 @@ DEFAULT_TEXT = "induction " * 3
 SMALL_GAP = readings.MIN_GAP  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
 BLANK = 0.02  # a row of the position sweep whose every cell is within ±BLANK reads as blank
 PATH_NAMES = {"q": "query", "k": "key", "v": "value"}
+DIRECT_COLUMN = "share kept when only the direct path is noised"
 CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
 
@@ -56,7 +58,8 @@ st.markdown(
     "sequence of the same period in full (a fresh pattern repeated, Heimersheim & Nanda, 2024), so every "
     "position differs, the second copy's queries included. The right token is always the clean one. The metric "
     "M is the mean log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target "
-    "at t = L is left out: it is predicted at position L−1, whose own token was corrupted). A **patch effect** of "
+    "at t = L is left out: even the clean run cannot predict it, since nothing before it says the pattern is about "
+    "to repeat). A **patch effect** of "
     "0 means no recovery, 1 means full recovery, below 0 that the patch made things worse:")
 st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{M(\text{clean}) - M(\text{corrupted})}")
 
@@ -105,9 +108,12 @@ snippet = partial(snippets.causal, entry, None if period is None else int(period
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
 
 if cfg.n_layers == 0:
-    st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone, so the "
-            "corrupted first copy cannot change any second-copy prediction and M(clean) = M(corrupted) exactly. "
-            "Every patch effect is 0/0: there is nothing to patch. Only the logit lens below means something "
+    st.info("This model has **no attention blocks**: its logits are W_E[x] W_Eᵀ of the current token alone. "
+            + ("The corrupted first copy cannot change any second-copy prediction, so M(clean) = M(corrupted) "
+               "exactly and every patch effect is 0/0: there is nothing to patch." if corruption == "first-copy" else
+               "Under resample the second copy's own tokens change too, so M(clean) and M(corrupted) differ only "
+               "through the current token, and there is still no component to patch.")
+            + " Only the logit lens below means something "
             "here: the embedding is the whole model.")
 elif cfg.n_layers == 1:
     st.info("A **one-block** model cannot look up the token after an earlier occurrence: that needs a head whose keys "
@@ -130,28 +136,30 @@ if cfg.n_layers:
     left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
-        f"**Checks.** Patching every head at once gives {res.all_heads:.3f}; patching the whole stream entering "
-        f"{block_label(cfg.n_layers - 1)} gives {res.resid_last:.3f}. Both must be 1 (the run above that point is "
-        "then the clean run); patching nothing is 0 by definition."
+        "**Checks.** " + readings.checks_sentence(res, block_label(cfg.n_layers - 1))
         + (f" The largest single-head effect here is head {best['label']}: "
-           f"{best['patch_effect']:.2f} (95% interval over the {res.n_seqs} sequences "
+           f"{best['patch_effect']:.2f} (95% interval over {readings.interval_unit(res)} "
            f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
     noise = res.noise.merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
                                on=["layer", "head"])
     table = {"head": noise["label"]}
     for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
-                              "noising (needed?)": ("noise_effect", "noise_low", "noise_high"),
-                              "direct effect, noising (into the logits only)": ("direct_effect", "direct_low",
-                                                                                 "direct_high")}.items():
+                              "noising (needed?)": ("noise_effect", "noise_low", "noise_high")}.items():
         table[name] = [f"{a:.2f} [{b:.2f}, {c:.2f}]" for a, b, c in zip(noise[v], noise[lo], noise[hi])]
+    table[DIRECT_COLUMN] = [readings.direct_cell(r) for _, r in noise.iterrows()]
     st.dataframe(table, hide_index=True)
     st.caption(
-        "**Three measurements per head** (effect, then its 95% bootstrap interval over the sequences). "
+        f"**Three measurements per head** (effect, then its 95% bootstrap interval over {readings.interval_unit(res)}; "
+        "no interval here covers other training seeds). "
         "*Denoising*, the chart above: the head's clean output into the corrupted run (does it suffice?). "
         "*Noising*: its corrupted output into the clean run, every block above rerun (is it needed? near 1 = "
-        "nothing lost). *Direct effect*: its corrupted output sent only along its direct path to the logits, the "
-        "blocks above left clean (Wang et al.'s first step): a block-1 head whose direct effect is 1 but whose "
-        "noising effect is low matters only through later heads.")
+        f"nothing lost). *{DIRECT_COLUMN}*: its corrupted output sent only along its direct path to the logits, the "
+        "blocks above left clean (Wang et al.'s first step). 1 means its direct path carries *nothing* M needs; a "
+        "head whose share kept here is 1 but whose noising effect is low matters only through later heads. "
+        "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
+        "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
+        "corruption; choose resample to test it.")
+    sections.metric_section(res)
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -206,7 +214,8 @@ if cfg.n_layers and res.resid is not None:
         st.markdown(
             f"**Why the row *before block 1* is blank** (every cell within ±{BLANK:g} here): no single restored "
             "token is enough. An induction head finds the token to copy at a key whose own token *and* the token "
-            "before it are clean, so one clean position on its own restores nothing. Restoring positions "
+            "(or, as section 4 shows for a head that looks two back, the tokens) before it are clean, so one clean "
+            "position on its own restores nothing. Restoring positions "
             f"{a}–{b} together gives {window['effect']:.3f}; one of the L−1 second-copy targets is "
             f"{window['one_target']:.3f} of them.")
 
@@ -217,23 +226,29 @@ if cfg.n_layers and res.resid is not None:
                     width="content")
     st.caption(
         "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
-        "the corrupted run (colour scale: the largest value in this grid). Summed over positions it would not add up "
-        "to section 1 (the model is not linear in "
-        "them). A head in the last block can help only at positions whose next token is a second-copy target; a "
+        "the corrupted run (colour scale: the largest value in this grid). "
+        + (readings.position_sum_sentence(res) or "")
+        + " A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
     att = res.attribution
     if att is not None:
-        per = att["per_head"]
-        worst = min(per, key=lambda k: per[k] if per[k] == per[k] else 2.0)
-        best = max(per, key=lambda k: per[k] if per[k] == per[k] else -2.0)
+        said = readings.attribution_sentence(res)
         st.markdown(
             "**Attribution patching** (Nanda, 2023; Syed et al., 2023) estimates this whole grid from one backward "
-            "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. Against the "
-            f"exact values above: correlation {att['corr']:.2f} over every cell, largest difference "
-            f"{att['max_abs_diff']:.3f}; by head, from {per[worst]:.2f} ({worst}) to {per[best]:.2f} ({best}). "
-            "A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
+            "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. "
+            + (said or "The gap is too small here for the comparison to mean much.")
+            + " A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
             "the first-order estimate is poorest.")
+        st.dataframe(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr", "star_sum",
+                                  "star_same_sign"]].rename(
+            columns={"label": "head", "estimate_sum": "attribution, summed", "exact_sum": "exact, summed",
+                     "same_sign": "same sign", "scale": "attribution / exact", "corr": "correlation over positions",
+                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"}),
+            hide_index=True)
+        star = readings.atp_star_sentence(res)
+        if star:
+            st.markdown(star)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:
@@ -308,6 +323,8 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
+        sections.composition_section(res, gap)
+        sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):
@@ -321,7 +338,7 @@ if cfg.n_layers:
                     f"Steps where M(clean) − M(corrupted) is below {readings.MIN_GAP:g} nats are left out"
                     + (f" ({left_out[0]}–{left_out[-1]}, {len(left_out)} snapshots): there the model hardly uses "
                        "the first copy and every ratio is noise." if left_out else ".")
-                    + " Read off which path becomes needed first.")
+                    + " " + (readings.mechanism_sentence(mech) or "No snapshot has a large enough gap to read."))
             else:
                 st.button("Measure these paths at every snapshot of the run", key="cz_mechanism_button",
                           on_click=lambda: st.session_state.update(cz_mechanism=True))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from core.model.metrics import later_copy_floor
 from core.quiz import questions as quiz
+from core.reading.probes import fixed_distance_verdict
 from core.training.overview import model_overview, settings_rows, top_head
 from ui import python_panel, snippets
 from ui.cache import per_model
@@ -17,6 +18,23 @@ N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 @per_model(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
 def _overview(entry: LabModel) -> dict:
     return model_overview(entry.model, entry.task, n_seqs=N_OVERVIEW, seed=0)
+
+
+@per_model(show_spinner="Running the period-shift probe…", max_entries=32)
+def _fixed_distance(entry: LabModel) -> dict | None:
+    return fixed_distance_verdict(entry.model, entry.task)
+
+
+def fixed_distance_caveat(verdict: dict | None) -> str | None:
+    """The caveat on attention-mass scores when the period-shift probe says the model copies from a fixed
+    distance back (core.reading.probes.fixed_distance_verdict); None otherwise."""
+    if not verdict or not verdict["fixed"]:
+        return None
+    return (f"**Caveat: this model copies from a fixed distance back.** The period-shift probe (Attention page) "
+            f"finds its later-copy accuracy {verdict['acc_trained']:.2f} at its training period "
+            f"{verdict['trained']} but {verdict['acc_shifted']:.2f} at period {verdict['shifted']}. So the low "
+            "later-copy loss is not a look-up in the earlier copy, and the induction scores below (attention mass "
+            "one period back, which a fixed offset puts there too) do not make a head an induction head.")
 
 
 def _home_path():
@@ -51,8 +69,8 @@ def _home_ideas():
         "(rotary embeddings, Su et al., 2021), so the score also depends on the distance i − j, and "
         "W_QK above is its content part at distance 0. An **induction head** needs both jobs and two "
         "blocks: a block-1 head copies each token's predecessor into its stream, and a block-2 head then "
-        "looks for the position whose predecessor matches the current token and copies what follows it "
-        "(Olsson et al., 2022).")
+        "looks for the position whose predecessor matches the current token and copies the token at that "
+        "position, the one that followed the earlier occurrence (Olsson et al., 2022).")
 
 
 def _num(v) -> str:
@@ -70,6 +88,9 @@ def _home_model():
     m, heads = ov["metrics"], ov["heads"]
     st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
                 f"{ov['seed']}). Change the model in the sidebar; every page follows.")
+    caveat = fixed_distance_caveat(_fixed_distance(entry))
+    if caveat:
+        st.warning(caveat)
     ask(quiz.later_vs_first(m))
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")

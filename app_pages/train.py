@@ -141,7 +141,9 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
         "occurrence of the current token, one period back (the induction target; induction heads also read "
         "older copies, so this share stays below their whole induction score, shown on Home). In a 2-block "
         "run, watch a block-1 head turn into a previous-token head and block-2 heads turn into induction "
-        "heads at the same step the later-copy loss drops (Olsson et al., 2022).")
+        "heads around the later-copy loss drop (Olsson et al., 2022, see them form during it), and read off "
+        "which moves first: the scores need not rise at the same step as the loss falls, and a head held on "
+        "the previous position scores 1 from step 0.")
 
 
 def live_panel(drawn_active: bool) -> None:

@@ -155,7 +155,7 @@ def test_previous_token_head_starts_rising_before_the_drop_and_crosses_half_duri
 
 
 def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence(two_block, two_block_timeline):
-    """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50 of 512; these
+    """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50; these
     are the scaled-down choice ... Position 10 is in the first copy of every sequence and 90 in a later
     copy of every one". Positions come from the run's period range, so a short range the Train page allows
     moves them (periods 4-8 in 24 tokens: 3 and 23)."""
@@ -356,6 +356,19 @@ def test_the_stored_plateau_curves_are_what_training_gives(two_block):
         assert n >= 3 and stored["step"][:n] == again["step"]
         for key in ("loss_later_copies", "prev_token_block1"):
             assert again[key] == pytest.approx(stored[key][:n], abs=2e-3), key
+
+
+def test_readme_item_5_path_patching_beside_the_score_split(causal_resample):
+    """README item 5 (issue 32): under resample the most needed query path into block 2 is the previous-token
+    head's (1.4), and the key side needs the head that looks two back (1.2) as well as 1.4."""
+    from core.causal import readings
+
+    q = _into_block2(causal_resample, "q", "noising")
+    assert q["patch_effect"].idxmin() == "1.4"
+    k = _into_block2(causal_resample, "k", "noising")
+    assert (k.loc[["1.2", "1.4"], "effect_high"] < readings.NEEDED).all()
+    top = causal_resample.offsets[causal_resample.offsets["top"]].set_index("sender")
+    assert top.loc["1.2", "offset"] == 2 and top.loc["1.4", "offset"] == 1
 
 
 if __name__ == "__main__":

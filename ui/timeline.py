@@ -54,7 +54,7 @@ def timeline_panel(entry: LabModel, name: str) -> None:
     c1.caption(
         f"**In-context-learning score**: the loss of predicting the token at position {t['late']} minus that at "
         f"position {t['early']} (positions from 0), averaged over the evaluation batch. Olsson et al. (2022) take "
-        "token 500 minus token 50 of 512; these are the scaled-down choice for this run's sequences of "
+        "token 500 minus token 50; these are the scaled-down choice for this run's sequences of "
         f"{info['task'].seq_len} tokens and periods {info['task'].period_min}–{info['task'].period_max}. "
         + (f"Position {t['early']} is in the first copy of every sequence" if t["icl_holds"]["first"] else
            f"Position {t['early']} is not in the first copy of every sequence (the shortest period is "
@@ -70,8 +70,10 @@ def timeline_panel(entry: LabModel, name: str) -> None:
         start = t["drop"]["drop_start"]
         c2.caption(f"**Loss by position** at step {t['steps'][b]}, {start - t['steps'][b]} steps before the drop's "
                    f"start at step {start} (the snapshot nearest 50 steps before it: at the start itself the loss "
-                   f"is already falling), and at step {t['steps'][a]}, after the drop. Before, every position costs "
-                   f"about the same; after, the loss falls once the first copy can be over (from position "
+                   f"is already falling), and at step {t['steps'][a]}, after the drop. Before, the loss changes "
+                   f"little with position next to what the drop does (in-context-learning score "
+                   f"{t['icl'][b]:.2f} nats there, {t['icl'][a]:.2f} after); after, the loss falls once the first "
+                   f"copy can be over (from position "
                    f"{info['task'].period_min}, the shortest period), because from there the next token can be "
                    "looked up.")
     else:

@@ -3,7 +3,7 @@
 Clean run: task sequences. Corrupted run: the same sequences with the first copy (positions 0..L-1)
 replaced by a fresh random pattern, so a second-copy target can no longer be read from the context.
 Metric M: the mean log-probability of the right token over second-copy targets L+1 <= t < 2L (the
-target at t = L is left out: it is predicted at position L-1, whose own token was corrupted).
+target at t = L is left out: even the clean run cannot predict it, nothing before it says the pattern repeats).
 Patch effect: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)); 0 = no recovery, 1 = full.
 
 A head's output is its z W_O without b_O ([B, T, D] per head, cache["head_out"] of run_with_cache, the

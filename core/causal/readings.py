@@ -90,3 +90,180 @@ def largest_denoising(res: Experiments) -> pd.Series | None:
         return None
     d = p[(p["direction"] == "denoising") & (p["receiver_head"] < 0) & p["testable"].astype(bool)]
     return d if len(d) else None
+
+
+ADDS_UP = 1e-4  # a head's per-position cells "add up" to its section-1 effect within this (float32 rounding)
+
+
+def position_sums(res: Experiments) -> pd.DataFrame | None:
+    """Each head's one-position cells (section 3) summed over positions, beside its all-positions effect
+    (section 1). Rows: label, layer, head, summed, whole, adds_up (|summed - whole| <= ADDS_UP). A last-block
+    head's write at position p reaches only p's logits, so M's change is the sum of its per-position changes;
+    an earlier head's write is read by later heads at several positions at once, which is not linear in them.
+    None without the position sweeps."""
+    if res.head_positions is None:
+        return None
+    df = res.heads[["label", "layer", "head", "patch_effect"]].rename(columns={"patch_effect": "whole"}).copy()
+    by_label = dict(zip(res.head_rows, res.head_positions.sum(1)))
+    df["summed"] = [float(by_label[lab]) for lab in df["label"]]
+    df["adds_up"] = (df["summed"] - df["whole"]).abs() <= ADDS_UP
+    return df.reset_index(drop=True)
+
+
+def _heads(labels) -> str:
+    labels = list(labels)
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def position_sum_sentence(res: Experiments) -> str | None:
+    """What the per-position cells add up to, said from position_sums (None without the sweeps or a gap)."""
+    df = position_sums(res)
+    if df is None or not df["whole"].notna().all():
+        return None
+    last = df[df["layer"] == df["layer"].max()]
+    earlier = df[df["layer"] < df["layer"].max()]
+    parts = []
+    if last["adds_up"].all():
+        parts.append(f"For the last-block heads ({_heads(last['label'])}) a row's cells add up to the head's "
+                     "effect in section 1: a last-block head's write at one position reaches only that position's "
+                     "logits, and M is a mean over positions.")
+    off = earlier[~earlier["adds_up"]]
+    if len(off):
+        worst = off.loc[(off["summed"] - off["whole"]).abs().idxmax()]
+        parts.append(f"For earlier-block heads they need not: a later head reads such a write at several positions "
+                     f"at once, and the model is not linear in them (head {worst['label']}: the cells sum to "
+                     f"{worst['summed']:.3f}, section 1 gives {worst['whole']:.3f}).")
+    elif len(earlier):
+        parts.append("The earlier-block heads' rows add up too here.")
+    return " ".join(parts) or None
+
+
+def attribution_sentence(res: Experiments) -> str | None:
+    """Attribution patching against the exact sweep: correlation, the largest difference beside the largest
+    exact cell, the heads whose summed estimate has the wrong sign, and the scale of the others."""
+    att = res.attribution
+    if att is None or not clarity.clear_gap(res.gap):
+        return None
+    s = att["sums"]
+    wrong = s[~s["same_sign"]]
+    right = s[s["same_sign"] & (s["exact_sum"].abs() > ADDS_UP)]
+    out = (f"Against the exact values above: correlation {att['corr']:.2f} over every cell, largest difference "
+           f"{att['max_abs_diff']:.3f} (the largest exact cell is {att['max_abs_exact']:.3f}). Summed over "
+           "positions, per head: ")
+    if len(wrong):
+        out += ("the estimate has the wrong sign for " + "; ".join(
+            f"{r.label} ({r.estimate_sum:+.3f} against an exact {r.exact_sum:+.3f})" for r in wrong.itertuples())
+            + ". ")
+    else:
+        out += "the estimate has the right sign for every head. "
+    if len(right):
+        lo, hi = right["scale"].min(), right["scale"].max()
+        out += (f"Where the sign is right, the estimate is {lo:.2f} to {hi:.2f} times the exact sum"
+                + (" (too large everywhere)." if lo > 1 else " (too small everywhere)." if hi < 1 else "."))
+    return out + (" A high correlation alone does not say that the estimate has the right sign or size.")
+
+
+def checks_sentence(res: Experiments, last_block: str) -> str:
+    """The two sanity checks of section 1, with what each must give under this corruption."""
+    out = (f"Patching the whole stream entering {last_block} gives {res.resid_last:.4f}: it must be 1 (the run "
+           f"above that point is then the clean run). Patching every head at once gives {res.all_heads:.4f}")
+    if res.corruption == "first-copy":
+        return out + (": it must be 1 too, since the token embeddings at the scored positions are the same in both "
+                      "runs. Patching nothing is 0 by definition.")
+    return out + (": under resample each scored position's own token embedding stays corrupted along its direct "
+                  "path to the logits, so this can fall a little short of 1. Patching nothing is 0 by definition.")
+
+
+def interval_unit(res: Experiments) -> str:
+    """What the bootstrap intervals resample: sequences, or for a typed text its corruptions."""
+    return f"the {res.n_seqs} corruptions of your sequence" if res.typed else f"the {res.n_seqs} sequences"
+
+
+def direct_cell(row) -> str:
+    """One cell of the page's 'kept when only the direct path is noised' column."""
+    if not bool(row.get("direct_testable", True)):
+        return "untestable"
+    return f"{row['direct_effect']:.2f} [{row['direct_low']:.2f}, {row['direct_high']:.2f}]"
+
+
+def mechanism_sentence(mech: pd.DataFrame) -> str | None:
+    """Which paths of views.mechanism_over_training are needed (noising interval ending below NEEDED) at the
+    first step whose gap is at least MIN_GAP and at the last, and from which step each path needed at the end
+    has been needed. None when no step has the gap."""
+    ok = mech[mech["gap"] >= MIN_GAP] if mech is not None and len(mech) else None
+    if ok is None or not len(ok):
+        return None
+    first, last = int(ok["step"].min()), int(ok["step"].max())
+    names = {"q": "query", "k": "key", "v": "value"}
+    needed = ok[ok["effect_high"] < NEEDED]
+
+    def at(step):
+        return {(r.sender, r.path) for r in needed[needed["step"] == step].itertuples()}
+
+    def said(pairs):
+        return ", ".join(f"{names[p]} path of {s}" for s, p in sorted(pairs, key=lambda x: (x[1], x[0])))
+
+    start, end = at(first), at(last)
+    since = {pair: int(needed[(needed["sender"] == pair[0]) & (needed["path"] == pair[1])]["step"].min())
+             for pair in end}
+    out = (f"At step {first}, the first with a gap of at least {MIN_GAP:g} nats, the needed paths are: "
+           f"{said(start) or 'none'}. At step {last}: {said(end) or 'none'}")
+    later = sorted((p for p in end if p not in start), key=since.get)
+    if later:
+        out += " (" + "; ".join(f"the {names[p]} path of {s} from step {since[(s, p)]}" for s, p in later) + ")"
+    gone = start - end
+    return out + "." + (f" No longer needed at the end: {said(gone)}." if gone else "")
+
+
+def atp_star_sentence(res: Experiments) -> str | None:
+    """AtP* (its QK fix) against plain attribution: which heads' summed sign each gets wrong, from the sums."""
+    att = res.attribution
+    if att is None or "star_sum" not in att["sums"] or not clarity.clear_gap(res.gap):
+        return None
+    s = att["sums"]
+    plain, star = list(s.loc[~s["same_sign"], "label"]), list(s.loc[~s["star_same_sign"], "label"])
+    fixed = [h for h in plain if h not in star]
+    out = ("**AtP*** (Kramár et al., 2024) keeps the later blocks' attention exact: for each sender's change it "
+           "recomputes their softmax and linearises only the rest. Summed over positions, plain attribution gets the "
+           f"sign wrong for {_heads(plain) if plain else 'no head'}, AtP* for {_heads(star) if star else 'no head'}")
+    if fixed:
+        return out + f"; the QK fix corrects {_heads(fixed)}."
+    if plain and star:
+        return out + (": here the QK fix does not help. What is nonlinear is after the pattern: a changed key "
+                      "moves a block-2 head onto another token, and M, a log-probability, is far from linear in "
+                      "what the head then copies.")
+    return out + "."
+
+
+def metric_sentence(res: Experiments) -> str | None:
+    """How the three metrics rank the heads: whether the top head agrees, and whether the last block's
+    single-head logit-difference effects add up where the log-probability ones do not."""
+    df = res.by_metric
+    if df is None or not len(df) or not clarity.clear_gap(res.gap):
+        return None
+    eff = df.pivot(index="label", columns="metric", values="patch_effect")
+    tops = {m: str(eff[m].idxmax()) for m in eff.columns if eff[m].notna().any()}
+    names = {"logprob": "log-probability", "logit_diff": "logit difference", "prob": "probability"}
+    same = len(set(tops.values())) == 1
+    out = ("The largest single-head effect is head " + next(iter(tops.values())) + " under all three metrics. "
+           if same else "The metrics disagree on the top head: " + "; ".join(
+               f"{names[m]} {h}" for m, h in tops.items()) + ". ")
+    return out + ("Each metric's effects are normalised by its own gap, so their sizes differ; prefer the logit "
+                  "difference when comparing heads that write straight to the logits (it is linear in the final "
+                  "stream, so their effects add up), and read the probability only with care (it saturates).")
+
+
+def composition_sentence(frame: pd.DataFrame | None, gap: float) -> str | None:
+    """Weights against path patching, per block-2 receiver (core.causal.composition.top_senders)."""
+    from core.causal.composition import top_senders
+
+    if frame is None or not len(frame) or not clarity.clear_gap(gap):
+        return None
+    top = top_senders(frame)
+    agree = top[top["agree"]]
+    differ = top[~top["agree"]]
+    out = f"The two agree on the most important key writer for {len(agree)} of {len(top)} block-2 heads."
+    if len(differ):
+        out += " They differ for " + "; ".join(
+            f"{r.receiver} (weights: {r.by_weights}, patching: {r.by_patching})" for r in differ.itertuples()) + "."
+    return out

@@ -4,13 +4,13 @@ corrupted several times.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from core.causal import logit_lens, noising, patching, path_patching
+from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
@@ -131,9 +131,10 @@ class Experiments:
     embedding_window: dict | None
     """embedding_window(): a few neighbouring embeddings restored together; None without the sweeps."""
     noise: pd.DataFrame
-    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals."""
+    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals,
+    and direct_testable (_noise_frame)."""
     attribution: dict | None
-    """attribution_agreement() against the exact sweep; None without the sweeps."""
+    """atp.attribution_agreement() against the exact sweep; None without the sweeps."""
     head_rows: list[str]
     """The label of each row of head_positions."""
     paths: pd.DataFrame
@@ -149,6 +150,16 @@ class Experiments:
     """The logit lens on the first clean sequence, whole, with token and target_token labels."""
     lens_by_copy: pd.DataFrame
     """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
+    by_metric: pd.DataFrame | None = None
+    """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
+    circuit: dict | None = None
+    """circuit.circuit_report of circuit.found_circuit(paths): the paths path patching finds needed and
+    every block-2 head, everything else mean-ablated; with "elements" (their labels). None unless 2 blocks."""
+    composition: pd.DataFrame | None = None
+    """composition.composition_vs_paths: weight K-composition beside key-path noising per receiver; None
+    unless 2 or more blocks."""
+    typed: bool = False
+    """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
     @property
     def gap(self) -> float:
@@ -166,6 +177,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     heads = with_labels(patching.head_patch_effects(model, runs))
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
     full = runs.clean_full if runs.clean_full is not None else runs.clean
+    paths = _path_frame(model, runs)
     seq = full[0]
     lens = logit_lens.lens_sequence(model, seq)
     labels = token_labels(seq)
@@ -186,37 +198,31 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         position_cost=position_sweep_cost(model, runs),
         embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
         noise=_noise_frame(model, runs),
-        attribution=attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
+        attribution=atp.attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
         head_rows=[head_label(l, h) for l, h in every],
-        paths=_path_frame(model, runs),
+        paths=paths,
         corruption=runs.corruption,
         senders=sender_frame(model, runs) if cfg.n_layers >= 2 else None,
         offsets=block1_offsets(runs) if cfg.n_layers >= 2 else None,
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
+        by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
+        circuit=circuit.page_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
+        composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
-    """noising.head_noise_effects with the head's label first."""
-    return with_labels(noising.head_noise_effects(model, runs))
-
-
-def attribution_agreement(model: TinyCharLM, runs: patching.PatchRuns, exact: np.ndarray) -> dict:
-    """Attribution patching against the exact one-head-one-position sweep (exact: head_position_effects,
-    [n_layers, n_heads, T]): {estimate [n_layers * n_heads, T], corr (over every cell), max_abs_diff,
-    per_head {label: correlation over positions}}."""
-    est = noising.attribution_head_positions(model, runs)
-    x, y = est.ravel(), exact.ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-
-    def corr(a, b):
-        return float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
-
-    per_head = {head_label(l, h): corr(est[l, h], exact[l, h])
-                for l in range(est.shape[0]) for h in range(est.shape[1])}
-    return {"estimate": est.reshape(-1, est.shape[-1]), "corr": corr(x[ok], y[ok]),
-            "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head}
+    """noising.head_noise_effects with the head's label first, and direct_testable: the head's direct path
+    reads its output at the scored positions (the second copy's queries), so its direct effect can show
+    something only where that output differs between the runs there (path_patching.sender_changes's
+    testable_q). Under first-copy a block-1 head that reads the last few tokens hardly changes there, so a
+    direct effect of 1 is forced by the corruption, not measured."""
+    df = with_labels(noising.head_noise_effects(model, runs))
+    every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    changes = path_patching.sender_changes(model, runs, every)
+    df["direct_testable"] = changes["testable_q"].astype(bool).to_numpy() if len(df) else pd.Series(dtype=bool)
+    return df
 
 
 def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
@@ -254,7 +260,7 @@ def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int
     """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
     corruption as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
-    return experiments(model, runs, _positions(model, runs, positions, budget))
+    return replace(experiments(model, runs, _positions(model, runs, positions, budget)), typed=True)
 
 
 def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,

@@ -74,3 +74,24 @@ def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None 
                      **{k: m[k] for k in ("loss_second_copy", "acc_second_copy", "loss_later_copies",
                                            "acc_later_copies")}})
     return pd.DataFrame(rows)
+
+
+FIXED_ACC = 0.2  # later-copy accuracy at a shifted period below this: the model does not look the token up
+WORKS_ACC = 0.5  # ... while at its own training period it is at least this
+
+
+def fixed_distance_verdict(model: TinyCharLM, task: TaskConfig, n_seqs: int = 32, seed: int = 0) -> dict | None:
+    """Whether the period-shift probe says the model copies from a fixed distance back: its later-copy
+    accuracy at its shortest training period is at least WORKS_ACC, and at a period a quarter shorter
+    (outside the training range) below FIXED_ACC. Then attention-mass scores such as the induction score
+    measure the trained offset, not a look-up. Returns {"fixed", "trained", "shifted", "acc_trained",
+    "acc_shifted"}, or None when no shorter period leaves two copies (or the model has no heads)."""
+    lo, _ = probe_periods(task)
+    trained = task.period_min
+    shifted = max(lo, (3 * trained) // 4)
+    if model.cfg.n_layers == 0 or shifted >= trained:
+        return None
+    acc = {L: float(period_probe(model, task, L, n_seqs=n_seqs, seed=seed)["metrics"]["acc_later_copies"])
+           for L in (trained, shifted)}
+    return {"fixed": acc[trained] >= WORKS_ACC and acc[shifted] < FIXED_ACC, "trained": trained, "shifted": shifted,
+            "acc_trained": acc[trained], "acc_shifted": acc[shifted]}
