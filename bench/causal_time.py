@@ -19,6 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import matmul_rate  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "a565317"  # the last commit with the hand-written forwards (before the intervention point)
 
@@ -54,20 +57,6 @@ for name, call in calls.items():
 print(json.dumps(out))
 """
 
-
-def matmul_rate(n: int = 1024, repeats: int = 20) -> float:
-    import time
-
-    import torch
-    torch.set_num_threads(1)
-    a = torch.randn(n, n)
-    b = a.clone()
-    for _ in range(3):
-        a @ b
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return repeats * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9
 
 
 def main(argv=None) -> dict:

@@ -27,21 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import contextlib
 
+from machine import matmul_rate  # noqa: E402
 from memory import CHROMIUM, CHROMIUM_ARGS, IDLE, PAGES, start_server  # noqa: E402
-
-
-def matmul_gflops() -> float:
-    import torch
-
-    torch.set_num_threads(1)
-    a = torch.randn(1024, 1024)
-    b = a.clone()
-    for _ in range(3):
-        a @ b
-    t = time.perf_counter()
-    for _ in range(20):
-        a @ b
-    return 20 * 2 * 1024 ** 3 / (time.perf_counter() - t) / 1e9
 
 
 def cpu_seconds(pid: int) -> float:
@@ -126,10 +113,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", type=Path, help="the view cache folder (default: a fresh temporary one)")
     args = ap.parse_args(argv)
     folder = args.cache_dir or Path(tempfile.mkdtemp(prefix="attention-lab-walk-"))
-    out = {"gflops_before": round(matmul_gflops(), 2), "cache_dir": str(folder)}
+    out = {"gflops_before": round(matmul_rate(), 2), "cache_dir": str(folder)}
     out["cold_disk"] = one_server(folder)
     out["warm_disk"] = one_server(folder)
-    out["gflops_after"] = round(matmul_gflops(), 2)
+    out["gflops_after"] = round(matmul_rate(), 2)
     if args.json:
         print(json.dumps(out))
         return 0

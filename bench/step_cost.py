@@ -25,9 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from machine import matmul_rate  # noqa: E402
 
 from core.model import tinycharlm  # noqa: E402
 from core.model.task import sample_batch  # noqa: E402
@@ -35,17 +37,6 @@ from core.training.presets import DEFAULT_PRESET, get_preset  # noqa: E402
 
 BEFORE = "a565317"  # the last commit with the hand-written forwards (before the intervention point)
 
-
-def matmul_rate(n: int = 1024, repeats: int = 20) -> float:
-    """float32 GFLOP/s of an n x n product at torch's thread count (mean over `repeats`)."""
-    a = torch.randn(n, n)
-    b = a.clone()
-    for _ in range(3):
-        a @ b
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return repeats * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9
 
 
 def module_at(rev: str):

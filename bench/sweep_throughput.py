@@ -32,23 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
+from machine import matmul_rate  # noqa: E402
 
 from core.pool.sweep import TIMES, LocalRunner, RayRunner, read_table, sweep  # noqa: E402
 from core.pool.sweep_grid import grid  # noqa: E402
-
-
-def matmul_rate() -> float:
-    torch.set_num_threads(1)
-    a = torch.randn(1024, 1024)
-    b = a.clone()
-    for _ in range(3):
-        a @ b
-    t = time.perf_counter()
-    for _ in range(20):
-        a @ b
-    return 20 * 2 * 1024 ** 3 / (time.perf_counter() - t) / 1e9
 
 
 def load() -> str:
