@@ -125,7 +125,7 @@ def test_the_blank_embedding_row_is_explained_by_a_measured_window(swept):
     res = swept
     assert np.abs(res.resid[0]).max() < 0.02  # no single clean token restores anything measurable
     w = res.embedding_window
-    assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.029, abs=0.002)
+    assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.031, abs=0.002)
     assert w["one_target"] == pytest.approx(1 / 23)
 
 
@@ -322,8 +322,9 @@ def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resample
 
 
 def test_weight_composition_beside_path_patching(first_copy, shipped):
-    """Issue 32: the weights rank another sender first for every block-2 head, path patching ranks 1.4;
-    each number is the weights' composition score and one minus the path table's effect."""
+    """Issue 32: path patching ranks 1.4 first for every block-2 head, the weights agree for one of the four
+    (on the shipped file since issue 29's regeneration; before it, for none); each number is the weights'
+    composition score and one minus the path table's effect."""
     from core.causal import composition
     from core.reading.composition import composition_matrix
 
@@ -336,7 +337,7 @@ def test_weight_composition_beside_path_patching(first_copy, shipped):
         assert row["k_score"] == pytest.approx(float(scores[r.sender_head, r.receiver_head]))
         assert row["k_lost"] == pytest.approx(1 - r.patch_effect)
     top = composition.top_senders(first_copy.composition)
-    assert (top["by_patching"] == "1.4").all() and not top["agree"].any()
+    assert (top["by_patching"] == "1.4").all() and top["agree"].sum() == 1
     said = readings.composition_sentence(first_copy.composition, first_copy.gap)
     assert f"for {int(top['agree'].sum())} of {len(top)} block-2 heads" in said
     with pytest.raises(ValueError, match="two blocks"):
