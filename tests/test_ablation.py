@@ -129,7 +129,7 @@ def test_compare_and_bad_heads():
     df = compare_ablation(model, tokens, periods, {(0, 0): "zero", (1, 3): "mean"})
     assert list(df.columns) == ["clean", "ablated", "delta"] and "loss_later_copies" in df.index
     assert (df["ablated"] - df["clean"] - df["delta"]).abs().max() < 1e-12
-    with pytest.raises(ValueError, match="no head 7"):
+    with pytest.raises(ValueError, match="no head 1.8 in this model"):
         ablated_metrics(model, tokens, periods, {(0, 7): "zero"})
     with pytest.raises(ValueError, match="zero' or 'mean"):
         ablated_metrics(model, tokens, periods, {(0, 1): "noise"})

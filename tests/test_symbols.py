@@ -82,7 +82,6 @@ NOT_OURS = {
     ("core/disk_cache.py", "{type(value).__module__}.{type(value).__qualname__}"),  # a type's name
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
     ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
-    ("core/reading/ablation.py", "no head {head} in block"),  # its owner this round moves it to symbols.block_label
 }
 
 

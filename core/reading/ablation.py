@@ -13,6 +13,7 @@ import torch
 
 from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
+from core.model.symbols import head_label, with_labels
 from core.model.tinycharlm import TinyCharLM
 
 MODES = ("zero", "mean")
@@ -21,7 +22,7 @@ MODES = ("zero", "mean")
 def _check(model: TinyCharLM, heads: dict) -> None:
     for (layer, head), mode in heads.items():
         if not (0 <= layer < model.cfg.n_layers and 0 <= head < model.cfg.n_heads):
-            raise ValueError(f"no head {head} in block {layer + 1}: this model has {model.cfg.n_layers} "
+            raise ValueError(f"no head {head_label(layer, head)} in this model: it has {model.cfg.n_layers} "
                              f"block(s) of {model.cfg.n_heads} heads.")
         if mode not in MODES:
             raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}.")
@@ -109,6 +110,5 @@ def ablation_table(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
     acc_later_delta (one row per head; pivot on layer x head for the heatmap)."""
     df = pd.DataFrame(single_head_ablation(model, tokens, periods, mode),
                       columns=["layer", "head", "loss_later_delta", "acc_later_delta"])
-    from core.model.symbols import with_labels  # here, not at the top: this module's imports are edited elsewhere
 
     return with_labels(df)
