@@ -32,6 +32,7 @@ import torch
 
 from core.pool.live_run import code_version
 from core.pool.sweep_grid import SETTINGS, RunSpec, label
+from core.pool.worker import main_script_hidden
 from core.training.train_settings import machine_cores
 from core.training.trainer import Trainer, evaluate
 from core.training.transition import describe_curve, head_figures
@@ -80,7 +81,10 @@ class LocalRunner:
         if method == "forkserver":
             ctx.set_forkserver_preload(["core.pool.sweep"])
         with ProcessPoolExecutor(min(self.jobs, len(specs)), mp_context=ctx, initializer=_one_thread) as pool:
-            futures = {pool.submit(run_one, spec, threads): spec for spec in specs}
+            # the executor starts its processes inside submit(): with the main script hidden, a process
+            # does not run the parent's script again (a Streamlit page, or dashboard.py after an AppTest)
+            with main_script_hidden():
+                futures = {pool.submit(run_one, spec, threads): spec for spec in specs}
             for future in as_completed(futures):
                 yield futures[future], future.result()
 

@@ -68,7 +68,7 @@ _MAIN_LOCK = threading.Lock()
 
 
 @contextmanager
-def _main_script_hidden():
+def main_script_hidden():
     """A new process re-runs the parent's main script first (multiprocessing.spawn.prepare). Here
     that is Streamlit's (or pytest's) command line, which the worker does not need: importing it again
     cost about 0.5 s and tens of MB per worker. So the main module's file is hidden while the start
@@ -111,7 +111,7 @@ def start(ctx, settings: TrainSettings, threads: int, name: str):
     parent, child = ctx.Pipe(duplex=True)
     proc = ctx.Process(target=train, args=(child, settings, threads), daemon=True, name=name)
     try:
-        with _main_script_hidden():
+        with main_script_hidden():
             proc.start()
     except BaseException:
         parent.close()
