@@ -71,16 +71,16 @@ if layer < len(model.blocks) and model.blocks[layer].prev_head == head:
             "W_Q and W_K say, and those never got a gradient. Its QK circuit and rotary profile below describe "
             "weights the model does not use; its OV circuit is what it writes.")
 q_col, o_col = st.columns(2)
-q_col.altair_chart(charts.matrix_heatmap(hv["qk"], "W_QK (content part, offset 0)", "query-side stream dimension",
+q_col.altair_chart(charts.matrix_heatmap(hv.qk, "W_QK (content part, offset 0)", "query-side stream dimension",
                                          "key-side stream dimension", "entry"), width="content")
-q_col.altair_chart(charts.singular_values_chart(hv["qk_s"], hv["d_head"],
-                                                f"W_QK singular values: rank {hv['qk_rank']}"),
+q_col.altair_chart(charts.singular_values_chart(hv.qk_s, hv.d_head,
+                                                f"W_QK singular values: rank {hv.qk_rank}"),
                    width="content")
-o_col.altair_chart(charts.matrix_heatmap(hv["ov"], "W_OV", "read from (stream dimension)",
+o_col.altair_chart(charts.matrix_heatmap(hv.ov, "W_OV", "read from (stream dimension)",
                                          "written to (stream dimension)",
                                          "entry"), width="content")
-o_col.altair_chart(charts.singular_values_chart(hv["ov_s"], hv["d_head"],
-                                                f"W_OV singular values: rank {hv['ov_rank']}"),
+o_col.altair_chart(charts.singular_values_chart(hv.ov_s, hv.d_head,
+                                                f"W_OV singular values: rank {hv.ov_rank}"),
                    width="content")
 st.caption(
     "**What am I looking at?** Each heatmap is a matrix over the residual stream's dimensions (blue negative, "
@@ -88,10 +88,10 @@ st.caption(
     "Below each, its singular values: everything after the dashed line at d_head is exactly zero, which is "
     "the rank limit made visible.")
 python_panel(snippets.head_circuits(entry, pick),
-             shows={"qk_s": hv["qk_s"], "ov_s": hv["ov_s"], "ranks": [hv["qk_rank"], hv["ov_rank"]]})
+             shows={"qk_s": hv.qk_s, "ov_s": hv.ov_s, "ranks": [hv.qk_rank, hv.ov_rank]})
 
 st.subheader("Where it looks by position: the rotary profile")
-st.altair_chart(charts.profile_chart(hv["profile"], task.period_min, task.period_max), width="stretch")
+st.altair_chart(charts.profile_chart(hv.profile, task.period_min, task.period_max), width="stretch")
 st.caption(
     "**What am I looking at?** With rotary embeddings the score between a query and a key depends on their "
     "positions only through the offset t = i − j. The curve is the score this head gives a key t positions back "
@@ -99,23 +99,23 @@ st.caption(
     "content-free part of its preference" + (", and for its biases alone: a constant query built from b_Q can "
     "prefer one fixed offset whatever the tokens, the shortcut a fixed-period model can take."
     if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
-python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv["profile"].values())})
+python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv.profile.values())})
 
 ask(quiz.top_copier(copying_table(entry)))
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
-c_col.altair_chart(charts.matrix_heatmap(hv["C"], f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
+c_col.altair_chart(charts.matrix_heatmap(hv.C, f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
                                          "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
                                          size=380), width="content")
 chance = 1 / cfg.vocab_size
-cp, bc = hv["copy"], hv["block_copy"]
+cp, bc = hv.copy, hv.block_copy
 s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
 s_col.metric(f"diagonal on top ({symbols.block_label(layer)}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
 s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
              help="Re(Σλ) / Σ|λ| over the eigenvalues of C with every row's mean removed, C (I − 11ᵀ/V): "
                   "+1 copies, −1 suppresses.")
 if layer:
-    ce, bce = hv["copy_effective"], hv["block_copy_effective"]
+    ce, bce = hv.copy_effective, hv.block_copy_effective
     s_col.metric("on the effective embedding: diagonal on top / eigenvalue score",
                  f"{ce['ov_diag_top1']:.2f} / {ce['ov_copying_eig']:+.2f}",
                  help=f"This head, with rows read from the stream each token carries after the earlier blocks "
@@ -128,7 +128,7 @@ s_col.caption(
     f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
     "pure copier and −1 for a head that pushes the attended token down. It is taken after removing each "
     "row's mean: the softmax ignores an amount added to every logit, and the embedding direction all tokens "
-    f"share puts a large one in every row (uncentred, this head would score {hv['copy_uncentred']:+.2f}). "
+    f"share puts a large one in every row (uncentred, this head would score {hv.copy_uncentred:+.2f}). "
     "A boost to one logit b whatever token is attended is not copying either, and the centred eigenvalue "
     "score ignores it exactly; the diagonal scores keep it, since it really changes which logit the head "
     "raises most."
@@ -137,12 +137,12 @@ s_col.caption(
        "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
        "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
        "often it does: its mean self-attention measured on 32 sequences ("
-       + ", ".join(f"{symbols.head_label(l, h)}: {v:.2f}" for l, row in enumerate((hv["self_attention"] or [])[:layer])
+       + ", ".join(f"{symbols.head_label(l, h)}: {v:.2f}" for l, row in enumerate((hv.self_attention or [])[:layer])
                    for h, v in enumerate(row))
        + "). What a head takes from other positions is left out. When the effective score is much higher than "
        "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
 python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
-    hv["copy_effective"], hv["block_copy_effective"]]}, where=s_col)
+    hv.copy_effective, hv.block_copy_effective]}, where=s_col)
 copy_table = copying_table(entry)
 st.altair_chart(charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "

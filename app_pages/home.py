@@ -85,9 +85,9 @@ def _home_model():
         st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
         return
     ov = _overview(entry)
-    m, heads = ov["metrics"], ov["heads"]
-    st.markdown(f"**{entry.label}** — measured now on {ov['n_seqs']} fresh sequences of its own task (seed "
-                f"{ov['seed']}). Change the model in the sidebar; every page follows.")
+    m, heads = ov.metrics, ov.heads
+    st.markdown(f"**{entry.label}** — measured now on {ov.n_seqs} fresh sequences of its own task (seed "
+                f"{ov.seed}). Change the model in the sidebar; every page follows.")
     caveat = fixed_distance_caveat(_fixed_distance(entry))
     if caveat:
         st.warning(caveat)
@@ -110,7 +110,7 @@ def _home_model():
                    None if best is None else f"induction score {best.value:.2f}", delta_color="off", delta_arrow="off",
                    help="Written block.head, both counted from 1: the head whose attention goes most to the token "
                         "after an earlier occurrence of the current one (any earlier copy).")
-    python_panel.python_panel(snippets.overview(entry, ov["n_seqs"], ov["seed"]), shows={
+    python_panel.python_panel(snippets.overview(entry, ov.n_seqs, ov.seed), shows={
         "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
         "heads": heads.select_dtypes("number")})
     ask(quiz.induction_head_count(heads))

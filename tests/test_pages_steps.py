@@ -60,8 +60,8 @@ def test_circuits_page_numbers_are_the_snapshots():
     shown = {m.label: m.value for m in at.metric}
     layer, head = symbols.parse_head_label(at.selectbox(key="cir_head").value)
     hv = analysis.head_circuit_view(snap, task, layer, head)
-    assert shown["diagonal on top (this head)"] == f"{hv['copy']['ov_diag_top1']:.2f}"
-    assert shown["eigenvalue copying score (this head)"] == f"{hv['copy']['ov_copying_eig']:+.2f}"
+    assert shown["diagonal on top (this head)"] == f"{hv.copy['ov_diag_top1']:.2f}"
+    assert shown["eigenvalue copying score (this head)"] == f"{hv.copy['ov_copying_eig']:+.2f}"
     table = analysis.ablation_view(snap, task, {})
     assert shown["later-copy loss (nats)"] == f"{table.loc['loss_later_copies', 'ablated']:.3f}"
     assert shown != final

@@ -255,7 +255,7 @@ def test_home_lookup_question_on_the_shipped_models():
     answers = {}
     for file in (ONE, TWO):
         model, info = read_checkpoint(ROOT / "checkpoints" / file)
-        m = model_overview(model, info["task"], n_seqs=N_OVERVIEW, seed=0)["metrics"]
+        m = model_overview(model, info["task"], n_seqs=N_OVERVIEW, seed=0).metrics
         q = quiz.later_vs_first(m)
         answers[file] = q
         assert f"{m['loss_first_copy']:.2f}" in q.why and f"{m['loss_later_copies']:.2f}" in q.why

@@ -114,18 +114,30 @@ def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4) -> pd.DataF
 # Circuits page
 
 
-@torch.no_grad()
-def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int, seed: int = 0) -> dict:
-    """Everything the Circuits page shows about one head, as numpy.
+@dataclass(frozen=True)
+class HeadCircuitView:
+    """Everything the Circuits page shows about one head, as numpy (D = d_model, V = vocab)."""
+    qk: np.ndarray  # [D, D] W_QK's content part (offset 0)
+    ov: np.ndarray  # [D, D] W_OV
+    qk_s: np.ndarray  # [D] singular values, padded with exact zeros past d_head
+    ov_s: np.ndarray  # [D]
+    qk_rank: int
+    ov_rank: int
+    profile: dict[str, np.ndarray]  # name -> [T] score per offset 0..T-1 ("average query and key"; biases)
+    C: np.ndarray  # [V, V] the head's OV copying matrix W_E W_OV W_E^T
+    copy: dict  # copying scores of C (core.reading.copying.copying_scores)
+    block_copy: dict  # the same for the block's heads summed
+    copy_effective: dict  # rows read from the effective embedding (each earlier head weighted by its
+    block_copy_effective: dict  # self-attention on the same 32 sequences); block 1: the plain scores
+    self_attention: list | None  # [layer][head] measured self-attention of the earlier blocks' heads
+    copy_uncentred: float  # the head's eigenvalue score without centring
+    d_head: int
+    vocab: int
 
-    qk, ov [D, D]; qk_s, ov_s [D] singular values (padded with exact zeros past d_head); qk_rank,
-    ov_rank; profile {"average q, k": [T]} plus "biases b_Q, b_K" for a model with biases (score per
-    offset 0..T-1); C [V, V] the head's OV copying matrix; copy: its scores; block_copy: the scores
-    of the block's summed heads; copy_effective, block_copy_effective: the same with rows read from
-    the effective embedding, each earlier head weighted by its self-attention measured on the same
-    32 sequences (self_attention [layer][head]); copy_uncentred: the head's eigenvalue score without
-    centring; d_head, vocab.
-    """
+
+@torch.no_grad()
+def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int, seed: int = 0) -> HeadCircuitView:
+    """Everything the Circuits page shows about one head (HeadCircuitView), for 0-based layer, head."""
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
     tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
     self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
@@ -144,15 +156,11 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         block_eff = copying.copying_scores(copying.ov_copying_matrix(model, layer, None, True, self_attn))
     else:
         copy_eff, block_eff = copy, block_copy
-    return {
-        "qk": qk_f.AB.numpy(), "ov": ov_f.AB.numpy(),
-        "qk_s": qk_f.svals(full=True).numpy(), "ov_s": ov_f.svals(full=True).numpy(),
-        "qk_rank": qk_f.rank(), "ov_rank": ov_f.rank(), "profile": profile,
-        "C": C.numpy(), "copy": copy, "block_copy": block_copy,
-        "copy_effective": copy_eff, "block_copy_effective": block_eff, "self_attention": self_attn,
-        "copy_uncentred": copying.ov_copying_eig(C, centred=False),
-        "d_head": model.cfg.d_head, "vocab": model.cfg.vocab_size,
-    }
+    return HeadCircuitView(
+        qk=qk_f.AB.numpy(), ov=ov_f.AB.numpy(), qk_s=qk_f.svals(full=True).numpy(), ov_s=ov_f.svals(full=True).numpy(),
+        qk_rank=qk_f.rank(), ov_rank=ov_f.rank(), profile=profile, C=C.numpy(), copy=copy, block_copy=block_copy,
+        copy_effective=copy_eff, block_copy_effective=block_eff, self_attention=self_attn,
+        copy_uncentred=copying.ov_copying_eig(C, centred=False), d_head=model.cfg.d_head, vocab=model.cfg.vocab_size)
 
 
 def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """What the Home page shows about one model: its settings and headline measurements."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
@@ -17,16 +18,21 @@ HEAD_COLUMNS = ["label", "layer", "head", "prev_token", "induction", "induction_
                 "ov_diag_top1", "ov_diag_top1_effective", "ov_copying_eig_effective", "ablation_loss_later_delta"]
 
 
-def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> dict:
-    """Headline numbers measured now on `n_seqs` fresh sequences of the model's own task.
+@dataclass(frozen=True)
+class Overview:
+    """A model's headline numbers, measured now on `n_seqs` fresh sequences of its own task (`seed`)."""
+    metrics: dict  # copy metrics (core.model.metrics: loss_first_copy, loss_later_copies, acc_later_copies, ...)
+    heads: pd.DataFrame  # HEAD_COLUMNS: the label "1.4" first, then 0-based layer and head (core.model.symbols)
+    n_seqs: int
+    seed: int
 
-    Returns {"metrics": copy metrics, "heads": DataFrame (HEAD_COLUMNS: the label "1.4" first, then 0-based
-    layer and head, core.model.symbols), "n_seqs", "seed"}.
-    """
+
+def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> Overview:
+    """What the Home page shows about `model`: its copy metrics and one row of scores per head."""
     report = build_report(model, task, n_seqs=n_seqs, seed=seed)
     heads = pd.DataFrame(report["heads"])
     heads = pd.DataFrame(columns=HEAD_COLUMNS) if heads.empty else with_labels(heads)[HEAD_COLUMNS]
-    return {"metrics": report["metrics"], "heads": heads, "n_seqs": n_seqs, "seed": seed}
+    return Overview(report["metrics"], heads, n_seqs, seed)
 
 
 class TopHead(NamedTuple):

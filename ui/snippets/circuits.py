@@ -18,9 +18,9 @@ def _head_snippet(title: str, entry, label: str, piece) -> Snippet:
 
 
 def _circuits(hv):
-    print("W_QK", hv["qk"].shape, "rank", hv["qk_rank"], "singular values", hv["qk_s"].round(3))
-    print("W_OV", hv["ov"].shape, "rank", hv["ov_rank"], "singular values", hv["ov_s"].round(3))
-    return {"qk_s": hv["qk_s"], "ov_s": hv["ov_s"], "ranks": [hv["qk_rank"], hv["ov_rank"]]}
+    print("W_QK", hv.qk.shape, "rank", hv.qk_rank, "singular values", hv.qk_s.round(3))
+    print("W_OV", hv.ov.shape, "rank", hv.ov_rank, "singular values", hv.ov_s.round(3))
+    return {"qk_s": hv.qk_s, "ov_s": hv.ov_s, "ranks": [hv.qk_rank, hv.ov_rank]}
 
 
 def head_circuits(entry, label: str) -> Snippet:
@@ -28,9 +28,9 @@ def head_circuits(entry, label: str) -> Snippet:
 
 
 def _profile(hv):
-    for name, scores in hv["profile"].items():
+    for name, scores in hv.profile.items():
         print(name, scores.round(3))
-    return {"profile": list(hv["profile"].values())}
+    return {"profile": list(hv.profile.values())}
 
 
 def rotary_profile(entry, label: str) -> Snippet:
@@ -39,12 +39,12 @@ def rotary_profile(entry, label: str) -> Snippet:
 
 
 def _copying(hv):
-    print("C", hv["C"].shape)
-    print("this head:", hv["copy"])
-    print("its block, heads summed:", hv["block_copy"])
-    print("effective embedding:", hv["copy_effective"], hv["block_copy_effective"])
-    return {"copy": hv["copy"], "block": hv["block_copy"],
-            "effective": [hv["copy_effective"], hv["block_copy_effective"]]}
+    print("C", hv.C.shape)
+    print("this head:", hv.copy)
+    print("its block, heads summed:", hv.block_copy)
+    print("effective embedding:", hv.copy_effective, hv.block_copy_effective)
+    return {"copy": hv.copy, "block": hv.block_copy,
+            "effective": [hv.copy_effective, hv.block_copy_effective]}
 
 
 def copying(entry, label: str) -> Snippet:
