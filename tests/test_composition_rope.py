@@ -91,3 +91,31 @@ def test_bad_inputs_are_refused():
     runs = patching.task_runs(one, TASK, 2, seed=0, period=6)
     with pytest.raises(ValueError, match="two blocks"):
         C.rope_composition_vs_paths(one, runs, None)
+
+
+@pytest.mark.slow
+def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_look_back():
+    """The shipped 2-block file at the page's defaults: the sentence's counts and ranges recomputed from the
+    frame, and the separation checked on the two score matrices directly."""
+    from core.causal import tool_readings, tool_views, views
+    from core.model.checkpoints import read_checkpoint
+
+    from helpers import ROOT
+
+    model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
+    runs = patching.task_runs(model, info["task"], 32, 0, 24)
+    paths, offsets = views._path_frame(model, runs), views.block1_offsets(runs)
+    frame = tool_views.rope_composition(model, runs, paths)
+    said = tool_readings.rope_sentence(frame, offsets, runs.m_clean - runs.m_corrupted)
+    rope = C.rope_composition(model, C.receiver_offsets(runs, 1))
+    plain = composition_matrix(model, "K", 0, 1)
+    back, self_ = [1, 3], [0, 2]  # 1.2 and 1.4 look back (offsets 2 and 1), 1.1 and 1.3 attend to themselves
+    assert (rope[back].min(0).values > rope[self_].max(0).values).all()
+    assert not (plain[back].min(0).values > plain[self_].max(0).values).all()
+    agree = {s: int(C.top_senders(frame, s)["agree"].sum()) for s in ("k_score", "k_rope")}
+    assert agree == {"k_score": 1, "k_rope": 4}
+    assert "the score names the most needed key writer for 4 of 4 block-2 heads" in said
+    assert "the plain score for 1 of 4" in said and "(most attended: 23)" in said
+    assert "Only the RoPE-aware score separates the heads that look back (1.2 and 1.4) from those that attend to " \
+           "their own position (1.1 and 1.3)" in said
+    assert f"1.4 {rope[3].min():.3f}–{rope[3].max():.3f}, 1.1" in said

@@ -195,3 +195,32 @@ def test_bad_arguments_are_refused_with_a_sentence(small):
                     by="sender") | change
         with pytest.raises(ValueError, match=phrase):
             PP.path_patch_positions(model, runs, **args)
+
+
+@pytest.mark.slow
+def test_the_pages_sentence_on_the_shipped_file_states_its_numbers():
+    """The shipped 2-block file, the page's defaults (period 24, 32 sequences, seed 0, first copy): each number of
+    the sentence recomputed, the whole path's loss by path_patch (not from the cells it is said to equal)."""
+    from core.causal import tool_readings, tool_views
+    from core.model.checkpoints import read_checkpoint
+
+    from helpers import ROOT
+
+    model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
+    runs = P.task_runs(model, info["task"], 32, 0, 24)
+    gap = runs.m_clean - runs.m_corrupted
+    pos = tool_views.path_positions(model, runs)
+    whole = tool_views.whole_paths(pos)
+    said = tool_readings.positions_sentence(pos, whole, 24, gap, "first-copy")
+    senders = [(0, h) for h in range(4)]
+    full = (runs.m_clean - PP.path_patch(model, runs, senders, (1, None), "k", "noising")) / gap
+    top = int(full.argmax())
+    assert top == 3 and f"Noising 1.4's key path into all of block 2 loses {float(full[top]):.3f}" in said
+    k = pos[(pos["reference"] == "corrupted") & (pos["by"] == "sender") & (pos["sender"] == "1.4")]
+    cells = -k["change"].to_numpy()
+    assert f"they sum to {cells.sum():.3f} instead" in said and abs(cells.sum() - float(full[top])) > 0.005
+    assert f"{cells[:24].sum() / cells.sum():.0%} of those cells' loss sits at the first copy" in said
+    mean = whole.set_index(["reference", "path", "sender"])
+    assert f"the same path loses {mean.loc[('mean', 'k', '1.4'), 'lost']:.3f}" in said
+    q = whole[(whole["reference"] == "mean") & (whole["path"] == "q")].set_index("sender")["lost"]
+    assert f"the most needed query path is {q.idxmax()}'s ({q.max():.3f} lost" in said
