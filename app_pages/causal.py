@@ -4,7 +4,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from core.causal import patching, readings, tool_views
+from core.causal import readings, tool_views
 from core.causal import views as causal
 from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
@@ -39,33 +39,13 @@ def _text_experiments(entry: LabModel, text: str, seed: int, positions: bool | N
     return causal.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
 
 
-def _runs(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str) -> patching.PatchRuns:
-    """The pair of runs _task_experiments (period) or _text_experiments (text) measured."""
-    if text is None:
-        return patching.task_runs(entry.model, entry.task, N_SEQS, seed, period, corruption)
-    return causal.typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), N_SEQS, seed, corruption)
-
-
 @per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
 def _checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
             corruption: str) -> dict:
-    """Issue 32's cheap checks on the runs of the page's experiments: {"graddrop", "rope"} (None where the model
-    or the sweeps do not allow them)."""
+    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
     res = (_task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
            _text_experiments(entry, text, seed, positions, budget, corruption))
-    if entry.model.cfg.n_layers < 2:
-        return {"graddrop": None, "rope": None}
-    runs = _runs(entry, period, text, seed, corruption)
-    return {"graddrop": (tool_views.graddrop(entry.model, runs, res.head_positions, res.attribution["star"])
-                         if res.attribution is not None else None),
-            "rope": tool_views.rope_composition(entry.model, runs, res.paths) if len(res.paths) else None}
-
-
-@per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
-           max_entries=8)
-def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str) -> dict:
-    positions = tool_views.path_positions(entry.model, _runs(entry, period, text, seed, corruption))
-    return {"positions": positions, "whole": tool_views.whole_paths(positions)}
+    return tool_views.checks(entry.model, sections.runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
@@ -355,14 +335,8 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
-        st.subheader("The same paths, position by position")
-        if st.session_state.get("cz_positions"):
-            pos = _path_positions(entry, None if period is None else int(period), text,
-                                  int(seed), corruption)
-            sections.path_positions_section(pos["positions"], pos["whole"], res.period, gap, corruption)
-        else:
-            st.button("Measure the paths at every position, under both references", key="cz_positions_button",
-                      on_click=lambda: st.session_state.update(cz_positions=True))
+        sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
+                                     N_SEQS)
         sections.composition_section(res, gap, checks["rope"])
         sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:

@@ -119,3 +119,23 @@ def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_
     assert "Only the RoPE-aware score separates the heads that look back (1.2 and 1.4) from those that attend to " \
            "their own position (1.1 and 1.3)" in said
     assert f"1.4 {rope[3].min():.3f}–{rope[3].max():.3f}, 1.1" in said
+
+
+def test_the_page_checks_come_with_the_experiments_they_sit_beside():
+    """tool_views.checks on a small 2-block model: GradDrop's undropped column is the experiments' own AtP*, the
+    composition frame carries both scores; a 1-block model gets neither."""
+    from dataclasses import replace
+
+    from core.causal import tool_views, views
+
+    model = tiny_model(2, seed=3)
+    runs = patching.task_runs(model, TASK, 3, seed=0, period=4)
+    res = views.experiments(model, runs, positions=True)
+    got = tool_views.checks(model, runs, res)
+    star = res.attribution["star"].reshape(2, 4, -1).sum(-1)
+    assert got["graddrop"]["star_sum"].to_numpy() == pytest.approx(star.reshape(-1), abs=1e-6)
+    assert {"k_score", "k_rope", "k_lost", "receiver_offset"} <= set(got["rope"].columns)
+    assert tool_views.checks(model, runs, replace(res, attribution=None))["graddrop"] is None  # no sweeps
+    one = tiny_model(1)
+    assert tool_views.checks(one, patching.task_runs(one, TASK, 2, seed=0, period=4), res) == {"graddrop": None,
+                                                                                              "rope": None}

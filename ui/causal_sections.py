@@ -5,7 +5,39 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import readings, tool_readings
+from core.causal import patching, readings, tool_readings, tool_views
+from core.causal.views import typed_runs
+from core.model.symbols import encode_text
+from ui.cache import per_model
+from ui.state import LabModel
+
+
+def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
+            n_seqs: int) -> patching.PatchRuns:
+    """The pair of runs the page's experiments measured: sampled at `period`, or the typed `text` corrupted."""
+    if text is None:
+        return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
+    return typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+
+
+@per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
+           max_entries=8)
+def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
+                    n_seqs: int) -> dict:
+    positions = tool_views.path_positions(entry.model, runs_of(entry, period, text, seed, corruption, n_seqs))
+    return {"positions": positions, "whole": tool_views.whole_paths(positions)}
+
+
+def path_positions_part(entry: LabModel, res, period: int | None, text: str | None, seed: int, corruption: str,
+                        n_seqs: int) -> None:
+    """Section 4's paths position by position: measured once its button is pressed (it costs tens of seconds)."""
+    st.subheader("The same paths, position by position")
+    if st.session_state.get("cz_positions"):
+        pos = _path_positions(entry, period, text, seed, corruption, n_seqs)
+        path_positions_section(pos["positions"], pos["whole"], res.period, res.gap, corruption)
+    else:
+        st.button("Measure the paths at every position, under both references", key="cz_positions_button",
+                  on_click=lambda: st.session_state.update(cz_positions=True))
 
 
 def metric_section(res) -> None:

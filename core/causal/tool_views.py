@@ -64,3 +64,13 @@ def rope_composition(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) ->
     frame["receiver_offset"] = [top[r][0] for r in frame["receiver"]]
     frame["offset_mass"] = [top[r][1] for r in frame["receiver"]]
     return frame
+
+
+def checks(model: TinyCharLM, runs: PatchRuns, res) -> dict:
+    """The cheap checks beside views.Experiments `res` (measured on these runs): {"graddrop": graddrop() or None
+    without the position sweeps, "rope": rope_composition() or None}; both None below two blocks."""
+    if model.cfg.n_layers < 2:
+        return {"graddrop": None, "rope": None}
+    return {"graddrop": graddrop(model, runs, res.head_positions, res.attribution["star"])
+            if res.attribution is not None else None,
+            "rope": rope_composition(model, runs, res.paths) if len(res.paths) else None}
