@@ -77,7 +77,8 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None) -> No
         + (readings.composition_sentence(comp, gap) or ""))
     if rope is not None:
         st.markdown(
-            "**The rotation put back.** The RoPE-aware score takes the receiver's W_Q R_(−d) W_Kᵀ at each offset d "
+            "**The rotation put back** (rotary embeddings, Su et al., 2021). The RoPE-aware score takes the "
+            "receiver's W_Q R_(−d) W_Kᵀ at each offset d "
             "= i − j between a query and a key, and averages the same norm ratio over the offsets the receiver "
             "actually attends at on the clean runs, weighted by its attention there. At d = 0 it is the plain "
             "score; an induction head attends L − 1 back, where every rotary pair has turned by L − 1 times its "
@@ -119,6 +120,10 @@ def graddrop_section(table: pd.DataFrame | None, gap: float) -> None:
         "label": "head", "exact_sum": "exact, summed", "star_sum": "AtP*, summed", "direct_exact": "exact, direct "
         "path only", "graddrop": "GradDrop magnitude", "abs_exact": "exact |cells|, summed",
         **{c: f"AtP*, block {c.split('_')[1]}'s gradient dropped" for c in dropped}}), hide_index=True)
+    st.caption("**What am I looking at?** Per head, summed over positions: the exact one-position sweep above, "
+               "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
+               "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "
+               "magnitude and the magnitude it estimates (the exact cells' absolute values, summed).")
     said = tool_readings.graddrop_sentence(table, gap)
     st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
                 "much.")
