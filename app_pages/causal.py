@@ -4,7 +4,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from core.causal import readings
+from core.causal import readings, tool_views
 from core.causal import views as causal
 from core.model.symbols import block_label, describe_alphabet, encode_text
 from core.quiz import causal as quiz_causal
@@ -37,6 +37,15 @@ def _text_experiments(entry: LabModel, text: str, seed: int, positions: bool | N
                       corruption: str) -> dict:
     tokens = encode_text(text, entry.model.cfg.vocab_size)
     return causal.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
+
+
+@per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
+def _checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
+            corruption: str) -> dict:
+    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
+    res = (_task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
+           _text_experiments(entry, text, seed, positions, budget, corruption))
+    return tool_views.checks(entry.model, sections.runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
@@ -128,6 +137,8 @@ if cfg.n_layers and gap < SMALL_GAP:
                "**variable-period-2block**, or a period the model was trained on.")
 
 if cfg.n_layers:
+    checks = _checks(entry, None if period is None else int(period), text, int(seed),
+                     sweeps, causal.POSITION_BUDGET, corruption)
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
     heads = res.heads
@@ -249,6 +260,7 @@ if cfg.n_layers and res.resid is not None:
         star = readings.atp_star_sentence(res)
         if star:
             st.markdown(star)
+        sections.graddrop_section(checks["graddrop"], gap)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:
@@ -323,7 +335,9 @@ if cfg.n_layers:
             "the path does to the output. When several heads in block 2 share a job, noising one path into one "
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
-        sections.composition_section(res, gap)
+        sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
+                                     N_SEQS)
+        sections.composition_section(res, gap, checks["rope"])
         sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")

@@ -146,6 +146,27 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
 
 
 @pytest.mark.app
+def test_issue_32_checks_show_cores_sentences_and_the_positions_wait_for_a_click(two_block_page):
+    """GradDrop and the RoPE-aware score are drawn with the page (the RoPE sentence is core's, recomputed here);
+    path patching per position waits for its button, then draws four grids and its sentence."""
+    from core.causal import patching, tool_readings, tool_views, views
+    from core.model.checkpoints import read_checkpoint
+
+    at = at_defaults(two_block_page)
+    model, info = read_checkpoint(ROOT / "checkpoints" / TWO_BLOCK)
+    period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
+    runs = patching.task_runs(model, info["task"], 32, 0, period)
+    rope = tool_readings.rope_sentence(tool_views.rope_composition(model, runs, views._path_frame(model, runs)),
+                                       views.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
+    md = texts(at, "markdown")
+    assert rope in md and "so nothing cancels: GradDrop's magnitude is" in md
+    before = len(at.get("vega_lite_chart"))
+    at.button(key="cz_positions_button").click().run(timeout=300)
+    assert not at.exception and len(at.get("vega_lite_chart")) == before + 4
+    assert "Noising 1.4's key path into all of block 2 loses" in texts(at, "markdown")
+
+
+@pytest.mark.app
 def test_the_paths_over_training_wait_for_a_click_then_draw(two_block_page):
     at = at_defaults(two_block_page)
     before = len(at.get("vega_lite_chart"))

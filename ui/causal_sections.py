@@ -1,8 +1,43 @@
 """Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
-composition beside path patching, and the circuit as a whole, drawn from core.causal.views.Experiments."""
+composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
+as a whole, drawn from core.causal.views.Experiments and core.causal.tool_views."""
+import altair as alt
+import pandas as pd
 import streamlit as st
 
-from core.causal import readings
+from core.causal import patching, readings, tool_readings, tool_views
+from core.causal.views import typed_runs
+from core.model.symbols import encode_text
+from ui.cache import per_model
+from ui.state import LabModel
+
+
+def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
+            n_seqs: int) -> patching.PatchRuns:
+    """The pair of runs the page's experiments measured: sampled at `period`, or the typed `text` corrupted."""
+    if text is None:
+        return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
+    return typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+
+
+@per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
+           max_entries=8)
+def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
+                    n_seqs: int) -> dict:
+    positions = tool_views.path_positions(entry.model, runs_of(entry, period, text, seed, corruption, n_seqs))
+    return {"positions": positions, "whole": tool_views.whole_paths(positions)}
+
+
+def path_positions_part(entry: LabModel, res, period: int | None, text: str | None, seed: int, corruption: str,
+                        n_seqs: int) -> None:
+    """Section 4's paths position by position: measured once its button is pressed (it costs tens of seconds)."""
+    st.subheader("The same paths, position by position")
+    if st.session_state.get("cz_positions"):
+        pos = _path_positions(entry, period, text, seed, corruption, n_seqs)
+        path_positions_section(pos["positions"], pos["whole"], res.period, res.gap, corruption)
+    else:
+        st.button("Measure the paths at every position, under both references", key="cz_positions_button",
+                  on_click=lambda: st.session_state.update(cz_positions=True))
 
 
 def metric_section(res) -> None:
@@ -22,14 +57,16 @@ def metric_section(res) -> None:
         + (readings.metric_sentence(res) or ""))
 
 
-def composition_section(res, gap: float) -> None:
-    """Weight K-composition beside key-path noising (res.composition)."""
-    comp = res.composition
+def composition_section(res, gap: float, rope: pd.DataFrame | None = None) -> None:
+    """Weight K-composition beside key-path noising (res.composition), with the RoPE-aware score when `rope`
+    (core.causal.tool_views.rope_composition) is given."""
+    comp = res.composition if rope is None else rope
     if comp is None:
         return
     st.subheader("Weight-based K-composition beside path patching")
-    st.dataframe(comp.rename(columns={"k_score": "K-composition (weights)",
-                                      "k_lost": "share of M lost, key path noised"}), hide_index=True)
+    st.dataframe(comp.drop(columns=["receiver_offset", "offset_mass"], errors="ignore").rename(
+        columns={"k_score": "K-composition (weights)", "k_rope": "RoPE-aware (turned by the offsets attended at)",
+                 "k_lost": "share of M lost, key path noised"}), hide_index=True)
     st.caption(
         "**What am I looking at?** For each block-1 sender and block-2 receiver, the K-composition score "
         "of the weights (Elhage et al., 2021; *Circuits & ablations*) beside what noising that key path "
@@ -38,6 +75,15 @@ def composition_section(res, gap: float) -> None:
         "key sat at the query's own position, and cannot tell a previous-token head from a self-attending "
         "one. Path patching runs the model, rotation included. "
         + (readings.composition_sentence(comp, gap) or ""))
+    if rope is not None:
+        st.markdown(
+            "**The rotation put back** (rotary embeddings, Su et al., 2021). The RoPE-aware score takes the "
+            "receiver's W_Q R_(−d) W_Kᵀ at each offset d "
+            "= i − j between a query and a key, and averages the same norm ratio over the offsets the receiver "
+            "actually attends at on the clean runs, weighted by its attention there. At d = 0 it is the plain "
+            "score; an induction head attends L − 1 back, where every rotary pair has turned by L − 1 times its "
+            "frequency, so the stream directions its queries match in a key are not the ones they match at d = 0. "
+            + (tool_readings.rope_sentence(rope, res.offsets, gap) or ""))
 
 
 def circuit_section(res) -> None:
@@ -62,3 +108,67 @@ def circuit_section(res) -> None:
         "in the circuit. A path this corruption cannot test (under first-copy, every query path) is left "
         "out of the circuit and so ablated: where the circuit keeps little, that is where to look "
         "(resample tests the query paths).")
+
+
+def graddrop_section(table: pd.DataFrame | None, gap: float) -> None:
+    """GradDrop beside AtP* and the exact sweep (core.causal.tool_views.graddrop)."""
+    if table is None:
+        return
+    dropped = [c for c in table.columns if c.startswith("dropped_")]
+    shown = table[["label", "exact_sum", "star_sum", *dropped[1:], "direct_exact", "graddrop", "abs_exact"]]
+    st.dataframe(shown.rename(columns={
+        "label": "head", "exact_sum": "exact, summed", "star_sum": "AtP*, summed", "direct_exact": "exact, direct "
+        "path only", "graddrop": "GradDrop magnitude", "abs_exact": "exact |cells|, summed",
+        **{c: f"AtP*, block {c.split('_')[1]}'s gradient dropped" for c in dropped}}), hide_index=True)
+    st.caption("**What am I looking at?** Per head, summed over positions: the exact one-position sweep above, "
+               "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
+               "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "
+               "magnitude and the magnitude it estimates (the exact cells' absolute values, summed).")
+    said = tool_readings.graddrop_sentence(table, gap)
+    st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
+                "much.")
+
+
+def _lost_grid(cells: pd.DataFrame, title: str, period: int | None) -> alt.LayerChart:
+    """Heatmap of the share of M lost (−change) per sender row and position."""
+    data = cells.assign(lost=-cells["change"].round(4), row=cells["sender"] + " → " + cells["path"])
+    m = float(data["lost"].abs().max() or 1.0)
+    rect = alt.Chart(data).mark_rect().encode(
+        x=alt.X("position:O", axis=alt.Axis(labelAngle=0, values=list(range(0, int(data["position"].max()) + 1, 4)))),
+        y=alt.Y("row:N", title="path"),
+        color=alt.Color("lost:Q", title=f"share of M lost (±{m:.2g})", scale=alt.Scale(scheme="redblue",
+                                                                                       domain=[m, -m])),
+        tooltip=["row:N", "position:O", alt.Tooltip("lost:Q", format=".3f", title="share of M lost")])
+    layers = [rect]
+    if period:
+        layers.append(alt.Chart(pd.DataFrame({"position": [period]})).mark_rule(color="black", strokeDash=[4, 3])
+                      .encode(x="position:O"))
+    rows = data["row"].nunique()
+    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * data["position"].nunique())),
+                                                      height=28 * rows + 10)
+
+
+def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period: int | None, gap: float,
+                           corruption: str) -> None:
+    """Path patching per position and with a mean reference (core.causal.tool_views.path_positions)."""
+    for ref, name in (("corrupted", "each sequence's corrupted run"), ("mean", "the mean over the corrupted runs")):
+        sub = positions[positions["reference"] == ref]
+        for by, where in (("sender", "one sender position at a time"), ("receiver", "one receiver position at a time")):
+            cells = sub[sub["by"] == by]
+            st.altair_chart(_lost_grid(cells, f"noising into all of block 2, {where}; reference: {name}", period),
+                            width="content")
+    table = whole.pivot_table(index="sender", columns=["path", "reference"], values="lost")
+    table.columns = [f"{p} path, {r}" for p, r in table.columns]
+    st.dataframe(table, width="content")
+    st.caption(
+        "**What am I looking at?** Section 4's noising, resolved by position. *One sender position*: the sender's "
+        "output is swapped only at position p, so the block-2 heads' query, key or value at p (which read only "
+        "the stream at p) change there alone. *One receiver position*: the sender's output is swapped everywhere, "
+        "but only block 2's changed output at position i goes on to the logits. The *reference* is what the "
+        "sender's output is swapped for: each sequence's own corrupted run, or the mean of the sender's output over "
+        "the corrupted runs at each position, as Wang et al. (2022) mean-ablate over a reference distribution. "
+        "By sender position only the key path is measured (each cell reruns block 2). The table: the share of M "
+        "lost by each whole path (the receiver-position cells summed).")
+    said = tool_readings.positions_sentence(positions, whole, period, gap, corruption)
+    if said:
+        st.markdown(said)

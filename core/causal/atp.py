@@ -11,8 +11,14 @@ linearise only through the rest of the model and recompute the later heads' atte
 
 both gradients at the corrupted run, delta = clean - corrupted output of the sender at position p, A_r
 recomputed from the corrupted stream entering block r plus delta at p (one hop: what delta does to blocks
-between the sender and r is not fed into A_r). Divided by the gap like every patch effect. Kramár et al.'s
-second fix, GradDrop (for cancellation across layers when ranking nodes by magnitude), is not done here.
+between the sender and r is not fed into A_r). Divided by the gap like every patch effect.
+
+Kramár et al.'s second fix, GradDrop, is for cancellation: a node whose effect reaches M along several paths
+of opposite sign gets a small estimate however large each path is. It repeats the estimate once per block l
+with the backward pass through block l dropped, and ranks nodes by sum_l |estimate_l| / (n_layers - 1). That
+is a magnitude: it cannot give a total's sign, and it finds a node that the undropped estimate hides only when
+the paths cancel. In a 2-block model a block-1 head has two paths, its direct one and the one through block 2;
+dropping block 2 leaves the direct one alone (graddrop_head_positions).
 """
 from __future__ import annotations
 
@@ -37,47 +43,103 @@ def _check(model: TinyCharLM, runs: PatchRuns) -> None:
                          "prepare them with this model (core.causal.patching.prepare).")
 
 
-def atp_star_head_positions(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
-    """AtP* estimates of each head's clean output at one position into the corrupted run: patch effects
-    [n_layers, n_heads, T] (compare patching.head_position_effects and noising.attribution_head_positions).
-    ValueError for a model without blocks or runs prepared on another model."""
-    _check(model, runs)
-    L, H = model.cfg.n_layers, model.cfg.n_heads
-    B, T = runs.clean.shape
-    gap = runs.m_clean - runs.m_corrupted
+def _backward(model: TinyCharLM, runs: PatchRuns, hold: bool, drop: int | None = None):
+    """One backward pass at the corrupted run: (dM/d hook_result per block, dM/dA per block or None, the
+    corrupted run's patterns or None). hold: every pattern a leaf (no gradient through a softmax, dM/dA itself).
+    drop: the block whose q, k and v pass no gradient into the stream they read (GradDrop's dropped layer)."""
+    L = model.cfg.n_layers
     results = [hook_name(l, "attn.hook_result") for l in range(L)]
     patterns = [hook_name(l, "attn.hook_pattern") for l in range(L)]
     held: dict[str, torch.Tensor] = {}
 
-    def hold(name):  # the pattern as a leaf: no gradient through the softmax, and dM/dA itself
+    def leaf(name):
         def edit(a):
             held[name] = a.detach().requires_grad_(True)
             return held[name]
         return edit
 
+    edits = {n: leaf(n) for n in patterns} if hold else {}
+    if drop is not None:
+        edits.update({hook_name(drop, f"attn.hook_{p}"): torch.Tensor.detach for p in "qkv"})
     with torch.enable_grad():
-        logits, cache = model.run_with_hooks(runs.corrupted, edits={n: hold(n) for n in patterns}, cache=results)
+        logits, cache = model.run_with_hooks(runs.corrupted, edits=edits, cache=results)
         grads = torch.autograd.grad(metric(logits, runs.clean, runs.periods),
-                                    [cache[n] for n in results] + [held[n] for n in patterns])
-    g_out, g_pat = grads[:L], grads[L:]
-    A = [held[n].detach() for n in patterns]  # [B, H, T, T]
+                                    [cache[n] for n in results] + [held[n] for n in patterns if hold])
+    if not hold:
+        return grads, None, None
+    return grads[:L], grads[L:], [held[n].detach() for n in patterns]
+
+
+def _estimates(model: TinyCharLM, runs: PatchRuns, backwards: list[tuple]) -> np.ndarray:
+    """Patch-effect estimates [len(backwards), n_layers, n_heads, T] of each head's clean output at one position
+    into the corrupted run, one per backward (g_out, g_pat, A, skip): the linear part delta . g_out, plus, when
+    g_pat is given, every later block r's exact pattern change (not for r in skip) times g_pat[r]. The pattern
+    changes are computed once for every backward."""
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    B, T = runs.clean.shape
+    gap = runs.m_clean - runs.m_corrupted
+    pattern = [hook_name(l, "attn.hook_pattern") for l in range(L)]
     per = max(1, CHUNK_POSITIONS // (B * T))
     eye = torch.eye(T)
-    out = np.zeros((L, H, T))
+    out = np.zeros((len(backwards), L, H, T))
     with torch.no_grad():
         for layer in range(L):
             delta = runs.clean_cache["head_out"][layer] - runs.corrupted_cache["head_out"][layer]  # [B, H, T, D]
-            est = (delta * g_out[layer]).sum(-1).sum(0)  # [H, T]: the linear part, patterns held
+            est = torch.stack([(delta * g_out[layer]).sum(-1).sum(0) for g_out, *_ in backwards])  # [N, H, T]
             for r in range(layer + 1, L):
+                fixed = [i for i, (_, g_pat, _, skip) in enumerate(backwards) if g_pat is not None and r not in skip]
+                if not fixed:
+                    continue
                 base = runs.corrupted_cache["resid"][r]
                 for h in range(H):
                     for lo in range(0, T, per):
                         hi = min(T, lo + per)
                         streams = base[None] + delta[None, :, h] * eye[lo:hi, None, :, None]  # [G, B, T, D]
-                        _, c = model.run_with_hooks(resid=streams, start=r, stop=r + 1, cache=[patterns[r]])
-                        est[h, lo:hi] += ((c[patterns[r]] - A[r][None]) * g_pat[r][None]).sum((1, 2, 3, 4))
-            out[layer] = (est / gap).numpy() if gap else np.nan
+                        _, c = model.run_with_hooks(resid=streams, start=r, stop=r + 1, cache=[pattern[r]])
+                        for i in fixed:
+                            _, g_pat, A, _ = backwards[i]
+                            est[i, h, lo:hi] += ((c[pattern[r]] - A[r][None]) * g_pat[r][None]).sum((1, 2, 3, 4))
+            out[:, layer] = (est / gap).numpy() if gap else np.nan
     return out
+
+
+def atp_star_head_positions(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
+    """AtP* estimates of each head's clean output at one position into the corrupted run: patch effects
+    [n_layers, n_heads, T] (compare patching.head_position_effects and noising.attribution_head_positions).
+    ValueError for a model without blocks or runs prepared on another model."""
+    _check(model, runs)
+    return _estimates(model, runs, [(*_backward(model, runs, hold=True), ())])[0]
+
+
+def graddrop_head_positions(model: TinyCharLM, runs: PatchRuns, qk_fix: bool = True,
+                            undropped: np.ndarray | None = None) -> np.ndarray:
+    """GradDrop (Kramar et al., 2024): the estimate of atp_star_head_positions (qk_fix) or of plain attribution
+    patching, once per block l with the gradient through block l dropped (block l's q, k and v pass no gradient
+    to the stream; with the QK fix, block l's pattern change is left out too). Signed patch-effect estimates
+    [n_layers (the dropped block l), n_layers, n_heads, T]. A head in block l or above gets the undropped
+    estimate for that l; a head below it loses exactly the paths that run through block l. Dropping block 1
+    changes no head's estimate (only the embedding is below it): undropped, the caller's AtP* (or plain)
+    estimate [n_layers, n_heads, T], is used for l = 0 instead of recomputing it.
+    ValueError for fewer than two blocks (nothing to drop) or runs prepared on another model."""
+    _check(model, runs)
+    if model.cfg.n_layers < 2:
+        raise ValueError("GradDrop needs two blocks or more: with one, no block sits between a head and the "
+                         "logits whose gradient could be dropped.")
+    backwards = []
+    for drop in range(0 if undropped is None else 1, model.cfg.n_layers):
+        if qk_fix:
+            backwards.append((*_backward(model, runs, hold=True, drop=drop), (drop,)))
+        else:
+            backwards.append((_backward(model, runs, hold=False, drop=drop)[0], None, None, ()))
+    out = _estimates(model, runs, backwards)
+    return out if undropped is None else np.concatenate([np.asarray(undropped)[None], out])
+
+
+def graddrop_score(dropped: np.ndarray) -> np.ndarray:
+    """Kramar et al.'s GradDrop magnitude from graddrop_head_positions' [n_layers, ...] estimates:
+    sum over the dropped block l of |estimate_l| / (n_layers - 1). A magnitude for ranking nodes, with no sign:
+    a node whose paths cancel in the undropped estimate shows its size in the estimates that drop one path."""
+    return np.abs(dropped).sum(0) / (dropped.shape[0] - 1)
 
 
 def compare(exact: np.ndarray, estimates: dict[str, np.ndarray], labels: list[str]):
@@ -129,3 +191,33 @@ def attribution_agreement(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray)
             "max_abs_diff": float(np.abs(x[ok] - y[ok]).max()) if ok.any() else float("nan"),
             "max_abs_exact": float(np.abs(y[ok]).max()) if ok.any() else float("nan"), "per_head": per_head,
             "sums": with_labels(sums)}
+
+
+@torch.no_grad()
+def direct_path_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
+    """The exact effect of each head's clean output (every position) sent into the corrupted run along its direct
+    path to the logits only (the blocks above read the corrupted output): patch effects [n_layers, n_heads]."""
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    final = runs.corrupted_cache["resid"][L]
+    delta = torch.stack([runs.clean_cache["head_out"][l] - runs.corrupted_cache["head_out"][l] for l in range(L)])
+    streams = final[None] + delta.transpose(1, 2).reshape(L * H, *final.shape)  # [L*H, B, T, D]
+    logits, _ = model.run_with_hooks(resid=streams, start=L)
+    return runs.effect(metric(logits, runs.clean, runs.periods).numpy()).reshape(L, H)
+
+
+def graddrop_table(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray, star: np.ndarray) -> pd.DataFrame:
+    """GradDrop beside the exact sweep and AtP*, one row per head, every column summed over positions: label,
+    layer, head, exact_sum, star_sum (AtP*), dropped_<l> (the AtP* estimate with block l's gradient dropped, l
+    counted from 1), direct_exact (direct_path_effects), graddrop (graddrop_score, a magnitude) and abs_exact
+    (the exact cells' magnitudes summed, what graddrop estimates). exact, star: [n_layers, n_heads, T]."""
+    dropped = graddrop_head_positions(model, runs, undropped=star)
+    score, direct = graddrop_score(dropped), direct_path_effects(model, runs)
+    rows = []
+    for l in range(model.cfg.n_layers):
+        for h in range(model.cfg.n_heads):
+            row = {"layer": l, "head": h, "exact_sum": float(exact[l, h].sum()), "star_sum": float(star[l, h].sum())}
+            row.update({f"dropped_{d + 1}": float(dropped[d, l, h].sum()) for d in range(len(dropped))})
+            row.update(direct_exact=float(direct[l, h]), graddrop=float(score[l, h].sum()),
+                       abs_exact=float(np.abs(exact[l, h]).sum()))
+            rows.append(row)
+    return with_labels(pd.DataFrame(rows))

@@ -12,6 +12,18 @@ block rerun with every sender of a chunk on a leading patch dim, then the blocks
 - denoising: base = corrupted run, the sender's output taken from the clean run. Does the path
   suffice? Near 1 means it alone brings the clean performance back.
 Both use the patch effect of core.causal.patching: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)).
+
+Per position (path_patch_positions, issue 32): the same path resolved by where it acts.
+- by="sender": the sender's swapped output only at position p (the receiver reads stream + delta at p alone;
+  a receiver's q, k and v at p read only the stream at p, so this is also the receiver's input position p).
+- by="receiver": the sender's swapped output at every position, but only the receiver's changed output at
+  position i goes on to the blocks above (its other positions keep the base run's output).
+A last-block receiver's output at i reaches only i's logits, so the by="receiver" changes of M add up to
+the whole path's change exactly; the by="sender" ones add up only where the receiver is linear in them.
+reference="mean" (noising only) replaces the sender's output by its mean over the corrupted runs at each
+position instead of each sequence's own corrupted run: Wang et al.'s (2022) mean over a reference
+distribution. Under first-copy that also removes what the sender writes at the second copy, which a
+corrupted run (the same tokens there) leaves in place.
 """
 from __future__ import annotations
 
@@ -26,12 +38,15 @@ from core.causal.patching import (
     PatchRuns,
     both_metrics,
     effect_interval,
+    metric,
 )
 from core.model.hooks import hook_name
 from core.model.tinycharlm import TinyCharLM
 
 PATHS = ("q", "k", "v")
 DIRECTIONS = ("noising", "denoising")
+REFERENCES = ("corrupted", "mean")
+RESOLUTIONS = ("sender", "receiver")
 
 
 def receiver_edits(model: TinyCharLM, layer: int, heads, path: str, delta: torch.Tensor) -> dict:
@@ -186,3 +201,101 @@ def sender_changes(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, 
         rows.append(row)
     return pd.DataFrame(rows, columns=["sender_layer", "sender_head", "at_queries", "at_keys",
                                        "testable_q", "testable_k", "testable_v"])
+
+
+def _check_positions(model: TinyCharLM, runs: PatchRuns, senders, receiver, path: str, direction: str,
+                     reference: str, by: str) -> None:
+    """ValueError with a sentence for every argument path_patch_positions cannot use."""
+    rl, rh = receiver
+    if not 1 <= rl < model.cfg.n_layers:
+        raise ValueError(f"The receiver must sit in block 2 or above of this {model.cfg.n_layers}-block model "
+                         f"(0-based layer 1..{model.cfg.n_layers - 1}), got layer {rl}.")
+    if rh is not None and not 0 <= rh < model.cfg.n_heads:
+        raise ValueError(f"Receiver head {rh} does not exist: this model has {model.cfg.n_heads} heads per block.")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {', '.join(PATHS)}, got {path!r}.")
+    _check(senders, rl, direction)
+    if any(not 0 <= h < model.cfg.n_heads for _, h in senders):
+        raise ValueError(f"A sender head does not exist: this model has {model.cfg.n_heads} heads per block.")
+    if reference not in REFERENCES:
+        raise ValueError(f"reference must be 'corrupted' or 'mean', got {reference!r}.")
+    if reference == "mean" and direction != "noising":
+        raise ValueError("A mean reference replaces the sender's output in the clean run (noising); denoising "
+                         "starts from the corrupted run itself and has no reference to average: use "
+                         "reference='corrupted'.")
+    if by not in RESOLUTIONS:
+        raise ValueError(f"by must be 'sender' (the sender's output at one position) or 'receiver' (the receiver's "
+                         f"changed output at one position), got {by!r}.")
+
+
+def reference_output(runs: PatchRuns, layer: int, direction: str, reference: str = "corrupted"):
+    """(base, donor) head outputs of block `layer`, each [B, H, T, D]: the run a path patch goes into and the
+    outputs swapped in. reference="mean": the donor is the corrupted runs' mean at each position."""
+    if direction == "noising":
+        base, donor = runs.clean_cache["head_out"][layer], runs.corrupted_cache["head_out"][layer]
+        if reference == "mean":
+            donor = donor.mean(0, keepdim=True).expand_as(donor)
+        return base, donor
+    return runs.corrupted_cache["head_out"][layer], runs.clean_cache["head_out"][layer]
+
+
+@torch.no_grad()
+def path_patch_positions(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]],
+                         receiver: tuple[int, int | None], path: str, direction: str = "noising",
+                         reference: str = "corrupted", by: str = "sender") -> torch.Tensor:
+    """M of each sender -> receiver path patch resolved by position: [len(senders), T] (T = runs.clean's length).
+    Cell (s, p): by="sender", sender s's swapped output only at position p; by="receiver", at every position,
+    with only the receiver's changed output at position p kept (module docstring). receiver (layer, None) is
+    every head of that block at once. reference: "corrupted" or, noising only, "mean". G patches go through
+    run_with_hooks in one call (chunks of CHUNK_POSITIONS sequence positions). ValueError for bad arguments."""
+    _check_positions(model, runs, senders, receiver, path, direction, reference, by)
+    rl, rh = receiver
+    H = model.cfg.n_heads
+    B, T = runs.clean.shape
+    base_run = runs.clean_cache if direction == "noising" else runs.corrupted_cache
+    outs = {l: reference_output(runs, l, direction, reference) for l in {l for l, _ in senders}}
+    deltas = torch.stack([outs[l][1][:, h] - outs[l][0][:, h] for l, h in senders])  # [S, B, T, D]
+    resid_in, resid_out = base_run["resid"][rl], base_run["resid"][rl + 1]
+    base_out = base_run["head_out"][rl]  # [B, H, T, D]
+    result = hook_name(rl, "attn.hook_result")
+    heads = range(H) if rh is None else [rh]
+    eye = torch.eye(T)
+    per = max(1, CHUNK_POSITIONS // (B * T))
+
+    def changed(delta):  # delta [G, B, T, D] into the receivers' input -> their summed output change [G, B, T, D]
+        _, cache = model.run_with_hooks(resid=resid_in.expand(len(delta), -1, -1, -1), start=rl, stop=rl + 1,
+                                        edits=receiver_edits(model, rl, heads, path, delta), cache=[result])
+        return (cache[result][:, :, list(heads)] - base_out[None, :, list(heads)]).sum(2)
+
+    cells = [(s, p) for s in range(len(senders)) for p in range(T)]
+    if by == "receiver":
+        change = torch.cat([changed(deltas[lo:lo + per]) for lo in range(0, len(senders), per)])  # [S, B, T, D]
+    out = []
+    for lo in range(0, len(cells), per):
+        chunk = cells[lo:lo + per]
+        s_idx, p_idx = torch.tensor([s for s, _ in chunk]), torch.tensor([p for _, p in chunk])
+        at = eye[p_idx][:, None, :, None]  # [G, 1, T, 1]: one position per patch
+        shift = changed(deltas[s_idx] * at) if by == "sender" else change[s_idx] * at
+        logits, _ = model.run_with_hooks(resid=resid_out[None] + shift, start=rl + 1)
+        out.append(metric(logits, runs.clean, runs.periods))
+    return torch.cat(out).reshape(len(senders), T)
+
+
+def path_positions_table(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]],
+                         receiver: tuple[int, int | None], paths=PATHS, direction: str = "noising",
+                         reference: str = "corrupted", by: str = "sender") -> pd.DataFrame:
+    """path_patch_positions for each path, long form. Rows: path, sender_layer, sender_head, position,
+    m_patched, patch_effect, change (M(patched) - M of the run patched into, over the gap: the share of M lost
+    under noising is -change, the share restored under denoising is change); empty without a gap."""
+    rows = []
+    m_base = runs.m_clean if direction == "noising" else runs.m_corrupted
+    gap = runs.m_clean - runs.m_corrupted
+    for path in paths:
+        m = path_patch_positions(model, runs, senders, receiver, path, direction, reference, by).double().numpy()
+        for (sl, sh), row in zip(senders, m):
+            rows += [{"path": path, "sender_layer": sl, "sender_head": sh, "position": p, "m_patched": float(v)}
+                     for p, v in enumerate(row)]
+    df = pd.DataFrame(rows, columns=["path", "sender_layer", "sender_head", "position", "m_patched"])
+    df["patch_effect"] = runs.effect(df["m_patched"].to_numpy())
+    df["change"] = (df["m_patched"] - m_base) / gap if gap else np.nan
+    return df

@@ -1,0 +1,141 @@
+"""What the Causal page may say of issue 32's checks (core.causal.tool_views), decided from the numbers just
+measured, by the rules of core.causal.readings: a sentence only when the runs differ enough
+(clarity.clear_gap), else None. Heads are labelled as core.model.symbols labels them ("1.4").
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from core.causal import clarity
+
+CANCELS = 0.1  # a head's direct path "carries about nothing" when its estimate is below this share of the rest
+
+
+def signed(x: float) -> str:
+    """x to three places with its sign, 0 as +0.000 (never -0.000)."""
+    out = f"{x:+.3f}"
+    return "+0.000" if out == "-0.000" else out
+
+
+def _heads(labels) -> str:
+    labels = list(labels)
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def positions_sentence(positions: pd.DataFrame, whole: pd.DataFrame, period: int | None, gap: float,
+                       corruption: str) -> str | None:
+    """Where the most needed key path acts (tool_views.path_positions and whole_paths): by receiver position
+    its cells add up to the whole path, by sender position how much of it sits at the first copy, and what the
+    mean reference changes; under first-copy, the query path the mean reference finds most needed."""
+    if positions is None or not len(positions) or not clarity.clear_gap(gap):
+        return None
+    w = whole.set_index(["reference", "path", "sender"])
+    k = whole[(whole["reference"] == "corrupted") & (whole["path"] == "k")]
+    top = k.loc[k["lost"].idxmax()]
+    s = top["sender"]
+    out = (f"Noising {s}'s key path into all of block 2 loses {top['lost']:.3f} of M(clean) − M(corrupted), and "
+           "one receiver position at a time the cells add up to exactly that: block 2 is the last block, so its "
+           "output at one position reaches only that position's logits. One sender position at a time they sum "
+           f"to {top['sender_sum']:.3f} instead: a key is read by every later query through a softmax.")
+    if period:
+        cells = positions[(positions["reference"] == "corrupted") & (positions["by"] == "sender")
+                          & (positions["path"] == "k") & (positions["sender"] == s)]
+        lost = -cells["change"].to_numpy()
+        if lost.sum() > 0:
+            out += (f" {lost[:period].sum() / lost.sum():.0%} of those cells' loss sits at the first copy's "
+                    f"positions 0 … {period - 1}, where the induction heads find the token to copy.")
+    mean = w.loc[("mean", "k", s), "lost"]
+    out += (f" With the mean over the corrupted runs as the reference (Wang et al., 2022) the same path loses "
+            f"{mean:.3f}.")
+    if corruption == "first-copy":
+        q = whole[(whole["reference"] == "mean") & (whole["path"] == "q")]
+        qt = q.loc[q["lost"].idxmax()]
+        out += (" Under this corruption each sequence's own corrupted run leaves the second copy's tokens as they "
+                "were, so the query rows can test little; the mean differs there, and with it the most needed query "
+                "path is "
+                f"{qt['sender']}'s ({qt['lost']:.3f} lost; with the corrupted runs "
+                f"{signed(w.loc[('corrupted', 'q', qt['sender']), 'lost'])}).")
+    return out
+
+
+def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
+    """GradDrop (tool_views.graddrop) for each block-1 head whose AtP* sum has the wrong sign: whether its direct
+    path and its path through the later blocks cancel, which is what GradDrop can uncover."""
+    if table is None or not len(table) or not clarity.clear_gap(gap):
+        return None
+    last = int(table["layer"].max())
+    if last != 1:
+        return None  # dropping the last block leaves only the direct path of a block-1 head in 2-block models
+    dropped = f"dropped_{last + 1}"
+    early = table[table["layer"] < last]
+    wrong = early[(early["star_sum"] > 0) != (early["exact_sum"] > 0)]
+    out = ("**GradDrop** (Kramár et al., 2024), AtP*'s second fix, repeats the estimate once per block with the "
+           "backward pass through that block dropped and ranks heads by the summed magnitudes (divided by the "
+           "number of blocks − 1). It is meant for cancellation: a head whose paths to M have opposite signs gets a "
+           "small estimate however large each path is. It gives a magnitude, so it cannot correct a sign. ")
+    if not len(wrong):
+        return out + "Here AtP* has the sign of every earlier-block head's sum right."
+    parts = []
+    for r in wrong.itertuples():
+        direct, through = getattr(r, dropped), r.star_sum - getattr(r, dropped)
+        if abs(direct) < CANCELS * abs(through):
+            parts.append(f"{r.label}: exact {signed(r.exact_sum)}, AtP* {signed(r.star_sum)}; with block "
+                         f"{last + 1}'s gradient dropped only its direct path is left, estimated {signed(direct)} "
+                         f"(exactly {signed(r.direct_exact)}), so nothing cancels: GradDrop's magnitude is "
+                         f"{r.graddrop:.3f}, AtP*'s sum {signed(r.star_sum)}")
+        elif (direct > 0) != (through > 0):
+            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through block {last + 1} "
+                         f"({signed(through)}) cancel; GradDrop's magnitude is {r.graddrop:.3f} against an exact "
+                         f"|sum| of {r.abs_exact:.3f}")
+        else:
+            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through block {last + 1} "
+                         f"({signed(through)}) have the same sign, so nothing cancels")
+    said = "; ".join(parts)
+    return out + (f"Where AtP*'s sign is wrong — {said}. The error sits inside the path through the later block "
+                  "(what M, a log-probability, does with what the changed pattern copies), which no dropped "
+                  "gradient removes.")
+
+
+def _range(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f}–{hi:.3f}"
+
+
+def _separates(frame: pd.DataFrame, score: str, back: list[str], self_: list[str]) -> bool:
+    """Every look-back writer scores above every self-attending one, for every receiver."""
+    for _, sub in frame.groupby("receiver"):
+        s = sub.set_index("sender")[score]
+        if s[back].min() <= s[self_].max():
+            return False
+    return True
+
+
+def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float) -> str | None:
+    """The RoPE-aware score (tool_views.rope_composition) against the plain one and key-path patching: how often
+    each names the most needed key writer, and whether it separates the block-1 heads that look back (top
+    offset >= 1 in views.block1_offsets) from those that attend to their own position."""
+    from core.causal.composition import top_senders
+
+    if frame is None or not len(frame) or "k_rope" not in frame or not clarity.clear_gap(gap):
+        return None
+    plain, rope = top_senders(frame, "k_score"), top_senders(frame, "k_rope")
+    d = sorted(set(frame["receiver_offset"]))
+    out = (f"Turned by the offsets the block-2 heads attend at (most attended: {_heads([str(x) for x in d])}), the "
+           f"score names the most needed key writer for {int(rope['agree'].sum())} of {len(rope)} block-2 heads, "
+           f"as key-path patching finds it; the plain score for {int(plain['agree'].sum())} of {len(plain)}.")
+    if offsets is None:
+        return out
+    top = offsets[offsets["top"]].set_index("sender")["offset"]
+    back, self_ = [s for s in top.index if top[s] >= 1], [s for s in top.index if top[s] == 0]
+    if not back or not self_:
+        return out
+    by = frame.groupby("sender")
+    rng = {s: (_range(by.get_group(s)["k_score"]), _range(by.get_group(s)["k_rope"])) for s in back + self_}
+    sep = {score: _separates(frame, score, back, self_) for score in ("k_score", "k_rope")}
+    verdict = {(True, True): "Both scores separate", (False, True): "Only the RoPE-aware score separates",
+               (True, False): "Only the plain score separates", (False, False): "Neither score separates"}[
+        (sep["k_score"], sep["k_rope"])]
+    return out + (f" {verdict} the heads that look back ({_heads(back)}) from those that attend to their own "
+                  f"position ({_heads(self_)}) for every receiver: plain " + ", ".join(
+                      f"{s} {rng[s][0]}" for s in back + self_) + "; RoPE-aware " + ", ".join(
+                      f"{s} {rng[s][1]}" for s in back + self_) + ".")
