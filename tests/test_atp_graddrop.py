@@ -90,12 +90,13 @@ def test_on_the_shipped_file_graddrop_finds_no_cancellation_for_1_4():
     t = atp.graddrop_table(model, runs, exact, star).set_index("label")
     r = t.loc["1.4"]
     assert r.exact_sum < 0 < r.star_sum
-    assert abs(r.dropped_2) < 0.01 and abs(r.direct_exact) < 0.01
+    assert abs(r.dropped_layer1) < 0.01 and abs(r.direct_exact) < 0.01
     assert r.graddrop == pytest.approx(abs(r.star_sum), abs=0.005)  # per position: |AtP*| + |direct| ~ |AtP*|
     said = tool_readings.graddrop_sentence(t.reset_index(), runs.m_clean - runs.m_corrupted)
     s = tool_readings.signed
     assert (f"1.4: exact {s(exact[0, 3].sum())}, AtP* {s(star[0, 3].sum())}; with block 2's gradient dropped only "
-            f"its direct path is left, estimated {s(r.dropped_2)} (exactly {s(r.direct_exact)}), so nothing cancels: "
+            f"its direct path is left, estimated {s(r.dropped_layer1)} (exactly {s(r.direct_exact)}), so nothing "
+            f"cancels: "
             f"GradDrop's magnitude is {r.graddrop:.3f}, AtP*'s sum {s(star[0, 3].sum())}") in said
     wrong = [lab for lab in ("1.1", "1.2", "1.3", "1.4")
              if (t.loc[lab, "star_sum"] > 0) != (t.loc[lab, "exact_sum"] > 0)]

@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.causal import patching, readings, tool_readings, tool_views
 from core.causal.views import typed_runs
-from core.model.symbols import encode_text
+from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
 from ui.state import LabModel
 
@@ -119,7 +119,8 @@ def graddrop_section(table: pd.DataFrame | None, gap: float) -> None:
     st.dataframe(shown.rename(columns={
         "label": "head", "exact_sum": "exact, summed", "star_sum": "AtP*, summed", "direct_exact": "exact, direct "
         "path only", "graddrop": "GradDrop magnitude", "abs_exact": "exact |cells|, summed",
-        **{c: f"AtP*, block {c.split('_')[1]}'s gradient dropped" for c in dropped}}), hide_index=True)
+        **{c: f"AtP*, {block_label(int(c.removeprefix('dropped_layer')))}'s gradient dropped" for c in dropped}}),
+        hide_index=True)
     st.caption("**What am I looking at?** Per head, summed over positions: the exact one-position sweep above, "
                "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
                "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "

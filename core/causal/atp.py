@@ -207,8 +207,8 @@ def direct_path_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
 
 def graddrop_table(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray, star: np.ndarray) -> pd.DataFrame:
     """GradDrop beside the exact sweep and AtP*, one row per head, every column summed over positions: label,
-    layer, head, exact_sum, star_sum (AtP*), dropped_<l> (the AtP* estimate with block l's gradient dropped, l
-    counted from 1), direct_exact (direct_path_effects), graddrop (graddrop_score, a magnitude) and abs_exact
+    layer, head, exact_sum, star_sum (AtP*), dropped_layer<l> (the AtP* estimate with layer l's gradient dropped,
+    l counted from 0), direct_exact (direct_path_effects), graddrop (graddrop_score, a magnitude) and abs_exact
     (the exact cells' magnitudes summed, what graddrop estimates). exact, star: [n_layers, n_heads, T]."""
     dropped = graddrop_head_positions(model, runs, undropped=star)
     score, direct = graddrop_score(dropped), direct_path_effects(model, runs)
@@ -216,7 +216,7 @@ def graddrop_table(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray, star: 
     for l in range(model.cfg.n_layers):
         for h in range(model.cfg.n_heads):
             row = {"layer": l, "head": h, "exact_sum": float(exact[l, h].sum()), "star_sum": float(star[l, h].sum())}
-            row.update({f"dropped_{d + 1}": float(dropped[d, l, h].sum()) for d in range(len(dropped))})
+            row.update({f"dropped_layer{d}": float(dropped[d, l, h].sum()) for d in range(len(dropped))})
             row.update(direct_exact=float(direct[l, h]), graddrop=float(score[l, h].sum()),
                        abs_exact=float(np.abs(exact[l, h]).sum()))
             rows.append(row)

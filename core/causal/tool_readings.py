@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.causal import clarity
+from core.model.symbols import block_label
 
 CANCELS = 0.1  # a head's direct path "carries about nothing" when its estimate is below this share of the rest
 
@@ -66,7 +67,7 @@ def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
     last = int(table["layer"].max())
     if last != 1:
         return None  # dropping the last block leaves only the direct path of a block-1 head in 2-block models
-    dropped = f"dropped_{last + 1}"
+    dropped = f"dropped_layer{last}"
     early = table[table["layer"] < last]
     wrong = early[(early["star_sum"] > 0) != (early["exact_sum"] > 0)]
     out = ("**GradDrop** (Kramár et al., 2024), AtP*'s second fix, repeats the estimate once per block with the "
@@ -79,16 +80,17 @@ def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
     for r in wrong.itertuples():
         direct, through = getattr(r, dropped), r.star_sum - getattr(r, dropped)
         if abs(direct) < CANCELS * abs(through):
-            parts.append(f"{r.label}: exact {signed(r.exact_sum)}, AtP* {signed(r.star_sum)}; with block "
-                         f"{last + 1}'s gradient dropped only its direct path is left, estimated {signed(direct)} "
+            parts.append(f"{r.label}: exact {signed(r.exact_sum)}, AtP* {signed(r.star_sum)}; with "
+                         f"{block_label(last)}'s gradient dropped only its direct path is left, estimated "
+                         f"{signed(direct)} "
                          f"(exactly {signed(r.direct_exact)}), so nothing cancels: GradDrop's magnitude is "
                          f"{r.graddrop:.3f}, AtP*'s sum {signed(r.star_sum)}")
         elif (direct > 0) != (through > 0):
-            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through block {last + 1} "
+            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through {block_label(last)} "
                          f"({signed(through)}) cancel; GradDrop's magnitude is {r.graddrop:.3f} against an exact "
                          f"|sum| of {r.abs_exact:.3f}")
         else:
-            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through block {last + 1} "
+            parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through {block_label(last)} "
                          f"({signed(through)}) have the same sign, so nothing cancels")
     said = "; ".join(parts)
     return out + (f"Where AtP*'s sign is wrong — {said}. The error sits inside the path through the later block "
