@@ -13,7 +13,7 @@ from core.pool.laws import AOYAMA, LAWS, MUSAT, SINGH, Law, fit_points, read_law
 from core.pool.sweep import COLUMNS, read_table, write_table
 from core.pool.sweep_grid import RunSpec
 
-BATCH = Law("batch", "batch_size", "batch size B", (AOYAMA,))
+BATCH = Law("batch", "batch_size", "batch size B", "batch size B", (AOYAMA,))
 
 
 def planted(path, slope, xs=(8, 16, 32, 64), seeds=7, noise=0.05, scale=3000.0, axis="batch_size",
@@ -44,14 +44,14 @@ def test_the_fit_recovers_a_planted_slope_inside_its_interval(tmp_path, slope):
 
 
 def test_the_verdicts_and_sentences_follow_the_interval(tmp_path):
-    law = read_law(planted(tmp_path / "t.csv", -0.5), Law("x", "batch_size", "B", (MUSAT, AOYAMA)))
+    law = read_law(planted(tmp_path / "t.csv", -0.5), Law("x", "batch_size", "B", "B", (MUSAT, AOYAMA)))
     assert verdict(law.fit, AOYAMA) == "agrees" and verdict(law.fit, MUSAT) == "below"
     text = " ".join(sentences(law))
     assert "comes earlier" in text and "follows Aoyama here" in text
     assert "whole interval is below +2.00" in text
-    up = read_law(planted(tmp_path / "u.csv", 0.8), Law("v", "batch_size", "V", (SINGH,)))
+    up = read_law(planted(tmp_path / "u.csv", 0.8), Law("v", "batch_size", "V", "V", (SINGH,)))
     assert verdict(up.fit, SINGH) == "agrees" and "agrees: the whole interval is above 0" in " ".join(sentences(up))
-    flat = read_law(planted(tmp_path / "f.csv", 0.0, noise=0.3), Law("v", "batch_size", "V", (SINGH, MUSAT)))
+    flat = read_law(planted(tmp_path / "f.csv", 0.0, noise=0.3), Law("v", "batch_size", "V", "V", (SINGH, MUSAT)))
     assert verdict(flat.fit, SINGH) == "unclear" and "Neither" not in " ".join(sentences(flat))
     assert "no clear trend" in " ".join(sentences(flat))
 
@@ -64,8 +64,8 @@ def test_runs_that_never_dropped_are_counted_ranked_last_and_a_censored_median_i
     assert by_x[32].median == 96000 and math.isinf(by_x[64].median)
     assert law.fit.xs == (8, 16, 32) and abs(law.fit.slope - 1.0) < 1e-9
     text = " ".join(sentences(law))
-    assert "At batch_size = 32, 1 of 5 runs never dropped within 1000000 steps." in text
-    assert "At batch_size = 64, 3 of 5 runs never dropped" in text and "left out of the fit" in text
+    assert "At batch size B = 32, 1 of 5 runs never dropped within 1000000 steps." in text
+    assert "At batch size B = 64, 3 of 5 runs never dropped" in text and "left out of the fit" in text
     none = read_law(planted(tmp_path / "n.csv", 1.0, seeds=3, never={8: 2, 16: 2, 32: 2, 64: 2}), BATCH)
     assert none.fit is None and "no slope can be fitted" in " ".join(sentences(none))
 

@@ -51,7 +51,8 @@ class Law:
     the settings allowed to vary with it (scaled together), and the predictions it is set against."""
     name: str
     axis: str  # the table column on the x axis
-    axis_label: str  # what x is, in words, with what is held fixed
+    axis_name: str  # what x is, short ("batch size B")
+    axis_label: str  # what x is, with what is held fixed
     predictions: tuple[Prediction, ...]
     together: tuple[str, ...] = ()  # other settings that vary with the axis, one value per axis value
 
@@ -61,11 +62,13 @@ class Law:
 
 
 LAWS = {law.name: law for law in [
-    Law("context", "seq_len", "context length N (sequence length, the period range scaled with it: N/6 to N/3)",
-        (MUSAT, AOYAMA), ("period_min", "period_max")),
-    Law("seqlen", "seq_len", "context length C at fixed batch B = 32 and periods 16-32", (MUSAT, AOYAMA)),
-    Law("batch", "batch_size", "batch size B at fixed context C = 96", (AOYAMA,)),
-    Law("vocab", "vocab_size", "vocabulary size V (the number of labels)", (SINGH,)),
+    Law("context", "seq_len", "context length N",
+        "context length N (sequence length, the period range scaled with it: N/6 to N/3)", (MUSAT, AOYAMA),
+        ("period_min", "period_max")),
+    Law("seqlen", "seq_len", "context length C", "context length C at fixed batch B = 32 and periods 16-32",
+        (MUSAT, AOYAMA)),
+    Law("batch", "batch_size", "batch size B", "batch size B at fixed context C = 96", (AOYAMA,)),
+    Law("vocab", "vocab_size", "vocabulary size V", "vocabulary size V (the number of labels)", (SINGH,)),
 ]}
 
 
@@ -248,11 +251,11 @@ def sentences(result: LawResult) -> list[str]:
     """What the page says about one law, computed from its table: the points, the fit, and each
     prediction's verdict."""
     law, fit = result.law, result.fit
-    axis = law.axis_label.split(" (")[0]
+    axis = law.axis_name
     out = []
     never = [p for p in result.points if p.n_dropped < p.n]
     for p in never:
-        out.append(f"At {law.axis} = {_num(p.x)}, {p.n - p.n_dropped} of {p.n} runs never dropped within "
+        out.append(f"At {law.axis_name} = {_num(p.x)}, {p.n - p.n_dropped} of {p.n} runs never dropped within "
                    f"{p.cap} steps" + (" (so its median is above the cap and it is left out of the fit)."
                                        if not math.isfinite(p.median) else "."))
     if fit is None:
@@ -282,3 +285,52 @@ def sentences(result: LawResult) -> list[str]:
         out.append(f"TinyCharLM follows {' and '.join(agree)} here." if agree else
                    "Neither prediction fits TinyCharLM here.")
     return out
+
+
+def chart_frames(result: LawResult) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, lines) for a law's chart. runs: one row per run (x, seed, drop_step, dropped, y: the
+    drop step, or the cap for a run that never dropped). lines: x, y, line for the fit through the
+    medians and each predicted slope drawn through the fit's value at the middle of the fitted x range
+    (geometric mean), so the slopes can be compared by eye."""
+    runs = pd.DataFrame([{"x": p.x, "seed": seed, "drop_step": step, "dropped": step is not None,
+                          "y": p.cap if step is None else step, "median": p.median if math.isfinite(p.median) else None,
+                          "q25": p.quartiles()[0], "q75": min(p.quartiles()[1], p.cap)}
+                         for p in result.points for seed, step in zip(p.seeds, p.steps)])
+    rows = []
+    fit = result.fit
+    if fit is not None:
+        xs = [min(fit.xs), max(fit.xs)]
+        rows += [{"x": x, "y": fit.predict(x), "line": f"fit: slope {_signed(fit.slope)}"} for x in xs]
+        mid = math.exp(np.mean(np.log(fit.xs)))
+        for pred in result.law.predictions:
+            if pred.slope is not None:
+                rows += [{"x": x, "y": fit.predict(mid) * (x / mid) ** pred.slope,
+                          "line": f"{pred.source.split(' ')[0].rstrip(',')}: slope {_signed(pred.slope)}"} for x in xs]
+    return runs, pd.DataFrame(rows, columns=["x", "y", "line"])
+
+
+def groups(path: str | Path, column: str) -> dict:
+    """A table's runs grouped by one (categorical) setting: {value: Point} (Point.x is NaN). Used for
+    the initial embedding (checkpoints/laws/init.csv, column init) and depth (the transition study,
+    column blocks), where there is nothing to fit a slope to."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no table at {path}.")
+    table = read_table(path)
+    missing = sorted({column, "seed", "drop_step", "steps_run"} - set(table.columns))
+    if missing or table.empty:
+        raise ValueError(f"{path.name} lacks {', '.join(missing) or 'runs'}.")
+    return {value: Point(math.nan, tuple(int(s) for s in g["seed"]),
+                         tuple(None if pd.isna(s) else float(s) for s in g["drop_step"]), int(g["steps_run"].max()))
+            for value, g in table.sort_values("seed").groupby(column, sort=True)}
+
+
+def group_sentence(name: str, point: Point) -> str:
+    """'<name>: median drop step M (quartiles a-b), k of n runs dropped within cap steps.'"""
+    if point.n_dropped == 0:
+        return f"{name}: none of {point.n} runs dropped within {point.cap} steps."
+    low, high = point.quartiles()
+    spread = f"{_num(low)} to {_num(high) if math.isfinite(high) else f'above {point.cap}'}"
+    median = _num(point.median) if math.isfinite(point.median) else f"above {point.cap}"
+    return (f"{name}: median drop step {median} (quartiles {spread}); {point.n_dropped} of {point.n} runs dropped "
+            f"within {point.cap} steps.")
