@@ -12,11 +12,12 @@ NOTES = {  # beside each chart: what the sweep varies and what the paper behind 
     "context": (
         "**Context length, the task scaled with it.** Each point trains on sequences of length N whose "
         "pattern lengths run from N/6 to N/3, so a longer context also means a longer look back. "
-        "Musat et al. (2025) study a two-layer attention-only transformer learning in-context copying and "
-        "prove that the time until the induction head emerges grows as the square of the context length: "
-        "on these axes, a line of slope 2. Aoyama, Wilcox & Schneider (2025) train language models with "
-        "different batch sizes and contexts and find the induction heads forming after a number of tokens "
-        "growing as √(B·C): with B·C tokens per step that is a line of slope −½ in steps. The two disagree "
+        "Musat et al. (2025) follow the training dynamics of a simplified two-layer transformer on a minimal "
+        "in-context task and bound the time until its induction head emerges by the square of the context "
+        "length: on these axes, a line of slope 2. Aoyama, Wilcox & Schneider (2025) pretrain language models "
+        "at many batch sizes and contexts and find one equation in the two predicting where induction heads "
+        "form: after a number of tokens growing as √(B·C), which at B·C tokens a step is a line of slope −½ "
+        "in steps. The two disagree "
         "in sign, so this one sweep can tell them apart."),
     "seqlen": (
         "**Context length alone.** The pattern lengths stay 16-32 and only the sequence grows: a longer "
@@ -31,9 +32,9 @@ NOTES = {  # beside each chart: what the sweep varies and what the paper behind 
         "slope of −1 would mean a fixed number of tokens seen; a slope of 0 a fixed number of steps."),
     "vocab": (
         "**Vocabulary size.** V symbols to copy: the later-copy loss starts from ln V, and the drop is "
-        "where it falls below half of that. Singh et al. (2024) trained small transformers on a synthetic "
-        "task with many labels and found the induction circuit's transition coming later as the number of "
-        "labels grows. They give a direction, not a power, so the question is only whether the slope is "
+        "where it falls below half of that. Singh et al. (2024), who took induction circuits apart by "
+        "clamping their parts during training, report the transition coming later as the number of labels "
+        "grows. They give a direction, not a power, so the question is only whether the slope is "
         "above 0."),
 }
 

@@ -119,3 +119,29 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(la
     assert caught["out"] == f"checkpoints/laws/{law.name}.csv"
     assert table["code"].nunique() == 1
     assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
+
+
+def test_the_chart_draws_each_prediction_through_the_fit_with_its_own_slope(tmp_path):
+    from core.pool.laws import chart_frames
+
+    result = read_law(planted(tmp_path / "t.csv", 1.0, seeds=5, never={8: 1}), Law("x", "batch_size", "B", "B",
+                                                                                     (MUSAT, AOYAMA)))
+    runs, lines = chart_frames(result)
+    assert len(runs) == 20 and (runs[~runs["dropped"]]["y"] == 10 ** 6).all()  # the never-dropped run at the cap
+    for name, slope in [("fit", result.fit.slope), ("Musat", 2.0), ("Aoyama", -0.5)]:
+        two = lines[lines["line"].str.startswith(name)]
+        assert math.isclose(np.diff(np.log(two["y"]))[0] / np.diff(np.log(two["x"]))[0], slope)
+    mid = math.exp(np.log([8, 64]).mean())  # the predictions cross the fit at the middle of the x range
+    musat = lines[lines["line"].str.startswith("Musat")]
+    assert math.isclose(np.interp(math.log(mid), np.log(musat["x"]), np.log(musat["y"])),
+                        math.log(result.fit.predict(mid)))
+
+
+def test_a_categorical_setting_is_summarised_per_value(tmp_path):
+    from core.pool.laws import group_sentence, groups
+
+    path = planted(tmp_path / "t.csv", 0.0, xs=(16, 32), seeds=4, noise=0.0, scale=150, never={32: 4})
+    by = groups(path, "batch_size")
+    assert group_sentence("B 16", by[16]) == "B 16: median drop step 150 (quartiles 150 to 150); 4 of 4 runs " \
+                                            "dropped within 1000000 steps."
+    assert group_sentence("B 32", by[32]) == "B 32: none of 4 runs dropped within 1000000 steps."
