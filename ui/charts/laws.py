@@ -6,10 +6,11 @@ import pandas as pd
 
 from . import OKABE_ITO
 
-LINE_COLOURS = ["#000000", OKABE_ITO[5], OKABE_ITO[4]]  # the fit, then each prediction
+LINE_COLOURS = ["#000000", OKABE_ITO[5], OKABE_ITO[2]]  # the fit, then each prediction (vermillion, green)
+RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped (purple)
 
 
-def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 300) -> alt.LayerChart:
+def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
     """Every run's drop step (a dot; a hollow triangle at the cap for a run that never dropped), each
     point's quartiles (a bar) and median (a tick), the fit through the medians and the predicted slopes
     (core.pool.laws.chart_frames makes both frames)."""
@@ -22,7 +23,7 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
     tip = [alt.Tooltip("x:Q", title=x_title.split(" (")[0]), "seed:Q", alt.Tooltip("drop_step:Q", title="drop step"),
            "dropped:N"]
     kind = alt.Color("run:N", title="run", scale=alt.Scale(domain=["dropped", "never dropped (drawn at the cap)"],
-                                                           range=[OKABE_ITO[4], OKABE_ITO[5]]))
+                                                           range=RUN_COLOURS))
     runs = runs.assign(run=runs["dropped"].map({True: "dropped", False: "never dropped (drawn at the cap)"}))
     dots = alt.Chart(runs).mark_point(filled=True, size=45, opacity=0.75).encode(
         x=x, y=y, color=kind, shape=alt.Shape("run:N", legend=None, scale=alt.Scale(
