@@ -9,7 +9,20 @@ import numpy as np
 import pytest
 
 import core.pool.sweep as sweep_module
-from core.pool.laws import AOYAMA, LAWS, MUSAT, SINGH, Law, fit_points, read_law, sentences, verdict
+from core.pool.laws import (
+    AOYAMA,
+    LAWS,
+    LAWS_DIR,
+    MUSAT,
+    SINGH,
+    Law,
+    fit_points,
+    groups,
+    read_law,
+    sentences,
+    table_command,
+    verdict,
+)
 from core.pool.sweep import COLUMNS, read_table, write_table
 from core.pool.sweep_grid import RunSpec
 
@@ -102,46 +115,23 @@ def test_bad_tables_are_refused_with_a_clear_message(tmp_path):
         read_law(tmp_path / "bad.csv", BATCH)
 
 
-SHIPPED = [law for law in LAWS.values() if law.path.is_file()]
+SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv"] if p.is_file()]
 
 
-@pytest.mark.parametrize("law", SHIPPED, ids=[law.name for law in SHIPPED])
-def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(law, monkeypatch):
-    result = read_law(law.path, law)
-    assert len(result.points) >= 3 and all(p.n >= 5 for p in result.points)
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(path, monkeypatch):
+    if path.stem in LAWS:
+        result = read_law(path, LAWS[path.stem])
+        assert len(result.points) >= 3 and all(p.n >= 5 for p in result.points)
+    else:
+        assert all(p.n >= 5 for p in groups(path, "init").values())
     caught = {}
     monkeypatch.setattr(sweep_module, "sweep", lambda specs, out, *a, **k: caught.update(specs=specs, out=out))
-    args = shlex.split(result.command)
+    args = shlex.split(table_command(path))
     assert args[:3] == ["python", "-m", "core.sweep"]
-    monkeypatch.chdir(law.path.parents[2])  # the command's paths are relative to the repository
+    monkeypatch.chdir(path.parents[2])  # the command's paths are relative to the repository
     sweep_module.main(args[3:])
-    table = read_table(law.path)
-    assert caught["out"] == f"checkpoints/laws/{law.name}.csv"
+    table = read_table(path)
+    assert caught["out"] == f"checkpoints/laws/{path.name}"
     assert table["code"].nunique() == 1
     assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
-
-
-def test_the_chart_draws_each_prediction_through_the_fit_with_its_own_slope(tmp_path):
-    from core.pool.laws import chart_frames
-
-    result = read_law(planted(tmp_path / "t.csv", 1.0, seeds=5, never={8: 1}), Law("x", "batch_size", "B", "B",
-                                                                                     (MUSAT, AOYAMA)))
-    runs, lines = chart_frames(result)
-    assert len(runs) == 20 and (runs[~runs["dropped"]]["y"] == 10 ** 6).all()  # the never-dropped run at the cap
-    for name, slope in [("fit", result.fit.slope), ("Musat", 2.0), ("Aoyama", -0.5)]:
-        two = lines[lines["line"].str.startswith(name)]
-        assert math.isclose(np.diff(np.log(two["y"]))[0] / np.diff(np.log(two["x"]))[0], slope)
-    mid = math.exp(np.log([8, 64]).mean())  # the predictions cross the fit at the middle of the x range
-    musat = lines[lines["line"].str.startswith("Musat")]
-    assert math.isclose(np.interp(math.log(mid), np.log(musat["x"]), np.log(musat["y"])),
-                        math.log(result.fit.predict(mid)))
-
-
-def test_a_categorical_setting_is_summarised_per_value(tmp_path):
-    from core.pool.laws import group_sentence, groups
-
-    path = planted(tmp_path / "t.csv", 0.0, xs=(16, 32), seeds=4, noise=0.0, scale=150, never={32: 4})
-    by = groups(path, "batch_size")
-    assert group_sentence("B 16", by[16]) == "B 16: median drop step 150 (quartiles 150 to 150); 4 of 4 runs " \
-                                            "dropped within 1000000 steps."
-    assert group_sentence("B 32", by[32]) == "B 32: none of 4 runs dropped within 1000000 steps."
