@@ -69,6 +69,15 @@ def test_the_verdicts_and_sentences_follow_the_interval(tmp_path):
     assert "no clear trend" in " ".join(sentences(flat))
 
 
+def test_a_wide_interval_holding_the_prediction_and_zero_is_said_to_agree_only_weakly(tmp_path):
+    law = read_law(planted(tmp_path / "t.csv", -0.2, seeds=5, noise=0.8), Law("x", "batch_size", "B", "B",
+                                                                                (MUSAT, AOYAMA)))
+    assert law.fit.low < -0.5 and law.fit.high > 0 and law.fit.high < 2
+    text = " ".join(sentences(law))
+    assert "TinyCharLM agrees only weakly: the predicted slope −0.50 is inside the interval, but so is 0" in text
+    assert "Only Aoyama's slope is inside the interval, but no trend is too" in text and "follows" not in text
+
+
 def test_runs_that_never_dropped_are_counted_ranked_last_and_a_censored_median_is_left_out(tmp_path):
     law = read_law(planted(tmp_path / "t.csv", 1.0, seeds=5, noise=0.0, never={32: 1, 64: 3}), BATCH)
     by_x = {p.x: p for p in law.points}

@@ -275,15 +275,24 @@ def sentences(result: LawResult) -> list[str]:
                     "unclear": "These runs cannot tell: the interval holds 0."}[v]
             out.append(f"{pred.source}: {pred.claim}. {text}")
             continue
+        if v == "agrees" and pred.slope != 0 and fit.low <= 0 <= fit.high:
+            v = "weakly"
         text = {"agrees": f"TinyCharLM agrees: the predicted slope {_signed(pred.slope)} is inside the interval.",
+                "weakly": f"TinyCharLM agrees only weakly: the predicted slope {_signed(pred.slope)} is inside the "
+                          "interval, but so is 0 (no trend at all).",
                 "above": f"TinyCharLM does not agree: the whole interval is above {_signed(pred.slope)}.",
                 "below": f"TinyCharLM does not agree: the whole interval is below {_signed(pred.slope)}."}[v]
         out.append(f"{pred.source} predict a slope of {_signed(pred.slope)} ({pred.claim}). {text}")
     sloped = [p for p in law.predictions if p.slope is not None]
     if len(sloped) > 1:
         agree = [p.source.split(" ")[0].rstrip(",") for p in sloped if verdict(fit, p) == "agrees"]
-        out.append(f"TinyCharLM follows {' and '.join(agree)} here." if agree else
-                   "Neither prediction fits TinyCharLM here.")
+        if not agree:
+            out.append("Neither prediction fits TinyCharLM here.")
+        elif fit.low <= 0 <= fit.high:
+            out.append(f"Only {' and '.join(agree)}'s slope is inside the interval, but no trend is too: these runs "
+                       "rule the other out without confirming it.")
+        else:
+            out.append(f"TinyCharLM follows {' and '.join(agree)} here.")
     return out
 
 
