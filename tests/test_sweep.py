@@ -45,6 +45,17 @@ def test_the_grid_is_every_combination_with_seeds_fastest_and_periods_paired():
     assert all(s.lr == base.lr and s.vocab_size == base.vocab_size for s in specs)
 
 
+def test_a_key_naming_several_fields_sets_them_together():
+    # the laws' context sweep: periods scaled with the sequence length, not crossed with it
+    specs = grid({"period_min, period_max, seq_len": [(8, 16, 48), (16, 32, 96)], "seed": [0, 1]})
+    assert [(s.period_min, s.period_max, s.seq_len, s.seed) for s in specs] == [
+        (8, 16, 48, 0), (8, 16, 48, 1), (16, 32, 96, 0), (16, 32, 96, 1)]
+    with pytest.raises(ValueError, match="must give 3 numbers"):
+        grid({"period_min, period_max, seq_len": [(8, 16)]})
+    with pytest.raises(ValueError, match="given twice: seq_len"):
+        grid({"period_min, period_max, seq_len": [(8, 16, 48)], "seq_len": [96]})
+
+
 def test_a_bad_run_in_the_grid_is_named():
     with pytest.raises(ValueError, match="period_min=40"):
         grid({"period": [(40, 20)]})

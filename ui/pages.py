@@ -41,6 +41,9 @@ PATH = (  # every page but Home, in the order of the path through the lab
             "Meet the head types known from GPT-2 small and the circuit behind indirect-object identification."),
     LabPage("app_pages/causal.py", "causal", "Causal experiments", "🧪",
             "Patch clean activations into a corrupted run, path by path, and read the stream through the logit lens."),
+    LabPage("app_pages/laws.py", "laws", "Laws of the drop", "📈",
+            "See how the drop moves with context, batch and vocabulary over many seeds, beside the published "
+            "predictions."),
     LabPage("app_pages/exercise_page.py", "exercises", "Exercises", "✍️",
             "Write the lab's computations yourself; each check runs your function on the picked model and says what "
             "is wrong."),

@@ -90,23 +90,31 @@ def _head(label: str, field: str) -> tuple[int, int]:
 
 
 def grid(values: dict[str, list], preset: str = DEFAULT_PRESET) -> list[RunSpec]:
-    """Every combination of `values` (field -> the values it takes; "period" -> (min, max) pairs sets
-    both period fields together; fields not named keep the preset's), seeds varying fastest. Each spec
-    is checked (ValueError names the bad one)."""
+    """Every combination of `values` (field -> the values it takes; fields not named keep the preset's),
+    seeds varying fastest. A key naming several fields with commas ("period_min, period_max, seq_len")
+    takes tuples that set them together; "period" is short for "period_min, period_max". Each spec is
+    checked (ValueError names the bad one)."""
     values = dict(values)
     if "period" in values:
-        values["period_min, period_max"] = [tuple(p) for p in values.pop("period")]
-    unknown = {k for k in values if k != "period_min, period_max"} - set(SETTINGS)
+        values["period_min, period_max"] = values.pop("period")
+    joint = {key: [n.strip() for n in key.split(",")] for key in values}
+    unknown = {n for names in joint.values() for n in names} - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown sweep fields: {', '.join(sorted(unknown))}.")
-    order = ["period_min, period_max" if n == "period_min" else n for n in SETTINGS]
-    names = [n for n in order if n in values]
+    named = [n for names in joint.values() for n in names]
+    if len(named) != len(set(named)):
+        raise ValueError(f"a field is given twice: {', '.join(sorted({n for n in named if named.count(n) > 1}))}.")
+    for key, names in joint.items():
+        if len(names) > 1 and any(len(tuple(v)) != len(names) for v in values[key]):
+            raise ValueError(f"each value of {key!r} must give {len(names)} numbers, one per field.")
+    keys = sorted(values, key=lambda k: min(SETTINGS.index(n) for n in joint[k]))
     base = RunSpec.defaults(preset)
     specs = []
-    for combo in itertools.product(*(values[n] for n in names)):
+    for combo in itertools.product(*(values[k] for k in keys)):
         changes = {}
-        for name, value in zip(names, combo):
-            changes.update(zip(name.split(", "), value) if ", " in name else [(name, value)])
+        for key, value in zip(keys, combo):
+            names = joint[key]
+            changes.update(zip(names, tuple(value)) if len(names) > 1 else [(names[0], value)])
         specs.append(replace(base, **changes))
     for spec in specs:
         try:

@@ -1,0 +1,345 @@
+"""The laws of the drop (issue 31): how the drop step of a sweep (core.pool.sweep's table) moves with
+the one setting the sweep varied, set beside the published predictions.
+
+A table's runs are grouped into points by the settings that vary (seeds aside); each point keeps every
+seed's drop step, and a run that never dropped within its `steps_run` counts as "later than the cap"
+(censored): it raises the point's median and quartiles, and a point whose median is censored (half
+its seeds or more never dropped) has no median and stays out of the fit, said in the sentences.
+The fit is the least-squares line through (log x, log median drop step) over the points that have a
+median; its interval resamples the seeds of every point independently (a seed's runs at two points
+share nothing but the number) with core.reading.bootstrap's resample count, seed and level.
+
+    law = read_law("checkpoints/laws/batch.csv", LAWS["batch"])    # ValueError says what is wrong
+    law.fit.slope, law.fit.low, law.fit.high                         # the log-log slope and its interval
+    sentences(law)                                                   # what the page says about it
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from core.pool.sweep import read_table
+from core.pool.sweep_grid import SETTINGS
+from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT, resample_indices
+
+LAWS_DIR = Path(__file__).resolve().parents[2] / "checkpoints" / "laws"
+MIN_SEEDS = 2  # per point: fewer gives no spread and nothing to resample
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A published claim about the drop step against one setting, as a log-log slope (`slope` None:
+    only its sign is claimed, positive: the drop comes later as the setting grows)."""
+    source: str  # "Musat et al. (2025)"
+    claim: str  # the claim in words, as the paper puts it
+    slope: float | None
+
+
+MUSAT = Prediction("Musat et al. (2025)", "time to emergence grows as Θ(N²) in the context length N", 2.0)
+AOYAMA = Prediction("Aoyama, Wilcox & Schneider (2025)", "the formation point in tokens seen grows as √(B·C), "
+                    "so steps fall as (B·C)^−½", -0.5)
+SINGH = Prediction("Singh et al. (2024)", "the transition comes later as the number of labels grows", None)
+
+
+@dataclass(frozen=True)
+class Law:
+    """One sweep of the laws page: its table (checkpoints/laws/<name>.csv), the setting on its x axis,
+    the settings allowed to vary with it (scaled together), and the predictions it is set against."""
+    name: str
+    axis: str  # the table column on the x axis
+    axis_name: str  # what x is, short ("batch size B")
+    axis_label: str  # what x is, with what is held fixed
+    predictions: tuple[Prediction, ...]
+    together: tuple[str, ...] = ()  # other settings that vary with the axis, one value per axis value
+
+    @property
+    def path(self) -> Path:
+        return LAWS_DIR / f"{self.name}.csv"
+
+
+LAWS = {law.name: law for law in [
+    Law("context", "seq_len", "context length N",
+        "context length N (sequence length, the period range scaled with it: N/6 to N/3)", (MUSAT, AOYAMA),
+        ("period_min", "period_max")),
+    Law("seqlen", "seq_len", "context length C", "context length C at fixed batch B = 32 and periods 16-32",
+        (MUSAT, AOYAMA)),
+    Law("batch", "batch_size", "batch size B", "batch size B at fixed context C = 96", (AOYAMA,)),
+    Law("vocab", "vocab_size", "vocabulary size V", "vocabulary size V (the number of labels)", (SINGH,)),
+]}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One setting of a sweep: every seed's drop step (None: never dropped within `cap` steps)."""
+    x: float
+    seeds: tuple[int, ...]
+    steps: tuple[float | None, ...]
+    cap: int  # the runs' steps_run: a censored run dropped later than this, if ever
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(s is not None for s in self.steps)
+
+    def quartiles(self) -> tuple[float, float]:
+        """The 25% and 75% drop steps (nearest run), never-dropped runs ranked last (inf where one lands)."""
+        low, high = np.quantile(_censored(self.steps), [0.25, 0.75], method="nearest")
+        return float(low), float(high)
+
+    @property
+    def median(self) -> float:
+        """The median drop step; inf when half the runs or more never dropped (the median is above the cap)."""
+        return _median(_censored(self.steps))
+
+
+@dataclass(frozen=True)
+class Fit:
+    """log(median drop step) = intercept + slope * log(x) over `xs`, and slope's bootstrap interval."""
+    slope: float
+    intercept: float
+    low: float
+    high: float
+    xs: tuple[float, ...]  # the points fitted (those with a median)
+    resamples: int  # bootstrap resamples whose every fitted point kept a median
+
+    def predict(self, x: float) -> float:
+        return math.exp(self.intercept) * x ** self.slope
+
+
+@dataclass(frozen=True)
+class LawResult:
+    law: Law
+    points: tuple[Point, ...]
+    fit: Fit | None  # None: fewer than two points have a median
+    command: str  # the command that reproduces the table (its header)
+
+
+def _censored(steps) -> np.ndarray:
+    return np.array([math.inf if s is None else float(s) for s in steps])
+
+
+def _median(values: np.ndarray) -> float:
+    """Median of one row with inf for censored runs: inf only if the middle value(s) are censored."""
+    v = np.sort(values)
+    k = len(v)
+    mid = v[k // 2] if k % 2 else (v[k // 2 - 1] + v[k // 2]) / 2
+    return float(mid)
+
+
+def table_command(path: str | Path) -> str:
+    """The `# command:` line of a table's header ("" if it has none)."""
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# command:"):
+            return line.partition(":")[2].strip()
+    return ""
+
+
+def points_of(table: pd.DataFrame, law: Law) -> tuple[Point, ...]:
+    """The table's points along law.axis, checked: ValueError says what is wrong with the table."""
+    need = {law.axis, "seed", "drop_step", "steps_run"}
+    missing = sorted(need - set(table.columns))
+    if missing:
+        raise ValueError(f"the table lacks the column(s) {', '.join(missing)}: is it a sweep table "
+                         "(python -m core.sweep)?")
+    if table.empty:
+        raise ValueError("the table has no runs.")
+    varied = [c for c in SETTINGS if c in table.columns and c != "seed" and table[c].nunique(dropna=False) > 1]
+    extra = sorted(set(varied) - {law.axis, *law.together})
+    if extra:
+        raise ValueError(f"the table varies {', '.join(extra)} besides {law.axis}: a law needs one setting "
+                         "varied (and the seeds); split the table.")
+    for other in law.together:
+        if other in table.columns and (table.groupby(law.axis)[other].nunique() > 1).any():
+            raise ValueError(f"{other} takes more than one value at some {law.axis}: it must vary together with it.")
+    if table[law.axis].isna().any() or (pd.to_numeric(table[law.axis], errors="coerce") <= 0).any():
+        raise ValueError(f"{law.axis} must be a positive number in every run (the fit is on log scales).")
+    dupes = table.duplicated([law.axis, "seed"])
+    if dupes.any():
+        row = table[dupes].iloc[0]
+        raise ValueError(f"seed {row['seed']} appears twice at {law.axis} = {row[law.axis]}.")
+    points = []
+    for x, group in table.groupby(law.axis, sort=True):
+        group = group.sort_values("seed")
+        if len(group) < MIN_SEEDS:
+            raise ValueError(f"{law.axis} = {x} has {len(group)} seed(s); every point needs at least {MIN_SEEDS}.")
+        steps = tuple(None if pd.isna(s) else float(s) for s in group["drop_step"])
+        points.append(Point(float(x), tuple(int(s) for s in group["seed"]), steps, int(group["steps_run"].max())))
+    if len(points) < 2:
+        raise ValueError(f"the table has one value of {law.axis}; a slope needs at least two.")
+    return tuple(points)
+
+
+def _slope(logx: np.ndarray, logy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope and intercept of logy [..., P] on logx [P], batched over leading axes."""
+    dx = logx - logx.mean()
+    slope = ((logy - logy.mean(-1, keepdims=True)) * dx).sum(-1) / (dx ** 2).sum()
+    return slope, logy.mean(-1) - slope * logx.mean()
+
+
+def fit_points(points: tuple[Point, ...], level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
+    """The log-log fit of the medians (None if fewer than two points have one) and its interval: each
+    of N_BOOT resamples draws every point's seeds with replacement (resample_indices, one draw per
+    point) and refits; resamples in which a fitted point's median is censored are left out."""
+    used = [p for p in points if math.isfinite(p.median)]
+    if len(used) < 2:
+        return None
+    logx = np.log([p.x for p in used])
+    slope, intercept = _slope(logx, np.log([p.median for p in used]))
+    boot = np.empty((N_BOOT, len(used)))
+    for i, p in enumerate(used):
+        idx = resample_indices(p.n, seed + i)
+        values = np.sort(_censored(p.steps)[idx], axis=1)
+        k = p.n
+        boot[:, i] = values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2
+    ok = np.isfinite(boot).all(axis=1)
+    slopes, _ = _slope(logx, np.log(boot[ok]))
+    a = (1 - level) / 2
+    low, high = (np.quantile(slopes, [a, 1 - a]) if ok.any() else (math.nan, math.nan))
+    return Fit(float(slope), float(intercept), float(low), float(high), tuple(p.x for p in used), int(ok.sum()))
+
+
+def read_law(path: str | Path, law: Law) -> LawResult:
+    """A sweep table read as one law: its points, the fit, the reproducing command."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no table at {path}: run the command in bench/README.md (\"Laws of the drop\").")
+    try:
+        table = read_table(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path.name} is not a readable CSV table: {e}") from None
+    points = points_of(table, law)
+    return LawResult(law, points, fit_points(points), table_command(path))
+
+
+def _num(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def trend(fit: Fit) -> str:
+    """Which way the drop step moves with x, as far as the interval tells."""
+    if fit.low > 0:
+        return "comes later"
+    if fit.high < 0:
+        return "comes earlier"
+    return "shows no clear trend"
+
+
+def verdict(fit: Fit, prediction: Prediction) -> str:
+    """'agrees', 'above' or 'below' (the interval against the predicted slope); for a sign-only
+    prediction 'agrees' (interval above 0), 'below' (under 0) or 'unclear' (it holds 0)."""
+    if prediction.slope is None:
+        return "agrees" if fit.low > 0 else "below" if fit.high < 0 else "unclear"
+    if fit.low <= prediction.slope <= fit.high:
+        return "agrees"
+    return "above" if fit.low > prediction.slope else "below"
+
+
+def sentences(result: LawResult) -> list[str]:
+    """What the page says about one law, computed from its table: the points, the fit, and each
+    prediction's verdict."""
+    law, fit = result.law, result.fit
+    axis = law.axis_name
+    out = []
+    never = [p for p in result.points if p.n_dropped < p.n]
+    for p in never:
+        out.append(f"At {law.axis_name} = {_num(p.x)}, {p.n - p.n_dropped} of {p.n} runs never dropped within "
+                   f"{p.cap} steps" + (" (so its median is above the cap and it is left out of the fit)."
+                                       if not math.isfinite(p.median) else "."))
+    if fit is None:
+        out.append("Fewer than two points have a median drop step within the runs' steps: no slope can be fitted, "
+                   "so nothing can be said against the predictions.")
+        return out
+    seeds = sorted({p.n for p in result.points})
+    out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {_signed(fit.slope)} "
+               f"(95% interval {_signed(fit.low)} to {_signed(fit.high)}, over {len(fit.xs)} points of "
+               f"{'/'.join(map(str, seeds))} seeds, seeds resampled {N_BOOT} times): the drop {trend(fit)} as "
+               f"{axis} grows.")
+    for pred in law.predictions:
+        v = verdict(fit, pred)
+        if pred.slope is None:
+            text = {"agrees": "TinyCharLM agrees: the whole interval is above 0.",
+                    "below": "TinyCharLM does not agree: the whole interval is below 0, the drop comes earlier.",
+                    "unclear": "These runs cannot tell: the interval holds 0."}[v]
+            out.append(f"{pred.source}: {pred.claim}. {text}")
+            continue
+        if v == "agrees" and pred.slope != 0 and fit.low <= 0 <= fit.high:
+            v = "weakly"
+        text = {"agrees": f"TinyCharLM agrees: the predicted slope {_signed(pred.slope)} is inside the interval.",
+                "weakly": f"TinyCharLM agrees only weakly: the predicted slope {_signed(pred.slope)} is inside the "
+                          "interval, but so is 0 (no trend at all).",
+                "above": f"TinyCharLM does not agree: the whole interval is above {_signed(pred.slope)}.",
+                "below": f"TinyCharLM does not agree: the whole interval is below {_signed(pred.slope)}."}[v]
+        out.append(f"{pred.source} predict a slope of {_signed(pred.slope)} ({pred.claim}). {text}")
+    sloped = [p for p in law.predictions if p.slope is not None]
+    if len(sloped) > 1:
+        agree = [p.source.split(" ")[0].rstrip(",") for p in sloped if verdict(fit, p) == "agrees"]
+        if not agree:
+            out.append("Neither prediction fits TinyCharLM here.")
+        elif fit.low <= 0 <= fit.high:
+            out.append(f"Only {' and '.join(agree)}'s slope is inside the interval, but no trend is too: these runs "
+                       "rule the other out without confirming it.")
+        else:
+            out.append(f"TinyCharLM follows {' and '.join(agree)} here.")
+    return out
+
+
+def chart_frames(result: LawResult) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, lines) for a law's chart. runs: one row per run (x, seed, drop_step, dropped, y: the
+    drop step, or the cap for a run that never dropped). lines: x, y, line for the fit through the
+    medians and each predicted slope drawn through the fit's value at the middle of the fitted x range
+    (geometric mean), so the slopes can be compared by eye."""
+    runs = pd.DataFrame([{"x": p.x, "seed": seed, "drop_step": step, "dropped": step is not None,
+                          "y": p.cap if step is None else step, "median": p.median if math.isfinite(p.median) else None,
+                          "q25": p.quartiles()[0], "q75": min(p.quartiles()[1], p.cap)}
+                         for p in result.points for seed, step in zip(p.seeds, p.steps)])
+    rows = []
+    fit = result.fit
+    if fit is not None:
+        xs = [min(fit.xs), max(fit.xs)]
+        rows += [{"x": x, "y": fit.predict(x), "line": f"fit: slope {_signed(fit.slope)}"} for x in xs]
+        mid = math.exp(np.mean(np.log(fit.xs)))
+        for pred in result.law.predictions:
+            if pred.slope is not None:
+                rows += [{"x": x, "y": fit.predict(mid) * (x / mid) ** pred.slope,
+                          "line": f"{pred.source.split(' ')[0].rstrip(',')}: slope {_signed(pred.slope)}"} for x in xs]
+    return runs, pd.DataFrame(rows, columns=["x", "y", "line"])
+
+
+def groups(path: str | Path, column: str) -> dict:
+    """A table's runs grouped by one (categorical) setting: {value: Point} (Point.x is NaN). Used for
+    the initial embedding (checkpoints/laws/init.csv, column init) and depth (the transition study,
+    column blocks), where there is nothing to fit a slope to."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no table at {path}.")
+    table = read_table(path)
+    missing = sorted({column, "seed", "drop_step", "steps_run"} - set(table.columns))
+    if missing or table.empty:
+        raise ValueError(f"{path.name} lacks {', '.join(missing) or 'runs'}.")
+    return {value: Point(math.nan, tuple(int(s) for s in g["seed"]),
+                         tuple(None if pd.isna(s) else float(s) for s in g["drop_step"]), int(g["steps_run"].max()))
+            for value, g in table.sort_values("seed").groupby(column, sort=True)}
+
+
+def group_sentence(name: str, point: Point) -> str:
+    """'<name>: median drop step M (quartiles a-b), k of n runs dropped within cap steps.'"""
+    if point.n_dropped == 0:
+        return f"{name}: none of {point.n} runs dropped within {point.cap} steps."
+    low, high = point.quartiles()
+    spread = f"{_num(low)} to {_num(high) if math.isfinite(high) else f'above {point.cap}'}"
+    median = _num(point.median) if math.isfinite(point.median) else f"above {point.cap}"
+    return (f"{name}: median drop step {median} (quartiles {spread}); {point.n_dropped} of {point.n} runs dropped "
+            f"within {point.cap} steps.")

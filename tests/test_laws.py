@@ -1,0 +1,146 @@
+"""The laws of the drop (core.pool.laws): the log-log fit recovers slopes planted in synthetic sweep
+tables, never-dropped runs are counted, bad tables are refused, and each shipped table is what its
+header's command makes."""
+import math
+import shlex
+from dataclasses import asdict, replace
+
+import numpy as np
+import pytest
+
+import core.pool.sweep as sweep_module
+from core.pool.laws import (
+    AOYAMA,
+    LAWS,
+    LAWS_DIR,
+    MUSAT,
+    SINGH,
+    Law,
+    fit_points,
+    groups,
+    read_law,
+    sentences,
+    table_command,
+    verdict,
+)
+from core.pool.sweep import COLUMNS, read_table, write_table
+from core.pool.sweep_grid import RunSpec
+
+BATCH = Law("batch", "batch_size", "batch size B", "batch size B", (AOYAMA,))
+
+
+def planted(path, slope, xs=(8, 16, 32, 64), seeds=7, noise=0.05, scale=3000.0, axis="batch_size",
+            never=None, steps=10 ** 6):
+    """A sweep table whose drop step is scale * x**slope times lognormal noise; `never` {x: count} of
+    runs per point that never dropped."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for x in xs:
+        for seed in range(seeds):
+            spec = replace(RunSpec.defaults(), **{axis: x}, seed=seed, steps=steps)
+            dropped = seed >= (never or {}).get(x, 0)
+            step = round(scale * x ** slope * math.exp(noise * rng.standard_normal())) if dropped else None
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{x}-{seed}", "steps_run": steps, "drop_step": step, "dropped": dropped})
+    write_table(path, rows, f"python -m core.sweep --batch {','.join(map(str, xs))}")
+    return path
+
+
+@pytest.mark.parametrize("slope", [2.0, -0.5, 0.0])
+def test_the_fit_recovers_a_planted_slope_inside_its_interval(tmp_path, slope):
+    law = read_law(planted(tmp_path / "t.csv", slope), BATCH)
+    assert [p.x for p in law.points] == [8, 16, 32, 64] and all(p.n == 7 for p in law.points)
+    assert abs(law.fit.slope - slope) < 0.05
+    assert law.fit.low <= slope <= law.fit.high and law.fit.high - law.fit.low < 0.2
+    assert law.fit.resamples == 1000
+    assert law.command == "python -m core.sweep --batch 8,16,32,64"
+
+
+def test_the_verdicts_and_sentences_follow_the_interval(tmp_path):
+    law = read_law(planted(tmp_path / "t.csv", -0.5), Law("x", "batch_size", "B", "B", (MUSAT, AOYAMA)))
+    assert verdict(law.fit, AOYAMA) == "agrees" and verdict(law.fit, MUSAT) == "below"
+    text = " ".join(sentences(law))
+    assert "comes earlier" in text and "follows Aoyama here" in text
+    assert "whole interval is below +2.00" in text
+    up = read_law(planted(tmp_path / "u.csv", 0.8), Law("v", "batch_size", "V", "V", (SINGH,)))
+    assert verdict(up.fit, SINGH) == "agrees" and "agrees: the whole interval is above 0" in " ".join(sentences(up))
+    flat = read_law(planted(tmp_path / "f.csv", 0.0, noise=0.3), Law("v", "batch_size", "V", "V", (SINGH, MUSAT)))
+    assert verdict(flat.fit, SINGH) == "unclear" and "Neither" not in " ".join(sentences(flat))
+    assert "no clear trend" in " ".join(sentences(flat))
+
+
+def test_a_wide_interval_holding_the_prediction_and_zero_is_said_to_agree_only_weakly(tmp_path):
+    law = read_law(planted(tmp_path / "t.csv", -0.2, seeds=5, noise=0.8), Law("x", "batch_size", "B", "B",
+                                                                                (MUSAT, AOYAMA)))
+    assert law.fit.low < -0.5 and law.fit.high > 0 and law.fit.high < 2
+    text = " ".join(sentences(law))
+    assert "TinyCharLM agrees only weakly: the predicted slope −0.50 is inside the interval, but so is 0" in text
+    assert "Only Aoyama's slope is inside the interval, but no trend is too" in text and "follows" not in text
+
+
+def test_runs_that_never_dropped_are_counted_ranked_last_and_a_censored_median_is_left_out(tmp_path):
+    law = read_law(planted(tmp_path / "t.csv", 1.0, seeds=5, noise=0.0, never={32: 1, 64: 3}), BATCH)
+    by_x = {p.x: p for p in law.points}
+    assert by_x[32].n_dropped == 4 and by_x[64].n_dropped == 2
+    # 4 runs at 96000 and one later than the cap: the median is 96000, not the mean of the dropped
+    assert by_x[32].median == 96000 and math.isinf(by_x[64].median)
+    assert law.fit.xs == (8, 16, 32) and abs(law.fit.slope - 1.0) < 1e-9
+    text = " ".join(sentences(law))
+    assert "At batch size B = 32, 1 of 5 runs never dropped within 1000000 steps." in text
+    assert "At batch size B = 64, 3 of 5 runs never dropped" in text and "left out of the fit" in text
+    none = read_law(planted(tmp_path / "n.csv", 1.0, seeds=3, never={8: 2, 16: 2, 32: 2, 64: 2}), BATCH)
+    assert none.fit is None and "no slope can be fitted" in " ".join(sentences(none))
+
+
+def test_the_bootstrap_interval_widens_with_the_seeds_spread(tmp_path):
+    narrow = fit_points(read_law(planted(tmp_path / "a.csv", 1.0, noise=0.05), BATCH).points)
+    wide = fit_points(read_law(planted(tmp_path / "b.csv", 1.0, noise=0.5), BATCH).points)
+    assert wide.high - wide.low > 4 * (narrow.high - narrow.low)
+
+
+def test_bad_tables_are_refused_with_a_clear_message(tmp_path):
+    with pytest.raises(ValueError, match="no table at"):
+        read_law(tmp_path / "missing.csv", BATCH)
+    (tmp_path / "junk.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="lacks the column.*batch_size.*drop_step"):
+        read_law(tmp_path / "junk.csv", BATCH)
+    path = planted(tmp_path / "t.csv", 1.0)
+    table = read_table(path)
+    cases = [
+        (table.assign(lr=np.where(table["seed"] == 0, 0.02, 0.01)), "varies lr besides batch_size"),
+        (table[table["batch_size"] == 8], "one value of batch_size"),
+        (table[table["seed"] == 0], "has 1 seed"),
+        (table.assign(seed=0), "seed 0 appears twice"),
+        (table.iloc[:0], "no runs"),
+        (table.assign(batch_size=table["batch_size"] - 8), "positive number"),
+    ]
+    for bad, message in cases:
+        write_table(tmp_path / "bad.csv", bad.to_dict("records"), "x")
+        with pytest.raises(ValueError, match=message):
+            read_law(tmp_path / "bad.csv", BATCH)
+    scaled = table.assign(period_max=table["batch_size"])  # a setting varied with the axis, not allowed here
+    write_table(tmp_path / "bad.csv", scaled.to_dict("records"), "x")
+    with pytest.raises(ValueError, match="period_max"):
+        read_law(tmp_path / "bad.csv", BATCH)
+
+
+SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv"] if p.is_file()]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(path, monkeypatch):
+    if path.stem in LAWS:
+        result = read_law(path, LAWS[path.stem])
+        assert len(result.points) >= 3 and all(p.n >= 5 for p in result.points)
+    else:
+        assert all(p.n >= 5 for p in groups(path, "init").values())
+    caught = {}
+    monkeypatch.setattr(sweep_module, "sweep", lambda specs, out, *a, **k: caught.update(specs=specs, out=out))
+    args = shlex.split(table_command(path))
+    assert args[:3] == ["python", "-m", "core.sweep"]
+    monkeypatch.chdir(path.parents[2])  # the command's paths are relative to the repository
+    sweep_module.main(args[3:])
+    table = read_table(path)
+    assert caught["out"] == f"checkpoints/laws/{path.name}"
+    assert table["code"].nunique() == 1
+    assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])

@@ -1,0 +1,73 @@
+"""The Laws of the drop page (app_pages/laws.py) through AppTest: one render, every sentence pinned to the
+shipped tables' numbers, computed here from the CSV files with pandas and numpy (not core.pool.laws)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.pool.laws import LAWS, LAWS_DIR, read_law
+
+from helpers import open_app
+
+pytestmark = pytest.mark.app
+
+PREDICTED = {"context": {"Musat": 2.0, "Aoyama": -0.5}, "seqlen": {"Musat": 2.0, "Aoyama": -0.5},
+             "batch": {"Aoyama": -0.5}, "vocab": {"Singh": 0.0}}
+
+
+def signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def medians(path, axis: str) -> dict:
+    """x -> median drop step, a never-dropped run counted as later than any (inf)."""
+    table = pd.read_csv(path, comment="#")
+    return {x: float(np.median(g["drop_step"].fillna(math.inf))) if g["drop_step"].isna().sum() * 2 < len(g)
+            else math.inf for x, g in table.groupby(axis)}
+
+
+@pytest.fixture(scope="module")
+def page():
+    at = open_app("app_pages/laws.py")
+    text = "\n".join(m.value for m in at.markdown)
+    return at, text
+
+
+def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table(page):
+    at, _ = page
+    shipped = [law for law in LAWS.values() if law.path.is_file()]
+    assert shipped, "no laws table is shipped"
+    assert len(at.get("vega_lite_chart")) == len(shipped)
+    codes = [c.value for c in at.code]
+    for law in shipped:
+        header = [line for line in law.path.read_text().splitlines() if line.startswith("# command:")]
+        assert header[0].split(":", 1)[1].strip() in codes
+        text = next(m.value for m in at.markdown if f"Against {law.axis_label}," in m.value)  # its sentences
+        m = {x: y for x, y in medians(law.path, law.axis).items() if math.isfinite(y)}
+        slope = np.polyfit(np.log(list(m)), np.log(list(m.values())), 1)[0]
+        fit = read_law(law.path, law).fit  # its interval: the bootstrap is core.pool.laws's own
+        assert f"log-log slope is {signed(slope)} (95% interval {signed(fit.low)} to {signed(fit.high)}" in text
+        for source, predicted in PREDICTED[law.name].items():
+            inside = fit.low <= predicted <= fit.high if source != "Singh" else fit.low > 0
+            line = next(s for s in text.split("\n") if s.startswith(f"- {source}"))
+            assert ("TinyCharLM agrees" in line) == inside, line
+        table = pd.read_csv(law.path, comment="#")
+        for x, g in table.groupby(law.axis):
+            never = int(g["drop_step"].isna().sum())
+            if never:
+                assert f"At {law.axis_name} = {x}, {never} of {len(g)} runs never dropped" in text
+
+
+def test_depth_and_the_start_are_read_from_their_tables(page):
+    _, text = page
+    init = LAWS_DIR / "init.csv"
+    if init.is_file():
+        table = pd.read_csv(init, comment="#")
+        for value, name in [("shared", "Enlarged start"), ("plain", "Plain start")]:
+            steps = table[table["init"] == value]["drop_step"]
+            if steps.notna().sum() * 2 > len(steps):
+                assert f"{name}" in text and f"median drop step {np.median(steps.fillna(math.inf)):.0f}" in text
+            elif steps.notna().sum() == 0:
+                assert f"{name}, 2 blocks: none of {len(steps)} runs dropped within 600 steps." in text
+    assert "1 block (the transition study): none of 10 runs dropped within 800 steps." in text

@@ -1,0 +1,48 @@
+"""The Laws of the drop page's chart: drop step against one setting on log-log axes (core.pool.laws)."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from . import OKABE_ITO
+
+LINE_COLOURS = ["#000000", OKABE_ITO[5], OKABE_ITO[2]]  # the fit, then each prediction (vermillion, green)
+RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped (purple)
+
+
+def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
+    """Every run's drop step (a dot; a hollow triangle at the cap for a run that never dropped), each
+    point's quartiles (a bar) and median (a tick), the fit through the medians and the predicted slopes
+    (core.pool.laws.chart_frames makes both frames)."""
+    xs = sorted(runs["x"].unique().tolist())
+    x_scale = alt.Scale(type="log", domain=[xs[0] / 1.3, xs[-1] * 1.3], nice=False)
+    x = alt.X("x:Q", title=x_title, scale=x_scale, axis=alt.Axis(values=xs, format="~g"))
+    ys = pd.concat([runs["y"], lines["y"]])
+    y_scale = alt.Scale(type="log", nice=False, domain=[max(1.0, float(ys.min()) / 1.4), float(ys.max()) * 1.4])
+    y = alt.Y("y:Q", title="drop step (log)", scale=y_scale)
+    tip = [alt.Tooltip("x:Q", title=x_title.split(" (")[0]), "seed:Q", alt.Tooltip("drop_step:Q", title="drop step"),
+           "dropped:N"]
+    kind = alt.Color("run:N", title="run", scale=alt.Scale(domain=["dropped", "never dropped (drawn at the cap)"],
+                                                           range=RUN_COLOURS))
+    runs = runs.assign(run=runs["dropped"].map({True: "dropped", False: "never dropped (drawn at the cap)"}))
+    dots = alt.Chart(runs).mark_point(filled=True, size=45, opacity=0.75).encode(
+        x=x, y=y, color=kind, shape=alt.Shape("run:N", legend=None, scale=alt.Scale(
+            domain=["dropped", "never dropped (drawn at the cap)"], range=["circle", "triangle-up"])),
+        tooltip=tip)
+    medians = runs.drop_duplicates("x")
+    spread = alt.Chart(medians).mark_rule(strokeWidth=3, opacity=0.35, color="#555555").encode(
+        x=x, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q",
+        tooltip=[alt.Tooltip("q25:Q", title="25%"), alt.Tooltip("median:Q", title="median"),
+                 alt.Tooltip("q75:Q", title="75%")])
+    ticks = alt.Chart(medians.dropna(subset=["median"])).mark_tick(color="#000000", thickness=2, size=18).encode(
+        x=x, y=alt.Y("median:Q", scale=y_scale), tooltip=[alt.Tooltip("median:Q", title="median drop step")])
+    layers = [spread, dots, ticks]
+    if len(lines):
+        names = list(dict.fromkeys(lines["line"]))
+        layers.append(alt.Chart(lines).mark_line(strokeWidth=2).encode(
+            x=x, y=alt.Y("y:Q", scale=y_scale),
+            color=alt.Color("line:N", title="line", scale=alt.Scale(domain=names, range=LINE_COLOURS[:len(names)])),
+            strokeDash=alt.StrokeDash("line:N", legend=None, scale=alt.Scale(
+                domain=names, range=[[1, 0]] + [[6, 4]] * (len(names) - 1)))))
+    return (alt.layer(*layers).resolve_scale(color="independent").properties(height=height)
+            .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=320))
