@@ -211,16 +211,17 @@ class RunPool:
         run._publish(Ending(RunStatus(status), run._src.frozen(**stream), error, data, result))
 
     def _drop(self, training: _Training, status: str, error: str | None = None, data: bytes | None = None,
-              decoded=None) -> list[WorkerHandle]:
-        """End a training and every follower; returns its worker's handle for _kill."""
+              decoded=None, **stream) -> list[WorkerHandle]:
+        """End a training and every follower (`stream`: fields of their frozen stream to change);
+        returns its worker's handle for _kill."""
         self._trainings.pop(training.id, None)
         if self._by_key.get(training.key) is training:
             del self._by_key[training.key]
         self._slots.release(training.id)
         training.status, training.frames = status, []
         for i, run in enumerate(training.followers):
-            self._finish(run, status, error, data, decoded if i == 0 else None)
-        training.followers, training.keeps = [], {}
+            self._finish(run, status, error, data, decoded if i == 0 else None, **stream)
+        training.followers, training.keeps, training.saved = [], {}, None
         out = [training.handle] if training.handle is not None else []
         training.handle = None
         self._positions()
@@ -351,9 +352,10 @@ class RunPool:
             training.frames, training.strip_period = keep_frame(training.frames, message[1], message[2]), message[3]
         elif kind == "progress":
             training.step, training.seconds, training.worker_threads = message[1:4]
+        elif kind == "saved":
+            training.saved = message[1:4]
         elif kind == "error":
-            return self._drop(training, RunStatus.FAILED,
-                              f"The training stopped with an error at step {training.step}: {message[1]}")
+            return self._fail(training, f"The training stopped with an error at step {training.step}: {message[1]}.")
         elif kind == "kept":  # one follower pressed Stop: it leaves with the model of this step
             _, token, step, seconds, data, decoded = message
             run = training.keeps.pop(token, None)
@@ -396,14 +398,25 @@ class RunPool:
                 if not alive and training.eof_at is None and _pending(handle):
                     continue  # it ended after writing: read that first
                 how = handle.exit_reason() or "closed its connection but did not exit"
-                kills += self._drop(training, RunStatus.FAILED, f"The training process {how} at step {training.step}, "
-                                    "before it could hand its model back. Nothing else in your session changed; "
-                                    "press Train to try again.")
+                kills += self._fail(training, f"The training process {how} at step {training.step}.")
             elif now - training.heard > self.hang_seconds:
-                kills += self._drop(training, RunStatus.FAILED, f"The training process sent nothing for "
-                                    f"{self.hang_seconds:.0f} s at step {training.step}, so it was ended. Nothing else "
-                                    "in your session changed; press Train to try again.")
+                kills += self._fail(training, f"The training process sent nothing for {self.hang_seconds:.0f} s at "
+                                    f"step {training.step}, so it was ended.")
         return kills
+
+    def _fail(self, training: _Training, why: str) -> list[WorkerHandle]:
+        """End a training whose worker failed before "done": its followers keep the model of its last
+        logged step (the worker's last "saved" checkpoint, read back by each follower on first use),
+        or nothing before the first one."""
+        if training.saved is None:
+            return self._drop(training, RunStatus.FAILED, f"{why} It had not reached its first logged step, so "
+                              "there is no model to keep. Nothing else in your session changed; press Train to "
+                              "try again.")
+        step, seconds, data = training.saved
+        training.saved = None
+        return self._drop(training, RunStatus.FAILED, f"{why} Its model at step {step}, the last logged step, is "
+                          "kept. Nothing else in your session changed; press Train to "
+                          "train again.", data=data, step=step, seconds=seconds)
 
     def _reap_gone(self, reap: list[tuple[WorkerHandle, float]], now: float) -> None:
         """Close ended workers' connections; kill any still alive EXIT_GRACE seconds after its end."""

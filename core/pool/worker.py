@@ -12,6 +12,9 @@ the commands the server sent on its end of a Pipe and streams back what the page
                        ("progress", step, seconds, threads)   at most every PROGRESS_EVERY s, and at the end
                        ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
                                                         diverged; data: checkpoint bytes or None
+                       ("saved", step, seconds, data)   with each logged row after step 0: the checkpoint
+                                                        of that step without snapshots (saved_checkpoint), which
+                                                        the server keeps if the process dies before "done"
                        ("error", sentence)              the training raised
                        ("kept", token, step, seconds, data)   answer to "keep": the checkpoint now (data
                                                         None before the first step); training goes on
@@ -62,6 +65,15 @@ def final_checkpoint(trainer: Trainer) -> bytes:
         history.append(row)
     fields["history"] = history
     return checkpoint_bytes(model, **fields)
+
+
+def saved_checkpoint(trainer: Trainer) -> bytes:
+    """The checkpoint of the trainer's model at a logged step (its history ends there), without the
+    snapshots: what the server keeps of a run whose process is killed before it hands its model back
+    (issue #30). The snapshots stay out because they are up to 8.5 MiB a file and the file is sent
+    every log; the weights and history are about 0.6 MB for the default model."""
+    fields = {k: v for k, v in trainer.checkpoint_fields().items() if k != "snapshots"}
+    return checkpoint_bytes(trainer.model, **fields)
 
 
 _MAIN_LOCK = threading.Lock()
@@ -170,6 +182,8 @@ class _Session:
             self.sent_rows += 1
             if self.sent_rows == len(rows) and rows[-1]["step"] == self.trainer.step:
                 self.send_frame()
+                if self.trainer.step > 0 and not self.trainer.done:  # at the end "done" brings the model
+                    self.conn.send(("saved", self.trainer.step, self.seconds(), saved_checkpoint(self.trainer)))
         now = time.perf_counter()
         if force or now - self.last_progress >= PROGRESS_EVERY:
             self.conn.send(("progress", self.trainer.step, self.seconds(), torch.get_num_threads()))
