@@ -438,3 +438,30 @@ def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
     finally:
         slow.release.set()
         pool.shutdown()
+
+
+def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_lets_go(pool):
+    """Issue #30: once a run has ended, the pool holds nothing of it but the finished key's checkpoint
+    bytes (FINISHED_KEPT, for identical runs): the LiveRun, its model and its follower list go with
+    the session's last reference (st.session_state), finished or failed with its last logged model alike."""
+    import gc
+    import weakref
+
+    def ended(settings, owner, how):
+        run = pool.start(settings, owner)
+        if how == "finished":
+            wait_until(lambda: run.ended.is_set(), 30, "the run to finish")
+        else:
+            wait_until(lambda: run._src.saved is not None, 30, "the run's first saved log")
+            next(h for h in pool.backend.started if h.pid == run.pid).kill()
+            wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
+        model = run.result[0]
+        assert model is not None and run.status == how, (run.status, run.error)
+        return weakref.ref(run), weakref.ref(model), weakref.ref(run._src)
+
+    refs = [ended(replace(TINY, seed=1), "alice|1", "finished"), ended(replace(LONG, seed=3), "carol|1", "failed")]
+    gc.collect()
+    assert [[r() is None for r in three] for three in refs] == [[True] * 3] * 2
+    assert pool.runs_of("alice|1") == pool.runs_of("carol|1") == [] and pool.trainings() == 0
+    again = pool.start(replace(TINY, seed=1), "dave|1")  # the finished key is still handed back at once
+    assert again.shared == "finished" and again.result is not None

@@ -11,6 +11,12 @@ ui/steps.py) and stands for one set of weights, so the weights and the info dict
     def sweep(entry: LabModel):
         return analysis.sweep_view(entry.model, entry.task)
 
+Views of a session's own models (trained or uploaded, keys "session:...", and their snapshots' steps)
+are kept in a session-scoped st.cache_data instead (issue #30): nobody else can ask for them, and
+Streamlit drops them when the session disconnects, where the global cache would keep them for the
+server's life (only max_entries bounded them, and most views name none). Outside a script run
+(tests, benches) they go to the global cache, as before.
+
 Views of shipped checkpoints (and of their snapshots) are also kept on disk (core/disk_cache.py),
 shared by every session, every server process and every restart (issue #30). The disk key names the
 file's sha256, the code that computes the view (every file under core/ and the view's own file) and
@@ -131,12 +137,43 @@ def _disk_backed(fn):
     return view
 
 
+def _in_a_session() -> bool:
+    """Whether this is a script run of a session (a session-scoped cache raises anywhere else)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
+def own_model(fn, args: tuple, kwargs: dict) -> bool:
+    """Whether a model argument of fn(*args, **kwargs) is a session's own ("session:...", at any step)."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    return any(isinstance(v, LabModel) and shipped_file(split_step_key(v.key)[0]) is None
+               for v in bound.arguments.values())
+
+
 def per_model(*, show_spinner: bool | str = False, max_entries: int | None = None):
     """st.cache_data(show_spinner, max_entries) for a function of model entries and plain values:
     each LabModel argument counts by its key, every other argument as st.cache_data hashes it. A
-    shipped model's views are read from and written to the disk store first."""
-    memory = st.cache_data(show_spinner=show_spinner, max_entries=max_entries, hash_funcs={LabModel: _entry_key})
-    return lambda fn: memory(_disk_backed(fn))
+    shipped model's views are read from and written to the disk store first; a session's own model's
+    views are in a session-scoped cache (the module docstring says why)."""
+    options = {"show_spinner": show_spinner, "max_entries": max_entries, "hash_funcs": {LabModel: _entry_key}}
+    shared, own = st.cache_data(**options), st.cache_data(scope="session", **options)
+
+    def wrap(fn):
+        shipped, session = shared(_disk_backed(fn)), own(fn)
+
+        @functools.wraps(fn)
+        def view(*args, **kwargs):
+            return (session if _in_a_session() and own_model(fn, args, kwargs) else shipped)(*args, **kwargs)
+
+        def clear():
+            shipped.clear()
+            if _in_a_session():
+                session.clear()
+
+        view.clear = clear
+        return view
+    return wrap
 
 
 def warm(files: list[str] | None = None) -> list[dict]:
