@@ -3,6 +3,18 @@ visited every page).
 
     python bench/memory.py            # figures as text
     python bench/memory.py --json     # one JSON object
+    python bench/memory.py --sessions 20 [--train] [--json]   # what a session adds, and what its end frees
+
+--sessions N (issue #30) drives the server with light clients that speak Streamlit's own websocket
+protocol (LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
+cost the machine almost nothing beside the server. One session first opens every page (the shared
+caches fill), then N sessions open every page one after the other and stay connected; with --train
+each also presses Train with the default settings on the Train page (one training: the others follow
+it or get it finished, each reading its own copy of the model and its snapshots) and reloads the page
+once it has ended, so the model is in its session. Then all N disconnect. The server runs with
+server.disconnectedSessionTTL = --ttl seconds (Streamlit's default, 120 s, only delays the end), and
+the PSS of the server process (smaps_rollup) is read before the N, with them connected, and once
+their sessions have ended.
 
 Starts `streamlit run dashboard.py --server.headless true` on a free loopback port and reads the
 server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
@@ -75,13 +87,13 @@ class Sampler(threading.Thread):
         return self.max_mb
 
 
-def start_server(env: dict) -> tuple[subprocess.Popen, str]:
+def start_server(env: dict, args: tuple = ()) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -144,12 +156,152 @@ def train_three(browser, url: str, seconds: float, pid: int) -> dict:
             "sessions_training": running, "sessions_waiting": waiting}
 
 
+def pss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1)) / 1024
+
+
+class LightSession:
+    """One browser session without a browser: Streamlit's websocket protocol (BackMsg out, ForwardMsg in).
+    `open(page)` reruns the script on that page (its url path, "" for Home) and reads until the run
+    ends; the run's exceptions are collected in `errors`; `press(key)` clicks the button whose widget
+    key is `key` (a trigger value, as the browser sends)."""
+
+    def __init__(self, url: str):
+        self.url, self.ws, self.errors, self.widgets, self.page = url, None, [], {}, ""
+
+    async def __aenter__(self):
+        import websockets
+
+        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
+                                           subprotocols=["streamlit"], max_size=None, compression="deflate")
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.ws.close()
+
+    async def _run(self, page: str, widgets=()) -> float:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        msg = BackMsg()
+        msg.rerun_script.query_string = ""
+        msg.rerun_script.page_name = page
+        msg.rerun_script.widget_states.widgets.extend(widgets)
+        t0 = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        self.page = page
+        while True:
+            fwd = ForwardMsg()
+            fwd.ParseFromString(await self.ws.recv())
+            kind = fwd.WhichOneof("type")
+            if kind == "script_finished" and fwd.script_finished != fwd.FINISHED_EARLY_FOR_RERUN:
+                return time.perf_counter() - t0
+            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                element = fwd.delta.new_element
+                what = element.WhichOneof("type")
+                if what == "exception":
+                    self.errors.append(f"{page or 'home'}: {element.exception.message[:200]}")
+                elif what in ("button", "download_button") and getattr(element, what).id:
+                    self.widgets[getattr(element, what).id.rsplit("-", 1)[-1]] = getattr(element, what).id
+
+    async def open(self, page: str) -> float:
+        self.widgets = {}
+        return await self._run(page)
+
+    async def press(self, key: str) -> float:
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        if key not in self.widgets:
+            raise RuntimeError(f"no button {key!r} on page {self.page!r}")
+        return await self._run(self.page, [WidgetState(id=self.widgets[key], trigger_value=True)])
+
+
+async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log) -> dict:
+    import asyncio
+
+    async with LightSession(url) as first:  # the shared caches: shipped models, views, page modules
+        for page in PAGES:
+            await first.open(page)
+    await asyncio.sleep(ttl + 2)
+    async with LightSession(url) as _:  # a store into the session storage: expired sessions go now
+        pass
+    await asyncio.sleep(1)
+    out = {"pss_before_mb": round(pss_mb(pid), 1), "errors": list(first.errors)}
+    log(f"server PSS before: {out['pss_before_mb']} MB")
+    sessions, after_each = [], []
+    for i in range(count):
+        s = LightSession(url)
+        await s.__aenter__()
+        sessions.append(s)
+        for page in PAGES:
+            await s.open(page)
+        if train:
+            await s.open("train")
+            await s.press("tr_train")
+        after_each.append(round(pss_mb(pid), 1))
+        log(f"session {i + 1}: {after_each[-1]} MB")
+    if train:  # each reloads the Train page once the run has ended: its model joins the session
+        deadline = time.monotonic() + 1800
+        for s in sessions:
+            while time.monotonic() < deadline:
+                await s.open("train")
+                if "tr_download" in s.widgets:
+                    break
+                await asyncio.sleep(2)
+            await s.open("train")
+    out["pss_connected_mb"] = round(pss_mb(pid), 1)
+    log(f"with {count} sessions connected: {out['pss_connected_mb']} MB")
+    for s in sessions:
+        out["errors"] += s.errors
+        await s.__aexit__(None, None, None)
+    await asyncio.sleep(ttl + 2)
+    async with LightSession(url) as _:
+        pass
+    for _ in range(3):  # the collector's next full pass (the server runs with postScriptGC off)
+        await asyncio.sleep(2)
+    out["pss_after_end_mb"] = round(pss_mb(pid), 1)
+    out["pss_after_each_session_mb"] = after_each
+    out["per_session_connected_mb"] = round((out["pss_connected_mb"] - out["pss_before_mb"]) / count, 2)
+    out["per_session_after_end_mb"] = round((out["pss_after_end_mb"] - out["pss_before_mb"]) / count, 2)
+    log(f"after their sessions ended: {out['pss_after_end_mb']} MB")
+    return out
+
+
+def sessions_main(args) -> int:
+    import asyncio
+
+    from machine import matmul_rate
+
+    proc, url = start_server({}, ("--server.disconnectedSessionTTL", str(int(args.ttl))))
+    try:
+        out = asyncio.run(_sessions(url, proc.pid, args.sessions, args.train, args.ttl,
+                                    (lambda m: None) if args.json else print))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    out.update(sessions=args.sessions, train=args.train, ttl_s=args.ttl, matmul_gflops=round(matmul_rate(), 1))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{args.sessions} {'training' if args.train else 'reading'} sessions: "
+              f"{out['per_session_connected_mb']:+.2f} MB each while connected, {out['per_session_after_end_mb']:+.2f} "
+              f"MB each after they ended; errors: {len(out['errors'])}; matmul {out['matmul_gflops']} GFLOP/s")
+    return 1 if out["errors"] else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--train-seconds", type=float, default=20.0, help="how long the three sessions train")
     ap.add_argument("--max-trainings", type=int, help="ATTENTION_LAB_MAX_TRAININGS for the server")
+    ap.add_argument("--sessions", type=int, help="light-client sessions to open and close (issue #30)")
+    ap.add_argument("--train", action="store_true", help="with --sessions: each presses Train (defaults)")
+    ap.add_argument("--ttl", type=float, default=5.0, help="with --sessions: server.disconnectedSessionTTL (s)")
     args = ap.parse_args(argv)
+    if args.sessions:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return sessions_main(args)
     if args.train_seconds <= 0:
         ap.error("--train-seconds must be positive")
     env = {"ATTENTION_LAB_MAX_TRAININGS": str(args.max_trainings)} if args.max_trainings is not None else {}

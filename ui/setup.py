@@ -1,7 +1,8 @@
 """Setup done from a script run, never while a module is imported.
 
 `lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
-server starts what the server keeps running (the memory trimmer, the training pool's monitor);
+server starts what the server keeps running (the memory trimmer, the training pool's monitor) and
+prunes the view cache's stale entries;
 every call checks that the pool's monitor thread runs (and starts it again if it
 died). This used to happen inside `import ui.state`: a rerun raised during an import left a
 half-built module, and other first visitors then failed with ImportError.
@@ -17,6 +18,7 @@ import ctypes
 import threading
 import time
 
+from ui.cache import prune_in_background
 from ui.training import run_pool
 
 _done = False
@@ -30,6 +32,7 @@ def lab_script() -> None:
         first, _done = not _done, True
     if first:
         _tune_malloc()
+        prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
 
 
