@@ -4,6 +4,7 @@ visited every page).
     python bench/memory.py            # figures as text
     python bench/memory.py --json     # one JSON object
     python bench/memory.py --sessions 20 [--train] [--json]   # what a session adds, and what its end frees
+    python bench/memory.py --worker [--json]    # a training process's PSS over a default run
 
 --sessions N (issue #30) drives the server with light clients that speak Streamlit's own websocket
 protocol (LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
@@ -161,6 +162,9 @@ def pss_mb(pid: int) -> float:
     return int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1)) / 1024
 
 
+WIDGETS = ("button", "download_button", "number_input")  # the widgets a LightSession records by key
+
+
 class LightSession:
     """One browser session without a browser: Streamlit's websocket protocol (BackMsg out, ForwardMsg in).
     `open(page)` reruns the script on that page (its url path, "" for Home) and reads until the run
@@ -169,6 +173,7 @@ class LightSession:
 
     def __init__(self, url: str):
         self.url, self.ws, self.errors, self.widgets, self.page = url, None, [], {}, ""
+        self.text = ""  # every element of the last run, in protobuf text form (to search what it says)
 
     async def __aenter__(self):
         import websockets
@@ -190,31 +195,38 @@ class LightSession:
         msg.rerun_script.widget_states.widgets.extend(widgets)
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
-        self.page = page
+        self.page, texts = page, []
         while True:
             fwd = ForwardMsg()
             fwd.ParseFromString(await self.ws.recv())
             kind = fwd.WhichOneof("type")
             if kind == "script_finished" and fwd.script_finished != fwd.FINISHED_EARLY_FOR_RERUN:
+                self.text = "\n".join(texts)
                 return time.perf_counter() - t0
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 element = fwd.delta.new_element
                 what = element.WhichOneof("type")
+                if what in ("markdown", "text", "alert", "progress", "heading", "caption"):
+                    texts.append(str(getattr(element, what)))
                 if what == "exception":
                     self.errors.append(f"{page or 'home'}: {element.exception.message[:200]}")
-                elif what in ("button", "download_button") and getattr(element, what).id:
+                elif what in WIDGETS and getattr(element, what).id:
                     self.widgets[getattr(element, what).id.rsplit("-", 1)[-1]] = getattr(element, what).id
 
     async def open(self, page: str) -> float:
         self.widgets = {}
         return await self._run(page)
 
-    async def press(self, key: str) -> float:
+    async def press(self, key: str, numbers: dict | None = None) -> float:
+        """Click button `key`, with the whole-number inputs `numbers` ({widget key: value}) set."""
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-        if key not in self.widgets:
-            raise RuntimeError(f"no button {key!r} on page {self.page!r}")
-        return await self._run(self.page, [WidgetState(id=self.widgets[key], trigger_value=True)])
+        missing = [k for k in [key, *(numbers or {})] if k not in self.widgets]
+        if missing:
+            raise RuntimeError(f"no widget {missing} on page {self.page!r}")
+        states = [WidgetState(id=self.widgets[key], trigger_value=True)]
+        states += [WidgetState(id=self.widgets[k], int_value=int(v)) for k, v in (numbers or {}).items()]
+        return await self._run(self.page, states)
 
 
 async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log) -> dict:
@@ -268,6 +280,59 @@ async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log
     return out
 
 
+def smaps(pid: int) -> dict:
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return {k: round(int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M).group(1)) / 1024, 1)
+            for k in ("Pss", "Rss", "Private_Dirty", "Shared_Dirty")}
+
+
+def worker_main(args) -> int:
+    """--worker: the app's pool (ProcessBackend, forkserver) trains the default settings once, in this
+    process as a server would; the worker's PSS is sampled every 50 ms (its peak) and read right after
+    the logs at a few steps, with the forkserver's at the end. One worker: its shared pages are split
+    with the forkserver only (a second worker would lower each one's PSS)."""
+    sys.path.insert(0, str(ROOT))
+    from first_walk import descendants
+    from machine import matmul_rate
+
+    from core.pool.runs import RunPool
+    from core.training.train_settings import TrainSettings
+
+    pool = RunPool(capacity=1)
+    run = pool.start(TrainSettings.defaults(), "bench")
+    marks, at, peak, fs = [1, 100, 300, 600], {}, {"Pss": 0.0}, {"Pss": None}
+    deadline = time.monotonic() + 1800
+    try:
+        while run.active and time.monotonic() < deadline:
+            if run.pid and run.step > 0:
+                try:
+                    now = smaps(run.pid)
+                except OSError:
+                    break
+                if now["Pss"] > peak["Pss"]:
+                    peak = {**now, "step": run.step}
+                if marks and run.step >= marks[0]:
+                    at[marks.pop(0)] = {**now, "step": run.step}
+                forkserver = [p for p in descendants(os.getpid())
+                              if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                if forkserver:
+                    fs = smaps(forkserver[0])
+            time.sleep(0.05)
+    finally:
+        pool.shutdown()
+    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status),
+           "steps": run.step, "matmul_gflops": round(matmul_rate(), 1)}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for row in at.values():
+            print(f"worker after step {row['step']}: PSS {row['Pss']} MB (private {row['Private_Dirty']}, "
+                  f"shared {row['Shared_Dirty']} dirty)")
+        print(f"worker peak: PSS {peak['Pss']} MB at step {peak.get('step')}; forkserver PSS {fs['Pss']} MB; "
+              f"run {out['status']} at step {run.step}; matmul {out['matmul_gflops']} GFLOP/s")
+    return 0
+
+
 def sessions_main(args) -> int:
     import asyncio
 
@@ -298,7 +363,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sessions", type=int, help="light-client sessions to open and close (issue #30)")
     ap.add_argument("--train", action="store_true", help="with --sessions: each presses Train (defaults)")
     ap.add_argument("--ttl", type=float, default=5.0, help="with --sessions: server.disconnectedSessionTTL (s)")
+    ap.add_argument("--worker", action="store_true", help="a training process's PSS over a default run")
     args = ap.parse_args(argv)
+    if args.worker:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return worker_main(args)
     if args.sessions:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         return sessions_main(args)

@@ -65,6 +65,7 @@ EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this l
 WORKER_THREADS = 1  # torch threads per worker
 FINISHED_KEPT = 16  # finished runs kept for sessions that start the same run later
 FINISHED_BYTES = 64 * 2**20  # ... and at most this many checkpoint bytes between them
+REST_SECONDS = 60.0  # nothing training or waiting this long: the backend may free what starts need (forkserver)
 
 
 class RunPool:
@@ -74,10 +75,14 @@ class RunPool:
     def __init__(self, capacity: int, threads: int = WORKER_THREADS, hang_seconds: float = HANG_SECONDS,
                  is_alive: Callable[[str], bool] | None = None, start_method: str | None = None,
                  tick: float = 0.05, owner_grace: float = OWNER_GRACE, backend: Backend | None = None,
-                 start_seconds: float = START_SECONDS, stuck_seconds: float = STUCK_SECONDS):
+                 start_seconds: float = START_SECONDS, stuck_seconds: float = STUCK_SECONDS,
+                 rest_seconds: float = REST_SECONDS):
         self.capacity, self.threads = capacity, max(1, int(threads))
         self.hang_seconds, self.is_alive, self.tick, self.owner_grace = hang_seconds, is_alive, tick, owner_grace
-        self.start_seconds = start_seconds
+        self.start_seconds, self.rest_seconds = start_seconds, rest_seconds
+        self.rests = 0  # how often the backend was let rest (its forkserver stopped)
+        self._idle_since: float | None = None  # since when nothing trains, waits or is reaped
+        self._rested = False  # the backend rested in this idle spell
         self.backend: Backend = backend if backend is not None else ProcessBackend(start_method)
         self.monitor = Monitor(self._round, stuck_seconds)
         self._slots = TrainingSlots(capacity)
@@ -340,6 +345,25 @@ class RunPool:
         self._end_orphans(now, generation)
         if current(generation):
             self._admit()
+            self._rest_when_idle(generation)
+
+    def _rest_when_idle(self, generation: int) -> None:
+        """Once nothing has trained, waited or been reaped for rest_seconds, let the backend rest (the
+        process backend stops its forkserver: issue #30), once per idle spell."""
+        now = time.monotonic()
+        with self._lock:
+            if self._trainings or self._reap or not self.monitor.current(generation):
+                self._idle_since, self._rested = None, False
+                return
+            if self._idle_since is None:
+                self._idle_since = now
+            if self._rested or now - self._idle_since < self.rest_seconds:
+                return
+            self._rested = True
+        rest = getattr(self.backend, "rest", None)
+        if rest is not None and rest():
+            self.rests += 1
+            log.info("No training for %.0f s: the worker process server was stopped.", self.rest_seconds)
 
     def _handle(self, training: _Training, message: tuple) -> list[WorkerHandle]:
         training.heard = time.monotonic()
