@@ -33,6 +33,7 @@ own) and by --warm and --prune. What is left is bounded in bytes (core.disk_cach
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -44,7 +45,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.disk_cache import MISS, DiskStore, Unstorable, code_digest
+from core.disk_cache import MISS, DiskStore, Unstorable, code_digest, file_digest
 from ui.model_keys import shipped_file
 from ui.state import ROOT, LabModel, shipped_digest
 from ui.steps import split_step_key
@@ -145,11 +146,15 @@ def _view_sources() -> list[Path]:
 
 def live_tag():
     """A test for prune: whether a tag names current code (of a file _view_sources lists) and a
-    shipped file as it is now."""
-    from ui.state import shipped_files
+    shipped file as it is on disk now (read here, not through the server's loaded models, so it runs
+    on any thread)."""
+    from ui.state import CHECKPOINT_DIR, shipped_files
 
     codes = {_code_id(str(f))[:TAG_CHARS] for f in _view_sources()}
-    files = {d[:TAG_CHARS] for d in (shipped_digest(r["file"]) for r in shipped_files()) if d} | {"multi"}
+    files = {"multi"}
+    for row in shipped_files():
+        with contextlib.suppress(OSError):
+            files.add(file_digest(CHECKPOINT_DIR / row["file"])[:TAG_CHARS])
 
     def live(tag: str | None) -> bool:
         code, _, file = (tag or "").partition("-")
