@@ -12,10 +12,12 @@ cost the machine almost nothing beside the server. One session first opens every
 caches fill), then N sessions open every page one after the other and stay connected; with --train
 each also presses Train with the default settings on the Train page (one training: the others follow
 it or get it finished, each reading its own copy of the model and its snapshots) and reloads the page
-once it has ended, so the model is in its session. Then all N disconnect. The server runs with
+once it has ended, so the model is in its session (the first session trains it before the reading
+before the N, so the N get the finished run and the one-time cost of a first training is not
+counted as theirs). Then all N disconnect. The server runs with
 server.disconnectedSessionTTL = --ttl seconds (Streamlit's default, 120 s, only delays the end), and
-the PSS of the server process (smaps_rollup) is read before the N, with them connected, and once
-their sessions have ended.
+the PSS of the server process (smaps_rollup) is read before the N, with them connected, and --settle
+seconds after their sessions have ended (past ui/setup.py's next full garbage collection).
 
 Starts `streamlit run dashboard.py --server.headless true` on a free loopback port and reads the
 server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
@@ -229,12 +231,30 @@ class LightSession:
         return await self._run(self.page, states)
 
 
-async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log) -> dict:
+async def _until_trained(session: LightSession, timeout: float = 1800) -> None:
+    """Reload the Train page until its run has ended with a model (the download button is drawn)."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await session.open("train")
+        if "tr_download" in session.widgets:
+            await session.open("train")
+            return
+        await asyncio.sleep(2)
+    raise TimeoutError("the training did not end")
+
+
+async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log, settle: float = 65.0) -> dict:
     import asyncio
 
     async with LightSession(url) as first:  # the shared caches: shipped models, views, page modules
         for page in PAGES:
             await first.open(page)
+        if train:  # ... and what a first training leaves: the forkserver's pipes, its finished run
+            await first.open("train")
+            await first.press("tr_train")
+            await _until_trained(first)
     await asyncio.sleep(ttl + 2)
     async with LightSession(url) as _:  # a store into the session storage: expired sessions go now
         pass
@@ -254,14 +274,8 @@ async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log
         after_each.append(round(pss_mb(pid), 1))
         log(f"session {i + 1}: {after_each[-1]} MB")
     if train:  # each reloads the Train page once the run has ended: its model joins the session
-        deadline = time.monotonic() + 1800
         for s in sessions:
-            while time.monotonic() < deadline:
-                await s.open("train")
-                if "tr_download" in s.widgets:
-                    break
-                await asyncio.sleep(2)
-            await s.open("train")
+            await _until_trained(s)
     out["pss_connected_mb"] = round(pss_mb(pid), 1)
     log(f"with {count} sessions connected: {out['pss_connected_mb']} MB")
     for s in sessions:
@@ -270,8 +284,7 @@ async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log
     await asyncio.sleep(ttl + 2)
     async with LightSession(url) as _:
         pass
-    for _ in range(3):  # the collector's next full pass (the server runs with postScriptGC off)
-        await asyncio.sleep(2)
+    await asyncio.sleep(settle)  # ui/setup.py's next full collection (the server runs with postScriptGC off)
     out["pss_after_end_mb"] = round(pss_mb(pid), 1)
     out["pss_after_each_session_mb"] = after_each
     out["per_session_connected_mb"] = round((out["pss_connected_mb"] - out["pss_before_mb"]) / count, 2)
@@ -341,7 +354,7 @@ def sessions_main(args) -> int:
     proc, url = start_server({}, ("--server.disconnectedSessionTTL", str(int(args.ttl))))
     try:
         out = asyncio.run(_sessions(url, proc.pid, args.sessions, args.train, args.ttl,
-                                    (lambda m: None) if args.json else print))
+                                    (lambda m: None) if args.json else print, args.settle))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -352,6 +365,8 @@ def sessions_main(args) -> int:
         print(f"{args.sessions} {'training' if args.train else 'reading'} sessions: "
               f"{out['per_session_connected_mb']:+.2f} MB each while connected, {out['per_session_after_end_mb']:+.2f} "
               f"MB each after they ended; errors: {len(out['errors'])}; matmul {out['matmul_gflops']} GFLOP/s")
+        for error in sorted(set(out["errors"])):
+            print(f"  error ({out['errors'].count(error)}x): {error}")
     return 1 if out["errors"] else 0
 
 
@@ -363,6 +378,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sessions", type=int, help="light-client sessions to open and close (issue #30)")
     ap.add_argument("--train", action="store_true", help="with --sessions: each presses Train (defaults)")
     ap.add_argument("--ttl", type=float, default=5.0, help="with --sessions: server.disconnectedSessionTTL (s)")
+    ap.add_argument("--settle", type=float, default=65.0,
+                    help="with --sessions: seconds after the sessions ended before the last reading")
     ap.add_argument("--worker", action="store_true", help="a training process's PSS over a default run")
     args = ap.parse_args(argv)
     if args.worker:

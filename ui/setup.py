@@ -15,6 +15,7 @@ waits for the forkserver's imports instead (a few seconds, once).
 from __future__ import annotations
 
 import ctypes
+import gc
 import threading
 import time
 
@@ -22,6 +23,10 @@ from ui.cache import prune_in_background
 from ui.training import run_pool
 
 _done = False
+# A full garbage collection this often (seconds), on the trimmer's thread: the server runs with
+# postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
+# (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
+GC_EVERY = 60.0
 _lock = threading.Lock()
 
 
@@ -42,7 +47,8 @@ def _tune_malloc(every: float = 1.0) -> None:
     32 MB inside them: after one session had opened every page the server held about 600 MB, most
     of it free. So: two arenas, and a daemon thread that hands free heap pages back to the system
     every `every` seconds (malloc_trim: about 20 ms when there is much to return, microseconds when
-    not; nothing on the training path changes). Only glibc has these; elsewhere nothing happens."""
+    not; nothing on the training path changes), after a full collection every GC_EVERY seconds.
+    Only glibc has these; elsewhere nothing happens."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX
@@ -51,8 +57,12 @@ def _tune_malloc(every: float = 1.0) -> None:
         return
 
     def loop():
+        collected = time.monotonic()
         while True:
             time.sleep(every)
+            if time.monotonic() - collected >= GC_EVERY:
+                gc.collect()
+                collected = time.monotonic()
             trim(0)
 
     threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()
