@@ -45,7 +45,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import contextlib
 
-from first_walk import cpu_seconds, descendants, matmul_gflops, nice_children  # noqa: E402
+from first_walk import cpu_seconds, descendants, nice_children  # noqa: E402
+from machine import matmul_rate  # noqa: E402
 from memory import CHROMIUM, CHROMIUM_ARGS, IDLE, PAGES, LightSession, start_server  # noqa: E402
 
 READ_PAGES = [p for p in PAGES if p != "train"]
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
     def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
-    out = {"scenario": args.scenario, "gflops_before": round(matmul_gflops(), 2)}
+    out = {"scenario": args.scenario, "gflops_before": round(matmul_rate(), 2)}
     proc, url = start_server(env)
     try:
         sampler = ServerSampler(proc.pid)
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    out["gflops_after"] = round(matmul_gflops(), 2)
+    out["gflops_after"] = round(matmul_rate(), 2)
     if args.json:
         print(json.dumps(out))
         return 0
