@@ -196,7 +196,8 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
 def result_panel(run: LiveRun) -> None:
     if run.status == RunStatus.FAILED:
         st.error(run.error)
-        return
+        if run.result is None:
+            return
     if run.status == RunStatus.DIVERGED:
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
                  "rate and train again; this model was not added to the picker.")
@@ -208,7 +209,8 @@ def result_panel(run: LiveRun) -> None:
         return
     model, info, data = run.result
     m = live.final_metrics(info["history"])
-    st.success(f"{run.status.capitalize()} at step {run.step}: "
+    ended = "Kept" if run.status == RunStatus.FAILED else run.status.capitalize()
+    st.success(f"{ended} at step {run.step}: "
                f"later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
                f"nats, later-copy accuracy {m.get('acc_later_copies', math.nan):.3f}. The model is now picked in "
                "the sidebar, so every other page analyses it.")

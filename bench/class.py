@@ -4,7 +4,7 @@
     python bench/class.py watch [--window 20]          # one student trains and watches the Train page
     python bench/class.py trainers [--students 10]     # press Train (defaults) within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds
-    ... [--json] [--cache-dir DIR]
+    ... [--json] [--cache-dir DIR] [--client light]
 
 Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
 $ATTENTION_LAB_CACHE or --cache-dir, else the repository's .cache/attention-lab: warm it first with
@@ -16,6 +16,16 @@ to the drop on screen ("The red line marks step"). For the server: CPU-seconds b
 stime from /proc, sampled every second, so the machine's other load does not count; a worker that
 exited between samples loses its last second) and the peak PSS of its process tree. The one-thread
 1024² matmul rate is printed beside them.
+
+`--client light` drives the same scenarios (but watch) with bench/memory.py's LightSession, which
+speaks Streamlit's websocket protocol and renders nothing, so 20 students cost the machine almost
+nothing beside the server. A light trainer sees its run by reloading the Train page every second
+(where a tab reruns the live fragments): the server pays a whole Train script per poll.
+The class scenarios need a quiet machine, e.g.
+
+    nice -n 10 python bench/class.py readers --client light --students 20 --json
+    nice -n 10 python bench/class.py trainers --client light --students 10 --json
+    nice -n 10 python bench/class.py seeds --client light --students 10 --json
 """
 from __future__ import annotations
 
@@ -35,8 +45,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import contextlib
 
-from first_walk import cpu_seconds, descendants, matmul_gflops, nice_children  # noqa: E402
-from memory import CHROMIUM, CHROMIUM_ARGS, IDLE, PAGES, start_server  # noqa: E402
+from first_walk import cpu_seconds, descendants, nice_children  # noqa: E402
+from machine import matmul_rate  # noqa: E402
+from memory import CHROMIUM, CHROMIUM_ARGS, IDLE, PAGES, LightSession, start_server  # noqa: E402
 
 READ_PAGES = [p for p in PAGES if p != "train"]
 EXCEPTION = '[data-testid="stException"]'
@@ -146,6 +157,64 @@ async def trainer(browser, url: str, delay: float, seed: int | None, read_after:
     return {**out, **_summary(latencies, errors)}
 
 
+async def light_open(session: LightSession, path: str) -> tuple[float, str | None]:
+    errors = len(session.errors)
+    try:
+        seconds = await session.open(path)
+    except Exception as e:  # noqa: BLE001 - a lost connection is the student's error
+        return 0.0, f"{path}: {type(e).__name__}"
+    print(f"{time.strftime('%H:%M:%S')} {path or 'home'} {seconds:.1f} s (light)", file=sys.stderr, flush=True)
+    return seconds, (session.errors[-1] if len(session.errors) > errors else None)
+
+
+async def light_reader(url: str, rounds: int, start: int) -> dict:
+    latencies, errors = [], []
+    async with LightSession(url) as session:
+        for i in range(rounds * len(READ_PAGES)):
+            seconds, error = await light_open(session, READ_PAGES[(start + i) % len(READ_PAGES)])
+            latencies.append(seconds)
+            if error:
+                errors.append(error)
+    return _summary(latencies, errors)
+
+
+async def light_trainer(url: str, delay: float, seed: int | None, read_after: bool, poll: float = 1.0) -> dict:
+    out, latencies = {"seed": seed}, []
+    async with LightSession(url) as session:
+        _, error = await light_open(session, "train")
+        errors = [error] if error else []
+        await asyncio.sleep(delay)
+        t0 = time.perf_counter()
+        try:
+            await session.press("tr_train", {"tr_seed": seed} if seed is not None else None)
+            deadline = t0 + 1800
+            for name, pattern in (("wait_in_line_s", r"steps/s"), ("train_to_drop_s", "The red line marks step")):
+                while not re.search(pattern, session.text):
+                    if time.perf_counter() > deadline:
+                        raise TimeoutError(name)
+                    await asyncio.sleep(poll)
+                    await session.open("train")
+                out[name] = round(time.perf_counter() - t0, 2)
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"training: {type(e).__name__} {e}")
+        if read_after:
+            for path in READ_PAGES:
+                seconds, error = await light_open(session, path)
+                latencies.append(seconds)
+                if error:
+                    errors.append(error)
+    return {**out, **_summary(latencies, errors)}
+
+
+async def light_scenario(args) -> list:
+    url, rng = args.url, random.Random(0)
+    if args.scenario == "readers":
+        return await asyncio.gather(*(light_reader(url, args.rounds, i) for i in range(args.students)))
+    seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
+    return await asyncio.gather(*(light_trainer(url, rng.uniform(0, 10), s, args.scenario == "trainers")
+                                  for s in seeds))
+
+
 async def watch(browser, url: str, pid: int, window: float) -> dict:
     """Server cores while one student's Train page redraws a running training (after it started)."""
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
@@ -172,6 +241,9 @@ async def watch(browser, url: str, pid: int, window: float) -> dict:
 
 
 async def scenario(args, url: str, pid: int) -> dict:
+    if args.client == "light":
+        args.url = url
+        return {"students": await light_scenario(args), "client": "light"}
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
@@ -198,7 +270,11 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
     ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--client", choices=("chromium", "light"), default="chromium",
+                    help="light: Streamlit's websocket protocol without a browser (not for watch)")
     args = ap.parse_args(argv)
+    if args.client == "light" and args.scenario == "watch":
+        ap.error("watch measures a browser's redraws: use --client chromium")
     if args.students is None:
         args.students = 20 if args.scenario == "readers" else 10
     env = {"ATTENTION_LAB_CACHE": str(args.cache_dir)} if args.cache_dir else {}
@@ -206,7 +282,7 @@ def main(argv=None) -> int:
     def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
-    out = {"scenario": args.scenario, "gflops_before": round(matmul_gflops(), 2)}
+    out = {"scenario": args.scenario, "gflops_before": round(matmul_rate(), 2)}
     proc, url = start_server(env)
     try:
         sampler = ServerSampler(proc.pid)
@@ -218,7 +294,7 @@ def main(argv=None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    out["gflops_after"] = round(matmul_gflops(), 2)
+    out["gflops_after"] = round(matmul_rate(), 2)
     if args.json:
         print(json.dumps(out))
         return 0

@@ -3,6 +3,21 @@ visited every page).
 
     python bench/memory.py            # figures as text
     python bench/memory.py --json     # one JSON object
+    python bench/memory.py --sessions 20 [--train] [--json]   # what a session adds, and what its end frees
+    python bench/memory.py --worker [--json]    # a training process's PSS over a default run
+
+--sessions N (issue #30) drives the server with light clients that speak Streamlit's own websocket
+protocol (LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
+cost the machine almost nothing beside the server. One session first opens every page (the shared
+caches fill), then N sessions open every page one after the other and stay connected; with --train
+each also presses Train with the default settings on the Train page (one training: the others follow
+it or get it finished, each reading its own copy of the model and its snapshots) and reloads the page
+once it has ended, so the model is in its session (the first session trains it before the reading
+before the N, so the N get the finished run and the one-time cost of a first training is not
+counted as theirs). Then all N disconnect. The server runs with
+server.disconnectedSessionTTL = --ttl seconds (Streamlit's default, 120 s, only delays the end), and
+the PSS of the server process (smaps_rollup) is read before the N, with them connected, and --settle
+seconds after their sessions have ended (past ui/setup.py's next full garbage collection).
 
 Starts `streamlit run dashboard.py --server.headless true` on a free loopback port and reads the
 server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
@@ -75,13 +90,13 @@ class Sampler(threading.Thread):
         return self.max_mb
 
 
-def start_server(env: dict) -> tuple[subprocess.Popen, str]:
+def start_server(env: dict, args: tuple = ()) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -144,12 +159,235 @@ def train_three(browser, url: str, seconds: float, pid: int) -> dict:
             "sessions_training": running, "sessions_waiting": waiting}
 
 
+def pss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1)) / 1024
+
+
+WIDGETS = ("button", "download_button", "number_input")  # the widgets a LightSession records by key
+
+
+class LightSession:
+    """One browser session without a browser: Streamlit's websocket protocol (BackMsg out, ForwardMsg in).
+    `open(page)` reruns the script on that page (its url path, "" for Home) and reads until the run
+    ends; the run's exceptions are collected in `errors`; `press(key)` clicks the button whose widget
+    key is `key` (a trigger value, as the browser sends)."""
+
+    def __init__(self, url: str):
+        self.url, self.ws, self.errors, self.widgets, self.page = url, None, [], {}, ""
+        self.text = ""  # every element of the last run, in protobuf text form (to search what it says)
+
+    async def __aenter__(self):
+        import websockets
+
+        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
+                                           subprotocols=["streamlit"], max_size=None, compression="deflate")
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.ws.close()
+
+    async def _run(self, page: str, widgets=()) -> float:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        msg = BackMsg()
+        msg.rerun_script.query_string = ""
+        msg.rerun_script.page_name = page
+        msg.rerun_script.widget_states.widgets.extend(widgets)
+        t0 = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        self.page, texts = page, []
+        while True:
+            fwd = ForwardMsg()
+            fwd.ParseFromString(await self.ws.recv())
+            kind = fwd.WhichOneof("type")
+            if kind == "script_finished" and fwd.script_finished != fwd.FINISHED_EARLY_FOR_RERUN:
+                self.text = "\n".join(texts)
+                return time.perf_counter() - t0
+            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                element = fwd.delta.new_element
+                what = element.WhichOneof("type")
+                if what in ("markdown", "text", "alert", "progress", "heading", "caption"):
+                    texts.append(str(getattr(element, what)))
+                if what == "exception":
+                    self.errors.append(f"{page or 'home'}: {element.exception.message[:200]}")
+                elif what in WIDGETS and getattr(element, what).id:
+                    self.widgets[getattr(element, what).id.rsplit("-", 1)[-1]] = getattr(element, what).id
+
+    async def open(self, page: str) -> float:
+        self.widgets = {}
+        return await self._run(page)
+
+    async def press(self, key: str, numbers: dict | None = None) -> float:
+        """Click button `key`, with the whole-number inputs `numbers` ({widget key: value}) set."""
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        missing = [k for k in [key, *(numbers or {})] if k not in self.widgets]
+        if missing:
+            raise RuntimeError(f"no widget {missing} on page {self.page!r}")
+        states = [WidgetState(id=self.widgets[key], trigger_value=True)]
+        states += [WidgetState(id=self.widgets[k], int_value=int(v)) for k, v in (numbers or {}).items()]
+        return await self._run(self.page, states)
+
+
+async def _until_trained(session: LightSession, timeout: float = 1800) -> None:
+    """Reload the Train page until its run has ended with a model (the download button is drawn)."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await session.open("train")
+        if "tr_download" in session.widgets:
+            await session.open("train")
+            return
+        await asyncio.sleep(2)
+    raise TimeoutError("the training did not end")
+
+
+async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log, settle: float = 65.0) -> dict:
+    import asyncio
+
+    async with LightSession(url) as first:  # the shared caches: shipped models, views, page modules
+        for page in PAGES:
+            await first.open(page)
+        if train:  # ... and what a first training leaves: the forkserver's pipes, its finished run
+            await first.open("train")
+            await first.press("tr_train")
+            await _until_trained(first)
+    await asyncio.sleep(ttl + 2)
+    async with LightSession(url) as _:  # a store into the session storage: expired sessions go now
+        pass
+    await asyncio.sleep(1)
+    out = {"pss_before_mb": round(pss_mb(pid), 1), "errors": list(first.errors)}
+    log(f"server PSS before: {out['pss_before_mb']} MB")
+    sessions, after_each = [], []
+    for i in range(count):
+        s = LightSession(url)
+        await s.__aenter__()
+        sessions.append(s)
+        for page in PAGES:
+            await s.open(page)
+        if train:
+            await s.open("train")
+            await s.press("tr_train")
+        after_each.append(round(pss_mb(pid), 1))
+        log(f"session {i + 1}: {after_each[-1]} MB")
+    if train:  # each reloads the Train page once the run has ended: its model joins the session
+        for s in sessions:
+            await _until_trained(s)
+    out["pss_connected_mb"] = round(pss_mb(pid), 1)
+    log(f"with {count} sessions connected: {out['pss_connected_mb']} MB")
+    for s in sessions:
+        out["errors"] += s.errors
+        await s.__aexit__(None, None, None)
+    await asyncio.sleep(ttl + 2)
+    async with LightSession(url) as _:
+        pass
+    await asyncio.sleep(settle)  # ui/setup.py's next full collection (the server runs with postScriptGC off)
+    out["pss_after_end_mb"] = round(pss_mb(pid), 1)
+    out["pss_after_each_session_mb"] = after_each
+    out["per_session_connected_mb"] = round((out["pss_connected_mb"] - out["pss_before_mb"]) / count, 2)
+    out["per_session_after_end_mb"] = round((out["pss_after_end_mb"] - out["pss_before_mb"]) / count, 2)
+    log(f"after their sessions ended: {out['pss_after_end_mb']} MB")
+    return out
+
+
+def smaps(pid: int) -> dict:
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return {k: round(int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M).group(1)) / 1024, 1)
+            for k in ("Pss", "Rss", "Private_Dirty", "Shared_Dirty")}
+
+
+def worker_main(args) -> int:
+    """--worker: the app's pool (ProcessBackend, forkserver) trains the default settings once, in this
+    process as a server would; the worker's PSS is sampled every 50 ms (its peak) and read right after
+    the logs at a few steps, with the forkserver's at the end. One worker: its shared pages are split
+    with the forkserver only (a second worker would lower each one's PSS)."""
+    sys.path.insert(0, str(ROOT))
+    from first_walk import descendants
+    from machine import matmul_rate
+
+    from core.pool.runs import RunPool
+    from core.training.train_settings import TrainSettings
+
+    pool = RunPool(capacity=1)
+    run = pool.start(TrainSettings.defaults(), "bench")
+    marks, at, peak, fs = [1, 100, 300, 600], {}, {"Pss": 0.0}, {"Pss": None}
+    deadline = time.monotonic() + 1800
+    try:
+        while run.active and time.monotonic() < deadline:
+            if run.pid and run.step > 0:
+                try:
+                    now = smaps(run.pid)
+                except OSError:
+                    break
+                if now["Pss"] > peak["Pss"]:
+                    peak = {**now, "step": run.step}
+                if marks and run.step >= marks[0]:
+                    at[marks.pop(0)] = {**now, "step": run.step}
+                forkserver = [p for p in descendants(os.getpid())
+                              if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                if forkserver:
+                    fs = smaps(forkserver[0])
+            time.sleep(0.05)
+    finally:
+        pool.shutdown()
+    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status),
+           "steps": run.step, "matmul_gflops": round(matmul_rate(), 1)}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for row in at.values():
+            print(f"worker after step {row['step']}: PSS {row['Pss']} MB (private {row['Private_Dirty']}, "
+                  f"shared {row['Shared_Dirty']} dirty)")
+        print(f"worker peak: PSS {peak['Pss']} MB at step {peak.get('step')}; forkserver PSS {fs['Pss']} MB; "
+              f"run {out['status']} at step {run.step}; matmul {out['matmul_gflops']} GFLOP/s")
+    return 0
+
+
+def sessions_main(args) -> int:
+    import asyncio
+
+    from machine import matmul_rate
+
+    proc, url = start_server({}, ("--server.disconnectedSessionTTL", str(int(args.ttl))))
+    try:
+        out = asyncio.run(_sessions(url, proc.pid, args.sessions, args.train, args.ttl,
+                                    (lambda m: None) if args.json else print, args.settle))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    out.update(sessions=args.sessions, train=args.train, ttl_s=args.ttl, matmul_gflops=round(matmul_rate(), 1))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{args.sessions} {'training' if args.train else 'reading'} sessions: "
+              f"{out['per_session_connected_mb']:+.2f} MB each while connected, {out['per_session_after_end_mb']:+.2f} "
+              f"MB each after they ended; errors: {len(out['errors'])}; matmul {out['matmul_gflops']} GFLOP/s")
+        for error in sorted(set(out["errors"])):
+            print(f"  error ({out['errors'].count(error)}x): {error}")
+    return 1 if out["errors"] else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--train-seconds", type=float, default=20.0, help="how long the three sessions train")
     ap.add_argument("--max-trainings", type=int, help="ATTENTION_LAB_MAX_TRAININGS for the server")
+    ap.add_argument("--sessions", type=int, help="light-client sessions to open and close (issue #30)")
+    ap.add_argument("--train", action="store_true", help="with --sessions: each presses Train (defaults)")
+    ap.add_argument("--ttl", type=float, default=5.0, help="with --sessions: server.disconnectedSessionTTL (s)")
+    ap.add_argument("--settle", type=float, default=65.0,
+                    help="with --sessions: seconds after the sessions ended before the last reading")
+    ap.add_argument("--worker", action="store_true", help="a training process's PSS over a default run")
     args = ap.parse_args(argv)
+    if args.worker:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return worker_main(args)
+    if args.sessions:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return sessions_main(args)
     if args.train_seconds <= 0:
         ap.error("--train-seconds must be positive")
     env = {"ATTENTION_LAB_MAX_TRAININGS": str(args.max_trainings)} if args.max_trainings is not None else {}

@@ -11,6 +11,12 @@ entry reads as a miss, and the caller computes the value again.
 
 Failure never reaches the caller: an unwritable folder or a full disk makes `put` return False, and
 the value lives on in the caller's memory cache.
+
+Pruning: an entry's file name begins with the caller's `tag`, which names what makes the entry stale
+(for ui/cache.py: the code that computes the view and the checkpoint file it reads). A key made by
+older code, or from a file since regenerated, is never asked for again; `prune(live)` removes every
+entry whose tag `live` rejects (files from before tags existed, without one, too), then the least
+recently used entries past `max_bytes`, reading only the folder's listing (no entry is opened).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import importlib
 import io
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +37,9 @@ import torch
 
 FORMAT = 1  # bump when encode's tree changes
 MISS = object()
+TAG_END = "--"  # between an entry's tag and its key's hash in the file name
+MAX_BYTES = 64 * 2**20  # prune's default bound on the folder (every default view of the shipped files: 2.4 MB)
+TMP_AGE = 3600.0  # a temporary file this old (seconds) belongs to a writer that died
 _SAFE_MODULES = ("core.",)  # dataclasses and enums decode only from these packages
 
 
@@ -206,16 +216,23 @@ class DiskStore:
         self.max_entries = max_entries
         self._entries: int | None = None  # counted on the first put
 
-    def path(self, key: str) -> Path:
-        return self.folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".pt")
+    def path(self, key: str, tag: str = "") -> Path:
+        """`tag` (letters, digits and "-" only) leads the name, so prune can read it from the listing."""
+        if tag and (TAG_END in tag or not all(c.isalnum() or c == "-" for c in tag)):
+            raise ValueError(f"a tag is letters, digits and single '-' only, got {tag!r}")
+        name = hashlib.sha256(key.encode()).hexdigest()[:40]
+        return self.folder / (f"{tag}{TAG_END}{name}.pt" if tag else f"{name}.pt")
 
-    def get(self, key: str):
-        """The stored value, or MISS (absent, corrupt, stale or unreadable: then the entry is removed)."""
-        path = self.path(key)
+    def get(self, key: str, tag: str = ""):
+        """The stored value, or MISS (absent, corrupt, stale or unreadable: then the entry is removed).
+        A hit marks the entry used now (its modification time), for prune's size bound."""
+        path = self.path(key, tag)
         try:
             data = path.read_bytes()
         except OSError:
             return MISS
+        with contextlib.suppress(OSError):
+            os.utime(path)
         try:
             digest, payload = data[:32], data[32:]
             if hashlib.sha256(payload).digest() != digest:
@@ -229,8 +246,8 @@ class DiskStore:
                 path.unlink()
             return MISS
 
-    def put(self, key: str, value) -> bool:
-        """Store `value`; False when it has no safe form or the folder cannot take it."""
+    def put(self, key: str, value, tag: str = "") -> bool:
+        """Store `value` (under `tag`, see prune); False when it has no safe form or the folder cannot take it."""
         if not self.writable:
             return False
         if self._entries is None:
@@ -248,7 +265,7 @@ class DiskStore:
             with os.fdopen(fd, "wb") as f:
                 f.write(hashlib.sha256(payload).digest())
                 f.write(payload)
-            os.replace(tmp, self.path(key))
+            os.replace(tmp, self.path(key, tag))
             self._entries += 1
             return True
         except OSError:
@@ -257,3 +274,42 @@ class DiskStore:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
             return False
+
+    def prune(self, live, max_bytes: int = MAX_BYTES, tmp_age: float = TMP_AGE) -> dict:
+        """Remove every entry whose tag `live(tag)` rejects (an untagged file has tag None), then the
+        least recently used ones until the rest take at most `max_bytes`, and temporary files older
+        than `tmp_age` seconds (a writer that died). Returns the counts: stale, evicted, kept, bytes."""
+        out = {"stale": 0, "evicted": 0, "kept": 0, "bytes": 0}
+        try:
+            files = list(os.scandir(self.folder))
+        except OSError:
+            return out
+        now, kept = time.time(), []
+        for f in files:
+            with contextlib.suppress(OSError):
+                if not f.is_file(follow_symlinks=False) or not f.name.endswith(".pt"):
+                    continue
+                st = f.stat(follow_symlinks=False)
+                if f.name.startswith(".tmp-"):
+                    if now - st.st_mtime > tmp_age:
+                        os.unlink(f.path)
+                    continue
+                tag = f.name.rsplit(TAG_END, 1)[0] if TAG_END in f.name else None
+                if not live(tag):
+                    os.unlink(f.path)
+                    out["stale"] += 1
+                else:
+                    kept.append((st.st_mtime, st.st_size, f.path))
+        kept.sort(reverse=True)  # newest first
+        total = 0
+        for _, size, path in kept:
+            if total + size > max_bytes:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    out["evicted"] += 1
+                    continue
+            total += size
+            out["kept"] += 1
+        out["bytes"] = total
+        self._entries = None  # counted again on the next put
+        return out

@@ -66,3 +66,48 @@ def test_max_entries_bounds_the_cache():
         assert calls == ["session:a", "session:b", "session:a"]  # b pushed a out
     finally:
         view.clear()
+
+
+SESSION_CALLS: list = []  # the script below appends every computation; it runs in this process
+
+
+def _session_script():
+    import streamlit as st
+    import test_cache
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from ui.cache import per_model
+    from ui.state import LabModel
+
+    from helpers import tiny_model
+
+    @per_model()
+    def view(e: LabModel, period: int) -> dict:
+        test_cache.SESSION_CALLS.append(e.key)
+        return {"key": e.key, "period": period}
+
+    mine = LabModel("session:mine", "mine", tiny_model(0, seed=0), {"task": None}, "trained")
+    got = view(mine, 4)
+    st.session_state["first"] = dict(got)
+    got["period"] = None  # a caller may change what it got: the cached view is not changed
+    st.session_state["again"] = view(mine, 4)
+    st.session_state["session_id"] = get_script_run_ctx().session_id
+
+
+def test_a_sessions_own_views_are_cached_for_that_session_only_and_go_when_it_disconnects():
+    """Issue #30: the views of a session's own model are in a session-scoped cache, which Streamlit
+    clears when the session disconnects (AppSession.clear_session_caches, called here as the
+    session manager does). Two reruns compute once; after the disconnect's clearing the view is
+    computed again, so nothing of it was in the server-wide cache either."""
+    from streamlit.runtime.caching import clear_session_data_cache
+    from streamlit.testing.v1 import AppTest
+
+    SESSION_CALLS.clear()
+    alice = AppTest.from_function(_session_script)
+    alice.run()
+    alice.run()
+    assert not alice.exception and SESSION_CALLS == ["session:mine"]
+    assert alice.session_state["again"] == alice.session_state["first"] == {"key": "session:mine", "period": 4}
+    clear_session_data_cache(alice.session_state["session_id"])
+    alice.run()
+    assert not alice.exception and SESSION_CALLS == ["session:mine", "session:mine"]

@@ -7,6 +7,9 @@ import dataclasses
 import errno
 import hashlib
 import io
+import os
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,7 +23,7 @@ from core.model.task import TaskConfig
 from ui.model_keys import shipped_key
 from ui.state import LabModel
 
-from helpers import SHIPPED, TWO_BLOCK, tiny_model
+from helpers import ROOT, SHIPPED, TWO_BLOCK, tiny_model
 
 
 def assert_same(got, want, where="value"):
@@ -165,7 +168,7 @@ def test_the_key_names_the_file_content_the_step_and_the_code(monkeypatch, count
     assert cache.disk_key(raw, (shipped(), 4), {}) != base  # a regenerated file is a new key
     monkeypatch.undo()
     cache._code_id.cache_clear()
-    monkeypatch.setattr(cache, "_CORE_FILES", [*cache._CORE_FILES, __file__])
+    monkeypatch.setattr(cache, "_CORE_FILES", [*cache._CORE_FILES, ROOT / "README.md"])  # not in the key yet
     try:
         assert cache.disk_key(raw, (shipped(), 4), {}) != base  # other code is a new key
     finally:
@@ -233,15 +236,15 @@ def test_every_stored_default_view_equals_a_fresh_computation(tmp_path, monkeypa
     rows = cache.warm([file])
     assert not [r for r in rows if r["exception"]]
     assert len(cache.recorded) >= 5
-    for fn, args, kwargs, key in cache.recorded:
-        stored = cache.store().get(key)
+    for fn, args, kwargs, key, tag in cache.recorded:
+        stored = cache.store().get(key, tag)
         assert stored is not MISS, f"{fn.__qualname__} was not stored"
         assert_same(stored, fn(*args, **kwargs), fn.__qualname__)
     first = len(cache.recorded)
     st.cache_data.clear()
     cache.warm([file])
     assert len(cache.recorded) == 2 * first  # the same views asked for again, and every one on disk
-    assert all(cache.store().get(k) is not MISS for *_, k in cache.recorded[first:])
+    assert all(cache.store().get(k, tag) is not MISS for *_, k, tag in cache.recorded[first:])
 
 
 def test_the_folder_takes_at_most_max_entries(tmp_path):
@@ -250,3 +253,63 @@ def test_the_folder_takes_at_most_max_entries(tmp_path):
     assert not disk.put("c", 3)  # full: the value stays in the caller's memory
     assert disk.get("c") is MISS and disk.get("a") == 1
     assert not DiskStore(tmp_path / "c", max_entries=2).put("d", 4)  # counted again by a new process
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning (issue #30): stale entries are removed by their tags, the rest is bounded in bytes
+
+
+def test_prune_removes_rejected_tags_untagged_files_and_dead_writers_temporary_files(tmp_path):
+    disk = DiskStore(tmp_path / "c")
+    assert disk.put("a", 1, tag="code1-file1") and disk.put("b", 2, tag="code0-file1") and disk.put("c", 3)
+    dead, writing = disk.folder / ".tmp-dead.pt", disk.folder / ".tmp-writing.pt"
+    dead.write_bytes(b"x")
+    writing.write_bytes(b"x")
+    os.utime(dead, (time.time() - 7200,) * 2)
+    seen = []
+    counts = disk.prune(lambda tag: seen.append(tag) or tag == "code1-file1")
+    assert sorted(seen, key=str) == [None, "code0-file1", "code1-file1"]  # read from the names alone
+    assert counts["stale"] == 2 and counts["kept"] == 1
+    assert disk.get("a", "code1-file1") == 1 and disk.get("b", "code0-file1") is MISS and disk.get("c") is MISS
+    assert sorted(p.name for p in disk.folder.iterdir() if p.name.startswith(".tmp-")) == [".tmp-writing.pt"]
+    with pytest.raises(ValueError):
+        disk.path("a", tag="no--double")
+
+
+def test_prune_keeps_the_most_recently_used_entries_within_max_bytes(tmp_path):
+    disk = DiskStore(tmp_path / "c", max_entries=3)
+    for i, key in enumerate("abc"):
+        assert disk.put(key, torch.zeros(1000), tag="t")
+        os.utime(disk.path(key, "t"), (1_000_000 + i,) * 2)  # written a, b, c in that order
+    assert not disk.put("d", 0, tag="t")  # full
+    assert disk.get("a", "t") is not MISS  # a read marks "a" used now
+    size = disk.path("a", "t").stat().st_size
+    counts = disk.prune(lambda tag: True, max_bytes=2 * size)
+    assert counts == {"stale": 0, "evicted": 1, "kept": 2, "bytes": 2 * size}
+    assert disk.get("b", "t") is MISS and disk.get("a", "t") is not MISS and disk.get("c", "t") is not MISS
+    assert disk.put("d", 0, tag="t")  # room again: the entries are counted afresh
+
+
+def test_pruning_the_view_cache_removes_the_views_of_older_code_and_of_a_regenerated_file(folder, counted,
+                                                                                          monkeypatch):
+    view, calls = counted
+    monkeypatch.setattr(cache, "_view_sources", lambda: [Path(__file__)])  # where `counted` defines its view
+    digests = cache.shipped_digest.__globals__["_SHIPPED_DIGESTS"]
+    cache.shipped_digest(TWO_BLOCK)
+    with monkeypatch.context() as m:  # a view stored before the file was regenerated
+        m.setitem(digests, TWO_BLOCK, "0" * 64)
+        view(shipped(), 4)
+    with monkeypatch.context() as m:  # ... and one stored by other code
+        m.setattr(cache, "_CORE_FILES", [*cache._CORE_FILES, ROOT / "README.md"])
+        cache._code_id.cache_clear()
+        view(shipped(), 5)
+    cache._code_id.cache_clear()
+    view(shipped(), 6)  # the one the server computes now
+    assert len(list(folder.glob("*.pt"))) == 3 and len(calls) == 3
+    counts = cache.prune()
+    assert (counts["stale"], counts["evicted"], counts["kept"]) == (2, 0, 1)
+    view.clear()
+    assert view(shipped(), 6) is not None and len(calls) == 3  # read back from disk, not computed
+    view(shipped(), 4)
+    assert len(calls) == 4  # the regenerated file's view was gone: computed again

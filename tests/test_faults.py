@@ -1,6 +1,8 @@
-"""Faults, with nothing lost (issue #30): the server restarted in the middle of a run leaves no
-process behind and the next server trains at once; a view cache folder that takes nothing leaves
-every page working from memory. (A training process killed mid-run: tests/test_pages_train.py's
+"""Faults, with nothing lost (issue #30): a training process killed mid-run leaves its session the
+model of its last logged step, bit-identical to the same steps trained here, and the session trains
+again at once; the server restarted in the middle of a run leaves no process behind and the next
+server trains at once; a view cache folder that takes nothing leaves every page working from memory.
+(The killed run on the Train page: tests/test_pages_train.py's
 test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_models.)"""
 from __future__ import annotations
 
@@ -8,12 +10,22 @@ import json
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import streamlit as st
+import torch
+from test_runs import thread_pool
+
+from core.pool.status import RunStatus
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
 
 from helpers import ROOT, TWO_BLOCK, open_app, wait_until
+
+TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
+               steps=100_000)
 
 # A server's pool with one slot, training through real worker processes (forkserver and resource
 # tracker started by the first training, ui/setup.py); it prints its process tree once the run
@@ -48,6 +60,37 @@ def tree(pid):
 print(json.dumps({"step": run.step, "worker": run.pid, "tree": tree(os.getpid())}), flush=True)
 time.sleep(600)
 """
+
+
+def test_a_training_killed_mid_run_keeps_its_last_logged_step_and_the_session_trains_again():
+    """The thread backend's kill ends the worker without a word, as SIGKILL ends a process: the run
+    fails with the reason, and its model is the worker's last "saved" checkpoint, the same weights as
+    the same settings trained here for that many steps (one torch thread, as in the workers)."""
+    pool = thread_pool()
+    try:
+        run = pool.start(TINY, "alice")
+        wait_until(lambda: run.step > 30, 30, "training past its first logged step")
+        (handle,) = [h for h in pool.backend.started if h.pid == run.pid]
+        handle.kill()
+        wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
+        assert run.status == RunStatus.FAILED and "The training process was killed at step" in run.error
+        every = run.train_cfg.log_every
+        assert run.step > 0 and run.step % every == 0, run.step
+        assert f"Its model at step {run.step}, the last logged step, is kept" in run.error, run.error
+        model, info, data = run.result
+        assert info["train"]["steps_done"] == run.step and info["history"][-1]["step"] == run.step
+        assert [r["step"] for r in info["history"]] == list(range(0, run.step + 1, every))
+        reference = Trainer(*TINY.configs())
+        reference.run(run.step)
+        want = reference.model.state_dict()
+        assert all(torch.equal(v, want[k]) for k, v in model.state_dict().items())
+        assert info["history"][-1]["loss_later_copies"] == reference.history[-1]["loss_later_copies"]
+        assert pool.running() == 0
+        again = pool.start(replace(TINY, steps=2), "alice")
+        wait_until(lambda: again.ended.is_set(), 30, "a new run")
+        assert again.status == RunStatus.FINISHED and again.result is not None
+    finally:
+        pool.shutdown()
 
 
 def alive(pid: int) -> bool:

@@ -438,3 +438,82 @@ def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
     finally:
         slow.release.set()
         pool.shutdown()
+
+
+def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_lets_go(pool):
+    """Issue #30: once a run has ended, the pool holds nothing of it but the finished key's checkpoint
+    bytes (FINISHED_KEPT, for identical runs): the LiveRun, its model and its follower list go with
+    the session's last reference (st.session_state), finished or failed with its last logged model alike."""
+    import gc
+    import weakref
+
+    def ended(settings, owner, how):
+        run = pool.start(settings, owner)
+        if how == "finished":
+            wait_until(lambda: run.ended.is_set(), 30, "the run to finish")
+        else:
+            wait_until(lambda: run._src.saved is not None, 30, "the run's first saved log")
+            next(h for h in pool.backend.started if h.pid == run.pid).kill()
+            wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
+        model = run.result[0]
+        assert model is not None and run.status == how, (run.status, run.error)
+        return weakref.ref(run), weakref.ref(model), weakref.ref(run._src)
+
+    refs = [ended(replace(TINY, seed=1), "alice|1", "finished"), ended(replace(LONG, seed=3), "carol|1", "failed")]
+    gc.collect()
+    assert [[r() is None for r in three] for three in refs] == [[True] * 3] * 2
+    assert pool.runs_of("alice|1") == pool.runs_of("carol|1") == [] and pool.trainings() == 0
+    again = pool.start(replace(TINY, seed=1), "dave|1")  # the finished key is still handed back at once
+    assert again.shared == "finished" and again.result is not None
+
+
+class RestingThreadBackend(ThreadBackend):
+    def __init__(self):
+        super().__init__()
+        self.rested = []
+
+    def rest(self) -> bool:
+        self.rested.append(len(self.started))
+        return True
+
+
+def test_the_backend_rests_once_per_idle_spell_and_trains_again_after():
+    """Issue #30: nothing training or waiting for rest_seconds lets the backend rest (the process
+    backend stops its forkserver), once, and never while a training runs."""
+    pool = thread_pool(backend=RestingThreadBackend(), rest_seconds=0.1)
+    try:
+        run = pool.start(replace(LONG, seed=5), "alice")
+        wait_until(lambda: run.step > 3, what="training")
+        time.sleep(0.3)
+        assert pool.backend.rested == []  # never while it trains
+        pool.discard(run)
+        wait_until(lambda: pool.backend.rested == [1], 10, "a rest after the run")
+        time.sleep(0.3)
+        assert pool.backend.rested == [1] and pool.rests == 1  # once per idle spell
+        again = pool.start(replace(TINY, seed=6), "alice")
+        wait_until(lambda: again.ended.is_set(), 30, "a run after the rest")
+        assert again.status == RunStatus.FINISHED
+        wait_until(lambda: pool.backend.rested == [1, 2], 10, "a rest after the second run")
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.worker
+def test_an_idle_pool_stops_its_forkserver_and_the_next_training_starts_a_new_one():
+    from multiprocessing import forkserver
+
+    from test_runs import alive
+
+    pool = runs.RunPool(1, rest_seconds=0.5)
+    try:
+        first = pool.start(replace(TINY, steps=3), "alice")
+        wait_until(lambda: first.ended.is_set(), 120, "the first run")
+        server = forkserver._forkserver._forkserver_pid
+        assert first.status == RunStatus.FINISHED and server is not None and alive(server)
+        wait_until(lambda: pool.rests == 1, 30, "the idle pool to stop its forkserver")
+        assert not alive(server) and forkserver._forkserver._forkserver_pid is None
+        again = pool.start(replace(TINY, steps=3, seed=9), "alice")
+        wait_until(lambda: again.ended.is_set(), 120, "a run after the rest")
+        assert again.status == RunStatus.FINISHED and alive(forkserver._forkserver._forkserver_pid)
+    finally:
+        pool.shutdown()

@@ -11,6 +11,12 @@ ui/steps.py) and stands for one set of weights, so the weights and the info dict
     def sweep(entry: LabModel):
         return analysis.sweep_view(entry.model, entry.task)
 
+Views of a session's own models (trained or uploaded, keys "session:...", and their snapshots' steps)
+are kept in a session-scoped st.cache_data instead (issue #30): nobody else can ask for them, and
+Streamlit drops them when the session disconnects, where the global cache would keep them for the
+server's life (only max_entries bounded them, and most views name none). Outside a script run
+(tests, benches) they go to the global cache, as before.
+
 Views of shipped checkpoints (and of their snapshots) are also kept on disk (core/disk_cache.py),
 shared by every session, every server process and every restart (issue #30). The disk key names the
 file's sha256, the code that computes the view (every file under core/ and the view's own file) and
@@ -18,21 +24,28 @@ the argument values, so a regenerated checkpoint or a changed analysis is a new 
 $ATTENTION_LAB_CACHE, else .cache/attention-lab/ in the repository. An unwritable folder or a full
 disk leaves the view in memory only; a damaged entry is computed again.
 
-    python -m ui.cache --warm    # fill the folder with every page's default views of the shipped files
+    python -m ui.cache --warm    # prune it, then fill it with every page's default views of the shipped files
+    python -m ui.cache --prune   # only prune: stale entries, then the least recently used past the bound
+
+Entries are never read once their code or file has changed, so the folder is pruned by their tags
+(core.disk_cache.DiskStore.prune): on each server's first script run (ui/setup.py, on a thread of its
+own) and by --warm and --prune. What is left is bounded in bytes (core.disk_cache.MAX_BYTES).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 import streamlit as st
 
-from core.disk_cache import MISS, DiskStore, Unstorable, code_digest
+from core.disk_cache import MISS, DiskStore, Unstorable, code_digest, file_digest
 from ui.model_keys import shipped_file
 from ui.state import ROOT, LabModel, shipped_digest
 from ui.steps import split_step_key
@@ -40,7 +53,7 @@ from ui.steps import split_step_key
 _log = logging.getLogger(__name__)
 _CORE_FILES = sorted((ROOT / "core").rglob("*.py"))
 _store: DiskStore | None = None
-recorded: list | None = None  # a list: every disk-backed call is appended (fn, args, kwargs, key); tests
+recorded: list | None = None  # a list: every disk-backed call is appended (fn, args, kwargs, key, tag); tests
 
 
 def cache_folder() -> Path:
@@ -82,48 +95,110 @@ def _code_id(source_file: str) -> str:
     return code_digest([*_CORE_FILES, source_file])
 
 
-def disk_key(fn, args: tuple, kwargs: dict) -> str | None:
-    """The disk key of fn(*args, **kwargs), or None when a model is not shipped or an argument is
-    not a plain value."""
+def disk_entry(fn, args: tuple, kwargs: dict) -> tuple[str, str] | None:
+    """(key, tag) of fn(*args, **kwargs) on disk, or None when a model is not shipped or an argument
+    is not a plain value. The tag names what makes the entry stale (entry_tag)."""
     bound = inspect.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
-    parts, any_model = [], False
+    parts, digests = [], set()
     for name, value in bound.arguments.items():
         if isinstance(value, LabModel):
             model_id = _model_id(value)
             if model_id is None:
                 return None
             parts.append([name, "model", model_id])
-            any_model = True
+            digests.add(model_id.split("@", 1)[0])
         elif _plain(value):
             parts.append([name, value])
         else:
             return None
-    if not any_model:
+    if not digests:
         return None
     source = fn.__code__.co_filename
     try:
         where = str(Path(source).resolve().relative_to(ROOT))
     except ValueError:
         where = source
-    return json.dumps([where, fn.__qualname__, _code_id(source), parts])
+    code = _code_id(source)
+    return json.dumps([where, fn.__qualname__, code, parts]), entry_tag(code, digests)
+
+
+def disk_key(fn, args: tuple, kwargs: dict) -> str | None:
+    """The disk key of fn(*args, **kwargs) (disk_entry's), or None."""
+    entry = disk_entry(fn, args, kwargs)
+    return None if entry is None else entry[0]
+
+
+TAG_CHARS = 12  # hex digits of the code and file digests in an entry's tag
+
+
+def entry_tag(code: str, digests: set[str]) -> str:
+    """The tag "<code>-<file>": the view's code id and the sha256 of the one checkpoint file it reads, cut to
+    TAG_CHARS ("multi" for a view of several files, which prune judges by its code alone)."""
+    file = next(iter(digests))[:TAG_CHARS] if len(digests) == 1 else "multi"
+    return f"{code[:TAG_CHARS]}-{file}"
+
+
+def _view_sources() -> list[Path]:
+    """Every file that may define a view (a per_model function): the pages and ui/."""
+    return sorted([*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").rglob("*.py")])
+
+
+def live_tag():
+    """A test for prune: whether a tag names current code (of a file _view_sources lists) and a
+    shipped file as it is on disk now (read here, not through the server's loaded models, so it runs
+    on any thread)."""
+    from ui.state import CHECKPOINT_DIR, shipped_files
+
+    codes = {_code_id(str(f))[:TAG_CHARS] for f in _view_sources()}
+    files = {"multi"}
+    for row in shipped_files():
+        with contextlib.suppress(OSError):
+            files.add(file_digest(CHECKPOINT_DIR / row["file"])[:TAG_CHARS])
+
+    def live(tag: str | None) -> bool:
+        code, _, file = (tag or "").partition("-")
+        return code in codes and file in files
+    return live
+
+
+def prune(max_bytes: int | None = None, disk: DiskStore | None = None) -> dict:
+    """Remove the folder's stale entries (older code, regenerated files, entries from before tags),
+    then the least recently used past max_bytes (core.disk_cache.MAX_BYTES)."""
+    kwargs = {} if max_bytes is None else {"max_bytes": max_bytes}
+    return (disk or store()).prune(live_tag(), **kwargs)
+
+
+def prune_in_background() -> None:
+    """prune() of the current folder on a daemon thread (ui/setup.py's lab_script, once per server):
+    a first visitor does not wait for it. A reader that loses an entry to it computes the view again."""
+    disk = store()
+
+    def run():
+        try:
+            _log.info("view cache %s pruned: %s", disk.folder, prune(disk=disk))
+        except Exception:  # noqa: BLE001 -- pruning is housekeeping: the cache works without it
+            _log.exception("could not prune the view cache")
+
+    threading.Thread(target=run, name="attention-lab-cache-prune", daemon=True).start()
 
 
 def _disk_backed(fn):
     @functools.wraps(fn)
     def view(*args, **kwargs):
-        key = disk_key(fn, args, kwargs)
-        if key is None:
+        entry = disk_entry(fn, args, kwargs)
+        if entry is None:
             return fn(*args, **kwargs)
+        key, tag = entry
         if recorded is not None:
-            recorded.append((fn, args, kwargs, key))
+            recorded.append((fn, args, kwargs, key, tag))
         disk = store()
-        value = disk.get(key)
+        value = disk.get(key, tag)
         if value is not MISS:
             return value
         value = fn(*args, **kwargs)
         try:
-            if not disk.put(key, value):
+            if not disk.put(key, value, tag):
                 _log.info("view cache %s not writable: %s stays in memory", disk.folder, fn.__qualname__)
         except Unstorable as e:
             _log.warning("%s is kept in memory only: %s", fn.__qualname__, e)
@@ -131,12 +206,43 @@ def _disk_backed(fn):
     return view
 
 
+def _in_a_session() -> bool:
+    """Whether this is a script run of a session (a session-scoped cache raises anywhere else)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
+def own_model(fn, args: tuple, kwargs: dict) -> bool:
+    """Whether a model argument of fn(*args, **kwargs) is a session's own ("session:...", at any step)."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    return any(isinstance(v, LabModel) and shipped_file(split_step_key(v.key)[0]) is None
+               for v in bound.arguments.values())
+
+
 def per_model(*, show_spinner: bool | str = False, max_entries: int | None = None):
     """st.cache_data(show_spinner, max_entries) for a function of model entries and plain values:
     each LabModel argument counts by its key, every other argument as st.cache_data hashes it. A
-    shipped model's views are read from and written to the disk store first."""
-    memory = st.cache_data(show_spinner=show_spinner, max_entries=max_entries, hash_funcs={LabModel: _entry_key})
-    return lambda fn: memory(_disk_backed(fn))
+    shipped model's views are read from and written to the disk store first; a session's own model's
+    views are in a session-scoped cache (the module docstring says why)."""
+    options = {"show_spinner": show_spinner, "max_entries": max_entries, "hash_funcs": {LabModel: _entry_key}}
+    shared, own = st.cache_data(**options), st.cache_data(scope="session", **options)
+
+    def wrap(fn):
+        shipped, session = shared(_disk_backed(fn)), own(fn)
+
+        @functools.wraps(fn)
+        def view(*args, **kwargs):
+            return (session if _in_a_session() and own_model(fn, args, kwargs) else shipped)(*args, **kwargs)
+
+        def clear():
+            shipped.clear()
+            if _in_a_session():
+                session.clear()
+
+        view.clear = clear
+        return view
+    return wrap
 
 
 def warm(files: list[str] | None = None) -> list[dict]:
@@ -167,9 +273,12 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description="The disk cache of the shipped checkpoints' views.")
     p.add_argument("--warm", action="store_true", help="open every page on every shipped checkpoint")
+    p.add_argument("--prune", action="store_true", help="remove stale entries and bound the folder's size")
     p.add_argument("files", nargs="*", help="only these checkpoint files (default: every shipped one)")
     args = p.parse_args(argv)
     print(f"cache folder: {cache_folder()}")
+    if args.warm or args.prune:
+        print("pruned: " + ", ".join(f"{k} {v}" for k, v in prune().items()))
     if not args.warm:
         return 0
     logging.disable(logging.CRITICAL)

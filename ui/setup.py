@@ -1,7 +1,8 @@
 """Setup done from a script run, never while a module is imported.
 
 `lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
-server starts what the server keeps running (the memory trimmer, the training pool's monitor);
+server starts what the server keeps running (the memory trimmer, the training pool's monitor) and
+prunes the view cache's stale entries;
 every call checks that the pool's monitor thread runs (and starts it again if it
 died). This used to happen inside `import ui.state`: a rerun raised during an import left a
 half-built module, and other first visitors then failed with ImportError.
@@ -14,12 +15,18 @@ waits for the forkserver's imports instead (a few seconds, once).
 from __future__ import annotations
 
 import ctypes
+import gc
 import threading
 import time
 
+from ui.cache import prune_in_background
 from ui.training import run_pool
 
 _done = False
+# A full garbage collection this often (seconds), on the trimmer's thread: the server runs with
+# postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
+# (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
+GC_EVERY = 60.0
 _lock = threading.Lock()
 
 
@@ -30,6 +37,7 @@ def lab_script() -> None:
         first, _done = not _done, True
     if first:
         _tune_malloc()
+        prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
 
 
@@ -39,7 +47,8 @@ def _tune_malloc(every: float = 1.0) -> None:
     32 MB inside them: after one session had opened every page the server held about 600 MB, most
     of it free. So: two arenas, and a daemon thread that hands free heap pages back to the system
     every `every` seconds (malloc_trim: about 20 ms when there is much to return, microseconds when
-    not; nothing on the training path changes). Only glibc has these; elsewhere nothing happens."""
+    not; nothing on the training path changes), after a full collection every GC_EVERY seconds.
+    Only glibc has these; elsewhere nothing happens."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX
@@ -48,8 +57,12 @@ def _tune_malloc(every: float = 1.0) -> None:
         return
 
     def loop():
+        collected = time.monotonic()
         while True:
             time.sleep(every)
+            if time.monotonic() - collected >= GC_EVERY:
+                gc.collect()
+                collected = time.monotonic()
             trim(0)
 
     threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()

@@ -80,6 +80,8 @@ class Backend(Protocol):
     def warm_up(self) -> None:
         """Prepare what the first start needs, so a Train press does not wait for it."""
 
+    # optional: rest() -> bool, to free what only starts need (the pool calls it after rest_seconds idle)
+
 
 class _PipeHandle:
     """The server's end of a worker's duplex Pipe: one lock for writes, reads by one thread."""
@@ -151,10 +153,24 @@ class ProcessBackend:
 
     def __init__(self, start_method: str | None = None):
         self._ctx = worker.context(start_method)
+        self._guard = threading.Lock()  # held briefly: the count below, and rest() against a start
+        self._starting = 0  # starts in flight
 
     def start(self, settings: TrainSettings, threads: int, name: str) -> ProcessHandle:
-        proc, conn = worker.start(self._ctx, settings, threads, name)
+        with self._guard:
+            self._starting += 1
+        try:
+            proc, conn = worker.start(self._ctx, settings, threads, name)
+        finally:
+            with self._guard:
+                self._starting -= 1
         return ProcessHandle(proc, conn, name)
+
+    def rest(self) -> bool:
+        """Stop the forkserver unless a start is under way (the pool calls it when nothing has trained
+        for a while); True if it stopped one."""
+        with self._guard:
+            return False if self._starting else worker.rest(self._ctx)
 
     def wait(self, handles: list, timeout: float) -> list:
         return _wait_pipes(handles, timeout)

@@ -73,6 +73,7 @@ class _Training(_Stream):
         self.starting_since = 0.0  # when it was given a slot (its start has a deadline)
         self.heard = time.monotonic()
         self.eof_at: float | None = None  # when its Pipe closed without "done"
+        self.saved: tuple | None = None  # (step, seconds, checkpoint bytes) of its last "saved" message
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this l
 WORKER_THREADS = 1  # torch threads per worker
 FINISHED_KEPT = 16  # finished runs kept for sessions that start the same run later
 FINISHED_BYTES = 64 * 2**20  # ... and at most this many checkpoint bytes between them
+REST_SECONDS = 60.0  # nothing training or waiting this long: the backend may free what starts need (forkserver)
 
 
 class RunPool:
@@ -74,10 +75,14 @@ class RunPool:
     def __init__(self, capacity: int, threads: int = WORKER_THREADS, hang_seconds: float = HANG_SECONDS,
                  is_alive: Callable[[str], bool] | None = None, start_method: str | None = None,
                  tick: float = 0.05, owner_grace: float = OWNER_GRACE, backend: Backend | None = None,
-                 start_seconds: float = START_SECONDS, stuck_seconds: float = STUCK_SECONDS):
+                 start_seconds: float = START_SECONDS, stuck_seconds: float = STUCK_SECONDS,
+                 rest_seconds: float = REST_SECONDS):
         self.capacity, self.threads = capacity, max(1, int(threads))
         self.hang_seconds, self.is_alive, self.tick, self.owner_grace = hang_seconds, is_alive, tick, owner_grace
-        self.start_seconds = start_seconds
+        self.start_seconds, self.rest_seconds = start_seconds, rest_seconds
+        self.rests = 0  # how often the backend was let rest (its forkserver stopped)
+        self._idle_since: float | None = None  # since when nothing trains, waits or is reaped
+        self._rested = False  # the backend rested in this idle spell
         self.backend: Backend = backend if backend is not None else ProcessBackend(start_method)
         self.monitor = Monitor(self._round, stuck_seconds)
         self._slots = TrainingSlots(capacity)
@@ -211,16 +216,17 @@ class RunPool:
         run._publish(Ending(RunStatus(status), run._src.frozen(**stream), error, data, result))
 
     def _drop(self, training: _Training, status: str, error: str | None = None, data: bytes | None = None,
-              decoded=None) -> list[WorkerHandle]:
-        """End a training and every follower; returns its worker's handle for _kill."""
+              decoded=None, **stream) -> list[WorkerHandle]:
+        """End a training and every follower (`stream`: fields of their frozen stream to change);
+        returns its worker's handle for _kill."""
         self._trainings.pop(training.id, None)
         if self._by_key.get(training.key) is training:
             del self._by_key[training.key]
         self._slots.release(training.id)
         training.status, training.frames = status, []
         for i, run in enumerate(training.followers):
-            self._finish(run, status, error, data, decoded if i == 0 else None)
-        training.followers, training.keeps = [], {}
+            self._finish(run, status, error, data, decoded if i == 0 else None, **stream)
+        training.followers, training.keeps, training.saved = [], {}, None
         out = [training.handle] if training.handle is not None else []
         training.handle = None
         self._positions()
@@ -339,6 +345,25 @@ class RunPool:
         self._end_orphans(now, generation)
         if current(generation):
             self._admit()
+            self._rest_when_idle(generation)
+
+    def _rest_when_idle(self, generation: int) -> None:
+        """Once nothing has trained, waited or been reaped for rest_seconds, let the backend rest (the
+        process backend stops its forkserver: issue #30), once per idle spell."""
+        now = time.monotonic()
+        with self._lock:
+            if self._trainings or self._reap or not self.monitor.current(generation):
+                self._idle_since, self._rested = None, False
+                return
+            if self._idle_since is None:
+                self._idle_since = now
+            if self._rested or now - self._idle_since < self.rest_seconds:
+                return
+            self._rested = True
+        rest = getattr(self.backend, "rest", None)
+        if rest is not None and rest():
+            self.rests += 1
+            log.info("No training for %.0f s: the worker process server was stopped.", self.rest_seconds)
 
     def _handle(self, training: _Training, message: tuple) -> list[WorkerHandle]:
         training.heard = time.monotonic()
@@ -351,9 +376,10 @@ class RunPool:
             training.frames, training.strip_period = keep_frame(training.frames, message[1], message[2]), message[3]
         elif kind == "progress":
             training.step, training.seconds, training.worker_threads = message[1:4]
+        elif kind == "saved":
+            training.saved = message[1:4]
         elif kind == "error":
-            return self._drop(training, RunStatus.FAILED,
-                              f"The training stopped with an error at step {training.step}: {message[1]}")
+            return self._fail(training, f"The training stopped with an error at step {training.step}: {message[1]}.")
         elif kind == "kept":  # one follower pressed Stop: it leaves with the model of this step
             _, token, step, seconds, data, decoded = message
             run = training.keeps.pop(token, None)
@@ -396,14 +422,25 @@ class RunPool:
                 if not alive and training.eof_at is None and _pending(handle):
                     continue  # it ended after writing: read that first
                 how = handle.exit_reason() or "closed its connection but did not exit"
-                kills += self._drop(training, RunStatus.FAILED, f"The training process {how} at step {training.step}, "
-                                    "before it could hand its model back. Nothing else in your session changed; "
-                                    "press Train to try again.")
+                kills += self._fail(training, f"The training process {how} at step {training.step}.")
             elif now - training.heard > self.hang_seconds:
-                kills += self._drop(training, RunStatus.FAILED, f"The training process sent nothing for "
-                                    f"{self.hang_seconds:.0f} s at step {training.step}, so it was ended. Nothing else "
-                                    "in your session changed; press Train to try again.")
+                kills += self._fail(training, f"The training process sent nothing for {self.hang_seconds:.0f} s at "
+                                    f"step {training.step}, so it was ended.")
         return kills
+
+    def _fail(self, training: _Training, why: str) -> list[WorkerHandle]:
+        """End a training whose worker failed before "done": its followers keep the model of its last
+        logged step (the worker's last "saved" checkpoint, read back by each follower on first use),
+        or nothing before the first one."""
+        if training.saved is None:
+            return self._drop(training, RunStatus.FAILED, f"{why} It had not reached its first logged step, so "
+                              "there is no model to keep. Nothing else in your session changed; press Train to "
+                              "try again.")
+        step, seconds, data = training.saved
+        training.saved = None
+        return self._drop(training, RunStatus.FAILED, f"{why} Its model at step {step}, the last logged step, is "
+                          "kept. Nothing else in your session changed; press Train to "
+                          "train again.", data=data, step=step, seconds=seconds)
 
     def _reap_gone(self, reap: list[tuple[WorkerHandle, float]], now: float) -> None:
         """Close ended workers' connections; kill any still alive EXIT_GRACE seconds after its end."""

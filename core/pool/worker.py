@@ -12,6 +12,9 @@ the commands the server sent on its end of a Pipe and streams back what the page
                        ("progress", step, seconds, threads)   at most every PROGRESS_EVERY s, and at the end
                        ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
                                                         diverged; data: checkpoint bytes or None
+                       ("saved", step, seconds, data)   with each logged row after step 0: the checkpoint
+                                                        of that step without snapshots (saved_checkpoint), which
+                                                        the server keeps if the process dies before "done"
                        ("error", sentence)              the training raised
                        ("kept", token, step, seconds, data)   answer to "keep": the checkpoint now (data
                                                         None before the first step); training goes on
@@ -28,6 +31,7 @@ the Pipe reports end-of-file and the worker returns.
 from __future__ import annotations
 
 import copy
+import ctypes
 import math
 import multiprocessing as mp
 import os
@@ -36,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 import torch
 
@@ -46,6 +51,7 @@ from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer, evaluate
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages
+ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: core/ is importable from here
 
 
 def final_checkpoint(trainer: Trainer) -> bytes:
@@ -64,6 +70,33 @@ def final_checkpoint(trainer: Trainer) -> bytes:
     return checkpoint_bytes(model, **fields)
 
 
+def saved_checkpoint(trainer: Trainer) -> bytes:
+    """The checkpoint of the trainer's model at a logged step (its history ends there), without the
+    snapshots: what the server keeps of a run whose process is killed before it hands its model back
+    (issue #30). The snapshots stay out because they are up to 8.5 MiB a file and the file is sent
+    every log; the weights and history are about 0.6 MB for the default model."""
+    fields = {k: v for k, v in trainer.checkpoint_fields().items() if k != "snapshots"}
+    return checkpoint_bytes(trainer.model, **fields)
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim), after each log. Every step
+    frees its activations, and glibc kept the freed memory: a default worker held 89 MB of private
+    memory after 300 steps, 22 MB with this (bench/README.md, issue #30), for about 0.3% of its time."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 _MAIN_LOCK = threading.Lock()
 
 
@@ -76,15 +109,24 @@ def main_script_hidden():
     main = sys.modules["__main__"]
     with _MAIN_LOCK:
         path = main.__dict__.pop("__file__", None)
+        pythonpath = os.environ.get("PYTHONPATH")
+        # Python 3.11's forkserver ignores the sys.path it is given: without the repository on its
+        # PYTHONPATH its preload fails silently unless the server runs from the repository's folder
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([pythonpath] if pythonpath else [])])
         try:
             yield
         finally:
             if path is not None:
                 main.__file__ = path
+            if pythonpath is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = pythonpath
 
 
 def context(method: str | None):
-    """forkserver where the platform has it (torch and core preloaded once, shared by every worker).
+    """forkserver where the platform has it (torch, core and what a training touches first preloaded
+    once, shared by every worker: core.pool.preload).
 
     Workers' OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE, read
     when torch loads, so set before the forkserver starts): with the server busy on the other core, a
@@ -93,7 +135,7 @@ def context(method: str | None):
     method = method or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["core.pool.worker"])
+        ctx.set_forkserver_preload(["core.pool.preload"])
     return ctx
 
 
@@ -103,7 +145,23 @@ def warm_up(ctx) -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        with main_script_hidden():
+            forkserver.ensure_running()
+
+
+def rest(ctx) -> bool:
+    """Stop the forkserver, if one runs (the next start begins a new one, a few seconds more): an idle
+    forkserver holds about 280 MB of PSS (bench/README.md, issue #30). True if one was stopped. Uses
+    multiprocessing's ForkServer._stop, which CPython keeps for its own tests (3.8 to 3.13)."""
+    if ctx.get_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is None:
+        return False
+    server._stop()
+    return True
 
 
 def start(ctx, settings: TrainSettings, threads: int, name: str):
@@ -170,6 +228,9 @@ class _Session:
             self.sent_rows += 1
             if self.sent_rows == len(rows) and rows[-1]["step"] == self.trainer.step:
                 self.send_frame()
+                if self.trainer.step > 0 and not self.trainer.done:  # at the end "done" brings the model
+                    self.conn.send(("saved", self.trainer.step, self.seconds(), saved_checkpoint(self.trainer)))
+                release_free_memory()
         now = time.perf_counter()
         if force or now - self.last_progress >= PROGRESS_EVERY:
             self.conn.send(("progress", self.trainer.step, self.seconds(), torch.get_num_threads()))

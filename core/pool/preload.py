@@ -1,0 +1,40 @@
+"""What the forkserver imports before it forks a worker (core.pool.worker.context preloads this
+module): the worker's code, and everything a training touches only once it runs, so that every
+worker shares one copy instead of making its own (issue #30).
+
+Measured (bench/README.md, issue #30): constructing the first torch.optim.AdamW imports about 800
+modules (torch._dynamo, sympy, mpmath: about 108 MB of private memory in each worker), and the first
+forward and backward set up about 20 MB more. So this module trains a tiny model for one step, once,
+here. Then it freezes the garbage collector's view of every object made so far (gc.freeze): a
+worker's collections never walk them, so they are never written to and never copied into the worker
+(fork shares memory until a page is written; a collection writes to every object it walks). That
+saves about 40 MB more per worker.
+
+Importing this module has these effects on purpose; only the forkserver imports it. Nothing here
+draws from the global random generator a training uses: the tiny Trainer seeds its own.
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+
+import torch
+
+from core.pool import worker  # noqa: F401 -- the worker's code, imported once for every fork
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
+
+
+def warm() -> None:
+    """One step of a tiny training at one torch thread (no OpenMP team exists before a fork)."""
+    torch.set_num_threads(1)
+    tiny = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
+                   steps=2)
+    trainer = Trainer(*tiny.configs())
+    trainer.run(1)
+    worker.saved_checkpoint(trainer)
+
+
+warm()
+gc.collect()
+gc.freeze()
