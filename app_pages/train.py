@@ -219,8 +219,8 @@ def result_panel(run: LiveRun) -> None:
     python_panel(snippets.training_run(run.settings, run.step),
                  shows={"final": [m.get("loss_later_copies"), m.get("acc_later_copies")]})
     vocab = model.cfg.vocab_size
-    ask(quiz_training.first_copy_during_drop(info["history"], vocab))
-    ask(quiz_training.prev_head_timing(info["history"], vocab))
+    ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
+    ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
     timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run")
 
 

@@ -262,3 +262,24 @@ def test_home_lookup_question_on_the_shipped_models():
     assert answers[ONE].answer == quiz.LOOKUP_OPTIONS[1] and "without a look-up" in answers[ONE].why
     assert not quiz.is_right(answers[ONE], quiz.LOOKUP_OPTIONS[0])
     assert answers[TWO].answer == quiz.LOOKUP_OPTIONS[0]
+
+
+def _one_question_in_two_panels(panels):
+    from core.model.checkpoints import read_checkpoint as read
+    from core.quiz import training as qt
+    from ui.quiz import ask
+
+    from helpers import ROOT as root
+
+    info = read(root / "checkpoints" / "variable-period-2block.pt")[1]
+    for panel in panels:  # a student's run with the defaults has the shipped run's history, question and all
+        ask(qt.first_copy_during_drop(info["history"], info["config"].vocab_size), panel=panel)
+
+
+@pytest.mark.parametrize("panels, fails", [(("run", ""), False), (("", ""), True)])
+def test_one_question_asked_in_two_panels_of_a_page_gets_two_widgets(panels, fails):
+    """The Train page asks the shipped run's questions about a finished run too: for a run trained with the
+    defaults the two are the same question, which without a panel name made one widget key twice."""
+    at = AppTest.from_function(_one_question_in_two_panels, args=(panels,), default_timeout=60).run()
+    assert bool(at.exception) == fails, at.exception
+    assert len(at.radio) == (1 if fails else 2)

@@ -12,21 +12,23 @@ import streamlit as st
 from core.quiz.questions import Question, is_right
 
 
-def widget_key(q: Question) -> str:
-    """quiz_<id>_<digest of prompt and options>: a new question (other heads, another model) starts unanswered."""
+def widget_key(q: Question, panel: str = "") -> str:
+    """quiz_<id>_<digest of prompt and options>: a new question (other heads, another model) starts unanswered.
+    `panel` tells apart one question asked in two panels of a page (the same history can be both a student's
+    run and a shipped one)."""
     digest = hashlib.sha1(repr((q.prompt, q.options)).encode()).hexdigest()[:8]
-    return f"quiz_{q.key}_{digest}"
+    return f"quiz_{q.key}_{panel + '_' if panel else ''}{digest}"
 
 
-def ask(q: Question, where=None) -> None:
-    """Draw question `q` (in `where`, a column or container, if given)."""
+def ask(q: Question, where=None, panel: str = "") -> None:
+    """Draw question `q` (in `where`, a column or container, if given; `panel`: see widget_key)."""
     box = (where or st).container(border=True)
     box.markdown(f"**🤔 Predict first.** {q.prompt}")
     if q.answer is None:
         box.info(q.why)
         return
     short = all(len(o) <= 12 for o in q.options)  # head labels, "more"/"less": one wrapping row
-    given = box.radio("Your answer", q.options, index=None, key=widget_key(q), horizontal=short,
+    given = box.radio("Your answer", q.options, index=None, key=widget_key(q, panel), horizontal=short,
                       label_visibility="collapsed")
     if given is None:
         box.caption("Pick an answer: the check and the reason appear here, and the panel below shows it.")
