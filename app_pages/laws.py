@@ -102,8 +102,8 @@ def depth_and_start_section() -> None:
         "One block has no second layer to read what a previous-token head wrote, so it cannot build the "
         "induction circuit (Olsson et al., 2022) and its later-copy loss stays near ln V. With two blocks every "
         "seed drops. The *enlarged* start multiplies the initial embedding by 3 and adds one shared direction "
-        "to every row (docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one. "
-        "The two rows above are the same 600-step runs as the other sweeps, five seeds each.")
+        "to every row (docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one, "
+        "trained here as long as the other sweeps' runs.")
 
 
 st.title("Laws of the drop")
@@ -112,11 +112,7 @@ st.markdown(
     "loss drops moves with it. Three published results make predictions you can check here. Every number on "
     "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
     "is under each chart): nothing trains when you open it.")
-st.caption(
-    "Every sweep trains the default two-block model for 600 steps (five seeds a point, one torch thread a run); "
-    "the learning rate is held for the first 300 steps and then decays linearly to a tenth, so a drop after "
-    "step 300 happens at a lower rate than an early one. The fit's interval resamples each point's seeds "
-    "1000 times.")
+st.caption(laws.sweeps_caption())  # five small tables: read on every run
 for name in laws.LAWS:
     law_section(name)
 depth_and_start_section()

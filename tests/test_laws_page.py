@@ -71,3 +71,19 @@ def test_depth_and_the_start_are_read_from_their_tables(page):
             elif steps.notna().sum() == 0:
                 assert f"{name}, 2 blocks: none of {len(steps)} runs dropped within 600 steps." in text
     assert "1 block (the transition study): none of 10 runs dropped within 800 steps." in text
+
+
+def test_the_caption_states_what_the_tables_trained(page):
+    """Steps, seeds a point and the schedule's held steps, from the CSV files and TrainConfig's defaults."""
+    from core.training.config import TrainConfig
+
+    at, _ = page
+    tables = pd.concat([pd.read_csv(p, comment="#") for p in sorted(LAWS_DIR.glob("*.csv"))])
+    (steps,) = set(tables["steps"])
+    settings = ["n_layers", "period_min", "period_max", "seq_len", "vocab_size", "batch_size", "lr", "warmup_steps",
+                "init", "hold", "knockout", "steps", "every"]
+    (seeds,) = set(tables.groupby(settings)["seed"].nunique())
+    held = steps - TrainConfig().decay_steps
+    caption = next(c.value for c in at.caption if c.value.startswith("Every sweep trains"))
+    assert (f"for {steps} steps ({seeds} seeds a point" in caption
+            and f"held for the first {held} steps and then falls linearly to 10% of it" in caption), caption

@@ -343,3 +343,30 @@ def group_sentence(name: str, point: Point) -> str:
     median = _num(point.median) if math.isfinite(point.median) else f"above {point.cap}"
     return (f"{name}: median drop step {median} (quartiles {spread}); {point.n_dropped} of {point.n} runs dropped "
             f"within {point.cap} steps.")
+
+
+def sweeps_caption(paths=None) -> str:
+    """What every shipped law table trained, read from the tables: the preset, steps, seeds a point, the
+    learning-rate schedule those steps had (TrainConfig's defaults, as the sweeps ran them) and the resamples."""
+    from core.training.config import TrainConfig
+    from core.training.trainer import Trainer
+
+    tables = [read_table(p) for p in (paths or sorted(LAWS_DIR.glob("*.csv")))]
+    tables = [t for t in tables if not t.empty]
+    if not tables:
+        return ""
+    runs = pd.concat(tables)
+    steps = sorted({int(s) for s in runs["steps"]})
+    settings = [c for c in SETTINGS if c in runs.columns and c != "seed"]
+    per_point = runs.groupby(settings, dropna=False)["seed"].nunique()
+    presets = sorted(set(runs["preset"]))
+    cfg = TrainConfig(steps=steps[0])
+    floor = Trainer.lr_at(type("Stub", (), {"cfg": cfg})(), cfg.steps - 1) / cfg.lr
+    held = max(cfg.steps - cfg.decay_steps, cfg.warmup_steps)
+    seeds = f"{per_point.min()}" if per_point.min() == per_point.max() else f"{per_point.min()}-{per_point.max()}"
+    schedule = (f"; the learning rate is held for the first {held} steps and then falls linearly to "
+                f"{floor:.0%} of it, so a drop after step {held} happens at a lower rate than an early one"
+                if cfg.schedule == "linear_decay" and cfg.decay_steps and len(steps) == 1 else "")
+    return (f"Every sweep trains {' and '.join(presets)} for {' or '.join(map(str, steps))} steps ({seeds} seeds a "
+            f"point, one torch thread a run){schedule}. The fit's interval resamples each point's seeds {N_BOOT} "
+            "times.")
