@@ -290,8 +290,9 @@ def _until_done(at, timeout: float = 120):
 @pytest.mark.app
 def test_the_train_page_says_it_follows_another_sessions_run_and_trains_a_copy_on_request():
     alice, bob = open_app("app_pages/train.py"), open_app("app_pages/train.py")
-    _tiny_settings(alice)
-    _tiny_settings(bob)
+    for at in (alice, bob):  # long enough to outlast Bob's two renders below (30 steps ended before them once)
+        _tiny_settings(at)
+        at.number_input(key="tr_steps").set_value(1500).run()
     alice.button(key="tr_train").click().run()
     bob.button(key="tr_train").click().run()
     a, b = alice.session_state["train_run"], bob.session_state["train_run"]
