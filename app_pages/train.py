@@ -19,7 +19,7 @@ from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.seeds import seeds_section
 from ui.state import LabModel, shipped_files, shipped_models
-from ui.timeline import timeline_panel
+from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
 
@@ -221,7 +221,9 @@ def result_panel(run: LiveRun) -> None:
     vocab = model.cfg.vocab_size
     ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
     ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
-    timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run")
+    timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run",
+                   no_snapshots="its training process ended before the run did, and a worker sends the snapshots "
+                   "only with the finished model" if run.status == RunStatus.FAILED else NO_SNAPSHOTS)
 
 
 def shipped_panel() -> None:

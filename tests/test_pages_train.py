@@ -324,6 +324,7 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
     assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value
                for e in at.error)
     assert any(s.value.startswith(f"Kept at step {run.step}:") for s in at.success)
+    assert any("its training process ended before the run did" in i.value for i in at.info), "why no timeline"
     assert kept in at.session_state["lab_models"] and at.selectbox(key="picked_model").value == run.registered_key
     assert sum(o.startswith("trained #") for o in at.selectbox(key="picked_model").options) == 2
     assert not at.button(key="tr_train").disabled, "the student can train again"

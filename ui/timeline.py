@@ -18,13 +18,16 @@ def _timeline(entry: LabModel) -> dict | None:
     return tl.timeline(entry.model, entry.info)
 
 
-def timeline_panel(entry: LabModel, name: str) -> None:
-    """The whole timeline section for one run (nothing but a note when it has no snapshots)."""
+NO_SNAPSHOTS = "a format-1 file, or a 0-block model"
+
+
+def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS) -> None:
+    """The whole timeline section for one run (nothing but a note, saying `no_snapshots` for why, when it
+    has no snapshots)."""
     info = entry.info
     st.subheader(f"Watch the circuit form: {name}")
     if not info.get("snapshots"):
-        st.info("This run has no snapshots of its weights (a format-1 file, or a 0-block model), so there is "
-                "no timeline to show.")
+        st.info(f"This run has no snapshots of its weights ({no_snapshots}), so there is no timeline to show.")
         return
     t = _timeline(entry)
     if t is None:

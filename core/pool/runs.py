@@ -352,8 +352,13 @@ class RunPool:
         process backend stops its forkserver: issue #30), once per idle spell."""
         now = time.monotonic()
         with self._lock:
-            if self._trainings or self._reap or not self.monitor.current(generation):
+            if not self.monitor.current(generation):  # a replaced monitor's late tick changes nothing
+                return
+            if self._trainings:
                 self._idle_since, self._rested = None, False
+                return
+            if self._reap:  # a process still being reaped: not idle yet, but no new spell either (once,
+                self._idle_since = None  # a discarded run's late reap made a second rest under load)
                 return
             if self._idle_since is None:
                 self._idle_since = now
