@@ -54,6 +54,7 @@ _log = logging.getLogger(__name__)
 _CORE_FILES = sorted((ROOT / "core").rglob("*.py"))
 _store: DiskStore | None = None
 recorded: list | None = None  # a list: every disk-backed call is appended (fn, args, kwargs, key, tag); tests
+computed: dict | None = None  # a dict: each view computed on a miss, by disk key (tests compare the stored copy)
 
 
 def cache_folder() -> Path:
@@ -197,6 +198,8 @@ def _disk_backed(fn):
         if value is not MISS:
             return value
         value = fn(*args, **kwargs)
+        if computed is not None:
+            computed[key] = value
         try:
             if not disk.put(key, value, tag):
                 _log.info("view cache %s not writable: %s stays in memory", disk.folder, fn.__qualname__)
