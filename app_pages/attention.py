@@ -14,19 +14,15 @@ from ui.charts import attention as charts
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.state import LabModel, require_heads, require_model
-from ui.steps import step_control
+from ui.state import LabModel
+from ui.steps import heads_at_step
 
 st.title("Attention patterns")
-entry = require_model()
-model, task = entry.model, entry.info["task"]
-cfg = model.cfg
-
-require_heads(entry, "This model has **no attention blocks**, so there are no heads and no patterns to show. Its "
-              "guess for the next token depends on the current token alone, through the embedding's Gram "
-              "matrix W_E W_Eᵀ. The depth page shows what that can and cannot learn.")
-entry = step_control(entry, "att")  # every number below is this step's
-model = entry.model
+entry = heads_at_step("att", (  # every number below is this step's
+    "This model has **no attention blocks**, so there are no heads and no patterns to show. Its guess "
+    "for the next token depends on the current token alone, through the embedding's Gram matrix W_E "
+    "W_Eᵀ. The depth page shows what that can and cannot learn."))
+model, task, cfg = entry.model, entry.task, entry.model.cfg
 
 
 @per_model(show_spinner="Running the model…", max_entries=64)

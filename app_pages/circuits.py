@@ -10,23 +10,19 @@ from ui.cache import per_model
 from ui.charts import circuits as charts
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.state import LabModel, require_heads, require_model
-from ui.steps import step_control
+from ui.state import LabModel
+from ui.steps import heads_at_step
 
 st.title("Circuits & ablations")
-entry = require_model()
-model, task = entry.model, entry.info["task"]
-cfg = model.cfg
-
-require_heads(entry, "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
-              "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
-              "depth page takes that apart.")
-entry = step_control(entry, "cir")  # every number below is this step's
-model = entry.model
+entry = heads_at_step("cir", (  # every number below is this step's
+    "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
+    "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
+    "depth page takes that apart."))
+model, task, cfg = entry.model, entry.task, entry.model.cfg
 
 
 @per_model(show_spinner="Reading the weights…", max_entries=64)
-def head_view(entry: LabModel, layer: int, head: int) -> dict:
+def head_view(entry: LabModel, layer: int, head: int) -> analysis.HeadCircuitView:
     return analysis.head_circuit_view(entry.model, entry.task, layer, head)
 
 

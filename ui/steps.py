@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.model.snapshots import model_at_step
-from ui.state import LabModel
+from ui.state import LabModel, require_heads, require_model
 
 
 def final_step(entry: LabModel) -> int | None:
@@ -50,3 +50,11 @@ def step_control(entry: LabModel, key: str) -> LabModel:
                  "the weights at that step (stored as float16), not from the finished model.")
     return LabModel(f"{entry.key}{STEP_TAG}{pick}", f"{entry.label} at step {pick}",
                     model_at_step(entry.model, entry.info, pick), entry.info, entry.source)
+
+
+def heads_at_step(prefix: str, no_heads: str) -> LabModel:
+    """The picked model of a page about heads, at the step its slider (key prefix `prefix`) picks. Stops the
+    page with a message when there is no model, and with `no_heads` for a 0-block model."""
+    entry = require_model()
+    require_heads(entry, no_heads)
+    return step_control(entry, prefix)
