@@ -260,7 +260,7 @@ if cfg.n_layers and res.resid is not None:
         star = readings.atp_star_sentence(res)
         if star:
             st.markdown(star)
-        sections.graddrop_section(checks["graddrop"], gap)
+        sections.graddrop_section(checks["graddrop"], gap, snippet)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:
@@ -336,8 +336,8 @@ if cfg.n_layers:
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
-                                     N_SEQS)
-        sections.composition_section(res, gap, checks["rope"])
+                                     N_SEQS, snippet)
+        sections.composition_section(res, gap, checks["rope"], snippet)
         sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
