@@ -343,3 +343,45 @@ def test_weight_composition_beside_path_patching(first_copy, shipped):
     with pytest.raises(ValueError, match="two blocks"):
         from helpers import tiny_model
         composition.composition_vs_paths(tiny_model(1), first_copy.paths)
+
+
+def test_the_right_token_and_the_left_out_target_under_each_corruption(shipped):
+    """Issue 32, docs/DESIGN.md (the metric) and the page's opening: the right token is the clean one; under
+    first-copy it is also the corrupted run's at every scored target, under resample only by chance (2.6% of
+    them at the defaults; the old text said "every token differs"). The target t = L is left out because even
+    the clean run cannot predict it (the old reason, its corrupted predecessor, does not hold under resample)."""
+    model, info = shipped
+    L = PERIOD
+    for corruption, share in (("first-copy", 1.0), ("resample", 0.026)):
+        runs = patching.task_runs(model, info["task"], N_SEQS, 0, PERIOD, corruption)
+        same = (runs.clean[:, L + 1:2 * L] == runs.corrupted[:, L + 1:2 * L]).float().mean().item()
+        assert same == pytest.approx(share, abs=0.001), corruption
+        if corruption == "resample":
+            assert (runs.corrupted[:, :2 * L] != runs.clean[:, :2 * L]).float().mean() > 0.95
+    with torch.no_grad():
+        guess = model(runs.clean).argmax(-1)
+    assert (guess[:, L - 1] == runs.clean[:, L]).float().mean() < 0.1  # t = L: 2 of 32 right
+    assert (guess[:, L:2 * L - 1] == runs.clean[:, L + 1:2 * L]).float().mean() > 0.95  # the scored targets
+
+
+def test_zero_blocks_tie_exactly_under_first_copy_only():
+    """Issue 32, docs/DESIGN.md (patch effect) and the page's zero-block note: M(clean) = M(corrupted) holds
+    under first-copy only; under resample the current token changes and the two differ by 0.00038 nats."""
+    model, info = read_checkpoint(ROOT / "checkpoints" / "zero-block.pt")
+    first = patching.task_runs(model, info["task"], N_SEQS, 0, PERIOD)
+    res = patching.task_runs(model, info["task"], N_SEQS, 0, PERIOD, "resample")
+    assert first.m_clean == first.m_corrupted
+    assert res.m_clean - res.m_corrupted == pytest.approx(0.00038, abs=0.00001)
+
+
+def test_a_typed_texts_intervals_are_over_its_corruptions(shipped):
+    """Issue 32: for typed text the rows are one sequence against its corruptions, so the page's intervals are
+    over corruptions, not sequences (readings.interval_unit, in every interval the page shows)."""
+    from core.model.symbols import encode_text
+
+    model, _ = shipped
+    res = causal.text_experiments(model, encode_text("abcdefgabcdefg", model.cfg.vocab_size), 8, 0, positions=False)
+    runs = causal.typed_runs(model, encode_text("abcdefgabcdefg", model.cfg.vocab_size), 8, 0)
+    assert (runs.clean == runs.clean[0]).all() and len({tuple(r.tolist()) for r in runs.corrupted}) == 8
+    assert res.typed and readings.interval_unit(res) == "the 8 corruptions of your sequence"
+    assert readings.interval_unit(SimpleNamespace(typed=False, n_seqs=32)) == "the 32 sequences"
