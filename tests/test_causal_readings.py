@@ -319,6 +319,22 @@ def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resample
     k = _k2(first_copy, "k")
     assert set(circuit.describe(e) for e in circuit.found_circuit(first_copy.paths, readings.NEEDED)) == set(
         fc["elements"]) and (k.loc["1.4", "effect_high"] < readings.NEEDED)
+    # what the circuits lack is in the query paths: with every block-1 query path added both keep about all of M
+    from core.causal import tool_readings
+
+    assert fc["missing_queries"] == ["1.1 → q", "1.2 → q", "1.3 → q", "1.4 → q"]
+    assert rs["missing_queries"] == ["1.1 → q", "1.2 → q", "1.3 → q"]
+    assert (fc["recovered"], fc["with_queries"]) == (pytest.approx(0.09, abs=0.005), pytest.approx(1.0, abs=0.01))
+    assert (rs["recovered"], rs["with_queries"]) == (pytest.approx(0.44, abs=0.005), pytest.approx(0.91, abs=0.005))
+    q = _k2(resampled, "q")
+    assert (q.loc[["1.1", "1.3"], "effect_high"] >= readings.NEEDED).all()  # not clearly needed one at a time
+    assert q.loc["1.1", "patch_effect"] == pytest.approx(0.90, abs=0.005)
+    assert q.loc["1.3", "patch_effect"] == pytest.approx(0.94, abs=0.005)
+    said = tool_readings.circuit_sentence(fc, first_copy.gap, readings.untestable_paths(first_copy)["q"])
+    assert "which this corruption cannot test" in said and "keeps **100%** instead of 9%" in said
+    said = tool_readings.circuit_sentence(rs, resampled.gap, readings.untestable_paths(resampled).get("q", []))
+    assert "each not clearly needed when noised alone" in said and "keeps **91%** instead of 44%" in said
+    assert "together the query paths carry" in said
 
 
 def test_weight_composition_beside_path_patching(first_copy, shipped):

@@ -108,7 +108,8 @@ def circuit_section(res) -> None:
         "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
         f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-        "with everything ablated).")
+        "with everything ablated). " + (tool_readings.circuit_sentence(
+            circ, res.gap, readings.untestable_paths(res).get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
                  "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
