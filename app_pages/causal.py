@@ -65,7 +65,8 @@ st.markdown(
     "two corruptions to choose from: **first copy** replaces positions 0 … L−1 by a fresh random pattern and "
     "keeps the rest, so the second copy can no longer be read from the context; **resample** runs another "
     "sequence of the same period in full (a fresh pattern repeated, Heimersheim & Nanda, 2024), so every "
-    "position differs, the second copy's queries included. The right token is always the clean one. The metric "
+    "position is drawn afresh, the second copy's queries included (it matches the clean token only by chance). "
+    "The right token is always the clean one. The metric "
     "M is the mean log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target "
     "at t = L is left out: even the clean run cannot predict it, since nothing before it says the pattern is about "
     "to repeat). A **patch effect** of "
@@ -260,7 +261,7 @@ if cfg.n_layers and res.resid is not None:
         star = readings.atp_star_sentence(res)
         if star:
             st.markdown(star)
-        sections.graddrop_section(checks["graddrop"], gap)
+        sections.graddrop_section(checks["graddrop"], gap, snippet)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
 if cfg.n_layers:
@@ -336,8 +337,8 @@ if cfg.n_layers:
             "of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
-                                     N_SEQS)
-        sections.composition_section(res, gap, checks["rope"])
+                                     N_SEQS, snippet)
+        sections.composition_section(res, gap, checks["rope"], snippet)
         sections.circuit_section(res)
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")

@@ -88,10 +88,11 @@ def _home_model():
     m, heads = ov.metrics, ov.heads
     st.markdown(f"**{entry.label}** — measured now on {ov.n_seqs} fresh sequences of its own task (seed "
                 f"{ov.seed}). Change the model in the sidebar; every page follows.")
-    caveat = fixed_distance_caveat(_fixed_distance(entry))
+    verdict = _fixed_distance(entry)
+    caveat = fixed_distance_caveat(verdict)
     if caveat:
         st.warning(caveat)
-    ask(quiz.later_vs_first(m))
+    ask(quiz.later_vs_first(m, verdict))
     cols = st.columns(4)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
     task = entry.info["task"]
@@ -113,7 +114,7 @@ def _home_model():
     python_panel.python_panel(snippets.overview(entry, ov.n_seqs, ov.seed), shows={
         "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
         "heads": heads.select_dtypes("number")})
-    ask(quiz.induction_head_count(heads))
+    ask(quiz.induction_head_count(heads, verdict))
     left, right = st.columns([1, 2.4])
     left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
     if heads.empty:

@@ -70,3 +70,22 @@ def test_bad_inputs_are_refused():
     model = tiny_model(2)
     with pytest.raises(ValueError, match="Not elements"):
         circuit.faithfulness(model, _runs(model), {("path", 0, "x")})
+
+
+def test_the_planted_circuit_is_complete_and_each_element_is_needed():
+    """The planted induction model (exercises/planted.py), where the answer is known: the previous-token head
+    1.1's key path into block 2 and the induction head 2.2 are the whole circuit (every other head writes
+    nothing, and 1.1 writes into dims 2.2's query and value do not read), so that circuit keeps all of M with
+    completeness 0, and without either element it keeps nothing."""
+    from exercises.planted import INDUCTION, PREV, TASK, planted_induction_model
+
+    model = planted_induction_model()
+    runs = patching.task_runs(model, TASK, 16, 0)
+    key, head = ("path", PREV[1], "k"), ("head", INDUCTION[1])
+    rep = circuit.circuit_report(model, runs, frozenset({key, head}))
+    assert rep["recovered"] == pytest.approx(1, abs=1e-5) and (rep["rows"]["completeness"] < 1e-5).all()
+    assert (rep["rows"]["minimality"] > 1).all()  # nats: each element is needed
+    for alone in (key, head):
+        assert circuit.circuit_report(model, runs, frozenset({alone}))["recovered"] < 0.05
+    wrong = frozenset({head, ("path", PREV[1], "q"), ("path", PREV[1], "v")})  # the paths 2.2 does not read
+    assert circuit.circuit_report(model, runs, wrong)["recovered"] < 0.05

@@ -608,3 +608,19 @@ def test_the_model_to_check_on_comes_from_the_environment(monkeypatch):
         assert verdict.ok and "variable-period-1block.pt, block 1" in verdict.message
     finally:
         checks.use_model(ROOT / "checkpoints" / DEFAULT)
+
+
+def test_the_k_composition_hint_states_the_baseline_the_circuits_page_uses():
+    """Issue 32: the exercise was "K-composition against a random baseline" and computed none; its hint now
+    names core.reading.composition.composition_baseline and its value at the shipped models' shapes."""
+    import re
+
+    from core.reading.composition import composition_baseline
+
+    hint = next(e for e in EXERCISES if e.name == "k_composition").hints[-1]
+    value, d_model, d_head = re.search(r"\((\d\.\d+) at d_model (\d+), d_head (\d+)\)", hint).groups()
+    assert float(value) == round(composition_baseline(int(d_model), int(d_head))["K"], 2)
+    from core.model.checkpoints import read_checkpoint
+
+    model, _ = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
+    assert (model.cfg.d_model, model.cfg.d_head) == (int(d_model), int(d_head))

@@ -38,3 +38,20 @@ def test_home_shows_the_caveat_only_where_the_probe_says_so():
                for w in said), said
     at = open_app(None, "variable-period-2block.pt")
     assert not any("fixed distance" in w.value for w in at.warning)
+
+
+def test_home_questions_say_what_the_probe_finds():
+    """Issue 32: on the fixed-period model Home's two questions answered "it looks the token up" and "4 or more"
+    induction heads from attention mass alone. The answers now carry the probe's figures where it finds a fixed
+    distance, and only there."""
+    from core.quiz import questions as quiz
+    from core.training.overview import model_overview
+
+    for name, fixed in (("fixed-period-1block-bias.pt", True), ("variable-period-2block.pt", False)):
+        model, info, v = _verdict(name)
+        ov = model_overview(model, info["task"], n_seqs=16, seed=0)  # Home measures 64: the bands are nats apart
+        lookup, count = quiz.later_vs_first(ov.metrics, v), quiz.induction_head_count(ov.heads, v)
+        assert lookup.answer == quiz.LOOKUP_OPTIONS[0] and "looks the token up" not in lookup.answer
+        words = f"{v['acc_trained']:.2f} at the training period {v['trained']} and {v['acc_shifted']:.2f} at period"
+        assert (words in lookup.why) == fixed and (words in count.why) == fixed, (name, lookup.why, count.why)
+        assert ("do not make a head an induction head" in count.why) == fixed

@@ -63,3 +63,19 @@ def test_bad_inputs_are_refused():
     logits = model.run_with_hooks(runs.clean)[0]
     with pytest.raises(ValueError, match="must match"):
         metrics.metric_values(logits, runs.clean, runs.corrupted[:, :-1], runs.periods)
+
+
+def test_on_the_planted_circuit_every_metric_gives_the_known_answer():
+    """The planted induction model (exercises/planted.py): the induction head 2.2 is all that reaches the logits
+    beside the embedding, so patching it restores all of the gap under every metric, and a head that writes
+    nothing moves none of them."""
+    from exercises.planted import INDUCTION, PREV, TASK, planted_induction_model
+
+    model = planted_induction_model()
+    runs = patching.task_runs(model, TASK, 16, 0)
+    df = metrics.head_effects_by_metric(model, runs)
+    eff = df.set_index(["layer", "head", "metric"])["patch_effect"]
+    for metric in ("logprob", "logit_diff", "prob"):
+        assert eff.loc[(*INDUCTION, metric)] == pytest.approx(1, abs=1e-4), metric
+        silent = [(l, h) for l in range(2) for h in range(model.cfg.n_heads) if (l, h) not in (PREV, INDUCTION)]
+        assert all(abs(eff.loc[(l, h, metric)]) < 1e-6 for l, h in silent), metric

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.pool.status import RunStatus
+from ui import snippets
 from ui.model_keys import shipped_key
 from ui.python_panel import RECORD_KEY, RUN_KEY
 
@@ -277,7 +278,15 @@ def test_home_snippet_2block():
 
 @pytest.mark.app
 def test_causal_snippet_task_2block():
-    check_page("app_pages/causal.py", "variable-period-2block.pt", [("number_input", "cz_seed", 1)], at_least=4)
+    """Every section's snippet, the per-position path patching's (behind its button), GradDrop's and the
+    RoPE-aware composition's included (issue 32)."""
+    period = f"cz_period_{shipped_key('variable-period-2block.pt')}"  # 16, not 24: the position sweeps cost T^2
+    shown = page_snippets("app_pages/causal.py", "variable-period-2block.pt",
+                          [("number_input", period, 16), ("number_input", "cz_seed", 1),
+                           ("button", "cz_positions_button", True)])
+    assert [s["title"] for s in shown] == [snippets.CAUSAL_SECTIONS[k][0] for k in
+                                           ("runs", "graddrop", "positions", "paths", "path_positions", "rope", "lens")]
+    check_snippets(shown)
 
 
 @pytest.mark.app

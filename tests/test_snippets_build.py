@@ -54,6 +54,7 @@ CASES: dict[str, list[tuple]] = {
     "causal": [(SHIPPED_KEY, 7, 1, None, 8, sweeps, section) for sweeps in (None, True)
                for section in snippets.CAUSAL_SECTIONS]
               + [(SESSION, None, 1, "abcdeabcde", 8, None, "lens", "resample"),
+                 (SESSION, None, 1, "abcdeabcde", 8, True, "graddrop", "resample"),
                  (SHIPPED_KEY, 7, 1, None, 8, None, "paths", "resample")],
     "overview": [(SHIPPED_KEY, 64, 0)],
     "training_run": [(SETTINGS, 60)],

@@ -1,6 +1,8 @@
 """Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
 as a whole, drawn from core.causal.views.Experiments and core.causal.tool_views."""
+from collections.abc import Callable
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -9,7 +11,10 @@ from core.causal import patching, readings, tool_readings, tool_views
 from core.causal.views import typed_runs
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
+from ui.python_panel import Snippet, python_panel
 from ui.state import LabModel
+
+SnippetOf = Callable[[str], Snippet]  # the page's snippet builder: a section of ui.snippets.CAUSAL_SECTIONS -> its code
 
 
 def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
@@ -29,12 +34,15 @@ def _path_positions(entry: LabModel, period: int | None, text: str | None, seed:
 
 
 def path_positions_part(entry: LabModel, res, period: int | None, text: str | None, seed: int, corruption: str,
-                        n_seqs: int) -> None:
+                        n_seqs: int, snippet: SnippetOf | None = None) -> None:
     """Section 4's paths position by position: measured once its button is pressed (it costs tens of seconds)."""
     st.subheader("The same paths, position by position")
     if st.session_state.get("cz_positions"):
         pos = _path_positions(entry, period, text, seed, corruption, n_seqs)
         path_positions_section(pos["positions"], pos["whole"], res.period, res.gap, corruption)
+        if snippet is not None:
+            python_panel(snippet("path_positions"), shows={"change": pos["positions"]["change"],
+                                                           "lost": pos["whole"]["lost"]})
     else:
         st.button("Measure the paths at every position, under both references", key="cz_positions_button",
                   on_click=lambda: st.session_state.update(cz_positions=True))
@@ -57,9 +65,9 @@ def metric_section(res) -> None:
         + (readings.metric_sentence(res) or ""))
 
 
-def composition_section(res, gap: float, rope: pd.DataFrame | None = None) -> None:
+def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snippet: SnippetOf | None = None) -> None:
     """Weight K-composition beside key-path noising (res.composition), with the RoPE-aware score when `rope`
-    (core.causal.tool_views.rope_composition) is given."""
+    (core.causal.tool_views.rope_composition) is given (and then its snippet, when `snippet` is)."""
     comp = res.composition if rope is None else rope
     if comp is None:
         return
@@ -84,6 +92,9 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None) -> No
             "score; an induction head attends L − 1 back, where every rotary pair has turned by L − 1 times its "
             "frequency, so the stream directions its queries match in a key are not the ones they match at d = 0. "
             + (tool_readings.rope_sentence(rope, res.offsets, gap) or ""))
+        if snippet is not None:
+            python_panel(snippet("rope"), shows={
+                "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
 def circuit_section(res) -> None:
@@ -97,7 +108,8 @@ def circuit_section(res) -> None:
         "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
         f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-        "with everything ablated).")
+        "with everything ablated). " + (tool_readings.circuit_sentence(
+            circ, res.gap, readings.untestable_paths(res).get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
                  "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
@@ -110,8 +122,9 @@ def circuit_section(res) -> None:
         "(resample tests the query paths).")
 
 
-def graddrop_section(table: pd.DataFrame | None, gap: float) -> None:
-    """GradDrop beside AtP* and the exact sweep (core.causal.tool_views.graddrop)."""
+def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf | None = None) -> None:
+    """GradDrop beside AtP* and the exact sweep (core.causal.tool_views.graddrop), with its snippet when
+    `snippet` is given."""
     if table is None:
         return
     dropped = [c for c in table.columns if c.startswith("dropped_")]
@@ -128,6 +141,8 @@ def graddrop_section(table: pd.DataFrame | None, gap: float) -> None:
     said = tool_readings.graddrop_sentence(table, gap)
     st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
                 "much.")
+    if snippet is not None:
+        python_panel(snippet("graddrop"), shows={"graddrop": table.select_dtypes("number")})
 
 
 def _lost_grid(cells: pd.DataFrame, title: str, period: int | None) -> alt.LayerChart:

@@ -110,10 +110,18 @@ def found_circuit(paths: pd.DataFrame, needed: float) -> frozenset:
 
 
 def page_circuit(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) -> dict:
-    """circuit_report of found_circuit(paths) at clarity.NEEDED, with "elements": their labels (the page's view)."""
+    """circuit_report of found_circuit(paths) at clarity.NEEDED, with "elements": their labels (the page's view),
+    "missing_queries": the block-1 query paths it leaves out, and "with_queries": the share of M it keeps with
+    every block-1 query path added (a path noised alone can cost little while the query paths together carry
+    much: under first-copy none of them can be tested)."""
     from core.causal.clarity import NEEDED
 
     found = found_circuit(paths, NEEDED)
     rep = circuit_report(model, runs, found)
     rep["elements"] = sorted(describe(e) for e in found)
+    queries = {("path", h, "q") for h in range(model.cfg.n_heads)}
+    rep["missing_queries"] = sorted(describe(e) for e in queries - found)
+    span = rep["f_model"] - rep["f_none"]
+    rep["with_queries"] = ((faithfulness(model, runs, found | queries) - rep["f_none"]) / span if span
+                           else float("nan"))
     return rep

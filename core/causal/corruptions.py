@@ -3,7 +3,7 @@
 - "first-copy": positions 0..L-1 replaced by a fresh random pattern; a second-copy target can no
   longer be read from the context, but what sits at the second-copy positions is unchanged.
 - "resample": the donor is another task sequence of the same period (Heimersheim & Nanda, 2024), so
-  every position differs, the queries' own tokens included.
+  every position is drawn afresh, the queries' own tokens included (equal to the clean token only by chance).
 """
 from __future__ import annotations
 

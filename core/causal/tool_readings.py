@@ -141,3 +141,24 @@ def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float)
                   f"position ({_heads(self_)}) for every receiver: plain " + ", ".join(
                       f"{s} {rng[s][0]}" for s in back + self_) + "; RoPE-aware " + ", ".join(
                       f"{s} {rng[s][1]}" for s in back + self_) + ".")
+
+
+def circuit_sentence(circ: dict | None, gap: float, untestable: list[str] = ()) -> str | None:
+    """What the page's circuit (circuit.page_circuit) lacks: the block-1 query paths it leaves out, and how much of
+    M it keeps once they are added. untestable: the senders whose query rows this corruption cannot test
+    (readings.untestable_paths). None when it leaves none out or the gap is too small."""
+    if circ is None or not circ.get("missing_queries") or not clarity.clear_gap(gap):
+        return None
+    missing = circ["missing_queries"]
+    blind = [m for m in missing if m.split(" ")[0] in untestable]  # labels "1.4 → q"
+    tested = [m for m in missing if m not in blind]
+    added = circ["with_queries"] - circ["recovered"]
+    alone = f"not clearly needed when noised alone (the noising interval reaches {clarity.NEEDED:g})"
+    why = (", which this corruption cannot test" if not tested else f", each {alone}" if not blind else
+           f": {_heads(blind)} untestable here, {_heads(tested)} {alone}")
+    out = (f"The circuit leaves out the query paths {_heads(missing)}{why}. With every block-1 query path added "
+           f"it keeps **{circ['with_queries']:.0%}** instead of {circ['recovered']:.0%}")
+    if added < 0.25:
+        return out + ": they are not what it lacks."
+    return out + (": what it lacks is in the query paths (resample tests them)." if not tested else
+                  ": together the query paths carry what one at a time they did not show.")

@@ -223,19 +223,30 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
 
 
 
-LOOKUP_OPTIONS = ["far below it (more than 2 nats lower): it looks the token up in the earlier copy",
+LOOKUP_OPTIONS = ["far below it (more than 2 nats lower): it reads the token from the earlier copy",
                   "somewhat below it (0.2 to 2 nats lower)", "about the same (within 0.2 nats)", "above it"]
 LOOKUP_BANDS = (2.0, 0.2)  # nats: the borders between the first three options
 LOOKUP_MARGIN = 0.05  # nats: a difference this close to a border gets no question
 
 
-def later_vs_first(metrics: dict) -> Question:
+def fixed_distance_words(verdict: dict | None) -> str:
+    """What the period-shift probe adds to a reading of attention mass or of the later-copy loss, when it finds
+    that the model copies from a fixed distance back (core.reading.probes.fixed_distance_verdict); "" otherwise."""
+    if not verdict or not verdict.get("fixed"):
+        return ""
+    return (f" But the period-shift probe finds later-copy accuracy {verdict['acc_trained']:.2f} at the training "
+            f"period {verdict['trained']} and {verdict['acc_shifted']:.2f} at period {verdict['shifted']}: this model "
+            "copies from a fixed distance back, it does not look the token up.")
+
+
+def later_vs_first(metrics: dict, verdict: dict | None = None) -> Question:
     """metrics: the picked model's copy metrics (core.training.overview). Later-copy loss against first-copy
-    loss: more than 2 nats lower "far below" (it looks the token up: a model that does gets near 0 on
-    later copies), 0.2 to 2 nats lower "somewhat below" (the context helps without a look-up: raising
-    the logits of every token seen earlier already helps, since a later copy's right token is always
-    among them), within 0.2 "about the same", more than 0.2 higher "above". No clear answer within
-    LOOKUP_MARGIN of a border."""
+    loss: more than 2 nats lower "far below" (it reads the token from the earlier copy: a model that looks it
+    up gets near 0 on later copies, and so does one that copies from a fixed distance at its one period),
+    0.2 to 2 nats lower "somewhat below" (the context helps without a look-up: raising the logits of every
+    token seen earlier already helps, since a later copy's right token is always among them), within 0.2
+    "about the same", more than 0.2 higher "above". No clear answer within LOOKUP_MARGIN of a border.
+    verdict: the period-shift probe's (fixed_distance_words), said in the answer."""
     prompt = "Compared with its loss on the first copy, where will this model's loss on the later copies be?"
     first, later = metrics.get("loss_first_copy"), metrics.get("loss_later_copies")
     if first is None or later is None or first != first or later != later:
@@ -252,16 +263,20 @@ def later_vs_first(metrics: dict) -> Question:
                 "in the earlier copy. A model can gain this much without a look-up: raising the logits of every "
                 "token seen earlier in the sequence helps on a later copy, whose right token is always among them "
                 "(on the first copy it is often not).")
+    if answer == LOOKUP_OPTIONS[0]:
+        why += (" A model that looks the right token up in the earlier copy gets near 0 there."
+                + fixed_distance_words(verdict))
     return Question("q_lookup", prompt, LOOKUP_OPTIONS, answer, why)
 
 
 COUNT_OPTIONS = ["none", "1", "2", "3", "4 or more"]
 
 
-def induction_head_count(heads: pd.DataFrame) -> Question:
+def induction_head_count(heads: pd.DataFrame, verdict: dict | None = None) -> Question:
     """heads: core.training.overview's table (label, layer, head, induction_any). How many heads put at least
     CLEAR_SCORE of their attention on the token after an earlier copy of the current one? No clear
-    answer when a head is within CLEAR_GAP of that line."""
+    answer when a head is within CLEAR_GAP of that line. verdict: the period-shift probe's; where it finds a
+    fixed distance, the answer says that these scores are attention mass only (fixed_distance_words)."""
     prompt = (f"How many of this model's heads put at least {CLEAR_SCORE:g} of their attention on the token after "
               "an earlier copy of the current one?")
     if heads.empty or "induction_any" not in heads.columns:
@@ -273,5 +288,8 @@ def induction_head_count(heads: pd.DataFrame) -> Question:
         return no_answer("q_count", prompt, f"Head {near[0]} sits at the line ({vals[near[0]]:.2f}): no clear "
                                             f"answer for this model. Scores: {listed}.")
     n = sum(v >= CLEAR_SCORE for v in vals.values())
+    caveat = ("" if not fixed_distance_words(verdict) else " These count attention mass one period back, which a "
+              "fixed offset puts there too, so they do not make a head an induction head here."
+              + fixed_distance_words(verdict))
     return Question("q_count", prompt, COUNT_OPTIONS, COUNT_OPTIONS[min(n, 4)], f"Induction scores (any earlier "
-                    f"copy): {listed}.")
+                    f"copy): {listed}.{caveat}")

@@ -23,6 +23,19 @@ def _text_run(model, TEXT, N_SEQS, SEED, SWEEPS, CORRUPTION):
     return res
 
 
+def _task_pair(model, task, PERIOD, N_SEQS, SEED, CORRUPTION):
+    from core.causal import patching
+    runs = patching.task_runs(model, task, N_SEQS, SEED, PERIOD, CORRUPTION)  # the same pair of runs as res
+    return runs
+
+
+def _text_pair(model, TEXT, N_SEQS, SEED, CORRUPTION):
+    from core.causal.views import typed_runs
+    from core.model.symbols import encode_text
+    runs = typed_runs(model, encode_text(TEXT, model.cfg.vocab_size), N_SEQS, SEED, CORRUPTION)  # as res's
+    return runs
+
+
 def _runs(res):
     print("M(clean)", round(res.m_clean, 3), "M(corrupted)", round(res.m_corrupted, 3))
     print(res.heads.round(3).to_string(index=False))
@@ -40,6 +53,31 @@ def _paths(res):
     return {"paths": res.paths["patch_effect"]}
 
 
+def _graddrop(model, runs, res):
+    from core.causal import tool_views
+    # AtP* and GradDrop beside the exact one-position sweep, summed over positions per head
+    table = tool_views.graddrop(model, runs, res.head_positions, res.attribution["star"])
+    print(table.round(3).to_string(index=False))
+    return {"graddrop": table.select_dtypes("number")}
+
+
+def _rope(model, runs, res):
+    from core.causal import tool_views
+    # plain and RoPE-aware K-composition beside the share of M lost when the key path is noised
+    rope = tool_views.rope_composition(model, runs, res.paths)
+    print(rope.round(3).to_string(index=False))
+    return {"rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]}
+
+
+def _path_positions(model, runs):
+    from core.causal import tool_views
+    # noising each block-1 head's paths into all of block 2, position by position, under both references
+    positions = tool_views.path_positions(model, runs)  # tens of seconds
+    whole = tool_views.whole_paths(positions)  # per reference, path and sender: the share of M lost
+    print(whole.round(3).to_string(index=False))
+    return {"change": positions["change"], "lost": whole["lost"]}
+
+
 def _lens(res):
     print(res.lens_by_copy.round(3).to_string(index=False))
     return {"prob": res.lens_by_copy["prob"], "rank": res.lens_by_copy["rank"]}
@@ -51,8 +89,15 @@ CAUSAL_SECTIONS = {  # section -> (title, the piece that shows it)
     "positions": ("The residual stream and each head patched one position at a time (sections 2 and 3).",
                   _positions),
     "paths": ("Path patching: every sender head, receiver head and input, noised and denoised (section 4).", _paths),
+    "graddrop": ("AtP* and GradDrop per head, beside the exact one-position sweep (section 3).", _graddrop),
+    "rope": ("Plain and RoPE-aware K-composition beside key-path patching (section 4).", _rope),
+    "path_positions": ("Path patching position by position, with each corrupted run or their mean as the "
+                       "reference (section 4).", _path_positions),
     "lens": ("The logit lens: the right token's probability and rank after each stage, by copy (section 5).", _lens),
 }
+
+
+NEEDS_RUNS = {"graddrop", "rope", "path_positions"}  # sections that also take the pair of runs itself
 
 
 def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str,
@@ -63,5 +108,6 @@ def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, 
     title, show = CAUSAL_SECTIONS[section]
     run = _task_run if text is None else _text_run
     values = {"PERIOD": period} if text is None else {"TEXT": text}
-    return snippet(title, entry, run, show, N_SEQS=n_seqs, SEED=seed, SWEEPS=positions, CORRUPTION=corruption,
+    pieces = (run, show) if section not in NEEDS_RUNS else (run, _task_pair if text is None else _text_pair, show)
+    return snippet(title, entry, *pieces, N_SEQS=n_seqs, SEED=seed, SWEEPS=positions, CORRUPTION=corruption,
                    **values)
