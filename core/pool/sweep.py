@@ -31,10 +31,10 @@ import pandas as pd
 import torch
 
 from core.pool.live_run import code_version
-from core.pool.sweep_grid import SETTINGS, RunSpec, label
+from core.pool.sweep_grid import ADDED, SETTINGS, RunSpec, label
 from core.pool.worker import main_script_hidden
 from core.training.train_settings import machine_cores
-from core.training.trainer import Trainer, evaluate
+from core.training.trainer import Trainer
 from core.training.transition import describe_curve, head_figures
 
 CURVE = ["steps_run", "drop_step", "dropped", "abrupt", "drop_start", "drop_end", "width", "plateau_loss",
@@ -55,7 +55,7 @@ def run_one(spec: RunSpec, threads: int = 1) -> dict:
         trainer.run(spec.every)
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
-    end = evaluate(trainer.model, trainer.eval_tokens, trainer.eval_periods)
+    end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied
     code = code_version()
     row = {"run_id": spec.run_id(code), **asdict(spec), "steps_run": xs[-1], **describe_curve(xs, ys, spec.vocab_size),
            "loss_second_copy": end["loss_second_copy"], "acc_later_copies": end["acc_later_copies"],
@@ -117,7 +117,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    return pd.read_csv(path, comment="#", dtype={"run_id": str, "code": str})
+    frame = pd.read_csv(path, comment="#", dtype={"run_id": str, "code": str})
+    for name, value in ADDED.items():  # a table written before the setting existed ran it at that value
+        if name not in frame.columns:
+            frame.insert(min(SETTINGS.index(name) + 1, frame.shape[1]), name, value)
+    return frame
 
 
 def write_table(path: str | Path, rows: list[dict], command: str) -> None:
@@ -176,6 +180,7 @@ _FLAGS = [  # flag, RunSpec field, parser, help
     ("--warmup", "warmup_steps", "ints", "warm-up steps"),
     ("--init", "init", "words", "initial embedding: shared, plain"),
     ("--hold", "hold", "words", "a block-1 head held on the previous token, e.g. 1.2, or none"),
+    ("--clamp", "clamp", "words", "a block-2 head clamped to the ideal induction pattern, e.g. 2.1, or none"),
     ("--knockout", "knockout", "words", "a head knocked out, block.head counted from 1 (e.g. 2.1), or none"),
     ("--steps", "steps", "ints", "training steps"),
     ("--every", "every", "ints", "steps between later-copy loss measurements (default 10)"),
