@@ -10,8 +10,8 @@ evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
   loss_later_copies < ln V / 2; empty if it never fell that far), dropped, abrupt, drop_start,
   drop_end, width, plateau_loss, final_loss_later;
 - end losses on the evaluation batch: loss_second_copy, acc_later_copies;
-- head scores of the final model (core.training.transition.head_figures): prev_token_block1,
-  induction_heads, induction_any_max, induction_any_2nd;
+- head scores of the final model as it trained (a clamp applied; core.training.transition.head_figures):
+  prev_token_block1, induction_heads, induction_any_max, induction_any_2nd;
 - wall_s and cpu_s of the run (its process's CPU time), and code (core.pool.live_run.code_version).
 
     rows = sweep(specs, "out.csv", command="python -m core.sweep ...")            # local processes
@@ -45,16 +45,23 @@ TIMES = ["wall_s", "cpu_s"]  # the only columns that differ between two runs of 
 COLUMNS = ["run_id", *SETTINGS, *CURVE, *END, *TIMES, "code"]
 
 
-def run_one(spec: RunSpec, threads: int = 1) -> dict:
-    """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
-    torch.set_num_threads(max(1, int(threads)))
-    wall, cpu = time.perf_counter(), time.process_time()
+def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
+    """Train `spec` (at the calling thread's torch threads): (trainer, steps, loss_later_copies at those steps,
+    on the fixed evaluation batch every spec.every steps from 0). Measuring changes nothing in the training."""
     trainer = Trainer(*spec.configs())
     xs, ys = [0], [trainer.check_loss()]
     while not trainer.done:
         trainer.run(spec.every)
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
+    return trainer, xs, ys
+
+
+def run_one(spec: RunSpec, threads: int = 1) -> dict:
+    """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
+    torch.set_num_threads(max(1, int(threads)))
+    wall, cpu = time.perf_counter(), time.process_time()
+    trainer, xs, ys = trained(spec)
     end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied
     code = code_version()
     row = {"run_id": spec.run_id(code), **asdict(spec), "steps_run": xs[-1], **describe_curve(xs, ys, spec.vocab_size),
