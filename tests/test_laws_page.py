@@ -38,7 +38,7 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
     at, _ = page
     shipped = [law for law in LAWS.values() if law.path.is_file()]
     assert shipped, "no laws table is shipped"
-    assert len(at.get("vega_lite_chart")) == len(shipped)
+    assert len(at.get("vega_lite_chart")) == len(shipped) + CLAMPS_FILE.is_file()  # and the clamps' chart
     codes = [c.value for c in at.code]
     for law in shipped:
         header = [line for line in law.path.read_text().splitlines() if line.startswith("# command:")]
@@ -120,4 +120,5 @@ def test_the_readings_over_seeds_are_counted_from_their_table(page):
     assert f"leaves median {v.median():.2f}, from {v.min():.2f} to {v.max():.2f} of M" in text
     assert f"clearly needed (its interval ending below 0.9) on {int(t['prev_needed'].sum())} of {n} seeds" in text
     assert f"into all of block 2 on {int(t['key_is_prev'].sum())} of {n} seeds" in text
+    assert f"within {(t['prev_key'] - t['prev_noise']).abs().max():.2f} of noising the head's whole output" in text
     assert f"restores the most of M on {int((t['best_block'] == 'block 2').sum())} of {n} seeds" in text

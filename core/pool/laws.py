@@ -465,17 +465,18 @@ def clamp_sentences(path: str | Path = CLAMPS_FILE) -> list[str]:
                       "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
     single = {k: v for k, v in verdicts.items() if "none" in k}
     claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "
-             "head's attend-and-copy, the induction head's match, its copy), which is what makes the phase change; "
-             "clamping a subcircuit in its formed state during training takes its part of that interaction away, so "
-             "the transition should come earlier.")
+             "head's attend-and-copy, the induction head's match, its copy), and that this interaction makes the phase "
+             "change; on that account a subcircuit clamped in its formed state takes its part of the interaction away, "
+             "and the transition should come earlier.")
     if single and all(v == "earlier" for v in single.values()):
         out.append(claim + " TinyCharLM agrees: each clamp alone brings the drop clearly earlier.")
     elif single and all(v == "later" for v in single.values()):
         out.append(claim + " TinyCharLM does not agree: each clamp alone brings the drop later.")
     else:
-        said = "; ".join(f"the {arm_name(*k)}: {dict(earlier='earlier', later='later', unclear='no clear change')[v]}"
-                         for k, v in single.items())
-        out.append(claim + f" TinyCharLM agrees only in part ({said}).")
+        moved = {"earlier": "brings the drop clearly earlier", "later": "brings it later",
+                 "unclear": "does not clearly move it"}
+        said = "; ".join(f"the layer-{1 if k[0] != 'none' else 2} clamp {moved[v]}" for k, v in single.items())
+        out.append(claim + f" TinyCharLM agrees only in part: {said}.")
     return out
 
 
@@ -540,7 +541,8 @@ def readings_sentences(path: str | Path = READINGS_FILE) -> list[str]:
         f"of block 2 on {int(_true(t['key_is_prev']).sum())} of {n} seeds"
         + (f", another head's on {len(others)}" if len(others) else "")
         + (f", no clear answer on {unclear}" if unclear else "")
-        + f"; noising it leaves {_spread(t['prev_key'])} of M.",
+        + f"; noising it leaves {_spread(t['prev_key'])} of M, within "
+        f"{float((t['prev_key'] - t['prev_noise']).abs().max()):.2f} of noising the head's whole output on every seed.",
         f"**The induction heads' effects.** Block 2's best head, patched alone, clearly restores the most of M on "
         f"{int((t['best_block'] == 'block 2').sum())} of {n} seeds; it restores {_spread(t['block2_effect'])}, and "
         f"block 2's heads together {_spread(t['block2_sum'])}. Induction heads (induction_any at least 0.6) per seed: "
