@@ -1,10 +1,11 @@
 """Laws of the drop: how the drop step moves with context, batch and vocabulary over many seeds, set beside
-the published predictions. Reads the shipped sweep tables only (checkpoints/laws/, core.pool.laws)."""
+the published predictions; the clamps; the Causal page's readings over training seeds. Reads the shipped
+tables only (checkpoints/laws/, core.pool.laws)."""
 import streamlit as st
 
 from core.pool import laws
 from core.training.transition import STUDY_FILE
-from ui.charts.laws import law_chart
+from ui.charts.laws import clamps_chart, law_chart
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
           "batch": "Batch size", "vocab": "Vocabulary size"}
@@ -106,6 +107,68 @@ def depth_and_start_section() -> None:
         "trained here as long as the other sweeps' runs.")
 
 
+@st.cache_data(show_spinner=False, max_entries=2)
+def _clamps(mtime: float):
+    return laws.clamp_sentences(), laws.clamp_frame(), laws.table_command(laws.CLAMPS_FILE)
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def _readings(mtime: float):
+    return laws.readings_sentences(), laws.table_command(laws.READINGS_FILE)
+
+
+def clamps_section() -> None:
+    st.subheader("Clamps")
+    path = laws.CLAMPS_FILE
+    if not path.is_file():
+        st.info("Not measured yet: checkpoints/laws/clamps.csv is not installed with this copy of the lab.")
+        return
+    try:
+        said, runs, command = _clamps(path.stat().st_mtime)
+    except ValueError as e:
+        st.warning(f"checkpoints/laws/clamps.csv cannot be read: {e}")
+        return
+    st.markdown(
+        "Singh et al. (2024) clamp parts of the induction circuit while it trains: an activation is replaced by "
+        "its ideal value in every forward pass, training and evaluation alike, and the rest of the network "
+        "learns around it. Two clamps are run here. The **layer-1 clamp** is the lab's hold (Train page, "
+        "Training experiments): a block-1 head's pattern sits on the previous token. The **layer-2 clamp** "
+        "gives a block-2 head the ideal induction pattern, computed from the tokens: each position attends to "
+        "the positions just after earlier copies of its own token (a position with none attends to itself). "
+        "The clamped head's queries and keys then get no gradient; its values and output still learn. The "
+        "later-copy loss that defines the drop is measured on the clamped model.")
+    st.markdown("\n".join(f"- {s}" for s in said))
+    st.altair_chart(clamps_chart(runs), width="stretch")
+    st.caption("One dot per seed at its drop step; grey bar: the middle half of the seeds, black tick: the median. "
+               "The comparison with no clamp resamples each arm's seeds; the last sentence sets the result against "
+               "Singh et al.'s.")
+    st.caption("The command that measured this table (it resumes: finished runs are kept):")
+    st.code(command, language="bash")
+
+
+def readings_section() -> None:
+    st.subheader("Replication of the circuit readings across seeds")
+    path = laws.READINGS_FILE
+    if not path.is_file():
+        st.info("Not measured yet: checkpoints/laws/readings.csv is not installed with this copy of the lab.")
+        return
+    try:
+        said, command = _readings(path.stat().st_mtime)
+    except ValueError as e:
+        st.warning(f"checkpoints/laws/readings.csv cannot be read: {e}")
+        return
+    st.markdown(
+        "The Causal page reads one model: which block-1 head is the previous-token head, how much noising it "
+        "costs, whose key path into block 2 is needed most, how much the induction heads restore. Its intervals "
+        "cover that model's evaluation sequences only. Here every reading is taken again on models trained "
+        "from different seeds (the unclamped runs above), and counted: on how many seeds it holds, and how far "
+        "its number moves.")
+    st.markdown("\n".join(f"- {s}" for s in said))
+    st.caption("The command that measured this table (it trains each seed again, reads the model, and keeps only "
+               "the readings):")
+    st.code(command, language="bash")
+
+
 st.title("Laws of the drop")
 st.markdown(
     "Train TinyCharLM many times, changing one setting at a time, and ask how the step where the later-copy "
@@ -116,11 +179,5 @@ st.caption(laws.sweeps_caption())  # five small tables: read on every run
 for name in laws.LAWS:
     law_section(name)
 depth_and_start_section()
-st.subheader("Not measured here yet")
-st.markdown(
-    "- **Clamps.** Singh et al. (2024) clamp subcircuits during training. The lab's hold (Train page, "
-    "Training experiments) clamps the layer-1 previous-token pattern; a layer-2 clamp is not built, and "
-    "neither is measured over seeds.\n"
-    "- **Replication of the circuit readings across seeds.** The Causal page's readings (which head is the "
-    "previous-token head, its noising effect, the key path into block 2) have intervals over the evaluation "
-    "sequences of one model, not over training seeds.")
+clamps_section()
+readings_section()

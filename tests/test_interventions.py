@@ -1,5 +1,6 @@
-"""Training experiments (core.training.interventions): a held previous-token head, a knocked-out head, and
-their command-line flags."""
+"""Training experiments (core.training.interventions): a held previous-token head (the layer-1 clamp), a
+block-2 head clamped to the ideal induction pattern (the layer-2 clamp), a knocked-out head, and their
+command-line flags."""
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,9 @@ import torch
 
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig
+from core.reading.heads import head_scores
 from core.training.config import TrainConfig
-from core.training.interventions import release
+from core.training.interventions import describe, induction_pattern, release
 from core.training.train import build_parser, configs_from_args
 from core.training.trainer import Trainer
 
@@ -50,6 +52,58 @@ def test_a_held_head_attends_to_the_previous_position_throughout():
     assert not torch.equal(cache["pattern"][0][:, 2], P)
 
 
+def ideal_induction(seq: list[int]) -> torch.Tensor:
+    """The oracle, by loops: row i spread evenly over the positions just after an earlier copy of token i, else on i."""
+    T = len(seq)
+    P = torch.zeros(T, T)
+    for i in range(T):
+        keys = [j + 1 for j in range(i) if seq[j] == seq[i]]
+        for j in keys or [i]:
+            P[i, j] = 1 / len(keys or [i])
+    return P
+
+
+def test_the_ideal_induction_pattern_follows_earlier_copies_of_the_token():
+    seq = [3, 1, 4, 1, 5, 3, 1, 4]
+    P = induction_pattern(torch.tensor([seq, seq[::-1]]))
+    assert torch.equal(P[0], ideal_induction(seq)) and torch.equal(P[1], ideal_induction(seq[::-1]))
+    assert P[0, 6].tolist() == [0, 0, 0.5, 0, 0.5, 0, 0, 0]  # token 1 seen at 1 and 3: the keys after them
+    assert P[0, 2, 2] == 1.0  # 4 not seen before: on itself
+
+
+def test_a_clamped_head_computes_with_the_ideal_pattern_and_its_queries_and_keys_learn_nothing():
+    t = _run(clamp_induction_head=1)
+    tokens = torch.randint(0, 16, (3, 24), generator=torch.Generator().manual_seed(0))
+    ideal = torch.stack([ideal_induction(seq) for seq in tokens.tolist()])
+
+    def planted(pattern):  # head 2.2's pattern replaced by the oracle's
+        return torch.cat([pattern[:, :1], ideal[:, None], pattern[:, 2:]], 1)
+
+    with torch.no_grad():
+        want, cache = t.model.run_with_hooks(tokens, edits={"blocks.1.attn.hook_pattern": planted},
+                                             cache=["blocks.1.attn.hook_pattern"])
+        assert torch.allclose(t.logits(tokens), want, atol=1e-6)  # the run computes with the clamped pattern
+        assert not torch.allclose(t.model(tokens), want, atol=1e-3)  # the weights alone compute another one
+    assert t.history[-1]["induction_any"][1][1] == pytest.approx(float(
+        head_scores(ideal_pattern_of(t), t.log_periods)["induction_any"][1]), abs=1e-6)
+    # one training step's gradient: nothing reaches the clamped head's W_Q and W_K, its W_V and the others' do
+    loss = t.logits(tokens)[:, :-1].logsumexp(-1).mean()
+    t.model.zero_grad()
+    loss.backward()
+    block = t.model.blocks[1]
+    assert not block.W_Q.grad[1].any() and not block.W_K.grad[1].any()
+    assert block.W_Q.grad[0].any() and block.W_K.grad[2].any() and block.W_V.grad[1].any()
+    assert describe(t.cfg.to_dict()).startswith("head 2.2 clamped to the ideal induction pattern")
+
+
+def ideal_pattern_of(t):
+    """The evaluation batch's block-2 patterns as the clamped run logs them: the oracle in head 2.2."""
+    _, cache = t.model.run_with_hooks(t.log_tokens, cache=["blocks.1.attn.hook_pattern"])
+    P = cache["blocks.1.attn.hook_pattern"].detach().clone()
+    P[:, 1] = torch.stack([ideal_induction(seq) for seq in t.log_tokens.tolist()])
+    return P
+
+
 def test_a_knocked_out_head_writes_nothing_for_the_whole_run():
     t = _run(knockout_layer=1, knockout_head=3)
     assert torch.equal(t.model.blocks[1].W_O[3], torch.zeros_like(t.model.blocks[1].W_O[3]))
@@ -62,7 +116,7 @@ def test_a_knocked_out_head_writes_nothing_for_the_whole_run():
 
 
 def test_ordinary_runs_are_unchanged_by_the_experiment_code():
-    a, b = _run(), _run(hold_prev_head=-1, knockout_layer=-1, knockout_head=-1)
+    a, b = _run(), _run(hold_prev_head=-1, clamp_induction_head=-1, knockout_layer=-1, knockout_head=-1)
     for k, v in a.model.state_dict().items():
         assert torch.equal(v, b.model.state_dict()[k])
     c = _run(knockout_layer=0, knockout_head=0)
@@ -71,6 +125,7 @@ def test_ordinary_runs_are_unchanged_by_the_experiment_code():
 
 @pytest.mark.parametrize("argv, fields", [
     (["--hold-prev-head", "1.2"], {"hold_prev_head": 1}),
+    (["--clamp-induction-head", "2.3"], {"clamp_induction_head": 2}),
     (["--knockout", "2.4"], {"knockout_layer": 1, "knockout_head": 3}),
     (["--plain-embedding"], {"embed_scale": 1.0, "embed_shared": 0.0}),
 ])
@@ -85,6 +140,9 @@ def test_flags_set_the_experiment(argv, fields):
     (["--knockout", "3.1"], "3.1 is not in this model"), (["--knockout", "1.5"], "1.5 is not in this model"),
     (["--knockout", "0.1"], "from 1"), (["--layers", "0", "--hold-prev-head", "1.1"], "not a head of block 1"),
     (["--hold-prev-head", "1.1", "--knockout", "1.1"], "must differ"),
+    (["--clamp-induction-head", "1.2"], "block 2"), (["--layers", "1", "--clamp-induction-head", "2.1"],
+                                                     "not a head of block 2"),
+    (["--clamp-induction-head", "2.1", "--knockout", "2.1"], "must differ"),
 ])
 def test_bad_experiment_flags_are_refused(argv, phrase):
     with pytest.raises(ValueError, match=phrase):

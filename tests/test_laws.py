@@ -16,9 +16,13 @@ from core.pool.laws import (
     MUSAT,
     SINGH,
     Law,
+    clamp_arms,
+    clamp_sentences,
     fit_points,
     groups,
+    median_ratio,
     read_law,
+    readings_sentences,
     sentences,
     table_command,
     verdict,
@@ -124,7 +128,65 @@ def test_bad_tables_are_refused_with_a_clear_message(tmp_path):
         read_law(tmp_path / "bad.csv", BATCH)
 
 
-SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv"] if p.is_file()]
+def planted_clamps(path, medians: dict, seeds=5, spread=0.1, steps=600):
+    """A clamps table: arm (hold, clamp) -> its median drop step (None: no run drops), seeds spread by +-spread."""
+    rows = []
+    for (hold, clamp), median in medians.items():
+        for seed in range(seeds):
+            spec = replace(RunSpec.defaults(), hold=hold, clamp=clamp, seed=seed, steps=steps)
+            step = None if median is None else round(median * (1 + spread * (seed - seeds // 2) / seeds))
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{hold}{clamp}{seed}", "steps_run": steps, "drop_step": step, "dropped": step is not None,
+                "abrupt": step is not None and seed % 2 == 0, "drop_start": None if step is None else step - 20})
+    write_table(path, rows, "python -m core.sweep --hold none,1.1 --clamp none,2.1")
+    return path
+
+
+def test_the_clamps_are_set_against_the_unclamped_runs(tmp_path):
+    path = planted_clamps(tmp_path / "c.csv", {("none", "none"): 200, ("1.1", "none"): 100, ("none", "2.1"): 40,
+                                               ("1.1", "2.1"): 30})
+    arms = clamp_arms(path)
+    assert arms[("1.1", "none")].median == 100 and arms[("none", "none")].n == 5
+    r = median_ratio(arms[("none", "2.1")], arms[("none", "none")])
+    assert r.ratio == pytest.approx(0.2) and r.low <= 0.2 <= r.high < 1 and r.resamples == 1000
+    said = clamp_sentences(path)
+    assert said[0].startswith("No clamp: median drop step 200")
+    assert "3 of its 5 drops are abrupt" in said[0] and "3 nats or more at step 180 (median)" in said[0]
+    assert any(t.startswith("With the layer-2 clamp (head 2.1 on the ideal induction pattern), the median drop step "
+                            "is 0.20 times") and t.endswith("clearly earlier.") for t in said)
+    assert said[-1].endswith("TinyCharLM agrees: each clamp alone brings the drop clearly earlier.")
+    # a clamp that changes nothing, and one whose runs never drop
+    path = planted_clamps(tmp_path / "d.csv", {("none", "none"): 200, ("1.1", "none"): 200, ("none", "2.1"): None})
+    said = clamp_sentences(path)
+    assert any("cannot tell it from no clamp" in t for t in said)
+    assert any("none of 5 runs dropped within 600 steps" in t for t in said)
+    assert said[-1].endswith("TinyCharLM agrees only in part: the layer-1 clamp does not clearly move it; the layer-2 "
+                             "clamp brings it later.")
+    with pytest.raises(ValueError, match="unclamped arm"):
+        clamp_arms(planted_clamps(tmp_path / "e.csv", {("1.1", "none"): 100, ("none", "2.1"): 40}))
+
+
+def test_the_readings_say_on_how_many_seeds_each_holds(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("# command: python bench/seed_readings.py\n"
+                    "seed,prev_head,prev_token,prev_clear,prev_noise,prev_noise_low,prev_noise_high,prev_needed,"
+                    "key_sender,prev_key,key_is_prev,best_block,block2_effect,block2_sum,induction_heads\n"
+                    "0,1.4,0.9,True,0.30,0.25,0.35,True,1.4,0.3,True,block 2,0.5,1.6,4\n"
+                    "1,1.2,0.8,True,0.50,0.40,0.60,True,,0.5,False,block 2,0.4,1.4,3\n"
+                    "2,1.4,0.4,False,0.95,0.90,1.00,False,1.1,0.9,False,,0.2,0.8,2\n")
+    said = readings_sentences(path)
+    assert "clear previous-token score (at least 0.5) on 2 of 3 seeds; the sharpest one scores median 0.80, from " \
+           "0.40 to 0.90" in said[1]
+    assert "a different head on different seeds (1.2 on seed 1; 1.4 on seeds 0, 2)" in said[1]
+    assert "leaves median 0.50, from 0.30 to 0.95 of M, clearly needed (its interval ending below 0.9) on 2 of 3" \
+           in said[2] and "interval over its sequences is 0.10 wide (median); the seeds spread over 0.65" in said[2]
+    assert "most needed one into all of block 2 on 1 of 3 seeds, another head's on 1, no clear answer on 1" in said[3]
+    assert "from 0.30 to 0.90 of M, within 0.05 of noising the head's whole output on every seed." in said[3]
+    assert "restores the most of M on 2 of 3 seeds" in said[4] and "per seed: 4, 3, 2." in said[4]
+
+
+SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv", LAWS_DIR / "clamps.csv"]
+           if p.is_file()]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
@@ -132,6 +194,8 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
     if path.stem in LAWS:
         result = read_law(path, LAWS[path.stem])
         assert len(result.points) >= 3 and all(p.n >= 5 for p in result.points)
+    elif path.stem == "clamps":
+        assert len(clamp_arms(path)) >= 3 and all(p.n >= 5 for p in clamp_arms(path).values())
     else:
         assert all(p.n >= 5 for p in groups(path, "init").values())
     caught = {}

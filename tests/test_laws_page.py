@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.pool.laws import LAWS, LAWS_DIR, read_law
+from core.pool.laws import CLAMPS_FILE, LAWS, LAWS_DIR, READINGS_FILE, clamp_arms, median_ratio, read_law
 
 from helpers import open_app
 
@@ -38,7 +38,7 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
     at, _ = page
     shipped = [law for law in LAWS.values() if law.path.is_file()]
     assert shipped, "no laws table is shipped"
-    assert len(at.get("vega_lite_chart")) == len(shipped)
+    assert len(at.get("vega_lite_chart")) == len(shipped) + CLAMPS_FILE.is_file()  # and the clamps' chart
     codes = [c.value for c in at.code]
     for law in shipped:
         header = [line for line in law.path.read_text().splitlines() if line.startswith("# command:")]
@@ -78,7 +78,8 @@ def test_the_caption_states_what_the_tables_trained(page):
     from core.training.config import TrainConfig
 
     at, _ = page
-    tables = pd.concat([pd.read_csv(p, comment="#") for p in sorted(LAWS_DIR.glob("*.csv"))])
+    tables = pd.concat([t for t in (pd.read_csv(p, comment="#") for p in sorted(LAWS_DIR.glob("*.csv")))
+                        if "steps" in t.columns])  # the sweep tables (readings.csv is not one)
     (steps,) = set(tables["steps"])
     settings = ["n_layers", "period_min", "period_max", "seq_len", "vocab_size", "batch_size", "lr", "warmup_steps",
                 "init", "hold", "knockout", "steps", "every"]
@@ -87,3 +88,37 @@ def test_the_caption_states_what_the_tables_trained(page):
     caption = next(c.value for c in at.caption if c.value.startswith("Every sweep trains"))
     assert (f"for {steps} steps ({seeds} seeds a point" in caption
             and f"held for the first {held} steps and then falls linearly to 10% of it" in caption), caption
+
+
+def test_the_clamps_are_read_from_their_table(page):
+    if not CLAMPS_FILE.is_file():
+        pytest.skip("checkpoints/laws/clamps.csv is not shipped")
+    _, text = page
+    table = pd.read_csv(CLAMPS_FILE, comment="#")
+    med = {k: float(np.median(g["drop_step"].fillna(math.inf))) for k, g in table.groupby(["hold", "clamp"])}
+    base = med[("none", "none")]
+    assert f"No clamp: median drop step {base:.0f}" in text
+    arms = clamp_arms(CLAMPS_FILE)  # the intervals: the bootstrap is core.pool.laws's own
+    earlier = {}
+    for key, m in med.items():
+        if key != ("none", "none") and math.isfinite(m):
+            assert f"the median drop step is {m / base:.2f} times the unclamped one" in text
+            earlier[key] = median_ratio(arms[key], arms[("none", "none")]).high < 1
+    singles = [v for k, v in earlier.items() if "none" in k]
+    line = next(s for s in text.split("\n") if s.startswith("- Singh et al. (2024) find"))
+    assert ("TinyCharLM agrees: each clamp alone" in line) == (bool(singles) and all(singles)), line
+
+
+def test_the_readings_over_seeds_are_counted_from_their_table(page):
+    if not READINGS_FILE.is_file():
+        pytest.skip("checkpoints/laws/readings.csv is not shipped")
+    _, text = page
+    t = pd.read_csv(READINGS_FILE, comment="#")
+    n = len(t)
+    assert f"clear previous-token score (at least 0.5) on {int(t['prev_clear'].sum())} of {n} seeds" in text
+    v = t["prev_noise"]
+    assert f"leaves median {v.median():.2f}, from {v.min():.2f} to {v.max():.2f} of M" in text
+    assert f"clearly needed (its interval ending below 0.9) on {int(t['prev_needed'].sum())} of {n} seeds" in text
+    assert f"into all of block 2 on {int(t['key_is_prev'].sum())} of {n} seeds" in text
+    assert f"within {(t['prev_key'] - t['prev_noise']).abs().max():.2f} of noising the head's whole output" in text
+    assert f"restores the most of M on {int((t['best_block'] == 'block 2').sum())} of {n} seeds" in text

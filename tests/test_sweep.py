@@ -80,12 +80,29 @@ def test_spec_configs_carry_every_swept_field():
     assert (train.knockout_layer, train.knockout_head, train.hold_prev_head) == (0, 1, 2)
     with pytest.raises(ValueError, match="hold takes a head of block 1"):
         replace(spec, hold="2.1").configs()
+    assert RunSpec.defaults(clamp="2.3").configs()[2].clamp_induction_head == 2
+    with pytest.raises(ValueError, match="clamp takes a head of block 2"):
+        RunSpec.defaults(clamp="1.1").configs()
+    with pytest.raises(ValueError, match="not a head of block 2"):
+        replace(spec, hold="none", knockout="none", clamp="2.1").configs()  # one block
 
 
 def test_run_ids_differ_by_settings_seed_and_code():
     a = RunSpec.defaults()
     assert a.run_id("c1") == RunSpec.defaults().run_id("c1")
-    assert len({a.run_id("c1"), a.run_id("c2"), replace(a, seed=1).run_id("c1"), replace(a, lr=0.02).run_id("c1")}) == 4
+    assert len({a.run_id("c1"), a.run_id("c2"), replace(a, seed=1).run_id("c1"), replace(a, lr=0.02).run_id("c1"),
+                replace(a, clamp="2.1").run_id("c1")}) == 5
+
+
+def test_a_table_written_before_the_clamp_existed_reads_as_unclamped(tmp_path):
+    old = tmp_path / "old.csv"
+    lines = (ROOT / "checkpoints/laws/init.csv").read_text().splitlines()
+    header = [line for line in lines if not line.startswith("#")][0].split(",")
+    keep = [i for i, c in enumerate(header) if c != "clamp"]
+    old.write_text("\n".join(",".join(line.split(",")[i] for i in keep) if not line.startswith("#") else line
+                             for line in lines) + "\n")
+    table = read_table(old)
+    assert list(table.columns) == COLUMNS and set(table["clamp"]) == {"none"}
 
 
 def test_a_row_reads_the_drop_step_from_its_curve():

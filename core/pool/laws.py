@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.model.drop import HIGH, LOW
 from core.pool.sweep import read_table
 from core.pool.sweep_grid import SETTINGS
 from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT, resample_indices
@@ -318,20 +319,23 @@ def chart_frames(result: LawResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, pd.DataFrame(rows, columns=["x", "y", "line"])
 
 
-def groups(path: str | Path, column: str) -> dict:
-    """A table's runs grouped by one (categorical) setting: {value: Point} (Point.x is NaN). Used for
-    the initial embedding (checkpoints/laws/init.csv, column init) and depth (the transition study,
-    column blocks), where there is nothing to fit a slope to."""
+def groups(path: str | Path, column: str | list[str]) -> dict:
+    """A table's runs grouped by one (categorical) setting, or several (a list: keys are tuples): {value:
+    Point} (Point.x is NaN). Used for the initial embedding (checkpoints/laws/init.csv, column init), depth
+    (the transition study, column blocks) and the clamps (clamps.csv, hold and clamp), where there is nothing
+    to fit a slope to."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no table at {path}.")
     table = read_table(path)
-    missing = sorted({column, "seed", "drop_step", "steps_run"} - set(table.columns))
+    columns = [column] if isinstance(column, str) else list(column)
+    missing = sorted({*columns, "seed", "drop_step", "steps_run"} - set(table.columns))
     if missing or table.empty:
         raise ValueError(f"{path.name} lacks {', '.join(missing) or 'runs'}.")
     return {value: Point(math.nan, tuple(int(s) for s in g["seed"]),
                          tuple(None if pd.isna(s) else float(s) for s in g["drop_step"]), int(g["steps_run"].max()))
-            for value, g in table.sort_values("seed").groupby(column, sort=True)}
+            for value, g in table.sort_values("seed").groupby(column if isinstance(column, str) else columns,
+                                                              sort=True)}
 
 
 def group_sentence(name: str, point: Point) -> str:
@@ -352,7 +356,7 @@ def sweeps_caption(paths=None) -> str:
     from core.training.trainer import Trainer
 
     tables = [read_table(p) for p in (paths or sorted(LAWS_DIR.glob("*.csv")))]
-    tables = [t for t in tables if not t.empty]
+    tables = [t for t in tables if not t.empty and "steps" in t.columns]  # sweep tables (not readings.csv)
     if not tables:
         return ""
     runs = pd.concat(tables)
@@ -370,3 +374,177 @@ def sweeps_caption(paths=None) -> str:
     return (f"Every sweep trains {' and '.join(presets)} for {' or '.join(map(str, steps))} steps ({seeds} seeds a "
             f"point, one torch thread a run){schedule}. The fit's interval resamples each point's seeds {N_BOOT} "
             "times.")
+
+
+# The clamps (issue 31): Singh et al. (2024) clamp parts of the induction circuit while it trains. The lab's
+# hold is their layer-1 clamp (a block-1 head's pattern on the previous token), clamp_induction_head their
+# layer-2 one (a block-2 head's pattern on the ideal induction pattern; core.training.interventions).
+
+CLAMPS_FILE = LAWS_DIR / "clamps.csv"
+CLAMP_COLUMNS = ["hold", "clamp"]
+
+
+def arm_name(hold: str, clamp: str) -> str:
+    """What one arm of the clamps sweep clamps, in words."""
+    parts = ([f"layer-1 clamp (head {hold} held on the previous token)"] if hold != "none" else []) + (
+        [f"layer-2 clamp (head {clamp} on the ideal induction pattern)"] if clamp != "none" else [])
+    return " and ".join(parts) or "no clamp"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """An arm's median drop step over the unclamped arm's, with a bootstrap interval that resamples each
+    arm's seeds independently (resamples where either median is censored are left out; `resamples` counts
+    the rest). inf: the arm's median is above its cap."""
+    ratio: float
+    low: float
+    high: float
+    resamples: int
+
+
+def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT_SEED) -> Ratio:
+    """arm.median / base.median and its interval (see Ratio)."""
+    boot = []
+    for i, p in enumerate((base, arm)):
+        values = np.sort(_censored(p.steps)[resample_indices(p.n, seed + i)], axis=1)
+        k = p.n
+        boot.append(values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2)
+    ok = np.isfinite(boot[0]) & np.isfinite(boot[1])
+    ratios = boot[1][ok] / boot[0][ok]
+    a = (1 - level) / 2
+    low, high = np.quantile(ratios, [a, 1 - a]) if ok.any() else (math.nan, math.nan)
+    return Ratio(arm.median / base.median, float(low), float(high), int(ok.sum()))
+
+
+def clamp_arms(path: str | Path = CLAMPS_FILE) -> dict[tuple[str, str], Point]:
+    """The clamps table's arms {(hold, clamp): Point}, unclamped first, then the layer-1 clamp, the layer-2 one,
+    both; ValueError when it varies another setting or has no unclamped arm to compare with."""
+    table = read_table(path)
+    varied = [c for c in SETTINGS if c in table.columns and c not in ("seed", *CLAMP_COLUMNS)
+              and table[c].nunique(dropna=False) > 1]
+    if varied:
+        raise ValueError(f"{Path(path).name} varies {', '.join(varied)} besides the clamps: split the table.")
+    arms = groups(path, CLAMP_COLUMNS)
+    if ("none", "none") not in arms or len(arms) < 2:
+        raise ValueError(f"{Path(path).name} needs an unclamped arm (hold and clamp none) and a clamped one.")
+    order = sorted(arms, key=lambda k: ((k[0] != "none") + (k[1] != "none"), k[1] != "none", k))  # none, 1, 2, both
+    return {k: arms[k] for k in order}
+
+
+def clamp_sentences(path: str | Path = CLAMPS_FILE) -> list[str]:
+    """What the page says about the clamps, from the table: each arm's drop steps, how abrupt its drops
+    are, and each clamped arm against the unclamped one, then Singh et al.'s claim against that."""
+    arms = clamp_arms(path)
+    table = read_table(path)
+    base = arms[("none", "none")]
+    out = []
+    for (hold, clamp), point in arms.items():
+        runs = table[(table["hold"] == hold) & (table["clamp"] == clamp)]
+        abrupt = int(runs["abrupt"].astype(str).str.lower().eq("true").sum())
+        text = group_sentence(arm_name(hold, clamp).capitalize(), point)
+        if point.n_dropped:
+            start = _num(runs["drop_start"].astype(float).median())
+            text += (f" {abrupt} of its {point.n_dropped} drops are abrupt (the fall from {HIGH:g} to {LOW:g} nats "
+                     f"takes at most half as long as the plateau before it); the loss last stands at {HIGH:g} nats or "
+                     f"more at step {start} (median).")
+        out.append(text)
+    verdicts = {}
+    for key, point in arms.items():
+        if key == ("none", "none"):
+            continue
+        r = median_ratio(point, base)
+        verdicts[key] = ("earlier" if r.high < 1 else "later" if r.low > 1 else "unclear") if math.isfinite(
+            r.ratio) else "later"
+        if not math.isfinite(r.ratio):
+            out.append(f"With the {arm_name(*key)}, half the runs or more never dropped: the drop comes later than "
+                       "without a clamp.")
+            continue
+        out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one (95% "
+                   f"interval {r.low:.2f} to {r.high:.2f}, each arm's seeds resampled {N_BOOT} times): "
+                   + {"earlier": "the drop comes clearly earlier.", "later": "the drop comes clearly later.",
+                      "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
+    single = {k: v for k, v in verdicts.items() if "none" in k}
+    claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "
+             "head's attend-and-copy, the induction head's match, its copy), and that this interaction makes the phase "
+             "change; on that account a subcircuit clamped in its formed state takes its part of the interaction away, "
+             "and the transition should come earlier.")
+    if single and all(v == "earlier" for v in single.values()):
+        out.append(claim + " TinyCharLM agrees: each clamp alone brings the drop clearly earlier.")
+    elif single and all(v == "later" for v in single.values()):
+        out.append(claim + " TinyCharLM does not agree: each clamp alone brings the drop later.")
+    else:
+        moved = {"earlier": "brings the drop clearly earlier", "later": "brings it later",
+                 "unclear": "does not clearly move it"}
+        said = "; ".join(f"the layer-{1 if k[0] != 'none' else 2} clamp {moved[v]}" for k, v in single.items())
+        out.append(claim + f" TinyCharLM agrees only in part: {said}.")
+    return out
+
+
+def clamp_frame(path: str | Path = CLAMPS_FILE) -> pd.DataFrame:
+    """One row per run for the clamps chart: arm (its name), seed, drop_step, dropped, y (the drop step, or
+    the cap for a run that never dropped), median and quartiles of its arm."""
+    rows = []
+    for (hold, clamp), p in clamp_arms(path).items():
+        low, high = p.quartiles()
+        rows += [{"arm": arm_name(hold, clamp), "seed": seed, "drop_step": step, "dropped": step is not None,
+                  "y": p.cap if step is None else step, "median": p.median if math.isfinite(p.median) else None,
+                  "q25": low, "q75": min(high, p.cap)} for seed, step in zip(p.seeds, p.steps)]
+    return pd.DataFrame(rows)
+
+
+# Replication of the Causal page's headline readings across training seeds (bench/seed_readings.py writes
+# the table; its docstring defines the columns and the criteria of each *_clear/_needed/_is_ column).
+
+READINGS_FILE = LAWS_DIR / "readings.csv"
+
+
+def _spread(values: pd.Series) -> str:
+    v = values.astype(float)
+    return f"median {v.median():.2f}, from {v.min():.2f} to {v.max():.2f}"
+
+
+def _true(values: pd.Series) -> pd.Series:
+    return values.astype(str).str.lower().eq("true")
+
+
+def readings_sentences(path: str | Path = READINGS_FILE) -> list[str]:
+    """Per headline reading of the Causal page: on how many training seeds it holds and the spread of its
+    number over the seeds, set beside one model's interval over its sequences."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no table at {path}.")
+    t = pd.read_csv(path, comment="#", dtype={"key_sender": str, "best_block": str}, keep_default_na=False)
+    need = {"seed", "prev_head", "prev_token", "prev_clear", "prev_noise", "prev_needed", "key_is_prev", "best_block"}
+    missing = sorted(need - set(t.columns))
+    if missing or t.empty:
+        raise ValueError(f"{path.name} lacks {', '.join(missing) or 'rows'}: run bench/seed_readings.py.")
+    n = len(t)
+    seeds = ", ".join(str(s) for s in t["seed"])
+    heads = t.groupby("prev_head")["seed"].apply(lambda s: ", ".join(map(str, s)))
+    which = "; ".join(f"{h} on seed{'s' if ',' in s else ''} {s}" for h, s in heads.items())
+    same = "the same head on every seed" if len(heads) == 1 else "a different head on different seeds"
+    width = (t["prev_noise_high"] - t["prev_noise_low"]).astype(float)
+    others = t[~_true(t["key_is_prev"]) & (t["key_sender"] != "")]
+    unclear = int((t["key_sender"] == "").sum())
+    counts = t["induction_heads"].astype(int).tolist()
+    return [
+        f"Training seeds {seeds}, one model each ({n} in all), the Causal page's experiments on each as the page "
+        "opens them.",
+        f"**Which head is the previous-token head.** A block-1 head has a clear previous-token score (at least 0.5) "
+        f"on {int(_true(t['prev_clear']).sum())} of {n} seeds; the sharpest one scores {_spread(t['prev_token'])}. "
+        f"It is {same} ({which}): the label is the seed's, the role is not.",
+        f"**Its noising effect.** Noising that head's output leaves {_spread(t['prev_noise'])} of M, clearly needed "
+        f"(its interval ending below 0.9) on {int(_true(t['prev_needed']).sum())} of {n} seeds. One model's 95% "
+        f"interval over its sequences is {width.median():.2f} wide (median); the seeds spread over "
+        f"{float(t['prev_noise'].max() - t['prev_noise'].min()):.2f}.",
+        f"**The key path into block 2.** The previous-token head's key path is clearly the most needed one into all "
+        f"of block 2 on {int(_true(t['key_is_prev']).sum())} of {n} seeds"
+        + (f", another head's on {len(others)}" if len(others) else "")
+        + (f", no clear answer on {unclear}" if unclear else "")
+        + f"; noising it leaves {_spread(t['prev_key'])} of M, within "
+        f"{float((t['prev_key'] - t['prev_noise']).abs().max()):.2f} of noising the head's whole output on every seed.",
+        f"**The induction heads' effects.** Block 2's best head, patched alone, clearly restores the most of M on "
+        f"{int((t['best_block'] == 'block 2').sum())} of {n} seeds; it restores {_spread(t['block2_effect'])}, and "
+        f"block 2's heads together {_spread(t['block2_sum'])}. Induction heads (induction_any at least 0.6) per seed: "
+        f"{', '.join(map(str, counts))}.",
+    ]

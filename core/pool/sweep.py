@@ -10,8 +10,8 @@ evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
   loss_later_copies < ln V / 2; empty if it never fell that far), dropped, abrupt, drop_start,
   drop_end, width, plateau_loss, final_loss_later;
 - end losses on the evaluation batch: loss_second_copy, acc_later_copies;
-- head scores of the final model (core.training.transition.head_figures): prev_token_block1,
-  induction_heads, induction_any_max, induction_any_2nd;
+- head scores of the final model as it trained (a clamp applied; core.training.transition.head_figures):
+  prev_token_block1, induction_heads, induction_any_max, induction_any_2nd;
 - wall_s and cpu_s of the run (its process's CPU time), and code (core.pool.live_run.code_version).
 
     rows = sweep(specs, "out.csv", command="python -m core.sweep ...")            # local processes
@@ -31,10 +31,10 @@ import pandas as pd
 import torch
 
 from core.pool.live_run import code_version
-from core.pool.sweep_grid import SETTINGS, RunSpec, label
+from core.pool.sweep_grid import ADDED, SETTINGS, RunSpec, label
 from core.pool.worker import main_script_hidden
 from core.training.train_settings import machine_cores
-from core.training.trainer import Trainer, evaluate
+from core.training.trainer import Trainer
 from core.training.transition import describe_curve, head_figures
 
 CURVE = ["steps_run", "drop_step", "dropped", "abrupt", "drop_start", "drop_end", "width", "plateau_loss",
@@ -45,17 +45,24 @@ TIMES = ["wall_s", "cpu_s"]  # the only columns that differ between two runs of 
 COLUMNS = ["run_id", *SETTINGS, *CURVE, *END, *TIMES, "code"]
 
 
-def run_one(spec: RunSpec, threads: int = 1) -> dict:
-    """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
-    torch.set_num_threads(max(1, int(threads)))
-    wall, cpu = time.perf_counter(), time.process_time()
+def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
+    """Train `spec` (at the calling thread's torch threads): (trainer, steps, loss_later_copies at those steps,
+    on the fixed evaluation batch every spec.every steps from 0). Measuring changes nothing in the training."""
     trainer = Trainer(*spec.configs())
     xs, ys = [0], [trainer.check_loss()]
     while not trainer.done:
         trainer.run(spec.every)
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
-    end = evaluate(trainer.model, trainer.eval_tokens, trainer.eval_periods)
+    return trainer, xs, ys
+
+
+def run_one(spec: RunSpec, threads: int = 1) -> dict:
+    """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
+    torch.set_num_threads(max(1, int(threads)))
+    wall, cpu = time.perf_counter(), time.process_time()
+    trainer, xs, ys = trained(spec)
+    end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied
     code = code_version()
     row = {"run_id": spec.run_id(code), **asdict(spec), "steps_run": xs[-1], **describe_curve(xs, ys, spec.vocab_size),
            "loss_second_copy": end["loss_second_copy"], "acc_later_copies": end["acc_later_copies"],
@@ -117,7 +124,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    return pd.read_csv(path, comment="#", dtype={"run_id": str, "code": str})
+    frame = pd.read_csv(path, comment="#", dtype={"run_id": str, "code": str})
+    for name, value in ADDED.items():  # a table written before the setting existed ran it at that value
+        if name not in frame.columns:
+            frame.insert(min(SETTINGS.index(name) + 1, frame.shape[1]), name, value)
+    return frame
 
 
 def write_table(path: str | Path, rows: list[dict], command: str) -> None:
@@ -176,6 +187,7 @@ _FLAGS = [  # flag, RunSpec field, parser, help
     ("--warmup", "warmup_steps", "ints", "warm-up steps"),
     ("--init", "init", "words", "initial embedding: shared, plain"),
     ("--hold", "hold", "words", "a block-1 head held on the previous token, e.g. 1.2, or none"),
+    ("--clamp", "clamp", "words", "a block-2 head clamped to the ideal induction pattern, e.g. 2.1, or none"),
     ("--knockout", "knockout", "words", "a head knocked out, block.head counted from 1 (e.g. 2.1), or none"),
     ("--steps", "steps", "ints", "training steps"),
     ("--every", "every", "ints", "steps between later-copy loss measurements (default 10)"),

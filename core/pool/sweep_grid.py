@@ -22,7 +22,8 @@ NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss e
 class RunSpec:
     """One training of a sweep: the preset's configs with these fields changed. `init`: "shared" (the
     default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; `hold` (a block-1 head
-    held on the previous position) and `knockout` are head labels, block.head counted from 1 as
+    held on the previous position: the layer-1 clamp), `clamp` (a block-2 head clamped to the ideal induction
+    pattern: the layer-2 clamp) and `knockout` are head labels, block.head counted from 1 as
     `python -m core.train` takes them, or "none"; `every`: steps between measurements
     of the later-copy loss (the curve the drop step is read from)."""
     n_layers: int
@@ -35,6 +36,7 @@ class RunSpec:
     warmup_steps: int
     init: str
     hold: str  # a head label ("1.2") or "none"
+    clamp: str  # a head label ("2.1") or "none"
     knockout: str  # a head label ("2.1") or "none"
     steps: int
     every: int
@@ -45,8 +47,8 @@ class RunSpec:
     def defaults(cls, preset: str = DEFAULT_PRESET, **changes) -> RunSpec:
         p = get_preset(preset)
         spec = cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.vocab_size,
-                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", "none", "none", p.train.steps, 10,
-                   p.train.seed, preset)
+                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", "none", "none", "none",
+                   p.train.steps, 10, p.train.seed, preset)
         return replace(spec, **changes)
 
     def configs(self):
@@ -60,12 +62,15 @@ class RunSpec:
         hold_layer, hold = _head(self.hold, "hold")
         if hold_layer > 0:
             raise ValueError(f"hold takes a head of block 1, e.g. 1.2, got {self.hold!r}.")
+        clamp_layer, clamp = _head(self.clamp, "clamp")
+        if clamp_layer not in (-1, 1):
+            raise ValueError(f"clamp takes a head of block 2, e.g. 2.1, got {self.clamp!r}.")
         model = replace(p.model, n_layers=self.n_layers, vocab_size=self.vocab_size)  # checks itself
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
                        seq_len=self.seq_len).validate(model.vocab_size)
         train = replace(p.train, steps=self.steps, batch_size=self.batch_size, lr=self.lr,
                         warmup_steps=self.warmup_steps, seed=self.seed, log_every=NO_LOG,
-                        hold_prev_head=hold, knockout_layer=layer, knockout_head=head)
+                        hold_prev_head=hold, clamp_induction_head=clamp, knockout_layer=layer, knockout_head=head)
         if self.init == "plain":
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
         if train.seq_len:  # as core.training.train_settings: the preset's shorter sequences only where they fit
@@ -75,11 +80,14 @@ class RunSpec:
         return model, task, train.validate()
 
     def run_id(self, code: str) -> str:
-        """The run's id in a results table: a hash of every field and `code` (the code version)."""
-        return hashlib.sha256(repr((sorted(asdict(self).items()), code)).encode()).hexdigest()[:16]
+        """The run's id in a results table: a hash of every field and `code` (the code version). A field added
+        after tables were shipped (ADDED) is left out while it is off, so those tables' ids stay what they were."""
+        fields = {k: v for k, v in asdict(self).items() if ADDED.get(k, object()) != v}
+        return hashlib.sha256(repr((sorted(fields.items()), code)).encode()).hexdigest()[:16]
 
 
 SETTINGS = [f.name for f in fields(RunSpec)]  # the table's settings columns, in this order
+ADDED = {"clamp": "none"}  # settings added after the first tables were written, with the value those tables ran
 
 
 def _head(label: str, field: str) -> tuple[int, int]:

@@ -48,7 +48,7 @@ from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
-from core.training.trainer import Trainer, evaluate
+from core.training.trainer import Trainer
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: core/ is importable from here
@@ -64,7 +64,7 @@ def final_checkpoint(trainer: Trainer) -> bytes:
     history = list(fields["history"])
     if history[-1]["step"] != trainer.step:
         row = {"step": trainer.step, "train_loss": math.nan, "seconds": round(trainer.seconds, 3)}
-        row.update(evaluate(model, trainer.log_tokens, trainer.log_periods))
+        row.update(trainer.evaluate(trainer.log_tokens, trainer.log_periods))
         history.append(row)
     fields["history"] = history
     return checkpoint_bytes(model, **fields)

@@ -32,6 +32,7 @@ class TrainConfig:
     embed_shared: float = 3.0  # norm of one random direction added to every row of W_E at the start
     # Training experiments (core.training.interventions): -1 = off. 0-based indices.
     hold_prev_head: int = -1  # this block-1 head's pattern is held on the previous position for the run
+    clamp_induction_head: int = -1  # this block-2 head's pattern is clamped to the ideal induction pattern
     knockout_layer: int = -1  # with knockout_head: this head's W_O is zero and frozen for the run
     knockout_head: int = -1
 

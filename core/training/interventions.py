@@ -1,5 +1,6 @@
 """Experiments on the training itself (in the spirit of Singh et al., 2024, who clamp parts of the
-induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off.
+induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off. The hold is
+Singh et al.'s layer-1 clamp (their `opto_prev_token_heads`), clamp_induction_head their layer-2 one.
 
 - hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
@@ -11,6 +12,17 @@ induction circuit and watch the phase change move). Set by TrainConfig fields; -
   the checkpoint's train entry records hold_prev_head, read_checkpoint and snapshot_model restore it,
   and the history rows, the Train page's banner, the timeline and every other page measure that same
   held model. `release` switches it off, for comparing with the weights alone.
+- clamp_induction_head = h: the layer-2 clamp. Block 2's head h has its pattern replaced by the ideal
+  induction pattern of the tokens in every forward the Trainer runs (training steps, logs, stop checks; the
+  sweeps' measurements): row i uniform over the positions right after an earlier occurrence of token i
+  (core.reading.detectors' induction mask), a row with no earlier occurrence on i itself (the hold's choice
+  for row 0). Singh et al. (2024; their code's `opto_induction_heads`) clamp one layer-2 head's pattern at
+  the query, where their task always has one match; here every position is a target, so every row is
+  clamped and the head's W_Q and W_K get no gradient. The pattern depends on the tokens, so it is not part
+  of the model: it is an edit at blocks.1.attn.hook_pattern (TinyCharLM.run_with_hooks, differentiable),
+  applied by the Trainer (`Trainer.logits`). The checkpoint's train entry records the field, but a saved
+  model computes its own pattern for that head (read_checkpoint does not restore the clamp), so the pages
+  measure the weights alone; `describe` says so.
 - knockout_layer, knockout_head: that head's W_O starts at zero and its gradient is masked to zero
   every step, so it writes nothing for the whole run (AdamW with a zero gradient and zero weights
   leaves them zero). The knockout is in the weights, so the saved model keeps it.
@@ -22,6 +34,7 @@ import torch
 
 from core.model.symbols import head_label
 from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.reading.detectors import detector_mask
 
 
 def check_interventions(model_cfg: ModelConfig, train) -> None:
@@ -36,6 +49,12 @@ def check_interventions(model_cfg: ModelConfig, train) -> None:
                          f"({L} blocks of {H} heads).")
     if knock[0] == 0 and knock[1] == train.hold_prev_head:
         raise ValueError("the held head and the knocked-out head must differ.")
+    clamp = train.clamp_induction_head
+    if clamp != -1 and not (L >= 2 and 0 <= clamp < H):
+        raise ValueError(f"the clamped head {head_label(1, clamp)} is not a head of block 2 of this model "
+                         f"({L} blocks of {H} heads).")
+    if clamp != -1 and knock == (1, clamp):
+        raise ValueError("the clamped head and the knocked-out head must differ.")
 
 
 @torch.no_grad()
@@ -54,6 +73,29 @@ def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Paramet
     return frozen
 
 
+def induction_pattern(tokens: torch.Tensor) -> torch.Tensor:
+    """The ideal induction pattern [*, T, T] (float32) of token sequences [*, T]: row i uniform over the keys
+    j <= i with token j-1 == token i; a row with no such key (no earlier occurrence) one-hot on i."""
+    mask = detector_mask("induction", tokens).float()
+    none = mask.sum(-1) == 0
+    mask = mask + torch.diag_embed(none.float())
+    return mask / mask.sum(-1, keepdim=True)
+
+
+def clamp_edits(train, tokens: torch.Tensor) -> dict:
+    """The edits of the layer-2 clamp on a run of `tokens` [*, T] (run_with_hooks's `edits`); {} when off."""
+    head = train.clamp_induction_head
+    if head == -1:
+        return {}
+    ideal = induction_pattern(tokens)
+
+    def clamp(pattern: torch.Tensor) -> torch.Tensor:  # [*, H, T, T]
+        held = ideal.to(pattern.dtype).unsqueeze(-3)
+        return torch.cat([pattern[..., :head, :, :], held, pattern[..., head + 1:, :, :]], -3)
+
+    return {"blocks.1.attn.hook_pattern": clamp}
+
+
 def release(model: TinyCharLM) -> TinyCharLM:
     """The model as its weights alone compute it: any held pattern switched off (in place). Not the
     model a held run keeps (that one keeps the hold); for comparing the two."""
@@ -69,6 +111,9 @@ def describe(train: dict | None, model_cfg: ModelConfig | None = None) -> str | 
     parts = []
     if train.get("hold_prev_head", -1) != -1:
         parts.append(f"head {head_label(0, train['hold_prev_head'])} held as a previous-token head")
+    if train.get("clamp_induction_head", -1) != -1:
+        parts.append(f"head {head_label(1, train['clamp_induction_head'])} clamped to the ideal induction pattern "
+                     "while it trained (the saved weights compute without the clamp)")
     if train.get("knockout_layer", -1) != -1:
         parts.append(f"head {head_label(train['knockout_layer'], train['knockout_head'])} knocked out")
     if train.get("embed_scale") == 1.0 and train.get("embed_shared") == 0.0:

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop once loss_later_copies on the fixed evaluation batch is below this")
     p.add_argument("--hold-prev-head", metavar="1.H",
                    help="experiment: hold block-1 head H's pattern on the previous position for the whole run")
+    p.add_argument("--clamp-induction-head", metavar="2.H",
+                   help="experiment: clamp block-2 head H's pattern to the ideal induction pattern while it trains")
     p.add_argument("--knockout", metavar="B.H", help="experiment: head B.H writes nothing for the whole run")
     p.add_argument("--plain-embedding", action="store_true",
                    help="experiment: start from the plain embedding (embed_scale 1, embed_shared 0)")
@@ -84,13 +86,18 @@ def parse_head(text: str, flag: str) -> tuple[int, int]:
 
 
 def experiment_fields(args) -> dict:
-    """The TrainConfig fields set by --hold-prev-head, --knockout and --plain-embedding."""
+    """The TrainConfig fields set by --hold-prev-head, --clamp-induction-head, --knockout and --plain-embedding."""
     out = {}
     if args.hold_prev_head:
         b, h = parse_head(args.hold_prev_head, "--hold-prev-head")
         if b != 0:
             raise ValueError("--hold-prev-head takes a head of block 1, e.g. 1.2.")
         out["hold_prev_head"] = h
+    if args.clamp_induction_head:
+        b, h = parse_head(args.clamp_induction_head, "--clamp-induction-head")
+        if b != 1:
+            raise ValueError("--clamp-induction-head takes a head of block 2, e.g. 2.1.")
+        out["clamp_induction_head"] = h
     if args.knockout:
         out["knockout_layer"], out["knockout_head"] = parse_head(args.knockout, "--knockout")
     if args.plain_embedding:

@@ -22,6 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
 from core.model.snapshots import SnapshotRecorder
 from core.model.task import TaskConfig, copy_masks, sample_batch
@@ -29,7 +30,7 @@ from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.reading.heads import head_scores
 from core.training.config import TrainConfig
 from core.training.initial import initial_model
-from core.training.interventions import apply_interventions, check_interventions
+from core.training.interventions import apply_interventions, check_interventions, clamp_edits
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
 LOG_SEQS = 32  # a log measures this many sequences of the evaluation batch (its first ones)
@@ -54,14 +55,16 @@ def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dic
 
 
 @torch.no_grad()
-def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
-    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists)."""
+def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, edits: dict | None = None) -> dict:
+    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists).
+    edits: run_with_hooks's, e.g. a clamp's (Trainer.evaluate passes the run's own)."""
     was_training = model.training
     model.eval()
-    logits, cache = model.run_with_cache(tokens, per_head=False)
+    names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+    logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
     model.train(was_training)
     row = copy_metrics(logits, tokens, periods)
-    scores = [head_scores(p, periods) for p in cache["pattern"]]
+    scores = [head_scores(cache[n], periods) for n in names]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
     row["induction_any"] = [s["induction_any"].tolist() for s in scores]
@@ -69,7 +72,8 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> 
 
 
 class LaterCopyLoss:
-    """loss_later_copies of a model on one fixed batch, from the fused forward pass (no patterns)."""
+    """loss_later_copies of a model on one fixed batch, from the fused forward pass (no patterns). `model` is
+    any tokens -> logits callable: the Trainer passes its `logits`, which applies a clamp."""
 
     def __init__(self, tokens: torch.Tensor, periods: torch.Tensor):
         self.tokens, self.targets = tokens, tokens[:, 1:]
@@ -129,6 +133,16 @@ class Trainer:
             return c.lr * (1.0 - 0.9 * min((step - start) / (c.steps - start), 1.0))
         return c.lr
 
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits [B, T, V] of the model as this run trains and measures it: with the layer-2 clamp on
+        (core.training.interventions), through run_with_hooks with the clamp's edit; else the fused forward."""
+        edits = clamp_edits(self.cfg, tokens)
+        return self.model.run_with_hooks(tokens, edits=edits)[0] if edits else self.model(tokens)
+
+    def evaluate(self, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
+        """`evaluate` of this run's model as it trains (its clamp, if any, applied)."""
+        return evaluate(self.model, tokens, periods, clamp_edits(self.cfg, tokens))
+
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns its mean training loss (nats).
 
@@ -138,7 +152,7 @@ class Trainer:
         issue #29); no float32 number the lab shows is that small."""
         torch.set_flush_denormal(True)
         tokens, periods = next(self.batches)
-        logits = self.model(tokens)
+        logits = self.logits(tokens)
         V = logits.shape[-1]
         per_target = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1), reduction="none")
         loss = per_target.mean()
@@ -158,7 +172,7 @@ class Trainer:
 
     def _log(self) -> dict:
         row = {"step": self.step, "train_loss": self.last_loss, "seconds": round(self.seconds, 3)}
-        row.update(evaluate(self.model, self.log_tokens, self.log_periods))
+        row.update(self.evaluate(self.log_tokens, self.log_periods))
         self.history.append(row)
         return row
 
@@ -166,7 +180,7 @@ class Trainer:
         """loss_later_copies on the fixed evaluation batch now (fused forward, no head scores)."""
         was_training = self.model.training
         self.model.eval()
-        value = self._stop_loss(self.model)
+        value = self._stop_loss(self.logits)
         self.model.train(was_training)
         self.stop_checks.append((self.step, value))
         return value

@@ -46,3 +46,29 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
                 domain=names, range=[[1, 0]] + [[6, 4]] * (len(names) - 1)))))
     return (alt.layer(*layers).resolve_scale(color="independent").properties(height=height)
             .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=320))
+
+
+def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
+    """Every run's drop step by clamp (one row per arm, in the frame's order): a dot per seed (a hollow triangle
+    at the cap for a run that never dropped), the arm's quartiles (a bar) and median (a tick), on a log axis
+    (core.pool.laws.clamp_frame makes the frame)."""
+    arms = list(dict.fromkeys(runs["arm"]))
+    y = alt.Y("arm:N", title=None, sort=arms, axis=alt.Axis(labelLimit=420))
+    x_scale = alt.Scale(type="log", nice=False, domain=[max(1.0, float(runs["y"].min()) / 1.4),
+                                                        float(runs["y"].max()) * 1.4])
+    x = alt.X("y:Q", title="drop step (log)", scale=x_scale)
+    kinds = ["dropped", "never dropped (drawn at the cap)"]
+    runs = runs.assign(run=runs["dropped"].map({True: kinds[0], False: kinds[1]}))
+    dots = alt.Chart(runs).mark_point(filled=True, size=45, opacity=0.75).encode(
+        x=x, y=y, color=alt.Color("run:N", title="run", scale=alt.Scale(domain=kinds, range=RUN_COLOURS)),
+        shape=alt.Shape("run:N", legend=None, scale=alt.Scale(domain=kinds, range=["circle", "triangle-up"])),
+        tooltip=["arm:N", "seed:Q", alt.Tooltip("drop_step:Q", title="drop step")])
+    medians = runs.drop_duplicates("arm")
+    spread = alt.Chart(medians).mark_rule(strokeWidth=3, opacity=0.35, color="#555555").encode(
+        x=alt.X("q25:Q", scale=x_scale), x2="q75:Q", y=y,
+        tooltip=[alt.Tooltip("q25:Q", title="25%"), alt.Tooltip("median:Q", title="median"),
+                 alt.Tooltip("q75:Q", title="75%")])
+    ticks = alt.Chart(medians.dropna(subset=["median"])).mark_tick(color="#000000", thickness=2, size=18).encode(
+        x=alt.X("median:Q", scale=x_scale), y=y, tooltip=[alt.Tooltip("median:Q", title="median drop step")])
+    return (alt.layer(spread, dots, ticks).properties(height=height)
+            .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))
