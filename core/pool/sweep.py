@@ -33,6 +33,7 @@ import torch
 from core.pool.live_run import code_version
 from core.pool.sweep_grid import SETTINGS, RunSpec, label
 from core.pool.worker import main_script_hidden
+from core.training.heap import keep_freed_memory
 from core.training.train_settings import machine_cores
 from core.training.trainer import Trainer, evaluate
 from core.training.transition import describe_curve, head_figures
@@ -48,6 +49,7 @@ COLUMNS = ["run_id", *SETTINGS, *CURVE, *END, *TIMES, "code"]
 def run_one(spec: RunSpec, threads: int = 1) -> dict:
     """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
     torch.set_num_threads(max(1, int(threads)))
+    keep_freed_memory()  # a sweep's processes only train
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(*spec.configs())
     xs, ys = [0], [trainer.check_loss()]
