@@ -34,6 +34,7 @@ import torch  # noqa: E402
 from time_to_induction import matmul_peak, step_flops  # noqa: E402
 
 from core.pool.runs import RunPool  # noqa: E402
+from core.training.heap import keep_freed_memory  # noqa: E402
 from core.training.live import drop_step  # noqa: E402
 from core.training.train_settings import TrainSettings  # noqa: E402
 from core.training.trainer import Trainer  # noqa: E402
@@ -70,7 +71,9 @@ def pool_run(settings: TrainSettings, vocab: int, timeout: float = 600.0) -> dic
 
 
 def bare_run(settings: TrainSettings) -> dict:
-    """The same training in this process, one step at a time: CPU-seconds of steps and of logs."""
+    """The same training in this process, one step at a time: CPU-seconds of steps and of logs. The
+    heap is kept between steps as in the pool's workers (core.training.heap)."""
+    keep_freed_memory()
     model_cfg, task_cfg, train_cfg = settings.configs()
     c0 = time.process_time()
     trainer = Trainer(model_cfg, task_cfg, train_cfg)

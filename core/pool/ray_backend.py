@@ -52,7 +52,9 @@ class _TrainingActor:
         import multiprocessing as mp
 
         from core.pool import worker
+        from core.training.heap import keep_freed_memory
 
+        keep_freed_memory()  # the actor's process only trains
         self._conn, child = mp.Pipe(duplex=True)
         self._send_lock = threading.Lock()
         self._thread = threading.Thread(target=worker.train, args=(child, settings, threads), name=name, daemon=True)

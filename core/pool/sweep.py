@@ -33,6 +33,7 @@ import torch
 from core.pool.live_run import code_version
 from core.pool.sweep_grid import ADDED, SETTINGS, RunSpec, label
 from core.pool.worker import main_script_hidden
+from core.training.heap import keep_freed_memory
 from core.training.train_settings import machine_cores
 from core.training.trainer import Trainer
 from core.training.transition import describe_curve, head_figures
@@ -60,6 +61,7 @@ def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
 def run_one(spec: RunSpec, threads: int = 1) -> dict:
     """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
     torch.set_num_threads(max(1, int(threads)))
+    keep_freed_memory()  # a sweep's processes only train
     wall, cpu = time.perf_counter(), time.process_time()
     trainer, xs, ys = trained(spec)
     end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied

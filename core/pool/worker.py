@@ -31,7 +31,6 @@ the Pipe reports end-of-file and the worker returns.
 from __future__ import annotations
 
 import copy
-import ctypes
 import math
 import multiprocessing as mp
 import os
@@ -46,6 +45,7 @@ import torch
 
 from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
+from core.training.heap import keep_freed_memory, release_free_memory
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -77,24 +77,6 @@ def saved_checkpoint(trainer: Trainer) -> bytes:
     every log; the weights and history are about 0.6 MB for the default model."""
     fields = {k: v for k, v in trainer.checkpoint_fields().items() if k != "snapshots"}
     return checkpoint_bytes(trainer.model, **fields)
-
-
-def _malloc_trim():
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        return None
-
-
-_TRIM = _malloc_trim()
-
-
-def release_free_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's malloc_trim), after each log. Every step
-    frees its activations, and glibc kept the freed memory: a default worker held 89 MB of private
-    memory after 300 steps, 22 MB with this (bench/README.md, issue #30), for about 0.3% of its time."""
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 _MAIN_LOCK = threading.Lock()
@@ -164,10 +146,17 @@ def rest(ctx) -> bool:
     return True
 
 
+def train_process(conn, settings: TrainSettings, threads: int) -> None:
+    """`train` as a process's whole life (ProcessBackend): its heap kept between steps
+    (core.training.heap.keep_freed_memory). A worker in a thread of the server runs `train` alone."""
+    keep_freed_memory()
+    train(conn, settings, threads)
+
+
 def start(ctx, settings: TrainSettings, threads: int, name: str):
     """Start `train` in a new daemon process of `ctx`; returns (process, the server's end of the Pipe)."""
     parent, child = ctx.Pipe(duplex=True)
-    proc = ctx.Process(target=train, args=(child, settings, threads), daemon=True, name=name)
+    proc = ctx.Process(target=train_process, args=(child, settings, threads), daemon=True, name=name)
     try:
         with main_script_hidden():
             proc.start()

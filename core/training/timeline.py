@@ -17,7 +17,7 @@ from core.training.trainer import eval_batch
 from core.training.transition import describe_curve
 
 EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL score compares, at most
-# (Olsson et al. compare token 500 with token 50 of 512; these are the scaled-down choice, pulled in by
+# (Olsson et al. compare the 500th token of the context with the 50th; these are the scaled-down choice, pulled in by
 # icl_positions so that `early` is in the first copy and `late` in a later copy of every sequence)
 BEFORE = 50  # the "before the drop" loss-by-position curve: the snapshot nearest this many steps before drop_start
 FRAMES = 6

@@ -20,6 +20,7 @@ from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
 from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
+from core.training.heap import keep_freed_memory
 from core.training.interventions import check_interventions
 from core.training.presets import PRESETS, get_preset
 from core.training.trainer import Trainer
@@ -174,6 +175,7 @@ def main(argv=None) -> int:
     if not out.parent.exists():
         raise UsageError(f"the folder {out.parent} for --out does not exist.")
     progress = not args.quiet and sys.stderr.isatty()
+    keep_freed_memory()  # this process only trains
     trainer = train_to_file(model_cfg, task_cfg, train_cfg, out, args.stop_at_loss, progress, args.preset)
     if args.manifest:
         manifest = Path(args.manifest)
