@@ -292,4 +292,4 @@ def induction_head_count(heads: pd.DataFrame, verdict: dict | None = None) -> Qu
               "fixed offset puts there too, so they do not make a head an induction head here."
               + fixed_distance_words(verdict))
     return Question("q_count", prompt, COUNT_OPTIONS, COUNT_OPTIONS[min(n, 4)], f"Induction scores (any earlier "
-                    f"copy): {listed}.{caveat}")
+                    f"copy): {listed}." + caveat)
