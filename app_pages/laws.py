@@ -175,7 +175,6 @@ def readings_section() -> None:
 
 
 SWEEP = "lw_sweep"  # this session's PageSweep (not a widget key: it outlives a visit to another page)
-SETTING_NAMES = {"batch_size": "batch size B", "seq_len": "sequence length C", "vocab_size": "vocabulary size V"}
 SWEEP_COLUMNS = {"value": "value", "seed": "seed", "status": "status", "steps_run": "steps", "drop_step": "drop step",
                  "final_loss_later": "final later-copy loss"}
 
@@ -200,7 +199,7 @@ def _stop_sweep() -> None:
 
 
 def _sweep_progress(sweep: ps.PageSweep) -> None:
-    n, name = len(sweep.specs), SETTING_NAMES[sweep.setting]
+    n, name = len(sweep.specs), ps.NAMES[sweep.setting]
     run = sweep.current
     if sweep.active and run is not None:
         spec = run.settings
@@ -221,10 +220,10 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
     if not sweep.results:
         return
     frame = pd.DataFrame(sweep.results)[list(SWEEP_COLUMNS)].rename(columns=SWEEP_COLUMNS)
-    st.dataframe(frame.rename(columns={"value": SETTING_NAMES[sweep.setting]}), hide_index=True, width="stretch")
+    st.dataframe(frame.rename(columns={"value": ps.NAMES[sweep.setting]}), hide_index=True, width="stretch")
     for r in sweep.results:
         if r["error"]:
-            st.error(f"{SETTING_NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
+            st.error(f"{ps.NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
     if sweep.active:
         return
     result = sweep.law()
@@ -254,10 +253,10 @@ def own_sweep_section() -> None:
     running = sweep is not None and sweep.active
     off = run_pool().capacity == 0
     a, b, c, d = st.columns([2, 3, 1, 1])
-    setting = a.radio("Vary", list(ps.CHOICES), format_func=SETTING_NAMES.get, key="lw_sw_setting",
+    setting = a.radio("Vary", list(ps.CHOICES), format_func=ps.NAMES.get, key="lw_sw_setting",
                       disabled=running)
     defaults = {"batch_size": [16, 32, 64]}
-    b.multiselect(f"Values of {SETTING_NAMES[setting]}", ps.CHOICES[setting],
+    b.multiselect(f"Values of {ps.NAMES[setting]}", ps.CHOICES[setting],
                   default=defaults.get(setting, list(ps.CHOICES[setting])), key=f"lw_sw_values_{setting}",
                   disabled=running)
     c.radio("Seeds", list(range(ps.MIN_SEEDS, ps.MAX_SEEDS + 1)), key="lw_sw_seeds", disabled=running)
@@ -272,7 +271,7 @@ def own_sweep_section() -> None:
         st.error(f"This sweep cannot be trained: {problem}")
     if off:
         st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0).")
-    b1, b2, _ = st.columns([1, 1, 5])
+    b1, b2, _ = st.columns([2, 1, 5])
     b1.button(f"Train these {len(specs)} runs" if specs else "Train", type="primary", on_click=_start_sweep,
               disabled=bool(problem) or running or off, key="lw_sw_start")
     b2.button("Stop", on_click=_stop_sweep, disabled=not running, key="lw_sw_stop",
@@ -281,7 +280,7 @@ def own_sweep_section() -> None:
         st.error(error)
     if sweep is not None:
         values = sorted({getattr(s, sweep.setting) for s in sweep.specs})
-        st.caption(f"Your sweep: {SETTING_NAMES[sweep.setting]} {', '.join(map(str, values))} × seeds "
+        st.caption(f"Your sweep: {ps.NAMES[sweep.setting]} {', '.join(map(str, values))} × seeds "
                    f"{', '.join(map(str, sorted({s.seed for s in sweep.specs})))}, {sweep.specs[0].steps} steps each.")
     st.fragment(run_every=1.0 if running else None)(_sweep_live)()
 

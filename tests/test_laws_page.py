@@ -135,6 +135,9 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     at = open_app("app_pages/laws.py")
     charts = len(at.get("vega_lite_chart"))
     at.radio(key="lw_sw_setting").set_value("batch_size").run()
+    at.multiselect(key="lw_sw_values_batch_size").set_value([8, 16, 32, 64]).run()  # over the cap: refused
+    assert any("Pick 2 or 3 values of batch size B" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="lw_sw_start").disabled
     at.multiselect(key="lw_sw_values_batch_size").set_value([8, 16])
     at.radio(key="lw_sw_seeds").set_value(2)
     at.number_input(key="lw_sw_steps").set_value(20).run()
@@ -156,8 +159,8 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     text = "\n".join(m.value for m in at.markdown)
     assert "At batch size B = 8, 2 of 2 runs never dropped within 20 steps" in text
     assert "Fewer than two points have a median drop step" in text
-    same = page_sweep.same_as_table(sweep.results, "batch_size")
-    if same[1]:
-        assert f"{same[0]} of your {same[1]} finished runs dropped at the same logged step" in text
+    compared, differ = page_sweep.same_as_table(sweep.results, "batch_size")
+    if compared:  # the table's runs of these seeds drop after step 20 too
+        assert (compared, differ) == (4, []) and "4 of your 4 finished runs dropped at the same logged step" in text
     assert len(at.get("vega_lite_chart")) == charts + 1
     assert not at.button(key="lw_sw_start").disabled and at.button(key="lw_sw_stop").disabled

@@ -19,6 +19,7 @@ class PlantedRun:
     def __init__(self, settings, drop_at: int | None, end: bool = True):
         self.settings, self.model_cfg = settings, settings.configs()[0]
         self.total_steps, self.position, self.blocked, self.error, self.result = settings.steps, 0, False, None, "model"
+        self.shared = None
         high, low = math.log(self.model_cfg.vocab_size), 0.5  # ln V, then far below ln V / 2
         steps = list(range(0, settings.steps + 1, 10))
         self.rows = [{"step": s, "loss_later_copies": low if drop_at is not None and s >= drop_at
@@ -129,6 +130,10 @@ def test_same_as_table_compares_each_run_with_the_tables_run_of_its_seed(tmp_pat
                {"value": 16, "seed": 1, "drop_step": None, "steps_run": 300, "status": done},  # both never
                {"value": 32, "seed": 0, "drop_step": 130, "steps_run": 300, "status": done},  # one log step off
                {"value": 32, "seed": 1, "drop_step": None, "steps_run": 300, "status": done},  # table's after 300
-               {"value": 64, "seed": 0, "drop_step": 90, "steps_run": 300, "status": done}]  # not in the table
-    assert ps.same_as_table(results, "batch_size", table) == (3, 4)
-    assert ps.same_as_table(results, "batch_size", tmp_path / "missing.csv") == (0, 0)
+               {"value": 64, "seed": 0, "drop_step": 90, "steps_run": 300, "status": done, "shared": "finished"}]
+    assert ps.same_as_table(results, "batch_size", table) == (4, [(32, 0, 140, 130)])
+    assert ps.same_as_table(results, "batch_size", tmp_path / "missing.csv") == (0, [])
+    said = ps.sentences(results, "batch_size", ps.law_result(results, "batch_size"), table)
+    assert "3 of your 4 finished runs dropped at the same logged step" in said[-2]  # 64 is not in the table
+    assert "batch size B 32, seed 0: step 130 here, 140 there" in said[-2]
+    assert said[-1].startswith("1 of your runs had already been trained on this server")

@@ -41,6 +41,7 @@ CHOICES = {  # the setting varied -> the values a student may pick (the shipped 
     "seq_len": (64, 96, 144),
     "vocab_size": (32, 64, 128),
 }
+NAMES = {"batch_size": "batch size B", "seq_len": "sequence length C", "vocab_size": "vocabulary size V"}
 LAW_OF = {"batch_size": "batch", "seq_len": "seqlen", "vocab_size": "vocab"}  # its law in core.pool.laws.LAWS
 MIN_VALUES, MAX_VALUES = 2, 3  # a slope needs two points
 MIN_SEEDS, MAX_SEEDS = 2, 3  # a point needs two seeds for a spread
@@ -77,13 +78,14 @@ def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[SweepSe
     every value. ValueError says what to change when the sweep is over the cap or a run cannot be trained."""
     if setting not in CHOICES:
         raise ValueError(f"A page sweep varies one of {', '.join(CHOICES)}, not {setting!r}.")
+    name = NAMES[setting]
     values = sorted({int(v) for v in values})
     odd = [v for v in values if v not in CHOICES[setting]]
     if odd:
-        raise ValueError(f"{setting} takes the values {', '.join(map(str, CHOICES[setting]))} here, not "
+        raise ValueError(f"{name} takes the values {', '.join(map(str, CHOICES[setting]))} here, not "
                          f"{', '.join(map(str, odd))}.")
     if not MIN_VALUES <= len(values) <= MAX_VALUES:
-        raise ValueError(f"Pick {MIN_VALUES} or {MAX_VALUES} values of {setting} (a slope needs two), got "
+        raise ValueError(f"Pick {MIN_VALUES} or {MAX_VALUES} values of {name} (a slope needs two), got "
                          f"{len(values)}.")
     if not MIN_SEEDS <= seeds <= MAX_SEEDS:
         raise ValueError(f"Train {MIN_SEEDS} or {MAX_SEEDS} seeds a value, got {seeds}.")
@@ -96,20 +98,21 @@ def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[SweepSe
     out = [replace(base, **{setting: v}, seed=s, steps=int(steps)) for s in range(seeds) for v in values]
     for spec in out:
         if problem := spec.problem():
-            raise ValueError(f"{setting} = {getattr(spec, setting)} cannot be trained: {problem}")
+            raise ValueError(f"{name} {getattr(spec, setting)} cannot be trained: {problem}")
     return out
 
 
 def summarize(run, setting: str) -> dict:
     """One ended run as a row: value (of the varied setting), seed, status, steps_run (its last step), drop_step
-    (None: not below ln V / 2 at any logged step), final_loss_later, error, and its curve [(step, loss)]."""
+    (None: not below ln V / 2 at any logged step), final_loss_later, error, its curve [(step, loss)], the drop
+    threshold ln V / 2, and shared (core.pool.runs: "finished" when the server had trained it already)."""
     settings = run.settings
     rows = [r for r in run.history() if isinstance(r.get("loss_later_copies"), (int, float))]
     return {"value": getattr(settings, setting), "seed": settings.seed, "status": str(run.status),
             "steps_run": int(run.step), "drop_step": live.drop_step(rows, run.model_cfg.vocab_size),
             "final_loss_later": float(rows[-1]["loss_later_copies"]) if rows else None, "error": run.error,
             "curve": [(int(r["step"]), float(r["loss_later_copies"])) for r in rows],
-            "threshold": drop_threshold(run.model_cfg.vocab_size)}
+            "threshold": drop_threshold(run.model_cfg.vocab_size), "shared": run.shared}
 
 
 def points(results: list[dict]) -> tuple[Point, ...]:
@@ -134,40 +137,55 @@ def law_result(results: list[dict], setting: str) -> LawResult | None:
     return LawResult(LAWS[LAW_OF[setting]], pts, fit_points(pts), "")
 
 
-def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, int]:
-    """(matching, compared): how many finished runs have the drop step of the shipped table's run of the same
-    value and seed (checkpoints/laws/<law>.csv), cut at the page run's steps (a table drop after them is a
-    page run that never dropped). (0, 0) when the table is not installed or has none of these runs."""
+def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, list[tuple]]:
+    """(compared, differ): how many finished runs have a run of the same value and seed in the shipped table
+    (checkpoints/laws/<law>.csv), and those whose drop step is not the table run's, as (value, seed, theirs,
+    yours). The table's drop step is cut at the page run's steps (a table drop after them is a page run that
+    never dropped: None). (0, []) when the table is not installed or has none of these runs."""
     path = LAWS[LAW_OF[setting]].path if path is None else path
     try:
         table = laws.read_table(path)
     except (OSError, ValueError):
-        return 0, 0
-    matching = compared = 0
+        return 0, []
+    compared, differ = 0, []
     for r in results:
+        if r["status"] != RunStatus.FINISHED or setting not in table.columns:
+            continue
         row = table[(table[setting] == r["value"]) & (table["seed"] == r["seed"])]
-        if r["status"] != RunStatus.FINISHED or row.empty:
+        if row.empty:
             continue
         theirs = row["drop_step"].iloc[0]
         theirs = None if theirs != theirs or theirs > r["steps_run"] else int(theirs)  # NaN: never dropped
         compared += 1
-        matching += theirs == r["drop_step"]
-    return matching, compared
+        if theirs != r["drop_step"]:
+            differ.append((r["value"], r["seed"], theirs, r["drop_step"]))
+    return compared, differ
+
+
+def _step(step: int | None) -> str:
+    return "none" if step is None else str(step)
 
 
 def sentences(results: list[dict], setting: str, result: LawResult, path=None) -> list[str]:
     """What the page says about a finished page sweep: core.pool.laws.sentences of its law, then how its runs
-    compare with the shipped table's runs of the same seeds."""
+    compare with the shipped table's runs of the same seeds, and how many the server had trained already."""
     out = laws.sentences(result)
-    matching, compared = same_as_table(results, setting, path)
+    compared, differ = same_as_table(results, setting, path)
     if compared:
         name, full = LAWS[LAW_OF[setting]].name, TrainConfig().eval_size
-        out.append(f"{matching} of your {compared} finished runs dropped at the same logged step as the run of the "
-                   f"same {setting} and seed in checkpoints/laws/{name}.csv (the same settings, seed and learning "
-                   f"rate up to step {MAX_STEPS}; its drop steps are read on {full} evaluation sequences, yours on "
-                   f"the Train page's {LOG_SEQS})" + ("." if matching == compared else ": where they differ, the loss "
-                                                     "crossed ln V / 2 slowly enough for the two to disagree by a "
-                                                     "log step."))
+        text = (f"{compared - len(differ)} of your {compared} finished runs dropped at the same logged step as the "
+                f"run of the same {NAMES[setting]} and seed in checkpoints/laws/{name}.csv (the same settings, seed "
+                f"and learning rate up to step {MAX_STEPS}; its drop steps are read on {full} evaluation sequences, "
+                f"yours on the Train page's {LOG_SEQS})")
+        if differ:
+            text += ("; " + "; ".join(f"{NAMES[setting]} {v}, seed {s}: step {_step(yours)} here, {_step(theirs)} there"
+                                      for v, s, theirs, yours in differ)
+                     + ". Where the loss crosses ln V / 2 slowly, the two measurements can land a log step apart.")
+        out.append(text + ("." if not differ else ""))
+    shared = sum(r.get("shared") == "finished" for r in results)
+    if shared:
+        out.append(f"{shared} of your runs had already been trained on this server (the same settings, seed and "
+                   "code), so they came back at once: the very numbers your own training would give.")
     return out
 
 
