@@ -227,9 +227,9 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
     if sweep.active:
         return
     result = sweep.law()
+    st.markdown("\n".join(f"- {s}" for s in ps.sentences(sweep.results, sweep.setting, result)))
     if result is None:
         return
-    st.markdown("\n".join(f"- {s}" for s in ps.sentences(sweep.results, sweep.setting, result)))
     runs, lines = laws.chart_frames(result)
     chart, note = st.columns([3, 2])
     chart.altair_chart(law_chart(runs, lines, result.law.axis_name, height=300), width="stretch")

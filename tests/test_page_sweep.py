@@ -120,6 +120,19 @@ def test_stop_ends_the_run_in_progress_keeps_the_finished_ones_and_starts_no_mor
     assert sweep.wait(5)
     assert len(pool.started) == 2 and len(pool.discarded) == 1 and sweep.queued == 0
     assert [(r["value"], r["seed"], r["drop_step"]) for r in sweep.results] == [(64, 0, 60)]
+    assert sweep.law() is None  # one seed: nothing to fit, and the sentence says so
+    assert ps.sentences(sweep.results, "seq_len", None, "/nonexistent.csv")[0].startswith("Too few finished runs")
+
+
+def test_a_stopped_sweeps_values_with_one_seed_are_left_out_of_the_fit():
+    done = RunStatus.FINISHED
+    results = [{"value": v, "seed": s, "drop_step": d, "steps_run": 300, "status": done}
+               for v, s, d in [(32, 0, 150), (64, 0, 140), (128, 0, 160), (32, 1, 120), (64, 1, 110)]]
+    result = ps.law_result(results, "vocab_size")
+    assert [p.x for p in result.points] == [32.0, 64.0] and result.fit.xs == (32.0, 64.0)
+    said = ps.sentences(results, "vocab_size", result, "/nonexistent.csv")
+    assert any(s.startswith("Against vocabulary size V") for s in said)
+    assert "fewer than 2 finished seeds: vocabulary size V 128" in said[-1]
 
 
 def test_same_as_table_compares_each_run_with_the_tables_run_of_its_seed(tmp_path):

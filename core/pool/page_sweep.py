@@ -130,8 +130,10 @@ def points(results: list[dict]) -> tuple[Point, ...]:
 
 def law_result(results: list[dict], setting: str) -> LawResult | None:
     """The finished runs read as the law of `setting` (core.pool.laws.LAWS), fitted as the shipped tables are
-    (fit_points: medians, log-log, seeds resampled); None without a finished run."""
-    pts = points(results)
+    (fit_points: medians, log-log, seeds resampled), over the values with at least core.pool.laws.MIN_SEEDS
+    finished seeds (a stopped sweep's values with one are left out: one seed has no spread to resample);
+    None when no value has that many."""
+    pts = tuple(p for p in points(results) if p.n >= laws.MIN_SEEDS)
     if not pts:
         return None
     return LawResult(LAWS[LAW_OF[setting]], pts, fit_points(pts), "")
@@ -166,10 +168,20 @@ def _step(step: int | None) -> str:
     return "none" if step is None else str(step)
 
 
-def sentences(results: list[dict], setting: str, result: LawResult, path=None) -> list[str]:
-    """What the page says about a finished page sweep: core.pool.laws.sentences of its law, then how its runs
-    compare with the shipped table's runs of the same seeds, and how many the server had trained already."""
-    out = laws.sentences(result)
+def sentences(results: list[dict], setting: str, result: LawResult | None, path=None) -> list[str]:
+    """What the page says about an ended page sweep (`result`: law_result of its runs): core.pool.laws.sentences
+    of its law when two values or more have their seeds, else what is missing; then how its runs compare with
+    the shipped table's runs of the same seeds, and how many the server had trained already."""
+    fitted = {p.x for p in result.points} if result is not None else set()
+    if len(fitted) >= 2:
+        out = laws.sentences(result)
+    else:
+        out = [f"Too few finished runs for a slope: it needs at least {laws.MIN_SEEDS} seeds at each of "
+               f"{MIN_VALUES} values, and these runs have that at {len(fitted)} of them."]
+    left = sorted({r["value"] for r in results if r["status"] == RunStatus.FINISHED} - {int(x) for x in fitted})
+    if left and len(fitted) >= 2:
+        out.append(f"Left out of the fit, with fewer than {laws.MIN_SEEDS} finished seeds: {NAMES[setting]} "
+                   f"{', '.join(map(str, left))} (in the table above).")
     compared, differ = same_as_table(results, setting, path)
     if compared:
         name, full = LAWS[LAW_OF[setting]].name, TrainConfig().eval_size
