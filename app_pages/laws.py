@@ -226,8 +226,8 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
             st.error(f"{ps.NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
     if sweep.active:
         return
-    result = sweep.law()
-    st.markdown("\n".join(f"- {s}" for s in ps.sentences(sweep.results, sweep.setting, result)))
+    result, said = sweep.outcome()
+    st.markdown("\n".join(f"- {s}" for s in said))
     if result is None:
         return
     runs, lines = laws.chart_frames(result)

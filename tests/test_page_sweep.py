@@ -91,7 +91,8 @@ def test_planted_histories_give_their_drop_steps_points_and_the_tables_fit():
     assert got == {**planted, (64, 1): None}
     assert all(run.result is None for run in pool.runs)  # the sweep keeps summaries, not models
     assert all(set(r) >= {"curve", "final_loss_later"} and r["status"] == RunStatus.FINISHED for r in sweep.results)
-    result = sweep.law()
+    result, said = sweep.outcome()
+    assert sweep.outcome()[1] is said  # computed once
     by_x = {p.x: p for p in result.points}
     assert by_x[64.0].steps == (90.0, None) and by_x[64.0].cap == 300 and math.isinf(by_x[64.0].median)
     # the fit: least squares through the medians that are below the cap (64 is not: half its runs never dropped)

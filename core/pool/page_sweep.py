@@ -217,6 +217,7 @@ class PageSweep:
         self.results: list[dict] = []
         self.current = None  # the LiveRun in progress
         self.cancelled = threading.Event()
+        self._outcome = None
         self._thread = threading.Thread(target=self._train_all, name="attention-lab-page-sweep", daemon=True)
 
     def start(self) -> PageSweep:
@@ -249,6 +250,15 @@ class PageSweep:
 
     def law(self) -> LawResult | None:
         return law_result(self.results, self.setting)
+
+    def outcome(self) -> tuple[LawResult | None, list[str]]:
+        """(law, sentences) of the ended sweep, computed once (the page draws them on every rerun)."""
+        if self.active:
+            raise RuntimeError("the sweep is still training.")
+        if self._outcome is None:
+            law = self.law()
+            self._outcome = law, sentences(self.results, self.setting, law)
+        return self._outcome
 
     def _train_all(self) -> None:
         for spec in self.specs:
