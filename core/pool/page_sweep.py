@@ -5,9 +5,10 @@ Train page's slots and line), and the finished runs' drop steps read as one law 
 The cap (MAX_RUNS runs of at most MAX_STEPS steps) is there because the app's machine is shared: every
 student's trainings take turns on the same few slots (ATTENTION_LAB_MAX_TRAININGS, 2 by default), so a
 sweep of 6 runs holds one of them for a few minutes, and the sweeps of hundreds of runs belong to
-`python -m core.sweep`. MAX_STEPS is the shipped tables' constant learning rate: they train 600 steps and
-hold the rate for the first 300 (TrainConfig.decay_steps), and a page run keeps it constant, so up to
-step 300 it trains exactly as the table's run of the same setting and seed does.
+`python -m core.sweep`. MAX_STEPS is where the shipped tables' learning rate stops being constant: they
+train 600 steps and hold the rate for the first 300 (TrainConfig.decay_steps), and a page run keeps it
+constant, so up to step 300 it trains as the table's run of the same setting and seed does (their drop
+steps agree, or differ by one log step: see below).
 
 Each run logs every LOG_EVERY steps (the Train page's runs: 25), so a drop step here is a multiple of 10,
 as in the tables. The drop step is core.model.drop's, read off the logged rows (core.training.live.drop_step):
