@@ -1,11 +1,16 @@
 """Laws of the drop: how the drop step moves with context, batch and vocabulary over many seeds, set beside
 the published predictions; the clamps; the Causal page's readings over training seeds. Reads the shipped
-tables only (checkpoints/laws/, core.pool.laws)."""
+tables (checkpoints/laws/, core.pool.laws), and a small sweep of the student's own, trained through the
+server's training pool like the Train page's runs (core.pool.page_sweep)."""
+import pandas as pd
 import streamlit as st
 
 from core.pool import laws
+from core.pool import page_sweep as ps
+from core.pool.status import RunStatus
 from core.training.transition import STUDY_FILE
 from ui.charts.laws import clamps_chart, law_chart
+from ui.training import run_pool, session_owner
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
           "batch": "Batch size", "vocab": "Vocabulary size"}
@@ -169,6 +174,129 @@ def readings_section() -> None:
     st.code(command, language="bash")
 
 
+SWEEP = "lw_sweep"  # this session's PageSweep (not a widget key: it outlives a visit to another page)
+SWEEP_COLUMNS = {"value": "value", "seed": "seed", "status": "status", "steps_run": "steps", "drop_step": "drop step",
+                 "final_loss_later": "final later-copy loss"}
+
+
+def _start_sweep() -> None:
+    old = st.session_state.get(SWEEP)
+    if old is not None and old.active:
+        return
+    setting = st.session_state["lw_sw_setting"]
+    try:
+        specs = ps.sweep_settings(setting, st.session_state.get(f"lw_sw_values_{setting}", []),
+                                  int(st.session_state["lw_sw_seeds"]), int(st.session_state["lw_sw_steps"]))
+    except ValueError as e:
+        st.session_state["lw_sw_error"] = str(e)
+        return
+    st.session_state[SWEEP] = ps.PageSweep(run_pool(), specs, setting, f"{session_owner()}|sweep").start()
+
+
+def _stop_sweep() -> None:
+    if (sweep := st.session_state.get(SWEEP)) is not None:
+        sweep.cancel()
+
+
+def _sweep_progress(sweep: ps.PageSweep) -> None:
+    n, name = len(sweep.specs), ps.NAMES[sweep.setting]
+    run = sweep.current
+    if sweep.active and run is not None:
+        spec = run.settings
+        where = ("waiting for your own Train-page run to end (a session trains one run at a time)"
+                 if run.status == RunStatus.WAITING and run.blocked
+                 else f"waiting for a free training slot (place {run.position} in line)"
+                 if run.status == RunStatus.WAITING else f"step {run.step} of {run.total_steps}")
+        st.progress(min((sweep.done + run.step / max(run.total_steps, 1)) / n, 1.0),
+                    text=f"Run {sweep.done + 1} of {n} ({name} {getattr(spec, sweep.setting)}, seed {spec.seed}): "
+                         f"{where}. {sweep.done} done, {sweep.queued} queued.")
+    elif sweep.active:
+        st.progress(sweep.done / n, text=f"{sweep.done} of {n} runs done, {sweep.queued} queued.")
+    elif sweep.cancelled.is_set() and sweep.done < n:
+        st.warning(f"Stopped after {sweep.done} of {n} runs; the results below are those runs'.")
+
+
+def _sweep_results(sweep: ps.PageSweep) -> None:
+    if not sweep.results:
+        return
+    frame = pd.DataFrame(sweep.results)[list(SWEEP_COLUMNS)].rename(columns=SWEEP_COLUMNS)
+    st.dataframe(frame.rename(columns={"value": ps.NAMES[sweep.setting]}), hide_index=True, width="stretch")
+    for r in sweep.results:
+        if r["error"]:
+            st.error(f"{ps.NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
+    if sweep.active:
+        return
+    result, said = sweep.outcome()
+    st.markdown("\n".join(f"- {s}" for s in said))
+    if result is None:
+        return
+    runs, lines = laws.chart_frames(result)
+    chart, note = st.columns([3, 2])
+    chart.altair_chart(law_chart(runs, lines, result.law.axis_name, height=300), width="stretch")
+    note.caption(CHART_NOTE)
+
+
+def own_sweep_section() -> None:
+    st.subheader("Run a small sweep yourself")
+    st.markdown(
+        f"Vary one setting over {ps.MIN_VALUES} or {ps.MAX_VALUES} of the tables' values, with {ps.MIN_SEEDS} or "
+        f"{ps.MAX_SEEDS} seeds each: at most {ps.MAX_RUNS} runs of at most {ps.MAX_STEPS} steps. The cap is there "
+        "because this machine is shared: the runs take the server's training slots one after another, like the "
+        "Train page's (a session trains one run at a time, and every student waits in the same line), while the "
+        "tables above took hundreds of runs on a machine of their own. "
+        f"Up to step {ps.MAX_STEPS} your runs train exactly as the tables' runs of the same seeds (seeds 0, 1, 2; "
+        f"the tables hold the learning rate for their first {ps.MAX_STEPS} steps, and so do these), so a drop after "
+        f"step {ps.MAX_STEPS} counts as \"later than the cap\" here. Each run logs every {ps.LOG_EVERY} steps, so a "
+        f"drop step is read to {ps.LOG_EVERY} steps, as in the tables. Everything else is the default 2-block "
+        "preset. The sweep goes on while you visit other pages; only the drop steps are kept, not the models.")
+    sweep = st.session_state.get(SWEEP)
+    running = sweep is not None and sweep.active
+    off = run_pool().capacity == 0
+    a, b, c, d = st.columns([2, 3, 1, 1])
+    setting = a.radio("Vary", list(ps.CHOICES), format_func=ps.NAMES.get, key="lw_sw_setting",
+                      disabled=running)
+    defaults = {"batch_size": [16, 32, 64]}
+    b.multiselect(f"Values of {ps.NAMES[setting]}", ps.CHOICES[setting],
+                  default=defaults.get(setting, list(ps.CHOICES[setting])), key=f"lw_sw_values_{setting}",
+                  disabled=running)
+    c.radio("Seeds", list(range(ps.MIN_SEEDS, ps.MAX_SEEDS + 1)), key="lw_sw_seeds", disabled=running)
+    d.number_input("Steps", ps.MIN_STEPS, ps.MAX_STEPS, ps.MAX_STEPS, step=10, key="lw_sw_steps", disabled=running)
+    try:
+        specs = ps.sweep_settings(setting, st.session_state.get(f"lw_sw_values_{setting}", []),
+                                  int(st.session_state["lw_sw_seeds"]), int(st.session_state["lw_sw_steps"]))
+        problem = None
+    except ValueError as e:
+        specs, problem = [], str(e)
+    if problem:
+        st.error(f"This sweep cannot be trained: {problem}")
+    if off:
+        st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0).")
+    b1, b2, _ = st.columns([2, 1, 5])
+    b1.button(f"Train these {len(specs)} runs" if specs else "Train", type="primary", on_click=_start_sweep,
+              disabled=bool(problem) or running or off, key="lw_sw_start")
+    b2.button("Stop", on_click=_stop_sweep, disabled=not running, key="lw_sw_stop",
+              help="End the run in progress (nothing of it is kept) and start no further run.")
+    if error := st.session_state.pop("lw_sw_error", None):
+        st.error(error)
+    if sweep is not None:
+        values = sorted({getattr(s, sweep.setting) for s in sweep.specs})
+        st.caption(f"Your sweep: {ps.NAMES[sweep.setting]} {', '.join(map(str, values))} × seeds "
+                   f"{', '.join(map(str, sorted({s.seed for s in sweep.specs})))}, {sweep.specs[0].steps} steps each.")
+    st.fragment(run_every=1.0 if running else None)(_sweep_live)()
+
+
+def _sweep_live() -> None:
+    sweep = st.session_state.get(SWEEP)
+    if sweep is None:
+        return
+    _sweep_progress(sweep)
+    _sweep_results(sweep)
+    if not sweep.active and st.session_state.get("lw_sw_drawn_active"):
+        st.session_state["lw_sw_drawn_active"] = False
+        st.rerun()  # the sweep ended: redraw the whole page so its buttons are enabled again
+    st.session_state["lw_sw_drawn_active"] = sweep.active
+
+
 st.title("Laws of the drop")
 st.markdown(
     "Train TinyCharLM many times, changing one setting at a time, and ask how the step where the later-copy "
@@ -178,6 +306,7 @@ st.markdown(
 st.caption(laws.sweeps_caption())  # five small tables: read on every run
 for name in laws.LAWS:
     law_section(name)
+own_sweep_section()
 depth_and_start_section()
 clamps_section()
 readings_section()

@@ -122,3 +122,45 @@ def test_the_readings_over_seeds_are_counted_from_their_table(page):
     assert f"into all of block 2 on {int(t['key_is_prev'].sum())} of {n} seeds" in text
     assert f"within {(t['prev_key'] - t['prev_noise']).abs().max():.2f} of noising the head's whole output" in text
     assert f"restores the most of M on {int((t['best_block'] == 'block 2').sum())} of {n} seeds" in text
+
+
+def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_steps():
+    """The page's own sweep, as small as its cap allows (2 batch sizes x 2 seeds, 20 steps): it trains in the
+    server's pool under this session's sweep owner, and once done shows each run's drop step (none drops in 20
+    steps: each is later than the cap), the chart and the computed sentences."""
+    import time
+
+    from core.pool import page_sweep
+
+    at = open_app("app_pages/laws.py")
+    charts = len(at.get("vega_lite_chart"))
+    at.radio(key="lw_sw_setting").set_value("batch_size").run()
+    at.multiselect(key="lw_sw_values_batch_size").set_value([8, 16, 32, 64]).run()  # over the cap: refused
+    assert any("Pick 2 or 3 values of batch size B" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="lw_sw_start").disabled
+    at.multiselect(key="lw_sw_values_batch_size").set_value([8, 16])
+    at.radio(key="lw_sw_seeds").set_value(2)
+    at.number_input(key="lw_sw_steps").set_value(20).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.button(key="lw_sw_start").click().run()
+    sweep = at.session_state["lw_sweep"]
+    assert sweep.owner.endswith("|sweep") and [(s.batch_size, s.seed, s.steps) for s in sweep.specs] == [
+        (8, 0, 20), (16, 0, 20), (8, 1, 20), (16, 1, 20)]
+    deadline = time.monotonic() + 120
+    while sweep.active and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not sweep.active, "the sweep did not finish in 120 s"
+    at.run()
+    assert not at.exception, at.exception
+    assert [r["status"] for r in sweep.results] == ["finished"] * 4
+    assert all(r["drop_step"] is None and r["steps_run"] == 20 and [s for s, _ in r["curve"]] == [0, 10, 20]
+               for r in sweep.results)  # logged every 10 steps
+    text = "\n".join(m.value for m in at.markdown)
+    assert "At batch size B = 8, 2 of 2 runs never dropped within 20 steps" in text
+    assert "Fewer than two points have a median drop step" in text
+    compared, differ = page_sweep.same_as_table(sweep.results, "batch_size")
+    if compared:  # the table's runs of these seeds drop after step 20 too
+        assert (compared, differ) == (4, []) and "4 of your 4 finished runs dropped at the same logged step" in text
+    assert len(at.get("vega_lite_chart")) == charts + 1
+    assert not at.button(key="lw_sw_start").disabled and at.button(key="lw_sw_stop").disabled

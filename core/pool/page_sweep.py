@@ -1,0 +1,293 @@
+"""A small sweep a student starts on the Laws of the drop page (issue 31): one setting at 2-3 values times
+2-3 seeds, trained one run after another through the server's training pool (core.pool.runs.RunPool, the
+Train page's slots and line), and the finished runs' drop steps read as one law of core.pool.laws.
+
+The cap (MAX_RUNS runs of at most MAX_STEPS steps) is there because the app's machine is shared: every
+student's trainings take turns on the same few slots (ATTENTION_LAB_MAX_TRAININGS, 2 by default), so a
+sweep of 6 runs holds one of them for a few minutes, and the sweeps of hundreds of runs belong to
+`python -m core.sweep`. MAX_STEPS is where the shipped tables' learning rate stops being constant: they
+train 600 steps and hold the rate for the first 300 (TrainConfig.decay_steps), and a page run keeps it
+constant, so up to step 300 it trains as the table's run of the same setting and seed does (their drop
+steps agree, or differ by one log step: see below).
+
+Each run logs every LOG_EVERY steps (the Train page's runs: 25), so a drop step here is a multiple of 10,
+as in the tables. The drop step is core.model.drop's, read off the logged rows (core.training.live.drop_step):
+the first logged step whose later-copy loss is below ln V / 2. A logged row measures the first LOG_SEQS
+(32) sequences of the fixed evaluation batch, the tables' runs all of it (128), so the two can differ by a log
+step where the loss crosses the line slowly.
+
+    specs = sweep_settings("batch_size", [16, 32, 64], seeds=2, steps=300)     # ValueError: what to change
+    sweep = PageSweep(pool, specs, "batch_size", owner=f"{owner}|sweep").start()
+    sweep.done, sweep.queued, sweep.current        # progress; sweep.cancel() ends it
+    result = law_result(sweep.results, "batch_size")  # a core.pool.laws.LawResult: sentences, chart_frames
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from core.model.drop import drop_threshold
+from core.pool import laws
+from core.pool.laws import LAWS, LawResult, Point, fit_points
+from core.pool.status import RunStatus
+from core.training import live
+from core.training.config import TrainConfig
+from core.training.presets import DEFAULT_PRESET
+from core.training.train_settings import TrainSettings
+from core.training.trainer import LOG_SEQS
+
+CHOICES = {  # the setting varied -> the values a student may pick (the shipped tables' own)
+    "batch_size": (8, 16, 32, 64),
+    "seq_len": (64, 96, 144),
+    "vocab_size": (32, 64, 128),
+}
+NAMES = {"batch_size": "batch size B", "seq_len": "sequence length C", "vocab_size": "vocabulary size V"}
+LAW_OF = {"batch_size": "batch", "seq_len": "seqlen", "vocab_size": "vocab"}  # its law in core.pool.laws.LAWS
+MIN_VALUES, MAX_VALUES = 2, 3  # a slope needs two points
+MIN_SEEDS, MAX_SEEDS = 2, 3  # a point needs two seeds for a spread
+MAX_RUNS = 6
+MIN_STEPS, MAX_STEPS = 20, 300
+LOG_EVERY = 10
+RUN_DEADLINE = 1800.0  # seconds one run may take, its wait for a slot included
+POLL = 0.5
+
+
+@dataclass(frozen=True)
+class SweepSettings(TrainSettings):
+    """The Train page's settings plus what a sweep varies that the Train page does not (the vocabulary size)
+    and how often it logs. The learning rate is held constant, as the tables' runs hold it for their first
+    MAX_STEPS steps."""
+    vocab_size: int = 64
+    log_every: int = LOG_EVERY
+
+    def configs(self, preset: str = DEFAULT_PRESET):
+        model, task, train = super().configs(preset)
+        model = replace(model, vocab_size=self.vocab_size)
+        if self.log_every < 1:
+            raise ValueError("log_every must be at least 1.")
+        train = replace(train, log_every=self.log_every, decay_steps=0).validate()
+        return model, task.validate(model.vocab_size), train
+
+    def label(self) -> str:
+        return f"{super().label()}, batch {self.batch_size}, vocabulary {self.vocab_size}"
+
+
+def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[SweepSettings]:
+    """The runs of a page sweep: `setting` at each of `values`, seeds 0 .. seeds - 1 (the tables' first seeds),
+    everything else the default preset's. Ordered seed by seed, so the first len(values) runs give one seed at
+    every value. ValueError says what to change when the sweep is over the cap or a run cannot be trained."""
+    if setting not in CHOICES:
+        raise ValueError(f"A page sweep varies one of {', '.join(CHOICES)}, not {setting!r}.")
+    name = NAMES[setting]
+    values = sorted({int(v) for v in values})
+    odd = [v for v in values if v not in CHOICES[setting]]
+    if odd:
+        raise ValueError(f"{name} takes the values {', '.join(map(str, CHOICES[setting]))} here, not "
+                         f"{', '.join(map(str, odd))}.")
+    if not MIN_VALUES <= len(values) <= MAX_VALUES:
+        raise ValueError(f"Pick {MIN_VALUES} or {MAX_VALUES} values of {name} (a slope needs two), got "
+                         f"{len(values)}.")
+    if not MIN_SEEDS <= seeds <= MAX_SEEDS:
+        raise ValueError(f"Train {MIN_SEEDS} or {MAX_SEEDS} seeds a value, got {seeds}.")
+    if len(values) * seeds > MAX_RUNS:
+        raise ValueError(f"{len(values)} values × {seeds} seeds is {len(values) * seeds} runs; a sweep on this "
+                         f"page trains at most {MAX_RUNS} (the machine is shared): drop a value or a seed.")
+    if not MIN_STEPS <= steps <= MAX_STEPS:
+        raise ValueError(f"A page sweep's runs train {MIN_STEPS} to {MAX_STEPS} steps, got {steps}.")
+    base = SweepSettings(**vars(TrainSettings.defaults()))
+    out = [replace(base, **{setting: v}, seed=s, steps=int(steps)) for s in range(seeds) for v in values]
+    for spec in out:
+        if problem := spec.problem():
+            raise ValueError(f"{name} {getattr(spec, setting)} cannot be trained: {problem}")
+    return out
+
+
+def summarize(run, setting: str) -> dict:
+    """One ended run as a row: value (of the varied setting), seed, status, steps_run (its last step), drop_step
+    (None: not below ln V / 2 at any logged step), final_loss_later, error, its curve [(step, loss)], the drop
+    threshold ln V / 2, and shared (core.pool.runs: "finished" when the server had trained it already)."""
+    settings = run.settings
+    rows = [r for r in run.history() if isinstance(r.get("loss_later_copies"), (int, float))]
+    return {"value": getattr(settings, setting), "seed": settings.seed, "status": str(run.status),
+            "steps_run": int(run.step), "drop_step": live.drop_step(rows, run.model_cfg.vocab_size),
+            "final_loss_later": float(rows[-1]["loss_later_copies"]) if rows else None, "error": run.error,
+            "curve": [(int(r["step"]), float(r["loss_later_copies"])) for r in rows],
+            "threshold": drop_threshold(run.model_cfg.vocab_size), "shared": run.shared}
+
+
+def points(results: list[dict]) -> tuple[Point, ...]:
+    """The finished runs (status finished) as core.pool.laws Points, one per value, seeds in order; a run
+    that never dropped counts as later than its steps, as in the tables."""
+    done = [r for r in results if r["status"] == RunStatus.FINISHED]
+    out = []
+    for x in sorted({r["value"] for r in done}):
+        runs = sorted((r for r in done if r["value"] == x), key=lambda r: r["seed"])
+        out.append(Point(float(x), tuple(r["seed"] for r in runs),
+                         tuple(None if r["drop_step"] is None else float(r["drop_step"]) for r in runs),
+                         max(r["steps_run"] for r in runs)))
+    return tuple(out)
+
+
+def law_result(results: list[dict], setting: str) -> LawResult | None:
+    """The finished runs read as the law of `setting` (core.pool.laws.LAWS), fitted as the shipped tables are
+    (fit_points: medians, log-log, seeds resampled), over the values with at least core.pool.laws.MIN_SEEDS
+    finished seeds (a stopped sweep's values with one are left out: one seed has no spread to resample);
+    None when no value has that many."""
+    pts = tuple(p for p in points(results) if p.n >= laws.MIN_SEEDS)
+    if not pts:
+        return None
+    return LawResult(LAWS[LAW_OF[setting]], pts, fit_points(pts), "")
+
+
+def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, list[tuple]]:
+    """(compared, differ): how many finished runs have a run of the same value and seed in the shipped table
+    (checkpoints/laws/<law>.csv), and those whose drop step is not the table run's, as (value, seed, theirs,
+    yours). The table's drop step is cut at the page run's steps (a table drop after them is a page run that
+    never dropped: None). (0, []) when the table is not installed or has none of these runs."""
+    path = LAWS[LAW_OF[setting]].path if path is None else path
+    try:
+        table = laws.read_table(path)
+    except (OSError, ValueError):
+        return 0, []
+    compared, differ = 0, []
+    for r in results:
+        if r["status"] != RunStatus.FINISHED or setting not in table.columns:
+            continue
+        row = table[(table[setting] == r["value"]) & (table["seed"] == r["seed"])]
+        if row.empty:
+            continue
+        theirs = row["drop_step"].iloc[0]
+        theirs = None if theirs != theirs or theirs > r["steps_run"] else int(theirs)  # NaN: never dropped
+        compared += 1
+        if theirs != r["drop_step"]:
+            differ.append((r["value"], r["seed"], theirs, r["drop_step"]))
+    return compared, differ
+
+
+def _step(step: int | None) -> str:
+    return "none" if step is None else str(step)
+
+
+def sentences(results: list[dict], setting: str, result: LawResult | None, path=None) -> list[str]:
+    """What the page says about an ended page sweep (`result`: law_result of its runs): core.pool.laws.sentences
+    of its law when two values or more have their seeds, else what is missing; then how its runs compare with
+    the shipped table's runs of the same seeds, and how many the server had trained already."""
+    fitted = {p.x for p in result.points} if result is not None else set()
+    if len(fitted) >= 2:
+        out = laws.sentences(result)
+    else:
+        out = [f"Too few finished runs for a slope: it needs at least {laws.MIN_SEEDS} seeds at each of "
+               f"{MIN_VALUES} values, and these runs have that at {len(fitted)} of them."]
+    left = sorted({r["value"] for r in results if r["status"] == RunStatus.FINISHED} - {int(x) for x in fitted})
+    if left and len(fitted) >= 2:
+        out.append(f"Left out of the fit, with fewer than {laws.MIN_SEEDS} finished seeds: {NAMES[setting]} "
+                   f"{', '.join(map(str, left))} (in the table above).")
+    compared, differ = same_as_table(results, setting, path)
+    if compared:
+        name, full = LAWS[LAW_OF[setting]].name, TrainConfig().eval_size
+        text = (f"{compared - len(differ)} of your {compared} finished runs dropped at the same logged step as the "
+                f"run of the same {NAMES[setting]} and seed in checkpoints/laws/{name}.csv (the same settings, seed "
+                f"and learning rate up to step {MAX_STEPS}; its drop steps are read on {full} evaluation sequences, "
+                f"yours on the Train page's {LOG_SEQS})")
+        if differ:
+            text += ("; " + "; ".join(f"{NAMES[setting]} {v}, seed {s}: step {_step(yours)} here, {_step(theirs)} there"
+                                      for v, s, theirs, yours in differ)
+                     + ". Where the loss crosses ln V / 2 slowly, the two measurements can land a log step apart.")
+        out.append(text + ("." if not differ else ""))
+    shared = sum(r.get("shared") == "finished" for r in results)
+    if shared:
+        out.append(f"{shared} of your runs had already been trained on this server (the same settings, seed and "
+                   "code), so they came back at once: the very numbers your own training would give.")
+    return out
+
+
+class PageSweep:
+    """`specs` trained one after another in `pool` under `owner` (a name of the session's own: RunPool.start
+    ends an owner's earlier runs, so it must not be the Train page's). The pool gives a session one slot, so
+    the sweep waits while the session's Train-page run trains, and takes its turn in the server's line; a run
+    whose settings already trained on this server comes back at once, as on the Train page. Models are not
+    kept, only each run's summary (summarize)."""
+
+    def __init__(self, pool, specs: list[SweepSettings], setting: str, owner: str,
+                 run_deadline: float = RUN_DEADLINE):
+        if not specs or len(specs) > MAX_RUNS:
+            raise ValueError(f"A page sweep trains 1 to {MAX_RUNS} runs, got {len(specs)}.")
+        self.pool, self.specs, self.setting, self.owner = pool, list(specs), setting, owner
+        self.run_deadline = run_deadline
+        self.results: list[dict] = []
+        self.current = None  # the LiveRun in progress
+        self.cancelled = threading.Event()
+        self._outcome = None
+        self._thread = threading.Thread(target=self._train_all, name="attention-lab-page-sweep", daemon=True)
+
+    def start(self) -> PageSweep:
+        self._thread.start()
+        return self
+
+    @property
+    def active(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def done(self) -> int:
+        return len(self.results)
+
+    @property
+    def queued(self) -> int:
+        """Runs not started yet (the one in progress not counted)."""
+        return 0 if self.cancelled.is_set() else len(self.specs) - self.done - (self.current is not None)
+
+    def cancel(self) -> None:
+        """End the run in progress (nothing of it is kept) and start no further run."""
+        self.cancelled.set()
+        run = self.current
+        if run is not None:
+            self.pool.discard(run)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def law(self) -> LawResult | None:
+        return law_result(self.results, self.setting)
+
+    def outcome(self) -> tuple[LawResult | None, list[str]]:
+        """(law, sentences) of the ended sweep, computed once (the page draws them on every rerun)."""
+        if self.active:
+            raise RuntimeError("the sweep is still training.")
+        if self._outcome is None:
+            law = self.law()
+            self._outcome = law, sentences(self.results, self.setting, law)
+        return self._outcome
+
+    def _train_all(self) -> None:
+        for spec in self.specs:
+            if self.cancelled.is_set():
+                break
+            run = self.pool.start(spec, self.owner)
+            self.current = run
+            if self.cancelled.is_set():  # cancel() came between the check above and the start
+                self.pool.discard(run)
+            late = not self._wait_for(run)
+            row = summarize(run, self.setting)
+            if late:
+                row.update(status="timed out", error=f"The run had not ended {self.run_deadline:g} s after it was "
+                                                     "started, so it was ended and the sweep stopped.")
+            run.result = None  # the sweep keeps summaries, not models
+            self.current = None
+            if run.status == RunStatus.CANCELLED and self.cancelled.is_set():
+                break  # Stop: the run in progress is left out
+            self.results.append(row)
+            if late or run.status != RunStatus.FINISHED:  # failed, diverged, or the pool ended it with the session
+                break
+        self.current = None
+
+    def _wait_for(self, run) -> bool:
+        deadline = time.monotonic() + self.run_deadline
+        while not run.ended.wait(max(0.0, min(POLL, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                self.pool.discard(run)
+                run.ended.wait(POLL)
+                return False
+        return True
