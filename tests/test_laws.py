@@ -208,3 +208,15 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
     assert caught["out"] == f"checkpoints/laws/{path.name}"
     assert table["code"].nunique() == 1
     assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
+
+
+def test_an_interval_end_beside_a_prediction_gets_the_decimals_that_show_which_side_it_is_on(tmp_path):
+    law = read_law(planted(tmp_path / "t.csv", -0.2), Law("x", "batch_size", "B", "B", (AOYAMA,)))
+    near = replace(law, fit=replace(law.fit, low=-0.502, high=-0.05))
+    text = " ".join(sentences(near))
+    assert "(95% interval −0.502 to −0.050" in text and "the predicted slope −0.50 is inside the interval" in text
+    clear = replace(law, fit=replace(law.fit, low=-0.498, high=-0.05))
+    text = " ".join(sentences(clear))
+    assert "(95% interval −0.498 to −0.050" in text and "the whole interval is above −0.50" in text
+    plain = replace(law, fit=replace(law.fit, low=-0.61, high=-0.32))
+    assert "(95% interval −0.61 to −0.32" in " ".join(sentences(plain))

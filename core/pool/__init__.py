@@ -2,7 +2,8 @@
 reads of a run (live_run), the seam to whatever runs the workers (backend: processes, or threads in
 tests; ray_backend: Ray actors, when a cluster is configured), its training slots (slots), the
 worker's loop (worker), several seeds of one setting (seed_series), and sweeps: a grid of trainings
-on local processes or Ray into one results table (sweep, sweep_grid; `python -m core.sweep`).
+on local processes or Ray into one results table (sweep, sweep_grid; `python -m core.sweep`), the
+laws read from those tables (laws), and the Laws page's small capped sweep through the pool (page_sweep).
 
 May import core.model, core.reading and core.training. Ray only inside ray_backend's functions.
 """

@@ -225,8 +225,17 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.2f}".replace("-", "−")
+def _signed(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _digits(values, marks) -> int:
+    """Decimals enough that no value reads as equal to a mark it is not (an interval end of -0.502 beside
+    a predicted -0.50 is printed -0.502, so "the whole interval is above -0.50" does not read wrong)."""
+    for digits in (2, 3, 4):
+        if not any(round(v, digits) == round(m, digits) and v != m for v in values for m in marks):
+            return digits
+    return 4
 
 
 def trend(fit: Fit) -> str:
@@ -264,8 +273,9 @@ def sentences(result: LawResult) -> list[str]:
                    "so nothing can be said against the predictions.")
         return out
     seeds = sorted({p.n for p in result.points})
+    d = _digits((fit.low, fit.high), [0.0, *(p.slope for p in law.predictions if p.slope is not None)])
     out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {_signed(fit.slope)} "
-               f"(95% interval {_signed(fit.low)} to {_signed(fit.high)}, over {len(fit.xs)} points of "
+               f"(95% interval {_signed(fit.low, d)} to {_signed(fit.high, d)}, over {len(fit.xs)} points of "
                f"{'/'.join(map(str, seeds))} seeds, seeds resampled {N_BOOT} times): the drop {trend(fit)} as "
                f"{axis} grows.")
     for pred in law.predictions:
