@@ -220,7 +220,8 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
     if not sweep.results:
         return
     frame = pd.DataFrame(sweep.results)[list(SWEEP_COLUMNS)].rename(columns=SWEEP_COLUMNS)
-    st.dataframe(frame.rename(columns={"value": ps.NAMES[sweep.setting]}), hide_index=True, width="stretch")
+    st.dataframe(frame.rename(columns={"value": ps.NAMES[sweep.setting]}), hide_index=True, width="stretch",
+                 column_config={"final later-copy loss": st.column_config.NumberColumn(format="%.3f")})
     for r in sweep.results:
         if r["error"]:
             st.error(f"{ps.NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
