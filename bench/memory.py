@@ -16,8 +16,10 @@ once it has ended, so the model is in its session (the first session trains it b
 before the N, so the N get the finished run and the one-time cost of a first training is not
 counted as theirs). Then all N disconnect. The server runs with
 server.disconnectedSessionTTL = --ttl seconds (Streamlit's default, 120 s, only delays the end), and
-the PSS of the server process (smaps_rollup) is read before the N, with them connected, and --settle
-seconds after their sessions have ended (past ui/setup.py's next full garbage collection).
+the PSS of the server process (smaps_rollup) is read before the N (once the first session has ended as
+they will), with them connected, and after their sessions have ended: past the TTL and ui/sessions.py's
+MARGIN, when the server releases what they left, and then --settle seconds (past ui/setup.py's next
+full garbage collection).
 
 Starts `streamlit run dashboard.py --server.headless true` on a free loopback port and reads the
 server process's VmRSS (and VmHWM, its peak) from /proc/<pid>/status:
@@ -245,8 +247,21 @@ async def _until_trained(session: LightSession, timeout: float = 1800) -> None:
     raise TimeoutError("the training did not end")
 
 
-async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log, settle: float = 65.0) -> dict:
+async def _ended(url: str, ttl: float, settle: float) -> None:
+    """Wait until the sessions just closed have ended: their reconnect window (ttl) and ui/sessions.py's
+    MARGIN past it, when the server releases what they left, then `settle` seconds for ui/setup.py's
+    next full collection (the server runs with postScriptGC off)."""
     import asyncio
+
+    from ui.sessions import MARGIN
+
+    await asyncio.sleep(ttl + MARGIN + 2)
+    async with LightSession(url) as _:  # a store into the session storage: expired sessions go now
+        pass
+    await asyncio.sleep(settle)
+
+
+async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log, settle: float = 65.0) -> dict:
 
     async with LightSession(url) as first:  # the shared caches: shipped models, views, page modules
         for page in PAGES:
@@ -255,10 +270,7 @@ async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log
             await first.open("train")
             await first.press("tr_train")
             await _until_trained(first)
-    await asyncio.sleep(ttl + 2)
-    async with LightSession(url) as _:  # a store into the session storage: expired sessions go now
-        pass
-    await asyncio.sleep(1)
+    await _ended(url, ttl, settle)  # the first session's own state is not counted as theirs
     out = {"pss_before_mb": round(pss_mb(pid), 1), "errors": list(first.errors)}
     log(f"server PSS before: {out['pss_before_mb']} MB")
     sessions, after_each = [], []
@@ -281,10 +293,7 @@ async def _sessions(url: str, pid: int, count: int, train: bool, ttl: float, log
     for s in sessions:
         out["errors"] += s.errors
         await s.__aexit__(None, None, None)
-    await asyncio.sleep(ttl + 2)
-    async with LightSession(url) as _:
-        pass
-    await asyncio.sleep(settle)  # ui/setup.py's next full collection (the server runs with postScriptGC off)
+    await _ended(url, ttl, settle)
     out["pss_after_end_mb"] = round(pss_mb(pid), 1)
     out["pss_after_each_session_mb"] = after_each
     out["per_session_connected_mb"] = round((out["pss_connected_mb"] - out["pss_before_mb"]) / count, 2)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import logging
 import threading
 import time
 
+from ui import sessions
 from ui.cache import prune_in_background
 from ui.training import run_pool
 
@@ -31,7 +33,8 @@ _lock = threading.Lock()
 
 
 def lab_script() -> None:
-    """Once per server: start the background work. Every run: check the training monitor runs."""
+    """Once per server: start the background work. Every run: check the training monitor runs, and let
+    ui/sessions.py know of this session."""
     global _done
     with _lock:
         first, _done = not _done, True
@@ -39,6 +42,7 @@ def lab_script() -> None:
         _tune_malloc()
         prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
+    sessions.note_this_session()  # what this session leaves is released once it can no longer reconnect
 
 
 def _tune_malloc(every: float = 1.0) -> None:
@@ -47,7 +51,8 @@ def _tune_malloc(every: float = 1.0) -> None:
     32 MB inside them: after one session had opened every page the server held about 600 MB, most
     of it free. So: two arenas, and a daemon thread that hands free heap pages back to the system
     every `every` seconds (malloc_trim: about 20 ms when there is much to return, microseconds when
-    not; nothing on the training path changes), after a full collection every GC_EVERY seconds.
+    not; nothing on the training path changes), after a full collection every GC_EVERY seconds and
+    a sweep of ended sessions (ui/sessions.py) every time.
     Only glibc has these; elsewhere nothing happens."""
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -60,6 +65,10 @@ def _tune_malloc(every: float = 1.0) -> None:
         collected = time.monotonic()
         while True:
             time.sleep(every)
+            try:
+                sessions.sweep()
+            except Exception:  # noqa: BLE001 -- releasing an ended session is housekeeping; the trimmer goes on
+                logging.getLogger(__name__).exception("could not release an ended session")
             if time.monotonic() - collected >= GC_EVERY:
                 gc.collect()
                 collected = time.monotonic()
