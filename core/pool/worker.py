@@ -45,7 +45,7 @@ import torch
 
 from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
-from core.training.heap import keep_freed_memory, release_free_memory
+from core.training.heap import keep_freed_memory
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -219,7 +219,6 @@ class _Session:
                 self.send_frame()
                 if self.trainer.step > 0 and not self.trainer.done:  # at the end "done" brings the model
                     self.conn.send(("saved", self.trainer.step, self.seconds(), saved_checkpoint(self.trainer)))
-                release_free_memory()
         now = time.perf_counter()
         if force or now - self.last_progress >= PROGRESS_EVERY:
             self.conn.send(("progress", self.trainer.step, self.seconds(), torch.get_num_threads()))
