@@ -34,11 +34,11 @@ import copy
 import math
 import multiprocessing as mp
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
+from multiprocessing import spawn
 from pathlib import Path
 
 import torch
@@ -84,13 +84,26 @@ _MAIN_LOCK = threading.Lock()
 
 @contextmanager
 def main_script_hidden():
-    """A new process re-runs the parent's main script first (multiprocessing.spawn.prepare). Here
-    that is Streamlit's (or pytest's) command line, which the worker does not need: importing it again
-    cost about 0.5 s and tens of MB per worker. So the main module's file is hidden while the start
-    data is written; the worker's code is all in core.pool.worker."""
-    main = sys.modules["__main__"]
+    """A new process re-runs the parent's main script first (multiprocessing.spawn.prepare, from the
+    start data's init_main_from_path or _name). Here that is Streamlit's (or pytest's) command line,
+    which the worker does not need: importing it again cost about 0.5 s and tens of MB per worker. So
+    the start data is written without it; the worker's code is all in core.pool.worker.
+
+    The start data leaves the main module out, rather than the main module hiding its __file__ while
+    it is written: Streamlit makes each script run's module sys.modules["__main__"] while it runs, so
+    with several students on one server the module read could be another session's, named after
+    dashboard.py, and the worker ran the app's script and died (exit code 1 before its first step:
+    1 of 4 trainings started together, twice; bench/README.md, session 8)."""
     with _MAIN_LOCK:
-        path = main.__dict__.pop("__file__", None)
+        written = spawn.get_preparation_data
+
+        def without_main(name):
+            data = written(name)
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+
+        spawn.get_preparation_data = without_main
         pythonpath = os.environ.get("PYTHONPATH")
         # Python 3.11's forkserver ignores the sys.path it is given: without the repository on its
         # PYTHONPATH its preload fails silently unless the server runs from the repository's folder
@@ -98,8 +111,7 @@ def main_script_hidden():
         try:
             yield
         finally:
-            if path is not None:
-                main.__file__ = path
+            spawn.get_preparation_data = written
             if pythonpath is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
