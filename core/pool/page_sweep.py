@@ -23,13 +23,12 @@ step where the loss crosses the line slowly.
 """
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, replace
 
 from core.model.drop import drop_threshold
 from core.pool import laws
 from core.pool.laws import LAWS, LawResult, Point, fit_points
+from core.pool.series import RunSeries
 from core.pool.status import RunStatus
 from core.training import live
 from core.training.config import TrainConfig
@@ -50,7 +49,6 @@ MAX_RUNS = 6
 MIN_STEPS, MAX_STEPS = 20, 300
 LOG_EVERY = 10
 RUN_DEADLINE = 1800.0  # seconds one run may take, its wait for a slot included
-POLL = 0.5
 
 
 @dataclass(frozen=True)
@@ -202,52 +200,39 @@ def sentences(results: list[dict], setting: str, result: LawResult | None, path=
     return out
 
 
-class PageSweep:
+class PageSweep(RunSeries):
     """`specs` trained one after another in `pool` under `owner` (a name of the session's own: RunPool.start
     ends an owner's earlier runs, so it must not be the Train page's). The pool gives a session one slot, so
     the sweep waits while the session's Train-page run trains, and takes its turn in the server's line; a run
     whose settings already trained on this server comes back at once, as on the Train page. Models are not
-    kept, only each run's summary (summarize)."""
+    kept, only each run's summary (summarize). Stop leaves the run in progress out; a run that did not
+    finish (failed, diverged, ended with the session) ends the sweep."""
+
+    name = "attention-lab-page-sweep"
+    keeps_stopped = False
 
     def __init__(self, pool, specs: list[SweepSettings], setting: str, owner: str,
                  run_deadline: float = RUN_DEADLINE):
         if not specs or len(specs) > MAX_RUNS:
             raise ValueError(f"A page sweep trains 1 to {MAX_RUNS} runs, got {len(specs)}.")
-        self.pool, self.specs, self.setting, self.owner = pool, list(specs), setting, owner
-        self.run_deadline = run_deadline
-        self.results: list[dict] = []
-        self.current = None  # the LiveRun in progress
-        self.cancelled = threading.Event()
+        super().__init__(pool, specs, owner, run_deadline)
+        self.specs, self.setting, self.run_deadline = self.runs, setting, run_deadline
         self._outcome = None
-        self._thread = threading.Thread(target=self._train_all, name="attention-lab-page-sweep", daemon=True)
-
-    def start(self) -> PageSweep:
-        self._thread.start()
-        return self
-
-    @property
-    def active(self) -> bool:
-        return self._thread.is_alive()
-
-    @property
-    def done(self) -> int:
-        return len(self.results)
 
     @property
     def queued(self) -> int:
         """Runs not started yet (the one in progress not counted)."""
         return 0 if self.cancelled.is_set() else len(self.specs) - self.done - (self.current is not None)
 
-    def cancel(self) -> None:
-        """End the run in progress (nothing of it is kept) and start no further run."""
-        self.cancelled.set()
-        run = self.current
-        if run is not None:
-            self.pool.discard(run)
+    def row(self, run) -> dict:
+        return summarize(run, self.setting)
 
-    def wait(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+    def late_error(self, settings) -> str:
+        return (f"The run had not ended {self.run_deadline:g} s after it was started, so it was ended and the "
+                "sweep stopped.")
+
+    def goes_on(self, run) -> bool:
+        return run.status == RunStatus.FINISHED
 
     def law(self) -> LawResult | None:
         return law_result(self.results, self.setting)
@@ -260,34 +245,3 @@ class PageSweep:
             law = self.law()
             self._outcome = law, sentences(self.results, self.setting, law)
         return self._outcome
-
-    def _train_all(self) -> None:
-        for spec in self.specs:
-            if self.cancelled.is_set():
-                break
-            run = self.pool.start(spec, self.owner)
-            self.current = run
-            if self.cancelled.is_set():  # cancel() came between the check above and the start
-                self.pool.discard(run)
-            late = not self._wait_for(run)
-            row = summarize(run, self.setting)
-            if late:
-                row.update(status="timed out", error=f"The run had not ended {self.run_deadline:g} s after it was "
-                                                     "started, so it was ended and the sweep stopped.")
-            run.result = None  # the sweep keeps summaries, not models
-            self.current = None
-            if run.status == RunStatus.CANCELLED and self.cancelled.is_set():
-                break  # Stop: the run in progress is left out
-            self.results.append(row)
-            if late or run.status != RunStatus.FINISHED:  # failed, diverged, or the pool ended it with the session
-                break
-        self.current = None
-
-    def _wait_for(self, run) -> bool:
-        deadline = time.monotonic() + self.run_deadline
-        while not run.ended.wait(max(0.0, min(POLL, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                self.pool.discard(run)
-                run.ended.wait(POLL)
-                return False
-        return True

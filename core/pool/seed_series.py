@@ -1,11 +1,11 @@
 """Several seeds of the same Train-page settings, trained one after another in worker processes
 (core.pool.runs), to see how much the drop step moves from seed to seed.
 
-A SeedSeries owns a background thread: it starts seed 1 in the pool, waits for that run to end,
-keeps a summary of its curve (core.training.transition.describe_curve on the logged history) and drops the
-model, then starts the next seed. The series uses its own owner name in the pool, so it never ends
-the session's ordinary run (RunPool.start ends the owner's earlier runs) and the pool ends it with
-the session all the same (the owner name starts with the session's).
+A SeedSeries (core.pool.series.RunSeries) owns a background thread: it starts seed 1 in the pool,
+waits for that run to end, keeps a summary of its curve (core.training.transition.describe_curve on the
+logged history) and drops the model, then starts the next seed. The series uses its own owner name in
+the pool, so it never ends the session's ordinary run (RunPool.start ends the owner's earlier runs) and
+the pool ends it with the session all the same (the owner name starts with the session's).
 
     series = SeedSeries(pool, settings, n_seeds=3, owner=f"{owner}|seeds").start()
     series.results      # one dict per finished seed, in order
@@ -19,18 +19,15 @@ trains its seeds wait; seeds whose settings already trained on this server come 
 """
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import replace
 
 from core.pool.runs import LiveRun, RunPool
-from core.pool.status import RunStatus
+from core.pool.series import RunSeries
 from core.training.train_settings import TrainSettings
 from core.training.transition import describe_curve
 
 MIN_SEEDS, MAX_SEEDS = 3, 5
 SEED_DEADLINE = 3600.0  # seconds a seed may take, its wait for a slot included
-POLL = 0.5  # seconds between checks while a seed trains
 
 
 def summarize(seed: int, run: LiveRun) -> dict:
@@ -47,70 +44,23 @@ def summarize(seed: int, run: LiveRun) -> dict:
     return out
 
 
-class SeedSeries:
+class SeedSeries(RunSeries):
     """n_seeds runs of `settings` with seeds settings.seed, settings.seed + 1, ..., one at a time."""
+
+    name = "attention-lab-seeds"
 
     def __init__(self, pool: RunPool, settings: TrainSettings, n_seeds: int, owner: str,
                  seed_deadline: float = SEED_DEADLINE):
         if not MIN_SEEDS <= n_seeds <= MAX_SEEDS:
             raise ValueError(f"Train between {MIN_SEEDS} and {MAX_SEEDS} seeds, got {n_seeds}.")
         settings.configs()  # ValueError (one sentence) for settings that cannot be trained
-        self.pool, self.settings, self.owner, self.seed_deadline = pool, settings, owner, seed_deadline
+        self.settings, self.seed_deadline = settings, seed_deadline
         self.seeds = [settings.seed + i for i in range(n_seeds)]
-        self.results: list[dict] = []
-        self.current: LiveRun | None = None
-        self.cancelled = threading.Event()
-        self._thread = threading.Thread(target=self._train_all, name="attention-lab-seeds", daemon=True)
+        super().__init__(pool, [replace(settings, seed=s) for s in self.seeds], owner, seed_deadline)
 
-    def start(self) -> SeedSeries:
-        self._thread.start()
-        return self
+    def row(self, run: LiveRun) -> dict:
+        return summarize(run.settings.seed, run)
 
-    @property
-    def active(self) -> bool:
-        return self._thread.is_alive()
-
-    @property
-    def done(self) -> int:
-        return len(self.results)
-
-    def cancel(self) -> None:
-        """End the run in progress (its model is not kept) and start no further seed."""
-        self.cancelled.set()
-        run = self.current
-        if run is not None:
-            self.pool.discard(run)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every seed has ended (or the series was cancelled); True if it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _train_all(self) -> None:
-        for seed in self.seeds:
-            if self.cancelled.is_set():
-                break
-            run = self.pool.start(replace(self.settings, seed=seed), self.owner)
-            self.current = run
-            if self.cancelled.is_set():  # cancel() came between the check above and the start
-                self.pool.discard(run)
-            late = not self._wait_for(run)
-            row = summarize(seed, run)
-            if late:
-                row.update(status="timed out", error=f"Seed {seed} had not ended {self.seed_deadline:g} s after "
-                                                     "it was started, so it was ended and the series stopped.")
-            self.results.append(row)
-            run.result = None  # the series keeps curves, not models
-            if late or run.status == RunStatus.CANCELLED:  # cancelled here, or the pool ended it with the session
-                break
-        self.current = None
-
-    def _wait_for(self, run: LiveRun) -> bool:
-        """Wait for the run to end, at most seed_deadline seconds; False if it had to be ended."""
-        deadline = time.monotonic() + self.seed_deadline
-        while not run.ended.wait(max(0.0, min(POLL, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                self.pool.discard(run)
-                run.ended.wait(POLL)
-                return False
-        return True
+    def late_error(self, settings: TrainSettings) -> str:
+        return (f"Seed {settings.seed} had not ended {self.seed_deadline:g} s after it was started, so it was "
+                "ended and the series stopped.")
