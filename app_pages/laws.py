@@ -10,7 +10,7 @@ from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
 from core.training.transition import STUDY_FILE
 from ui.charts.laws import clamps_chart, law_chart
-from ui.training import run_pool, session_owner
+from ui.training import follow_series, run_pool, session_owner
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
           "batch": "Batch size", "vocab": "Vocabulary size"}
@@ -286,16 +286,13 @@ def own_sweep_section() -> None:
     st.fragment(run_every=1.0 if running else None)(_sweep_live)()
 
 
-def _sweep_live() -> None:
-    sweep = st.session_state.get(SWEEP)
-    if sweep is None:
-        return
+def _sweep_draw(sweep: ps.PageSweep) -> None:
     _sweep_progress(sweep)
     _sweep_results(sweep)
-    if not sweep.active and st.session_state.get("lw_sw_drawn_active"):
-        st.session_state["lw_sw_drawn_active"] = False
-        st.rerun()  # the sweep ended: redraw the whole page so its buttons are enabled again
-    st.session_state["lw_sw_drawn_active"] = sweep.active
+
+
+def _sweep_live() -> None:
+    follow_series(SWEEP, "lw_sw_drawn_active", _sweep_draw)
 
 
 st.title("Laws of the drop")

@@ -11,7 +11,7 @@ from core.pool.status import RunStatus
 from core.training import transition
 from core.training.train_settings import TrainSettings
 from ui.charts.seeds import drop_steps_chart
-from ui.training import run_pool, session_owner
+from ui.training import follow_series, run_pool, session_owner
 
 KEY = "tr_series"
 COLUMNS = {"seed": "seed", "status": "status", "steps": "steps", "drop_step": "drop step",
@@ -117,13 +117,10 @@ def seeds_section(settings: TrainSettings, bad: str | None, off: bool) -> None:
     st.fragment(run_every=1.0 if running else None)(_live)()
 
 
-def _live() -> None:
-    series = st.session_state.get(KEY)
-    if series is None:
-        return
+def _draw(series: SeedSeries) -> None:
     _progress(series)
     _results(series)
-    if not series.active and st.session_state.get("tr_series_drawn_active"):
-        st.session_state["tr_series_drawn_active"] = False
-        st.rerun()  # the series ended: redraw the whole page so the buttons are enabled again
-    st.session_state["tr_series_drawn_active"] = series.active
+
+
+def _live() -> None:
+    follow_series(KEY, "tr_series_drawn_active", _draw)

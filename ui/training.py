@@ -116,3 +116,17 @@ def reset() -> None:
     run = st.session_state.pop("train_run", None)
     if run is not None:
         run_pool().discard(run)
+
+
+def follow_series(key: str, drawn_key: str, draw) -> None:
+    """The body of a page's once-a-second fragment for the background series (core.pool.series) in
+    st.session_state[key]: draw(series); when it has ended, rerun the whole page once, so that its buttons
+    are enabled again (`drawn_key` remembers whether the last drawing saw it active)."""
+    series = st.session_state.get(key)
+    if series is None:
+        return
+    draw(series)
+    if not series.active and st.session_state.get(drawn_key):
+        st.session_state[drawn_key] = False
+        st.rerun()
+    st.session_state[drawn_key] = series.active
