@@ -159,8 +159,10 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     text = "\n".join(m.value for m in at.markdown)
     assert "At batch size B = 8, 2 of 2 runs never dropped within 20 steps" in text
     assert "Fewer than two points have a median drop step" in text
-    compared, differ = page_sweep.same_as_table(sweep.results, "batch_size")
-    if compared:  # the table's runs of these seeds drop after step 20 too
-        assert (compared, differ) == (4, []) and "4 of your 4 finished runs dropped at the same logged step" in text
+    # the shipped table's runs of these seeds drop after step 20 too: all four agree because none dropped
+    assert page_sweep.same_as_table(sweep.results, "batch_size") == (4, [], 4)
+    assert "4 of your 4 finished runs agree" in text
+    assert f"{page_sweep.LOG_SEQS}): 4 did not drop within 20 steps, nor did the table's." in text
+    assert "dropped at the same logged step" not in text
     assert len(at.get("vega_lite_chart")) == charts + 1
     assert not at.button(key="lw_sw_start").disabled and at.button(key="lw_sw_stop").disabled

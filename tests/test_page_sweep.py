@@ -145,9 +145,10 @@ def test_same_as_table_compares_each_run_with_the_tables_run_of_its_seed(tmp_pat
                {"value": 32, "seed": 0, "drop_step": 130, "steps_run": 300, "status": done},  # one log step off
                {"value": 32, "seed": 1, "drop_step": None, "steps_run": 300, "status": done},  # table's after 300
                {"value": 64, "seed": 0, "drop_step": 90, "steps_run": 300, "status": done, "shared": "finished"}]
-    assert ps.same_as_table(results, "batch_size", table) == (4, [(32, 0, 140, 130)])
-    assert ps.same_as_table(results, "batch_size", tmp_path / "missing.csv") == (0, [])
+    assert ps.same_as_table(results, "batch_size", table) == (4, [(32, 0, 140, 130)], 2)
+    assert ps.same_as_table(results, "batch_size", tmp_path / "missing.csv") == (0, [], 0)
     said = ps.sentences(results, "batch_size", ps.law_result(results, "batch_size"), table)
-    assert "3 of your 4 finished runs dropped at the same logged step" in said[-2]  # 64 is not in the table
+    assert "3 of your 4 finished runs agree with the run of the same" in said[-2]  # 64 is not in the table
+    assert ": 1 dropped at the same logged step and 2 did not drop within 300 steps, nor did the table's; " in said[-2]
     assert "batch size B 32, seed 0: step 130 here, 140 there" in said[-2]
     assert said[-1].startswith("1 of your runs had already been trained on this server")

@@ -138,17 +138,18 @@ def law_result(results: list[dict], setting: str) -> LawResult | None:
     return LawResult(LAWS[LAW_OF[setting]], pts, fit_points(pts), "")
 
 
-def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, list[tuple]]:
-    """(compared, differ): how many finished runs have a run of the same value and seed in the shipped table
-    (checkpoints/laws/<law>.csv), and those whose drop step is not the table run's, as (value, seed, theirs,
-    yours). The table's drop step is cut at the page run's steps (a table drop after them is a page run that
-    never dropped: None). (0, []) when the table is not installed or has none of these runs."""
+def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, list[tuple], int]:
+    """(compared, differ, neither): how many finished runs have a run of the same value and seed in the shipped
+    table (checkpoints/laws/<law>.csv), those whose drop step is not the table run's, as (value, seed, theirs,
+    yours), and how many agree because neither dropped. The table's drop step is cut at the page run's steps
+    (a table drop after them is a page run that never dropped: None). (0, [], 0) when the table is not
+    installed or has none of these runs."""
     path = LAWS[LAW_OF[setting]].path if path is None else path
     try:
         table = laws.read_table(path)
     except (OSError, ValueError):
-        return 0, []
-    compared, differ = 0, []
+        return 0, [], 0
+    compared, differ, neither = 0, [], 0
     for r in results:
         if r["status"] != RunStatus.FINISHED or setting not in table.columns:
             continue
@@ -160,7 +161,15 @@ def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, li
         compared += 1
         if theirs != r["drop_step"]:
             differ.append((r["value"], r["seed"], theirs, r["drop_step"]))
-    return compared, differ
+        elif theirs is None:
+            neither += 1
+    return compared, differ, neither
+
+
+def _steps_of(results: list[dict]) -> str:
+    """The finished runs' length: "300", or "200-300" when they differ."""
+    steps = sorted({r["steps_run"] for r in results if r["status"] == RunStatus.FINISHED})
+    return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
 
 
 def _step(step: int | None) -> str:
@@ -181,13 +190,16 @@ def sentences(results: list[dict], setting: str, result: LawResult | None, path=
     if left and len(fitted) >= 2:
         out.append(f"Left out of the fit, with fewer than {laws.MIN_SEEDS} finished seeds: {NAMES[setting]} "
                    f"{', '.join(map(str, left))} (in the table above).")
-    compared, differ = same_as_table(results, setting, path)
+    compared, differ, neither = same_as_table(results, setting, path)
     if compared:
         name, full = LAWS[LAW_OF[setting]].name, TrainConfig().eval_size
-        text = (f"{compared - len(differ)} of your {compared} finished runs dropped at the same logged step as the "
-                f"run of the same {NAMES[setting]} and seed in checkpoints/laws/{name}.csv (the same settings, seed "
-                f"and learning rate up to step {MAX_STEPS}; its drop steps are read on {full} evaluation sequences, "
-                f"yours on the Train page's {LOG_SEQS})")
+        same = compared - len(differ) - neither
+        parts = [f"{same} dropped at the same logged step"] if same else []
+        parts += [f"{neither} did not drop within {_steps_of(results)} steps, nor did the table's"] if neither else []
+        text = (f"{compared - len(differ)} of your {compared} finished runs agree with the run of the same "
+                f"{NAMES[setting]} and seed in checkpoints/laws/{name}.csv (the same settings, seed and learning "
+                f"rate up to step {MAX_STEPS}; its drop steps are read on {full} evaluation sequences, yours on the "
+                f"Train page's {LOG_SEQS})" + (": " + " and ".join(parts) if parts else ""))
         if differ:
             text += ("; " + "; ".join(f"{NAMES[setting]} {v}, seed {s}: step {_step(yours)} here, {_step(theirs)} there"
                                       for v, s, theirs, yours in differ)
