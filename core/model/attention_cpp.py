@@ -179,17 +179,19 @@ def rotary_tables(cos: torch.Tensor, sin: torch.Tensor, dtype) -> tuple[torch.Te
 
 class CompiledCausalAttention(torch.autograd.Function):
     """qkv [B, T, 3 H dh] -> (z [B, T, H dh], pattern [B, H, T, T]); the pattern is saved for the
-    backward and not differentiable."""
+    backward and not differentiable; without a gradient to compute and need_pattern False it is
+    never written (an empty tensor is returned in its place)."""
 
     @staticmethod
-    def forward(ctx, qkv, cs, sn, n_heads: int, hold: int):
+    def forward(ctx, qkv, cs, sn, n_heads: int, hold: int, need_pattern: bool):
         qkv = qkv.contiguous()
         B, T, width = qkv.shape
         dh = width // (3 * n_heads)
         z = qkv.new_empty(B, T, n_heads * dh)
-        P = qkv.new_empty(B, n_heads, T, T)
+        keep = need_pattern or ctx.needs_input_grad[0]  # else no pattern is written (evaluation)
+        P = qkv.new_empty(B, n_heads, T, T) if keep else qkv.new_empty(0)
         fn = _LIB.attn_forward_f32 if qkv.dtype == torch.float32 else _LIB.attn_forward_f64
-        fn(_ptr(qkv), _ptr(cs), _ptr(sn), B, T, n_heads, dh, hold, _ptr(z), _ptr(P))
+        fn(_ptr(qkv), _ptr(cs), _ptr(sn), B, T, n_heads, dh, hold, _ptr(z), _ptr(P) if keep else None)
         ctx.save_for_backward(qkv, cs, sn, z, P)
         ctx.n_heads, ctx.hold = n_heads, hold
         ctx.mark_non_differentiable(P)
@@ -199,7 +201,7 @@ class CompiledCausalAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dz, _dP):
         if dz is None:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         qkv, cs, sn, z, P = ctx.saved_tensors
         dz = dz.contiguous()
         B, T, width = qkv.shape
@@ -207,7 +209,7 @@ class CompiledCausalAttention(torch.autograd.Function):
         g = torch.empty_like(qkv)
         fn = _LIB.attn_backward_f32 if qkv.dtype == torch.float32 else _LIB.attn_backward_f64
         fn(_ptr(qkv), _ptr(cs), _ptr(sn), _ptr(z), _ptr(P), _ptr(dz), B, T, H, width // (3 * H), ctx.hold, _ptr(g))
-        return g, None, None, None, None
+        return g, None, None, None, None, None
 
 
 def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
@@ -216,5 +218,5 @@ def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: to
     available() and supports())."""
     cs, sn = rotary_tables(cos, sin, qkv.dtype)
     hold = -1 if hold is None or not 0 <= hold < n_heads else int(hold)
-    z, P = CompiledCausalAttention.apply(qkv, cs, sn, n_heads, hold)
+    z, P = CompiledCausalAttention.apply(qkv, cs, sn, n_heads, hold, need_pattern)
     return (z, P) if need_pattern else z
