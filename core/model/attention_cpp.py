@@ -10,10 +10,11 @@ from the eager path's (other summation order, its own exp), so shipped checkpoin
 not reproduce bit for bit with it; bench/attention_cpp.py measures how far a training drifts.
 
 The source is plain C++ called through ctypes, not a torch extension: without torch's headers it
-builds in about a second instead of tens of CPU-seconds, and needs only a C++ compiler ($CXX, else
-g++). It is built once per machine into $ATTENTION_LAB_CACHE/ext (else ~/.cache/attention-lab/ext),
-named by a hash of the source, the flags and the CPU's flags (it is built with -march=native), and
-written under a temporary name and renamed, so concurrent workers never load a half-written file.
+builds in about 2.5 CPU-seconds (g++ 12, bench/README.md) instead of tens, and needs only a C++
+compiler ($CXX, else g++), no ninja. It is built once per machine into $ATTENTION_LAB_CACHE/ext
+(else ~/.cache/attention-lab/ext), named by a hash of the source, the flags and the CPU's flags (it
+is built with -march=native), and written under a temporary name and renamed, so concurrent workers
+never load a half-written file.
 Any failure (no compiler, a failed build or load) leaves available() False with the reason in
 reason(), and the caller keeps the eager kernel. It runs on one thread (the lab trains on one).
 """

@@ -1,6 +1,6 @@
 // Causal attention of TinyCharLM's training forward, one fused pass per (sequence, head) (issue #29).
 // Built and called by core/model/attention_cpp.py (plain C ABI through ctypes: no torch headers, so
-// the build takes about a second). Same layout and meaning as core.model.attention.CausalAttention:
+// the build takes about 2.5 CPU-seconds). Same layout and meaning as core.model.attention.CausalAttention:
 //
 //   qkv [B, T, 3, H, D]   the fused projection; q and k columns in pair_order (rotary pair (2j, 2j+1))
 //   cs, sn [T, D]         per coordinate of q and k in pair_order: cos(t theta_j) at 2j and 2j+1,
