@@ -1,0 +1,158 @@
+"""The compiled causal attention (core.model.attention_cpp) against the eager kernel (issue #29).
+
+    nice -n 5 python bench/attention_cpp.py [--steps 300] [--json]
+
+One torch thread, the heap kept as in the pool's workers (core.training.heap), CPU time throughout:
+(a) kernel: forward + backward of one block's attention at the default sizes (B 32, T 96, 4 heads,
+    d_head 32), eager and compiled alternately, medians over rounds;
+(b) in situ: two Trainers of the default Train-page settings and the same seed stepped alternately in
+    this process, one with ATTENTION_LAB_ATTENTION=cpp: CPU ms a step (median; a log step counts as
+    a step with its log, the median leaves them out) and the step's ratio to its bound
+    (time_to_induction.step_flops at the best 1024^2 product rate, matmul_peak);
+(c) the build: CPU-seconds of the compiler at first use (into a fresh cache folder) and of a load
+    from the cache in a fresh process;
+(d) drift: after --steps interleaved steps, the largest parameter difference between the two
+    Trainers and each one's drop step (core.training.live.drop_step on its logs).
+The one-thread 1024^2 matmul rate (bench/machine.matmul_rate, mean) is printed beside every timing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import torch  # noqa: E402
+from machine import matmul_rate  # noqa: E402
+from time_to_induction import matmul_peak, step_flops  # noqa: E402
+
+from core.model import attention_cpp  # noqa: E402
+from core.model.attention import causal_attention  # noqa: E402
+from core.model.tinycharlm import rope_cos_sin  # noqa: E402
+from core.training.heap import keep_freed_memory  # noqa: E402
+from core.training.live import drop_step  # noqa: E402
+from core.training.train_settings import TrainSettings  # noqa: E402
+from core.training.trainer import Trainer  # noqa: E402
+
+SWITCH = attention_cpp.ENV_SWITCH
+
+
+def build_cost() -> dict:
+    """(c): the compiler's CPU-seconds into an empty cache folder, then a fresh process's load from it."""
+    with tempfile.TemporaryDirectory(prefix="attention-cpp-bench-") as tmp:
+        env = dict(os.environ, ATTENTION_LAB_CACHE=tmp, PYTHONPATH=str(ROOT))
+        code = ("import time, resource; from core.model import attention_cpp as a; c = time.process_time(); "
+                "b = a.load(); r = resource.getrusage(resource.RUSAGE_CHILDREN); "
+                "print(b.compiled, b.cpu_seconds, time.process_time() - c, r.ru_utime + r.ru_stime, repr(b.reason))")
+        out = []
+        for _ in range(2):
+            line = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True).stdout.split(maxsplit=4)
+            out.append({"compiled": line[0] == "True", "compiler_cpu_s": round(float(line[1]), 3),
+                        "load_cpu_s": round(float(line[2]), 4), "reason": line[4].strip()})
+    return {"first_use": out[0], "cached": out[1]}
+
+
+def kernel_ms(rounds: int = 5, n: int = 15) -> dict:
+    """(a): forward + backward of one block's attention, eager and compiled alternately."""
+    B, T, H, dh = 32, 96, 4, 32
+    g = torch.Generator().manual_seed(0)
+    qkv = torch.randn(B, T, 3 * H * dh, generator=g).requires_grad_()
+    dz = torch.randn(B, T, H * dh, generator=g)
+    cos, sin = rope_cos_sin(T, dh, 10000.0)
+
+    def run(compiled: bool):
+        os.environ[SWITCH] = "cpp" if compiled else "eager"
+        qkv.grad = None
+        causal_attention(qkv, H, cos, sin).backward(dz)
+
+    times = {"eager": [], "cpp": []}
+    for _ in range(rounds):
+        for name in times:
+            for _ in range(3):
+                run(name == "cpp")
+            for _ in range(n):
+                c = time.process_time()
+                run(name == "cpp")
+                times[name].append(1000 * (time.process_time() - c))
+    os.environ.pop(SWITCH, None)
+    return {name: round(statistics.median(ts), 2) for name, ts in times.items()}
+
+
+def in_situ(steps: int) -> dict:
+    """(b) and (d): two Trainers of the same seed, stepped alternately, one with the compiled kernel."""
+    model_cfg, task_cfg, train_cfg = TrainSettings.defaults().configs()
+    trainers, cpu = {}, {"eager": [], "cpp": []}
+    for name in cpu:
+        os.environ[SWITCH] = name
+        trainers[name] = Trainer(model_cfg, task_cfg, train_cfg)
+    for _ in range(steps):
+        for name, trainer in trainers.items():
+            os.environ[SWITCH] = name
+            c = time.process_time()
+            trainer.run(1)
+            cpu[name].append(1000 * (time.process_time() - c))
+    os.environ.pop(SWITCH, None)
+    params = {name: {n: p.detach() for n, p in t.model.named_parameters()} for name, t in trainers.items()}
+    diff = max(float((p - params["cpp"][n]).abs().max()) for n, p in params["eager"].items())
+    return {"ms_per_step": {name: round(statistics.median(ts[10:]), 2) for name, ts in cpu.items()},
+            "param_max_abs_diff": diff,
+            "drop_step": {name: drop_step(t.history, model_cfg.vocab_size) for name, t in trainers.items()},
+            "later_copy_loss_at_end": {name: round(t.history[-1]["loss_later_copies"], 4)
+                                       for name, t in trainers.items()}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
+    keep_freed_memory()
+    out = {"build": build_cost()}
+    if not attention_cpp.available():
+        print(json.dumps({**out, "unavailable": attention_cpp.reason()}, indent=1))
+        return 1
+    flops = step_flops()
+    rates = [matmul_rate()]
+    out["kernel_ms"] = kernel_ms()
+    rates.append(matmul_rate())
+    peak = matmul_peak()
+    situ = in_situ(args.steps)
+    peak = max(peak, matmul_peak())
+    rates.append(matmul_rate())
+    bound_ms = flops / peak / 1e6
+    situ["step_bound_ms"] = round(bound_ms, 2)
+    situ["x_bound"] = {name: round(ms / bound_ms, 2) for name, ms in situ["ms_per_step"].items()}
+    situ["matmul_peak_gflops"] = round(peak, 1)
+    out.update(in_situ=situ, step_gflop=round(flops / 1e9, 3), matmul_gflops_1thread=[round(r, 1) for r in rates])
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    b = out["build"]
+    print(f"build: first use {b['first_use']['compiler_cpu_s']} compiler CPU-s (compiled {b['first_use']['compiled']}),"
+          f" cached load {b['cached']['load_cpu_s']} CPU-s (compiled {b['cached']['compiled']})")
+    print(f"(a) one block's attention, forward + backward, CPU ms: {out['kernel_ms']} "
+          f"(matmul {rates[0]:.1f} / {rates[1]:.1f} GFLOP/s)")
+    s = situ
+    print(f"(b) in situ, {args.steps} interleaved steps: CPU ms a step {s['ms_per_step']}, "
+          f"bound {s['step_bound_ms']} ms"
+          f" ({out['step_gflop']} GFLOP at the best product {s['matmul_peak_gflops']} GFLOP/s): x bound {s['x_bound']}"
+          f" (matmul mean {rates[1]:.1f} / {rates[2]:.1f} GFLOP/s)")
+    print(f"(d) after {args.steps} steps: parameters differ by at most {s['param_max_abs_diff']:.3g}; "
+          f"drop step {s['drop_step']}; later-copy loss {s['later_copy_loss_at_end']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

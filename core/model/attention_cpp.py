@@ -1,0 +1,223 @@
+"""The training forward's attention compiled: rotary, causal softmax, A v and the backward in one pass
+per (sequence, head) (core/model/causal_attention.cpp; issue #29). OFF by default.
+
+    ATTENTION_LAB_ATTENTION=cpp   core.model.attention.causal_attention runs this one, when it compiled
+
+Same inputs, outputs and meaning as core.model.attention.causal_attention (qkv [B, T, 3 H dh] from
+fused_qkv, z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
+F.scaled_dot_product_attention and the eager kernel in tests/test_attention_cpp.py. Its floats differ
+from the eager path's (other summation order, its own exp), so shipped checkpoints trained eagerly do
+not reproduce bit for bit with it; bench/attention_cpp.py measures how far a training drifts.
+
+The source is plain C++ called through ctypes, not a torch extension: without torch's headers it
+builds in about 2.5 CPU-seconds (g++ 12, bench/README.md) instead of tens, and needs only a C++
+compiler ($CXX, else g++), no ninja. It is built once per machine into $ATTENTION_LAB_CACHE/ext
+(else ~/.cache/attention-lab/ext), named by a hash of the source, the flags and the CPU's flags (it
+is built with -march=native), and written under a temporary name and renamed, so concurrent workers
+never load a half-written file.
+Any failure (no compiler, a failed build or load) leaves available() False with the reason in
+reason(), and the caller keeps the eager kernel. It runs on one thread (the lab trains on one).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("causal_attention.cpp")
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno")
+ENV_SWITCH = "ATTENTION_LAB_ATTENTION"
+
+
+@dataclass
+class Build:
+    """How this process got the library: its path, whether it was compiled now, the compiler's
+    CPU-seconds (children's user + system) and wall seconds, or why there is none (reason)."""
+    path: Path | None = None
+    compiled: bool = False
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    reason: str = ""
+
+
+_LOCK = threading.Lock()
+_LIB: ctypes.CDLL | None = None
+_BUILD: Build | None = None
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("ATTENTION_LAB_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "attention-lab") / "ext"
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _compiler() -> str | None:
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def library_path(compiler: str) -> Path:
+    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), " ".join(FLAGS).encode(), compiler.encode(),
+                                     platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:16]
+    return cache_dir() / f"causal_attention_{key}.so"
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _build() -> Build:
+    compiler = _compiler()
+    if compiler is None:
+        return Build(reason=f"no C++ compiler ({os.environ.get('CXX', 'g++')} not on PATH)")
+    path = library_path(compiler)
+    if path.exists():
+        return Build(path=path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    cpu0, t0 = _children_cpu(), time.perf_counter()
+    try:
+        run = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        if run.returncode != 0:
+            return Build(reason=f"{compiler} failed (exit {run.returncode}): {run.stderr.strip()[-2000:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return Build(path=path, compiled=True, cpu_seconds=_children_cpu() - cpu0, wall_seconds=time.perf_counter() - t0)
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, i = ctypes.c_void_p, ctypes.c_int
+    for dt in ("f32", "f64"):
+        getattr(lib, f"attn_forward_{dt}").argtypes = [p, p, p, i, i, i, i, i, p, p]
+        getattr(lib, f"attn_backward_{dt}").argtypes = [p, p, p, p, p, p, i, i, i, i, i, p]
+        getattr(lib, f"attn_forward_{dt}").restype = None
+        getattr(lib, f"attn_backward_{dt}").restype = None
+
+
+def load() -> Build:
+    """Build (once per machine) and load the library (once per process); never raises."""
+    global _LIB, _BUILD
+    with _LOCK:
+        if _BUILD is None:
+            try:
+                build = _build()
+                if build.path is not None:
+                    lib = ctypes.CDLL(str(build.path))
+                    _declare(lib)
+                    _LIB = lib
+            except Exception as e:  # noqa: BLE001 - any failure means: keep the eager kernel
+                build = Build(reason=f"{type(e).__name__}: {e}")
+            _BUILD = build
+        return _BUILD
+
+
+def available() -> bool:
+    """Whether the compiled kernel built and loaded in this process (builds it on first call)."""
+    load()
+    return _LIB is not None
+
+
+def reason() -> str:
+    """Why available() is False ('' when it is True)."""
+    return load().reason
+
+
+def selected() -> bool:
+    """The switch: $ATTENTION_LAB_ATTENTION == 'cpp'."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() == "cpp"
+
+
+def supports(qkv: torch.Tensor, n_heads: int) -> bool:
+    """The shapes and types the kernel takes (else the caller runs the eager one)."""
+    return (qkv.device.type == "cpu" and qkv.dtype in (torch.float32, torch.float64) and qkv.dim() == 3
+            and qkv.shape[-1] % (3 * n_heads) == 0 and (qkv.shape[-1] // (3 * n_heads)) % 2 == 0
+            and qkv.numel() > 0 and qkv.shape[1] < 2 ** 15)
+
+
+def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+def rotary_tables(cos: torch.Tensor, sin: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, dh] (rope_cos_sin) -> the kernel's (cs, sn) [T, dh] in pair_order, cached: cs
+    holds cos(t theta_j) at 2j and 2j + 1, sn holds -sin(t theta_j) at 2j and +sin at 2j + 1, so
+    rotating a pair-ordered row x is x cs + swap_pairs(x) sn."""
+    key = (cos.data_ptr(), sin.data_ptr(), tuple(cos.shape), dtype)
+    if key not in _TABLES:
+        half = cos.shape[1] // 2
+        c, s = cos[:, :half].to(dtype), sin[:, :half].to(dtype)
+        cs = torch.stack([c, c], -1).flatten(1).contiguous()
+        sn = torch.stack([-s, s], -1).flatten(1).contiguous()
+        _TABLES[key] = (cs, sn, cos)  # cos kept alive: its data_ptr is in the key
+    return _TABLES[key][:2]
+
+
+class CompiledCausalAttention(torch.autograd.Function):
+    """qkv [B, T, 3 H dh] -> (z [B, T, H dh], pattern [B, H, T, T]); the pattern is saved for the
+    backward and not differentiable; without a gradient to compute and need_pattern False it is
+    never written (an empty tensor is returned in its place)."""
+
+    @staticmethod
+    def forward(ctx, qkv, cs, sn, n_heads: int, hold: int, need_pattern: bool):
+        qkv = qkv.contiguous()
+        B, T, width = qkv.shape
+        dh = width // (3 * n_heads)
+        z = qkv.new_empty(B, T, n_heads * dh)
+        keep = need_pattern or ctx.needs_input_grad[0]  # else no pattern is written (evaluation)
+        P = qkv.new_empty(B, n_heads, T, T) if keep else qkv.new_empty(0)
+        fn = _LIB.attn_forward_f32 if qkv.dtype == torch.float32 else _LIB.attn_forward_f64
+        fn(_ptr(qkv), _ptr(cs), _ptr(sn), B, T, n_heads, dh, hold, _ptr(z), _ptr(P) if keep else None)
+        ctx.save_for_backward(qkv, cs, sn, z, P)
+        ctx.n_heads, ctx.hold = n_heads, hold
+        ctx.mark_non_differentiable(P)
+        ctx.set_materialize_grads(False)
+        return z, P
+
+    @staticmethod
+    def backward(ctx, dz, _dP):
+        if dz is None:
+            return None, None, None, None, None, None
+        qkv, cs, sn, z, P = ctx.saved_tensors
+        dz = dz.contiguous()
+        B, T, width = qkv.shape
+        H = ctx.n_heads
+        g = torch.empty_like(qkv)
+        fn = _LIB.attn_backward_f32 if qkv.dtype == torch.float32 else _LIB.attn_backward_f64
+        fn(_ptr(qkv), _ptr(cs), _ptr(sn), _ptr(z), _ptr(P), _ptr(dz), B, T, H, width // (3 * H), ctx.hold, _ptr(g))
+        return g, None, None, None, None, None
+
+
+def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
+                     hold: int | None = None, need_pattern: bool = False):
+    """core.model.attention.causal_attention through the compiled kernel (the caller has checked
+    available() and supports())."""
+    cs, sn = rotary_tables(cos, sin, qkv.dtype)
+    hold = -1 if hold is None or not 0 <= hold < n_heads else int(hold)
+    z, P = CompiledCausalAttention.apply(qkv, cs, sn, n_heads, hold, need_pattern)
+    return (z, P) if need_pattern else z

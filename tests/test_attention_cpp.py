@@ -1,0 +1,209 @@
+"""core.model.attention_cpp (the compiled causal attention, issue #29) against an independent oracle
+(per-head q, k, v unpacked from the fused layout, rotate_half rotary written out here,
+F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the eager kernel
+(core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
+gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
+width (the scalar path), B 1 and 32; the switch ($ATTENTION_LAB_ATTENTION) off by default, and a
+failed build falling back to the eager kernel with its reason kept.
+
+The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),
+about 2-3 CPU-seconds of g++; without a compiler every test that needs it is skipped, saying why.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from core.model import attention, attention_cpp
+from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model.tinycharlm import ModelConfig, TinyCharLM, rope_cos_sin
+
+BASE = 10000.0
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not attention_cpp.available():
+        pytest.skip(f"compiled attention unavailable: {attention_cpp.reason()}")
+    return attention_cpp
+
+
+def oracle_rope(x: torch.Tensor) -> torch.Tensor:
+    """x [..., T, d] in the standard layout rotated by position: pairs (j, j + d/2), angle t base^(-2j/d)."""
+    T, d = x.shape[-2:]
+    inv = BASE ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
+    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
+def oracle(qkv: torch.Tensor, H: int, hold: int | None) -> torch.Tensor:
+    """z [B, T, H dh] from qkv in causal_attention's layout, through SDPA."""
+    B, T, width = qkv.shape
+    dh = width // (3 * H)
+    x = qkv.view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)  # [3, B, H, T, dh]
+    back = torch.argsort(pair_order(dh))  # qkv's column c holds coordinate pair_order[c]
+    q, k, v = x[0][..., back], x[1][..., back], x[2]
+    z = F.scaled_dot_product_attention(oracle_rope(q), oracle_rope(k), v, is_causal=True)
+    if hold is not None:
+        prev = torch.clamp(torch.arange(T) - 1, min=0)
+        z = torch.cat([z[:, :hold], v[:, hold:hold + 1, prev], z[:, hold + 1:]], 1)
+    return z.transpose(1, 2).reshape(B, T, H * dh)
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def values_and_grads(fn, qkv: torch.Tensor, dz: torch.Tensor):
+    x = qkv.detach().clone().requires_grad_()
+    z = fn(x)
+    (g,) = torch.autograd.grad(z, x, dz)
+    return z.detach(), g
+
+
+def sharp_qkv(B, T, H, dh, seed=0, dtype=torch.float32):
+    """Random qkv with q, k scaled 3x (sharper patterns than at initialisation, as in a trained model)."""
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(B, T, 3 * H * dh, generator=g, dtype=dtype)
+    qkv[..., : 2 * H * dh] *= 3.0
+    return qkv, torch.randn(B, T, H * dh, generator=g, dtype=dtype)
+
+
+CASES = [  # B, T, H, d_head, hold
+    (32, 96, 4, 32, None),  # the default training
+    (8, 96, 4, 32, 1),
+    (1, 1, 4, 32, None),
+    (1, 17, 2, 16, 0),
+    (2, 17, 4, 64, None),
+    (1, 384, 4, 32, 3),
+    (2, 384, 2, 16, None),
+    (3, 33, 3, 10, 2),  # d_head not a multiple of the vector width: the scalar rotary path
+]
+
+
+def within_float32(new: torch.Tensor, sdpa32: torch.Tensor, exact: torch.Tensor, what: str):
+    """new's error against the float64 oracle at most 3x (+1e-6) float32 SDPA's own: as exact as SDPA."""
+    err, err_sdpa = rel_err(new, exact), rel_err(sdpa32, exact)
+    assert err <= 3 * err_sdpa + 1e-6, f"{what}: error {err:.2e} against float64, SDPA's {err_sdpa:.2e}"
+
+
+@pytest.mark.parametrize("B,T,H,dh,hold", CASES)
+def test_values_and_gradients_match_sdpa_and_eager(lib, B, T, H, dh, hold):
+    qkv, dz = sharp_qkv(B, T, H, dh)
+    cos, sin = rope_cos_sin(T, dh, BASE)
+    z_c, g_c = values_and_grads(lambda x: lib.causal_attention(x, H, cos, sin, hold), qkv, dz)
+    z_o, g_o = values_and_grads(lambda x: oracle(x, H, hold), qkv, dz)
+    z_64, g_64 = values_and_grads(lambda x: oracle(x, H, hold), qkv.double(), dz.double())
+    within_float32(z_c, z_o, z_64, "z")
+    within_float32(g_c, g_o, g_64, "d qkv")
+    z_e, g_e = values_and_grads(lambda x: causal_attention(x, H, cos, sin, hold), qkv, dz)
+    assert rel_err(z_c, z_e) < 1e-5 and rel_err(g_c, g_e) < 1e-4
+    if hold is not None:  # a held head's q and k get no gradient, its v does
+        g = g_c.view(B, T, 3, H, dh)
+        assert g[:, :, :2, hold].abs().max() == 0 and g[:, :, 2, hold].abs().max() > 0
+
+
+@pytest.mark.parametrize("hold", [None, 2])
+def test_pattern_matches_the_eager_kernel(lib, hold):
+    qkv, _ = sharp_qkv(2, 50, 4, 32, seed=3)
+    cos, sin = rope_cos_sin(50, 32, BASE)
+    _, P_c = lib.causal_attention(qkv, 4, cos, sin, hold, need_pattern=True)
+    _, P_e = causal_attention(qkv, 4, cos, sin, hold, need_pattern=True)
+    assert P_c.shape == P_e.shape == (2, 4, 50, 50)
+    assert (P_c - P_e).abs().max() < 4e-6  # a few float32 ulps of weights <= 1
+    assert torch.all(P_c.triu(1) == 0) and torch.allclose(P_c.sum(-1), torch.ones(2, 4, 50))
+
+
+@pytest.mark.parametrize("dh,hold", [(16, None), (16, 1), (6, 0)])  # the vector and the scalar rotary path
+def test_gradcheck_float64(lib, dh, hold):
+    qkv, _ = sharp_qkv(1, 7, 2, dh, seed=5, dtype=torch.float64)
+    cos, sin = rope_cos_sin(7, dh, BASE, torch.float64)
+    qkv.requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: lib.causal_attention(x, 2, cos, sin, hold), (qkv,))
+
+
+@pytest.mark.parametrize("bias,hold", [(False, None), (True, None), (True, 1)])
+def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias, hold):
+    """The whole model (fused projection with its biases, two blocks, a held head in block 0)."""
+    cfg = ModelConfig(vocab_size=20, d_model=64, n_heads=4, n_layers=2, bias=bias)  # d_head 16
+    model = TinyCharLM(cfg)
+    g = torch.Generator().manual_seed(1)
+    model.reset_parameters(g)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.W_Q.mul_(3.0)
+            block.W_K.mul_(3.0)
+            if bias:
+                for b in (block.b_Q, block.b_K, block.b_V, block.b_O):
+                    b.normal_(0.0, 0.5, generator=g)
+    model.blocks[0].prev_head = hold
+    tokens = torch.randint(0, 20, (4, 40), generator=g)
+    weight = torch.randn(4, 40, 20, generator=g)
+    calls = []
+    real = attention_cpp.causal_attention
+    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run(switch: str):
+        monkeypatch.setenv(attention_cpp.ENV_SWITCH, switch)
+        model.zero_grad()
+        logits = model(tokens)
+        (logits * weight).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    logits_c, grads_c = run("cpp")
+    assert len(calls) == cfg.n_layers
+    logits_e, grads_e = run("eager")
+    assert len(calls) == cfg.n_layers  # off: the eager kernel
+    assert rel_err(logits_c, logits_e) < 1e-5
+    for name, g_e in grads_e.items():
+        assert rel_err(grads_c[name], g_e) < 1e-4, name
+
+
+def test_the_switch_is_off_by_default(monkeypatch):
+    monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: pytest.fail("compiled kernel used"))
+    qkv, _ = sharp_qkv(1, 5, 2, 8)
+    cos, sin = rope_cos_sin(5, 8, BASE)
+    assert causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
+    assert not attention_cpp.selected()
+
+
+@pytest.mark.parametrize("failure", ["no compiler", "build error"])
+def test_a_failed_build_falls_back_to_eager_with_its_reason(monkeypatch, tmp_path, failure):
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(attention_cpp, "_BUILD", None)
+    monkeypatch.setattr(attention_cpp, "_LIB", None)
+    if failure == "no compiler":
+        monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    else:
+        broken = tmp_path / "broken.cpp"
+        broken.write_text("this is not C++\n")
+        monkeypatch.setattr(attention_cpp, "SOURCE", broken)
+    assert not attention_cpp.available()
+    assert ("no C++ compiler" if failure == "no compiler" else "failed (exit") in attention_cpp.reason()
+    assert not list((tmp_path / "cache").glob("**/*.so*"))  # no half-written library left behind
+    monkeypatch.setenv(attention_cpp.ENV_SWITCH, "cpp")
+    qkv, _ = sharp_qkv(2, 7, 2, 8)
+    cos, sin = rope_cos_sin(7, 8, BASE)
+    z = causal_attention(qkv, 2, cos, sin)
+    R, R_conj = attention.rotary_table(cos, sin, 2)
+    z_e, *_ = attention.CausalAttention.apply(qkv, R, R_conj, 2, -1, attention.QUERY_BLOCK)
+    assert torch.equal(z, z_e)
+
+
+def test_fused_projection_feeds_the_kernel(lib):
+    """fused_qkv's layout (q, k in pair_order, heads inner) is the one the kernel reads."""
+    g = torch.Generator().manual_seed(2)
+    h = torch.randn(2, 12, 32, generator=g)
+    W_Q, W_K, W_V = (torch.randn(4, 32, 8, generator=g) for _ in range(3))
+    qkv = fused_qkv(h, W_Q, W_K, W_V)
+    cos, sin = rope_cos_sin(12, 8, BASE)
+    z = lib.causal_attention(qkv, 4, cos, sin)
+    q, k, v = (oracle_rope(torch.einsum("btd,hde->bhte", h, W)) if i < 2 else torch.einsum("btd,hde->bhte", h, W)
+               for i, W in enumerate((W_Q, W_K, W_V)))
+    z_o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 12, 32)
+    assert rel_err(z, z_o) < 2e-6
