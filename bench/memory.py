@@ -259,14 +259,18 @@ def worker_main(args) -> int:
     pool = RunPool(capacity=1)
     run = pool.start(TrainSettings.defaults(), "bench")
     marks, at, peak, fs = [1, 100, 300, 600], {}, {"Pss": 0.0}, {"Pss": None}
+    counts = {}  # step -> (minor page faults, CPU-s) of the worker when that step was first seen
     deadline = time.monotonic() + 1800
     try:
         while run.active and time.monotonic() < deadline:
             if run.pid and run.step > 0:
                 try:
                     now = smaps(run.pid)
+                    stat = Path(f"/proc/{run.pid}/stat").read_text().rsplit(")", 1)[1].split()
                 except OSError:
                     break
+                count = (int(stat[7]), (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"))
+                counts.setdefault(run.step, count)
                 if now["Pss"] > peak["Pss"]:
                     peak = {**now, "step": run.step}
                 if marks and run.step >= marks[0]:
@@ -278,7 +282,13 @@ def worker_main(args) -> int:
             time.sleep(0.05)
     finally:
         pool.shutdown()
-    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status),
+    first, last = min((k for k in counts if k >= 100), default=None), max(counts, default=None)
+    out_counts = {}
+    if first is not None and last > first:  # from step 100 on: the start's one-time faults left out
+        out_counts = {"faults_per_step": round((counts[last][0] - counts[first][0]) / (last - first), 1),
+                      "cpu_ms_per_step": round(1000 * (counts[last][1] - counts[first][1]) / (last - first), 1),
+                      "from_step": first, "to_step": last}
+    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status), **out_counts,
            "steps": run.step, "matmul_gflops": round(matmul_rate(), 1)}
     if args.json:
         print(json.dumps(out))
@@ -288,6 +298,9 @@ def worker_main(args) -> int:
                   f"shared {row['Shared_Dirty']} dirty)")
         print(f"worker peak: PSS {peak['Pss']} MB at step {peak.get('step')}; forkserver PSS {fs['Pss']} MB; "
               f"run {out['status']} at step {run.step}; matmul {out['matmul_gflops']} GFLOP/s")
+        if out_counts:
+            print(f"steps {out_counts['from_step']}-{out_counts['to_step']}: {out_counts['faults_per_step']} page "
+                  f"faults and {out_counts['cpu_ms_per_step']} ms CPU a step")
     return 0
 
 
