@@ -2,9 +2,10 @@
 
     python bench/class.py readers [--students 20]      # students who only read: every page, in turn
     python bench/class.py watch [--window 20]          # one student trains and watches the Train page
-    python bench/class.py trainers [--students 10]     # press Train (defaults) within 10 s, then read
-    python bench/class.py seeds [--students 10]        # the same with 10 different seeds
-    ... [--json] [--cache-dir DIR] [--client light]
+    python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
+                                                       # within 10 s, then read
+    python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)
+    ... [--think SECONDS] [--json] [--cache-dir DIR] [--client light [--light-watch reload]]
 
 Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
 $ATTENTION_LAB_CACHE or --cache-dir, else the repository's .cache/attention-lab: warm it first with
@@ -13,17 +14,26 @@ context per student, driven concurrently with Playwright's async API. Per studen
 latencies (from navigation to the script's end; median, p95), errors (a page's exception box or a
 timeout) and, for trainers, the wait in line (Train to "steps/s" on screen) and the time from Train
 to the drop on screen ("The red line marks step"). For the server: CPU-seconds by process (utime +
-stime from /proc, sampled every second, so the machine's other load does not count; a worker that
-exited between samples loses its last second) and the peak PSS of its process tree. The one-thread
-1024² matmul rate is printed beside them.
+stime from /proc, sampled every second, so the machine's other load does not count), the trainings'
+CPU in full (what the forkserver reaped of its children, plus those still running) and the peak PSS
+of its process tree. The one-thread 1024² matmul rate is printed beside them.
 
-`--client light` drives the same scenarios (but watch) with bench/memory.py's LightSession, which
-speaks Streamlit's websocket protocol and renders nothing, so 20 students cost the machine almost
-nothing beside the server. A light trainer sees its run by reloading the Train page every second
-(where a tab reruns the live fragments): the server pays a whole Train script per poll.
-The class scenarios need a quiet machine, e.g.
+--think: a student reads each page before the next click, a pause uniform in [0.5, 1.5] x SECONDS
+(seeded per student); 0, the default, clicks on at once (a stress test).
 
-    nice -n 10 python bench/class.py readers --client light --students 20 --json
+trainers: first one student trains the defaults and reads on alone, on a server of its own started
+just before the class's (and stopped before it): the pool shares a finished run only within one
+server process, so the class's identical run is trained again rather than handed back at once, and
+both servers start cold, forkserver and first worker included. The class's Train-to-drop times are
+printed over the lone student's (median, max).
+
+`--client light` drives the same scenarios with bench/light.py's LightSession, which speaks
+Streamlit's websocket protocol and renders nothing, so 20 students cost the machine almost nothing
+beside the server. A light trainer follows its run as a tab does, through the Train page's fragment
+reruns (the server's auto_rerun messages); `--light-watch reload` opens the whole page again every
+second instead (the session-8 client, a whole script a poll). The class scenarios need a quiet machine, e.g.
+
+    nice -n 10 python bench/class.py readers --client light --students 20 --think 5 --json
     nice -n 10 python bench/class.py trainers --client light --students 10 --json
     nice -n 10 python bench/class.py seeds --client light --students 10 --json
 """
@@ -32,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import signal
@@ -60,21 +71,37 @@ class ServerSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.every, self._done = pid, every, threading.Event()
         self.cpu: dict[int, tuple[str, float, float]] = {}  # pid -> (name, first seen, last seen)
+        self.parent: dict[int, int] = {}
+        self.reaped: dict[int, tuple[float, float]] = {}  # forkserver -> its reaped children's CPU-s, first and last
+        self.alive: set[int] = set()
         self.peak_pss_mb = 0.0
 
     def sample(self) -> None:
-        total = 0
+        total, alive = 0, set()
         for p in [self.pid, *descendants(self.pid)]:
             try:
-                c = cpu_seconds(p)
+                stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
                 text = Path(f"/proc/{p}/smaps_rollup").read_text()
-                name = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:70].strip()
+                name = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
             except OSError:
                 continue
+            alive.add(p)
+            tick = os.sysconf("SC_CLK_TCK")
+            c, reaped = (int(stat[11]) + int(stat[12])) / tick, (int(stat[13]) + int(stat[14])) / tick
             total += int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1))
-            first = self.cpu.get(p, (name, c, c))[1]
-            self.cpu[p] = (name, first, c)
+            self.parent.setdefault(p, int(stat[1]))
+            self.cpu[p] = (name, self.cpu.get(p, (name, c, c))[1], c)
+            if "forkserver" in name and self.parent[p] == self.pid:
+                self.reaped[p] = (self.reaped.get(p, (reaped, reaped))[0], reaped)
+        self.alive = alive
         self.peak_pss_mb = max(self.peak_pss_mb, total / 1024)
+
+    def kind(self, pid: int, name: str) -> str:
+        """ "server", "training" (a forkserver's child: its command line is the forkserver's) or the command line."""
+        if pid == self.pid:
+            return "server"
+        parent = self.cpu.get(self.parent.get(pid, -1))
+        return "training" if parent and "forkserver" in parent[0] else name
 
     def run(self):
         while not self._done.is_set():
@@ -85,10 +112,14 @@ class ServerSampler(threading.Thread):
         self._done.set()
         self.join()
         self.sample()
-        rows = [{"pid": p, "process": "server" if p == self.pid else name, "cpu_s": round(last - first, 2)}
+        rows = [{"pid": p, "process": self.kind(p, name)[:70], "cpu_s": round(last - first, 2)}
                 for p, (name, first, last) in self.cpu.items()]
+        # the trainings' CPU in full: those reaped by their forkserver (its children's utime + stime,
+        # which the 1 s samples miss the last second of) and those still running (since they started)
+        trained = sum(last - first for first, last in self.reaped.values()) + sum(
+            self.cpu[p][2] for p in self.alive if self.kind(p, self.cpu[p][0]) == "training")
         return {"cpu_by_process": rows, "cpu_total_s": round(sum(r["cpu_s"] for r in rows), 2),
-                "peak_pss_mb": round(self.peak_pss_mb, 1)}
+                "training_cpu_s": round(trained, 2), "peak_pss_mb": round(self.peak_pss_mb, 1)}
 
 
 async def open_page(page, url: str, path: str, timeout_s: float = 300) -> tuple[float, str | None]:
@@ -110,12 +141,14 @@ def _summary(latencies: list[float], errors: list[str]) -> dict:
             "p95_s": round(p95, 2) if p95 is not None else None, "errors": errors}
 
 
-async def reader(browser, url: str, rounds: int, start: int) -> dict:
+async def reader(browser, url: str, rounds: int, start: int, think: float = 0.0) -> dict:
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
     nice_children()
-    latencies, errors = [], []
+    latencies, errors, pause = [], [], thinker(think, start)
     for i in range(rounds * len(READ_PAGES)):
+        if i:
+            await pause()
         seconds, error = await open_page(page, url, READ_PAGES[(start + i) % len(READ_PAGES)])
         latencies.append(seconds)
         if error:
@@ -124,7 +157,9 @@ async def reader(browser, url: str, rounds: int, start: int) -> dict:
     return _summary(latencies, errors)
 
 
-async def trainer(browser, url: str, delay: float, seed: int | None, read_after: bool) -> dict:
+async def trainer(browser, url: str, delay: float, seed: int | None, read_after: bool, student: int = 0,
+                  think: float = 0.0) -> dict:
+    pause = thinker(think, student)
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
     nice_children()
@@ -137,7 +172,7 @@ async def trainer(browser, url: str, delay: float, seed: int | None, read_after:
         await box.press("Enter")
         await page.wait_for_selector(IDLE, timeout=120_000)
     await asyncio.sleep(delay)
-    t0 = time.perf_counter()
+    t0 = out["pressed_at"] = time.perf_counter()
     await page.get_by_role("button", name="Train", exact=True).click()
     try:
         await page.get_by_text(re.compile(r"steps/s")).first.wait_for(timeout=1_800_000)
@@ -149,6 +184,7 @@ async def trainer(browser, url: str, delay: float, seed: int | None, read_after:
     latencies = []
     if read_after:
         for path in READ_PAGES:
+            await pause()
             seconds, error = await open_page(page, url, path)
             latencies.append(seconds)
             if error:
@@ -167,10 +203,18 @@ async def light_open(session: LightSession, path: str) -> tuple[float, str | Non
     return seconds, (session.errors[-1] if len(session.errors) > errors else None)
 
 
-async def light_reader(url: str, rounds: int, start: int) -> dict:
-    latencies, errors = [], []
+def thinker(think: float, student: int):
+    """The pause before a student's next page: uniform in [0.5, 1.5] x think seconds, seeded by the student."""
+    rng = random.Random(1000 + student)
+    return lambda: asyncio.sleep(rng.uniform(0.5, 1.5) * think) if think > 0 else asyncio.sleep(0)
+
+
+async def light_reader(url: str, rounds: int, start: int, think: float) -> dict:
+    latencies, errors, pause = [], [], thinker(think, start)
     async with LightSession(url) as session:
         for i in range(rounds * len(READ_PAGES)):
+            if i:
+                await pause()
             seconds, error = await light_open(session, READ_PAGES[(start + i) % len(READ_PAGES)])
             latencies.append(seconds)
             if error:
@@ -178,27 +222,38 @@ async def light_reader(url: str, rounds: int, start: int) -> dict:
     return _summary(latencies, errors)
 
 
-async def light_trainer(url: str, delay: float, seed: int | None, read_after: bool, poll: float = 1.0) -> dict:
-    out, latencies = {"seed": seed}, []
-    async with LightSession(url) as session:
+async def light_watch_until(session: LightSession, pattern: str, deadline: float, mode: str) -> None:
+    """Until `pattern` is on the Train page: its fragments rerun as on a tab ("fragments"), or the
+    whole page is opened again every second ("reload", the old light client: a whole script a poll)."""
+    if mode == "fragments":
+        await session.wait_for(pattern, deadline - time.perf_counter())
+        return
+    while not re.search(pattern, session.text):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(pattern)
+        await asyncio.sleep(1.0)
+        await session.open("train")
+
+
+async def light_trainer(url: str, delay: float, seed: int | None, read_after: bool, student: int = 0,
+                        think: float = 0.0, mode: str = "fragments") -> dict:
+    out, latencies, pause = {"seed": seed}, [], thinker(think, student)
+    async with LightSession(url, follow_fragments=mode == "fragments") as session:
         _, error = await light_open(session, "train")
         errors = [error] if error else []
         await asyncio.sleep(delay)
-        t0 = time.perf_counter()
+        t0 = out["pressed_at"] = time.perf_counter()
         try:
             await session.press("tr_train", {"tr_seed": seed} if seed is not None else None)
-            deadline = t0 + 1800
             for name, pattern in (("wait_in_line_s", r"steps/s"), ("train_to_drop_s", "The red line marks step")):
-                while not re.search(pattern, session.text):
-                    if time.perf_counter() > deadline:
-                        raise TimeoutError(name)
-                    await asyncio.sleep(poll)
-                    await session.open("train")
+                await light_watch_until(session, pattern, t0 + 1800, mode)
                 out[name] = round(time.perf_counter() - t0, 2)
         except Exception as e:  # noqa: BLE001
             errors.append(f"training: {type(e).__name__} {e}")
+        out["fragment_reruns"] = session.fragment_runs
         if read_after:
             for path in READ_PAGES:
+                await pause()
                 seconds, error = await light_open(session, path)
                 latencies.append(seconds)
                 if error:
@@ -206,13 +261,45 @@ async def light_trainer(url: str, delay: float, seed: int | None, read_after: bo
     return {**out, **_summary(latencies, errors)}
 
 
-async def light_scenario(args) -> list:
-    url, rng = args.url, random.Random(0)
+async def light_watch(url: str, pid: int, window: float, mode: str) -> dict:
+    """`watch` with a light client: the server's cores while the student's Train page follows its run."""
+    async with LightSession(url, follow_fragments=mode == "fragments") as session:
+        await session.open("train")
+        await session.press("tr_train")
+        await light_watch_until(session, r"steps/s", time.perf_counter() + 300, mode)
+        await asyncio.sleep(3)
+        runs0, c0, t0 = session.fragment_runs, cpu_seconds(pid), time.perf_counter()
+        workers0 = {p: cpu_seconds(p) for p in descendants(pid)}
+        if mode == "fragments":
+            await asyncio.sleep(window)
+        else:
+            while time.perf_counter() - t0 < window:
+                await asyncio.sleep(1.0)
+                await session.open("train")
+        seconds = time.perf_counter() - t0
+        server = (cpu_seconds(pid) - c0) / seconds
+        workers = {}
+        for p, c in workers0.items():
+            with contextlib.suppress(OSError):
+                workers[p] = round((cpu_seconds(p) - c) / seconds, 3)
+        progress = re.search(r"[^\n\"]*steps/s[^\n\"]*", session.text)
+        reruns = session.fragment_runs - runs0
+        await session.press("tr_stop")
+    return {"server_cores_while_watching": round(server, 3), "window_s": round(seconds, 1), "mode": mode,
+            "fragment_reruns": reruns, "other_processes_cores": workers,
+            "progress_text": progress.group(0)[:120] if progress else None, "errors": session.errors}
+
+
+async def light_scenario(args, url: str, pid: int) -> list:
+    rng = random.Random(0)
+    if args.scenario == "watch":
+        return [await light_watch(url, pid, args.window, args.light_watch)]
     if args.scenario == "readers":
-        return await asyncio.gather(*(light_reader(url, args.rounds, i) for i in range(args.students)))
+        return await asyncio.gather(*(light_reader(url, args.rounds, i, args.think) for i in range(args.students)))
     seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
-    return await asyncio.gather(*(light_trainer(url, rng.uniform(0, 10), s, args.scenario == "trainers")
-                                  for s in seeds))
+    return await asyncio.gather(*(light_trainer(url, rng.uniform(0, 10), s, args.scenario == "trainers", i,
+                                                args.think, args.light_watch)
+                                  for i, s in enumerate(seeds)))
 
 
 async def watch(browser, url: str, pid: int, window: float) -> dict:
@@ -240,26 +327,68 @@ async def watch(browser, url: str, pid: int, window: float) -> dict:
             "other_processes_cores": workers, "progress_text": progress[:120]}
 
 
-async def scenario(args, url: str, pid: int) -> dict:
+async def scenario(args, url: str, pid: int, lone: bool = False) -> dict:
+    """The students of `args.scenario` on the server at `url` (pid); `lone`: one trainer alone instead."""
     if args.client == "light":
-        args.url = url
-        return {"students": await light_scenario(args), "client": "light"}
+        if lone:
+            return {"students": [await light_trainer(url, 0.0, None, True, 0, args.think, args.light_watch)]}
+        return {"students": await light_scenario(args, url, pid)}
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         nice_children()
         rng = random.Random(0)
-        if args.scenario == "readers":
-            students = await asyncio.gather(*(reader(browser, url, args.rounds, i) for i in range(args.students)))
+        if lone:
+            students = [await trainer(browser, url, 0.0, None, True, 0, args.think)]
+        elif args.scenario == "readers":
+            students = await asyncio.gather(*(reader(browser, url, args.rounds, i, args.think)
+                                              for i in range(args.students)))
         elif args.scenario == "watch":
             students = [await watch(browser, url, pid, args.window)]
         else:
             seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
-            students = await asyncio.gather(*(trainer(browser, url, rng.uniform(0, 10), s, args.scenario == "trainers")
-                                              for s in seeds))
+            students = await asyncio.gather(*(trainer(browser, url, rng.uniform(0, 10), s, args.scenario == "trainers",
+                                                      i, args.think) for i, s in enumerate(seeds)))
         await browser.close()
     return {"students": students}
+
+
+def on_a_server(args, env: dict, lone: bool = False) -> dict:
+    """Start a server, run the students on it, stop it: the students, the wall time and the server's
+    CPU-seconds by process and peak PSS."""
+    proc, url = start_server(env)
+    try:
+        sampler = ServerSampler(proc.pid)
+        sampler.start()
+        t0 = time.perf_counter()
+        out = asyncio.run(scenario(args, url, proc.pid, lone))
+        out["wall_s"] = round(time.perf_counter() - t0, 1)
+        out["server"] = sampler.stop()
+        pressed = [s.pop("pressed_at") for s in out["students"] if "pressed_at" in s]
+        if pressed:  # the trainings' CPU all falls after the first press
+            out["first_press_s"] = round(min(pressed) - t0, 1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return out
+
+
+def against_lone(students: list[dict], lone: dict) -> dict | None:
+    """Each student's Train-to-drop time over the lone student's: median and max."""
+    alone = lone.get("train_to_drop_s")
+    ratios = [s["train_to_drop_s"] / alone for s in students if alone and "train_to_drop_s" in s]
+    if not ratios:
+        return None
+    return {"lone_train_to_drop_s": alone, "ratios": [round(r, 3) for r in ratios],
+            "median": round(statistics.median(ratios), 3), "max": round(max(ratios), 3),
+            "students_measured": len(ratios), "students": len(students)}
+
+
+def _print_server(srv: dict, indent: str = "") -> None:
+    print(f"{indent}server tree: {srv['cpu_total_s']} CPU-s, peak PSS {srv['peak_pss_mb']} MB")
+    for r in srv["cpu_by_process"]:
+        print(f"{indent}  {r['cpu_s']:>8.2f} CPU-s  {r['process']}")
 
 
 def main(argv=None) -> int:
@@ -267,45 +396,67 @@ def main(argv=None) -> int:
     ap.add_argument("scenario", choices=("readers", "watch", "trainers", "seeds"))
     ap.add_argument("--students", type=int, default=None, help="default: 20 readers, 10 trainers")
     ap.add_argument("--rounds", type=int, default=1, help="a reader's walks through the pages")
+    ap.add_argument("--think", type=float, default=0.0,
+                    help="seconds a student reads a page before the next (each pause uniform in [0.5, 1.5] x this, "
+                         "seeded); 0: no pause, a stress test")
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
     ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--client", choices=("chromium", "light"), default="chromium",
-                    help="light: Streamlit's websocket protocol without a browser (not for watch)")
+                    help="light: Streamlit's websocket protocol without a browser (bench/light.py)")
+    ap.add_argument("--light-watch", choices=("fragments", "reload"), default="fragments",
+                    help="how a light trainer follows its run: the page's fragment reruns, as a tab (the default), "
+                         "or the whole Train page opened again every second (the old light client)")
+    ap.add_argument("--no-lone", action="store_true", help="trainers: leave out the lone student's server")
     args = ap.parse_args(argv)
-    if args.client == "light" and args.scenario == "watch":
-        ap.error("watch measures a browser's redraws: use --client chromium")
     if args.students is None:
         args.students = 20 if args.scenario == "readers" else 10
+    if args.think < 0:
+        ap.error("--think must be 0 or more")
     env = {"ATTENTION_LAB_CACHE": str(args.cache_dir)} if args.cache_dir else {}
 
     def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
-    out = {"scenario": args.scenario, "gflops_before": round(matmul_rate(), 2)}
-    proc, url = start_server(env)
-    try:
-        sampler = ServerSampler(proc.pid)
-        sampler.start()
-        t0 = time.perf_counter()
-        out.update(asyncio.run(scenario(args, url, proc.pid)))
-        out["wall_s"] = round(time.perf_counter() - t0, 1)
-        out["server"] = sampler.stop()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    out = {"scenario": args.scenario, "client": args.client, "think_s": args.think,
+           "light_watch": args.light_watch if args.client == "light" else None,
+           "gflops_before": round(matmul_rate(), 2)}
+    if args.scenario == "trainers" and not args.no_lone:
+        # the lone student on a server of its own, stopped before the class's starts: a finished run is
+        # shared only within one server process, so the class's identical run is trained again, and
+        # both servers start cold (forkserver and first worker included), as the class's does
+        out["lone"] = on_a_server(args, env, lone=True)
+    out.update(on_a_server(args, env))
+    if "lone" in out:
+        out["class_over_lone"] = against_lone(out["students"], out["lone"]["students"][0])
     out["gflops_after"] = round(matmul_rate(), 2)
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{args.scenario}: {len(out['students'])} students, {out['wall_s']} s; matmul 1 thread "
-          f"{out['gflops_before']} GFLOP/s before, {out['gflops_after']} after")
+    pause = f"think {args.think:g} s (x 0.5-1.5)" if args.think else "no think time"
+    watch_mode = (f", light trainers follow by {args.light_watch}"
+                  if args.client == "light" and args.scenario != "readers" else "")
+    print(f"{args.scenario}: {len(out['students'])} students ({args.client}, {pause}{watch_mode}), {out['wall_s']} s; "
+          f"matmul 1 thread {out['gflops_before']} GFLOP/s before, {out['gflops_after']} after")
+    if "lone" in out:
+        lone = out["lone"]
+        print(f"  lone student, own server first ({lone['wall_s']} s): "
+              + ", ".join(f"{k} {v}" for k, v in lone["students"][0].items()))
+        _print_server(lone["server"], "  ")
     for i, s in enumerate(out["students"]):
         print(f"  student {i}: " + ", ".join(f"{k} {v}" for k, v in s.items()))
-    srv = out["server"]
-    print(f"server tree: {srv['cpu_total_s']} CPU-s, peak PSS {srv['peak_pss_mb']} MB")
-    for r in srv["cpu_by_process"]:
-        print(f"  {r['cpu_s']:>8.2f} CPU-s  {r['process']}")
+    if out.get("class_over_lone"):
+        r = out["class_over_lone"]
+        print(f"Train to the drop, class / lone ({r['lone_train_to_drop_s']} s): median {r['median']}, max {r['max']} "
+              f"({r['students_measured']} of {r['students']} students saw the drop)")
+    _print_server(out["server"])
+    trainings = [r for r in out["server"]["cpu_by_process"] if r["process"] == "training"]
+    if args.scenario in ("trainers", "seeds") and trainings:
+        busy, after = out["server"]["training_cpu_s"], out["wall_s"] - out.get("first_press_s", 0.0)
+        print(f"cores busy training: {100 * busy / (2 * out['wall_s']):.1f}% of 2 x {out['wall_s']} s, "
+              f"{100 * busy / (2 * after):.1f}% of the {after:.1f} s from the first Train press "
+              f"({len(trainings)} trainings, {busy:.1f} CPU-s; "
+              f"sampled each second {sum(r['cpu_s'] for r in trainings):.1f})")
     return 0
 
 

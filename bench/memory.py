@@ -7,7 +7,7 @@ visited every page).
     python bench/memory.py --worker [--json]    # a training process's PSS over a default run
 
 --sessions N (issue #30) drives the server with light clients that speak Streamlit's own websocket
-protocol (LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
+protocol (bench/light.py's LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
 cost the machine almost nothing beside the server. One session first opens every page (the shared
 caches fill), then N sessions open every page one after the other and stay connected; with --train
 each also presses Train with the default settings on the Train page (one training: the others follow
@@ -52,6 +52,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 sys.path.insert(0, str(ROOT))
 from ui.pages import ALL_PAGES  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from light import LightSession  # noqa: E402,F401 -- bench/class.py imports it from here too
 
 PAGES = [p.url_path for p in ALL_PAGES]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -166,73 +169,6 @@ def pss_mb(pid: int) -> float:
     return int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1)) / 1024
 
 
-WIDGETS = ("button", "download_button", "number_input")  # the widgets a LightSession records by key
-
-
-class LightSession:
-    """One browser session without a browser: Streamlit's websocket protocol (BackMsg out, ForwardMsg in).
-    `open(page)` reruns the script on that page (its url path, "" for Home) and reads until the run
-    ends; the run's exceptions are collected in `errors`; `press(key)` clicks the button whose widget
-    key is `key` (a trigger value, as the browser sends)."""
-
-    def __init__(self, url: str):
-        self.url, self.ws, self.errors, self.widgets, self.page = url, None, [], {}, ""
-        self.text = ""  # every element of the last run, in protobuf text form (to search what it says)
-
-    async def __aenter__(self):
-        import websockets
-
-        self.ws = await websockets.connect(self.url.replace("http", "ws", 1) + "/_stcore/stream",
-                                           subprotocols=["streamlit"], max_size=None, compression="deflate")
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.ws.close()
-
-    async def _run(self, page: str, widgets=()) -> float:
-        from streamlit.proto.BackMsg_pb2 import BackMsg
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        msg = BackMsg()
-        msg.rerun_script.query_string = ""
-        msg.rerun_script.page_name = page
-        msg.rerun_script.widget_states.widgets.extend(widgets)
-        t0 = time.perf_counter()
-        await self.ws.send(msg.SerializeToString())
-        self.page, texts = page, []
-        while True:
-            fwd = ForwardMsg()
-            fwd.ParseFromString(await self.ws.recv())
-            kind = fwd.WhichOneof("type")
-            if kind == "script_finished" and fwd.script_finished != fwd.FINISHED_EARLY_FOR_RERUN:
-                self.text = "\n".join(texts)
-                return time.perf_counter() - t0
-            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                element = fwd.delta.new_element
-                what = element.WhichOneof("type")
-                if what in ("markdown", "text", "alert", "progress", "heading", "caption"):
-                    texts.append(str(getattr(element, what)))
-                if what == "exception":
-                    self.errors.append(f"{page or 'home'}: {element.exception.message[:200]}")
-                elif what in WIDGETS and getattr(element, what).id:
-                    self.widgets[getattr(element, what).id.rsplit("-", 1)[-1]] = getattr(element, what).id
-
-    async def open(self, page: str) -> float:
-        self.widgets = {}
-        return await self._run(page)
-
-    async def press(self, key: str, numbers: dict | None = None) -> float:
-        """Click button `key`, with the whole-number inputs `numbers` ({widget key: value}) set."""
-        from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-        missing = [k for k in [key, *(numbers or {})] if k not in self.widgets]
-        if missing:
-            raise RuntimeError(f"no widget {missing} on page {self.page!r}")
-        states = [WidgetState(id=self.widgets[key], trigger_value=True)]
-        states += [WidgetState(id=self.widgets[k], int_value=int(v)) for k, v in (numbers or {}).items()]
-        return await self._run(self.page, states)
-
-
 async def _until_trained(session: LightSession, timeout: float = 1800) -> None:
     """Reload the Train page until its run has ended with a model (the download button is drawn)."""
     import asyncio
@@ -323,14 +259,18 @@ def worker_main(args) -> int:
     pool = RunPool(capacity=1)
     run = pool.start(TrainSettings.defaults(), "bench")
     marks, at, peak, fs = [1, 100, 300, 600], {}, {"Pss": 0.0}, {"Pss": None}
+    counts = {}  # step -> (minor page faults, CPU-s) of the worker when that step was first seen
     deadline = time.monotonic() + 1800
     try:
         while run.active and time.monotonic() < deadline:
             if run.pid and run.step > 0:
                 try:
                     now = smaps(run.pid)
+                    stat = Path(f"/proc/{run.pid}/stat").read_text().rsplit(")", 1)[1].split()
                 except OSError:
                     break
+                count = (int(stat[7]), (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"))
+                counts.setdefault(run.step, count)
                 if now["Pss"] > peak["Pss"]:
                     peak = {**now, "step": run.step}
                 if marks and run.step >= marks[0]:
@@ -342,7 +282,13 @@ def worker_main(args) -> int:
             time.sleep(0.05)
     finally:
         pool.shutdown()
-    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status),
+    first, last = min((k for k in counts if k >= 100), default=None), max(counts, default=None)
+    out_counts = {}
+    if first is not None and last > first:  # from step 100 on: the start's one-time faults left out
+        out_counts = {"faults_per_step": round((counts[last][0] - counts[first][0]) / (last - first), 1),
+                      "cpu_ms_per_step": round(1000 * (counts[last][1] - counts[first][1]) / (last - first), 1),
+                      "from_step": first, "to_step": last}
+    out = {"worker_at_step": at, "worker_peak": peak, "forkserver": fs, "status": str(run.status), **out_counts,
            "steps": run.step, "matmul_gflops": round(matmul_rate(), 1)}
     if args.json:
         print(json.dumps(out))
@@ -352,6 +298,9 @@ def worker_main(args) -> int:
                   f"shared {row['Shared_Dirty']} dirty)")
         print(f"worker peak: PSS {peak['Pss']} MB at step {peak.get('step')}; forkserver PSS {fs['Pss']} MB; "
               f"run {out['status']} at step {run.step}; matmul {out['matmul_gflops']} GFLOP/s")
+        if out_counts:
+            print(f"steps {out_counts['from_step']}-{out_counts['to_step']}: {out_counts['faults_per_step']} page "
+                  f"faults and {out_counts['cpu_ms_per_step']} ms CPU a step")
     return 0
 
 

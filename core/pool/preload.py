@@ -8,7 +8,8 @@ forward and backward set up about 20 MB more. So this module trains a tiny model
 here. Then it freezes the garbage collector's view of every object made so far (gc.freeze): a
 worker's collections never walk them, so they are never written to and never copied into the worker
 (fork shares memory until a page is written; a collection writes to every object it walks). That
-saves about 40 MB more per worker.
+saves about 40 MB more per worker. Last, the warm-up's freed heap goes back to the system: a worker maps
+every page the forkserver holds, and PSS charges it half of each while they share it.
 
 Importing this module has these effects on purpose; only the forkserver imports it. Nothing here
 draws from the global random generator a training uses: the tiny Trainer seeds its own.
@@ -21,6 +22,7 @@ from dataclasses import replace
 import torch
 
 from core.pool import worker  # noqa: F401 -- the worker's code, imported once for every fork
+from core.training.heap import hand_back_free_memory
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 
@@ -38,3 +40,4 @@ def warm() -> None:
 warm()
 gc.collect()
 gc.freeze()
+hand_back_free_memory()

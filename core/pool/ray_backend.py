@@ -23,6 +23,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from core.training.heap import TRAINING_ENV
 from core.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def connect(address: str | None):
     import ray
 
     if not ray.is_initialized():
-        env = {"py_modules": [str(CORE_DIR)], "env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
+        env = {"py_modules": [str(CORE_DIR)], "env_vars": {"OMP_WAIT_POLICY": "PASSIVE", **TRAINING_ENV}}
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level=logging.WARNING)
     return ray
 

@@ -45,7 +45,7 @@ import torch
 
 from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
-from core.training.heap import keep_freed_memory
+from core.training.heap import TRAINING_ENV, keep_freed_memory
 from core.training.timeline import frame_patterns, strip_tokens
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
@@ -124,8 +124,10 @@ def context(method: str | None):
 
     Workers' OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE, read
     when torch loads, so set before the forkserver starts): with the server busy on the other core, a
-    spinning 2-thread training ran at 2.9 steps/s, a sleeping one at 11.6 (bench/README.md)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    spinning 2-thread training ran at 2.9 steps/s, a sleeping one at 11.6 (bench/README.md). MKL keeps
+    no buffers of its own (core.training.heap.TRAINING_ENV, also read when it starts)."""
+    for name, value in {"OMP_WAIT_POLICY": "PASSIVE", **TRAINING_ENV}.items():
+        os.environ.setdefault(name, value)
     method = method or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     ctx = mp.get_context(method)
     if method == "forkserver":
