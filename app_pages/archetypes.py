@@ -11,6 +11,7 @@ from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
 from ui.cache import per_model
 from ui.charts import archetypes as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 
@@ -64,13 +65,13 @@ if tokens is not None:
     left, right = st.columns(2)
     with left:
         st.markdown("##### Matrix view")
-        st.altair_chart(charts.pattern_matrix(pattern.numpy(), labels), width="content")
+        draw(st, charts.pattern_matrix(pattern.numpy(), labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
+        draw(st, charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
@@ -88,7 +89,7 @@ if tokens is not None:
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
     ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS))
     st.markdown("##### Every archetype scored by every detector")
-    st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
+    draw(st, charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
                                          arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
     wins = arc.own_detector_wins(table)
     n_won = sum(bool(v) for v in wins.values())
@@ -167,7 +168,7 @@ else:
             labelled = head_matches.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
             st.markdown(f"##### Detector scores of {entry.label}")
-            st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
+            draw(st, charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
                                                  arc.DETECTOR_LABELS, "head"), width="content")
             st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
                        "needs words, so it is left out), now on every head of the picked model reading the "
@@ -189,7 +190,7 @@ else:
                                 index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: symbols.long_head_label(*k))
             st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
+            draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
                                                   size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
@@ -212,7 +213,7 @@ def _ioi_diagram():  # the same for everyone: build the chart once per server
     return charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), [g.label for g in ioi.GROUPS], ioi.LOGITS_X)
 
 
-st.altair_chart(_ioi_diagram())
+draw(st, _ioi_diagram())
 st.caption("**What am I looking at?** One row per functional group; each dot is a head at its layer, labelled "
            "layer.head (both from 0, as in the paper). Dashed lines: which group feeds which, and into which "
            "input (hover for it). Information flows left to right, ending in the logits.")

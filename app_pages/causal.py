@@ -12,6 +12,7 @@ from ui import causal_sections as sections
 from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -145,7 +146,7 @@ if cfg.n_layers:
     heads = res.heads
     ask(quiz_causal.patched_heads(heads, gap))
     left, right = st.columns([1, 2])
-    left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
+    draw(left, charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
         "**Checks.** " + readings.checks_sentence(res, block_label(cfg.n_layers - 1))
@@ -193,7 +194,7 @@ if cfg.n_layers:
                   on_click=lambda: st.session_state.update(cz_sweeps=True))
 if cfg.n_layers and res.resid is not None:
     rows = [f"before {block_label(l)}" for l in range(cfg.n_layers)]
-    st.altair_chart(charts.position_effects(res.resid, rows,
+    draw(st, charts.position_effects(res.resid, rows,
                                             "clean stream at one position, corrupted everywhere else",
                                             "stream", period, res.clean), width="content")
     st.caption(
@@ -207,7 +208,7 @@ if cfg.n_layers and res.resid is not None:
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
     if res.resid_noise is not None:
-        st.altair_chart(charts.position_effects(res.resid_noise, rows,
+        draw(st, charts.position_effects(res.resid_noise, rows,
                                                 "noising: corrupted stream at one position, clean everywhere else",
                                                 "stream", period, res.clean), width="content")
         noisy = res.resid_noise
@@ -233,7 +234,7 @@ if cfg.n_layers and res.resid is not None:
 
     # -----------------------------------------------------------------------------------------
     st.header("3 · Each head, one position at a time")
-    st.altair_chart(charts.position_effects(res.head_positions, res.head_rows,
+    draw(st, charts.position_effects(res.head_positions, res.head_rows,
                                             "one head's clean output at one position", "head", period, res.clean),
                     width="content")
     st.caption(
@@ -319,7 +320,7 @@ if cfg.n_layers:
             cols = st.columns(2)
             for col, direction in zip(cols, ("noising", "denoising")):
                 sub = shown[shown["direction"] == direction]
-                col.altair_chart(charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
+                draw(col, charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
         for sentence in (readings.key_composition_sentence(res), readings.longer_match_sentence(res)):
             if sentence:
                 st.markdown(sentence)
@@ -344,7 +345,7 @@ if cfg.n_layers:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):
                 mech = _mechanism(entry, int(period), int(seed), corruption)
-                st.altair_chart(charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
+                draw(st, charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
                                                  "all of block 2, at every snapshot"), width="content")
                 left_out = sorted(set(mech.loc[mech["gap"] < readings.MIN_GAP, "step"]))
                 st.caption(
@@ -362,7 +363,7 @@ if cfg.n_layers:
 st.header("5 · The logit lens")
 lens, by_copy = res.lens, res.lens_by_copy
 ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None))
-st.altair_chart(charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
+draw(st, charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
                                  "(first clean sequence)"), width="content")
 st.caption(
     "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
@@ -371,8 +372,8 @@ st.caption(
     "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
     "the answer becomes readable in the stream, not which component put it there.")
 a, b = st.columns(2)
-a.altair_chart(charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
-b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
+draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
+draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
                                    log=True), width="content")
 st.caption(f"Averaged over every target of the {res.n_seqs} clean sequences, split into DESIGN.md's copies: first "
            f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "

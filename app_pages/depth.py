@@ -10,6 +10,7 @@ from core.reading.composition import composition_baseline
 from ui import depth_text, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -109,10 +110,10 @@ else:
                    "tokens give a positive estimate, about (V−1)²/(2N).")
     left, right = st.columns(2)
     scale = (-1.0, 1.0)
-    left.altair_chart(charts.token_heatmap(
+    draw(left, charts.token_heatmap(
         z["model_lr"], SYMBOLS, "The model: softmax of each Gram row", "log₂(V·p)", "current token a",
         "next token b", domain=scale), width="content")
-    right.altair_chart(charts.token_heatmap(
+    draw(right, charts.token_heatmap(
         z["task_lr"], SYMBOLS, "The task: estimated P(next b | current a)", "log₂(V·p)", "current token a",
         "next token b", domain=scale), width="content")
     st.caption(depth_text.gram_note(z))
@@ -146,7 +147,7 @@ else:
     res = _contributions(entry, int(seed), pos, which)
     ask(quiz.biggest_path(res["labels"], res["values"]))
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
                                        f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
     right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
                  f"p = {res['prob']:.3f}", delta_color="off")
@@ -225,7 +226,7 @@ else:
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
                                        "mean contribution to the centered logit of the right token"))
     with right:
         for kind in charts.KIND_ORDER:
@@ -246,8 +247,8 @@ else:
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
     ask(quiz.k_composition_partner(k_scores, best))
     c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
-    c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
-    c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
+    draw(c1, charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
+    draw(c2, charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
     st.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
@@ -262,7 +263,7 @@ else:
     groups = score_groups.score_groups(st_terms, roles)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.score_term_heatmap(
+    draw(left, charts.score_term_heatmap(
         st_terms["terms"].numpy(), st_terms["q_labels"], st_terms["k_labels"],
         f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:

@@ -11,6 +11,7 @@ from core.causal import patching, readings, tool_readings, tool_views
 from core.causal.views import typed_runs
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
+from ui.charts.kept import draw
 from ui.python_panel import Snippet, python_panel
 from ui.state import LabModel
 
@@ -171,7 +172,7 @@ def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period:
         sub = positions[positions["reference"] == ref]
         for by, where in (("sender", "one sender position at a time"), ("receiver", "one receiver position at a time")):
             cells = sub[sub["by"] == by]
-            st.altair_chart(_lost_grid(cells, f"noising into all of block 2, {where}; reference: {name}", period),
+            draw(st, _lost_grid(cells, f"noising into all of block 2, {where}; reference: {name}", period),
                             width="content")
     table = whole.pivot_table(index="sender", columns=["path", "reference"], values="lost")
     table.columns = [f"{p} path, {r}" for p, r in table.columns]
