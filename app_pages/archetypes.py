@@ -49,7 +49,20 @@ with info:
         "patterns, not read from GPT-2 small: they show the shape each archetype has in real models. A "
         "'name' is a capitalised word that is not a common opener such as *When* or *The*.")
 
-settings = arc.ArchetypeSettings(sharpness, rest)
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _pattern(name: str, text: str, sharpness: float, rest: float):
+    """The generated pattern of archetype `name` on `text` (the same for everyone: kept per server)."""
+    return arc.archetype_pattern(name, arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _detectors(text: str, sharpness: float, rest: float, score_rows: str):
+    """Every archetype scored by every detector on `text`, with what section 2 reads from the table."""
+    table = arc.detector_table(arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest), score_rows)
+    return table, arc.own_detector_wins(table), arc.detector_rivals(table)
+
+
 try:
     tokens = arc.tokenize(text)
 except symbols.InputProblem as e:
@@ -58,7 +71,7 @@ except symbols.InputProblem as e:
 
 if tokens is not None:
     labels = arc.token_labels(tokens)
-    pattern = arc.archetype_pattern(name, tokens, settings)
+    pattern = _pattern(name, text, sharpness, rest)
     focus_options = [None] + list(range(len(tokens)))
     focus = st.selectbox("Flow view: focus on one query token", focus_options, key=f"arch_focus_{len(tokens)}",
                          format_func=lambda k: "all queries" if k is None else labels[k])
@@ -83,7 +96,7 @@ if tokens is not None:
                           format_func={"target": "rows with something to find",
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
                           help="Also used for your model's heads in section 3.")
-    table = arc.detector_table(tokens, settings, score_rows)
+    table, wins, rivals = _detectors(text, sharpness, rest, score_rows)
     table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
@@ -91,7 +104,6 @@ if tokens is not None:
     st.markdown("##### Every archetype scored by every detector")
     draw(st, charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
                                          arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
-    wins = arc.own_detector_wins(table)
     n_won = sum(bool(v) for v in wins.values())
     n_scored = sum(v is not None for v in wins.values())
     st.caption(
@@ -103,7 +115,6 @@ if tokens is not None:
         "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
     python_panel(snippets.detector_table(text, sharpness, rest, score_rows),
                  shows={"table": table.select_dtypes("number")})
-    rivals = arc.detector_rivals(table)
     empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
     if rivals:
         lost = "; ".join(f"on the {arc.DETECTOR_LABELS[d]} detector the {arc.ARCHETYPE_LABELS[r]} pattern scores "

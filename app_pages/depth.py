@@ -67,6 +67,13 @@ def _score_terms(entry: LabModel, head):
     return score_terms.mean_induction_score_terms(entry.model, entry.task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
 
 
+@per_model(show_spinner=False, max_entries=64)
+def _skip_trigrams(entry: LabModel, block, a, b) -> list[tuple]:
+    """Per head of `block`: its six strongest skip-trigrams, and the top OV row of token a and QK row of b."""
+    return [(circuits.skip_trigrams(entry.model, block, h, k=6), circuits.ov_top(entry.model, block, h, a, k=4),
+             circuits.qk_top(entry.model, block, h, b, k=4)) for h in range(entry.model.cfg.n_heads)]
+
+
 @per_model(show_spinner=False, max_entries=8)
 def _induction(entry: LabModel):
     return paths.induction_scores(entry.model, entry.task, 1)
@@ -183,11 +190,8 @@ else:
         st.caption("For block 2 and later these tables cover only the part of each head that reads raw "
                    "embeddings; what earlier heads wrote into the stream is in section 4.")
     cols = st.columns(cfg.n_heads)
-    for h, col in enumerate(cols):
+    for h, (col, (tri, ov, qk)) in enumerate(zip(cols, _skip_trigrams(entry, block, a, b))):
         name = symbols.head_label(block, h)
-        tri = circuits.skip_trigrams(model, block, h, k=6)
-        ov = circuits.ov_top(model, block, h, a, k=4)
-        qk = circuits.qk_top(model, block, h, b, k=4)
         col.markdown(f"**head {name}**")
         col.markdown(depth_text.trigram_list(tri, SYMBOLS))
         col.caption(depth_text.top_tokens(f"attending to `{SYMBOLS[a]}` boosts", ov, SYMBOLS))
@@ -200,8 +204,7 @@ else:
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
     python_panel(snippets.skip_trigrams(entry, block, a, b, cfg.n_heads), shows={"rules": [
-        [[r["qk_margin"], r["ov_logit"]] for r in circuits.skip_trigrams(model, block, h, k=6)]
-        for h in range(cfg.n_heads)]})
+        [[r["qk_margin"], r["ov_logit"]] for r in tri] for tri, _, _ in _skip_trigrams(entry, block, a, b)]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · Two blocks: the induction circuit through composition")

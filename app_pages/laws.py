@@ -63,6 +63,12 @@ def _law(name: str, mtime: float):
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
+def _sweeps_caption(tables: tuple) -> str:
+    """laws.sweeps_caption() of the tables as they are: (name, mtime) of each, so a new table is read again."""
+    return laws.sweeps_caption()
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
 def _groups(path: str, column: str, mtime: float) -> dict:
     return laws.groups(path, column)
 
@@ -302,7 +308,7 @@ st.markdown(
     "loss drops moves with it. Three published results make predictions you can check here. Every number on "
     "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
     "is under each chart): nothing trains when you open it.")
-st.caption(laws.sweeps_caption())  # five small tables: read on every run
+st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv")))))
 for name in laws.LAWS:
     law_section(name)
 own_sweep_section()

@@ -160,7 +160,7 @@ def start(cache: Path, profile: Path | None) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the server did not answer its health check within 90 s")
 
 
-async def _walks(url: str, pid: int, rounds: int) -> tuple[dict, list, float]:
+async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple[dict, dict, list, float]:
     pages = [p.url_path for p in ALL_PAGES]
     costs = {p or "home": [] for p in pages}
     loop = {p or "home": [] for p in pages}
@@ -168,6 +168,8 @@ async def _walks(url: str, pid: int, rounds: int) -> tuple[dict, list, float]:
         for page in pages:  # the first walk: the server's memory caches fill
             await s.open(page)
         await asyncio.sleep(2)
+        for path in (profile.glob("*.json") if profile else ()):  # profile the warm runs only
+            path.unlink()
         c0 = cpu_seconds(pid)
         await asyncio.sleep(3)
         idle = (cpu_seconds(pid) - c0) / 3  # the trimmer's thread and the event loop, per second
@@ -185,7 +187,7 @@ async def _walks(url: str, pid: int, rounds: int) -> tuple[dict, list, float]:
 def measure(cache: Path, rounds: int, profile: Path | None = None) -> dict:
     proc, url = start(cache, profile)
     try:
-        costs, loop, errors, idle = asyncio.run(_walks(url, proc.pid, rounds))
+        costs, loop, errors, idle = asyncio.run(_walks(url, proc.pid, rounds, profile))
         pss = pss_mb(proc.pid)
     finally:
         proc.terminate()
@@ -214,8 +216,11 @@ def report_profile(folder: Path, top: int) -> dict:
         n = max(data["samples"], 1)
         rows = sorted(data["inclusive"].items(), key=lambda kv: -kv[1])[:top]
         selfs = sorted(data["self"].items(), key=lambda kv: -kv[1])[:top]
+        ours = sorted(((k, v) for k, v in data["inclusive"].items()
+                       if k.startswith(("app_pages/", "ui/", "core/", "exercises/"))), key=lambda kv: -kv[1])[:top]
         out[path.stem] = {"runs": data["runs"], "samples": data["samples"],
                           "inclusive": [(k, round(v / n, 3)) for k, v in rows],
+                          "ours": [(k, round(v / n, 3)) for k, v in ours],
                           "self": [(k, round(v / n, 3)) for k, v in selfs]}
     return out
 
@@ -259,6 +264,9 @@ def main(argv=None) -> int:
     for page, prof in result.get("profile", {}).items():
         print(f"\n== {page}: {prof['runs']} runs, {prof['samples']} samples; inclusive share, then self share")
         for k, v in prof["inclusive"]:
+            print(f"  {v:6.3f}  {k}")
+        print("  -- the lab's own functions, inclusive")
+        for k, v in prof["ours"]:
             print(f"  {v:6.3f}  {k}")
         print("  -- self")
         for k, v in prof["self"][:12]:
