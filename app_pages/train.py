@@ -13,7 +13,7 @@ from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
-from ui.charts.kept import draw, sent_form
+from ui.charts.kept import draw, kept, sent_form
 from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -22,6 +22,8 @@ from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
+
+_shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (not the live one's: sent_form)
 
 RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
 # and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). Building them
@@ -233,7 +235,7 @@ def shipped_panel() -> None:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
         ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
         chart, note = st.columns([3, 1])
-        draw(chart, charts.head_score_chart(heads, drop))
+        draw(chart, _shipped_head_scores(heads, drop))
         note.markdown(
             f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
             "attention on the previous position (top) and on the induction target (bottom), block by block. "

@@ -11,11 +11,16 @@ from core.causal import patching, readings, tool_readings, tool_views
 from core.causal.views import typed_runs
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
-from ui.charts.kept import draw
+from ui.charts.kept import draw, kept
 from ui.python_panel import Snippet, python_panel
 from ui.state import LabModel
 
 SnippetOf = Callable[[str], Snippet]  # the page's snippet builder: a section of ui.snippets.CAUSAL_SECTIONS -> its code
+# sentences read off small tables of the views, a third of a warm rerun's CPU when made again every run
+_composition_sentence = kept(readings.composition_sentence)
+_rope_sentence = kept(tool_readings.rope_sentence)
+_circuit_sentence = kept(tool_readings.circuit_sentence)
+_graddrop_sentence = kept(tool_readings.graddrop_sentence)
 
 
 def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
@@ -83,7 +88,7 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
         "x_i W_Q R_(j−i) W_Kᵀ x_jᵀ; the weight-only product W_OVᵀ W_QK leaves the rotation out, as if every "
         "key sat at the query's own position, and cannot tell a previous-token head from a self-attending "
         "one. Path patching runs the model, rotation included. "
-        + (readings.composition_sentence(comp, gap) or ""))
+        + (_composition_sentence(comp, gap) or ""))
     if rope is not None:
         st.markdown(
             "**The rotation put back** (rotary embeddings, Su et al., 2021). The RoPE-aware score takes the "
@@ -92,7 +97,7 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
             "actually attends at on the clean runs, weighted by its attention there. At d = 0 it is the plain "
             "score; an induction head attends L − 1 back, where every rotary pair has turned by L − 1 times its "
             "frequency, so the stream directions its queries match in a key are not the ones they match at d = 0. "
-            + (tool_readings.rope_sentence(rope, res.offsets, gap) or ""))
+            + (_rope_sentence(rope, res.offsets, gap) or ""))
         if snippet is not None:
             python_panel(snippet("rope"), shows={
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
@@ -109,7 +114,7 @@ def circuit_section(res) -> None:
         "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
         f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-        "with everything ablated). " + (tool_readings.circuit_sentence(
+        "with everything ablated). " + (_circuit_sentence(
             circ, res.gap, readings.untestable_paths(res).get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
@@ -139,7 +144,7 @@ def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf 
                "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
                "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "
                "magnitude and the magnitude it estimates (the exact cells' absolute values, summed).")
-    said = tool_readings.graddrop_sentence(table, gap)
+    said = _graddrop_sentence(table, gap)
     st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
                 "much.")
     if snippet is not None:

@@ -8,7 +8,8 @@ half of such a run's server CPU (issue #30, bench/README.md "Session 9"). So:
     def pattern_grid(patterns): ...                  # ui/charts/*.py: a builder
     draw(st, charts.pattern_grid(patterns), width="content")   # a page: in place of st.altair_chart
 
-`@kept` keys a builder's result by a digest of its arguments' content (numbers and strings by value,
+`@kept` keys a builder's result (a chart, or any value a pure function makes that nobody modifies, such
+as a sentence read off a table) by a digest of its arguments' content (numbers and strings by value,
 arrays, tensors and frames by their bytes, dtypes and labels), so the same inputs give back the same
 chart object, from any session, and different inputs can never give an old chart. `draw` sends that
 chart's converted spec, converting once per chart. An argument kept cannot digest (anything else) means
