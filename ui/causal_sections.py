@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import patching, readings, tool_readings, tool_views
+from core.causal import patching, readings, tool_readings, tool_views, views
 from core.causal.views import typed_runs
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
@@ -29,6 +29,45 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
     if text is None:
         return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
     return typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+
+
+N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
+
+
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
+                     corruption: str) -> dict:
+    return views.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
+
+
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
+                     corruption: str) -> dict:
+    tokens = encode_text(text, entry.model.cfg.vocab_size)
+    return views.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
+
+
+def experiments(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
+                budget: int, corruption: str):
+    """The page's experiments: sampled at `period`, or on the typed `text` when it is given."""
+    return (task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
+            text_experiments(entry, text, seed, positions, budget, corruption))
+
+
+@per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
+def checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
+           corruption: str) -> dict:
+    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
+    res = experiments(entry, period, text, seed, positions, budget, corruption)
+    return tool_views.checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
+
+
+@per_model(show_spinner=False, max_entries=256)
+def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
+            corruption: str, name: str):
+    """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
+    spent a quarter of its CPU reading the same sentences off the same tables (issue #30)."""
+    return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption))
 
 
 @per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
