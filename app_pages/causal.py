@@ -152,7 +152,7 @@ if cfg.n_layers:
         "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
         "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
         "corruption; choose resample to test it.")
-    sections.metric_section(res)
+    sections.metric_section(res, read("metric_sentence"))
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -293,13 +293,13 @@ if cfg.n_layers:
             st.info(f"{expect} Measured here, into all of block 2: the largest denoising effect is "
                     f"{top['patch_effect']:.3f} ({PATH_NAMES[top['path']]} from {top['sender']}), the lowest "
                     f"{low['patch_effect']:.3f} ({PATH_NAMES[low['path']]} from {low['sender']}).")
+        testable = dict(list(paths[paths["testable"].astype(bool)].groupby(["path", "direction"], sort=False)))
         for path, name in (("q", "query (Q)"), ("k", "keys (K)"), ("v", "values (V)")):
-            shown = paths[(paths["path"] == path) & paths["testable"].astype(bool)]
-            if not len(shown):
+            if not any(p == path for p, _ in testable):
                 continue
             cols = st.columns(2)
             for col, direction in zip(cols, ("noising", "denoising")):
-                sub = shown[shown["direction"] == direction]
+                sub = testable.get((path, direction), paths.iloc[:0])
                 draw(col, charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
         for sentence in (read("key_composition_sentence"), read("longer_match_sentence")):
             if sentence:
@@ -320,7 +320,7 @@ if cfg.n_layers:
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
                                      N_SEQS, snippet)
         sections.composition_section(res, gap, checks["rope"], snippet)
-        sections.circuit_section(res)
+        sections.circuit_section(res, read("untestable_paths"))
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):

@@ -93,8 +93,8 @@ def path_positions_part(entry: LabModel, res, period: int | None, text: str | No
                   on_click=lambda: st.session_state.update(cz_positions=True))
 
 
-def metric_section(res) -> None:
-    """Section 1's head patching under three metrics (res.by_metric)."""
+def metric_section(res, said: str | None) -> None:
+    """Section 1's head patching under three metrics (res.by_metric); `said` is readings.metric_sentence(res)."""
     if res.by_metric is None:
         return
     st.subheader("The metric: log-probability, logit difference, probability")
@@ -107,7 +107,7 @@ def metric_section(res) -> None:
         "corrupted first copy offers there, and its probability. The log-probability moves when any other "
         "token's logit moves; the logit difference compares the right answer with the wrong one the "
         "corruption offers and is linear in the final stream; the probability saturates near 0 and 1. "
-        + (readings.metric_sentence(res) or ""))
+        + (said or ""))
 
 
 def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snippet: SnippetOf | None = None) -> None:
@@ -142,8 +142,8 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
-def circuit_section(res) -> None:
-    """The circuit path patching finds, as a whole (res.circuit)."""
+def circuit_section(res, untestable: dict[str, list[str]]) -> None:
+    """The circuit path patching finds, as a whole (res.circuit); `untestable` is readings.untestable_paths(res)."""
     circ = res.circuit
     if circ is None:
         return
@@ -154,7 +154,7 @@ def circuit_section(res) -> None:
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
         f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
         "with everything ablated). " + (_circuit_sentence(
-            circ, res.gap, readings.untestable_paths(res).get("q", [])) or ""))
+            circ, res.gap, untestable.get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
                  "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
