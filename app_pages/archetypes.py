@@ -11,6 +11,7 @@ from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
 from ui.cache import per_model
 from ui.charts import archetypes as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 
@@ -48,7 +49,20 @@ with info:
         "patterns, not read from GPT-2 small: they show the shape each archetype has in real models. A "
         "'name' is a capitalised word that is not a common opener such as *When* or *The*.")
 
-settings = arc.ArchetypeSettings(sharpness, rest)
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _pattern(name: str, text: str, sharpness: float, rest: float):
+    """The generated pattern of archetype `name` on `text` (the same for everyone: kept per server)."""
+    return arc.archetype_pattern(name, arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _detectors(text: str, sharpness: float, rest: float, score_rows: str):
+    """Every archetype scored by every detector on `text`, with what section 2 reads from the table."""
+    table = arc.detector_table(arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest), score_rows)
+    return table, arc.own_detector_wins(table), arc.detector_rivals(table)
+
+
 try:
     tokens = arc.tokenize(text)
 except symbols.InputProblem as e:
@@ -57,20 +71,20 @@ except symbols.InputProblem as e:
 
 if tokens is not None:
     labels = arc.token_labels(tokens)
-    pattern = arc.archetype_pattern(name, tokens, settings)
+    pattern = _pattern(name, text, sharpness, rest)
     focus_options = [None] + list(range(len(tokens)))
     focus = st.selectbox("Flow view: focus on one query token", focus_options, key=f"arch_focus_{len(tokens)}",
                          format_func=lambda k: "all queries" if k is None else labels[k])
     left, right = st.columns(2)
     with left:
         st.markdown("##### Matrix view")
-        st.altair_chart(charts.pattern_matrix(pattern.numpy(), labels), width="content")
+        draw(st, charts.pattern_matrix(pattern.numpy(), labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        st.altair_chart(charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
+        draw(st, charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
@@ -82,15 +96,14 @@ if tokens is not None:
                           format_func={"target": "rows with something to find",
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
                           help="Also used for your model's heads in section 3.")
-    table = arc.detector_table(tokens, settings, score_rows)
+    table, wins, rivals = _detectors(text, sharpness, rest, score_rows)
     table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
     ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS))
     st.markdown("##### Every archetype scored by every detector")
-    st.altair_chart(charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
+    draw(st, charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
                                          arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
-    wins = arc.own_detector_wins(table)
     n_won = sum(bool(v) for v in wins.values())
     n_scored = sum(v is not None for v in wins.values())
     st.caption(
@@ -102,7 +115,6 @@ if tokens is not None:
         "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
     python_panel(snippets.detector_table(text, sharpness, rest, score_rows),
                  shows={"table": table.select_dtypes("number")})
-    rivals = arc.detector_rivals(table)
     empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
     if rivals:
         lost = "; ".join(f"on the {arc.DETECTOR_LABELS[d]} detector the {arc.ARCHETYPE_LABELS[r]} pattern scores "
@@ -167,7 +179,7 @@ else:
             labelled = head_matches.label_heads(head_table)
             rows = list(dict.fromkeys(labelled["head_label"]))
             st.markdown(f"##### Detector scores of {entry.label}")
-            st.altair_chart(charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
+            draw(st, charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
                                                  arc.DETECTOR_LABELS, "head"), width="content")
             st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
                        "needs words, so it is left out), now on every head of the picked model reading the "
@@ -189,7 +201,7 @@ else:
                                 index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: symbols.long_head_label(*k))
             st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
-            st.altair_chart(charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
+            draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
                                                   size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
@@ -212,7 +224,7 @@ def _ioi_diagram():  # the same for everyone: build the chart once per server
     return charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), [g.label for g in ioi.GROUPS], ioi.LOGITS_X)
 
 
-st.altair_chart(_ioi_diagram())
+draw(st, _ioi_diagram())
 st.caption("**What am I looking at?** One row per functional group; each dot is a head at its layer, labelled "
            "layer.head (both from 0, as in the paper). Dashed lines: which group feeds which, and into which "
            "input (hover for it). Information flows left to right, ending in the logits.")

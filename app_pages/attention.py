@@ -11,6 +11,7 @@ from core.reading.probes import probe_periods
 from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import attention as charts
+from ui.charts.kept import draw
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -85,7 +86,7 @@ if view is not None:
                "future, which a causal head cannot see. Weights under 0.01 are not drawn. "
                + ("Value-weighted view: attention to a position that writes little is dimmed (Elhage et al. 2021), "
                   "so a head that parks its attention somewhere harmless fades out." if weighted else ""))
-    st.altair_chart(charts.pattern_grid(patterns), width="content")
+    draw(st, charts.pattern_grid(patterns), width="content")
 
     st.subheader("One head, up close")
     labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
@@ -93,7 +94,7 @@ if view is not None:
                                            index=min(len(labels) - 1, cfg.n_heads))
     layer, head = symbols.parse_head_label(pick)
     left, right = chart_and_note()  # side by side where both fit, the note below where not
-    left.altair_chart(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
+    draw(left, charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
                       width="content")
     right.caption(
         "**What am I looking at?** The same pattern with each position's token on the axes (position · "
@@ -144,7 +145,7 @@ if view is not None:
 
     st.subheader("Attention by offset")
     max_k = min(len(view.tokens) - 1, 2 * (view.period or task.period_max) + 2)
-    st.altair_chart(charts.offset_chart(view.offsets, view.period, max_k), width="content")
+    draw(st, charts.offset_chart(view.offsets, view.period, max_k), width="content")
     st.caption(
         "**What am I looking at?** For each offset k, the mean weight a head puts k positions back, A[i, i−k]. "
         "A previous-token head peaks at k = 1. An induction head peaks at k = L − 1 (dashed), the position "
@@ -167,12 +168,12 @@ a.metric("second-copy accuracy", f"{m['acc_second_copy']:.2f}")
 b.metric("later-copy accuracy", f"{m['acc_later_copies']:.2f}")
 c.metric("later-copy loss (nats)", f"{m['loss_later_copies']:.2f}")
 p1, p2 = st.columns(2)
-p1.altair_chart(charts.sweep_chart(sw, task.period_min, task.period_max, 1 / cfg.vocab_size, int(probe_period)),
+draw(p1, charts.sweep_chart(sw, task.period_min, task.period_max, 1 / cfg.vocab_size, int(probe_period)),
                 width="stretch")
 p1.caption("**What am I looking at?** Accuracy on the second and later copies when every sequence has the "
            "period on the x-axis; grey band: the periods seen in training; dotted line: chance 1/V; red: "
            "the probe period chosen above.")
-p2.altair_chart(charts.probe_mass_chart(pr["mass"]), width="stretch")
+draw(p2, charts.probe_mass_chart(pr["mass"]), width="stretch")
 p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
            f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
            "training periods (where a fixed-offset rule would keep looking).")

@@ -4,19 +4,20 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from core.causal import readings, tool_views
+from core.causal import readings
 from core.causal import views as causal
-from core.model.symbols import block_label, describe_alphabet, encode_text
+from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
 from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
 
-N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
+N_SEQS = sections.N_SEQS
 DEFAULT_TEXT = "induction " * 3
 SMALL_GAP = readings.MIN_GAP  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
 BLANK = 0.02  # a row of the position sweep whose every cell is within ±BLANK reads as blank
@@ -24,28 +25,6 @@ PATH_NAMES = {"q": "query", "k": "key", "v": "value"}
 DIRECT_COLUMN = "share kept when only the direct path is noised"
 CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
-
-
-@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
-                      corruption: str) -> dict:
-    return causal.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
-
-
-@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def _text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
-                      corruption: str) -> dict:
-    tokens = encode_text(text, entry.model.cfg.vocab_size)
-    return causal.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
-
-
-@per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
-def _checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
-            corruption: str) -> dict:
-    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
-    res = (_task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
-           _text_experiments(entry, text, seed, positions, budget, corruption))
-    return tool_views.checks(entry.model, sections.runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
@@ -89,13 +68,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _task_experiments(entry, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption)
+        res = sections.task_experiments(entry, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = _text_experiments(entry, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption)
+        res = sections.text_experiments(entry, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -113,6 +92,8 @@ m1.metric("M(clean)", f"{res.m_clean:.3f}", help="Mean log-probability of the ri
 m2.metric("M(corrupted)", f"{res.m_corrupted:.3f}", help="The same on the corrupted run.")
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
+read = partial(sections.reading, entry, None if period is None else int(period), text, int(seed), sweeps,
+               causal.POSITION_BUDGET, corruption)
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
                   corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
@@ -138,14 +119,14 @@ if cfg.n_layers and gap < SMALL_GAP:
                "**variable-period-2block**, or a period the model was trained on.")
 
 if cfg.n_layers:
-    checks = _checks(entry, None if period is None else int(period), text, int(seed),
+    checks = sections.checks(entry, None if period is None else int(period), text, int(seed),
                      sweeps, causal.POSITION_BUDGET, corruption)
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
     heads = res.heads
     ask(quiz_causal.patched_heads(heads, gap))
     left, right = st.columns([1, 2])
-    left.altair_chart(charts.head_effects(heads, "each head's clean output, all positions"), width="content")
+    draw(left, charts.head_effects(heads, "each head's clean output, all positions"), width="content")
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
     right.markdown(
         "**Checks.** " + readings.checks_sentence(res, block_label(cfg.n_layers - 1))
@@ -171,7 +152,7 @@ if cfg.n_layers:
         "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
         "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
         "corruption; choose resample to test it.")
-    sections.metric_section(res)
+    sections.metric_section(res, read("metric_sentence"))
     right.caption(
         "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
         "at every position is taken from the clean run and put into the corrupted run, with everything above it "
@@ -193,7 +174,7 @@ if cfg.n_layers:
                   on_click=lambda: st.session_state.update(cz_sweeps=True))
 if cfg.n_layers and res.resid is not None:
     rows = [f"before {block_label(l)}" for l in range(cfg.n_layers)]
-    st.altair_chart(charts.position_effects(res.resid, rows,
+    draw(st, charts.position_effects(res.resid, rows,
                                             "clean stream at one position, corrupted everywhere else",
                                             "stream", period, res.clean), width="content")
     st.caption(
@@ -207,7 +188,7 @@ if cfg.n_layers and res.resid is not None:
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
     if res.resid_noise is not None:
-        st.altair_chart(charts.position_effects(res.resid_noise, rows,
+        draw(st, charts.position_effects(res.resid_noise, rows,
                                                 "noising: corrupted stream at one position, clean everywhere else",
                                                 "stream", period, res.clean), width="content")
         noisy = res.resid_noise
@@ -233,19 +214,19 @@ if cfg.n_layers and res.resid is not None:
 
     # -----------------------------------------------------------------------------------------
     st.header("3 · Each head, one position at a time")
-    st.altair_chart(charts.position_effects(res.head_positions, res.head_rows,
+    draw(st, charts.position_effects(res.head_positions, res.head_rows,
                                             "one head's clean output at one position", "head", period, res.clean),
                     width="content")
     st.caption(
         "**What am I looking at?** Row block.head, column p: that head's clean output at position p alone goes into "
         "the corrupted run (colour scale: the largest value in this grid). "
-        + (readings.position_sum_sentence(res) or "")
+        + (read("position_sum_sentence") or "")
         + " A head in the last block can help only at positions whose next token is a second-copy target; a "
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
     att = res.attribution
     if att is not None:
-        said = readings.attribution_sentence(res)
+        said = read("attribution_sentence")
         st.markdown(
             "**Attribution patching** (Nanda, 2023; Syed et al., 2023) estimates this whole grid from one backward "
             "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. "
@@ -258,7 +239,7 @@ if cfg.n_layers and res.resid is not None:
                      "same_sign": "same sign", "scale": "attribution / exact", "corr": "correlation over positions",
                      "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"}),
             hide_index=True)
-        star = readings.atp_star_sentence(res)
+        star = read("atp_star_sentence")
         if star:
             st.markdown(star)
         sections.graddrop_section(checks["graddrop"], gap, snippet)
@@ -281,7 +262,7 @@ if cfg.n_layers:
             "**needed** (the clean performance is gone), near 1 that it is not. **Denoising** puts the sender's clean "
             "output into the corrupted run: near 1 means the path alone **suffices**. Column *2.all* patches the "
             "same path into every head of block 2 at once.")
-        untestable = readings.untestable_paths(res)
+        untestable = read("untestable_paths")
         senders = res.senders.set_index("sender")
         if untestable:
             listed = "; ".join(
@@ -296,7 +277,7 @@ if cfg.n_layers:
             st.caption(f"Every row is testable with this corruption: each block-1 head's output differs between the "
                        f"runs at {senders['at_queries'].min():.0%} or more of the second copy's query positions "
                        f"and {senders['at_keys'].min():.0%} or more of the first copy's positions.")
-        den = readings.largest_denoising(res)
+        den = read("largest_denoising")
         if den is not None:
             top, low = den.loc[den["patch_effect"].idxmax()], den.loc[den["patch_effect"].idxmin()]
             if corruption == "first-copy":
@@ -312,18 +293,18 @@ if cfg.n_layers:
             st.info(f"{expect} Measured here, into all of block 2: the largest denoising effect is "
                     f"{top['patch_effect']:.3f} ({PATH_NAMES[top['path']]} from {top['sender']}), the lowest "
                     f"{low['patch_effect']:.3f} ({PATH_NAMES[low['path']]} from {low['sender']}).")
+        testable = dict(list(paths[paths["testable"].astype(bool)].groupby(["path", "direction"], sort=False)))
         for path, name in (("q", "query (Q)"), ("k", "keys (K)"), ("v", "values (V)")):
-            shown = paths[(paths["path"] == path) & paths["testable"].astype(bool)]
-            if not len(shown):
+            if not any(p == path for p, _ in testable):
                 continue
             cols = st.columns(2)
             for col, direction in zip(cols, ("noising", "denoising")):
-                sub = shown[shown["direction"] == direction]
-                col.altair_chart(charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
-        for sentence in (readings.key_composition_sentence(res), readings.longer_match_sentence(res)):
+                sub = testable.get((path, direction), paths.iloc[:0])
+                draw(col, charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
+        for sentence in (read("key_composition_sentence"), read("longer_match_sentence")):
             if sentence:
                 st.markdown(sentence)
-        if readings.most_needed_key_path(res) is None:
+        if read("most_needed_key_path") is None:
             st.markdown("On these sequences no single block-1 head's key path into block 2 is clearly the most needed "
                         f"(M(clean) − M(corrupted) is {gap:.2f} nats; a clear answer needs at least "
                         f"{readings.MIN_GAP:g} and a noising interval ending below {readings.NEEDED:g} and below "
@@ -339,12 +320,12 @@ if cfg.n_layers:
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
                                      N_SEQS, snippet)
         sections.composition_section(res, gap, checks["rope"], snippet)
-        sections.circuit_section(res)
+        sections.circuit_section(res, read("untestable_paths"))
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):
                 mech = _mechanism(entry, int(period), int(seed), corruption)
-                st.altair_chart(charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
+                draw(st, charts.mechanism(mech, readings.MIN_GAP, "noising each block-1 head's path into "
                                                  "all of block 2, at every snapshot"), width="content")
                 left_out = sorted(set(mech.loc[mech["gap"] < readings.MIN_GAP, "step"]))
                 st.caption(
@@ -362,7 +343,7 @@ if cfg.n_layers:
 st.header("5 · The logit lens")
 lens, by_copy = res.lens, res.lens_by_copy
 ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None))
-st.altair_chart(charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
+draw(st, charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
                                  "(first clean sequence)"), width="content")
 st.caption(
     "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
@@ -371,8 +352,8 @@ st.caption(
     "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
     "the answer becomes readable in the stream, not which component put it there.")
 a, b = st.columns(2)
-a.altair_chart(charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
-b.altair_chart(charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
+draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
+draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
                                    log=True), width="content")
 st.caption(f"Averaged over every target of the {res.n_seqs} clean sequences, split into DESIGN.md's copies: first "
            f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "

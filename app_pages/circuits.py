@@ -8,6 +8,7 @@ from core.reading import analysis
 from ui import snippets
 from ui.cache import per_model
 from ui.charts import circuits as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel
@@ -67,15 +68,15 @@ if layer < len(model.blocks) and model.blocks[layer].prev_head == head:
             "W_Q and W_K say, and those never got a gradient. Its QK circuit and rotary profile below describe "
             "weights the model does not use; its OV circuit is what it writes.")
 q_col, o_col = st.columns(2)
-q_col.altair_chart(charts.matrix_heatmap(hv.qk, "W_QK (content part, offset 0)", "query-side stream dimension",
+draw(q_col, charts.matrix_heatmap(hv.qk, "W_QK (content part, offset 0)", "query-side stream dimension",
                                          "key-side stream dimension", "entry"), width="content")
-q_col.altair_chart(charts.singular_values_chart(hv.qk_s, hv.d_head,
+draw(q_col, charts.singular_values_chart(hv.qk_s, hv.d_head,
                                                 f"W_QK singular values: rank {hv.qk_rank}"),
                    width="content")
-o_col.altair_chart(charts.matrix_heatmap(hv.ov, "W_OV", "read from (stream dimension)",
+draw(o_col, charts.matrix_heatmap(hv.ov, "W_OV", "read from (stream dimension)",
                                          "written to (stream dimension)",
                                          "entry"), width="content")
-o_col.altair_chart(charts.singular_values_chart(hv.ov_s, hv.d_head,
+draw(o_col, charts.singular_values_chart(hv.ov_s, hv.d_head,
                                                 f"W_OV singular values: rank {hv.ov_rank}"),
                    width="content")
 st.caption(
@@ -87,7 +88,7 @@ python_panel(snippets.head_circuits(entry, pick),
              shows={"qk_s": hv.qk_s, "ov_s": hv.ov_s, "ranks": [hv.qk_rank, hv.ov_rank]})
 
 st.subheader("Where it looks by position: the rotary profile")
-st.altair_chart(charts.profile_chart(hv.profile, task.period_min, task.period_max), width="stretch")
+draw(st, charts.profile_chart(hv.profile, task.period_min, task.period_max), width="stretch")
 st.caption(
     "**What am I looking at?** With rotary embeddings the score between a query and a key depends on their "
     "positions only through the offset t = i − j. The curve is the score this head gives a key t positions back "
@@ -100,7 +101,7 @@ python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv.pro
 ask(quiz.top_copier(copying_table(entry)))
 st.subheader("What it copies: the OV copying matrix")
 c_col, s_col = st.columns([1.3, 1])
-c_col.altair_chart(charts.matrix_heatmap(hv.C, f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
+draw(c_col, charts.matrix_heatmap(hv.C, f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
                                          "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
                                          size=380), width="content")
 chance = 1 / cfg.vocab_size
@@ -140,7 +141,7 @@ s_col.caption(
 python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
     hv.copy_effective, hv.block_copy_effective]}, where=s_col)
 copy_table = copying_table(entry)
-st.altair_chart(charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
+draw(st, charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
 st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
            "added together, which is what the block writes when all its heads look at the same place. Bars read "
            "rows from W_E; black ticks read them from the effective embedding, what a later block's heads "
@@ -154,7 +155,7 @@ if cfg.n_layers < 2:
             "earlier head wrote.")
 else:
     comp, base = composition(entry)
-    st.altair_chart(charts.composition_chart(comp, base), width="content")
+    draw(st, charts.composition_chart(comp, base), width="content")
     st.caption(
         "**What am I looking at?** How much a later head reads what an earlier head writes (Elhage et al. 2021): "
         "‖W_A W_B‖ / (‖W_A‖ ‖W_B‖) with Frobenius norms, where W_A is the writer's W_OV and W_B the reader's "
@@ -186,9 +187,9 @@ python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["cle
 
 grid = ablation_grid(entry, mode)
 g1, g2 = st.columns(2)
-g1.altair_chart(charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
+draw(g1, charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
                 width="content")
-g2.altair_chart(charts.ablation_heatmap(grid, "acc_later_delta", "Change in later-copy accuracy", "Δ accuracy"),
+draw(g2, charts.ablation_heatmap(grid, "acc_later_delta", "Change in later-copy accuracy", "Δ accuracy"),
                 width="content")
 st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, everything else intact: orange "
            "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "

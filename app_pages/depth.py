@@ -10,6 +10,7 @@ from core.reading.composition import composition_baseline
 from ui import depth_text, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -66,6 +67,13 @@ def _score_terms(entry: LabModel, head):
     return score_terms.mean_induction_score_terms(entry.model, entry.task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
 
 
+@per_model(show_spinner=False, max_entries=64)
+def _skip_trigrams(entry: LabModel, block, a, b) -> list[tuple]:
+    """Per head of `block`: its six strongest skip-trigrams, and the top OV row of token a and QK row of b."""
+    return [(circuits.skip_trigrams(entry.model, block, h, k=6), circuits.ov_top(entry.model, block, h, a, k=4),
+             circuits.qk_top(entry.model, block, h, b, k=4)) for h in range(entry.model.cfg.n_heads)]
+
+
 @per_model(show_spinner=False, max_entries=8)
 def _induction(entry: LabModel):
     return paths.induction_scores(entry.model, entry.task, 1)
@@ -109,10 +117,10 @@ else:
                    "tokens give a positive estimate, about (V−1)²/(2N).")
     left, right = st.columns(2)
     scale = (-1.0, 1.0)
-    left.altair_chart(charts.token_heatmap(
+    draw(left, charts.token_heatmap(
         z["model_lr"], SYMBOLS, "The model: softmax of each Gram row", "log₂(V·p)", "current token a",
         "next token b", domain=scale), width="content")
-    right.altair_chart(charts.token_heatmap(
+    draw(right, charts.token_heatmap(
         z["task_lr"], SYMBOLS, "The task: estimated P(next b | current a)", "log₂(V·p)", "current token a",
         "next token b", domain=scale), width="content")
     st.caption(depth_text.gram_note(z))
@@ -146,7 +154,7 @@ else:
     res = _contributions(entry, int(seed), pos, which)
     ask(quiz.biggest_path(res["labels"], res["values"]))
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
                                        f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
     right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
                  f"p = {res['prob']:.3f}", delta_color="off")
@@ -182,11 +190,8 @@ else:
         st.caption("For block 2 and later these tables cover only the part of each head that reads raw "
                    "embeddings; what earlier heads wrote into the stream is in section 4.")
     cols = st.columns(cfg.n_heads)
-    for h, col in enumerate(cols):
+    for h, (col, (tri, ov, qk)) in enumerate(zip(cols, _skip_trigrams(entry, block, a, b))):
         name = symbols.head_label(block, h)
-        tri = circuits.skip_trigrams(model, block, h, k=6)
-        ov = circuits.ov_top(model, block, h, a, k=4)
-        qk = circuits.qk_top(model, block, h, b, k=4)
         col.markdown(f"**head {name}**")
         col.markdown(depth_text.trigram_list(tri, SYMBOLS))
         col.caption(depth_text.top_tokens(f"attending to `{SYMBOLS[a]}` boosts", ov, SYMBOLS))
@@ -199,8 +204,7 @@ else:
         "the destination token you picked. One block can copy (c = a) but cannot ask *which token came after "
         "an earlier a*: the key at position j holds only token x_j, nothing about x_{j−1}.")
     python_panel(snippets.skip_trigrams(entry, block, a, b, cfg.n_heads), shows={"rules": [
-        [[r["qk_margin"], r["ov_logit"]] for r in circuits.skip_trigrams(model, block, h, k=6)]
-        for h in range(cfg.n_heads)]})
+        [[r["qk_margin"], r["ov_logit"]] for r in tri] for tri, _, _ in _skip_trigrams(entry, block, a, b)]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · Two blocks: the induction circuit through composition")
@@ -225,7 +229,7 @@ else:
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.path_bars(res["labels"], res["kinds"], res["values"],
+    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
                                        "mean contribution to the centered logit of the right token"))
     with right:
         for kind in charts.KIND_ORDER:
@@ -246,8 +250,8 @@ else:
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
     ask(quiz.k_composition_partner(k_scores, best))
     c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
-    c1.altair_chart(charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
-    c2.altair_chart(charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
+    draw(c1, charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
+    draw(c2, charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
     st.caption(
         "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
         "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
@@ -262,7 +266,7 @@ else:
     groups = score_groups.score_groups(st_terms, roles)
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
-    left.altair_chart(charts.score_term_heatmap(
+    draw(left, charts.score_term_heatmap(
         st_terms["terms"].numpy(), st_terms["q_labels"], st_terms["k_labels"],
         f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:

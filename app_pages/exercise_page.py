@@ -22,6 +22,13 @@ def _template(section: str) -> bytes:
     return build.template_source(section).encode()
 
 
+@st.cache_data(show_spinner=False)
+def _texts(name: str) -> tuple[str, str]:
+    """An exercise's statement and its solution's source (read with inspect: most of a rerun's CPU, once)."""
+    ex = next(e for e in EXERCISES if e.name == name)
+    return ex.statement(), ex.solution()
+
+
 st.title("Exercises that check themselves")
 st.markdown(
     "Reading a circuit is one skill; computing it yourself is the one that sticks. Each exercise below is one "
@@ -73,9 +80,10 @@ for section, title in SECTIONS.items():
             if page is not None:
                 with link:
                     st.page_link(page.file, label=f"Result on: {page.title}", icon=page.icon)
-            st.code(ex.statement(), language=None, wrap_lines=True)
+            statement, solution = _texts(ex.name)
+            st.code(statement, language=None, wrap_lines=True)
             for i, hint in enumerate(ex.hints, 1):
                 with st.expander(f"Hint {i}"):
                     st.markdown(hint)
             with st.expander("Solution"):
-                st.code(ex.solution(), language="python")
+                st.code(solution, language="python")

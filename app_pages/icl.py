@@ -10,6 +10,7 @@ from core.training import icl
 from ui import snippets
 from ui.cache import per_model
 from ui.charts import icl as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -108,7 +109,7 @@ if tokens is not None:
                 f"the model learned periods {task.period_min}–{task.period_max}.")
     rows = _predict(entry, tuple(tokens), period)
     bounds = [k * period for k in range(1, (T - 1) // period + 1)] if period else []
-    st.altair_chart(charts.prediction_strip(rows, bounds), width="content")
+    draw(st, charts.prediction_strip(rows, bounds), width="content")
     line = _accuracy_line(rows)
     right = sum(r["correct"] for r in rows)
     st.markdown(line if line else f"{right}/{len(rows)} predictions right.")
@@ -159,7 +160,7 @@ else:
                    f"{restarts.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
                      help="Off: x is the number of tokens since the restart. Periods vary, so the jump is smeared.")
-st.altair_chart(charts.restart_curve_chart(curve, relative, 1 / V))
+draw(st, charts.restart_curve_chart(curve, relative, 1 / V))
 st.caption(
     f"**What am I looking at?** Next-token accuracy over {s['n_after_restart']:,} targets that follow a restart "
     f"({N_CURVE} sampled sequences of length {T}, one restart each, uniform over positions 1–{T - 1}), against the "
@@ -192,7 +193,7 @@ ex = restarts.restart_example(task, V, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
 ex_rows = _predict(entry, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]
-st.altair_chart(charts.prediction_strip(ex_rows, marks, "restart / new pattern's second copy"), width="content")
+draw(st, charts.prediction_strip(ex_rows, marks, "restart / new pattern's second copy"), width="content")
 st.caption(f"**What am I looking at?** One sampled sequence (seed {ex['seed']}), token by token, as in section 1. "
            f"The old pattern (period {ex['old_period']}) runs until position {r_pos}, where a fresh pattern of period "
            f"{new_period} begins (first dashed line); the second dashed line is where that pattern starts its "
@@ -220,7 +221,7 @@ rows = [{"sequences": label + (f" (step {check[name]['step']:,})" if "step" in c
          "later-copy accuracy": f"{check[name]['acc_later']:.3f}", "second-copy targets": check[name]["n_second"]}
         for name, label in NAMES.items() if check[name] is not None]
 st.dataframe(rows, hide_index=True)
-st.altair_chart(charts.check_chart(check, NAMES), width="content")
+draw(st, charts.check_chart(check, NAMES), width="content")
 
 
 def _said(a, b) -> str:

@@ -9,6 +9,7 @@ from core.pool import laws
 from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
 from core.training.transition import STUDY_FILE
+from ui.charts.kept import draw
 from ui.charts.laws import clamps_chart, law_chart
 from ui.training import follow_series, run_pool, session_owner
 
@@ -62,6 +63,12 @@ def _law(name: str, mtime: float):
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
+def _sweeps_caption(tables: tuple) -> str:
+    """laws.sweeps_caption() of the tables as they are: (name, mtime) of each, so a new table is read again."""
+    return laws.sweeps_caption()
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
 def _groups(path: str, column: str, mtime: float) -> dict:
     return laws.groups(path, column)
 
@@ -79,7 +86,7 @@ def law_section(name: str) -> None:
         return
     st.markdown("\n".join(f"- {s}" for s in said))
     chart, note = st.columns([3, 2])
-    chart.altair_chart(law_chart(runs, lines, law.axis_name), width="stretch")
+    draw(chart, law_chart(runs, lines, law.axis_name), width="stretch")
     note.markdown(NOTES[name])
     note.caption(CHART_NOTE)
     st.caption("The command that measured this table (it resumes: finished runs are kept):")
@@ -143,7 +150,7 @@ def clamps_section() -> None:
         "The clamped head's queries and keys then get no gradient; its values and output still learn. The "
         "later-copy loss that defines the drop is measured on the clamped model.")
     st.markdown("\n".join(f"- {s}" for s in said))
-    st.altair_chart(clamps_chart(runs), width="stretch")
+    draw(st, clamps_chart(runs), width="stretch")
     st.caption("One dot per seed at its drop step; grey bar: the middle half of the seeds, black tick: the median. "
                "The comparison with no clamp resamples each arm's seeds; the last sentence sets the result against "
                "Singh et al.'s.")
@@ -233,7 +240,7 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
         return
     runs, lines = laws.chart_frames(result)
     chart, note = st.columns([3, 2])
-    chart.altair_chart(law_chart(runs, lines, result.law.axis_name, height=300), width="stretch")
+    draw(chart, law_chart(runs, lines, result.law.axis_name, height=300), width="stretch")
     note.caption(CHART_NOTE)
 
 
@@ -301,7 +308,7 @@ st.markdown(
     "loss drops moves with it. Three published results make predictions you can check here. Every number on "
     "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
     "is under each chart): nothing trains when you open it.")
-st.caption(laws.sweeps_caption())  # five small tables: read on every run
+st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv")))))
 for name in laws.LAWS:
     law_section(name)
 own_sweep_section()

@@ -1,5 +1,4 @@
 """Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
-import copy
 import io
 import math
 
@@ -14,6 +13,7 @@ from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
+from ui.charts.kept import draw, kept, sent_form
 from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -22,6 +22,8 @@ from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
+
+_shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (not the live one's: sent_form)
 
 RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
 # and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). Building them
@@ -52,25 +54,6 @@ def _file_of(preset: str) -> str:
     return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
-def _sent_form(chart):
-    """The Vega-Lite spec (data as Arrow) that st.altair_chart would build from `chart`, built once:
-    converting an Altair chart costs 17-28 ms of server CPU each time (schema validation), and the
-    live panel draws three charts every RUN_EVERY seconds (issue #30). Where Streamlit has no such
-    converter, the Altair chart itself."""
-    try:
-        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
-    except ImportError:
-        return chart
-    return _convert_altair_to_vega_lite_spec(chart)
-
-
-def _draw(where, chart, **kwargs) -> None:
-    if isinstance(chart, dict):  # st.vega_lite_chart moves the datasets out of the spec it gets: a copy
-        where.vega_lite_chart(spec=copy.deepcopy(chart), **kwargs)
-    else:
-        where.altair_chart(chart, **kwargs)
-
-
 def _png(tile) -> bytes:
     from PIL import Image
 
@@ -97,10 +80,10 @@ def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: Live
         tiles = {label: ([_png(t) for t in row], captions)
                  for label, (row, captions) in timeline_charts.strip_tiles(strip).items()}
     return {"hist": hist, "drop": drop, "strip": strip, "tiles": tiles,
-            "loss": _sent_form(charts.loss_chart(loss, math.log(vocab), drop, span,
+            "loss": sent_form(charts.loss_chart(loss, math.log(vocab), drop, span,
                                                  marks=strip and strip["frames"])),
-            "accuracy": _sent_form(charts.accuracy_chart(acc, 1 / vocab, drop, span)),
-            "heads": None if heads.empty else _sent_form(charts.head_score_chart(heads, drop, span))}
+            "accuracy": sent_form(charts.accuracy_chart(acc, 1 / vocab, drop, span)),
+            "heads": None if heads.empty else sent_form(charts.head_score_chart(heads, drop, span))}
 
 
 def live_charts(run: LiveRun, reference: dict | None) -> None:
@@ -110,7 +93,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     fig = _live_figures(run.id, len(run.history()), n_frames, span, run, reference)
     hist, drop, strip = fig["hist"], fig["drop"], fig["strip"]
     chart, note = st.columns([3, 1])
-    _draw(chart, fig["loss"], width="stretch")
+    draw(chart, fig["loss"], width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
         "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
@@ -126,7 +109,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     if strip:
         live_strip_panel(strip, fig["tiles"])
     chart, note = st.columns([3, 1])
-    _draw(chart, fig["accuracy"], width="stretch")
+    draw(chart, fig["accuracy"], width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
                   "second copy (the first repeat) and on all later copies. Guessing gives 1/V.")
     if fig["heads"] is None:
@@ -134,7 +117,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
                 "(bigram statistics), so there are no head scores to follow.")
         return
     chart, note = st.columns([3, 1])
-    _draw(chart, fig["heads"])
+    draw(chart, fig["heads"])
     note.markdown(
         "**What am I looking at?** Each line is one head (colour) in one block (column). Top row: the share "
         "of its attention on the previous position. Bottom row: the share on the token *after* the earlier "
@@ -238,7 +221,7 @@ def shipped_panel() -> None:
         ask(quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab))
     chart, note = st.columns([3, 1])
     curves = pd.concat(frames)
-    chart.altair_chart(charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
+    draw(chart, charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
     note.markdown(
         "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
         "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
@@ -252,7 +235,7 @@ def shipped_panel() -> None:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
         ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
         chart, note = st.columns([3, 1])
-        chart.altair_chart(charts.head_score_chart(heads, drop))
+        draw(chart, _shipped_head_scores(heads, drop))
         note.markdown(
             f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
             "attention on the previous position (top) and on the induction target (bottom), block by block. "
@@ -286,7 +269,7 @@ def transition_panel() -> None:
     st.markdown("\n".join(f"- {t}" for b in sorted(summary["blocks"]) if (t := text.study_sentence(summary, int(b)))))
     chart, note = st.columns([3, 1])
     if runs["dropped"].any():
-        chart.altair_chart(charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")
+        draw(chart, charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")
     note.markdown(
         f"**What am I looking at?** One bar per training run (seed) whose later-copy loss dropped. The bar "
         f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "

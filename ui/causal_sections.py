@@ -7,14 +7,20 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import patching, readings, tool_readings, tool_views
+from core.causal import patching, readings, tool_readings, tool_views, views
 from core.causal.views import typed_runs
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
+from ui.charts.kept import draw, kept
 from ui.python_panel import Snippet, python_panel
 from ui.state import LabModel
 
 SnippetOf = Callable[[str], Snippet]  # the page's snippet builder: a section of ui.snippets.CAUSAL_SECTIONS -> its code
+# sentences read off small tables of the views, a third of a warm rerun's CPU when made again every run
+_composition_sentence = kept(readings.composition_sentence)
+_rope_sentence = kept(tool_readings.rope_sentence)
+_circuit_sentence = kept(tool_readings.circuit_sentence)
+_graddrop_sentence = kept(tool_readings.graddrop_sentence)
 
 
 def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
@@ -23,6 +29,45 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
     if text is None:
         return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
     return typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+
+
+N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
+
+
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
+                     corruption: str) -> dict:
+    return views.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
+
+
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
+                     corruption: str) -> dict:
+    tokens = encode_text(text, entry.model.cfg.vocab_size)
+    return views.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
+
+
+def experiments(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
+                budget: int, corruption: str):
+    """The page's experiments: sampled at `period`, or on the typed `text` when it is given."""
+    return (task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
+            text_experiments(entry, text, seed, positions, budget, corruption))
+
+
+@per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
+def checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
+           corruption: str) -> dict:
+    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
+    res = experiments(entry, period, text, seed, positions, budget, corruption)
+    return tool_views.checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
+
+
+@per_model(show_spinner=False, max_entries=256)
+def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
+            corruption: str, name: str):
+    """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
+    spent a quarter of its CPU reading the same sentences off the same tables (issue #30)."""
+    return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption))
 
 
 @per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
@@ -48,8 +93,8 @@ def path_positions_part(entry: LabModel, res, period: int | None, text: str | No
                   on_click=lambda: st.session_state.update(cz_positions=True))
 
 
-def metric_section(res) -> None:
-    """Section 1's head patching under three metrics (res.by_metric)."""
+def metric_section(res, said: str | None) -> None:
+    """Section 1's head patching under three metrics (res.by_metric); `said` is readings.metric_sentence(res)."""
     if res.by_metric is None:
         return
     st.subheader("The metric: log-probability, logit difference, probability")
@@ -62,7 +107,7 @@ def metric_section(res) -> None:
         "corrupted first copy offers there, and its probability. The log-probability moves when any other "
         "token's logit moves; the logit difference compares the right answer with the wrong one the "
         "corruption offers and is linear in the final stream; the probability saturates near 0 and 1. "
-        + (readings.metric_sentence(res) or ""))
+        + (said or ""))
 
 
 def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snippet: SnippetOf | None = None) -> None:
@@ -82,7 +127,7 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
         "x_i W_Q R_(j−i) W_Kᵀ x_jᵀ; the weight-only product W_OVᵀ W_QK leaves the rotation out, as if every "
         "key sat at the query's own position, and cannot tell a previous-token head from a self-attending "
         "one. Path patching runs the model, rotation included. "
-        + (readings.composition_sentence(comp, gap) or ""))
+        + (_composition_sentence(comp, gap) or ""))
     if rope is not None:
         st.markdown(
             "**The rotation put back** (rotary embeddings, Su et al., 2021). The RoPE-aware score takes the "
@@ -91,14 +136,14 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
             "actually attends at on the clean runs, weighted by its attention there. At d = 0 it is the plain "
             "score; an induction head attends L − 1 back, where every rotary pair has turned by L − 1 times its "
             "frequency, so the stream directions its queries match in a key are not the ones they match at d = 0. "
-            + (tool_readings.rope_sentence(rope, res.offsets, gap) or ""))
+            + (_rope_sentence(rope, res.offsets, gap) or ""))
         if snippet is not None:
             python_panel(snippet("rope"), shows={
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
-def circuit_section(res) -> None:
-    """The circuit path patching finds, as a whole (res.circuit)."""
+def circuit_section(res, untestable: dict[str, list[str]]) -> None:
+    """The circuit path patching finds, as a whole (res.circuit); `untestable` is readings.untestable_paths(res)."""
     circ = res.circuit
     if circ is None:
         return
@@ -108,8 +153,8 @@ def circuit_section(res) -> None:
         "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
         f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-        "with everything ablated). " + (tool_readings.circuit_sentence(
-            circ, res.gap, readings.untestable_paths(res).get("q", [])) or ""))
+        "with everything ablated). " + (_circuit_sentence(
+            circ, res.gap, untestable.get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
                  "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
@@ -138,7 +183,7 @@ def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf 
                "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
                "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "
                "magnitude and the magnitude it estimates (the exact cells' absolute values, summed).")
-    said = tool_readings.graddrop_sentence(table, gap)
+    said = _graddrop_sentence(table, gap)
     st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
                 "much.")
     if snippet is not None:
@@ -171,7 +216,7 @@ def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period:
         sub = positions[positions["reference"] == ref]
         for by, where in (("sender", "one sender position at a time"), ("receiver", "one receiver position at a time")):
             cells = sub[sub["by"] == by]
-            st.altair_chart(_lost_grid(cells, f"noising into all of block 2, {where}; reference: {name}", period),
+            draw(st, _lost_grid(cells, f"noising into all of block 2, {where}; reference: {name}", period),
                             width="content")
     table = whole.pivot_table(index="sender", columns=["path", "reference"], values="lost")
     table.columns = [f"{p} path, {r}" for p, r in table.columns]

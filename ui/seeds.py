@@ -10,6 +10,7 @@ from core.pool.seed_series import MAX_SEEDS, MIN_SEEDS, SeedSeries
 from core.pool.status import RunStatus
 from core.training import transition
 from core.training.train_settings import TrainSettings
+from ui.charts.kept import draw
 from ui.charts.seeds import drop_steps_chart
 from ui.training import follow_series, run_pool, session_owner
 
@@ -81,7 +82,7 @@ def _results(series: SeedSeries) -> None:
     if mine or theirs:
         x_max = max([series.settings.steps] + [d["drop_step"] for d in theirs])
         chart, note = st.columns([3, 2])
-        chart.altair_chart(drop_steps_chart(pd.DataFrame(mine + theirs), x_max), width="stretch")
+        draw(chart, drop_steps_chart(pd.DataFrame(mine + theirs), x_max), width="stretch")
         same = _same_as_study(series.settings)
         note.markdown(
             "**What am I looking at?** One dot per seed at its drop step: the first logged step where the "

@@ -40,12 +40,27 @@ class LabModel:
         return self.info["task"]
 
 
+_MANIFEST: list = [None, []]  # (path, mtime_ns, size) of manifest.json and the rows read from it then
+
+
+def _manifest_rows() -> list[dict]:
+    """manifest.json's rows, read again only when the file changes (every script run asks, several times)."""
+    manifest = CHECKPOINT_DIR / "manifest.json"
+    try:
+        stat = manifest.stat()
+    except OSError:
+        return []
+    seen, rows = _MANIFEST
+    now = (str(manifest), stat.st_mtime_ns, stat.st_size)
+    if seen != now:
+        rows = json.loads(manifest.read_text()).get("checkpoints", [])
+        _MANIFEST[:] = [now, rows]  # one assignment: another thread sees both or neither
+    return [dict(r) for r in rows]
+
+
 def shipped_files() -> list[dict]:
     """Manifest rows (at least {"file", "preset"}) of the shipped checkpoints that exist on disk."""
-    manifest = CHECKPOINT_DIR / "manifest.json"
-    rows = []
-    if manifest.is_file():
-        rows = json.loads(manifest.read_text()).get("checkpoints", [])
+    rows = _manifest_rows()
     if not rows:
         rows = [{"file": p.name, "preset": p.stem} for p in sorted(CHECKPOINT_DIR.glob("*.pt"))]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]

@@ -9,6 +9,7 @@ from core.training import timeline as tl
 from ui import snippets
 from ui.cache import per_model
 from ui.charts import timeline as charts
+from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.state import LabModel
 
@@ -35,7 +36,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
         return
     d = t["drop"]
     c1, c2 = st.columns([3, 2])
-    c1.altair_chart(charts.curve(t), width="stretch")
+    draw(c1, charts.curve(t), width="stretch")
     c2.markdown(
         f"**What am I looking at?** The later-copy loss at each of the {len(t['steps']) - 1} snapshots the run "
         "kept, and at its final step. "
@@ -44,7 +45,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
         + "The red markers 1–6 are the steps of the film strip below.")
     python_panel(snippets.run_timeline(entry.key),
                  shows={"loss": t["loss_later"], "icl": t["icl"], "frames": t["frames"]})
-    st.altair_chart(charts.strip(t), width="content")
+    draw(st, charts.strip(t), width="content")
     st.caption(
         f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "
         f"evaluation sequence (period {t['period']}), at the six marked steps. Rows are queries, columns keys. "
@@ -53,7 +54,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
         "token) and the stripe one period back plus one (induction) appear, and which comes first (Olsson et al., "
         "2022).")
     c1, c2 = st.columns(2)
-    c1.altair_chart(charts.icl(t), width="stretch")
+    draw(c1, charts.icl(t), width="stretch")
     c1.caption(
         f"**In-context-learning score**: the loss of predicting the token at position {t['late']} minus that at "
         f"position {t['early']} (positions from 0), averaged over the evaluation batch. Olsson et al. (2022) take "
@@ -68,7 +69,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
            f"{info['task'].period_max}), so part of the score is not about the context.")
         + f" Its final value: {t['icl'][-1]:.2f} nats.")
     if t["before_after"] is not None:
-        c2.altair_chart(charts.by_position(t), width="stretch")
+        draw(c2, charts.by_position(t), width="stretch")
         b, a = t["before_after"]
         start = t["drop"]["drop_start"]
         c2.caption(f"**Loss by position** at step {t['steps'][b]}, {start - t['steps'][b]} steps before the drop's "

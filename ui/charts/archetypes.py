@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import CATEGORICAL, OKABE_ITO, SEQUENTIAL
+from .kept import kept
 
 LINE_COLOUR = OKABE_ITO[4]  # blue
 FOCUS_COLOUR = OKABE_ITO[5]  # vermillion
@@ -22,6 +23,7 @@ def _pattern_frame(pattern: np.ndarray, labels: list[str]) -> pd.DataFrame:
                          for i in range(T) for j in range(i + 1)])
 
 
+@kept
 def pattern_matrix(pattern: np.ndarray, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
     """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
     T = len(labels)
@@ -37,6 +39,7 @@ def pattern_matrix(pattern: np.ndarray, labels: list[str], title: str = "", size
     ).properties(width=side + 190, height=side + 120)
 
 
+@kept
 def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
                  title: str = "") -> alt.Chart:
     """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
@@ -75,6 +78,7 @@ def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = Non
     return alt.layer(lines, left, right, title=title).properties(width=300, height=height)
 
 
+@kept
 def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_order: list[str],
                   detector_labels: dict[str, str], row_title: str, own: dict[str, str] | None = None,
                   title: str = "") -> alt.Chart:
@@ -104,6 +108,7 @@ def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_
         width=95 * len(detector_order) + 290, height=30 * len(row_order) + 130)
 
 
+@kept
 def ioi_diagram(heads: pd.DataFrame, edges: pd.DataFrame, lanes: list[str], logits_x: int) -> alt.Chart:
     """The IOI circuit: x = GPT-2 small layer, one lane per functional group, a dot per head labelled
     "layer.head", lines for the connections between groups and into the logits."""

@@ -12,6 +12,7 @@ import pandas as pd
 from core.model.symbols import block_number, head_number
 
 from . import OKABE_ITO, SEQUENTIAL, numbered
+from .kept import kept
 
 GRID_MIN = 0.01  # grid cells below this weight are left undrawn (they show as the zero colour)
 ZERO_FILL = "#440154"  # viridis at 0: the background of pattern heatmaps, so undrawn cells read as 0
@@ -31,6 +32,7 @@ def grid_frame(patterns: np.ndarray, min_weight: float = GRID_MIN) -> pd.DataFra
                          "weight": patterns[l, h, i, j].round(3)})
 
 
+@kept
 def pattern_grid(patterns: np.ndarray, cell: int = 165, title: str = "") -> alt.FacetChart:
     """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across)."""
     T = patterns.shape[-1]
@@ -59,6 +61,7 @@ def _lookup(labels: list[str], field: str) -> str:
     return f"[{quoted}][datum['{field}']]"
 
 
+@kept
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
                  period: int | None = None, size: int = 560, title: str = "") -> alt.LayerChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
@@ -125,6 +128,7 @@ def styled_scores(df: pd.DataFrame, score_columns: list[str]):
 # Offset mass and the period-shift probe
 
 
+@kept
 def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: int | None = None) -> alt.FacetChart:
     """Mean attention at each offset k = i - j, one line per head, one panel per block; with a period,
     rules mark k = L - 1 (the induction target, dashed) and k = L (the duplicate, dotted)."""
@@ -151,6 +155,7 @@ def offset_chart(offsets: pd.DataFrame, period: int | None = None, max_offset: i
         column=alt.Column("block:O", title="block")).properties(autosize=PAD)
 
 
+@kept
 def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: float,
                 probe: int | None = None) -> alt.LayerChart:
     """Accuracy on the second and later copies at each probe period, training periods shaded."""
@@ -175,6 +180,7 @@ def sweep_chart(sweep: pd.DataFrame, period_min: int, period_max: int, chance: f
     return alt.layer(*layers).properties(height=230)
 
 
+@kept
 def probe_mass_chart(mass: pd.DataFrame) -> alt.Chart:
     """Per head: attention mass at offset probe-1 vs at the training periods' offsets L-1."""
     data = mass.assign(head_label=mass["label"],

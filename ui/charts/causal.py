@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import DIVERGING, SEQUENTIAL, numbered
+from .kept import kept
 
 PAD = alt.AutoSizeParams(type="pad")
 EFFECT_SCALE = alt.Scale(scheme=DIVERGING, domain=[-1, 1], clamp=True)
@@ -29,6 +30,7 @@ def _effect_cells(base: alt.Chart, keys: list[str], font_size: int) -> list[alt.
     return [rect, text]
 
 
+@kept
 def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     """df: layer, head, patch_effect (one row per head) -> block x head heatmap with the values written in."""
     data = numbered(df).astype({"block": str, "head": str})
@@ -38,6 +40,7 @@ def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
         width=int(60 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
 
 
+@kept
 def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: str, period: int | None,
                      tokens: list[str] | None = None) -> alt.LayerChart:
     """grid [R, T] of patch effects: rows (labels `rows`) x position, with the copies' borders marked
@@ -68,6 +71,7 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
                                                       autosize=PAD)
 
 
+@kept
 def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     """df: sender, receiver (labels), patch_effect -> sender x receiver heatmap with the values written in."""
     base = alt.Chart(df).encode(
@@ -77,6 +81,7 @@ def path_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
         width=int(52 * df["receiver"].nunique()), height=int(34 * df["sender"].nunique()), autosize=PAD)
 
 
+@kept
 def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChart:
     """df: stage_label, position, prob, rank, token, target_token -> stage x position heatmap of the right
     token's probability (0..1), rank in the tooltip, rules at the copies' borders."""
@@ -100,6 +105,7 @@ def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChar
                                                       autosize=PAD)
 
 
+@kept
 def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log: bool = False) -> alt.Chart:
     """df: stage_label, copy, <value> -> one line per copy over the stages."""
     stages = list(dict.fromkeys(df["stage_label"]))
@@ -113,6 +119,7 @@ def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log
     ).properties(width=300, height=220, autosize=PAD)
 
 
+@kept
 def mechanism(df: pd.DataFrame, min_gap: float, title: str) -> alt.Chart:
     """df: core.causal.views.mechanism_over_training -> effect against training step, one line per sender,
     one panel per path; steps whose gap is below min_gap (ratios of small differences) are left out."""

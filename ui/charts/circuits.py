@@ -12,6 +12,7 @@ import pandas as pd
 from core.model.symbols import head_label
 
 from . import DIVERGING, OKABE_ITO, numbered
+from .kept import kept
 
 PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
@@ -22,6 +23,7 @@ def _symmetric(M: np.ndarray, quantile: float = 0.995) -> list[float]:
     return [-(m or 1.0), m or 1.0]
 
 
+@kept
 def matrix_heatmap(M: np.ndarray, title: str, row_title: str, col_title: str, value_title: str,
                    labels: list[str] | None = None, size: int = 300) -> alt.Chart:
     """A signed matrix [R, C] as a heatmap on a diverging scale centred on 0 (clamped at the 99.5%
@@ -52,6 +54,7 @@ def _label_expr(labels: list[str]) -> str:
     return f"[{quoted}][datum.value]"
 
 
+@kept
 def singular_values_chart(s: np.ndarray, d_head: int, title: str) -> alt.LayerChart:
     """Singular values by index; a rule marks d_head, past which they are exactly 0 (rank <= d_head)."""
     data = pd.DataFrame({"index": np.arange(1, len(s) + 1), "sigma": s})
@@ -67,6 +70,7 @@ def singular_values_chart(s: np.ndarray, d_head: int, title: str) -> alt.LayerCh
     return alt.layer(bars, rule, text, title=title).properties(width=300, height=150, autosize=PAD)
 
 
+@kept
 def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: int) -> alt.LayerChart:
     """Rotary positional profile: score a head gives a key t positions back, for each (q, k) source;
     the offsets L-1 of the training periods are shaded."""
@@ -84,6 +88,7 @@ def profile_chart(profiles: dict[str, np.ndarray], period_min: int, period_max: 
     return alt.layer(band, lines).properties(height=200)
 
 
+@kept
 def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart:
     """Writer head x reader head heatmap for each kind (Q, K, V); the colour is the score divided by
     the random baseline (1 = no more than chance), cells print the score."""
@@ -107,6 +112,7 @@ def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart
     ).properties(autosize=PAD)
 
 
+@kept
 def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str, fmt: str = ".2f") -> alt.LayerChart:
     """Block x head table of one ablation delta, diverging around 0 (orange = the metric went up)."""
     data = numbered(df).astype({"block": str, "head": str})
@@ -125,6 +131,7 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
                                             height=int(50 * data["block"].nunique()), autosize=PAD)
 
 
+@kept
 def copying_bars(df: pd.DataFrame, vocab: int) -> alt.LayerChart:
     """ov_diag_top1 of every head and every block's sum (bars, rows from W_E), the same on the effective
     embedding (black ticks), with chance 1/V marked."""

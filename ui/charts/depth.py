@@ -11,6 +11,7 @@ import pandas as pd
 from core.model.symbols import head_label
 
 from . import DIVERGING, OKABE_ITO, SEQUENTIAL
+from .kept import kept
 
 KIND_ORDER = ["direct", "head", "composed", "bias"]
 KIND_TITLES = {"direct": "direct (embedding → unembedding)", "head": "one head",
@@ -24,6 +25,7 @@ def _matrix_frame(M: np.ndarray, rows: list[str], cols: list[str]) -> pd.DataFra
                          for i in range(len(rows)) for j in range(len(cols))])
 
 
+@kept
 def token_heatmap(M: np.ndarray, symbols: list[str], title: str, value_title: str, row_title: str,
                   col_title: str, diverging: bool = True, domain: tuple[float, float] | None = None,
                   cell: int = 5) -> alt.Chart:
@@ -43,6 +45,7 @@ def token_heatmap(M: np.ndarray, symbols: list[str], title: str, value_title: st
     ).properties(width=alt.Step(cell), height=alt.Step(cell))
 
 
+@kept
 def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str,
               top: int = 25, title: str = "") -> alt.Chart:
     """Horizontal bars of each path's contribution, largest |value| first; paths beyond `top` are
@@ -67,6 +70,7 @@ def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title:
     return (bars + zero).properties(width=420, height=alt.Step(20))
 
 
+@kept
 def score_term_heatmap(terms: np.ndarray, q_labels: list[str], k_labels: list[str], title: str,
                        value_title: str) -> alt.Chart:
     """Heatmap [query path, key path] of contributions to an attention score (or a margin)."""
@@ -87,6 +91,7 @@ def score_term_heatmap(terms: np.ndarray, q_labels: list[str], k_labels: list[st
     return (rect + text).properties(width=alt.Step(44), height=alt.Step(26))
 
 
+@kept
 def composition_heatmap(scores: np.ndarray, baseline: float | None, title: str) -> alt.Chart:
     """[block-1 head, block-2 head] composition scores, with the random baseline in the title."""
     H1, H2 = scores.shape

@@ -8,6 +8,7 @@ import pandas as pd
 from core.model.symbols import token_char
 
 from . import OKABE_ITO
+from .kept import kept
 
 RIGHT, WRONG = OKABE_ITO[2], OKABE_ITO[5]  # bluish green, vermillion
 OUTCOME = alt.Scale(domain=["right", "wrong"], range=[RIGHT, WRONG])
@@ -21,6 +22,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return df
 
 
+@kept
 def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_title: str = "copy starts",
                      title: str = "") -> alt.Chart:
     """Two charts stacked: a token strip (the true next token over the model's top prediction,
@@ -50,6 +52,7 @@ def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_titl
     return alt.vconcat(strip, alt.layer(*layers)).resolve_scale(x="shared")
 
 
+@kept
 def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart:
     """Accuracy against tokens since the pattern began (relative=False) or since its second copy
     began (relative=True), for segments that began at a restart and at the sequence start."""
@@ -80,6 +83,7 @@ def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart
     return alt.layer(*layers).properties(width=640, height=260)
 
 
+@kept
 def check_chart(check: dict, names: dict[str, str]) -> alt.Chart:
     """Second-copy accuracy (± 2 standard errors) of each set in `names` ({key in check: label})."""
     rows = [{"set": label, "accuracy": v["acc_second"], "lo": v["acc_second"] - 2 * v["acc_second_se"],

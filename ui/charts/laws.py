@@ -5,11 +5,13 @@ import altair as alt
 import pandas as pd
 
 from . import OKABE_ITO
+from .kept import kept
 
 LINE_COLOURS = ["#000000", OKABE_ITO[5], OKABE_ITO[2]]  # the fit, then each prediction (vermillion, green)
 RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped (purple)
 
 
+@kept
 def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
     """Every run's drop step (a dot; a hollow triangle at the cap for a run that never dropped), each
     point's quartiles (a bar) and median (a tick), the fit through the medians and the predicted slopes
@@ -48,6 +50,7 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
             .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=320))
 
 
+@kept
 def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
     """Every run's drop step by clamp (one row per arm, in the frame's order): a dot per seed (a hollow triangle
     at the cap for a run that never dropped), the arm's quartiles (a bar) and median (a tick), on a log axis

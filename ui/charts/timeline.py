@@ -12,10 +12,12 @@ import pandas as pd
 from core.model.symbols import head_label
 
 from . import OKABE_ITO
+from .kept import kept
 
 MARK = OKABE_ITO[5]  # vermillion: the film-strip markers
 
 
+@kept
 def curve(t: dict) -> alt.LayerChart:
     df = pd.DataFrame({"step": t["steps"], "loss": t["loss_later"]})
     marks = pd.DataFrame({"step": t["frames"], "frame": [str(i + 1) for i in range(len(t["frames"]))]})
@@ -28,6 +30,7 @@ def curve(t: dict) -> alt.LayerChart:
     return (line + rules + text).properties(height=200)
 
 
+@kept
 def strip(t: dict) -> alt.FacetChart:
     rows, labels = [], []
     for name, pats in t["patterns"].items():
@@ -80,6 +83,7 @@ def strip_tiles(t: dict, scale: int = 2) -> dict[str, tuple[list[np.ndarray], li
     return out
 
 
+@kept
 def icl(t: dict) -> alt.Chart:
     df = pd.DataFrame({"step": t["steps"], "icl": t["icl"]})
     return alt.Chart(df).mark_line(point=True).encode(
@@ -88,6 +92,7 @@ def icl(t: dict) -> alt.Chart:
         tooltip=["step:Q", alt.Tooltip("icl:Q", format=".3f")]).properties(height=200)
 
 
+@kept
 def by_position(t: dict) -> alt.Chart:
     b, a = t["before_after"]
     rows = []

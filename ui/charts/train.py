@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from . import OKABE_ITO, numbered
+from .kept import kept
 
 PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later copies": OKABE_ITO[4]}
 
@@ -124,6 +125,7 @@ def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | Non
     )
 
 
+@kept
 def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> alt.LayerChart:
     """Later-copy (solid) and first-copy (dashed) loss of every shipped run; colour = run."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else []
@@ -139,6 +141,7 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
     return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)")).properties(height=height)
 
 
+@kept
 def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: int | None = None) -> alt.Chart:
     """One bar per seed that dropped, from drop_start to drop_end (the steps the later-copy loss took
     to fall from `high` to below `low` nats), a tick at drop_step; rows sorted by drop_start."""

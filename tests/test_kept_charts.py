@@ -1,0 +1,91 @@
+"""ui/charts/kept.py: a chart is kept per content of its builder's arguments, and drawn from its kept spec
+exactly as st.altair_chart draws the chart."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from ui.charts import kept as kept_module
+from ui.charts.kept import Undigestable, digest, kept
+
+
+def _frame():
+    return pd.DataFrame({"layer": [0, 0, 1], "head": [0, 1, 0], "label": ["1.1", "1.2", "2.1"],
+                         "value": [0.5, -0.25, 1.0]})
+
+
+def test_digest_tells_every_change_of_content_apart():
+    base = _frame()
+    same = _frame()
+    assert digest(base, 3, "a") == digest(same, 3, "a")
+    assert digest(np.arange(4.0)) == digest(np.arange(4.0)) and digest(torch.ones(2)) == digest(torch.ones(2))
+    changed = [
+        base.assign(value=[0.5, -0.25, 1.5]),  # one number
+        base.assign(label=["1.1", "1.2", "2.2"]),  # one string
+        base.rename(columns={"value": "score"}),  # a column's name
+        base[["head", "layer", "label", "value"]],  # the columns' order
+        base.set_axis([5, 6, 7]),  # the index
+        base.astype({"value": "float32"}),  # a dtype
+        base.astype({"label": "category"}),  # a dtype of text
+        base.astype({"label": pd.CategoricalDtype(["2.1", "1.2", "1.1"])}),  # the categories' order
+    ]
+    digests = {digest(base)} | {digest(c) for c in changed}
+    assert len(digests) == len(changed) + 1
+    assert len({digest(1), digest(1.0), digest("1"), digest(True), digest((1,)), digest([1])}) == 6
+    assert digest(np.zeros((2, 3))) != digest(np.zeros((3, 2)))
+    assert digest(np.zeros(3, dtype=np.float32)) != digest(np.zeros(3, dtype=np.float64))
+    assert digest(torch.tensor([1.0, 2.0])) != digest(torch.tensor([1.0, 2.5]))
+    with pytest.raises(Undigestable):
+        digest(object())
+
+
+def test_kept_builds_once_per_content_and_never_gives_an_old_chart(monkeypatch):
+    calls = []
+
+    @kept
+    def build(frame, title="t"):
+        calls.append(title)
+        return {"title": title, "rows": len(frame) if hasattr(frame, "__len__") else None}  # any object is kept
+
+    kept_module.clear()
+    a = build(_frame(), title="x")
+    assert build(_frame(), title="x") is a and calls == ["x"]
+    assert build(_frame(), title="y") is not a and calls == ["x", "y"]
+    assert build(_frame().head(2), title="x")["rows"] == 2 and len(calls) == 3
+    holder = object()
+    build(holder)  # an argument without a digest: built every time, not kept
+    build(holder)
+    assert len(calls) == 5
+    monkeypatch.setattr(kept_module, "MAX_CHARTS", 2)
+    build(_frame(), title="z")  # a third entry: the least recently used ("x") goes
+    assert build(_frame(), title="x") is not a and len(calls) == 7
+    assert len(kept_module._charts) <= 2 and len(kept_module._by_id) == len(kept_module._charts)
+    kept_module.clear()
+
+
+def _three_ways():
+    import pandas as pd
+    import streamlit as st
+
+    from ui.charts import causal as charts
+    from ui.charts.kept import clear, draw
+
+    clear()
+    frame = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "patch_effect": [0.1, -0.3, 0.5, 0.9]})
+    st.altair_chart(charts.head_effects.uncached(frame, "title"), width="content")
+    draw(st, charts.head_effects(frame, "title"), width="content")  # converted, then kept
+    draw(st, charts.head_effects(frame, "title"), width="content")  # from the kept spec
+    draw(st, charts.head_effects(frame.assign(patch_effect=[0.2, -0.3, 0.5, 0.9]), "title"), width="content")
+    clear()
+
+
+def test_draw_sends_what_altair_chart_sends():
+    at = AppTest.from_function(_three_ways, default_timeout=60).run()
+    assert not at.exception
+    sent = [c.proto for c in at.get("vega_lite_chart")]
+    assert len(sent) == 4 and sent[0].datasets
+    assert sent[0].SerializeToString() == sent[1].SerializeToString() == sent[2].SerializeToString()
+    assert sent[3].datasets[0].data.data != sent[0].datasets[0].data.data  # new data: a new chart

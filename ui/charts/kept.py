@@ -1,0 +1,213 @@
+"""Charts built once per content: a builder's chart for the same inputs is kept, with the spec it is sent as.
+
+A warm page rerun draws the same charts from the same views, and building an Altair chart, then
+converting it to the Vega-Lite spec Streamlit sends (schema validation, the data to Arrow), was about
+half of such a run's server CPU (issue #30, bench/README.md "Session 9"). So:
+
+    @kept
+    def pattern_grid(patterns): ...                  # ui/charts/*.py: a builder
+    draw(st, charts.pattern_grid(patterns), width="content")   # a page: in place of st.altair_chart
+
+`@kept` keys a builder's result (a chart, or any value a pure function makes that nobody modifies, such
+as a sentence read off a table) by a digest of its arguments' content (numbers and strings by value,
+arrays, tensors and frames by their bytes, dtypes and labels), so the same inputs give back the same
+chart object, from any session, and different inputs can never give an old chart. `draw` sends that
+chart's converted spec, converting once per chart. An argument kept cannot digest (anything else) means
+the chart is built and converted as before. Builders must be pure (a chart depends on its arguments
+only) and the charts they return are never modified after (a page adds nothing to them); compositions
+of other builders' charts are made inside a builder, from builders that are not `@kept`.
+
+Memory: at most MAX_CHARTS charts and MAX_BYTES of their specs' data, least recently used out first.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import pandas as pd
+import torch
+
+MAX_CHARTS = 256
+# of the Arrow data in the kept specs; each chart also holds the frame it was built from, about as large again.
+# Every chart of a walk through all pages on the default model: 52 charts, 1.6 MB of specs (1.5 MB of frames)
+MAX_BYTES = 12 * 2**20
+
+
+class Undigestable(TypeError):
+    """An argument `digest` has no content form for: the chart is not kept."""
+
+
+def _update(h, value) -> None:
+    t = type(value)
+    if value is None or t in (bool, int, float, str):
+        h.update(f"{t.__name__}:{value!r};".encode())
+    elif t in (tuple, list):
+        h.update(f"{t.__name__}{len(value)}(".encode())
+        for v in value:
+            _update(h, v)
+        h.update(b")")
+    elif t is dict:
+        h.update(f"dict{len(value)}(".encode())
+        for k, v in value.items():
+            _update(h, k)
+            _update(h, v)
+        h.update(b")")
+    elif isinstance(value, np.generic):
+        h.update(f"np:{value.dtype.str}:{value.item()!r};".encode())
+    elif isinstance(value, np.ndarray):
+        h.update(f"nd:{value.dtype.str}:{value.shape}(".encode())
+        if value.dtype.kind == "O":
+            h.update("\x1f".join(f"{type(v).__name__}:{v!r}" for v in value.ravel().tolist()).encode())
+        elif value.dtype.kind in "biufcUSMm":
+            h.update(np.ascontiguousarray(value).tobytes())
+        else:
+            raise Undigestable(f"ndarray of dtype {value.dtype}")
+        h.update(b")")
+    elif isinstance(value, torch.Tensor):
+        if value.requires_grad or value.dtype not in (torch.float32, torch.float64, torch.float16, torch.int64,
+                                                      torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
+            raise Undigestable(f"tensor of dtype {value.dtype}")
+        h.update(b"tensor")
+        _update(h, value.detach().cpu().numpy())
+    elif isinstance(value, pd.DataFrame):
+        h.update(b"frame(")
+        _update(h, value.index)
+        for name in value.columns:
+            column = value[name]
+            if isinstance(column, pd.DataFrame):
+                raise Undigestable("a frame with repeated column names")
+            _update(h, name)
+            _update(h, column)
+        h.update(b")")
+    elif isinstance(value, pd.Series):
+        h.update(f"series:{value.dtype}(".encode())
+        if isinstance(value.dtype, pd.CategoricalDtype):  # the categories' order is the axis order
+            _update(h, (list(value.dtype.categories), value.dtype.ordered))
+        _update(h, value.name)
+        _update(h, value.index)
+        _update(h, value.to_numpy())
+        h.update(b")")
+    elif isinstance(value, pd.RangeIndex):
+        h.update(f"range:{value.start}:{value.stop}:{value.step};".encode())
+        _update(h, value.name)
+    elif isinstance(value, pd.Index) and not isinstance(value, pd.MultiIndex):
+        h.update(f"index:{value.dtype}(".encode())
+        _update(h, value.name)
+        _update(h, value.to_numpy())
+        h.update(b")")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        h.update(f"dc:{t.__module__}.{t.__qualname__}(".encode())
+        for f in dataclasses.fields(value):
+            _update(h, f.name)
+            _update(h, getattr(value, f.name))
+        h.update(b")")
+    else:
+        raise Undigestable(f"no content digest for {t.__module__}.{t.__qualname__}")
+
+
+def digest(*values) -> str:
+    """A digest of values' content: equal for equal content (same types, dtypes, shapes, labels, values)."""
+    h = hashlib.blake2b(digest_size=20)
+    _update(h, values)
+    return h.hexdigest()
+
+
+@dataclasses.dataclass
+class _Kept:
+    chart: object
+    sent: dict | None = None  # the converted spec, once drawn
+    size: int = 0  # bytes of its Arrow data
+
+
+_lock = threading.Lock()
+_charts: OrderedDict[str, _Kept] = OrderedDict()  # by builder and argument digest, most recent last
+_by_id: dict[int, _Kept] = {}  # the same entries by id(chart), for draw
+_bytes = 0
+
+
+def _evict() -> None:
+    global _bytes
+    while _charts and (len(_charts) > MAX_CHARTS or _bytes > MAX_BYTES):
+        _, old = _charts.popitem(last=False)
+        _by_id.pop(id(old.chart), None)
+        _bytes -= old.size
+
+
+def kept(builder):
+    """Keep `builder`'s chart per content of its arguments (the module docstring)."""
+    name = f"{builder.__module__}.{builder.__qualname__}"
+
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        try:
+            key = name + ":" + digest(args, sorted(kwargs.items()))
+        except Undigestable:
+            return builder(*args, **kwargs)
+        with _lock:
+            entry = _charts.get(key)
+            if entry is not None:
+                _charts.move_to_end(key)
+                return entry.chart
+        chart = builder(*args, **kwargs)
+        with _lock:
+            if key not in _charts:
+                entry = _Kept(chart)
+                _charts[key] = entry
+                _by_id[id(chart)] = entry
+                _evict()
+            return _charts[key].chart if key in _charts else chart
+    build.uncached = builder
+    return build
+
+
+def sent_form(chart):
+    """The Vega-Lite spec, its data as Arrow, that st.altair_chart would send for `chart` (a dict); the
+    chart itself where Streamlit has no such converter (draw then sends it with st.altair_chart)."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:
+        return chart
+    return _convert_altair_to_vega_lite_spec(chart)
+
+
+def _size(spec: dict) -> int:
+    return sum(len(v) for v in (spec.get("datasets") or {}).values() if isinstance(v, bytes))
+
+
+def draw(where, chart, **kwargs):
+    """where.altair_chart(chart, **kwargs), from the chart's kept spec when `kept` built it.
+    A spec (a dict from sent_form) is drawn as it is."""
+    global _bytes
+    if isinstance(chart, dict):
+        spec = chart
+    else:
+        with _lock:
+            entry = _by_id.get(id(chart))
+            entry = entry if entry is not None and entry.chart is chart else None
+            spec = None if entry is None else entry.sent
+        if spec is None:
+            spec = sent_form(chart)
+            if not isinstance(spec, dict):
+                return where.altair_chart(chart, **kwargs)
+            if entry is not None:
+                with _lock:
+                    if entry.sent is None and _by_id.get(id(chart)) is entry:
+                        entry.sent, entry.size = spec, _size(spec)
+                        _bytes += entry.size
+                        _evict()
+    # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
+    return where.vega_lite_chart(spec=copy.deepcopy(spec), **kwargs)
+
+
+def clear() -> None:
+    """Forget every kept chart (tests)."""
+    global _bytes
+    with _lock:
+        _charts.clear()
+        _by_id.clear()
+        _bytes = 0
