@@ -80,6 +80,8 @@ NOT_OURS = {
     ("core/model/checkpoints.py", "blocks.{l}.{name}"), ("core/model/checkpoints.py", "{os.getpid()}"),  # not labels
     ("core/model/hooks.py", 'f"blocks.{layer}.{point}"'),  # hook names, not labels
     ("core/disk_cache.py", "{type(value).__module__}.{type(value).__qualname__}"),  # a type's name
+    ("ui/charts/kept.py", "{t.__module__}.{t.__qualname__}"),  # a type's name
+    ("ui/charts/kept.py", "{builder.__module__}.{builder.__qualname__}"),  # a function's name
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
     ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
 }
