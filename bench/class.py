@@ -5,7 +5,8 @@
     python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
                                                        # within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)
-    ... [--think SECONDS] [--json] [--cache-dir DIR] [--client light [--light-watch reload]]
+    ... [--think SECONDS] [--arrive SECONDS] [--awake] [--json] [--cache-dir DIR]
+        [--client light [--light-watch reload]]
 
 Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
 $ATTENTION_LAB_CACHE or --cache-dir, else the repository's .cache/attention-lab: warm it first with
@@ -19,7 +20,10 @@ CPU in full (what the forkserver reaped of its children, plus those still runnin
 of its process tree. The one-thread 1024² matmul rate is printed beside them.
 
 --think: a student reads each page before the next click, a pause uniform in [0.5, 1.5] x SECONDS
-(seeded per student); 0, the default, clicks on at once (a stress test).
+(seeded per student); 0, the default, clicks on at once (a stress test). --arrive: readers open the
+app at seeded times within SECONDS (0: all at once). --awake: one walk through every page before the
+readers come, not counted, so the class meets a server process that is already awake, not one woken
+by all of them at once.
 
 trainers: first one student trains the defaults and reads on alone, on a server of its own started
 just before the class's (and stopped before it): the pool shares a finished run only within one
@@ -209,8 +213,9 @@ def thinker(think: float, student: int):
     return lambda: asyncio.sleep(rng.uniform(0.5, 1.5) * think) if think > 0 else asyncio.sleep(0)
 
 
-async def light_reader(url: str, rounds: int, start: int, think: float) -> dict:
+async def light_reader(url: str, rounds: int, start: int, think: float, arrive: float = 0.0) -> dict:
     latencies, errors, pause = [], [], thinker(think, start)
+    await asyncio.sleep(random.Random(2000 + start).uniform(0, arrive))
     async with LightSession(url) as session:
         for i in range(rounds * len(READ_PAGES)):
             if i:
@@ -295,7 +300,10 @@ async def light_scenario(args, url: str, pid: int) -> list:
     if args.scenario == "watch":
         return [await light_watch(url, pid, args.window, args.light_watch)]
     if args.scenario == "readers":
-        return await asyncio.gather(*(light_reader(url, args.rounds, i, args.think) for i in range(args.students)))
+        if args.awake:  # the server has served every page once before the class comes (a teacher's walk)
+            await light_reader(url, 1, 0, 0.0)
+        return await asyncio.gather(*(light_reader(url, args.rounds, i, args.think, args.arrive)
+                                      for i in range(args.students)))
     seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
     return await asyncio.gather(*(light_trainer(url, rng.uniform(0, 10), s, args.scenario == "trainers", i,
                                                 args.think, args.light_watch)
@@ -399,6 +407,11 @@ def main(argv=None) -> int:
     ap.add_argument("--think", type=float, default=0.0,
                     help="seconds a student reads a page before the next (each pause uniform in [0.5, 1.5] x this, "
                          "seeded); 0: no pause, a stress test")
+    ap.add_argument("--arrive", type=float, default=0.0,
+                    help="readers (light): each student opens the app at a seeded time uniform in [0, this] s")
+    ap.add_argument("--awake", action="store_true",
+                    help="readers (light): one walk through every page before the class comes, not counted: the "
+                         "server is awake, not a cold process woken by the whole class at once")
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
     ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
     ap.add_argument("--json", action="store_true")
@@ -411,14 +424,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.students is None:
         args.students = 20 if args.scenario == "readers" else 10
-    if args.think < 0:
-        ap.error("--think must be 0 or more")
+    if args.think < 0 or args.arrive < 0:
+        ap.error("--think and --arrive must be 0 or more")
     env = {"ATTENTION_LAB_CACHE": str(args.cache_dir)} if args.cache_dir else {}
 
     def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
-    out = {"scenario": args.scenario, "client": args.client, "think_s": args.think,
+    out = {"scenario": args.scenario, "client": args.client, "think_s": args.think, "arrive_s": args.arrive,
+           "awake": args.awake,
            "light_watch": args.light_watch if args.client == "light" else None,
            "gflops_before": round(matmul_rate(), 2)}
     if args.scenario == "trainers" and not args.no_lone:
@@ -434,6 +448,8 @@ def main(argv=None) -> int:
         print(json.dumps(out))
         return 0
     pause = f"think {args.think:g} s (x 0.5-1.5)" if args.think else "no think time"
+    pause += f", arriving within {args.arrive:g} s" if args.arrive else ""
+    pause += ", server awake (one walk before)" if args.awake else ""
     watch_mode = (f", light trainers follow by {args.light_watch}"
                   if args.client == "light" and args.scenario != "readers" else "")
     print(f"{args.scenario}: {len(out['students'])} students ({args.client}, {pause}{watch_mode}), {out['wall_s']} s; "
