@@ -6,7 +6,8 @@
 Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) on a view
 cache folder filled for the default model (`python -m ui.cache --warm <default file>` first when the
 folder is empty), then drives it with bench/memory.py's LightSession (Streamlit's websocket protocol,
-no browser): one walk over every page to fill the server's memory caches, then --rounds walks, each
+no browser): one walk over every page to fill the server's memory caches (its per-page costs are
+printed too: a new process's first visits, the view folder already filled), then --rounds walks, each
 page's cost being the server's utime + stime from /proc across its script run and the 0.3 s after
 it (what the server sends after the run counts too; the trimmer thread's idle rate, measured first,
 is taken off). Prints each page's median over the rounds, the warm walk (the sum of the nine reading
@@ -164,9 +165,13 @@ async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple
     pages = [p.url_path for p in ALL_PAGES]
     costs = {p or "home": [] for p in pages}
     loop = {p or "home": [] for p in pages}
+    cold = {}
     async with LightSession(url) as s:
-        for page in pages:  # the first walk: the server's memory caches fill
+        for page in pages:  # the first walk: the server's memory caches fill (its costs: a new process's)
+            c0 = cpu_seconds(pid)
             await s.open(page)
+            await asyncio.sleep(SETTLE)
+            cold[page or "home"] = round(cpu_seconds(pid) - c0, 3)
         await asyncio.sleep(2)
         for path in (profile.glob("*.json") if profile else ()):  # profile the warm runs only
             path.unlink()
@@ -181,19 +186,20 @@ async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple
                 costs[page or "home"].append(cpu_seconds(pid) - c0 - idle * (time.perf_counter() - t0))
                 loop[page or "home"].append(loop_seconds(pid) - l0)
         errors = list(s.errors)
-    return costs, loop, errors, idle
+    return costs, loop, errors, idle, cold
 
 
 def measure(cache: Path, rounds: int, profile: Path | None = None) -> dict:
     proc, url = start(cache, profile)
     try:
-        costs, loop, errors, idle = asyncio.run(_walks(url, proc.pid, rounds, profile))
+        costs, loop, errors, idle, cold = asyncio.run(_walks(url, proc.pid, rounds, profile))
         pss = pss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     medians = {p: statistics.median(v) for p, v in costs.items()}
-    return {"per_page": {p: round(m, 3) for p, m in medians.items()},
+    return {"per_page": {p: round(m, 3) for p, m in medians.items()}, "first_walk": cold,
+            "first_walk_total": round(sum(cold.values()), 3),
             "per_page_all": {p: [round(x, 3) for x in v] for p, v in costs.items()},
             "event_loop": {p: round(statistics.median(v), 3) for p, v in loop.items()},
             "warm_walk_reading": round(sum(medians[p or "home"] for p in READING), 3),
@@ -255,9 +261,11 @@ def main(argv=None) -> int:
     print(f"matmul (one thread, 1024², before/after): {result['matmul_gflops']} GFLOP/s; "
           f"server idle {result['idle_cores']} cores (taken off)")
     for page, m in result["per_page"].items():
-        print(f"  {page:<12} {m:6.3f} CPU-s (event loop {result['event_loop'][page]:.3f})   "
+        print(f"  {page:<12} {m:6.3f} CPU-s (first visit {result['first_walk'][page]:.3f}; "
+              f"event loop {result['event_loop'][page]:.3f})   "
               f"rounds {result['per_page_all'][page]}")
-    print(f"warm walk (nine reading pages): {result['warm_walk_reading']} CPU-s; "
+    print(f"first walk in the new process (every page): {result['first_walk_total']} CPU-s; "
+          f"warm walk (nine reading pages): {result['warm_walk_reading']} CPU-s; "
           f"server PSS after {result['pss_mb']} MB")
     if result["errors"]:
         print("errors:", *result["errors"], sep="\n  ")
