@@ -95,12 +95,18 @@ class Sampler(threading.Thread):
         return self.max_mb
 
 
-def start_server(env: dict, args: tuple = ()) -> tuple[subprocess.Popen, str]:
+STREAMLIT_RUN = ("-m", "streamlit", "run")
+
+
+def start_server(env: dict, args: tuple = (), launcher: tuple = STREAMLIT_RUN) -> tuple[subprocess.Popen, str]:
+    """`python <launcher> dashboard.py` on a free local port with `env` added (launcher: how Streamlit's
+    `run` is reached, e.g. through a bench script that profiles the server); returns it and its URL once
+    its health check answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
+        [sys.executable, *launcher, "dashboard.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -26,14 +26,12 @@ import asyncio
 import collections
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +39,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 from machine import matmul_rate  # noqa: E402
-from memory import LightSession, pss_mb  # noqa: E402
+from memory import LightSession, pss_mb, start_server  # noqa: E402
 
 from ui.pages import ALL_PAGES  # noqa: E402
 
@@ -138,27 +136,10 @@ def serve(argv: list[str]) -> None:
 
 
 def start(cache: Path, profile: Path | None) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    extra = ["--profile", str(profile)] if profile else []
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "serve", *extra, "--", "dashboard.py",
-         "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env={**os.environ, "ATTENTION_LAB_CACHE": str(cache)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.kill()
-    raise SystemExit("the server did not answer its health check within 90 s")
+    """The server, started through this file's `serve` (which can profile it) on the cache folder."""
+    extra = ("--profile", str(profile)) if profile else ()
+    launcher = (str(Path(__file__).resolve()), "serve", *extra, "--")
+    return start_server({"ATTENTION_LAB_CACHE": str(cache)}, launcher=launcher)
 
 
 async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple[dict, dict, list, float]:

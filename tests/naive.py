@@ -51,3 +51,14 @@ def naive_forward(weights: dict, config: dict, tokens: torch.Tensor, pairs: str 
         h = h + update + (P[f"blocks.{l}.b_O"] if bias else 0.0)
         patterns.append(torch.stack(heads))
     return h @ P["W_E"].T, patterns
+
+
+def rope_batched(x: torch.Tensor, base: float) -> torch.Tensor:
+    """naive_rope for x [..., T, d] without the loops (differentiable, x's dtype): each position t rotated
+    by the angle t * base^(-2j/d) in the pair (j, j + d/2); the attention kernels' tests need gradients."""
+    T, d = x.shape[-2:]
+    inv = base ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
+    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)

@@ -19,15 +19,7 @@ from core.model.task import sample_batch
 from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM, rope_cos_sin
 from core.training.presets import PRESETS
 
-
-def oracle_rope(x: torch.Tensor, base: float) -> torch.Tensor:
-    """x [..., T, d] rotated by position in the pairs (j, j + d/2), angle t * base^(-2j/d)."""
-    T, d = x.shape[-2:]
-    inv = base ** (-torch.arange(d // 2, dtype=torch.float64) * 2 / d)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
-    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+from naive import rope_batched as oracle_rope
 
 
 def oracle_forward(model: TinyCharLM, tokens: torch.Tensor) -> torch.Tensor:

@@ -25,10 +25,10 @@ a pass over the T x T pattern.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
+from core.model import attention_cpp
 from core.model.hooks import previous_token_pattern
 
 _MASKS: dict[tuple, torch.Tensor] = {}
@@ -176,10 +176,8 @@ def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: to
     head whose pattern is held_pattern(T) (its q and k get no gradient); block: query rows per block.
     Returns z [B, T, H dh], and with need_pattern also the pattern [B, H, T, T] (not differentiable).
     """
-    if os.environ.get("ATTENTION_LAB_ATTENTION") == "cpp":  # the compiled kernel, opt-in (core.model.attention_cpp)
-        from core.model import attention_cpp
-        if attention_cpp.supports(qkv, n_heads) and attention_cpp.available():
-            return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)
+    if attention_cpp.selected() and attention_cpp.supports(qkv, n_heads) and attention_cpp.available():
+        return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)  # opt-in, compiled
     R, R_conj = rotary_table(cos, sin, n_heads)
     z, *Ps = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold, max(1, int(block)))
     if not need_pattern:

@@ -24,10 +24,6 @@ import ctypes
 import hashlib
 import os
 import platform
-import resource
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -72,6 +68,8 @@ def _cpu_flags() -> str:
 
 
 def _compiler() -> str | None:
+    import shutil
+
     return shutil.which(os.environ.get("CXX", "g++"))
 
 
@@ -82,11 +80,16 @@ def library_path(compiler: str) -> Path:
 
 
 def _children_cpu() -> float:
+    import resource
+
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
 
 def _build() -> Build:
+    import subprocess  # here, not at import: core.model.attention imports this module in every process
+    import tempfile
+
     compiler = _compiler()
     if compiler is None:
         return Build(reason=f"no C++ compiler ({os.environ.get('CXX', 'g++')} not on PATH)")
@@ -147,7 +150,7 @@ def reason() -> str:
 
 def selected() -> bool:
     """The switch: $ATTENTION_LAB_ATTENTION == 'cpp'."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() == "cpp"
+    return os.environ.get(ENV_SWITCH) == "cpp"
 
 
 def supports(qkv: torch.Tensor, n_heads: int) -> bool:
