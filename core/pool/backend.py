@@ -17,8 +17,11 @@ their bytes on one connection; reading and closing are the pool monitor's alone.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
+import os
+import socket
 import threading
 import time
 from multiprocessing.connection import wait as wait_any
@@ -181,11 +184,15 @@ class ProcessBackend:
 
 class ThreadHandle(_PipeHandle):
     """core.pool.worker.train in a daemon thread of this process. kill() sets a flag the worker's
-    loop reads between steps: it returns at once, without a word, as a killed process would."""
+    loop reads between steps: it returns at once, without a word, as a killed process would. kill()
+    also shuts the worker's end of the pipe down, as a killed process's end closes: a worker blocked
+    sending into a pipe nobody reads any more (a cancelled run's checkpoint) gets a broken pipe and
+    returns at once, instead of when the monitor closes the server's end (1.03 s in 2 of 8 tries)."""
 
     def __init__(self, settings: TrainSettings, threads: int, name: str):
-        parent, child = mp.Pipe(duplex=True)
+        parent, child = mp.Pipe(duplex=True)  # a socket pair
         super().__init__(parent, name)
+        self._child_end = socket.socket(fileno=os.dup(child.fileno()))  # ours: kill() shuts it down
         self._killed = threading.Event()
         self._raised: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(child, settings, threads), name=name, daemon=True)
@@ -212,10 +219,16 @@ class ThreadHandle(_PipeHandle):
 
     def kill(self) -> None:
         self._killed.set()
+        with contextlib.suppress(OSError):  # already shut down
+            self._child_end.shutdown(socket.SHUT_RDWR)
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def close(self) -> None:
+        super().close()
+        self._child_end.close()
 
 
 class ThreadBackend:
