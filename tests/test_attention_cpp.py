@@ -3,7 +3,7 @@
 F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the eager kernel
 (core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
 gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
-width (the scalar path), B 1 and 32; the switch ($ATTENTION_LAB_ATTENTION) off by default, and a
+width (the scalar path), B 1 and 32; the switch ($ATTENTION_LAB_ATTENTION) on by default and off with 'eager', and a
 failed build falling back to the eager kernel with its reason kept.
 
 The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),
@@ -160,13 +160,18 @@ def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias
         assert rel_err(grads_c[name], g_e) < 1e-4, name
 
 
-def test_the_switch_is_off_by_default(monkeypatch):
-    monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
-    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: pytest.fail("compiled kernel used"))
+def test_the_switch_is_on_by_default_and_eager_turns_it_off(lib, monkeypatch):
     qkv, _ = sharp_qkv(1, 5, 2, 8)
     cos, sin = rope_cos_sin(5, 8, BASE)
-    assert causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
-    assert not attention_cpp.selected()
+    calls = []
+    real = attention_cpp.causal_attention
+    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
+    assert attention_cpp.selected() and causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
+    assert calls == [1]
+    monkeypatch.setenv(attention_cpp.ENV_SWITCH, "eager")
+    assert not attention_cpp.selected() and causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("failure", ["no compiler", "build error"])

@@ -3,6 +3,8 @@ per-head q, k, v from the stored weights, rotate_half rotary written out here, a
 F.scaled_dot_product_attention; the held head as A = one-hot on i-1. Values and gradients of every
 parameter, in float64 (gradcheck) and float32 (the precision the lab trains in), on the configurations
 the lab trains: biases on and off, a held head on and off, 0-6 blocks, the presets' shapes, T up to 384.
+Every test runs twice: with the eager kernel (ATTENTION_LAB_ATTENTION=eager) and with the compiled one
+(the default where it builds; skipped, saying why, where it does not).
 """
 from __future__ import annotations
 
@@ -20,6 +22,17 @@ from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM, rope_cos_
 from core.training.presets import PRESETS
 
 from naive import rope_batched as oracle_rope
+
+
+@pytest.fixture(autouse=True, params=["eager", "cpp"])
+def kernel(request, monkeypatch):
+    """Which kernel core.model.attention.causal_attention runs in this test."""
+    from core.model import attention_cpp
+
+    if request.param == "cpp" and not attention_cpp.available():
+        pytest.skip(f"compiled attention unavailable: {attention_cpp.reason()}")
+    monkeypatch.setenv(attention_cpp.ENV_SWITCH, request.param)
+    return request.param
 
 
 def oracle_forward(model: TinyCharLM, tokens: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,7 @@
 """The training forward's attention: rotary, causal softmax attention and the held head in one
-autograd.Function with its own backward (issue #29).
+autograd.Function with its own backward (issue #29). Where a C++ compiler is found, causal_attention
+runs the same computation compiled (core.model.attention_cpp, the default; ATTENTION_LAB_ATTENTION=eager
+keeps this eager kernel).
 
     z, pattern = causal_attention(qkv, n_heads, cos, sin, hold=None, need_pattern=False)
 
@@ -177,7 +179,7 @@ def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: to
     Returns z [B, T, H dh], and with need_pattern also the pattern [B, H, T, T] (not differentiable).
     """
     if attention_cpp.selected() and attention_cpp.supports(qkv, n_heads) and attention_cpp.available():
-        return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)  # opt-in, compiled
+        return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)  # compiled (default)
     R, R_conj = rotary_table(cos, sin, n_heads)
     z, *Ps = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold, max(1, int(block)))
     if not need_pattern:

@@ -1,13 +1,15 @@
 """The training forward's attention compiled: rotary, causal softmax, A v and the backward in one pass
-per (sequence, head) (core/model/causal_attention.cpp; issue #29). OFF by default.
+per (sequence, head) (core/model/causal_attention.cpp; issue #29). The DEFAULT wherever it builds.
 
-    ATTENTION_LAB_ATTENTION=cpp   core.model.attention.causal_attention runs this one, when it compiled
+    ATTENTION_LAB_ATTENTION unset or cpp   core.model.attention.causal_attention runs this one, when it compiled
+    ATTENTION_LAB_ATTENTION=eager          the eager kernel (core.model.attention.CausalAttention) always
 
 Same inputs, outputs and meaning as core.model.attention.causal_attention (qkv [B, T, 3 H dh] from
 fused_qkv, z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
 F.scaled_dot_product_attention and the eager kernel in tests/test_attention_cpp.py. Its floats differ
-from the eager path's (other summation order, its own exp), so shipped checkpoints trained eagerly do
-not reproduce bit for bit with it; bench/attention_cpp.py measures how far a training drifts.
+from the eager path's (other summation order, its own exp): the shipped checkpoints are this kernel's
+(trained on an x86-64 machine with AVX-512), and on a machine without a compiler, where the eager
+kernel runs, a training drifts from them by float rounding (bench/attention_cpp.py measures how far).
 
 The source is plain C++ called through ctypes, not a torch extension: without torch's headers it
 builds in about 2.5 CPU-seconds (g++ 12, bench/README.md) instead of tens, and needs only a C++
@@ -149,8 +151,8 @@ def reason() -> str:
 
 
 def selected() -> bool:
-    """The switch: $ATTENTION_LAB_ATTENTION == 'cpp'."""
-    return os.environ.get(ENV_SWITCH) == "cpp"
+    """The switch: on unless $ATTENTION_LAB_ATTENTION is 'eager'."""
+    return os.environ.get(ENV_SWITCH, "cpp").strip().lower() != "eager"
 
 
 def supports(qkv: torch.Tensor, n_heads: int) -> bool:
