@@ -33,7 +33,9 @@ def test_head_that_writes_nothing_has_no_effect():
     tokens, periods = batch()
     for mode in ("zero", "mean"):
         row = next(r for r in single_head_ablation(model, tokens, periods, mode) if (r["layer"], r["head"]) == (0, 2))
-        assert row["loss_later_delta"] == 0.0 and row["acc_later_delta"] == 0.0
+        # the clean run records every block's input (the hooked path), an ablation's later blocks run the
+        # fused compiled kernel: equal to float32 rounding, and no target changes its prediction
+        assert row["loss_later_delta"] == pytest.approx(0.0, abs=1e-4) and row["acc_later_delta"] == 0.0
     clean = ablated_metrics(model, tokens, periods)
     for mode in ("zero", "mean"):
         # the edit runs the hooked path, the clean run the fused kernel: equal to float32 rounding
