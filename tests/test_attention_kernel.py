@@ -205,3 +205,15 @@ def test_the_oracle_tells_a_wrong_scale_apart():
         logits = model(tokens)
     assert float((logits - good).abs().max()) < 1e-4
     assert float((logits - wrong).abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("shape", [(4, 128, 32), (3, 10), (2, 5, 64)])
+def test_in_pair_order_is_indexing_by_pair_order_with_the_same_gradient(shape):
+    from core.model.attention import in_pair_order
+
+    x = torch.randn(*shape, requires_grad=True)
+    y = torch.randn(*shape)
+    assert torch.equal(in_pair_order(x), x[..., pair_order(shape[-1])])
+    (g_view,) = torch.autograd.grad((in_pair_order(x) * y).sum(), x)
+    (g_index,) = torch.autograd.grad((x[..., pair_order(shape[-1])] * y).sum(), x)
+    assert torch.equal(g_view, g_index)

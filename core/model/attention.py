@@ -65,16 +65,21 @@ def pair_order(d_head: int) -> torch.Tensor:
     return torch.stack([torch.arange(half), torch.arange(half, d_head)], 1).reshape(-1)
 
 
+def in_pair_order(x: torch.Tensor) -> torch.Tensor:
+    """x[..., pair_order(d)] for x [..., d], as a transposition of its two halves: its backward is a
+    copy, where an index's is an accumulating scatter (index_put, about 0.5 ms of a default step)."""
+    return x.unflatten(-1, (2, x.shape[-1] // 2)).transpose(-1, -2).flatten(-2)
+
+
 def fused_qkv(h: torch.Tensor, W_Q, W_K, W_V, b_Q=None, b_K=None, b_V=None) -> torch.Tensor:
     """h [B, T, D] -> qkv [B, T, 3 H d_head] in causal_attention's layout: q, k, v of every head
     (heads inner), q and k in pair_order. W_* [H, D, d_head], b_* [H, d_head] or None."""
     B, T, D = h.shape
     H, _, dh = W_Q.shape
-    order = pair_order(dh).to(h.device)
-    W = torch.cat([W_Q[..., order], W_K[..., order], W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * dh)
+    W = torch.cat([in_pair_order(W_Q), in_pair_order(W_K), W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * dh)
     if b_Q is None:
         return (h.reshape(B * T, D) @ W).view(B, T, 3 * H * dh)
-    b = torch.cat([b_Q[..., order], b_K[..., order], b_V], 0).reshape(-1)
+    b = torch.cat([in_pair_order(b_Q), in_pair_order(b_K), b_V], 0).reshape(-1)
     return torch.addmm(b, h.reshape(B * T, D), W).view(B, T, 3 * H * dh)
 
 
