@@ -232,6 +232,32 @@ inline void pattern_row(const T* s, int i, int ncol, T mx, T inv, T* out) {
 
 // stats [B, H, T, 2]: each row's (max, 1 / sum) for the backward's recompute (null: not kept); the
 // held head's are not written (its pattern is known).
+// The heads' packed operands and scratch, and the backward's pattern rows Pl, kept from call to call
+// on this thread (a training calls with the same sizes every block and step) instead of allocated and
+// zero-filled per call. Reuse is safe for the same (T, D, H): every buffer is written over the same
+// regions on every call (they depend on T and D only), so what was zero stays zero.
+template <typename T>
+struct Scratch {
+  int Tn = -1, D = -1, H = -1;
+  std::vector<Head<T>> heads;
+  std::vector<T> Pl;
+  std::vector<Head<T>>& get(int Tn_, int D_, int H_) {
+#ifndef NO_CACHE
+    if (Tn_ != Tn || D_ != D || H_ != H)
+#endif
+    {
+      heads.assign(H_, Head<T>(Tn_, D_));
+      Pl.assign((size_t)Tn_ * heads[0].Tp, T(0));
+      Tn = Tn_, D = D_, H = H_;
+    }
+    return heads;
+  }
+};
+template <typename T> Scratch<T>& scratch(bool backward) {
+  thread_local Scratch<T> fwd, bwd;
+  return backward ? bwd : fwd;
+}
+
 template <typename T>
 void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
@@ -366,7 +392,7 @@ void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool hel
 template <typename T>
 void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D, int hold, T* z, T* P, T* stats) {
   const long HD = (long)H * D;
-  std::vector<Head<T>> heads(H, Head<T>(Tn, D));
+  std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
@@ -387,8 +413,9 @@ template <typename T>
 void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats, const T* dz, int B, int Tn, int H,
               int D, int hold, T* g) {
   constexpr int W = Vec<T>::W;
-  std::vector<Head<T>> heads(H, Head<T>(Tn, D));
-  std::vector<T> Pl((size_t)Tn * heads[0].Tp, T(0));
+  Scratch<T>& sc = scratch<T>(true);
+  std::vector<Head<T>>& heads = sc.get(Tn, D, H);
+  std::vector<T>& Pl = sc.Pl;
   const long HD = (long)H * D;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
