@@ -3,7 +3,9 @@
 F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the eager kernel
 (core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
 gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
-width (the scalar path), B 1 and 32; the switch ($ATTENTION_LAB_ATTENTION) off by default, and a
+width (the scalar path), B 1 and 32; the forward's per-row softmax stats from which the backward
+recomputes the pattern, and gradients identical run to run and with or without the pattern; the
+switch ($ATTENTION_LAB_ATTENTION) off by default, and a
 failed build falling back to the eager kernel with its reason kept.
 
 The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),

@@ -6,12 +6,15 @@
 //   cs, sn [T, D]         per coordinate of q and k in pair_order: cos(t theta_j) at 2j and 2j+1,
 //                         sin(t theta_j) at 2j + 1 and its negative at 2j (so rot(x) = x cs + swap(x) sn)
 //   z  [B, T, H, D]       every head's A v
-//   P  [B, H, T, T]       the pattern (zero above the diagonal), saved for the backward; may be null
-//                         in the forward when neither the backward nor the caller needs it
+//   P  [B, H, T, T]       the pattern (zero above the diagonal), written only when the caller asks
+//                         for it (else null); the backward does not read it
+//   stats [B, H, T, 2]    each row's softmax max and 1 / sum, kept by the forward when a gradient
+//                         is needed (else null): the backward recomputes the pattern's rows from them
+//                         and q, k (the same floats), instead of reading a [B, H, T, T] pattern back
 //   g  [B, T, 3, H, D]    d loss / d qkv
 //
-// A head's q, k, v (12 KB at T = 96, D = 32) are packed rotated into contiguous buffers that stay in
-// L1; every product is a register tile (MR rows x NV vectors) that broadcasts one element of A and
+// A head's q, k, v (12 KB at T = 96, D = 32) are packed rotated into contiguous buffers (a sequence's
+// heads at a time) that stay in cache; every product is a register tile (MR rows x NV vectors) that broadcasts one element of A and
 // multiplies it with contiguous vectors of B, so g++ vectorises it without reassociating any sum
 // (each output is summed in index order; only the softmax's max and sum and the dz . z row sums are
 // summed lane-wise, in a fixed order). hold >= 0 is the held head: its pattern is one-hot on i - 1
