@@ -12,7 +12,11 @@ One torch thread, the heap kept as in the pool's workers (core.training.heap), C
 (c) the build: CPU-seconds of the compiler at first use (into a fresh cache folder) and of a load
     from the cache in a fresh process;
 (d) drift: after --steps interleaved steps, the largest parameter difference between the two
-    Trainers and each one's drop step (core.training.live.drop_step on its logs).
+    Trainers and each one's drop step (core.training.live.drop_step on its logs);
+(e) where the compiled attention's time goes in situ (session 10): during (b)'s compiled steps, the
+    CPU ms a step inside the kernel's forward and backward calls (ctypes, all blocks) and in the
+    autograd.Function around them (its forward and backward minus the calls: allocations, checks,
+    saving, ctypes conversion), medians over the steps.
 The one-thread 1024^2 matmul rate (bench/machine.matmul_rate, mean) is printed beside every timing.
 """
 from __future__ import annotations
@@ -88,23 +92,77 @@ def kernel_ms(rounds: int = 5, n: int = 15) -> dict:
     return {name: round(statistics.median(ts), 2) for name, ts in times.items()}
 
 
+class _Parts:
+    """(e): CPU seconds inside the kernel's calls and inside CompiledCausalAttention's forward and
+    backward, accumulated while installed (the library's functions and the Function's methods wrapped)."""
+
+    def __init__(self):
+        self.t = dict.fromkeys(("kernel_fwd", "kernel_bwd", "function_fwd", "function_bwd"), 0.0)
+        self.on = False
+
+    def _timed(self, key, fn):
+        def call(*a):
+            if not self.on:
+                return fn(*a)
+            c = time.process_time()
+            try:
+                return fn(*a)
+            finally:
+                self.t[key] += time.process_time() - c
+        return call
+
+    def install(self):
+        lib, F = attention_cpp._LIB, attention_cpp.CompiledCausalAttention
+        self.saved = (lib, F.forward, F.backward)
+        proxy = type("TimedLib", (), {})()
+        for dt in ("f32", "f64"):
+            setattr(proxy, f"attn_forward_{dt}", self._timed("kernel_fwd", getattr(lib, f"attn_forward_{dt}")))
+            setattr(proxy, f"attn_backward_{dt}", self._timed("kernel_bwd", getattr(lib, f"attn_backward_{dt}")))
+        attention_cpp._LIB = proxy
+        F.forward = staticmethod(self._timed("function_fwd", F.forward))
+        F.backward = staticmethod(self._timed("function_bwd", F.backward))
+
+    def remove(self):
+        attention_cpp._LIB, F = self.saved[0], attention_cpp.CompiledCausalAttention
+        F.forward, F.backward = staticmethod(self.saved[1]), staticmethod(self.saved[2])
+
+    def take(self) -> dict:
+        out, self.t = self.t, dict.fromkeys(self.t, 0.0)
+        return out
+
+
 def in_situ(steps: int) -> dict:
-    """(b) and (d): two Trainers of the same seed, stepped alternately, one with the compiled kernel."""
+    """(b), (d) and (e): two Trainers of the same seed, stepped alternately, one with the compiled kernel."""
     model_cfg, task_cfg, train_cfg = TrainSettings.defaults().configs()
-    trainers, cpu = {}, {"eager": [], "cpp": []}
+    trainers, cpu, parts = {}, {"eager": [], "cpp": []}, []
+    timer = _Parts()
+    timer.install()
     for name in cpu:
         os.environ[SWITCH] = name
         trainers[name] = Trainer(model_cfg, task_cfg, train_cfg)
     for _ in range(steps):
         for name, trainer in trainers.items():
             os.environ[SWITCH] = name
+            timer.on = name == "cpp"
             c = time.process_time()
             trainer.run(1)
             cpu[name].append(1000 * (time.process_time() - c))
+            timer.on = False
+            if name == "cpp":
+                parts.append(timer.take())
+    timer.remove()
     os.environ.pop(SWITCH, None)
+    def med(f) -> float:
+        return statistics.median(1000 * f(p) for p in parts[10:])
+
+    where = {"kernel_fwd_ms": round(med(lambda p: p["kernel_fwd"]), 2),
+             "kernel_bwd_ms": round(med(lambda p: p["kernel_bwd"]), 2),
+             "wrapper_fwd_ms": round(med(lambda p: p["function_fwd"] - p["kernel_fwd"]), 3),
+             "wrapper_bwd_ms": round(med(lambda p: p["function_bwd"] - p["kernel_bwd"]), 3)}
     params = {name: {n: p.detach() for n, p in t.model.named_parameters()} for name, t in trainers.items()}
     diff = max(float((p - params["cpp"][n]).abs().max()) for n, p in params["eager"].items())
     return {"ms_per_step": {name: round(statistics.median(ts[10:]), 2) for name, ts in cpu.items()},
+            "cpp_attention_per_step": where,
             "param_max_abs_diff": diff,
             "drop_step": {name: drop_step(t.history, model_cfg.vocab_size) for name, t in trainers.items()},
             "later_copy_loss_at_end": {name: round(t.history[-1]["loss_later_copies"], 4)
@@ -149,6 +207,10 @@ def main(argv=None) -> int:
           f"bound {s['step_bound_ms']} ms"
           f" ({out['step_gflop']} GFLOP at the best product {s['matmul_peak_gflops']} GFLOP/s): x bound {s['x_bound']}"
           f" (matmul mean {rates[1]:.1f} / {rates[2]:.1f} GFLOP/s)")
+    w = s["cpp_attention_per_step"]
+    print(f"(e) the compiled attention in situ, CPU ms a step (all blocks): kernel forward {w['kernel_fwd_ms']}, "
+          f"backward {w['kernel_bwd_ms']}; the autograd.Function around them: forward {w['wrapper_fwd_ms']}, "
+          f"backward {w['wrapper_bwd_ms']}")
     print(f"(d) after {args.steps} steps: parameters differ by at most {s['param_max_abs_diff']:.3g}; "
           f"drop step {s['drop_step']}; later-copy loss {s['later_copy_loss_at_end']}")
     return 0

@@ -3,7 +3,9 @@
 F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the eager kernel
 (core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
 gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
-width (the scalar path), B 1 and 32; the switch ($ATTENTION_LAB_ATTENTION) on by default and off with 'eager', and a
+width (the scalar path), B 1 and 32; the forward's per-row softmax stats from which the backward
+recomputes the pattern, and gradients identical run to run and with or without the pattern; the
+switch ($ATTENTION_LAB_ATTENTION) on by default and off with 'eager', and a
 failed build falling back to the eager kernel with its reason kept.
 
 The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),
@@ -209,3 +211,40 @@ def test_fused_projection_feeds_the_kernel(lib):
                for i, W in enumerate((W_Q, W_K, W_V)))
     z_o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 12, 32)
     assert rel_err(z, z_o) < 2e-6
+
+
+def test_forward_keeps_each_rows_softmax_stats_for_the_backwards_recompute(lib):
+    """With a gradient to compute the forward writes no pattern, only each row's (max score, 1 / sum of
+    exp) [B, H, T, 2], from which the backward recomputes the pattern: checked against the float64
+    scores (rotary q.k / sqrt(dh), causal) and against the pattern the forward returns."""
+    B, T, H, dh = 2, 40, 3, 32
+    qkv, _ = sharp_qkv(B, T, H, dh, seed=7)
+    cos, sin = rope_cos_sin(T, dh, BASE)
+    cs, sn = lib.rotary_tables(cos, sin, torch.float32)
+    z = torch.empty(B, T, H * dh)
+    P = torch.empty(B, H, T, T)
+    stats = torch.empty(B, H, T, 2)
+    p = lib._ptr
+    lib._LIB.attn_forward_f32(p(qkv), p(cs), p(sn), B, T, H, dh, -1, p(z), p(P), p(stats))
+    x = qkv.double().view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
+    back = torch.argsort(pair_order(dh))
+    q, k = oracle_rope(x[0][..., back]), oracle_rope(x[1][..., back])
+    s = (q @ k.transpose(-1, -2) / dh ** 0.5).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    mx = s.amax(-1)
+    assert rel_err(stats[..., 0], mx) < 1e-5
+    assert rel_err(stats[..., 1], 1 / torch.exp(s - mx[..., None]).sum(-1)) < 1e-5
+    expanded = torch.exp(s - stats[..., :1].double()) * stats[..., 1:].double()
+    assert (P.double() - expanded).abs().max() < 2e-5  # float32 scores of |s| up to ~30: a few ulps of s
+    assert torch.all(P.triu(1) == 0)
+
+
+@pytest.mark.parametrize("hold", [None, 1])
+def test_gradients_are_deterministic_and_need_pattern_changes_nothing(lib, hold):
+    """The recomputed pattern: the same floats run to run, and whether or not the pattern was also
+    written for the caller."""
+    qkv, dz = sharp_qkv(3, 96, 4, 32, seed=9)
+    cos, sin = rope_cos_sin(96, 32, BASE)
+    runs = [values_and_grads(lambda x: lib.causal_attention(x, 4, cos, sin, hold), qkv, dz) for _ in range(2)]
+    runs.append(values_and_grads(lambda x: lib.causal_attention(x, 4, cos, sin, hold, need_pattern=True)[0], qkv, dz))
+    for z, g in runs[1:]:
+        assert torch.equal(z, runs[0][0]) and torch.equal(g, runs[0][1])

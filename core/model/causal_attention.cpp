@@ -6,12 +6,15 @@
 //   cs, sn [T, D]         per coordinate of q and k in pair_order: cos(t theta_j) at 2j and 2j+1,
 //                         sin(t theta_j) at 2j + 1 and its negative at 2j (so rot(x) = x cs + swap(x) sn)
 //   z  [B, T, H, D]       every head's A v
-//   P  [B, H, T, T]       the pattern (zero above the diagonal), saved for the backward; may be null
-//                         in the forward when neither the backward nor the caller needs it
+//   P  [B, H, T, T]       the pattern (zero above the diagonal), written only when the caller asks
+//                         for it (else null); the backward does not read it
+//   stats [B, H, T, 2]    each row's softmax max and 1 / sum, kept by the forward when a gradient
+//                         is needed (else null): the backward recomputes the pattern's rows from them
+//                         and q, k (the same floats), instead of reading a [B, H, T, T] pattern back
 //   g  [B, T, 3, H, D]    d loss / d qkv
 //
-// A head's q, k, v (12 KB at T = 96, D = 32) are packed rotated into contiguous buffers that stay in
-// L1; every product is a register tile (MR rows x NV vectors) that broadcasts one element of A and
+// A head's q, k, v (12 KB at T = 96, D = 32) are packed rotated into contiguous buffers (a sequence's
+// heads at a time) that stay in cache; every product is a register tile (MR rows x NV vectors) that broadcasts one element of A and
 // multiplies it with contiguous vectors of B, so g++ vectorises it without reassociating any sum
 // (each output is summed in index order; only the softmax's max and sum and the dz . z row sums are
 // summed lane-wise, in a fixed order). hold >= 0 is the held head: its pattern is one-hot on i - 1
@@ -62,6 +65,19 @@ template <typename T> inline T hsum(V<T> v) { return fold<T, sizeof(V<T>), false
 template <typename T> inline T hmax(V<T> v) { return fold<T, sizeof(V<T>), true>(v); }
 
 inline int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+// n (= D, at most a few hundred) elements: whole vectors when n is a multiple of the width (a memcpy
+// call per row of a head was 8% of the kernel's time, most rows being 128 bytes).
+template <typename T> inline void copy_row(T* dst, const T* src, int n) {
+  if (n % Vec<T>::W == 0)
+    for (int d = 0; d < n; d += Vec<T>::W) storeu(dst + d, loadu(src + d));
+  else
+    std::memcpy(dst, src, sizeof(T) * n);
+}
+// Prefetch n elements from p, one cache line at a time (write: with the intent to write them).
+template <typename T, bool Write = false> inline void prefetch(const T* p, int n) {
+  for (int d = 0; d < n; d += 64 / (int)sizeof(T)) __builtin_prefetch(p + d, Write ? 1 : 0);
+}
 
 // exp on x <= 0 (softmax arguments): Cephes' expf polynomial, about 1 ulp; below -87.3 it gives
 // 2^-126 (callers zero the masked lanes).
@@ -153,7 +169,7 @@ struct Head {
     Zt.assign((size_t)MR * Dp, T(0));
   }
   // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [T][Dp], v into Vv; K^T into
-  // KT (the forward's scores) or V^T into VT (the backward's dA). q, k, v: this head's row t in qkv.
+  // KT (the scores), in the backward V^T into VT too (dA). q, k, v: this head's row t in qkv.
   void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn, bool forward) {
     const T scale = T(1) / std::sqrt(T(D));
     {
@@ -175,20 +191,82 @@ struct Head {
           Kt[2 * j + 1] = k[2 * j + 1] * c[2 * j + 1] + k[2 * j] * s[2 * j + 1];
         }
       }
-      std::memcpy(Vv.data() + (long)t * Dp, v, sizeof(T) * D);
-      if (forward)
-        for (int d = 0; d < D; ++d) KT[(long)d * Tp + t] = Kt[d];
-      else
+      copy_row(Vv.data() + (long)t * Dp, v, D);
+      for (int d = 0; d < D; ++d) KT[(long)d * Tp + t] = Kt[d];
+      if (!forward)
         for (int d = 0; d < D; ++d) VT[(long)d * Tp + t] = v[d];
     }
   }
 };
 
+// Row i of the pattern over s[0 .. ncol) from its scores there: exp(s - mx) / sum masked to keys
+// j <= i (zero above the diagonal). The forward finds mx and inv = 1 / sum (and keeps them in stat
+// when stat is not null); the backward passes them back (recompute) and gets the same floats.
 template <typename T>
-void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P) {
+inline void softmax_row(T* s, int i, int ncol, T* stat) {
+  constexpr int W = Vec<T>::W;
+  const VI<T> lane = iota<T>();
+  const V<T> ninf = V<T>{} - std::numeric_limits<T>::infinity(), zero = V<T>{};
+  V<T> m = ninf;
+  for (int c = 0; c < ncol; c += W) {
+    V<T> x = lane + c <= i ? loadu(s + c) : ninf;
+    m = x > m ? x : m;
+  }
+  const T mx = hmax<T>(m);
+  V<T> acc = zero;
+  for (int c = 0; c < ncol; c += W) {
+    V<T> e = lane + c <= i ? vexp(loadu(s + c) - mx) : zero;
+    storeu(s + c, e);
+    acc += e;
+  }
+  const T inv = T(1) / hsum<T>(acc);
+  for (int c = 0; c < ncol; c += W) storeu(s + c, loadu(s + c) * inv);
+  if (stat) { stat[0] = mx; stat[1] = inv; }
+}
+template <typename T>
+inline void pattern_row(const T* s, int i, int ncol, T mx, T inv, T* out) {
+  constexpr int W = Vec<T>::W;
+  const VI<T> lane = iota<T>();
+  for (int c = 0; c < ncol; c += W) {
+    const V<T> e = lane + c <= i ? vexp(loadu(s + c) - mx) : V<T>{};
+    storeu(out + c, e * inv);
+  }
+}
+
+// stats [B, H, T, 2]: each row's (max, 1 / sum) for the backward's recompute (null: not kept); the
+// held head's are not written (its pattern is known).
+// The heads' packed operands and scratch, and the backward's pattern rows Pl, kept from call to call
+// on this thread (a training calls with the same sizes every block and step) instead of allocated and
+// zero-filled per call. Reuse is safe for the same (T, D, H): every buffer is written over the same
+// regions on every call (they depend on T and D only), so what was zero stays zero.
+template <typename T>
+struct Scratch {
+  int Tn = -1, D = -1, H = -1;
+  std::vector<Head<T>> heads;
+  std::vector<T> Pl;
+  std::vector<Head<T>>& get(int Tn_, int D_, int H_) {
+#ifndef NO_CACHE
+    if (Tn_ != Tn || D_ != D || H_ != H)
+#endif
+    {
+      heads.assign(H_, Head<T>(Tn_, D_));
+      Pl.assign((size_t)Tn_ * heads[0].Tp, T(0));
+      Tn = Tn_, D = D_, H = H_;
+    }
+    return heads;
+  }
+};
+template <typename T> Scratch<T>& scratch(bool backward) {
+  thread_local Scratch<T> fwd, bwd;
+  return backward ? bwd : fwd;
+}
+
+template <typename T>
+void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
   T* Ph = P ? P + ((long)b * H + h) * Tn * Tn : nullptr;  // P null: the pattern is not kept
+  T* St = stats ? stats + ((long)b * H + h) * Tn * 2 : nullptr;
   for (int i0 = 0; i0 < Tn; i0 += MR) {
     const int mr = std::min(MR, Tn - i0), kend = i0 + mr;
     if (held) {
@@ -205,76 +283,67 @@ void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P) {
     } else {
       const int ncol = std::min(round_up(kend, W), Tp);
       product<T>(mr, ncol / W, hd.Q.data() + (long)i0 * Dp, Dp, 1, hd.KT.data(), Tp, 0, D, hd.S.data(), Tp);
-      const VI<T> lane = iota<T>();
-      const V<T> ninf = V<T>{} - std::numeric_limits<T>::infinity(), zero = V<T>{};
       for (int r = 0; r < mr; ++r) {  // masked softmax of row i, the mask applied in registers
         const int i = i0 + r;
         T* s = hd.S.data() + (long)r * Tp;
-        V<T> m = ninf;
-        for (int c = 0; c < ncol; c += W) {
-          V<T> x = lane + c <= i ? loadu(s + c) : ninf;
-          m = x > m ? x : m;
-        }
-        const T mx = hmax<T>(m);
-        V<T> acc = zero;
-        for (int c = 0; c < ncol; c += W) {
-          V<T> e = lane + c <= i ? vexp(loadu(s + c) - mx) : zero;
-          storeu(s + c, e);
-          acc += e;
-        }
-        const T inv = T(1) / hsum<T>(acc);
-        for (int c = 0; c < ncol; c += W) storeu(s + c, loadu(s + c) * inv);
+        softmax_row<T>(s, i, ncol, St ? St + 2 * i : nullptr);
         if (Ph) {
           T* Pi = Ph + (long)i * Tn;
-          const int full = std::min(ncol, Tn) / W * W;
-          std::memcpy(Pi, s, sizeof(T) * full);
-          if (full < Tn) {
-            const int tail = std::min(ncol, Tn) - full;
-            std::memcpy(Pi + full, s + full, sizeof(T) * tail);
-            std::fill(Pi + full + tail, Pi + Tn, T(0));
-          }
+          const int n = std::min(ncol, Tn);
+          std::memcpy(Pi, s, sizeof(T) * n);
+          std::fill(Pi + n, Pi + Tn, T(0));
         }
       }
     }
     // z rows i0 .. i0 + mr = the pattern rows (still in S, zero above the diagonal) . V over keys 0 .. kend
     product<T>(mr, Dp / W, hd.S.data(), Tp, 1, hd.Vv.data(), Dp, 0, kend, hd.Zt.data(), Dp);
     for (int r = 0; r < mr; ++r)
-      std::memcpy(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, sizeof(T) * D);
+      copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
   }
 }
 
+// The backward recomputes the pattern from Q, K and the forward's stats into Pl [Tn][Tp] (shared by the
+// heads; each row i written over [0, ncol(i)) only, so the rest stays zero), instead of reading a
+// [B, H, T, T] pattern the forward wrote: its rows are the forward's floats (same product, same exp).
 template <typename T>
-void backward_head(Head<T>& hd, const T* P, int H, int b, int h, bool held) {
+void backward_head(Head<T>& hd, T* Pl, const T* stats, int H, int b, int h, bool held) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
-  const T* Ph = P + ((long)b * H + h) * Tn * Tn;
+  const T* St = stats + ((long)b * H + h) * Tn * 2;
+  for (int i0 = 0; i0 < Tn; i0 += MR) {
+    const int mr = std::min(MR, Tn - i0), kend = i0 + mr;
+    const int ncol = std::min(round_up(kend, W), Tp);
+    if (held) {
+      for (int r = 0; r < mr; ++r) {
+        T* row = Pl + (long)(i0 + r) * Tp;
+        std::fill(row, row + ncol, T(0));
+        row[std::max(i0 + r - 1, 0)] = T(1);
+      }
+      continue;
+    }
+    product<T>(mr, ncol / W, hd.Q.data() + (long)i0 * Dp, Dp, 1, hd.KT.data(), Tp, 0, D, hd.S.data(), Tp);
+    for (int r = 0; r < mr; ++r)
+      pattern_row<T>(hd.S.data() + (long)r * Tp, i0 + r, ncol, St[2 * (i0 + r)], St[2 * (i0 + r) + 1],
+                     Pl + (long)(i0 + r) * Tp);
+    product<T>(mr, ncol / W, hd.dZ.data() + (long)i0 * Dp, Dp, 1, hd.VT.data(), Tp, 0, D, hd.S.data(), Tp);
+    for (int r = 0; r < mr; ++r) {
+      const int i = i0 + r;
+      const T* dp = hd.S.data() + (long)r * Tp;
+      const T* Pi = Pl + (long)i * Tp;
+      T* dsi = hd.dS.data() + (long)i * Tp;
+      const T di = hd.delta[i];
+      for (int c = 0; c < ncol; c += W)  // dS = A (dA - dz . z), zero above the diagonal as A is
+        storeu(dsi + c, loadu(Pi + c) * (loadu(dp + c) - di));
+    }
+    // dQ rows i0 .. = dS rows . K over keys 0 .. kend
+    product<T>(mr, Dp / W, hd.dS.data() + (long)i0 * Tp, Tp, 1, hd.K.data(), Dp, 0, kend, hd.dQ.data() + (long)i0 * Dp, Dp);
+  }
   // dV = P^T dZ: key rows j, summed over queries i >= j
   for (int j0 = 0; j0 < Tn; j0 += MR) {
     const int mr = std::min(MR, Tn - j0);
-    product<T>(mr, Dp / W, Ph + j0, 1, Tn, hd.dZ.data(), Dp, j0, Tn, hd.dV.data() + (long)j0 * Dp, Dp);
+    product<T>(mr, Dp / W, Pl + j0, 1, Tp, hd.dZ.data(), Dp, j0, Tn, hd.dV.data() + (long)j0 * Dp, Dp);
   }
   if (!held) {
-    for (int i0 = 0; i0 < Tn; i0 += MR) {
-      const int mr = std::min(MR, Tn - i0), kend = i0 + mr;
-      const int ncol = std::min(round_up(kend, W), Tp);
-      product<T>(mr, ncol / W, hd.dZ.data() + (long)i0 * Dp, Dp, 1, hd.VT.data(), Tp, 0, D, hd.S.data(), Tp);
-      for (int r = 0; r < mr; ++r) {
-        const int i = i0 + r;
-        const T* dp = hd.S.data() + (long)r * Tp;
-        const T* Pi = Ph + (long)i * Tn;
-        T* dsi = hd.dS.data() + (long)i * Tp;
-        const T di = hd.delta[i];
-        for (int c = 0; c < ncol; c += W) {  // dS = A (dA - dz . z), zero above the diagonal
-          V<T> p = V<T>{};
-          if (c + W <= Tn) p = loadu(Pi + c);
-          else std::memcpy(&p, Pi + c, sizeof(T) * (Tn - c));
-          storeu(dsi + c, p * (loadu(dp + c) - di));  // P is zero above the diagonal, so is dS
-        }
-        if (ncol < Tp) std::fill(dsi + ncol, dsi + Tp, T(0));
-      }
-      // dQ rows i0 .. = dS rows . K over keys 0 .. kend
-      product<T>(mr, Dp / W, hd.dS.data() + (long)i0 * Tp, Tp, 1, hd.K.data(), Dp, 0, kend, hd.dQ.data() + (long)i0 * Dp, Dp);
-    }
     // dK = dS^T Q: key rows j, summed over queries i >= j
     for (int j0 = 0; j0 < Tn; j0 += MR) {
       const int mr = std::min(MR, Tn - j0);
@@ -290,7 +359,7 @@ void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool hel
   const int D = hd.D, Dp = hd.Dp, half = hd.half;
   const T scale = T(1) / std::sqrt(T(D));
   {
-    std::memcpy(gv, hd.dV.data() + (long)t * Dp, sizeof(T) * D);
+    copy_row(gv, hd.dV.data() + (long)t * Dp, D);
     if (held) {
       std::fill(gq, gq + D, T(0));
       std::fill(gk, gk + D, T(0));
@@ -317,28 +386,39 @@ void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool hel
   }
 }
 
-// The forward packs and runs one head at a time (its operands stay in L1). The backward takes a
-// sequence at a time: its rows of qkv, dz, z and g are read and written in one sequential sweep for
-// all heads, then each head runs (3.9-4.2 -> 3.2 ms at the default sizes against a sweep per head).
+// Both take a sequence at a time: its rows of qkv (and in the backward dz, z and g) are read and
+// written in one sequential sweep for all heads, then each head runs (backward 3.9-4.2 -> 3.2 ms at
+// the default sizes against a sweep per head, session 9). While the heads compute, the next
+// sequence's input rows and this one's output rows are prefetched, a share after each head: the
+// forward's per-head packing waited on qkv rows from memory (about half its own samples under perf;
+// raw forward 4.2 -> 3.1 ms, matmul 38-40 GFLOP/s, session 10).
 template <typename T>
-void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D, int hold, T* z, T* P) {
-  Head<T> hd(Tn, D);
+void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D, int hold, T* z, T* P, T* stats) {
   const long HD = (long)H * D;
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
-      for (int t = 0; t < Tn; ++t) {
-        const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
-        hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, true);
-      }
-      forward_head(hd, H, b, h, h == hold, z, P);
+  std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < Tn; ++t) {
+      const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
+      for (int h = 0; h < H; ++h)
+        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, true);
     }
+    for (int h = 0; h < H; ++h) {
+      forward_head(heads[h], H, b, h, h == hold, z, P, stats);
+      for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
+        prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
+        if (b + 1 < B) prefetch(qkv + ((long)(b + 1) * Tn + t) * 3 * HD, 3 * HD);
+      }
+    }
+  }
 }
 
 template <typename T>
-void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* P, const T* dz, int B, int Tn, int H,
+void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats, const T* dz, int B, int Tn, int H,
               int D, int hold, T* g) {
   constexpr int W = Vec<T>::W;
-  std::vector<Head<T>> heads(H, Head<T>(Tn, D));
+  Scratch<T>& sc = scratch<T>(true);
+  std::vector<Head<T>>& heads = sc.get(Tn, D, H);
+  std::vector<T>& Pl = sc.Pl;
   const long HD = (long)H * D;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
@@ -350,7 +430,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* P, co
         hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, false);
         const T* dzh = dzt + h * D;
         const T* zh = zt + h * D;
-        std::memcpy(hd.dZ.data() + (long)t * hd.Dp, dzh, sizeof(T) * D);
+        copy_row(hd.dZ.data() + (long)t * hd.Dp, dzh, D);
         T s = 0;  // sum_j A_tj dA_tj = dz_t . z_t
         if (D % W == 0) {
           V<T> acc = V<T>{};
@@ -362,7 +442,20 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* P, co
         hd.delta[t] = s;
       }
     }
-    for (int h = 0; h < H; ++h) backward_head(heads[h], P, H, b, h, h == hold);
+    for (int h = 0; h < H; ++h) {
+      backward_head(heads[h], Pl.data(), stats, H, b, h, h == hold);
+      // while the heads compute: this sequence's rows of g (to be written) and the next one's inputs,
+      // a share after each head
+      for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
+        prefetch<T, true>(g + ((long)b * Tn + t) * 3 * HD, 3 * HD);
+        if (b + 1 < B) {
+          const long r = (long)(b + 1) * Tn + t;
+          prefetch(qkv + r * 3 * HD, 3 * HD);
+          prefetch(dz + r * HD, HD);
+          prefetch(z + r * HD, HD);
+        }
+      }
+    }
     for (int t = 0; t < Tn; ++t) {
       T* row = g + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
@@ -374,17 +467,17 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* P, co
 }  // namespace
 
 extern "C" {
-int attn_version() { return 1; }
+int attn_version() { return 2; }
 void attn_forward_f32(const float* qkv, const float* cs, const float* sn, int B, int T, int H, int D, int hold,
-                      float* z, float* P) { forward(qkv, cs, sn, B, T, H, D, hold, z, P); }
+                      float* z, float* P, float* stats) { forward(qkv, cs, sn, B, T, H, D, hold, z, P, stats); }
 void attn_forward_f64(const double* qkv, const double* cs, const double* sn, int B, int T, int H, int D, int hold,
-                      double* z, double* P) { forward(qkv, cs, sn, B, T, H, D, hold, z, P); }
-void attn_backward_f32(const float* qkv, const float* cs, const float* sn, const float* z, const float* P,
+                      double* z, double* P, double* stats) { forward(qkv, cs, sn, B, T, H, D, hold, z, P, stats); }
+void attn_backward_f32(const float* qkv, const float* cs, const float* sn, const float* z, const float* stats,
                        const float* dz, int B, int T, int H, int D, int hold, float* g) {
-  backward(qkv, cs, sn, z, P, dz, B, T, H, D, hold, g);
+  backward(qkv, cs, sn, z, stats, dz, B, T, H, D, hold, g);
 }
-void attn_backward_f64(const double* qkv, const double* cs, const double* sn, const double* z, const double* P,
+void attn_backward_f64(const double* qkv, const double* cs, const double* sn, const double* z, const double* stats,
                        const double* dz, int B, int T, int H, int D, int hold, double* g) {
-  backward(qkv, cs, sn, z, P, dz, B, T, H, D, hold, g);
+  backward(qkv, cs, sn, z, stats, dz, B, T, H, D, hold, g);
 }
 }
