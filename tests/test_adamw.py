@@ -87,6 +87,7 @@ def test_a_training_imports_no_dynamo_nor_sympy():
     preloads what a worker imports, and every worker shares half of it in its PSS: issue #30)."""
     code = """
 import sys
+from dataclasses import replace
 from core.pool import worker
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
