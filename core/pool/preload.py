@@ -2,14 +2,16 @@
 module): the worker's code, and everything a training touches only once it runs, so that every
 worker shares one copy instead of making its own (issue #30).
 
-Measured (bench/README.md, issue #30): constructing the first torch.optim.AdamW imports about 800
-modules (torch._dynamo, sympy, mpmath: about 108 MB of private memory in each worker), and the first
-forward and backward set up about 20 MB more. So this module trains a tiny model for one step, once,
-here. Then it freezes the garbage collector's view of every object made so far (gc.freeze): a
-worker's collections never walk them, so they are never written to and never copied into the worker
-(fork shares memory until a page is written; a collection writes to every object it walks). That
-saves about 40 MB more per worker. Last, the warm-up's freed heap goes back to the system: a worker maps
-every page the forkserver holds, and PSS charges it half of each while they share it.
+Measured (bench/README.md, issue #30): the first forward and backward set up about 20 MB. So this
+module trains a tiny model for one step, once, here. (The Trainer's optimizer is core.training.adamw,
+not torch.optim.AdamW, whose first construction imported about 830 modules, torch._dynamo, sympy and
+mpmath, 72 MB that this warm-up used to load for the workers; and no module a training imports loads
+pandas: bench/README.md "Session 10".) Then it freezes the garbage collector's view of every object
+made so far (gc.freeze): a worker's collections never walk them, so they are never written to and
+never copied into the worker (fork shares memory until a page is written; a collection writes to
+every object it walks). That saves about 40 MB more per worker. Last, the warm-up's freed heap goes
+back to the system: a worker maps every page the forkserver holds, and PSS charges it half of each
+while they share it.
 
 Importing this module has these effects on purpose; only the forkserver imports it. Nothing here
 draws from the global random generator a training uses: the tiny Trainer seeds its own.

@@ -11,13 +11,17 @@ positions the definition names; a pattern is [B, H, T, T] with query i on axis -
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import torch
 
 from core.model.symbols import with_labels
 from core.reading import bootstrap
 from core.reading.detectors import DETECTORS, detector_scores
+
+if TYPE_CHECKING:  # pandas only in the tables: a training (head_scores) never imports it (issue #30)
+    import pandas as pd
 
 CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it" (questions, sentences)
 PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")
@@ -98,6 +102,8 @@ def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.
         for h in range(pattern.shape[1]):
             rows.append({"layer": layer, "head": h,
                          **{name: float(scores[name][h]) for name in PERIOD_SCORES}})
+    import pandas as pd
+
     return with_labels(pd.DataFrame(rows, columns=["layer", "head", *PERIOD_SCORES]))
 
 
@@ -134,6 +140,8 @@ def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=(
                 out[f"{name}_low"], out[f"{name}_high"] = float(row[name][0][h]), float(row[name][1][h])
             rows.append(out)
     cols = ["layer", "head", *(f"{n}_{e}" for n in names for e in ("low", "high"))]
+    import pandas as pd
+
     return with_labels(pd.DataFrame(rows, columns=cols))
 
 
@@ -150,6 +158,8 @@ def detector_table(patterns: list[torch.Tensor], tokens: torch.Tensor) -> pd.Dat
         for h in range(pattern.shape[0]):
             rows.append({"layer": layer, "head": h,
                          **{name: float(scores[name][h]) for name in DETECTORS}})
+    import pandas as pd
+
     return with_labels(pd.DataFrame(rows, columns=["layer", "head", *DETECTORS]))
 
 
@@ -162,4 +172,6 @@ def offset_table(patterns: list[torch.Tensor], max_offset: int | None = None) ->
         for h in range(prof.shape[0]):
             for k in range(K):
                 rows.append((layer, h, k, float(prof[h, k])))
+    import pandas as pd
+
     return with_labels(pd.DataFrame(rows, columns=["layer", "head", "offset", "mass"]))

@@ -28,6 +28,7 @@ from core.model.snapshots import SnapshotRecorder
 from core.model.task import TaskConfig, copy_masks, sample_batch
 from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.reading.heads import head_scores
+from core.training.adamw import AdamW
 from core.training.config import TrainConfig
 from core.training.initial import initial_model
 from core.training.interventions import apply_interventions, check_interventions, clamp_edits
@@ -100,8 +101,9 @@ class Trainer:
         self._frozen = apply_interventions(self.model, train_cfg)
         self.model.train()
         params = list(self.model.parameters())
-        self.optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
-                                           betas=(0.9, train_cfg.beta2), foreach=True) if params else None
+        # torch.optim.AdamW(..., foreach=True)'s floats without torch.optim's imports (core.training.adamw)
+        self.optimizer = AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
+                               betas=(0.9, train_cfg.beta2)) if params else None
         self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
         self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
         self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)

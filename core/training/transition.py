@@ -20,8 +20,7 @@ Optional columns, measured on the fixed evaluation batch at the end of the run:
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from core.model.drop import HIGH, LOW, drop_step, drop_window
 
@@ -29,6 +28,9 @@ STUDY_FILE = Path(__file__).resolve().parents[2] / "checkpoints" / "transition_s
 COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
            "plateau_loss", "final_loss_later"]
 HEAD_COLUMNS = ["prev_token_block1", "induction_heads", "induction_any_max", "induction_any_2nd"]  # optional
+if TYPE_CHECKING:  # pandas is imported where it is used: a training process never imports it (issue #30)
+    import pandas as pd
+
 INDUCTION_HEAD = 0.6  # an induction head: induction_any at least this
 SHARP_PREV_TOKEN = 0.9  # a sharp previous-token head: prev_token at least this
 
@@ -42,6 +44,7 @@ def describe_curve(steps: list[int], losses: list[float], vocab_size: int = 64) 
     """
     if len(steps) != len(losses) or not steps:
         raise ValueError("steps and losses must be non-empty and of equal length.")
+    import pandas as pd
     window = drop_window(steps, losses)
     out = {"dropped": window is not None, "abrupt": False, "drop_step": drop_step(steps, losses, vocab_size),
            "drop_start": None, "drop_end": None, "width": None, "final_loss_later": float(losses[-1])}
@@ -58,6 +61,8 @@ def describe_curve(steps: list[int], losses: list[float], vocab_size: int = 64) 
 
 def load_study(path: str | Path | None = None) -> pd.DataFrame:
     """The shipped study as a frame with COLUMNS (one row per run); comment lines start with '#'."""
+    import pandas as pd
+
     frame = pd.read_csv(path or STUDY_FILE, comment="#")
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
@@ -89,6 +94,8 @@ def study_command(path: str | Path | None = None) -> str | None:
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     """Per number of blocks: runs, how many dropped and how many abruptly, and the median and range
     of drop_step and width over the runs that dropped."""
+    import pandas as pd
+
     rows = []
     for blocks, g in frame.groupby("blocks"):
         d = g[g["dropped"]]
@@ -108,6 +115,8 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 def shipped_study(path: str | Path | None = None) -> dict | None:
     """The shipped study: {"runs", "summary", "command", "high", "low"}, {"error": sentence} for an
     unreadable file, or None while it has not been measured (no file)."""
+    import pandas as pd
+
     path = Path(path or STUDY_FILE)
     if not path.is_file():
         return None
