@@ -1,5 +1,4 @@
 """Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
-import io
 import math
 
 import pandas as pd
@@ -13,7 +12,7 @@ from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
-from ui.charts.kept import draw, kept, sent_form
+from ui.charts.kept import draw, kept
 from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -23,11 +22,12 @@ from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
 from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
 
-_shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (not the live one's: sent_form)
+_shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (the live one: head_score_spec)
 
 RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
-# and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). Building them
-# for a new row costs 0.1-0.15 s (Altair), so this bounds their share to about 0.03 cores (issue #30)
+# and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). A new row's charts
+# were 0.1-0.15 s of Altair; since session 10 they are kept specs with new datasets (ui.charts.kept.swapped,
+# about 10 ms for the three), and a redraw in between only sends what _live_figures keeps (issue #30)
 CHARTS_EVERY = 5.0
 
 
@@ -54,19 +54,12 @@ def _file_of(preset: str) -> str:
     return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
-def _png(tile) -> bytes:
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(tile).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: LiveRun, _reference: dict | None) -> dict:
     """The live panel's charts and film strip for a run's first n_rows logged rows and n_frames frames,
     in the form Streamlit sends them (Vega-Lite specs, PNG tiles). Built once per new row (every 25
-    steps) and reused by the redraws in between (one a second), which then cost only the sending."""
+    steps) and reused by the redraws in between, which then cost only the sending; each chart's spec is
+    converted by Altair once per run and shape, a new row only replacing its data (ui.charts.kept.swapped)."""
     hist, vocab = _run.history()[:n_rows], _run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
@@ -75,15 +68,11 @@ def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: Live
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     strip = timeline.live_strip(_run.frames[:n_frames], hist, vocab, _run.strip_period) if n_frames else None
     heads = live.head_score_frame(hist)
-    tiles = None
-    if strip:
-        tiles = {label: ([_png(t) for t in row], captions)
-                 for label, (row, captions) in timeline_charts.strip_tiles(strip).items()}
+    tiles = timeline_charts.strip_pngs(strip) if strip else None
     return {"hist": hist, "drop": drop, "strip": strip, "tiles": tiles,
-            "loss": sent_form(charts.loss_chart(loss, math.log(vocab), drop, span,
-                                                 marks=strip and strip["frames"])),
-            "accuracy": sent_form(charts.accuracy_chart(acc, 1 / vocab, drop, span)),
-            "heads": None if heads.empty else sent_form(charts.head_score_chart(heads, drop, span))}
+            "loss": charts.loss_spec(loss, math.log(vocab), drop, span, marks=strip and strip["frames"]),
+            "accuracy": charts.accuracy_spec(acc, 1 / vocab, drop, span),
+            "heads": None if heads.empty else charts.head_score_spec(heads, drop, span)}
 
 
 def live_charts(run: LiveRun, reference: dict | None) -> None:
@@ -161,7 +150,7 @@ def live_charts_panel() -> None:
 
 
 def live_strip_panel(strip: dict, rows: dict) -> None:
-    """rows: {row label: (PNG tiles, captions)}, ui.charts.timeline.strip_tiles of `strip` encoded."""
+    """rows: {row label: (PNG tiles, captions)}, ui.charts.timeline.strip_pngs of `strip`."""
     for label, (tiles, captions) in rows.items():
         st.markdown(f"**{label}**")
         st.image(tiles, caption=captions)

@@ -2,6 +2,7 @@
 
     python bench/page_cost.py [--rounds 5] [--cache-dir DIR] [--json]
     python bench/page_cost.py --profile [--top 25]      # plus a sampled profile of every page's runs
+    python bench/page_cost.py --profile-first [--top 25] # plus one of every page's first visit in a new process
 
 Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) on a view
 cache folder filled for the default model (`python -m ui.cache --warm <default file>` first when the
@@ -17,7 +18,8 @@ pages' medians: every page but Train) and the server's PSS after the walks, with
 --profile: a thread in the server samples the script-run thread's stack every millisecond and sums,
 per page, the share of samples in which each function is on the stack (inclusive) and at its top
 (self). Sampling inflates the CPU figures a little, so they come from a run without it (first) and
-the profile from a second server.
+the profile from a second server. --profile-first: the second server's first walk is profiled instead (a
+cold process's first visits: imports, first loads), and no warm rounds follow it.
 """
 from __future__ import annotations
 
@@ -142,7 +144,8 @@ def start(cache: Path, profile: Path | None) -> tuple[subprocess.Popen, str]:
     return start_server({"ATTENTION_LAB_CACHE": str(cache)}, launcher=launcher)
 
 
-async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple[dict, dict, list, float]:
+async def _walks(url: str, pid: int, rounds: int, profile: Path | None,
+                 first: bool = False) -> tuple[dict, dict, list, float]:
     pages = [p.url_path for p in ALL_PAGES]
     costs = {p or "home": [] for p in pages}
     loop = {p or "home": [] for p in pages}
@@ -154,6 +157,8 @@ async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple
             await asyncio.sleep(SETTLE)
             cold[page or "home"] = round(cpu_seconds(pid) - c0, 3)
         await asyncio.sleep(2)
+        if first:  # the profile of the first walk only
+            return costs, loop, list(s.errors), 0.0, cold
         for path in (profile.glob("*.json") if profile else ()):  # profile the warm runs only
             path.unlink()
         c0 = cpu_seconds(pid)
@@ -170,10 +175,12 @@ async def _walks(url: str, pid: int, rounds: int, profile: Path | None) -> tuple
     return costs, loop, errors, idle, cold
 
 
-def measure(cache: Path, rounds: int, profile: Path | None = None) -> dict:
+def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool = False) -> dict:
     proc, url = start(cache, profile)
     try:
-        costs, loop, errors, idle, cold = asyncio.run(_walks(url, proc.pid, rounds, profile))
+        costs, loop, errors, idle, cold = asyncio.run(_walks(url, proc.pid, rounds, profile, first))
+        if first:
+            return {"first_walk": cold, "errors": errors}
         pss = pss_mb(proc.pid)
     finally:
         proc.terminate()
@@ -221,6 +228,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cache-dir", type=Path, help="a view cache folder (default: a temporary one, warmed)")
     p.add_argument("--profile", action="store_true", help="also profile every page in a second server")
+    p.add_argument("--profile-first", action="store_true",
+                   help="also profile every page's first visit in a second, new server")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -230,10 +239,10 @@ def main(argv=None) -> int:
         warm_folder(cache)
         rate0 = matmul_rate()
         result = measure(cache, args.rounds)
-        if args.profile:
+        if args.profile or args.profile_first:
             folder = Path(tmp) / "profile"
             folder.mkdir()
-            measure(cache, args.rounds, profile=folder)
+            measure(cache, args.rounds, profile=folder, first=args.profile_first)
             result["profile"] = report_profile(folder, args.top)
         result["matmul_gflops"] = [round(rate0, 1), round(matmul_rate(), 1)]
     if args.json:

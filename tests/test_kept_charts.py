@@ -89,3 +89,74 @@ def test_draw_sends_what_altair_chart_sends():
     assert len(sent) == 4 and sent[0].datasets
     assert sent[0].SerializeToString() == sent[1].SerializeToString() == sent[2].SerializeToString()
     assert sent[3].datasets[0].data.data != sent[0].datasets[0].data.data  # new data: a new chart
+
+
+def _live_history():
+    from core.model.checkpoints import read_checkpoint
+
+    from helpers import CHECKPOINTS
+
+    model, info = read_checkpoint(CHECKPOINTS / "variable-period-2block.pt")
+    return info["history"], model.cfg.vocab_size
+
+
+def test_a_live_charts_swapped_data_spec_is_a_fresh_charts_spec_row_by_row():
+    """The Train page's live charts (ui.charts.train.*_spec) are their kept spec with new datasets: for every
+    prefix of a real run's rows (before and after the drop, with the film strip's marks and the dashed
+    reference run) the spec equals the one st.altair_chart would send for a chart built afresh."""
+    import math
+
+    import pandas as pd
+
+    from core.training import live
+    from ui.charts import train as charts
+    from ui.charts.kept import clear, sent_form
+
+    history, vocab = _live_history()
+    reference = live.loss_frame(history, "shipped 1 block"), live.accuracy_frame(history, "shipped 1 block")
+    clear()
+    span, dropped = 3000, set()
+    for n in (1, 2, 3, 8, 9, 10, 11, 20, len(history)):
+        rows = history[:n]
+        drop = live.drop_step(rows, vocab)
+        dropped.add(drop is not None)
+        marks = [r["step"] for r in rows[::3]][:6] if n > 2 else None
+        heads = live.head_score_frame(rows)
+        for ref in (None, reference):
+            loss, acc = live.loss_frame(rows, "this run"), live.accuracy_frame(rows, "this run")
+            if ref is not None:
+                loss, acc = pd.concat([loss, ref[0]]), pd.concat([acc, ref[1]])
+            assert charts.loss_spec(loss, math.log(vocab), drop, span, marks=marks) == sent_form(
+                charts.loss_chart(loss, math.log(vocab), drop, span, marks=marks))
+            assert charts.accuracy_spec(acc, 1 / vocab, drop, span) == sent_form(
+                charts.accuracy_chart(acc, 1 / vocab, drop, span))
+        assert charts.head_score_spec(heads, drop, span) == sent_form(charts.head_score_chart(heads, drop, span))
+    assert dropped == {False, True}  # the prefixes cross the drop (a red line appears: a new shape)
+    clear()
+
+
+def test_swapped_converts_once_per_shape_and_falls_back_where_it_cannot_swap():
+    import altair as alt
+    import pandas as pd
+
+    from ui.charts.kept import clear, sent_form, swapped
+
+    calls = []
+
+    def bars(frames, title):
+        calls.append(title)
+        return alt.Chart(frames["bars"]).mark_bar().encode(x="x:Q", y="y:Q").properties(title=title)
+
+    def shifted(frames, title):  # hands Altair a frame of its own: a dataset no role gives
+        calls.append(title)
+        return alt.Chart(frames["bars"].assign(y=frames["bars"]["y"] + 1)).mark_bar().encode(x="x:Q", y="y:Q")
+
+    clear()
+    for k in range(4):
+        frame = pd.DataFrame({"x": range(k + 1), "y": [float(k)] * (k + 1)})
+        assert swapped(bars, {"bars": frame}, "a") == sent_form(bars({"bars": frame}, "a"))
+        assert swapped(shifted, {"bars": frame}, "s") == sent_form(shifted({"bars": frame}, "s"))
+    # bars: one template for "a" (then each call's fresh comparison); shifted: built at every call
+    assert calls.count("a") == 1 + 4 and calls.count("s") == 1 + 4 + 4
+    assert swapped(bars, {"bars": frame}, "b")["title"] == "b" and calls.count("b") == 1  # another shape
+    clear()

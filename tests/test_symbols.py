@@ -82,6 +82,7 @@ NOT_OURS = {
     ("core/disk_cache.py", "{type(value).__module__}.{type(value).__qualname__}"),  # a type's name
     ("ui/charts/kept.py", "{t.__module__}.{t.__qualname__}"),  # a type's name
     ("ui/charts/kept.py", "{builder.__module__}.{builder.__qualname__}"),  # a function's name
+    ("ui/charts/kept.py", "{chart_of.__module__}.{chart_of.__qualname__}"),  # a function's name
     ("core/archetypes/ioi.py", 'f"{layer}.{head}"'),  # GPT-2 small's heads, 0-based as Wang et al. (2022) write them
     ("app_pages/archetypes.py", "g.heads"),  # the same IOI heads
 }

@@ -112,3 +112,25 @@ def test_a_frame_of_nan_weights_still_draws():
              "patterns": {"previous-token": np.full((1, 3, 3), np.nan)}}
     (_, (tiles, _)), = strip_tiles(strip, scale=1).items()
     assert (tiles[0][2, 0] == _VIRIDIS[0]).all() and (tiles[0][0, 2] == 255).all()
+
+
+def test_strip_pngs_are_the_strip_tiles_encoded_and_each_tile_is_encoded_once():
+    import io
+
+    from PIL import Image
+
+    from ui.charts import timeline as tc
+
+    rng = np.random.default_rng(0)
+    pats = np.tril(rng.random((3, 6, 6))).astype(np.float32)
+    strip = {"frames": [0, 25, 50], "heads": {"previous-token": (0, 1), "induction": (1, 0)},
+             "patterns": {"previous-token": pats, "induction": pats[::-1].copy()}}
+    pngs, tiles = tc.strip_pngs(strip), tc.strip_tiles(strip)
+    assert list(pngs) == list(tiles)
+    for (encoded, captions), (raw, raw_captions) in zip(pngs.values(), tiles.values()):
+        assert captions == raw_captions
+        for png, tile in zip(encoded, raw):
+            assert (np.asarray(Image.open(io.BytesIO(png)).convert("RGB")) == tile).all()
+    again = tc.strip_pngs({**strip, "frames": [0, 25, 75]})  # the next row: the same patterns, new steps
+    assert all(a is b for row in pngs for a, b in zip(pngs[row][0], again[row][0]))
+    assert again["previous-token head 1.2"][1][-1] == "3: step 75"

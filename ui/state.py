@@ -92,6 +92,11 @@ def shipped_digest(file: str) -> str | None:
     return _SHIPPED_DIGESTS[file]
 
 
+def shipped_checkpoint(file: str) -> tuple[TinyCharLM, dict]:
+    """The model and info of a shipped file (CHECKPOINT_DIR/file), loaded once per server process."""
+    return _load_shipped(file)
+
+
 def shipped_models() -> list[LabModel]:
     out = []
     for row in shipped_files():

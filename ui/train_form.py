@@ -25,15 +25,15 @@ def _init_bias(enlarged: bool) -> float:
 
 @st.cache_data(show_spinner=False)
 def _shipped_onset() -> str | None:
-    """core.training.onset.onset_sentence of the shipped default run's history (None without the file)."""
-    from core.model.checkpoints import read_checkpoint
+    """core.training.onset.onset_sentence of the shipped default run's history (None without the file). The
+    checkpoint is the one the sidebar picker has loaded already (ui.state.shipped_checkpoint), not read again."""
     from core.training.onset import onset_sentence
-    from ui.state import CHECKPOINT_DIR
+    from ui.state import CHECKPOINT_DIR, shipped_checkpoint
 
-    path = CHECKPOINT_DIR / f"{DEFAULT_PRESET}.pt"
-    if not path.is_file():
+    file = f"{DEFAULT_PRESET}.pt"
+    if not (CHECKPOINT_DIR / file).is_file():
         return None
-    model, info = read_checkpoint(path)
+    model, info = shipped_checkpoint(file)
     return onset_sentence(info["history"], model.cfg.vocab_size)
 
 

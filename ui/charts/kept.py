@@ -18,6 +18,10 @@ only) and the charts they return are never modified after (a page adds nothing t
 of other builders' charts are made inside a builder, from builders that are not `@kept`.
 
 Memory: at most MAX_CHARTS charts and MAX_BYTES of their specs' data, least recently used out first.
+
+A chart that changes only in its data, such as a live run's curves with a new logged row, is sent from a
+kept template instead (`swapped`): its spec converted once per shape (the builder's other arguments), and
+per call only its datasets replaced, which is the spec Altair would give for the new data (issue #30).
 """
 from __future__ import annotations
 
@@ -204,10 +208,91 @@ def draw(where, chart, **kwargs):
     return where.vega_lite_chart(spec=copy.deepcopy(spec), **kwargs)
 
 
+MAX_TEMPLATES = 32
+
+
+def _dataset(frame) -> tuple[str, bytes]:
+    """The name and Arrow bytes Streamlit's Altair converter gives a chart's frame (its data transformer)."""
+    from streamlit import dataframe_util
+    from streamlit.util import calc_hash
+
+    data = dataframe_util.convert_anything_to_arrow_bytes(frame)
+    return calc_hash(data), data
+
+
+def _renamed(node, names: dict[str, str]):
+    """A copy of a spec's tree with every `{"data": {"name": old}}` reference renamed by `names`."""
+    if isinstance(node, dict):
+        out = {k: _renamed(v, names) for k, v in node.items()}
+        data = out.get("data")
+        if isinstance(data, dict) and data.get("name") in names and len(data) == 1:
+            out["data"] = {"name": names[data["name"]]}
+        return out
+    if isinstance(node, list):
+        return [_renamed(v, names) for v in node]
+    return node
+
+
+@dataclasses.dataclass
+class _Template:
+    spec: dict  # the converted spec without its datasets
+    names: dict[str, str]  # the dataset name of each role's frame in spec
+
+
+_templates: OrderedDict[str, _Template | None] = OrderedDict()  # None: this shape's spec cannot be swapped
+
+
+def _template(chart, frames: dict) -> _Template | None:
+    spec = sent_form(chart)
+    if not isinstance(spec, dict):
+        return None
+    names = {role: _dataset(frame)[0] for role, frame in frames.items()}
+    # every dataset must be one role's frame, and no two roles' frames alike (a name must tell its role)
+    if len(set(names.values())) != len(names) or set(names.values()) != set(spec.get("datasets") or {}):
+        return None
+    return _Template({k: v for k, v in spec.items() if k != "datasets"}, names)
+
+
+def swapped(chart_of, frames: dict, *shape):
+    """The spec `sent_form(chart_of(frames, *shape))`, from a template of chart_of's spec converted once per
+    `shape` and per set of roles in `frames` ({role: the frame one layer draws}; a None frame leaves the
+    role out), with each role's dataset replaced by its frame now. chart_of must give Altair each frame as
+    it is (the datasets are named by their content, as Streamlit names them), draw nothing else from data
+    and depend on nothing but its arguments; where its spec does not come out so (a dataset no role's frame
+    gives), each call builds and converts the chart instead."""
+    frames = {role: frame for role, frame in frames.items() if frame is not None}
+    try:
+        key = f"{chart_of.__module__}.{chart_of.__qualname__}:{digest(shape, sorted(frames))}"
+    except Undigestable:
+        return sent_form(chart_of(frames, *shape))
+    with _lock:
+        known = key in _templates
+        template = _templates.get(key)
+        if known:
+            _templates.move_to_end(key)
+    if not known:
+        template = _template(chart_of(frames, *shape), frames)
+        with _lock:
+            _templates[key] = template
+            while len(_templates) > MAX_TEMPLATES:
+                _templates.popitem(last=False)
+    if template is None:
+        return sent_form(chart_of(frames, *shape))
+    names, datasets = {}, {}
+    for role, frame in frames.items():
+        name, data = _dataset(frame)
+        names[template.names[role]] = name
+        datasets[name] = data
+    spec = _renamed(template.spec, names)
+    spec["datasets"] = datasets
+    return spec
+
+
 def clear() -> None:
-    """Forget every kept chart (tests)."""
+    """Forget every kept chart and template (tests)."""
     global _bytes
     with _lock:
         _charts.clear()
         _by_id.clear()
+        _templates.clear()
         _bytes = 0

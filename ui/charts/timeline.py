@@ -5,6 +5,11 @@ Input: the dict core.training.timeline.timeline returns (numpy arrays and lists)
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -80,6 +85,43 @@ def strip_tiles(t: dict, scale: int = 2) -> dict[str, tuple[list[np.ndarray], li
         tiles = [np.kron(_colour(p), np.ones((scale, scale, 1), np.uint8)) for p in pats]
         captions = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
         out[f"{name} head {head_label(layer, head)}"] = (tiles, captions)
+    return out
+
+
+MAX_PNGS = 256  # encoded tiles kept (about 1-3 KB each)
+_pngs: OrderedDict[bytes, bytes] = OrderedDict()
+_pngs_lock = threading.Lock()
+
+
+def _tile_png(pattern: np.ndarray, scale: int) -> bytes:
+    """One frame of a head as a PNG (_colour, each weight a scale x scale square), kept per content: the
+    live strip's frames recur from one logged row to the next, so a new row encodes only its new tiles."""
+    key = hashlib.blake2b(f"{pattern.dtype.str}{pattern.shape}{scale}".encode() + pattern.tobytes(),
+                          digest_size=16).digest()
+    with _pngs_lock:
+        png = _pngs.get(key)
+        if png is not None:
+            _pngs.move_to_end(key)
+            return png
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.kron(_colour(pattern), np.ones((scale, scale, 1), np.uint8))).save(buf, format="PNG")
+    png = buf.getvalue()
+    with _pngs_lock:
+        _pngs[key] = png
+        while len(_pngs) > MAX_PNGS:
+            _pngs.popitem(last=False)
+    return png
+
+
+def strip_pngs(t: dict, scale: int = 2) -> dict[str, tuple[list[bytes], list[str]]]:
+    """strip_tiles with every tile encoded as PNG (what st.image sends): {row label: (PNGs, captions)}."""
+    out = {}
+    for name, pats in t["patterns"].items():
+        layer, head = t["heads"][name]
+        captions = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
+        out[f"{name} head {head_label(layer, head)}"] = ([_tile_png(p, scale) for p in pats], captions)
     return out
 
 

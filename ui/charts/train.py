@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from . import OKABE_ITO, numbered
-from .kept import kept
+from .kept import kept, swapped
 
 PART_COLOUR = {"first copy": OKABE_ITO[0], "second copy": OKABE_ITO[2], "later copies": OKABE_ITO[4]}
 
@@ -35,32 +35,48 @@ def _dash(runs: list[str]) -> alt.StrokeDash:
                           scale=alt.Scale(domain=runs, range=[dashes[i % len(dashes)] for i in range(len(runs))]))
 
 
-def _chance_rule(value: float, label: str) -> alt.Chart:
-    df = pd.DataFrame({"y": [value], "label": [label]})
+def _chance_frame(value: float, label: str) -> pd.DataFrame:
+    return pd.DataFrame({"y": [value], "label": [label]})
+
+
+def _chance_rule(df: pd.DataFrame) -> alt.LayerChart:
+    """A dashed grey rule at y with its label (a _chance_frame)."""
     rule = alt.Chart(df).mark_rule(color="gray", strokeDash=[2, 2]).encode(y="y:Q")
     text = alt.Chart(df).mark_text(align="left", dx=4, dy=-6, color="gray").encode(
         y="y:Q", x=alt.value(0), text="label:N")
     return rule + text
 
 
-def _drop_rule(step: int | None) -> list[alt.Chart]:
-    if step is None:
+def _drop_frame(step: int | None) -> pd.DataFrame | None:
+    return None if step is None else pd.DataFrame({"step": [step]})
+
+
+def _drop_rule(df: pd.DataFrame | None) -> list[alt.Chart]:
+    if df is None:
         return []
-    df = pd.DataFrame({"step": [step]})
     return [alt.Chart(df).mark_rule(color=OKABE_ITO[5], strokeWidth=1.5).encode(
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="loss drops at step")])]
 
 
-def frame_marks(steps: list[int] | None) -> list[alt.Chart]:
-    """Thin dashed rules numbered 1, 2, ... at the film strip's steps (none when steps is None)."""
+def _marks_frame(steps: list[int] | None) -> pd.DataFrame | None:
     if not steps:
+        return None
+    return pd.DataFrame({"step": steps, "frame": [str(i + 1) for i in range(len(steps))]})
+
+
+def _frame_marks(df: pd.DataFrame | None) -> list[alt.Chart]:
+    if df is None:
         return []
-    df = pd.DataFrame({"step": steps, "frame": [str(i + 1) for i in range(len(steps))]})
     rule = alt.Chart(df).mark_rule(color="#444444", strokeDash=[3, 3]).encode(
         x="step:Q", tooltip=[alt.Tooltip("frame:N", title="film strip frame"), "step:Q"])
     text = alt.Chart(df).mark_text(color="#444444", dy=-6, fontWeight="bold").encode(
         x="step:Q", y=alt.value(0), text="frame:N")
     return [rule, text]
+
+
+def frame_marks(steps: list[int] | None) -> list[alt.Chart]:
+    """Thin dashed rules numbered 1, 2, ... at the film strip's steps (none when steps is None)."""
+    return _frame_marks(_marks_frame(steps))
 
 
 LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
@@ -73,12 +89,21 @@ def _loss_y(chance: float) -> alt.Y:
                  scale=alt.Scale(domain=[0, round(LOSS_TOP * chance, 2)], clamp=True))
 
 
-def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-               height: int = 260, marks: list[int] | None = None) -> alt.LayerChart:
-    """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked; the film
-    strip's steps `marks` numbered."""
-    runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
-    lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
+def _runs(df: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(df["run"])) if len(df) else ["run"]
+
+
+# A live run's charts come in two steps: their frames (what changes with each logged row) and the chart
+# drawn from them, so that ui.charts.kept.swapped can send a new row's chart as a kept spec with its
+# datasets replaced (loss_spec, accuracy_spec, head_score_spec), the very spec the chart would convert to.
+
+def _loss_frames(df: pd.DataFrame, chance: float, drop: int | None, marks: list[int] | None) -> dict:
+    return {"lines": df, "chance": _chance_frame(chance, "uniform guess (ln V)"), "drop": _drop_frame(drop),
+            "marks": _marks_frame(marks)}
+
+
+def _loss_of(frames: dict, chance: float, x_max: int | None, height: int, runs: list[str]) -> alt.LayerChart:
+    lines = alt.Chart(frames["lines"]).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
         y=_loss_y(chance),
         color=alt.Color("part:N", title="targets", scale=_part_colours(["first copy", "later copies"])),
@@ -86,15 +111,29 @@ def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: 
         detail="run:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
-    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)"), *_drop_rule(drop),
-                     *frame_marks(marks)).properties(height=height)
+    return alt.layer(lines, _chance_rule(frames["chance"]), *_drop_rule(frames.get("drop")),
+                     *_frame_marks(frames.get("marks"))).properties(height=height)
 
 
-def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-                   height: int = 200) -> alt.LayerChart:
-    """Argmax accuracy on the second and later copies against step; 1/V marked."""
-    runs = list(dict.fromkeys(df["run"])) if len(df) else ["run"]
-    lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
+def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+               height: int = 260, marks: list[int] | None = None) -> alt.LayerChart:
+    """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked; the film
+    strip's steps `marks` numbered."""
+    return _loss_of(_loss_frames(df, chance, drop, marks), chance, x_max, height, _runs(df))
+
+
+def loss_spec(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+              height: int = 260, marks: list[int] | None = None) -> dict:
+    """sent_form(loss_chart(...)) of the same arguments, from a kept template (ui.charts.kept.swapped)."""
+    return swapped(_loss_of, _loss_frames(df, chance, drop, marks), chance, x_max, height, _runs(df))
+
+
+def _accuracy_frames(df: pd.DataFrame, chance: float, drop: int | None) -> dict:
+    return {"lines": df, "chance": _chance_frame(chance, "chance (1/V)"), "drop": _drop_frame(drop)}
+
+
+def _accuracy_of(frames: dict, x_max: int | None, height: int, runs: list[str]) -> alt.LayerChart:
+    lines = alt.Chart(frames["lines"]).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
         y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("part:N", title="targets", scale=_part_colours(["second copy", "later copies"])),
@@ -102,13 +141,28 @@ def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_m
         detail="run:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
     )
-    return alt.layer(lines, _chance_rule(chance, "chance (1/V)"), *_drop_rule(drop)).properties(height=height)
+    return alt.layer(lines, _chance_rule(frames["chance"]),
+                     *_drop_rule(frames.get("drop"))).properties(height=height)
 
 
-def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
-                     height: int = 140) -> alt.FacetChart:
-    """Every head's previous-token and induction score against step: rows = score, columns = block."""
-    df = numbered(df).assign(drop=drop if drop is not None else float("nan"))
+def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+                   height: int = 200) -> alt.LayerChart:
+    """Argmax accuracy on the second and later copies against step; 1/V marked."""
+    return _accuracy_of(_accuracy_frames(df, chance, drop), x_max, height, _runs(df))
+
+
+def accuracy_spec(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
+                  height: int = 200) -> dict:
+    """sent_form(accuracy_chart(...)) of the same arguments, from a kept template."""
+    return swapped(_accuracy_of, _accuracy_frames(df, chance, drop), x_max, height, _runs(df))
+
+
+def _head_frames(df: pd.DataFrame, drop: int | None) -> dict:
+    return {"heads": numbered(df).assign(drop=drop if drop is not None else float("nan"))}
+
+
+def _head_score_of(frames: dict, dropped: bool, x_max: int | None, width: int, height: int) -> alt.FacetChart:
+    df = frames["heads"]
     base = alt.Chart(df)
     lines = base.mark_line(strokeWidth=2).encode(
         x=_step(x_max),
@@ -117,12 +171,24 @@ def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | Non
         tooltip=["block:O", "head:N", "score:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=width, height=height)
     layers = [lines]
-    if drop is not None:
+    if dropped:
         layers.append(base.mark_rule(color=OKABE_ITO[5], strokeWidth=1.5).encode(x="mean(drop):Q"))
     return alt.layer(*layers, data=df).facet(
         row=alt.Row("score:N", title=None, sort=["previous-token", "induction"]),
         column=alt.Column("block:O", title="block"),
     )
+
+
+def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
+                     height: int = 140) -> alt.FacetChart:
+    """Every head's previous-token and induction score against step: rows = score, columns = block."""
+    return _head_score_of(_head_frames(df, drop), drop is not None, x_max, width, height)
+
+
+def head_score_spec(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
+                    height: int = 140) -> dict:
+    """sent_form(head_score_chart(...)) of the same arguments, from a kept template."""
+    return swapped(_head_score_of, _head_frames(df, drop), drop is not None, x_max, width, height)
 
 
 @kept
@@ -138,7 +204,7 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
         detail="part:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
-    return alt.layer(lines, _chance_rule(chance, "uniform guess (ln V)")).properties(height=height)
+    return alt.layer(lines, _chance_rule(_chance_frame(chance, "uniform guess (ln V)"))).properties(height=height)
 
 
 @kept
