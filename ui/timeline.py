@@ -71,11 +71,12 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
     if t["before_after"] is not None:
         draw(c2, charts.by_position(t), width="stretch")
         b, a = t["before_after"]
-        start = t["drop"]["drop_start"]
+        start, pc = t["drop"]["drop_start"], t["position_change"]
         c2.caption(f"**Loss by position** at step {t['steps'][b]}, {start - t['steps'][b]} steps before the drop's "
                    f"start at step {start} (the snapshot nearest 50 steps before it: at the start itself the loss "
-                   f"is already falling), and at step {t['steps'][a]}, after the drop. Before, the loss changes "
-                   f"little with position next to what the drop does (in-context-learning score "
+                   f"is already falling), and at step {t['steps'][a]}, after the drop. Before, the loss varies by "
+                   f"{pc['spread_before']:.2f} nats across positions, against the {pc['drop']:.2f} nats the drop "
+                   f"then takes off on average from position {pc['from_position']} on (in-context-learning score "
                    f"{t['icl'][b]:.2f} nats there, {t['icl'][a]:.2f} after); after, the loss falls once the first "
                    f"copy can be over (from position "
                    f"{info['task'].period_min}, the shortest period), because from there the next token can be "

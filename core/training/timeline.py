@@ -59,7 +59,8 @@ def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor)
 def timeline(model: TinyCharLM, info: dict) -> dict | None:
     """The timeline of a model with snapshots (None without): steps (snapshots, then the final step),
     loss_later, icl (loss at `late` minus loss at `early`), early, late, loss_by_position [n, T-1],
-    drop (core.training.transition.describe_curve of this curve), frames (FRAMES steps across the drop),
+    drop (core.training.transition.describe_curve of this curve), before_after (indices of a snapshot on the
+    plateau and one after the drop) and position_change (_position_change), frames (FRAMES steps across the drop),
     heads {"previous-token": (layer, head), "induction": (layer, head)} picked on the final model,
     patterns {head name: [FRAMES, CROP, CROP]}, period (of the film strip's sequence)."""
     snaps = info.get("snapshots") or []
@@ -91,7 +92,8 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     return {"steps": steps, "loss_later": loss, "icl": icl.tolist(), "early": early, "late": late,
             "loss_by_position": by_pos, "drop": drop, "frames": [steps[i] for i in frames], "heads": heads,
             "patterns": patterns, "period": int(periods[0]), "tokens": tokens[0, :crop].tolist(),
-            "before_after": _before_after(steps, loss, drop),
+            "before_after": (ba := _before_after(steps, loss, drop)),
+            "position_change": _position_change(by_pos, ba, task.period_max),
             "icl_holds": icl_positions_hold(early, late, task.period_min, task.period_max)}
 
 
@@ -178,6 +180,19 @@ def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:
         prev = [np.mean([pattern[0, h, i, i - 1] for i in range(1, T)]) for h in range(H)]
         ind = [np.mean([pattern[L - 1, h, i, i + 1 - period] for i in range(period, T)]) for h in range(H)]
     return {"previous-token": (0, int(np.argmax(prev))), "induction": (L - 1, int(np.argmax(ind))) if L >= 2 else None}
+
+
+def _position_change(by_pos: np.ndarray, before_after: tuple[int, int] | None, period_max: int) -> dict | None:
+    """How much the loss varies with position before the drop, beside what the drop takes off:
+    spread_before (nats, max - min over positions at the `before` snapshot) and drop (the mean fall from
+    `before` to `after` at positions from `from_position` = period_max on, in a later copy of every
+    sequence); None without a drop."""
+    if before_after is None:
+        return None
+    b, a = before_after
+    later = slice(period_max - 1, None)  # entry t - 1 predicts the token at position t
+    return {"spread_before": float(by_pos[b].max() - by_pos[b].min()), "from_position": period_max,
+            "drop": float((by_pos[b][later] - by_pos[a][later]).mean())}
 
 
 def _before_after(steps: list[int], loss: list[float], drop: dict) -> tuple[int, int] | None:
