@@ -49,6 +49,18 @@ def _contributions(entry: LabModel, seed, pos, which):
     return paths.logit_contributions(entry.model, tokens, pos, None if which == "top" else target)
 
 
+def _first_clear_position(entry: LabModel, seed, start: int, stop: int) -> int:
+    """The first position from `start` to `stop` where one path stands out for the true next token (the
+    question below then has an answer), else `start`. Not cached itself: each position's contributions
+    are (a cached view that calls another would be skipped on a warm walk, which the disk cache's
+    check counts on)."""
+    for pos in range(start, stop + 1):
+        res = _contributions(entry, seed, pos, "target")
+        if quiz.biggest_path(res["labels"], res["values"]).answer is not None:
+            return pos
+    return start
+
+
 @per_model(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
 def _mean_paths(entry: LabModel):
     res = paths.mean_target_contributions(entry.model, entry.task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
@@ -144,8 +156,11 @@ else:
     seed = c1.number_input("Sequence seed", 0, share.SEED_MAX, 0, key="depth_seed")
     tokens, period = paths.example_sequence(task, V, int(seed))
     T = len(tokens)
-    pos = c2.slider("Position predicting the next token", 0, T - 2, min(period + 4, T - 2), key=f"depth_pos_{T}",
-                    help="The prediction made at this position (of the token at the next position).")
+    start = min(period + 4, T - 2)
+    pos = c2.slider("Position predicting the next token", 0, T - 2,
+                    _first_clear_position(entry, int(seed), start, min(start + 12, T - 2)), key=f"depth_pos_{T}",
+                    help="The prediction made at this position (of the token at the next position). It starts at "
+                         "the first position from the second copy's fifth token where one path stands out.")
     which = c3.radio("Logit of", ["target", "top"], key="depth_which", horizontal=True,
                      format_func={"target": "the true next token", "top": "the model's top prediction"}.get)
     text = "".join(SYMBOLS[t] for t in tokens.tolist())
