@@ -125,7 +125,7 @@ def test_the_blank_embedding_row_is_explained_by_a_measured_window(swept):
     res = swept
     assert np.abs(res.resid[0]).max() < 0.02  # no single clean token restores anything measurable
     w = res.embedding_window
-    assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.031, abs=0.002)
+    assert w["positions"] == [8, 9, 10] and w["effect"] == pytest.approx(0.027, abs=0.002)
     assert w["one_target"] == pytest.approx(1 / 23)
 
 
@@ -149,9 +149,9 @@ def test_noising_direct_effects_and_attribution_on_the_shipped_file(swept, first
 
 def test_the_mechanism_over_training_shows_which_path_forms_first(shipped):
     """docs/DESIGN.md and the page's mechanism_sentence: at the first snapshot with a gap of at least MIN_GAP
-    every block-1 value path is about equally needed; at the end 1.4's key path is the most needed, the value
-    paths of 1.2 and 1.4 are no longer needed and those of 1.1 and 1.3 still are. The first measurable
-    step is found here from the gaps, not typed."""
+    every block-1 value path is about equally needed (1.2's interval just reaches 0.9); at the end 1.4's key
+    path is the most needed, the value paths of 1.2 and 1.4 are not needed and those of 1.1 and 1.3 still
+    are. The first measurable step is found here from the gaps, not typed."""
     model, info = shipped
     gaps = {}
     for s in info["snapshots"]:
@@ -164,7 +164,9 @@ def test_the_mechanism_over_training_shows_which_path_forms_first(shipped):
     last = int(df["step"].max())
     eff = df.set_index(["step", "path", "sender"])
     v0 = eff.loc[(first, "v"), "patch_effect"]
-    assert v0.max() - v0.min() < 0.1 and (eff.loc[(first, "v"), "effect_high"] < readings.NEEDED).all()
+    high0 = eff.loc[(first, "v"), "effect_high"]
+    assert v0.max() - v0.min() < 0.1 and (v0 < readings.NEEDED).all()
+    assert (high0.drop("1.2") < readings.NEEDED).all() and high0["1.2"] < readings.NEEDED + 0.01
     k1 = eff.loc[(last, "k"), "patch_effect"]
     assert k1.idxmin() == "1.4" and eff.loc[(last, "k", "1.4"), "effect_high"] < readings.NEEDED
     v1 = eff.loc[(last, "v")]
@@ -172,7 +174,7 @@ def test_the_mechanism_over_training_shows_which_path_forms_first(shipped):
     assert (v1.loc[["1.1", "1.3"], "effect_high"] < readings.NEEDED).all()
     said = readings.mechanism_sentence(df)
     assert said.startswith(f"At step {first}, the first with a gap of at least")
-    assert "No longer needed at the end: value path of 1.2, value path of 1.4." in said
+    assert "No longer needed at the end: value path of 1.4." in said
     assert f"the key path of 1.4 from step {last}" in said  # only two steps kept here: 1.4's key path is new
 
 
@@ -254,12 +256,12 @@ def test_attribution_reports_sums_sign_and_scale_beside_the_correlation(swept):
         e, x = sums.loc[lab, "estimate_sum"], sums.loc[lab, "exact_sum"]
         assert f"{lab} ({e:+.3f} against an exact {x:+.3f})" in said
     # DESIGN.md: on the shipped file 1.2's and 1.4's summed estimates have the wrong sign, every block-2 head's is
-    # too large (1.17 to 1.25 times)
+    # too large (1.16 to 1.30 times)
     assert wrong == ["1.2", "1.4"]
     assert [round(float(sums.loc[h, c]), 3) for h in wrong for c in ("estimate_sum", "exact_sum")] == [
-        0.096, -0.103, 0.206, -0.221]
+        0.094, -0.085, 0.210, -0.194]
     scale = sums.loc[["2.1", "2.2", "2.3", "2.4"], "scale"]
-    assert (round(scale.min(), 2), round(scale.max(), 2)) == (1.17, 1.25)
+    assert (round(scale.min(), 2), round(scale.max(), 2)) == (1.16, 1.30)
 
 
 def test_direct_effects_are_untestable_where_the_corruption_forces_them(first_copy, resampled):
@@ -312,7 +314,8 @@ def test_the_metric_sentence_names_the_top_head_each_metric_finds(first_copy):
 
 def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resampled):
     """Issue 32: the page's circuit is the needed paths and the block-2 heads; under first-copy it leaves
-    out the query paths (untestable) and keeps less of M than the resample circuit, which has them."""
+    out the query paths (untestable) and keeps less of M than the resample circuit, which has two of them
+    (1.1's and 1.4's); the two resample leaves out add little (docs/DESIGN.md)."""
     from core.causal import circuit
 
     fc, rs = first_copy.circuit, resampled.circuit
@@ -327,24 +330,26 @@ def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resample
     from core.causal import tool_readings
 
     assert fc["missing_queries"] == ["1.1 → q", "1.2 → q", "1.3 → q", "1.4 → q"]
-    assert rs["missing_queries"] == ["1.1 → q", "1.2 → q", "1.3 → q"]
+    assert rs["missing_queries"] == ["1.2 → q", "1.3 → q"]
+    assert {"1.1 → q", "1.4 → q"} <= set(rs["elements"])
     assert (fc["recovered"], fc["with_queries"]) == (pytest.approx(0.09, abs=0.005), pytest.approx(1.0, abs=0.01))
-    assert (rs["recovered"], rs["with_queries"]) == (pytest.approx(0.44, abs=0.005), pytest.approx(0.91, abs=0.005))
+    assert (rs["recovered"], rs["with_queries"]) == (pytest.approx(0.84, abs=0.005), pytest.approx(0.90, abs=0.005))
     q = _k2(resampled, "q")
-    assert (q.loc[["1.1", "1.3"], "effect_high"] >= readings.NEEDED).all()  # not clearly needed one at a time
-    assert q.loc["1.1", "patch_effect"] == pytest.approx(0.90, abs=0.005)
-    assert q.loc["1.3", "patch_effect"] == pytest.approx(0.94, abs=0.005)
+    assert (q.loc[["1.2", "1.3"], "effect_high"] >= readings.NEEDED).all()  # not clearly needed one at a time
+    assert (q.loc[["1.1", "1.4"], "effect_high"] < readings.NEEDED).all()
+    assert q.loc["1.2", "patch_effect"] == pytest.approx(1.00, abs=0.005)
+    assert q.loc["1.3", "patch_effect"] == pytest.approx(0.93, abs=0.005)
     said = tool_readings.circuit_sentence(fc, first_copy.gap, readings.untestable_paths(first_copy)["q"])
-    assert "which this corruption cannot test" in said and "keeps **100%** instead of 9%" in said
+    assert "which this corruption cannot test" in said and "keeps **101%** instead of 9%" in said
     said = tool_readings.circuit_sentence(rs, resampled.gap, readings.untestable_paths(resampled).get("q", []))
-    assert "each not clearly needed when noised alone" in said and "keeps **91%** instead of 44%" in said
-    assert "together the query paths carry" in said
+    assert "each not clearly needed when noised alone" in said and "keeps **90%** instead of 84%" in said
+    assert "they are not what it lacks" in said
 
 
 def test_weight_composition_beside_path_patching(first_copy, shipped):
-    """Issue 32: path patching ranks 1.4 first for every block-2 head, the weights agree for one of the four
-    (on the shipped file since issue 29's regeneration; before it, for none); each number is the weights'
-    composition score and one minus the path table's effect."""
+    """Issue 32: path patching ranks 1.4 first for every block-2 head, the weights agree for none of the four
+    (on the files of session 10's regeneration with the compiled attention; for one on the files before it);
+    each number is the weights' composition score and one minus the path table's effect."""
     from core.causal import composition
     from core.reading.composition import composition_matrix
 
@@ -357,7 +362,7 @@ def test_weight_composition_beside_path_patching(first_copy, shipped):
         assert row["k_score"] == pytest.approx(float(scores[r.sender_head, r.receiver_head]))
         assert row["k_lost"] == pytest.approx(1 - r.patch_effect)
     top = composition.top_senders(first_copy.composition)
-    assert (top["by_patching"] == "1.4").all() and top["agree"].sum() == 1
+    assert (top["by_patching"] == "1.4").all() and top["agree"].sum() == 0
     said = readings.composition_sentence(first_copy.composition, first_copy.gap)
     assert f"for {int(top['agree'].sum())} of {len(top)} block-2 heads" in said
     with pytest.raises(ValueError, match="two blocks"):

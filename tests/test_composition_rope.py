@@ -113,9 +113,9 @@ def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_
     assert (rope[back].min(0).values > rope[self_].max(0).values).all()
     assert not (plain[back].min(0).values > plain[self_].max(0).values).all()
     agree = {s: int(C.top_senders(frame, s)["agree"].sum()) for s in ("k_score", "k_rope")}
-    assert agree == {"k_score": 1, "k_rope": 4}
+    assert agree == {"k_score": 0, "k_rope": 4}
     assert "the score names the most needed key writer for 4 of 4 block-2 heads" in said
-    assert "the plain score for 1 of 4" in said and "(most attended: 23)" in said
+    assert "the plain score for 0 of 4" in said and "(most attended: 23)" in said
     assert "Only the RoPE-aware score separates the heads that look back (1.2 and 1.4) from those that attend to " \
            "their own position (1.1 and 1.3)" in said
     assert f"1.4 {rope[3].min():.3f}–{rope[3].max():.3f}, 1.1" in said
