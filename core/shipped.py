@@ -23,9 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from core.training.presets import DEFAULT_PRESET, PRESETS
+
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
-SHIPPED_PRESETS = ("variable-period-2block", "variable-period-1block", "fixed-period-1block-bias", "zero-block")
 STUDY = CHECKPOINTS / "transition_study.csv"
 
 
@@ -43,11 +44,11 @@ def header_command(path: Path) -> list[str]:
 
 
 def jobs(laws: bool = False) -> list[tuple[Path | None, list[str]]]:
-    """(file to remove first or None, argv) for every rebuild, in order: the checkpoints, the transition
-    study, then (laws) each Laws table."""
+    """(file to remove first or None, argv) for every rebuild, in order: the checkpoints (one per preset,
+    the default first), the transition study, then (laws) each Laws table."""
     out: list[tuple[Path | None, list[str]]] = [
         (None, [sys.executable, "-m", "core.train", "--preset", p, "--out", f"checkpoints/{p}.pt",
-                "--manifest", "checkpoints/manifest.json"]) for p in SHIPPED_PRESETS]
+                "--manifest", "checkpoints/manifest.json"]) for p in sorted(PRESETS, key=lambda p: p != DEFAULT_PRESET)]
     out.append((STUDY, header_command(STUDY)))
     if laws:
         out += [(path, header_command(path)) for path in sorted((CHECKPOINTS / "laws").glob("*.csv"))]

@@ -86,14 +86,14 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     drop = describe_curve(steps, loss, model.cfg.vocab_size)
     frames = frame_indices(steps, drop)
     heads = pick_heads(info.get("history"), rows[-1]["pattern0"], int(periods[0]))
+    before_after = _before_after(steps, loss, drop)
     crop = min(CROP, tokens.shape[1])
     patterns = {name: np.stack([rows[i]["pattern0"][lh[0], lh[1], :crop, :crop] for i in frames])
                 for name, lh in heads.items() if lh is not None}
     return {"steps": steps, "loss_later": loss, "icl": icl.tolist(), "early": early, "late": late,
             "loss_by_position": by_pos, "drop": drop, "frames": [steps[i] for i in frames], "heads": heads,
             "patterns": patterns, "period": int(periods[0]), "tokens": tokens[0, :crop].tolist(),
-            "before_after": (ba := _before_after(steps, loss, drop)),
-            "position_change": _position_change(by_pos, ba, task.period_max),
+            "before_after": before_after, "position_change": _position_change(by_pos, before_after, task.period_max),
             "icl_holds": icl_positions_hold(early, late, task.period_min, task.period_max)}
 
 
