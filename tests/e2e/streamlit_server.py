@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -140,8 +141,11 @@ class LabPage:
         if wait_idle:
             self.after(link.click)
         else:
+            path = urllib.parse.urlsplit(link.get_attribute("href")).path
             link.click()
-            self.page.wait_for_url(f"**/{link.get_attribute('href').rsplit('/', 1)[-1]}")
+            # By path alone: the page soon writes its view into the address (ui/share.py, "?model=..."),
+            # and a glob on the whole address missed a page that had already done so.
+            self.page.wait_for_url(lambda url: urllib.parse.urlsplit(url).path == path)
 
     def exceptions(self) -> list[str]:
         return self.page.locator('[data-testid="stException"]').all_inner_texts()
