@@ -341,6 +341,8 @@ def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resample
     assert q.loc["1.3", "patch_effect"] == pytest.approx(0.93, abs=0.005)
     said = tool_readings.circuit_sentence(fc, first_copy.gap, readings.untestable_paths(first_copy)["q"])
     assert "which this corruption cannot test" in said and "keeps **101%** instead of 9%" in said
+    assert "over 100%: with every other path at its mean output" in said  # why a share can pass 100%
+    assert fc["with_queries"] > 1  # and so it is: the circuit with every query path scores above the whole model
     said = tool_readings.circuit_sentence(rs, resampled.gap, readings.untestable_paths(resampled).get("q", []))
     assert "each not clearly needed when noised alone" in said and "keeps **90%** instead of 84%" in said
     assert "they are not what it lacks" in said

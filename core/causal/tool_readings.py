@@ -158,6 +158,9 @@ def circuit_sentence(circ: dict | None, gap: float, untestable: list[str] = ()) 
            f": {_heads(blind)} untestable here, {_heads(tested)} {alone}")
     out = (f"The circuit leaves out the query paths {_heads(missing)}{why}. With every block-1 query path added "
            f"it keeps **{circ['with_queries']:.0%}** instead of {circ['recovered']:.0%}")
+    if round(circ["with_queries"], 2) > 1:  # what the page shows as over 100%
+        out += (" (over 100%: with every other path at its mean output, M comes out a little higher than the whole "
+                "model's own, so what those paths add on the clean runs works slightly against it)")
     if added < 0.25:
         return out + ": they are not what it lacks."
     return out + (": what it lacks is in the query paths (resample tests them)." if not tested else
