@@ -79,6 +79,47 @@ template <typename T, bool Write = false> inline void prefetch(const T* p, int n
   for (int d = 0; d < n; d += 64 / (int)sizeof(T)) __builtin_prefetch(p + d, Write ? 1 : 0);
 }
 
+// A W x W block transposed in registers: log2 W stages, stage b swapping bit b of the row index with
+// bit b of the column index through two-source shuffles of row pairs (no arithmetic: the same floats).
+template <typename T, int Bit> inline void transpose_stage(V<T>* r) {
+  constexpr int W = Vec<T>::W;
+  VI<T> lo, hi;
+#pragma GCC unroll 16
+  for (int j = 0; j < W; ++j) {
+    lo[j] = (j & Bit) ? W + j - Bit : j;
+    hi[j] = (j & Bit) ? W + j : j + Bit;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < W; ++i) {
+    if (i & Bit) continue;
+    const V<T> a = r[i], b = r[i + Bit];
+    r[i] = __builtin_shuffle(a, b, lo);
+    r[i + Bit] = __builtin_shuffle(a, b, hi);
+  }
+  if constexpr (Bit > 1) transpose_stage<T, Bit / 2>(r);
+}
+template <typename T> inline void transpose_block(V<T>* r) { transpose_stage<T, Vec<T>::W / 2>(r); }
+// dst[d][t] = src[t][d] for d < D, t < rows (a multiple of W; src rows lds apart with at least
+// round_up(D, W) readable columns, dst rows ldd apart), in W x W blocks: a strided scalar store per
+// element (the old pack_row's K^T and V^T) was about a tenth of the forward's own samples and a sixth of
+// the backward's under perf (session 11).
+template <typename T> void transpose(const T* src, long lds, int rows, int D, T* dst, long ldd) {
+  constexpr int W = Vec<T>::W;
+  V<T> r[W];
+  for (int t0 = 0; t0 < rows; t0 += W)
+    for (int d0 = 0; d0 < D; d0 += W) {
+#pragma GCC unroll 16
+      for (int l = 0; l < W; ++l) r[l] = loadu(src + (long)(t0 + l) * lds + d0);
+      transpose_block<T>(r);
+      if (d0 + W <= D) {
+#pragma GCC unroll 16
+        for (int l = 0; l < W; ++l) storeu(dst + (long)(d0 + l) * ldd + t0, r[l]);
+      } else {
+        for (int l = 0; l < D - d0; ++l) storeu(dst + (long)(d0 + l) * ldd + t0, r[l]);
+      }
+    }
+}
+
 // exp on x <= 0 (softmax arguments): Cephes' expf polynomial, about 1 ulp; below -87.3 it gives
 // 2^-126 (callers zero the masked lanes).
 inline V<float> vexp(V<float> x) {
@@ -161,16 +202,18 @@ struct Head {
     Dp = round_up(D, Vec<T>::W);
     Tp = round_up(Tn, Vec<T>::W);
     half = D / 2;
-    for (auto* b : {&Q, &K, &Vv, &dZ, &dQ, &dK, &dV}) b->assign((size_t)Tn * Dp, T(0));
+    // Q, K, Vv have Tp rows, those past Tn zero: K^T and V^T are transposed from them in whole blocks
+    for (auto* b : {&Q, &K, &Vv}) b->assign((size_t)Tp * Dp, T(0));
+    for (auto* b : {&dZ, &dQ, &dK, &dV}) b->assign((size_t)Tn * Dp, T(0));
     for (auto* b : {&KT, &VT}) b->assign((size_t)D * Tp, T(0));
     S.assign((size_t)MR * Tp, T(0));
     dS.assign((size_t)Tn * Tp, T(0));
     delta.assign(Tn, T(0));
     Zt.assign((size_t)MR * Dp, T(0));
   }
-  // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [T][Dp], v into Vv; K^T into
-  // KT (the scores), in the backward V^T into VT too (dA). q, k, v: this head's row t in qkv.
-  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn, bool forward) {
+  // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [Tp][Dp], v into Vv.
+  // q, k, v: this head's row t in qkv.
+  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn) {
     const T scale = T(1) / std::sqrt(T(D));
     {
       T* Qt = Q.data() + (long)t * Dp;
@@ -192,10 +235,12 @@ struct Head {
         }
       }
       copy_row(Vv.data() + (long)t * Dp, v, D);
-      for (int d = 0; d < D; ++d) KT[(long)d * Tp + t] = Kt[d];
-      if (!forward)
-        for (int d = 0; d < D; ++d) VT[(long)d * Tp + t] = v[d];
     }
+  }
+  // K^T into KT (the scores) once all rows are packed, in the backward V^T into VT too (dA)
+  void transpose_kv(bool forward) {
+    transpose(K.data(), Dp, Tp, D, KT.data(), Tp);
+    if (!forward) transpose(Vv.data(), Dp, Tp, D, VT.data(), Tp);
   }
 };
 
@@ -400,9 +445,10 @@ void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
-        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, true);
+        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn);
     }
     for (int h = 0; h < H; ++h) {
+      heads[h].transpose_kv(true);
       forward_head(heads[h], H, b, h, h == hold, z, P, stats);
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
         prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
@@ -427,7 +473,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
       const T* zt = z + ((long)b * Tn + t) * HD;
       for (int h = 0; h < H; ++h) {
         Head<T>& hd = heads[h];
-        hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, false);
+        hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn);
         const T* dzh = dzt + h * D;
         const T* zh = zt + h * D;
         copy_row(hd.dZ.data() + (long)t * hd.Dp, dzh, D);
@@ -443,6 +489,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
       }
     }
     for (int h = 0; h < H; ++h) {
+      heads[h].transpose_kv(false);
       backward_head(heads[h], Pl.data(), stats, H, b, h, h == hold);
       // while the heads compute: this sequence's rows of g (to be written) and the next one's inputs,
       // a share after each head
