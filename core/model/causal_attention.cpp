@@ -52,9 +52,10 @@ template <typename T> inline V<T> swap_pairs(V<T> x) { VI<T> m; for (int l = 0; 
 
 template <typename T> inline V<T> loadu(const T* p) { V<T> v; std::memcpy(&v, p, sizeof v); return v; }
 template <typename T> inline void storeu(T* p, V<T> v) { std::memcpy(p, &v, sizeof v); }
-// A store that bypasses the caches (p 64-byte aligned; without AVX-512 a plain store): the backward's g is
-// written once, not read back by the kernel, and 4.7 MB a block, so prefetching its lines for writing
-// (a read of each from memory) cost more than it saved (session 11: raw backward 4.87 -> 4.44 ms).
+// A store that bypasses the caches (p 64-byte aligned; without AVX-512 a plain store): the forward's z
+// and the backward's g are written once, not read back by the kernel, and 1.5 and 4.7 MB a block, so
+// prefetching their lines for writing (a read of each from memory) cost more than it saved (session 11:
+// raw forward 2.81 -> 2.58 ms, backward 4.87 -> 4.44 ms).
 #ifdef __AVX512F__
 constexpr bool kStream = true;
 inline void stream(float* p, V<float> v) { _mm512_stream_ps(p, (__m512)v); }
@@ -324,7 +325,7 @@ template <typename T> Scratch<T>& scratch(bool backward) {
 }
 
 template <typename T>
-void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* stats) {
+void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
   T* Ph = P ? P + ((long)b * H + h) * Tn * Tn : nullptr;  // P null: the pattern is not kept
@@ -360,7 +361,12 @@ void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* st
     // z rows i0 .. i0 + mr = the pattern rows (still in S, zero above the diagonal) . V over keys 0 .. kend
     product<T>(mr, Dp / W, hd.S.data(), Tp, 1, hd.Vv.data(), Dp, 0, kend, hd.Zt.data(), Dp);
     for (int r = 0; r < mr; ++r)
-      copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
+      if (nt) {
+        T* zr = z + ((long)b * Tn + i0 + r) * H * D + (long)h * D;
+        for (int d = 0; d < D; d += W) stream(zr + d, loadu(hd.Zt.data() + (long)r * Dp + d));
+      } else {
+        copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
+      }
   }
 }
 
@@ -472,6 +478,8 @@ template <typename T>
 void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D, int hold, T* z, T* P, T* stats) {
   const long HD = (long)H * D;
   std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
+  constexpr int W = Vec<T>::W;
+  const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(z) % 64 == 0;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
@@ -480,13 +488,14 @@ void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D
     }
     for (int h = 0; h < H; ++h) {
       heads[h].transpose_kv(true);
-      forward_head(heads[h], H, b, h, h == hold, z, P, stats);
+      forward_head(heads[h], H, b, h, h == hold, nt, z, P, stats);
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
-        prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
+        if (!nt) prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
         if (b + 1 < B) prefetch(qkv + ((long)(b + 1) * Tn + t) * 3 * HD, 3 * HD);
       }
     }
   }
+  if (nt) stream_fence();
 }
 
 template <typename T>
