@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 #include <cstdint>
 #ifdef __AVX512F__
@@ -66,16 +67,21 @@ constexpr bool kStream = false;
 template <typename T> inline void stream(T* p, V<T> v) { storeu(p, v); }
 inline void stream_fence() {}
 #endif
-// Horizontal sum and max of a vector as a tree of halves (a fixed order, log2 W dependent steps).
+// Horizontal sum and max of a vector as a tree of halves (a fixed order, log2 W dependent steps). The
+// halves are taken by shuffles, not copied out through memory: with memcpy the softmax's running max
+// and sum vectors lived on the stack, stored and reloaded every iteration of their loops (session 11).
 template <typename T, int Bytes> struct Part { typedef T type __attribute__((vector_size(Bytes))); };
+template <int Off, typename VT, std::size_t... I> inline auto half_of(VT v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, (int)(Off + I)...);
+}
 template <typename T, int Bytes, bool Max>
 inline T fold(typename Part<T, Bytes>::type v) {
   if constexpr (Bytes == 2 * sizeof(T)) {
     return Max ? (v[1] > v[0] ? v[1] : v[0]) : v[0] + v[1];
   } else {
-    typename Part<T, Bytes / 2>::type lo, hi;
-    std::memcpy(&lo, &v, Bytes / 2);
-    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
+    constexpr int N = Bytes / sizeof(T) / 2;
+    const typename Part<T, Bytes / 2>::type lo = half_of<0>(v, std::make_index_sequence<N>());
+    const typename Part<T, Bytes / 2>::type hi = half_of<N>(v, std::make_index_sequence<N>());
     return fold<T, Bytes / 2, Max>(Max ? (hi > lo ? hi : lo) : lo + hi);
   }
 }
