@@ -237,7 +237,7 @@ struct Head {
   }
   // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [Tp][Dp], v into Vv.
   // q, k, v: this head's row t in qkv.
-  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn) {
+  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn, bool copy_v = true) {
     const T scale = T(1) / std::sqrt(T(D));
     {
       T* Qt = Q.data() + (long)t * Dp;
@@ -258,7 +258,7 @@ struct Head {
           Kt[2 * j + 1] = k[2 * j + 1] * c[2 * j + 1] + k[2 * j] * s[2 * j + 1];
         }
       }
-      copy_row(Vv.data() + (long)t * Dp, v, D);
+      if (copy_v) copy_row(Vv.data() + (long)t * Dp, v, D);
     }
   }
   // K^T into KT (the scores) once all rows are packed, in the backward V^T into VT too (dA)
@@ -331,7 +331,7 @@ template <typename T> Scratch<T>& scratch(bool backward) {
 }
 
 template <typename T>
-void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, T* z, T* P, T* stats) {
+void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, const T* Vr, long ldv, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
   T* Ph = P ? P + ((long)b * H + h) * Tn * Tn : nullptr;  // P null: the pattern is not kept
@@ -365,7 +365,7 @@ void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, T* z, T*
       }
     }
     // z rows i0 .. i0 + mr = the pattern rows (still in S, zero above the diagonal) . V over keys 0 .. kend
-    product<T>(mr, Dp / W, hd.S.data(), Tp, 1, hd.Vv.data(), Dp, 0, kend, hd.Zt.data(), Dp);
+    product<T>(mr, Dp / W, hd.S.data(), Tp, 1, Vr, ldv, 0, kend, hd.Zt.data(), Dp);
     for (int r = 0; r < mr; ++r)
       if (nt) {
         T* zr = z + ((long)b * Tn + i0 + r) * H * D + (long)h * D;
@@ -486,15 +486,19 @@ void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D
   std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
   constexpr int W = Vec<T>::W;
   const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(z) % 64 == 0;
+  // D a whole number of vectors: the product A v reads v's rows in qkv where they are (in cache: this
+  // sequence's rows were just read for q and k), not a packed copy
+  const bool v_direct = D % W == 0;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
-        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn);
+        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, !v_direct);
     }
     for (int h = 0; h < H; ++h) {
       heads[h].transpose_kv(true);
-      forward_head(heads[h], H, b, h, h == hold, nt, z, P, stats);
+      const T* Vr = v_direct ? qkv + (long)b * Tn * 3 * HD + 2 * HD + (long)h * D : heads[h].Vv.data();
+      forward_head(heads[h], H, b, h, h == hold, nt, Vr, v_direct ? 3 * HD : heads[h].Dp, z, P, stats);
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
         if (!nt) prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
         if (b + 1 < B) prefetch(qkv + ((long)(b + 1) * Tn + t) * 3 * HD, 3 * HD);
