@@ -4,7 +4,8 @@ F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the 
 (core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
 gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
 width (the scalar path), B 1 and 32; the forward's per-row softmax stats from which the backward
-recomputes the pattern, and gradients identical run to run and with or without the pattern; the
+recomputes the pattern, and gradients identical run to run and with or without the pattern; z and g
+the same floats whether written by streaming stores (aligned) or plain ones (unaligned); the
 switch ($ATTENTION_LAB_ATTENTION) on by default and off with 'eager', and a
 failed build falling back to the eager kernel with its reason kept.
 
@@ -248,3 +249,33 @@ def test_gradients_are_deterministic_and_need_pattern_changes_nothing(lib, hold)
     runs.append(values_and_grads(lambda x: lib.causal_attention(x, 4, cos, sin, hold, need_pattern=True)[0], qkv, dz))
     for z, g in runs[1:]:
         assert torch.equal(z, runs[0][0]) and torch.equal(g, runs[0][1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("hold", [-1, 2])
+def test_streamed_and_plain_stores_write_the_same_outputs(lib, dtype, hold):
+    """z and g go out through streaming stores when they start 64-byte aligned (and d_head is a whole
+    number of vectors), else through plain stores: the same floats both ways, and nothing written
+    outside the outputs (z and g placed one element into larger buffers filled with a sentinel)."""
+    B, T, H, dh = 3, 40, 4, 32
+    qkv, dz = sharp_qkv(B, T, H, dh, seed=11)
+    qkv, dz = qkv.to(dtype), dz.to(dtype)
+    cs, sn = lib.rotary_tables(*rope_cos_sin(T, dh, BASE), dtype)
+    fwd, bwd = ((lib._LIB.attn_forward_f32, lib._LIB.attn_backward_f32) if dtype == torch.float32
+                else (lib._LIB.attn_forward_f64, lib._LIB.attn_backward_f64))
+    p = lib._ptr
+    outs = []
+    for offset in (0, 1):
+        zbuf = torch.full((B * T * H * dh + 2,), 7.0, dtype=dtype)
+        gbuf = torch.full((qkv.numel() + 2,), 7.0, dtype=dtype)
+        z = zbuf[offset:offset + B * T * H * dh]
+        g = gbuf[offset:offset + qkv.numel()]
+        assert (z.data_ptr() % 64 == 0) == (offset == 0) and (g.data_ptr() % 64 == 0) == (offset == 0)
+        stats = torch.full((B, H, T, 2), 7.0, dtype=dtype)  # the held head's are not written
+        fwd(p(qkv), p(cs), p(sn), B, T, H, dh, hold, p(z), None, p(stats))
+        bwd(p(qkv), p(cs), p(sn), p(z), p(stats), p(dz), B, T, H, dh, hold, p(g))
+        rest = torch.cat([zbuf[:offset], zbuf[offset + z.numel():], gbuf[:offset], gbuf[offset + g.numel():]])
+        assert torch.all(rest == 7.0)
+        outs.append((z.clone(), stats, g.clone()))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)

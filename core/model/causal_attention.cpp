@@ -23,7 +23,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
+#include <cstdint>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -48,16 +53,35 @@ template <typename T> inline V<T> swap_pairs(V<T> x) { VI<T> m; for (int l = 0; 
 
 template <typename T> inline V<T> loadu(const T* p) { V<T> v; std::memcpy(&v, p, sizeof v); return v; }
 template <typename T> inline void storeu(T* p, V<T> v) { std::memcpy(p, &v, sizeof v); }
-// Horizontal sum and max of a vector as a tree of halves (a fixed order, log2 W dependent steps).
+// A store that bypasses the caches (p 64-byte aligned; without AVX-512 a plain store): the forward's z
+// and the backward's g are written once, not read back by the kernel, and 1.5 and 4.7 MB a block, so
+// prefetching their lines for writing (a read of each from memory) cost more than it saved (session 11:
+// raw forward 2.81 -> 2.58 ms, backward 4.87 -> 4.44 ms).
+#ifdef __AVX512F__
+constexpr bool kStream = true;
+inline void stream(float* p, V<float> v) { _mm512_stream_ps(p, (__m512)v); }
+inline void stream(double* p, V<double> v) { _mm512_stream_pd(p, (__m512d)v); }
+inline void stream_fence() { _mm_sfence(); }
+#else
+constexpr bool kStream = false;
+template <typename T> inline void stream(T* p, V<T> v) { storeu(p, v); }
+inline void stream_fence() {}
+#endif
+// Horizontal sum and max of a vector as a tree of halves (a fixed order, log2 W dependent steps). The
+// halves are taken by shuffles, not copied out through memory: with memcpy the softmax's running max
+// and sum vectors lived on the stack, stored and reloaded every iteration of their loops (session 11).
 template <typename T, int Bytes> struct Part { typedef T type __attribute__((vector_size(Bytes))); };
+template <int Off, typename VT, std::size_t... I> inline auto half_of(VT v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, (int)(Off + I)...);
+}
 template <typename T, int Bytes, bool Max>
 inline T fold(typename Part<T, Bytes>::type v) {
   if constexpr (Bytes == 2 * sizeof(T)) {
     return Max ? (v[1] > v[0] ? v[1] : v[0]) : v[0] + v[1];
   } else {
-    typename Part<T, Bytes / 2>::type lo, hi;
-    std::memcpy(&lo, &v, Bytes / 2);
-    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
+    constexpr int N = Bytes / sizeof(T) / 2;
+    const typename Part<T, Bytes / 2>::type lo = half_of<0>(v, std::make_index_sequence<N>());
+    const typename Part<T, Bytes / 2>::type hi = half_of<N>(v, std::make_index_sequence<N>());
     return fold<T, Bytes / 2, Max>(Max ? (hi > lo ? hi : lo) : lo + hi);
   }
 }
@@ -77,6 +101,47 @@ template <typename T> inline void copy_row(T* dst, const T* src, int n) {
 // Prefetch n elements from p, one cache line at a time (write: with the intent to write them).
 template <typename T, bool Write = false> inline void prefetch(const T* p, int n) {
   for (int d = 0; d < n; d += 64 / (int)sizeof(T)) __builtin_prefetch(p + d, Write ? 1 : 0);
+}
+
+// A W x W block transposed in registers: log2 W stages, stage b swapping bit b of the row index with
+// bit b of the column index through two-source shuffles of row pairs (no arithmetic: the same floats).
+template <typename T, int Bit> inline void transpose_stage(V<T>* r) {
+  constexpr int W = Vec<T>::W;
+  VI<T> lo, hi;
+#pragma GCC unroll 16
+  for (int j = 0; j < W; ++j) {
+    lo[j] = (j & Bit) ? W + j - Bit : j;
+    hi[j] = (j & Bit) ? W + j : j + Bit;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < W; ++i) {
+    if (i & Bit) continue;
+    const V<T> a = r[i], b = r[i + Bit];
+    r[i] = __builtin_shuffle(a, b, lo);
+    r[i + Bit] = __builtin_shuffle(a, b, hi);
+  }
+  if constexpr (Bit > 1) transpose_stage<T, Bit / 2>(r);
+}
+template <typename T> inline void transpose_block(V<T>* r) { transpose_stage<T, Vec<T>::W / 2>(r); }
+// dst[d][t] = src[t][d] for d < D, t < rows (a multiple of W; src rows lds apart with at least
+// round_up(D, W) readable columns, dst rows ldd apart), in W x W blocks: a strided scalar store per
+// element (the old pack_row's K^T and V^T) was about a tenth of the forward's own samples and a sixth of
+// the backward's under perf (session 11).
+template <typename T> void transpose(const T* src, long lds, int rows, int D, T* dst, long ldd) {
+  constexpr int W = Vec<T>::W;
+  V<T> r[W];
+  for (int t0 = 0; t0 < rows; t0 += W)
+    for (int d0 = 0; d0 < D; d0 += W) {
+#pragma GCC unroll 16
+      for (int l = 0; l < W; ++l) r[l] = loadu(src + (long)(t0 + l) * lds + d0);
+      transpose_block<T>(r);
+      if (d0 + W <= D) {
+#pragma GCC unroll 16
+        for (int l = 0; l < W; ++l) storeu(dst + (long)(d0 + l) * ldd + t0, r[l]);
+      } else {
+        for (int l = 0; l < D - d0; ++l) storeu(dst + (long)(d0 + l) * ldd + t0, r[l]);
+      }
+    }
 }
 
 // exp on x <= 0 (softmax arguments): Cephes' expf polynomial, about 1 ulp; below -87.3 it gives
@@ -161,16 +226,18 @@ struct Head {
     Dp = round_up(D, Vec<T>::W);
     Tp = round_up(Tn, Vec<T>::W);
     half = D / 2;
-    for (auto* b : {&Q, &K, &Vv, &dZ, &dQ, &dK, &dV}) b->assign((size_t)Tn * Dp, T(0));
+    // Q, K, Vv have Tp rows, those past Tn zero: K^T and V^T are transposed from them in whole blocks
+    for (auto* b : {&Q, &K, &Vv}) b->assign((size_t)Tp * Dp, T(0));
+    for (auto* b : {&dZ, &dQ, &dK, &dV}) b->assign((size_t)Tn * Dp, T(0));
     for (auto* b : {&KT, &VT}) b->assign((size_t)D * Tp, T(0));
     S.assign((size_t)MR * Tp, T(0));
     dS.assign((size_t)Tn * Tp, T(0));
     delta.assign(Tn, T(0));
     Zt.assign((size_t)MR * Dp, T(0));
   }
-  // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [T][Dp], v into Vv; K^T into
-  // KT (the scores), in the backward V^T into VT too (dA). q, k, v: this head's row t in qkv.
-  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn, bool forward) {
+  // Row t of q (rotated, scaled by 1/sqrt(D)) and k (rotated) into Q, K [Tp][Dp], v into Vv.
+  // q, k, v: this head's row t in qkv.
+  void pack_row(int t, const T* q, const T* k, const T* v, const T* cs, const T* sn, bool copy_v = true) {
     const T scale = T(1) / std::sqrt(T(D));
     {
       T* Qt = Q.data() + (long)t * Dp;
@@ -191,11 +258,13 @@ struct Head {
           Kt[2 * j + 1] = k[2 * j + 1] * c[2 * j + 1] + k[2 * j] * s[2 * j + 1];
         }
       }
-      copy_row(Vv.data() + (long)t * Dp, v, D);
-      for (int d = 0; d < D; ++d) KT[(long)d * Tp + t] = Kt[d];
-      if (!forward)
-        for (int d = 0; d < D; ++d) VT[(long)d * Tp + t] = v[d];
+      if (copy_v) copy_row(Vv.data() + (long)t * Dp, v, D);
     }
+  }
+  // K^T into KT (the scores) once all rows are packed, in the backward V^T into VT too (dA)
+  void transpose_kv(bool forward) {
+    transpose(K.data(), Dp, Tp, D, KT.data(), Tp);
+    if (!forward) transpose(Vv.data(), Dp, Tp, D, VT.data(), Tp);
   }
 };
 
@@ -262,7 +331,7 @@ template <typename T> Scratch<T>& scratch(bool backward) {
 }
 
 template <typename T>
-void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* stats) {
+void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, const T* Vr, long ldv, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
   T* Ph = P ? P + ((long)b * H + h) * Tn * Tn : nullptr;  // P null: the pattern is not kept
@@ -296,9 +365,14 @@ void forward_head(Head<T>& hd, int H, int b, int h, bool held, T* z, T* P, T* st
       }
     }
     // z rows i0 .. i0 + mr = the pattern rows (still in S, zero above the diagonal) . V over keys 0 .. kend
-    product<T>(mr, Dp / W, hd.S.data(), Tp, 1, hd.Vv.data(), Dp, 0, kend, hd.Zt.data(), Dp);
+    product<T>(mr, Dp / W, hd.S.data(), Tp, 1, Vr, ldv, 0, kend, hd.Zt.data(), Dp);
     for (int r = 0; r < mr; ++r)
-      copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
+      if (nt) {
+        T* zr = z + ((long)b * Tn + i0 + r) * H * D + (long)h * D;
+        for (int d = 0; d < D; d += W) stream(zr + d, loadu(hd.Zt.data() + (long)r * Dp + d));
+      } else {
+        copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
+      }
   }
 }
 
@@ -354,22 +428,36 @@ void backward_head(Head<T>& hd, T* Pl, const T* stats, int H, int b, int h, bool
 
 // Row t of this head's gradient: gq, gk, gv its row t in g (q's and k's rotated back).
 template <typename T>
-void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool held, T* gq, T* gk, T* gv) {
+void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool held, bool nt, T* gq, T* gk, T* gv) {
   constexpr int W = Vec<T>::W;
   const int D = hd.D, Dp = hd.Dp, half = hd.half;
   const T scale = T(1) / std::sqrt(T(D));
   {
-    copy_row(gv, hd.dV.data() + (long)t * Dp, D);
-    if (held) {
-      std::fill(gq, gq + D, T(0));
-      std::fill(gk, gk + D, T(0));
-      return;
+    if (nt) {
+      for (int d = 0; d < D; d += W) stream(gv + d, loadu(hd.dV.data() + (long)t * Dp + d));
+      if (held) {
+        for (int d = 0; d < D; d += W) { stream(gq + d, V<T>{}); stream(gk + d, V<T>{}); }
+        return;
+      }
+    } else {
+      copy_row(gv, hd.dV.data() + (long)t * Dp, D);
+      if (held) {
+        std::fill(gq, gq + D, T(0));
+        std::fill(gk, gk + D, T(0));
+        return;
+      }
     }
     const T* dq = hd.dQ.data() + (long)t * Dp;
     const T* dk = hd.dK.data() + (long)t * Dp;
     const T* c = cs + (long)t * D;  // the inverse rotation (the transpose), q's with the scale
     const T* s = sn + (long)t * D;
-    if (D % W == 0) {
+    if (nt) {
+      for (int d = 0; d < D; d += W) {
+        const V<T> cv = loadu(c + d), sv = loadu(s + d), qv = loadu(dq + d), kv = loadu(dk + d);
+        stream(gq + d, (qv * cv - swap_pairs<T>(qv) * sv) * scale);
+        stream(gk + d, kv * cv - swap_pairs<T>(kv) * sv);
+      }
+    } else if (D % W == 0) {
       for (int d = 0; d < D; d += W) {
         const V<T> cv = loadu(c + d), sv = loadu(s + d), qv = loadu(dq + d), kv = loadu(dk + d);
         storeu(gq + d, (qv * cv - swap_pairs<T>(qv) * sv) * scale);
@@ -396,20 +484,28 @@ template <typename T>
 void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D, int hold, T* z, T* P, T* stats) {
   const long HD = (long)H * D;
   std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
+  constexpr int W = Vec<T>::W;
+  const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(z) % 64 == 0;
+  // D a whole number of vectors: the product A v reads v's rows in qkv where they are (in cache: this
+  // sequence's rows were just read for q and k), not a packed copy
+  const bool v_direct = D % W == 0;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
-        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, true);
+        heads[h].pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, !v_direct);
     }
     for (int h = 0; h < H; ++h) {
-      forward_head(heads[h], H, b, h, h == hold, z, P, stats);
+      heads[h].transpose_kv(true);
+      const T* Vr = v_direct ? qkv + (long)b * Tn * 3 * HD + 2 * HD + (long)h * D : heads[h].Vv.data();
+      forward_head(heads[h], H, b, h, h == hold, nt, Vr, v_direct ? 3 * HD : heads[h].Dp, z, P, stats);
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
-        prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
+        if (!nt) prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
         if (b + 1 < B) prefetch(qkv + ((long)(b + 1) * Tn + t) * 3 * HD, 3 * HD);
       }
     }
   }
+  if (nt) stream_fence();
 }
 
 template <typename T>
@@ -420,6 +516,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
   std::vector<Head<T>>& heads = sc.get(Tn, D, H);
   std::vector<T>& Pl = sc.Pl;
   const long HD = (long)H * D;
+  const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(g) % 64 == 0;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
@@ -427,7 +524,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
       const T* zt = z + ((long)b * Tn + t) * HD;
       for (int h = 0; h < H; ++h) {
         Head<T>& hd = heads[h];
-        hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn, false);
+        hd.pack_row(t, row + h * D, row + HD + h * D, row + 2 * HD + h * D, cs, sn);
         const T* dzh = dzt + h * D;
         const T* zh = zt + h * D;
         copy_row(hd.dZ.data() + (long)t * hd.Dp, dzh, D);
@@ -443,11 +540,12 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
       }
     }
     for (int h = 0; h < H; ++h) {
+      heads[h].transpose_kv(false);
       backward_head(heads[h], Pl.data(), stats, H, b, h, h == hold);
       // while the heads compute: this sequence's rows of g (to be written) and the next one's inputs,
       // a share after each head
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
-        prefetch<T, true>(g + ((long)b * Tn + t) * 3 * HD, 3 * HD);
+        if (!nt) prefetch<T, true>(g + ((long)b * Tn + t) * 3 * HD, 3 * HD);
         if (b + 1 < B) {
           const long r = (long)(b + 1) * Tn + t;
           prefetch(qkv + r * 3 * HD, 3 * HD);
@@ -459,9 +557,10 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
     for (int t = 0; t < Tn; ++t) {
       T* row = g + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
-        write_grad_row(heads[h], t, cs, sn, h == hold, row + h * D, row + HD + h * D, row + 2 * HD + h * D);
+        write_grad_row(heads[h], t, cs, sn, h == hold, nt, row + h * D, row + HD + h * D, row + 2 * HD + h * D);
     }
   }
+  if (nt) stream_fence();  // the streamed stores visible before the caller reads g
 }
 
 }  // namespace
