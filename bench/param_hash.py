@@ -8,7 +8,10 @@ same hash before and after; run it on both trees (e.g. `git archive` of the old 
 By default the run is TrainSettings.defaults() (800 steps planned, so the last 300 decay) stopped after
 --steps; --full trains a run of exactly --steps steps instead (its schedule decays over those).
 Session 10 (bench/README.md): 300 steps, the default run: cc3e05572873f0f0 with torch.optim.AdamW and with
-core.training.adamw; --full: 7761754a9c165b8d.
+core.training.adamw; --full: 7761754a9c165b8d. Both were the eager kernel's (ATTENTION_LAB_ATTENTION=eager
+gives them still); the compiled attention, the default since, gives de5589cc098bce00 for 300 steps on
+session 11's AMD EPYC host, before and after that session's kernel changes (-march=native: another
+CPU may round differently).
 """
 from __future__ import annotations
 
