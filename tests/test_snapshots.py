@@ -90,6 +90,53 @@ def test_snapshotting_leaves_the_trajectory_unchanged():
         assert torch.equal(v, b.model.state_dict()[k]), k
 
 
+@pytest.mark.parametrize("budget", [None, 6])
+def test_a_checkpoint_is_the_same_byte_for_byte_whether_its_snapshots_were_spilled_or_held(budget, monkeypatch):
+    """The recorder keeps its snapshots in a temporary file (issue #30); a run whose recorder holds them in
+    memory, as before, writes the same file, byte for byte: the worker's final checkpoint and one taken
+    mid-run ("keep"). With a budget of 6 snapshots the recorder thins while it trains, and the freed slots
+    of its file are reused. (The history's seconds are wall time: the trainer's clock ticks 1 ms a reading.)"""
+    import core.training.trainer as trainer_module
+    from core.model.snapshots import MEMORY_BUDGET
+    from core.pool.worker import final_checkpoint
+
+    runs = []
+    for spill in (False, True):
+        ticks = iter(range(10**6))
+        monkeypatch.setattr(trainer_module, "time", type("Clock", (), {"perf_counter": lambda t=ticks: next(t) / 1000}))
+        t = Trainer(ModelConfig(**TINY, n_layers=2), TASK, TrainConfig(steps=95, batch_size=4, log_every=10,
+                                                                       eval_size=8, seed=5, decay_steps=0))
+        t.snapshots = SnapshotRecorder(budget=MEMORY_BUDGET if budget is None else 1, spill=spill)
+        if budget is not None:  # the bytes of `budget` snapshots, known once the first is taken
+            t.snapshots.offer(0, t.model, math.nan)
+            t.snapshots.budget = budget * t.snapshots._bytes
+        t.run(50)
+        middle = final_checkpoint(t)
+        t.run(45)
+        runs.append((middle, final_checkpoint(t), list(t.snapshots.steps)))
+    assert runs[0] == runs[1]
+    if budget is not None:
+        assert len(runs[1][2]) <= budget and runs[1][2][0] == 0 and runs[1][2][-1] == 90
+        assert runs[1][2] != list(range(0, 91, 10))  # it did thin
+
+
+def test_a_spilled_snapshot_reads_back_as_its_weights_and_leaves_memory():
+    """The spill file holds the packed float16 weights; reading gives them back, one buffer per snapshot."""
+    from core.model.snapshots import pack
+
+    t = _trainer(steps=20)
+    rec = SnapshotRecorder()
+    rec.offer(0, t.model, math.nan)
+    packed = pack(t.model)
+    back = rec.states[0]
+    assert list(back) == list(packed)
+    for k, v in packed.items():
+        assert back[k].dtype == torch.float16 and torch.equal(back[k], v), k
+    storages = {v.untyped_storage().data_ptr() for v in back.values()}
+    assert len(storages) == 1
+    assert rec._spill._file.seek(0, 2) == rec._spill.slot_bytes
+
+
 def test_version_1_files_still_load(tmp_path):
     path = tmp_path / "v1.pt"
     torch.save(design_payload(), path)
