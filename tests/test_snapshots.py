@@ -289,3 +289,20 @@ def test_the_shipped_snapshots_are_at_most_10_steps_apart_across_the_drop(shippe
     dense = [s for s in steps if lo <= s <= hi]
     assert dense[0] <= max(lo, 0) and dense[-1] >= hi, (lo, hi, dense)
     assert all(b - a <= 10 for a, b in zip(dense, dense[1:])), dense
+
+
+def test_a_file_read_mapped_gives_the_same_model_and_snapshots_as_its_bytes(tmp_path):
+    """read_checkpoint(path, mmap=True) (how the server loads the shipped files, issue #30) keeps the
+    tensors as pages of the file; the model, its history and every snapshot equal a read of the bytes."""
+    trainer = _trainer(steps=35)
+    path = tmp_path / "mapped.pt"
+    save_checkpoint(trainer.model, path, **trainer.checkpoint_fields())
+    mapped, info = read_checkpoint(path, mmap=True)
+    copied, info2 = read_checkpoint(path.read_bytes())
+    for k, v in copied.state_dict().items():
+        assert torch.equal(mapped.state_dict()[k], v), k
+    assert repr(info["history"]) == repr(info2["history"])  # step 0 has a NaN train_loss
+    assert [s["step"] for s in info["snapshots"]] == [s["step"] for s in info2["snapshots"]] == [0, 10, 20, 30]
+    for a, b in zip(info["snapshots"], info2["snapshots"]):
+        for k, t in b["state_dict"].items():
+            assert a["state_dict"][k].dtype == t.dtype and torch.equal(a["state_dict"][k], t), k
