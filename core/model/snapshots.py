@@ -22,7 +22,6 @@ is the same with or without it.
 from __future__ import annotations
 
 import mmap
-import os
 import tempfile
 
 import torch
@@ -129,7 +128,8 @@ class SpillFile:
     PSS, and the kernel may write them out under pressure."""
 
     def __init__(self):
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 -- open for the recorder's life; unlinked already
+        # unbuffered (seek, write and readinto go straight to the file); open for the recorder's life
+        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 -- unlinked already where it can be
         self._layout: list[tuple[str, torch.Size]] | None = None
         self._scratch: torch.Tensor | None = None  # one packed copy, reused for every write
         self._free: list[int] = []
@@ -155,15 +155,16 @@ class SpillFile:
             at += v.numel()
         slot = self._free.pop() if self._free else self._slots
         self._slots = max(self._slots, slot + 1)
-        view = memoryview(self._scratch.numpy()).cast("B")
-        if os.pwrite(self._file.fileno(), view, slot * self.slot_bytes) != self.slot_bytes:
+        self._file.seek(slot * self.slot_bytes)
+        if self._file.write(memoryview(self._scratch.numpy()).cast("B")) != self.slot_bytes:
             raise OSError("a snapshot could not be written in full to its temporary file")
         return slot, tuple(state)
 
     def read(self, slot: int, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
         """The snapshot in `slot` (its state_dict's `keys`, as `write` returned them), as `pack` made it."""
         buf = bytearray(self.slot_bytes)
-        if os.preadv(self._file.fileno(), [buf], slot * self.slot_bytes) != len(buf):
+        self._file.seek(slot * self.slot_bytes)
+        if self._file.readinto(buf) != len(buf):
             raise OSError("a snapshot could not be read back from its temporary file")
         flat = torch.frombuffer(buf, dtype=DTYPE)
         out, at = {}, 0
