@@ -250,6 +250,14 @@ def smaps(pid: int) -> dict:
             for k in ("Pss", "Rss", "Private_Dirty", "Shared_Dirty")}
 
 
+def smaps_detail(pid: int) -> dict:
+    """PSS split by kind (anonymous, file-backed, shared memory), with RSS and the dirty pages, in MB."""
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return {k: round(int(m.group(1)) / 1024, 1) for k in ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem", "Rss",
+                                                           "Private_Dirty", "Shared_Dirty")
+            if (m := re.search(rf"^{k}:\s+(\d+) kB", text, re.M))}
+
+
 def worker_main(args) -> int:
     """--worker: the app's pool (ProcessBackend, forkserver) trains the default settings once, in this
     process as a server would; the worker's PSS is sampled every 50 ms (its peak) and read right after

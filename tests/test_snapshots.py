@@ -90,6 +90,53 @@ def test_snapshotting_leaves_the_trajectory_unchanged():
         assert torch.equal(v, b.model.state_dict()[k]), k
 
 
+@pytest.mark.parametrize("budget", [None, 6])
+def test_a_checkpoint_is_the_same_byte_for_byte_whether_its_snapshots_were_spilled_or_held(budget, monkeypatch):
+    """The recorder keeps its snapshots in a temporary file (issue #30); a run whose recorder holds them in
+    memory, as before, writes the same file, byte for byte: the worker's final checkpoint and one taken
+    mid-run ("keep"). With a budget of 6 snapshots the recorder thins while it trains, and the freed slots
+    of its file are reused. (The history's seconds are wall time: the trainer's clock ticks 1 ms a reading.)"""
+    import core.training.trainer as trainer_module
+    from core.model.snapshots import MEMORY_BUDGET
+    from core.pool.worker import final_checkpoint
+
+    runs = []
+    for spill in (False, True):
+        ticks = iter(range(10**6))
+        monkeypatch.setattr(trainer_module, "time", type("Clock", (), {"perf_counter": lambda t=ticks: next(t) / 1000}))
+        t = Trainer(ModelConfig(**TINY, n_layers=2), TASK, TrainConfig(steps=95, batch_size=4, log_every=10,
+                                                                       eval_size=8, seed=5, decay_steps=0))
+        t.snapshots = SnapshotRecorder(budget=MEMORY_BUDGET if budget is None else 1, spill=spill)
+        if budget is not None:  # the bytes of `budget` snapshots, known once the first is taken
+            t.snapshots.offer(0, t.model, math.nan)
+            t.snapshots.budget = budget * t.snapshots._bytes
+        t.run(50)
+        middle = final_checkpoint(t)
+        t.run(45)
+        runs.append((middle, final_checkpoint(t), list(t.snapshots.steps)))
+    assert runs[0] == runs[1]
+    if budget is not None:
+        assert len(runs[1][2]) <= budget and runs[1][2][0] == 0 and runs[1][2][-1] == 90
+        assert runs[1][2] != list(range(0, 91, 10))  # it did thin
+
+
+def test_a_spilled_snapshot_reads_back_as_its_weights_and_leaves_memory():
+    """The spill file holds the packed float16 weights; reading gives them back, one buffer per snapshot."""
+    from core.model.snapshots import pack
+
+    t = _trainer(steps=20)
+    rec = SnapshotRecorder()
+    rec.offer(0, t.model, math.nan)
+    packed = pack(t.model)
+    back = rec.states[0]
+    assert list(back) == list(packed)
+    for k, v in packed.items():
+        assert back[k].dtype == torch.float16 and torch.equal(back[k], v), k
+    storages = {v.untyped_storage().data_ptr() for v in back.values()}
+    assert len(storages) == 1
+    assert rec._spill._file.seek(0, 2) == rec._spill.slot_bytes
+
+
 def test_version_1_files_still_load(tmp_path):
     path = tmp_path / "v1.pt"
     torch.save(design_payload(), path)
@@ -242,3 +289,20 @@ def test_the_shipped_snapshots_are_at_most_10_steps_apart_across_the_drop(shippe
     dense = [s for s in steps if lo <= s <= hi]
     assert dense[0] <= max(lo, 0) and dense[-1] >= hi, (lo, hi, dense)
     assert all(b - a <= 10 for a, b in zip(dense, dense[1:])), dense
+
+
+def test_a_file_read_mapped_gives_the_same_model_and_snapshots_as_its_bytes(tmp_path):
+    """read_checkpoint(path, mmap=True) (how the server loads the shipped files, issue #30) keeps the
+    tensors as pages of the file; the model, its history and every snapshot equal a read of the bytes."""
+    trainer = _trainer(steps=35)
+    path = tmp_path / "mapped.pt"
+    save_checkpoint(trainer.model, path, **trainer.checkpoint_fields())
+    mapped, info = read_checkpoint(path, mmap=True)
+    copied, info2 = read_checkpoint(path.read_bytes())
+    for k, v in copied.state_dict().items():
+        assert torch.equal(mapped.state_dict()[k], v), k
+    assert repr(info["history"]) == repr(info2["history"])  # step 0 has a NaN train_loss
+    assert [s["step"] for s in info["snapshots"]] == [s["step"] for s in info2["snapshots"]] == [0, 10, 20, 30]
+    for a, b in zip(info["snapshots"], info2["snapshots"]):
+        for k, t in b["state_dict"].items():
+            assert a["state_dict"][k].dtype == t.dtype and torch.equal(a["state_dict"][k], t), k

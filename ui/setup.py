@@ -30,14 +30,17 @@ _done = False
 # (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
 GC_EVERY = 60.0
 _lock = threading.Lock()
+_last_run = 0.0  # time.monotonic() of the last script run's start
+MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
 
 
 def lab_script() -> None:
     """Once per server: start the background work. Every run: check the training monitor runs, and let
     ui/sessions.py know of this session."""
-    global _done
+    global _done, _last_run
     with _lock:
         first, _done = not _done, True
+        _last_run = time.monotonic()
     if first:
         _tune_malloc()
         prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
@@ -62,7 +65,7 @@ def _tune_malloc(every: float = 1.0) -> None:
         return
 
     def loop():
-        collected = time.monotonic()
+        collected, paged_out = time.monotonic(), 0.0
         while True:
             time.sleep(every)
             try:
@@ -72,6 +75,39 @@ def _tune_malloc(every: float = 1.0) -> None:
             if time.monotonic() - collected >= GC_EVERY:
                 gc.collect()
                 collected = time.monotonic()
+            if time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run:  # idle: once per quiet spell
+                page_out_library_pages()
+                paged_out = time.monotonic()
             trim(0)
 
     threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()
+
+
+def page_out_library_pages() -> int:
+    """Ask Linux to reclaim the pages of the shared libraries' read-only mappings (code and constants), and
+    of the shipped checkpoints mapped by ui/state.py, that only this process maps (madvise MADV_PAGEOUT;
+    returns how many mappings took the advice). Importing torch, pyarrow and pandas reads most of their
+    libraries (their initialisers, and the kernel's fault-around): about 108 MB of file pages that a server
+    alone on its machine pays in full in its PSS, of which a walk over every page uses about 20 MB
+    (bench/README.md, session 11). The others are read back from the page cache or the disk if ever used
+    again. Pages another process maps (a forkserver, a worker) are left alone, written pages (relocations)
+    are not dropped, and nothing is lost: a page out is only advice. The trimmer thread calls it once no
+    script has started for GC_EVERY seconds, once per quiet spell."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        madvise = libc.madvise
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except (OSError, AttributeError):
+        return 0
+    done = 0
+    for line in maps:
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        if parts[1] not in ("r-xp", "r--p") and not (parts[1] == "rw-p" and parts[5].endswith(".pt")):
+            continue  # a library's data is written (relocations, globals); a shipped checkpoint's never is
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        done += madvise(lo, hi - lo, MADV_PAGEOUT) == 0
+    return done

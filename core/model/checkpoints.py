@@ -102,11 +102,11 @@ def checkpoint_bytes(model: TinyCharLM, **kwargs) -> bytes:
 _BLOCKED_OBJECT = re.compile(r"GLOBAL \S+|Can only (create|build)|allowlisted|whose module|must be imported")
 
 
-def _read(source, name: str) -> dict:
+def _read(source, name: str, mmap: bool = False) -> dict:
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the CLI prints one line only
             warnings.simplefilter("ignore")
-            obj = torch.load(source, map_location="cpu", weights_only=True)
+            obj = torch.load(source, map_location="cpu", weights_only=True, **({"mmap": True} if mmap else {}))
     except pickle.UnpicklingError as e:
         if _BLOCKED_OBJECT.search(str(e)):
             raise CheckpointError(
@@ -172,8 +172,10 @@ def _state_dict(obj: dict, name: str, cfg: ModelConfig) -> dict[str, torch.Tenso
     return {k: sd[k].float() for k in shapes}
 
 
-def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
-    """Load and check a file (path, bytes or binary file object).
+def read_checkpoint(source, name: str | None = None, mmap: bool = False) -> tuple[TinyCharLM, dict]:
+    """Load and check a file (path, bytes or binary file object). mmap=True (a path only): the file's
+    tensors, the snapshots among them, stay pages of the file mapped into memory (torch.load's mmap)
+    instead of copies in the heap; the file must not be rewritten in place while they are used.
 
     Returns (model in eval mode, info) where info holds "config", "task" (TaskConfig), "train" and
     "history" (None when absent) and "snapshots" ([{"step", "state_dict"}], empty when absent).
@@ -195,7 +197,7 @@ def read_checkpoint(source, name: str | None = None) -> tuple[TinyCharLM, dict]:
         source = io.BytesIO(source)
     else:
         name = name or "The file"
-    obj = _read(source, name)
+    obj = _read(source, name, mmap=mmap and isinstance(source, (str, os.PathLike)))
     version = obj.get("version")
     if type(version) is not int or version not in VERSIONS:  # True and 1.0 compare equal to 1
         raise CheckpointError(f"{name} is format version {version!r}; this lab reads versions 1 and 2.")

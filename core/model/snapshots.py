@@ -22,6 +22,7 @@ is the same with or without it.
 from __future__ import annotations
 
 import mmap
+import tempfile
 
 import torch
 
@@ -116,40 +117,125 @@ def keep_indices(steps: list[int], losses: list[float], max_count: int, pending:
         spacing *= 2
 
 
+class SpillFile:
+    """Snapshots of one model's state_dict kept in an unnamed temporary file instead of memory (issue #30):
+    a pool worker held about 22 MB of live snapshots by step 800 of a default run, resident until the
+    checkpoint was written, though only the export at the end reads them. Each snapshot is the same
+    float16 buffer `pack` makes, written to a slot of the file; a slot freed by thinning is reused, so
+    the file stays at most one slot over the live budget. `read` gives the snapshot back as `pack` made
+    it (one buffer, every tensor a view of it, same keys and shapes): the checkpoint's bytes are the same
+    (tests/test_snapshots.py). The page cache holds the file's pages, not the process: they are not in its
+    PSS, and the kernel may write them out under pressure."""
+
+    def __init__(self):
+        # unbuffered (seek, write and readinto go straight to the file); open for the recorder's life
+        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 -- unlinked already where it can be
+        self._layout: list[tuple[str, torch.Size]] | None = None
+        self._scratch: torch.Tensor | None = None  # one packed copy, reused for every write
+        self._free: list[int] = []
+        self._slots = 0
+
+    @property
+    def slot_bytes(self) -> int:
+        return self._scratch.numel() * DTYPE.itemsize if self._scratch is not None else 0
+
+    def write(self, model: TinyCharLM) -> tuple[int, tuple[str, ...]]:
+        """Copy the model's weights (as `pack` does) into a free slot; returns the slot and the state_dict's
+        keys. The keys are kept as the objects state_dict made (a few hundred bytes): torch.save's pickle
+        writes a string once per object, so a checkpoint is byte-identical only if its snapshots' keys are
+        the same objects as `pack`'s would have been."""
+        state = model.state_dict()
+        if self._layout is None:
+            self._layout = [(k, v.shape) for k, v in state.items()]
+            n = sum(v.numel() for v in state.values())
+            self._scratch = torch.frombuffer(mmap.mmap(-1, max(n, 1) * DTYPE.itemsize), dtype=DTYPE)
+        at = 0
+        for v in state.values():
+            self._scratch[at:at + v.numel()].view(v.shape).copy_(v.detach())
+            at += v.numel()
+        slot = self._free.pop() if self._free else self._slots
+        self._slots = max(self._slots, slot + 1)
+        self._file.seek(slot * self.slot_bytes)
+        if self._file.write(memoryview(self._scratch.numpy()).cast("B")) != self.slot_bytes:
+            raise OSError("a snapshot could not be written in full to its temporary file")
+        return slot, tuple(state)
+
+    def read(self, slot: int, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """The snapshot in `slot` (its state_dict's `keys`, as `write` returned them), as `pack` made it."""
+        buf = bytearray(self.slot_bytes)
+        self._file.seek(slot * self.slot_bytes)
+        if self._file.readinto(buf) != len(buf):
+            raise OSError("a snapshot could not be read back from its temporary file")
+        flat = torch.frombuffer(buf, dtype=DTYPE)
+        out, at = {}, 0
+        for k, (_, shape) in zip(keys, self._layout):
+            numel = shape.numel()
+            out[k] = flat[at:at + numel].view(shape)
+            at += numel
+        return out
+
+    def free(self, slot: int) -> None:
+        self._free.append(slot)
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class SnapshotRecorder:
     """Snapshots of one run: offer(step, model, batch_loss) every step; keeps float16 copies at
-    multiples of EVERY within `budget` bytes."""
+    multiples of EVERY within `budget` bytes. With spill=True (the default) they live in a temporary
+    file (SpillFile) until `export` reads the ones a file keeps; spill=False keeps them in memory
+    (`pack`). Which snapshots are kept, and their bytes, are the same either way."""
 
-    def __init__(self, budget: int = MEMORY_BUDGET):
+    def __init__(self, budget: int = MEMORY_BUDGET, spill: bool = True):
         self.budget = budget
         self.steps: list[int] = []
         self.losses: list[float] = []
-        self.states: list[dict[str, torch.Tensor]] = []
+        self._spill = SpillFile() if spill else None
+        self._held: list = []  # per snapshot: (its slot in the spill file, its keys), or its packed state_dict
+        self._bytes = 0  # one snapshot's bytes
 
     def offer(self, step: int, model: TinyCharLM, batch_loss: float) -> None:
         if step % EVERY or (self.steps and step <= self.steps[-1]):
             return
         self.steps.append(step)
         self.losses.append(float(batch_loss))
-        self.states.append(pack(model))
-        cap = max(self.budget // state_bytes(self.states[0]), 1)
+        if self._spill is not None:
+            self._held.append(self._spill.write(model))
+            self._bytes = self._spill.slot_bytes
+        else:
+            self._held.append(pack(model))
+            self._bytes = state_bytes(self._held[0])
+        cap = max(self.budget // self._bytes, 1)
         if len(self.steps) > cap:
             self._keep(keep_indices(self.steps, self.losses, cap, pending=True))
 
     def _keep(self, idx: list[int]) -> None:
+        if self._spill is not None:
+            for i in sorted(set(range(len(self._held))) - set(idx)):
+                self._spill.free(self._held[i][0])
         self.steps = [self.steps[i] for i in idx]
         self.losses = [self.losses[i] for i in idx]
-        self.states = [self.states[i] for i in idx]
+        self._held = [self._held[i] for i in idx]
+
+    def _state(self, i: int) -> dict[str, torch.Tensor]:
+        held = self._held[i]
+        return held if self._spill is None else self._spill.read(*held)
+
+    @property
+    def states(self) -> list[dict[str, torch.Tensor]]:
+        """Every live snapshot's state_dict (read back from the spill file: a copy each time)."""
+        return [self._state(i) for i in range(len(self._held))]
 
     def export(self, budget: int = FILE_BUDGET, final_step: int | None = None) -> list[dict]:
         """The snapshots for a file: [{"step", "state_dict"}], at most `budget` bytes, thinned as in
         keep_indices; the final step itself is left out (the file's top-level state_dict holds it)."""
-        items = [(s, l, sd) for s, l, sd in zip(self.steps, self.losses, self.states) if s != final_step]
+        items = [i for i, s in enumerate(self.steps) if s != final_step]
         if not items:
             return []
-        cap = max(budget // state_bytes(items[0][2]), 1)
-        idx = keep_indices([s for s, _, _ in items], [l for _, l, _ in items], cap)
-        return [{"step": items[i][0], "state_dict": items[i][2]} for i in idx]
+        cap = max(budget // self._bytes, 1)
+        idx = keep_indices([self.steps[i] for i in items], [self.losses[i] for i in items], cap)
+        return [{"step": self.steps[items[i]], "state_dict": self._state(items[i])} for i in idx]
 
 
 def check_snapshots(snaps, name: str, shapes: dict[str, tuple[int, ...]], error) -> list[dict]:
