@@ -96,28 +96,58 @@ def test_a_checkpoint_is_the_same_byte_for_byte_whether_its_snapshots_were_spill
     memory, as before, writes the same file, byte for byte: the worker's final checkpoint and one taken
     mid-run ("keep"). With a budget of 6 snapshots the recorder thins while it trains, and the freed slots
     of its file are reused. (The history's seconds are wall time: the trainer's clock ticks 1 ms a reading.)"""
-    import core.training.trainer as trainer_module
-    from core.model.snapshots import MEMORY_BUDGET
-    from core.pool.worker import final_checkpoint
-
-    runs = []
-    for spill in (False, True):
-        ticks = iter(range(10**6))
-        monkeypatch.setattr(trainer_module, "time", type("Clock", (), {"perf_counter": lambda t=ticks: next(t) / 1000}))
-        t = Trainer(ModelConfig(**TINY, n_layers=2), TASK, TrainConfig(steps=95, batch_size=4, log_every=10,
-                                                                       eval_size=8, seed=5, decay_steps=0))
-        t.snapshots = SnapshotRecorder(budget=MEMORY_BUDGET if budget is None else 1, spill=spill)
-        if budget is not None:  # the bytes of `budget` snapshots, known once the first is taken
-            t.snapshots.offer(0, t.model, math.nan)
-            t.snapshots.budget = budget * t.snapshots._bytes
-        t.run(50)
-        middle = final_checkpoint(t)
-        t.run(45)
-        runs.append((middle, final_checkpoint(t), list(t.snapshots.steps)))
+    runs = [_run_checkpoints(spill, budget, monkeypatch) for spill in (False, True)]
     assert runs[0] == runs[1]
     if budget is not None:
         assert len(runs[1][2]) <= budget and runs[1][2][0] == 0 and runs[1][2][-1] == 90
         assert runs[1][2] != list(range(0, 91, 10))  # it did thin
+
+
+def _run_checkpoints(spill: bool, budget: int | None, monkeypatch) -> tuple[bytes, bytes, list[int]]:
+    """A 95-step run's checkpoint at step 50 and at its end, and its live snapshot steps; `budget`: that
+    many snapshots live (None: the default budget)."""
+    import core.training.trainer as trainer_module
+    from core.model.snapshots import MEMORY_BUDGET
+    from core.pool.worker import final_checkpoint
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(trainer_module, "time", type("Clock", (), {"perf_counter": lambda t=ticks: next(t) / 1000}))
+    t = Trainer(ModelConfig(**TINY, n_layers=2), TASK, TrainConfig(steps=95, batch_size=4, log_every=10,
+                                                                   eval_size=8, seed=5, decay_steps=0))
+    t.snapshots = SnapshotRecorder(budget=MEMORY_BUDGET if budget is None else 1, spill=spill)
+    if budget is not None:  # the bytes of `budget` snapshots, known once the first is taken
+        t.snapshots.offer(0, t.model, math.nan)
+        t.snapshots.budget = budget * t.snapshots._bytes
+    t.run(50)
+    middle = final_checkpoint(t)
+    t.run(45)
+    return middle, final_checkpoint(t), list(t.snapshots.steps)
+
+
+@pytest.mark.parametrize("fault", ["no temporary folder", "disk full after 3 snapshots"])
+def test_a_run_whose_spill_file_fails_holds_its_snapshots_in_memory_and_writes_the_same_file(fault, monkeypatch):
+    """Issue #30's faults: no temporary file can be made, or the disk fills mid-run. The run goes on with
+    its snapshots in memory (those already in the file read back) and writes the checkpoint a run that held
+    them in memory from the start writes."""
+    import tempfile
+
+    from core.model import snapshots
+
+    held = _run_checkpoints(False, 6, monkeypatch)
+    if fault == "no temporary folder":
+        def refuse(*a, **k):
+            raise PermissionError(13, "Permission denied: the temporary folder")
+        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    else:
+        real, writes = snapshots.SpillFile.write, []
+
+        def fill(self, model):
+            writes.append(1)
+            if len(writes) > 3:
+                raise OSError(28, "No space left on device")
+            return real(self, model)
+        monkeypatch.setattr(snapshots.SpillFile, "write", fill)
+    assert _run_checkpoints(True, 6, monkeypatch) == held
 
 
 def test_a_spilled_snapshot_reads_back_as_its_weights_and_leaves_memory():

@@ -181,6 +181,15 @@ class SpillFile:
         self._file.close()
 
 
+def _spill_file() -> SpillFile | None:
+    """A SpillFile, or None where no temporary file can be made (no writable temporary folder): the
+    snapshots are then held in memory, as before there was a spill file."""
+    try:
+        return SpillFile()
+    except OSError:
+        return None
+
+
 class SnapshotRecorder:
     """Snapshots of one run: offer(step, model, batch_loss) every step; keeps float16 copies at
     multiples of EVERY within `budget` bytes. With spill=True (the default) they live in a temporary
@@ -191,7 +200,7 @@ class SnapshotRecorder:
         self.budget = budget
         self.steps: list[int] = []
         self.losses: list[float] = []
-        self._spill = SpillFile() if spill else None
+        self._spill = _spill_file() if spill else None
         self._held: list = []  # per snapshot: (its slot in the spill file, its keys), or its packed state_dict
         self._bytes = 0  # one snapshot's bytes
 
@@ -201,14 +210,23 @@ class SnapshotRecorder:
         self.steps.append(step)
         self.losses.append(float(batch_loss))
         if self._spill is not None:
-            self._held.append(self._spill.write(model))
-            self._bytes = self._spill.slot_bytes
-        else:
+            try:
+                self._held.append(self._spill.write(model))
+                self._bytes = self._spill.slot_bytes
+            except OSError:  # a full disk mid-run: the snapshots so far, and the rest, in memory instead
+                self._unspill()
+        if self._spill is None:
             self._held.append(pack(model))
             self._bytes = state_bytes(self._held[0])
         cap = max(self.budget // self._bytes, 1)
         if len(self.steps) > cap:
             self._keep(keep_indices(self.steps, self.losses, cap, pending=True))
+
+    def _unspill(self) -> None:
+        """Hold every live snapshot in memory from now on (the spill file could not take another)."""
+        spill, self._spill = self._spill, None
+        self._held = [spill.read(*held) for held in self._held]
+        spill.close()
 
     def _keep(self, idx: list[int]) -> None:
         if self._spill is not None:
