@@ -134,3 +134,31 @@ def test_strip_pngs_are_the_strip_tiles_encoded_and_each_tile_is_encoded_once():
     again = tc.strip_pngs({**strip, "frames": [0, 25, 75]})  # the next row: the same patterns, new steps
     assert all(a is b for row in pngs for a, b in zip(pngs[row][0], again[row][0]))
     assert again["previous-token head 1.2"][1][-1] == "3: step 75"
+
+
+def test_a_timeline_step_measured_in_chunks_is_the_whole_batch_measured_at_once():
+    """measure_step takes the evaluation batch CHUNK sequences at a time (the server's memory at the end of a
+    run, bench/README.md session 11): on the shipped 2-block run's snapshots its numbers are, bit for bit, those
+    of the whole batch through run_with_cache at once, as the timeline measured them before."""
+    import torch.nn.functional as F
+
+    from core.model.checkpoints import read_checkpoint
+    from core.model.snapshots import snapshot_model
+    from core.model.task import copy_masks
+    from core.training.trainer import eval_batch
+
+    from helpers import ROOT
+
+    model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
+    tokens, periods = eval_batch(info["task"], model.cfg.vocab_size)
+    snaps = info["snapshots"]
+    assert tokens.shape[0] > tl.CHUNK
+    for m in [snapshot_model(model, snaps[i]["state_dict"]) for i in (0, len(snaps) // 2)] + [model.eval()]:
+        logits, cache = m.run_with_cache(tokens, per_head=False)
+        T = tokens.shape[1]
+        per = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
+                              reduction="none").view(-1, T - 1)
+        got = tl.measure_step(m, tokens, periods)
+        assert got["loss_later"] == float(per[copy_masks(periods, T)["later"]].mean())
+        assert np.array_equal(got["loss_by_position"], per.mean(0).detach().numpy())
+        assert np.array_equal(got["pattern0"], torch.stack([p[0] for p in cache["pattern"]]).detach().numpy())

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core.model.hooks import hook_name
 from core.model.snapshots import snapshot_model
 from core.model.task import copy_masks
 from core.model.tinycharlm import TinyCharLM
@@ -21,6 +22,7 @@ EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL scor
 # icl_positions so that `early` is in the first copy and `late` in a later copy of every sequence)
 BEFORE = 50  # the "before the drop" loss-by-position curve: the snapshot nearest this many steps before drop_start
 FRAMES = 6
+CHUNK = 16  # sequences a timeline measures at a time (measure_step)
 CROP = 64  # the film strip shows the first CROP positions of one sequence
 
 
@@ -44,16 +46,24 @@ def icl_positions_hold(early: int, late: int, period_min: int, period_max: int) 
 
 
 @torch.no_grad()
-def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
+def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, chunk: int = CHUNK) -> dict:
     """loss_later (nats), loss_by_position [T-1] (entry t-1: mean loss of predicting the token at
-    position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence."""
-    logits, cache = model.run_with_cache(tokens, per_head=False)
-    T = tokens.shape[1]
-    per = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
-                          reduction="none").view(tokens.shape[0], T - 1)
+    position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence.
+    `chunk` sequences at a time, keeping only the patterns: the whole 128-sequence batch at once, with the
+    stream and v kept too, took about 150 MB for a moment, in the server at the end of every Train-page run
+    (bench/README.md, session 11); each sequence's floats are the same either way."""
+    names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+    T, per, pattern0 = tokens.shape[1], [], None
+    with torch.no_grad():
+        for i in range(0, tokens.shape[0], chunk):
+            logits, cache = model.run_with_hooks(tokens[i:i + chunk], cache=names)
+            per.append(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                       tokens[i:i + chunk, 1:].reshape(-1), reduction="none").view(-1, T - 1))
+            if i == 0 and names:
+                pattern0 = torch.stack([cache[n][0] for n in names]).numpy()
+    per = torch.cat(per)
     later = copy_masks(periods, T)["later"]
-    return {"loss_later": float(per[later].mean()), "loss_by_position": per.mean(0).numpy(),
-            "pattern0": torch.stack([p[0] for p in cache["pattern"]]).numpy() if cache["pattern"] else None}
+    return {"loss_later": float(per[later].mean()), "loss_by_position": per.mean(0).numpy(), "pattern0": pattern0}
 
 
 def timeline(model: TinyCharLM, info: dict) -> dict | None:
@@ -73,7 +83,7 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
         final = info["history"][-1].get("step")
     if not isinstance(final, int) or final <= snaps[-1]["step"]:
         return None  # the file does not say where its final weights sit on the timeline
-    models = [snapshot_model(model, s["state_dict"]) for s in snaps] + [model]
+    models = (snapshot_model(model, s["state_dict"]) if s else model for s in [*snaps, None])  # one at a time
     steps = [s["step"] for s in snaps] + [final]
     i0 = strip_index(periods)  # the film strip's sequence goes first
     tokens = torch.cat([tokens[i0:i0 + 1], tokens[:i0], tokens[i0 + 1:]])
