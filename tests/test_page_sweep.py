@@ -152,3 +152,23 @@ def test_same_as_table_compares_each_run_with_the_tables_run_of_its_seed(tmp_pat
     assert ": 1 dropped at the same logged step and 2 did not drop within 300 steps, nor did the table's; " in said[-2]
     assert "batch size B 32, seed 0: step 130 here, 140 there" in said[-2]
     assert said[-1].startswith("1 of your runs had already been trained on this server")
+
+
+@pytest.mark.parametrize("same_code", [True, False])
+def test_a_table_from_other_training_code_is_said_to_be(tmp_path, same_code):
+    """A shipped table's rows carry the code version that trained them; trained by other code (another attention
+    kernel, session 10), its runs need not be a page run's bit for bit, and the page says so."""
+    from core.pool.live_run import code_version
+
+    code = code_version() if same_code else "0123456789abcdef"
+    table = tmp_path / "t.csv"
+    table.write_text(f"# planted\nbatch_size,seed,drop_step,code\n16,0,250,{code}\n32,0,140,{code}\n")
+    done = RunStatus.FINISHED
+    results = [{"value": 16, "seed": 0, "drop_step": 250, "steps_run": 300, "status": done},
+               {"value": 32, "seed": 0, "drop_step": 170, "steps_run": 300, "status": done}]
+    said = ps.sentences(results, "batch_size", ps.law_result(results, "batch_size"), table)
+    other = [s for s in said if s.startswith("The table's runs were trained by another version")]
+    assert len(other) == (0 if same_code else 1)
+    if other:
+        assert f"its rows' code 0123456789abcdef, this server's {code_version()}" in other[0]
+    assert ps.table_code(table) == code and ps.table_code(tmp_path / "missing.csv") is None

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import replace
 from multiprocessing import connection
+from pathlib import Path
 
 import pytest
 import torch
@@ -266,6 +267,27 @@ def test_the_run_key_names_every_setting_and_the_code():
                    dict(shared_embedding=False)):
         assert live_run.run_key(replace(TINY, **change), 1) != key, change
     assert len(live_run.code_version()) == 16
+
+
+def test_the_code_version_names_the_attention_kernel_and_its_source(monkeypatch):
+    """The compiled attention's floats are not the eager kernel's: a table or a shared run made with one is not
+    the other's, so the kernel a process trains with, and the C++ source, are part of the code version."""
+    import core.pool.live_run as lr
+    from core.model import attention_cpp
+
+    versions = {}
+    for kernel in ("eager", "cpp"):
+        monkeypatch.setenv(attention_cpp.ENV_SWITCH, kernel)
+        monkeypatch.setattr(attention_cpp, "_compiler", lambda: "/usr/bin/g++")
+        lr.code_version.cache_clear()
+        versions[attention_cpp.planned()] = lr.code_version()
+    lr.code_version.cache_clear()
+    assert set(versions) == {"eager", "compiled"} and versions["eager"] != versions["compiled"]
+    cpp = Path(attention_cpp.__file__).with_name("causal_attention.cpp")
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda p: real(p) + (b"// changed" if p == cpp else b""))
+    assert lr.code_version() != versions["compiled"]
+    lr.code_version.cache_clear()
 
 
 def _tiny_settings(at) -> None:

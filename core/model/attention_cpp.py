@@ -157,6 +157,13 @@ def selected() -> bool:
     return os.environ.get(ENV_SWITCH, "cpp").strip().lower() != "eager"
 
 
+def planned() -> str:
+    """The kernel a training in this process will use, as far as it is known without building it:
+    "compiled" where selected and a compiler is found, else "eager" (a build that then fails falls back to
+    eager too). Its floats differ from the eager kernel's, so core.pool.live_run.code_version counts it."""
+    return "compiled" if selected() and _compiler() else "eager"
+
+
 def supports(qkv: torch.Tensor, n_heads: int) -> bool:
     """The shapes and types the kernel takes (else the caller runs the eager one)."""
     return (qkv.device.type == "cpu" and qkv.dtype in (torch.float32, torch.float64) and qkv.dim() == 3

@@ -25,11 +25,15 @@ def session_of(owner: str) -> str:
 
 @functools.cache
 def code_version() -> str:
-    """A hash of the code a training's result depends on (core/training, core/model, torch's
-    version), computed once per server process."""
+    """A hash of the code a training's result depends on (core/training, core/model with the compiled
+    attention's C++ source, the attention kernel this process trains with, torch's version), computed once
+    per server process. The source and the kernel count since the compiled attention's floats differ from
+    the eager kernel's (session 10: a table's runs from one kernel are not bit for bit the other's)."""
+    from core.model import attention_cpp
+
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py")]):
+    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + attention_cpp.planned().encode())
+    for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py"), *root.glob("model/*.cpp")]):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from core.model.drop import drop_threshold
 from core.pool import laws
 from core.pool.laws import LAWS, LawResult, Point, fit_points
+from core.pool.live_run import code_version
 from core.pool.series import RunSeries
 from core.pool.status import RunStatus
 from core.training import live
@@ -166,6 +167,16 @@ def same_as_table(results: list[dict], setting: str, path=None) -> tuple[int, li
     return compared, differ, neither
 
 
+def table_code(path) -> str | None:
+    """The code version (core.pool.live_run.code_version) of a shipped table's rows; None when it cannot be
+    read or its rows name more than one."""
+    try:
+        codes = laws.read_table(path)["code"].dropna().unique()
+    except (OSError, ValueError, KeyError):
+        return None
+    return str(codes[0]) if len(codes) == 1 else None
+
+
 def _steps_of(results: list[dict]) -> str:
     """The finished runs' length: "300", or "200-300" when they differ."""
     steps = sorted({r["steps_run"] for r in results if r["status"] == RunStatus.FINISHED})
@@ -205,6 +216,12 @@ def sentences(results: list[dict], setting: str, result: LawResult | None, path=
                                       for v, s, theirs, yours in differ)
                      + ". Where the loss crosses ln V / 2 slowly, the two measurements can land a log step apart.")
         out.append(text + ("." if not differ else ""))
+        theirs = table_code(path if path is not None else LAWS[LAW_OF[setting]].path)
+        if theirs is not None and theirs != code_version():
+            out.append(f"The table's runs were trained by another version of the training code (its rows' code "
+                       f"{theirs}, this server's {code_version()}: the model, the training or the attention kernel "
+                       "changed since), so its runs need not be yours bit for bit, and a drop step can move by more "
+                       "than a log step.")
     shared = sum(r.get("shared") == "finished" for r in results)
     if shared:
         out.append(f"{shared} of your runs had already been trained on this server (the same settings, seed and "
