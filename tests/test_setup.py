@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT
 
 _PROBE = r'''
@@ -42,6 +44,7 @@ print(json.dumps({"advised": advised, "same": before == after}))
 '''
 
 
+@pytest.mark.worker  # a subprocess that imports torch: the rest tier
 def test_paging_out_the_libraries_read_only_pages_leaves_the_process_working():
     """The idle server's page out (issue #30) is advice on read-only file pages only: torch's code runs on
     afterwards and computes the same numbers; on Linux the libraries' mappings took the advice."""

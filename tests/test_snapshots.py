@@ -90,7 +90,7 @@ def test_snapshotting_leaves_the_trajectory_unchanged():
         assert torch.equal(v, b.model.state_dict()[k]), k
 
 
-@pytest.mark.parametrize("budget", [None, 6])
+@pytest.mark.parametrize("budget", [pytest.param(None, marks=pytest.mark.slow), 6])  # the default budget: the rest tier
 def test_a_checkpoint_is_the_same_byte_for_byte_whether_its_snapshots_were_spilled_or_held(budget, monkeypatch):
     """The recorder keeps its snapshots in a temporary file (issue #30); a run whose recorder holds them in
     memory, as before, writes the same file, byte for byte: the worker's final checkpoint and one taken
