@@ -46,13 +46,25 @@ def pack(model: TinyCharLM) -> dict[str, torch.Tensor]:
     which then could not reuse those holes: in a pool worker with the compiled attention the free heap grew
     from 87 to 137 MB over 400 steps, and stayed at 49-53 MB with no snapshots (bench/README.md, session 10)."""
     state = model.state_dict()
-    n = sum(v.numel() for v in state.values())
-    flat = torch.frombuffer(mmap.mmap(-1, max(n, 1) * DTYPE.itemsize), dtype=DTYPE)  # holds the mapping
-    out, at = {}, 0
+    out = _views(_mapped(state), ((k, v.shape) for k, v in state.items()))
     for k, v in state.items():
-        out[k] = flat[at:at + v.numel()].view(v.shape)
         out[k].copy_(v.detach())
-        at += v.numel()
+    return out
+
+
+def _mapped(state: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A flat DTYPE buffer for all of `state`'s elements, mapped on its own (the tensor holds the mapping)."""
+    n = sum(v.numel() for v in state.values())
+    return torch.frombuffer(mmap.mmap(-1, max(n, 1) * DTYPE.itemsize), dtype=DTYPE)
+
+
+def _views(flat: torch.Tensor, layout) -> dict[str, torch.Tensor]:
+    """{key: a view of `flat`'s next shape.numel() elements} for (key, shape) in `layout`, in order."""
+    out, at = {}, 0
+    for k, shape in layout:
+        numel = shape.numel()
+        out[k] = flat[at:at + numel].view(shape)
+        at += numel
     return out
 
 
@@ -147,12 +159,9 @@ class SpillFile:
         state = model.state_dict()
         if self._layout is None:
             self._layout = [(k, v.shape) for k, v in state.items()]
-            n = sum(v.numel() for v in state.values())
-            self._scratch = torch.frombuffer(mmap.mmap(-1, max(n, 1) * DTYPE.itemsize), dtype=DTYPE)
-        at = 0
-        for v in state.values():
-            self._scratch[at:at + v.numel()].view(v.shape).copy_(v.detach())
-            at += v.numel()
+            self._scratch = _mapped(state)
+        for view, v in zip(_views(self._scratch, self._layout).values(), state.values()):
+            view.copy_(v.detach())
         slot = self._free.pop() if self._free else self._slots
         self._slots = max(self._slots, slot + 1)
         self._file.seek(slot * self.slot_bytes)
@@ -166,13 +175,7 @@ class SpillFile:
         self._file.seek(slot * self.slot_bytes)
         if self._file.readinto(buf) != len(buf):
             raise OSError("a snapshot could not be read back from its temporary file")
-        flat = torch.frombuffer(buf, dtype=DTYPE)
-        out, at = {}, 0
-        for k, (_, shape) in zip(keys, self._layout):
-            numel = shape.numel()
-            out[k] = flat[at:at + numel].view(shape)
-            at += numel
-        return out
+        return _views(torch.frombuffer(buf, dtype=DTYPE), zip(keys, (shape for _, shape in self._layout)))
 
     def free(self, slot: int) -> None:
         self._free.append(slot)

@@ -54,13 +54,12 @@ def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor,
     (bench/README.md, session 11); each sequence's floats are the same either way."""
     names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
     T, per, pattern0 = tokens.shape[1], [], None
-    with torch.no_grad():
-        for i in range(0, tokens.shape[0], chunk):
-            logits, cache = model.run_with_hooks(tokens[i:i + chunk], cache=names)
-            per.append(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                       tokens[i:i + chunk, 1:].reshape(-1), reduction="none").view(-1, T - 1))
-            if i == 0 and names:
-                pattern0 = torch.stack([cache[n][0] for n in names]).numpy()
+    for i in range(0, tokens.shape[0], chunk):
+        logits, cache = model.run_with_hooks(tokens[i:i + chunk], cache=names)
+        per.append(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                   tokens[i:i + chunk, 1:].reshape(-1), reduction="none").view(-1, T - 1))
+        if i == 0 and names:
+            pattern0 = torch.stack([cache[n][0] for n in names]).numpy()
     per = torch.cat(per)
     later = copy_masks(periods, T)["later"]
     return {"loss_later": float(per[later].mean()), "loss_by_position": per.mean(0).numpy(), "pattern0": pattern0}
