@@ -1,6 +1,6 @@
 """Where a reading server's memory is after a walk over every page (issue #30): PSS broken down in the server.
 
-    python bench/server_memory.py [--walks 2] [--cache-dir DIR] [--train] [--json]
+    python bench/server_memory.py [--walks 2] [--cache-dir DIR] [--train] [--holders] [--json]
 
 Starts `streamlit run dashboard.py` through this file (its `serve`: a SIGUSR1 handler in the server writes a
 probe to a file), walks every page --walks times with bench/light.py's LightSession (no browser), waits for
@@ -9,7 +9,10 @@ the session to end (the TTL and ui/sessions.py's MARGIN, then ui/setup.py's next
   mmapped), Python's object allocator (sys.getallocatedblocks);
 - Streamlit's own byte counts (its stats manager: st.cache_data's pickled values, st.cache_resource,
   the forward-message cache, session state, media files);
-- what the garbage collector reaches: torch storages, numpy arrays, bytes, by count and MB.
+- what the garbage collector reaches: torch storages, numpy arrays, bytes, by count and MB;
+- the anonymous memory by where it lives (glibc's main heap, large anonymous mappings, the rest) and
+  Arrow's allocator; with --holders, who holds the largest buffers (the first path from a module's
+  namespace or a thread's frame to each).
 With --train the walk also trains the default settings once on the Train page, and the total PSS of the
 server with its helper processes (forkserver, resource tracker, a kept worker) is read after the run
 and again after the walk (target 3 of session 11). Prints the one-thread 1024² matmul rate.
@@ -20,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -85,6 +89,65 @@ def _reachable() -> dict:
             "bytes_over_1k_mb": round(blobs / mb, 1), "gc_tracked": len(gc.get_objects())}
 
 
+def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
+    """Who holds the largest buffers (torch storages, numpy arrays, bytes of at least min_bytes): a
+    breadth-first walk from every module's namespace and every thread's frames, each buffer named by
+    the first path that reaches it (module, then the types and keys on the way)."""
+    import collections
+    import gc
+    import warnings
+
+    import numpy as np
+    import torch
+
+    def size(obj) -> int:
+        if isinstance(obj, torch.Tensor):
+            try:
+                return obj.untyped_storage().nbytes()
+            except RuntimeError:
+                return 0
+        if isinstance(obj, np.ndarray):
+            return obj.nbytes if obj.base is None else 0
+        if isinstance(obj, (bytes, bytearray)):
+            return len(obj)
+        return 0
+
+    def label(parent, child) -> str:
+        if isinstance(parent, dict):
+            for k, v in parent.items():
+                if v is child:
+                    return f"[{str(k)[:40]}]"
+        return type(child).__name__
+
+    roots = [(m.__dict__, f"module {name}") for name, m in list(sys.modules.items()) if hasattr(m, "__dict__")]
+    roots += [(f, f"thread frame {f.f_code.co_name}") for f in sys._current_frames().values()]
+    seen, queue, found = set(), collections.deque(), {}
+    warnings.simplefilter("ignore")  # this bench server only: deprecated module attributes warn when walked
+    for obj, name in roots:
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            queue.append((obj, name, 0))
+    while queue:
+        obj, path, depth = queue.popleft()
+        n = size(obj)
+        if n >= min_bytes:
+            key = obj.untyped_storage().data_ptr() if isinstance(obj, torch.Tensor) else id(obj)
+            found.setdefault(key, (n, path))
+        if depth >= 12 or isinstance(obj, (str, int, float, bytes, bytearray)):
+            continue
+        for ref in gc.get_referents(obj):
+            if id(ref) not in seen and not isinstance(ref, type):
+                seen.add(id(ref))
+                queue.append((ref, f"{path} > {label(obj, ref)}", depth + 1))
+    by_path: dict[str, list] = {}
+    for n, path in found.values():
+        short = " > ".join(path.split(" > ")[:5])
+        entry = by_path.setdefault(short, [0, 0])
+        entry[0], entry[1] = entry[0] + n, entry[1] + 1
+    rows = sorted(by_path.items(), key=lambda kv: -kv[1][0])[:top]
+    return [f"{n / 2 ** 20:.1f} MB in {c}: {path}" for path, (n, c) in rows]
+
+
 def _streamlit_stats() -> dict:
     from streamlit.runtime import Runtime
 
@@ -109,11 +172,46 @@ def probe(path: Path) -> None:
         path.write_text(json.dumps({"error": repr(e)}))
 
 
+def _anonymous() -> dict:
+    """The process's anonymous memory by where it lives: glibc's main heap ([heap]), the other anonymous
+    mappings of 1 MB or more (pymalloc's arenas, glibc's second arena and large blocks, Arrow's pool),
+    the small ones; and what Arrow's allocator holds (its pool keeps freed memory to reuse)."""
+    heap = big = small = 0
+    big_count, kind = 0, ""
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            kind = head[5] if len(head) > 5 else ""
+            size = 0
+        elif head[0] == "Size:":
+            size = int(head[1])
+        elif head[0] == "Anonymous:" and int(head[1]):
+            kb = int(head[1])
+            if kind == "[heap]":
+                heap += kb
+            elif not kind and size >= 1024:
+                big, big_count = big + kb, big_count + 1
+            else:
+                small += kb
+    out = {"heap_mb": round(heap / 1024, 1), "large_mappings_mb": round(big / 1024, 1), "large_mappings": big_count,
+           "other_mb": round(small / 1024, 1)}
+    if "pyarrow" in sys.modules:
+        import pyarrow
+
+        pool = pyarrow.default_memory_pool()
+        out.update(arrow_backend=pool.backend_name, arrow_allocated_mb=round(pool.bytes_allocated() / 2 ** 20, 1),
+                   arrow_peak_mb=round(pool.max_memory() / 2 ** 20, 1))
+    return out
+
+
 def _probe(path: Path) -> None:
     from memory import smaps_detail
 
-    out = {"smaps": smaps_detail(os.getpid()), "malloc": _mallinfo(), "streamlit": _streamlit_stats(),
-           "python_blocks": sys.getallocatedblocks(), "modules": len(sys.modules), **_reachable()}
+    out = {"smaps": smaps_detail(os.getpid()), "anonymous": _anonymous(), "malloc": _mallinfo(),
+           "streamlit": _streamlit_stats(), "python_blocks": sys.getallocatedblocks(), "modules": len(sys.modules),
+           **_reachable()}
+    if os.environ.get("BENCH_HOLDERS"):  # --holders: the walk allocates, so every figure read after it is higher
+        out["holders"] = _holders()
     path.write_text(json.dumps(out))
 
 
@@ -219,6 +317,8 @@ def main(argv=None) -> int:
     ap.add_argument("--settle", type=float, default=65.0, help="seconds after the session ended")
     ap.add_argument("--train", action="store_true", help="train the default settings once before the walks")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server's environment")
+    ap.add_argument("--holders", action="store_true",
+                    help="also name who holds the largest buffers (a walk over every object: read the PSS before it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     from machine import matmul_rate
@@ -230,7 +330,8 @@ def main(argv=None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     warm_folder(cache)
     out_file = Path(tempfile.mkdtemp(prefix="probe-")) / "probe.json"
-    env = {"ATTENTION_LAB_CACHE": str(cache), **dict(e.split("=", 1) for e in args.env)}
+    env = {"ATTENTION_LAB_CACHE": str(cache), **({"BENCH_HOLDERS": "1"} if args.holders else {}),
+           **dict(e.split("=", 1) for e in args.env)}
     proc, url = start_server(env, ("--server.disconnectedSessionTTL", str(int(args.ttl))),
                              launcher=(str(Path(__file__).resolve()), "serve", str(out_file), "--"))
     try:
