@@ -465,7 +465,7 @@ def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
 
 def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_lets_go(pool):
     """Issue #30: once a run has ended, the pool holds nothing of it but the finished key's checkpoint
-    bytes (FINISHED_KEPT, for identical runs): the LiveRun, its model and its follower list go with
+    bytes (core.pool.finished, for identical runs): the LiveRun, its model and its follower list go with
     the session's last reference (st.session_state), finished or failed with its last logged model alike."""
     import gc
     import weakref

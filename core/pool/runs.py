@@ -42,12 +42,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 from core.model.checkpoints import CheckpointError, read_checkpoint
 from core.pool.backend import Backend, ProcessBackend, WorkerHandle
-from core.pool.live_run import Ending, LiveRun, _Stream, _Training, run_key, session_of
+from core.pool.finished import FinishedRuns
+from core.pool.live_run import Ending, LiveRun, _Training, run_key, session_of
 from core.pool.monitor import STUCK_SECONDS, Monitor
 from core.pool.slots import TrainingSlots
 from core.pool.status import RunStatus
@@ -63,9 +63,9 @@ OWNER_GRACE = 20.0  # an owner is_alive has not known for this long loses its ru
 KILL_WAIT = 1.0  # how long a page's discard waits for a killed worker to be gone (outside the lock)
 EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this long to exit before it is killed
 WORKER_THREADS = 1  # torch threads per worker
-FINISHED_KEPT = 16  # finished runs kept for sessions that start the same run later
-FINISHED_BYTES = 64 * 2**20  # ... and at most this many checkpoint bytes between them
-REST_SECONDS = 60.0  # nothing training or waiting this long: the backend may free what starts need (forkserver)
+# nothing training or waiting this long: the backend may free what starts need (its forkserver, about 160 MB of
+# PSS at rest, 1.6-1.9 CPU-s to start again: bench/README.md "Session 12"). Longer than a queue's gaps between runs
+REST_SECONDS = 10.0
 
 
 class RunPool:
@@ -88,7 +88,7 @@ class RunPool:
         self._slots = TrainingSlots(capacity)
         self._trainings: dict[str, _Training] = {}  # waiting, starting or running, by id
         self._by_key: dict[str, _Training] = {}  # the ones a new run of the same key may follow
-        self._finished: OrderedDict[str, tuple[bytes, _Stream]] = OrderedDict()  # key -> (checkpoint, stream)
+        self._finished = FinishedRuns()  # key -> (checkpoint, stream), the checkpoints in a temporary file
         self._runs: dict[str, LiveRun] = {}  # the followers of live trainings, by id
         self._reap: list[tuple[WorkerHandle, float]] = []  # (handle, since) to close and see gone (monitor)
         self._lock = threading.Lock()  # nothing re-enters it: every method takes it once, or is called under it
@@ -116,9 +116,8 @@ class RunPool:
                 training.followers.append(run)
                 self._runs[run.id] = run
                 self._positions()
-            elif key is not None and key in self._finished:
-                self._finished.move_to_end(key)
-                data, stream = self._finished[key]
+            elif key is not None and (kept := self._finished.get(key)) is not None:
+                data, stream = kept
                 run = LiveRun(settings, owner, stream, shared="finished")
                 self._finish(run, RunStatus.FINISHED, data=data)
             else:
@@ -256,13 +255,6 @@ class RunPool:
             if training.status == RunStatus.WAITING:
                 training.position = self._slots.position(training.id)
                 training.blocked = self._slots.blocked(training.id, self._sessions_of)
-
-    def _store_finished(self, key: str, data: bytes, stream: _Stream) -> None:
-        self._finished[key] = (data, stream)
-        self._finished.move_to_end(key)
-        while len(self._finished) > FINISHED_KEPT or (
-                len(self._finished) > 1 and sum(len(d) for d, _ in self._finished.values()) > FINISHED_BYTES):
-            self._finished.popitem(last=False)
 
     # -- slow work, never under the lock --------------------------------------------------------
 
@@ -404,7 +396,7 @@ class RunPool:
             if isinstance(decoded, CheckpointError):
                 return self._drop(training, RunStatus.FAILED, str(decoded))
             if status == RunStatus.FINISHED and data is not None and training.key is not None:
-                self._store_finished(training.key, data, training.frozen(status=status))
+                self._finished.store(training.key, data, training.frozen(status=status))
             out = self._drop(training, status, data=data, decoded=decoded)
             self._reap += [(handle, time.monotonic()) for handle in out]  # it exits by itself
             return []
