@@ -54,19 +54,30 @@ def _file_of(preset: str) -> str:
     return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _live_figures(run_id: str, n_rows: int, n_frames: int, span: int, _run: LiveRun, _reference: dict | None) -> dict:
+def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
     """The live panel's charts and film strip for a run's first n_rows logged rows and n_frames frames,
     in the form Streamlit sends them (Vega-Lite specs, PNG tiles). Built once per new row (every 25
     steps) and reused by the redraws in between, which then cost only the sending; each chart's spec is
-    converted by Altair once per run and shape, a new row only replacing its data (ui.charts.kept.swapped)."""
-    hist, vocab = _run.history()[:n_rows], _run.model_cfg.vocab_size
+    converted by Altair once per run and shape, a new row only replacing its data (ui.charts.kept.swapped).
+    Only the latest are kept, in the session: they go with it (a server-wide cache kept 32 of them,
+    6.1 MB after the session had ended: bench/README.md "Session 12")."""
+    signature = (run.id, n_rows, n_frames, span, reference is not None)
+    kept = st.session_state.get("_live_figures")
+    if kept is not None and kept[0] == signature:
+        return kept[1]
+    figures = _build_live_figures(run, n_rows, n_frames, span, reference)
+    st.session_state["_live_figures"] = (signature, figures)
+    return figures
+
+
+def _build_live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
+    hist, vocab = run.history()[:n_rows], run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
-    if _reference is not None:
-        ref_loss, ref_acc = _frames("shipped 1 block", _reference, span)
+    if reference is not None:
+        ref_loss, ref_acc = _frames("shipped 1 block", reference, span)
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
-    strip = timeline.live_strip(_run.frames[:n_frames], hist, vocab, _run.strip_period) if n_frames else None
+    strip = timeline.live_strip(run.frames[:n_frames], hist, vocab, run.strip_period) if n_frames else None
     heads = live.head_score_frame(hist)
     tiles = timeline_charts.strip_pngs(strip) if strip else None
     return {"hist": hist, "drop": drop, "strip": strip, "tiles": tiles,
@@ -79,7 +90,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     vocab = run.model_cfg.vocab_size
     span = run.total_steps if run.active else max(run.step, 1)  # a stopped run's axis ends where it stopped
     n_frames = len(run.frames) if run.active else 0
-    fig = _live_figures(run.id, len(run.history()), n_frames, span, run, reference)
+    fig = _live_figures(run, len(run.history()), n_frames, span, reference)
     hist, drop, strip = fig["hist"], fig["drop"], fig["strip"]
     chart, note = st.columns([3, 1])
     draw(chart, fig["loss"], width="stretch")
