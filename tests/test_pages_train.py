@@ -366,3 +366,14 @@ def test_plain_embedding_choice_reaches_the_trainer():
     assert (plain.embed_scale, plain.embed_shared) == (1.0, 0.0)
     assert shared.embed_shared > 0
     assert "plain init" in replace(d, shared_embedding=False).label() and "plain init" not in d.label()
+
+
+def test_the_progress_line_says_what_the_run_is_doing():
+    from ui.text import progress_text
+
+    assert progress_text(0, 800, True, float("nan"), RunStatus.STARTING, 0.0) == \
+        "step 0 / 800 · starting its training process"
+    assert progress_text(100, 800, True, 10.0, RunStatus.RUNNING, 10.0) == \
+        "step 100 / 800 · 10.0 steps/s · about 70 s left"
+    assert progress_text(0, 800, True, float("nan"), RunStatus.WAITING, 0.0) == "step 0 / 800"
+    assert progress_text(400, 800, False, 0.0, RunStatus.STOPPED, 150.0) == "step 400 / 800 · stopped after 2.5 min of training"

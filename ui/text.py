@@ -19,6 +19,8 @@ def duration(seconds: float) -> str:
 def progress_text(step: int, total: int, active: bool, rate: float, status: str, seconds: float) -> str:
     """'step s / n' and, while running, the speed and time left; once ended, how it ended."""
     text = f"step {step} / {total}"
+    if status == "starting":  # the first Train press after a quiet spell also starts the worker server
+        return text + " · starting its training process"
     if active and math.isfinite(rate) and rate > 0:
         return text + f" · {rate:.1f} steps/s · about {duration((total - step) / rate)} left"
     if not active:

@@ -146,8 +146,8 @@ def warm_up(ctx) -> None:
 
 
 def rest(ctx) -> bool:
-    """Stop the forkserver, if one runs (the next start begins a new one, a few seconds more): an idle
-    forkserver holds about 280 MB of PSS (bench/README.md, issue #30). True if one was stopped. Uses
+    """Stop the forkserver, if one runs (the next start begins a new one, 1.6-1.9 CPU-s): an idle
+    forkserver holds about 160 MB of PSS (bench/README.md, issue #30). True if one was stopped. Uses
     multiprocessing's ForkServer._stop, which CPython keeps for its own tests (3.8 to 3.13)."""
     if ctx.get_start_method() != "forkserver":
         return False
