@@ -133,19 +133,27 @@ def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
         if n >= min_bytes:
             key = obj.untyped_storage().data_ptr() if isinstance(obj, torch.Tensor) else id(obj)
             found.setdefault(key, (n, path))
-        if depth >= 12 or isinstance(obj, (str, int, float, bytes, bytearray)):
+        if depth >= 40 or isinstance(obj, (str, int, float, bytes, bytearray)):
             continue
         for ref in gc.get_referents(obj):
             if id(ref) not in seen and not isinstance(ref, type):
                 seen.add(id(ref))
                 queue.append((ref, f"{path} > {label(obj, ref)}", depth + 1))
+    # storages the collector sees that no path from a module or a frame reached
+    for obj in gc.get_objects():
+        for ref in gc.get_referents(obj):
+            if isinstance(ref, torch.Tensor) and (n := size(ref)) >= min_bytes:
+                ptr = ref.untyped_storage().data_ptr()
+                if ptr not in found:
+                    found[ptr] = (n, f"unreached, held by a {type(obj).__module__}.{type(obj).__qualname__}")
     by_path: dict[str, list] = {}
     for n, path in found.values():
         short = " > ".join(path.split(" > ")[:5])
-        entry = by_path.setdefault(short, [0, 0])
+        entry = by_path.setdefault(short, [0, 0, path])
         entry[0], entry[1] = entry[0] + n, entry[1] + 1
     rows = sorted(by_path.items(), key=lambda kv: -kv[1][0])[:top]
-    return [f"{n / 2 ** 20:.1f} MB in {c}: {path}" for path, (n, c) in rows]
+    return [f"{n / 2 ** 20:.1f} MB in {c}: {path}" + (f" (e.g. {example})" if example != path else "")
+            for path, (n, c, example) in rows]
 
 
 def _streamlit_stats() -> dict:

@@ -13,6 +13,7 @@ from streamlit.runtime.dataframe_source_manager import DataframeSourceManager
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.state.common import WidgetMetadata
 from streamlit.runtime.state.session_state import SessionState
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
@@ -120,12 +121,17 @@ def test_release_frees_the_media_files_uploads_and_state_an_expired_session_kept
         pass
 
     session = SimpleNamespace(session_state=SessionState())
-    model = Model()
+    model, data = Model(), Model()
     session.session_state["lab_models"] = {"session:1": model}
-    held = weakref.ref(model)
-    del model
+    # a select box whose format function closes over a page's data: SessionState.clear() keeps widgets'
+    # metadata (Streamlit 1.67), and with it that data (8 MB of patterns in a server, bench/README.md)
+    session.session_state._new_widget_state.set_widget_metadata(WidgetMetadata(
+        "w1", deserializer=lambda v, data=data: v, serializer=lambda v: v, value_type="int_value"))
+    held, held_data = weakref.ref(model), weakref.ref(data)
+    del model, data
     runtime_release(runtime)("gone", session)
     gc.collect()
     assert media.read_file(mine) is None and media.read_file(theirs) is not None
     assert runtime.uploaded_file_mgr.get_files("gone", ["u1"]) == []
     assert held() is None and "lab_models" not in session.session_state
+    assert held_data() is None, "the widgets' metadata went too"

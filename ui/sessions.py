@@ -101,6 +101,11 @@ def runtime_release(runtime) -> Callable[[str, object | None], None]:
         state = getattr(session, "session_state", None)
         if state is not None:
             state.clear()
+            # SessionState.clear() leaves the widgets' metadata (Streamlit 1.67): their format functions
+            # and callbacks, which may close over a page's data (a select box's held 8 MB of patterns)
+            metadata = getattr(getattr(state, "_new_widget_state", None), "widget_metadata", None)
+            if isinstance(metadata, dict):
+                metadata.clear()
     return release
 
 
