@@ -1,5 +1,6 @@
 """ui/setup.py's lab_script: a server whose visitors only read pages holds no training machinery
-(issue #30): no forkserver and no resource tracker until the first training starts one."""
+(issue #30): no forkserver and no resource tracker until the first training starts one; and its heap
+maps big blocks on their own however many it has freed (glibc's mmap threshold, fixed)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from helpers import ROOT
 
 _PROBE = r'''
-import json, os
+import ctypes, json, os
 from pathlib import Path
 import ui.setup
 ui.setup.lab_script()
@@ -19,8 +20,19 @@ ui.setup.lab_script()
 from multiprocessing import forkserver, resource_tracker
 children = [p.parent.name for p in Path("/proc").glob("[0-9]*/stat")
             if p.read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                               "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype, libc.malloc.restype, libc.free.argtypes = Mallinfo2, ctypes.c_void_p, [ctypes.c_void_p]
+libc.free(libc.malloc(ui.setup.MMAP_THRESHOLD * 8))  # glibc's own threshold would now rise past 2x
+before = libc.mallinfo2().hblkhd
+block = libc.malloc(ui.setup.MMAP_THRESHOLD * 2)
+mapped = libc.mallinfo2().hblkhd - before
+libc.free(block)
 print(json.dumps({"forkserver": forkserver._forkserver._forkserver_pid,
-                  "tracker": resource_tracker._resource_tracker._pid, "children": children}))
+                  "tracker": resource_tracker._resource_tracker._pid, "children": children, "mapped": mapped,
+                  "threshold": ui.setup.MMAP_THRESHOLD}))
 '''
 
 
@@ -30,6 +42,8 @@ def test_the_first_script_run_starts_no_process():
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["forkserver"] is None and seen["tracker"] is None
     assert seen["children"] == []
+    if sys.platform.startswith("linux"):  # glibc: a block twice the threshold is a mapping of its own
+        assert seen["mapped"] >= 2 * seen["threshold"]
 
 
 _PAGE_OUT = r'''

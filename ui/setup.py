@@ -32,6 +32,7 @@ GC_EVERY = 60.0
 _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
 MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
+MMAP_THRESHOLD = 1 << 20  # bytes: a block this big is mapped on its own and unmapped when freed
 
 
 def lab_script() -> None:
@@ -52,14 +53,19 @@ def _tune_malloc(every: float = 1.0) -> None:
     """Keep the server's resident memory near what it uses (bench/memory.py). Every script run is a
     new thread, glibc gives threads heaps (arenas) of their own, and it keeps freed tensors of up to
     32 MB inside them: after one session had opened every page the server held about 600 MB, most
-    of it free. So: two arenas, and a daemon thread that hands free heap pages back to the system
-    every `every` seconds (malloc_trim: about 20 ms when there is much to return, microseconds when
-    not; nothing on the training path changes), after a full collection every GC_EVERY seconds and
-    a sweep of ended sessions (ui/sessions.py) every time.
+    of it free. So: two arenas; blocks of MMAP_THRESHOLD or more always mapped on their own, so that
+    freeing one gives it back (glibc raises its threshold each time such a block is freed, up to 32 MB,
+    after which a view's tensors are cut from the heap between long-lived objects: a walk that computed
+    every view left 297-349 MB of anonymous memory, 259-260 with the threshold fixed, bench/README.md
+    "Session 12"); and a daemon thread that hands free heap pages back to the system every `every`
+    seconds (malloc_trim: about 20 ms when there is much to return, microseconds when not; nothing on
+    the training path changes), after a full collection every GC_EVERY seconds and a sweep of ended
+    sessions (ui/sessions.py) every time.
     Only glibc has these; elsewhere nothing happens."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 2)  # M_ARENA_MAX
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (a set value is never raised by glibc)
         trim = libc.malloc_trim
     except (OSError, AttributeError):
         return
