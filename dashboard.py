@@ -8,7 +8,7 @@ import streamlit as st
 
 from ui import layout, notebook, python_panel, share
 from ui.pages import ALL_PAGES, HOME
-from ui.setup import lab_script
+from ui.setup import lab_script, script_ended
 from ui.state import sidebar_picker
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔎", layout="wide")
@@ -25,3 +25,4 @@ try:
     notebook.download_button(page.title, page.url_path)
 finally:  # also after st.stop(): the address bar always holds the view on screen
     share.publish(page.url_path)
+    script_ended()

@@ -1,6 +1,7 @@
 """ui/setup.py's lab_script: a server whose visitors only read pages holds no training machinery
-(issue #30): no forkserver and no resource tracker until the first training starts one; and its heap
-maps big blocks on their own however many it has freed (glibc's mmap threshold, fixed)."""
+(issue #30): no forkserver and no resource tracker until the first training starts one; its heap
+maps big blocks on their own however many it has freed (glibc's mmap threshold, fixed); and the pages
+only the imports read are paged out once the first script run has ended."""
 from __future__ import annotations
 
 import json
@@ -14,9 +15,16 @@ from helpers import ROOT
 _PROBE = r'''
 import ctypes, json, os
 from pathlib import Path
+import time
 import ui.setup
 ui.setup.lab_script()
+time.sleep(1.5)  # the trimmer ticks every second: at least one tick before the end
+paged_while_running = ui.setup.page_outs
+ui.setup.script_ended()
 ui.setup.lab_script()
+deadline = time.monotonic() + 10
+while not ui.setup.page_outs and time.monotonic() < deadline:
+    time.sleep(0.1)
 from multiprocessing import forkserver, resource_tracker
 children = [p.parent.name for p in Path("/proc").glob("[0-9]*/stat")
             if p.read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
@@ -32,7 +40,8 @@ mapped = libc.mallinfo2().hblkhd - before
 libc.free(block)
 print(json.dumps({"forkserver": forkserver._forkserver._forkserver_pid,
                   "tracker": resource_tracker._resource_tracker._pid, "children": children, "mapped": mapped,
-                  "threshold": ui.setup.MMAP_THRESHOLD}))
+                  "threshold": ui.setup.MMAP_THRESHOLD,
+                  "page_outs": [paged_while_running, ui.setup.page_outs]}))
 '''
 
 
@@ -44,6 +53,8 @@ def test_the_first_script_run_starts_no_process():
     assert seen["children"] == []
     if sys.platform.startswith("linux"):  # glibc: a block twice the threshold is a mapping of its own
         assert seen["mapped"] >= 2 * seen["threshold"]
+    # the libraries' pages are paged out once the first script run has ended, not before, and once only
+    assert seen["page_outs"] == [0, 1]
 
 
 _PAGE_OUT = r'''

@@ -33,6 +33,8 @@ _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
 MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
 MMAP_THRESHOLD = 1 << 20  # bytes: a block this big is mapped on its own and unmapped when freed
+_first_ended = False  # the server's first script run has ended (script_ended)
+page_outs = 0  # how often the trimmer has paged the libraries out
 
 
 def lab_script() -> None:
@@ -47,6 +49,13 @@ def lab_script() -> None:
         prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
     sessions.note_this_session()  # what this session leaves is released once it can no longer reconnect
+
+
+def script_ended() -> None:
+    """The last call of every script run (dashboard.py): the first one lets the trimmer page out what
+    the imports alone read."""
+    global _first_ended
+    _first_ended = True
 
 
 def _tune_malloc(every: float = 1.0) -> None:
@@ -81,9 +90,13 @@ def _tune_malloc(every: float = 1.0) -> None:
             if time.monotonic() - collected >= GC_EVERY:
                 gc.collect()
                 collected = time.monotonic()
-            if time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run:  # idle: once per quiet spell
+            # once the first script run has ended (the pages only the imports read), then once per quiet
+            # spell of GC_EVERY seconds without a script run
+            if (not paged_out and _first_ended) or (
+                    time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run):
+                global page_outs
                 page_out_library_pages()
-                paged_out = time.monotonic()
+                paged_out, page_outs = time.monotonic(), page_outs + 1
             trim(0)
 
     threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()
@@ -97,8 +110,10 @@ def page_out_library_pages() -> int:
     alone on its machine pays in full in its PSS, of which a walk over every page uses about 20 MB
     (bench/README.md, session 11). The others are read back from the page cache or the disk if ever used
     again. Pages another process maps (a forkserver, a worker) are left alone, written pages (relocations)
-    are not dropped, and nothing is lost: a page out is only advice. The trimmer thread calls it once no
-    script has started for GC_EVERY seconds, once per quiet spell."""
+    are not dropped, and nothing is lost: a page out is only advice. The trimmer thread calls it once
+    the server's first script run has ended (it imported the libraries: most of the pages their
+    initialisers read are never read again), then once no script has started for GC_EVERY seconds, once
+    per quiet spell."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         madvise = libc.madvise
