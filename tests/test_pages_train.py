@@ -376,4 +376,5 @@ def test_the_progress_line_says_what_the_run_is_doing():
     assert progress_text(100, 800, True, 10.0, RunStatus.RUNNING, 10.0) == \
         "step 100 / 800 · 10.0 steps/s · about 70 s left"
     assert progress_text(0, 800, True, float("nan"), RunStatus.WAITING, 0.0) == "step 0 / 800"
-    assert progress_text(400, 800, False, 0.0, RunStatus.STOPPED, 150.0) == "step 400 / 800 · stopped after 2.5 min of training"
+    assert progress_text(400, 800, False, 0.0, RunStatus.STOPPED, 150.0) == \
+        "step 400 / 800 · stopped after 2.5 min of training"
