@@ -1,8 +1,10 @@
 """Issue #30: the finished runs a server keeps for identical runs hold their checkpoints in an unnamed
 temporary file, not in the server's memory (core.pool.finished); a disk that refuses the file keeps
-them in memory, a file that cannot be read back is forgotten and the run trains again."""
+them in memory, a file that cannot be read back is forgotten and the run trains again; sessions handed
+one run while another still holds it share one copy, and the store lets it go with its last holder."""
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 
@@ -65,20 +67,67 @@ def test_a_kept_run_whose_file_cannot_be_read_is_forgotten():
 
 def test_the_pool_hands_back_a_finished_run_from_its_file_and_trains_again_without_it():
     """The pool's own store: the finished checkpoint is on disk, not among the pool's objects; a later
-    session gets the same model from the file; with the file unreadable, the run trains again."""
+    session, once the sessions that held the run are gone, gets the same model from the file; with the
+    file unreadable, the run trains again."""
     pool = thread_pool()
     try:
         first = pool.start(TINY, "alice|1")
-        wait_until(lambda: first.ended.is_set(), 30, "the run to finish")
+        wait_until(first.ended.is_set, 30, "the run to finish")
         assert first.status == RunStatus.FINISHED
         assert len(pool._finished) == 1 and pool._finished.bytes_in_memory() == 0
+        model = first.result[0]
+        del first
+        gc.collect()
         late = pool.start(TINY, "bob|1")
         assert late.shared == "finished" and late.status == RunStatus.FINISHED
-        assert same_weights(late.result[0], first.result[0])
+        assert same_weights(late.result[0], model)
+        del late
+        gc.collect()
         truncate(pool._finished, next(iter(pool._finished._runs)))
         again = pool.start(TINY, "carol|1")
         assert again.shared != "finished", "an unreadable kept run is trained again"
-        wait_until(lambda: again.ended.is_set(), 30, "the run to finish")
-        assert again.status == RunStatus.FINISHED and same_weights(again.result[0], first.result[0])
+        wait_until(again.ended.is_set, 30, "the run to finish")
+        assert again.status == RunStatus.FINISHED and same_weights(again.result[0], model)
+    finally:
+        pool.shutdown()
+
+
+class Holder:  # stands for a LiveRun: weakly referable
+    pass
+
+
+def test_holders_of_one_run_share_its_bytes_and_the_store_lets_them_go_with_the_last():
+    store = FinishedRuns()
+    store.store("a", DATA, "stream")
+    first, second = Holder(), Holder()
+    data = store.get("a")[0]
+    store.hold("a", data, first)
+    again = store.get("a")[0]
+    assert again is data, "a second session shares the copy the first still holds"
+    store.hold("a", again, second)
+    del data, again, first
+    gc.collect()
+    assert store.get("a")[0] is store._handed["a"][0], "one holder left: still shared"
+    del second
+    gc.collect()
+    assert "a" not in store._handed, "no holder left: the store holds no copy"
+    assert store.get("a") == (DATA, "stream") and store.bytes_in_memory() == 0
+
+
+def test_the_pool_gives_every_session_of_a_finished_run_one_copy_of_its_bytes():
+    pool = thread_pool()
+    try:
+        first = pool.start(TINY, "alice|1")
+        wait_until(first.ended.is_set, 30, "the run to finish")
+        late = pool.start(TINY, "bob|1")
+        assert late._end.data is first._end.data, "the training's own followers hold its bytes"
+        del first
+        gc.collect()
+        later = pool.start(TINY, "carol|1")
+        assert late.shared == later.shared == "finished"
+        assert later._end.data is late._end.data, "a session handed the run holds them in turn"
+        del late, later
+        gc.collect()
+        assert not pool._finished._handed, "every session let go: only the file is left"
     finally:
         pool.shutdown()

@@ -119,6 +119,7 @@ class RunPool:
             elif key is not None and (kept := self._finished.get(key)) is not None:
                 data, stream = kept
                 run = LiveRun(settings, owner, stream, shared="finished")
+                self._finished.hold(key, data, run)
                 self._finish(run, RunStatus.FINISHED, data=data)
             else:
                 training = _Training(settings, key, self.threads)
@@ -397,6 +398,8 @@ class RunPool:
                 return self._drop(training, RunStatus.FAILED, str(decoded))
             if status == RunStatus.FINISHED and data is not None and training.key is not None:
                 self._finished.store(training.key, data, training.frozen(status=status))
+                for run in training.followers:  # a session that starts it later shares their bytes
+                    self._finished.hold(training.key, data, run)
             out = self._drop(training, status, data=data, decoded=decoded)
             self._reap += [(handle, time.monotonic()) for handle in out]  # it exits by itself
             return []
