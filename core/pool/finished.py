@@ -116,16 +116,19 @@ class FinishedRuns:
 
     def _let_go(self, key: str, entry: tuple) -> None:
         """A holder is gone (on whichever thread collected it): once none is left, so are the bytes."""
-        if next(iter(entry[1]), None) is None and self._handed.get(key) is entry:
+        if not _anyone(entry) and self._handed.get(key) is entry:
             self._handed.pop(key, None)
 
     def _held(self, key: str) -> bytes | None:
         entry = self._handed.get(key)
-        if entry is None or next(iter(entry[1]), None) is None:
-            return None
-        return entry[0]
+        return entry[0] if entry is not None and _anyone(entry) else None
 
     def bytes_in_memory(self) -> int:
         """Checkpoint bytes this store holds in memory (those whose file could not be written; not the
         copies its holders hold)."""
         return sum(b.size for b, _ in self._runs.values() if not b.on_disk)
+
+
+def _anyone(entry: tuple) -> bool:
+    """Whether a holder of the handed-out bytes is still alive (iterating a WeakSet skips the dead)."""
+    return next(iter(entry[1]), None) is not None
