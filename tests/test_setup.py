@@ -79,3 +79,47 @@ def test_paging_out_the_libraries_read_only_pages_leaves_the_process_working():
     assert seen["same"]
     if sys.platform.startswith("linux"):
         assert seen["advised"] > 10
+
+
+_GROWTH = r'''
+import json, mmap, sys, tempfile, time
+import ui.setup
+ui.setup.lab_script()
+ui.setup.script_ended()
+deadline = time.monotonic() + 10
+while not ui.setup.page_outs and time.monotonic() < deadline:
+    time.sleep(0.1)
+first = ui.setup.page_outs
+size = ui.setup.PAGE_OUT_GROWTH + 8 * 2**20
+with tempfile.NamedTemporaryFile(suffix=".pt", dir=sys.argv[1]) as f:  # mapped as ui/state.py maps a checkpoint
+    f.write(b"\x01" * size)
+    f.flush()
+    view = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)  # private: "rw-p", never written
+    before = ui.setup.file_resident()
+    sum(view[i] for i in range(0, size, mmap.PAGESIZE))  # read every page, as a page's first visit reads code
+    read = ui.setup.file_resident()
+    deadline = time.monotonic() + 10
+    while ui.setup.page_outs == first and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    print(json.dumps({"first": first, "then": ui.setup.page_outs, "read": read - before,
+                      "left": ui.setup.file_resident() - before, "size": size, "same": view[size - 1] == 1}))
+    view.close()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RssFile and MADV_PAGEOUT are Linux's")
+def test_file_pages_read_after_the_first_page_out_are_paged_out_again():
+    """Issue #30: each page's first visit reads more library code after the first run's page out (53 MB
+    over a walk); once PAGE_OUT_GROWTH more file pages are resident, the trimmer pages out again, without
+    waiting for a quiet minute, and the pages read back as they were."""
+    folder = ROOT / "test-artifacts"  # on the repository's disk: /tmp may be a tmpfs, whose pages are not file pages
+    folder.mkdir(exist_ok=True)
+    out = subprocess.run([sys.executable, "-c", _GROWTH, str(folder)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["first"] == 1 and seen["then"] == 2
+    assert seen["read"] >= seen["size"] * 0.9  # the mapping's pages were resident
+    assert seen["left"] < seen["size"] * 0.25  # and most of them were paged out
+    assert seen["same"]

@@ -35,6 +35,10 @@ MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
 MMAP_THRESHOLD = 1 << 20  # bytes: a block this big is mapped on its own and unmapped when freed
 _first_ended = False  # the server's first script run has ended (script_ended)
 page_outs = 0  # how often the trimmer has paged the libraries out
+# file pages (bytes) the process has read since the last page out that make the trimmer page out again: a
+# first visit of each page reads more of the libraries (a walk over every page after the first run's page
+# out: +53 MB, bench/README.md "Session 13"), of which later visits use about 20 MB
+PAGE_OUT_GROWTH = 32 * 2**20
 
 
 def lab_script() -> None:
@@ -80,7 +84,8 @@ def _tune_malloc(every: float = 1.0) -> None:
         return
 
     def loop():
-        collected, paged_out = time.monotonic(), 0.0
+        global page_outs
+        collected, paged_out, file_after = time.monotonic(), 0.0, None
         while True:
             time.sleep(every)
             try:
@@ -90,16 +95,32 @@ def _tune_malloc(every: float = 1.0) -> None:
             if time.monotonic() - collected >= GC_EVERY:
                 gc.collect()
                 collected = time.monotonic()
-            # once the first script run has ended (the pages only the imports read), then once per quiet
-            # spell of GC_EVERY seconds without a script run
+            # once the first script run has ended (the pages only the imports read), then whenever the
+            # first visits since have read PAGE_OUT_GROWTH more, and once per quiet spell of GC_EVERY
+            # seconds without a script run
+            resident = file_resident()
             if (not paged_out and _first_ended) or (
+                    paged_out and None not in (resident, file_after) and resident - file_after >= PAGE_OUT_GROWTH) or (
                     time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run):
-                global page_outs
                 page_out_library_pages()
-                paged_out, page_outs = time.monotonic(), page_outs + 1
+                paged_out, page_outs, file_after = time.monotonic(), page_outs + 1, file_resident()
             trim(0)
 
     threading.Thread(target=loop, name="attention-lab-malloc-trim", daemon=True).start()
+
+
+def file_resident() -> int | None:
+    """Bytes of file pages this process has resident (RssFile in /proc/self/status); None where there is none.
+    Pages it shares with another process count too: a page out leaves those, so the trimmer compares
+    with what was resident right after its last one."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def page_out_library_pages() -> int:
@@ -112,8 +133,8 @@ def page_out_library_pages() -> int:
     again. Pages another process maps (a forkserver, a worker) are left alone, written pages (relocations)
     are not dropped, and nothing is lost: a page out is only advice. The trimmer thread calls it once
     the server's first script run has ended (it imported the libraries: most of the pages their
-    initialisers read are never read again), then once no script has started for GC_EVERY seconds, once
-    per quiet spell."""
+    initialisers read are never read again), whenever PAGE_OUT_GROWTH more file pages are resident than
+    right after the last one, and once no script has started for GC_EVERY seconds, once per quiet spell."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         madvise = libc.madvise
