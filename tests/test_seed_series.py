@@ -141,3 +141,26 @@ def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
     assert any("3 of 3 seeds never fell below ln V / 2" in m.value for m in at.markdown)
     assert any("What am I looking at?" in m.value and "shipped transition study" in m.value for m in at.markdown)
     assert not at.button(key="tr_seeds_start").disabled and at.button(key="tr_seeds_cancel").disabled
+
+
+def test_the_backend_does_not_rest_between_the_seeds_of_a_series():
+    """Issue #30: the pool stops its worker process server after REST_SECONDS with nothing training or
+    waiting; a series starts each seed as the last ends, so its seeds share one server (a rest between
+    them would cost each seed a new one, 1.6-1.9 CPU-s), and the rest comes after the last."""
+    from test_pool import RestingThreadBackend
+
+    from core.pool.runs import REST_SECONDS
+
+    pool = thread_pool(backend=RestingThreadBackend())
+    assert pool.rest_seconds == REST_SECONDS
+    try:
+        series = SeedSeries(pool, replace(TINY, seed=7), 3, "alice|seeds").start()
+        assert series.wait(120)
+        assert [r["status"] for r in series.results] == [RunStatus.FINISHED] * 3
+        assert pool.backend.rested == []  # no rest between the seeds
+        deadline = time.monotonic() + REST_SECONDS + 10
+        while not pool.backend.rested and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.backend.rested == [3]  # one rest, once the three had trained
+    finally:
+        pool.shutdown()

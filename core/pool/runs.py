@@ -63,9 +63,11 @@ OWNER_GRACE = 20.0  # an owner is_alive has not known for this long loses its ru
 KILL_WAIT = 1.0  # how long a page's discard waits for a killed worker to be gone (outside the lock)
 EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this long to exit before it is killed
 WORKER_THREADS = 1  # torch threads per worker
-# nothing training or waiting this long: the backend may free what starts need (its forkserver, about 160 MB of
-# PSS at rest, 1.6-1.9 CPU-s to start again: bench/README.md "Session 12"). Longer than a queue's gaps between runs
-REST_SECONDS = 10.0
+# nothing training or waiting this long: the backend may free what starts need (its forkserver, 160-215 MB of
+# PSS at rest, 1.6-1.9 CPU-s to start again: bench/README.md "Session 12"). Longer than the gap between two runs
+# of a seed series or a sweep (the next starts as the last ends: milliseconds); shorter than a student takes to
+# press Train again, so a server's helpers are over their 450 MB only for these seconds after a training
+REST_SECONDS = 2.0
 
 
 class RunPool:
