@@ -5,7 +5,7 @@
     python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
                                                        # within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)
-    ... [--think SECONDS] [--arrive SECONDS] [--awake] [--json] [--cache-dir DIR]
+    ... [--think SECONDS] [--arrive SECONDS] [--awake] [--land spread|home] [--json] [--cache-dir DIR]
         [--client light [--light-watch reload]]
 
 Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
@@ -23,7 +23,9 @@ of its process tree. The one-thread 1024² matmul rate is printed beside them.
 (seeded per student); 0, the default, clicks on at once (a stress test). --arrive: readers open the
 app at seeded times within SECONDS (0: all at once). --awake: one walk through every page before the
 readers come, not counted, so the class meets a server process that is already awake, not one woken
-by all of them at once.
+by all of them at once. --land: where a reader's walk begins; "spread" (the default) starts each on a
+different page, so a cold class's first pages are every page's first visit at once (students following
+links to nine pages); "home" starts every one on Home, the app's address, and then walks the others.
 
 trainers: first one student trains the defaults and reads on alone, on a server of its own started
 just before the class's (and stopped before it): the pool shares a finished run only within one
@@ -142,18 +144,29 @@ def _summary(latencies: list[float], errors: list[str]) -> dict:
     ordered = sorted(latencies)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None
     return {"pages": len(latencies), "median_s": round(statistics.median(ordered), 2) if ordered else None,
-            "p95_s": round(p95, 2) if p95 is not None else None, "errors": errors}
+            "p95_s": round(p95, 2) if p95 is not None else None, "errors": errors,
+            "latencies_s": [round(x, 2) for x in latencies]}
 
 
-async def reader(browser, url: str, rounds: int, start: int, think: float = 0.0) -> dict:
+def walk(start: int, rounds: int, land: str) -> list[str]:
+    """The pages a reader opens: every reading page in turn from the `start`-th ("spread": the class's
+    first pages are all different pages, e.g. links to them); with land "home", Home first (the app's
+    address, where a class given the link lands), then the others in turn from the `start`-th."""
+    if land == "spread":
+        return [READ_PAGES[(start + i) % len(READ_PAGES)] for i in range(rounds * len(READ_PAGES))]
+    others = [p for p in READ_PAGES if p]
+    return [p for _ in range(rounds) for p in ["", *(others[(start + i) % len(others)] for i in range(len(others)))]]
+
+
+async def reader(browser, url: str, rounds: int, start: int, think: float = 0.0, land: str = "spread") -> dict:
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
     nice_children()
     latencies, errors, pause = [], [], thinker(think, start)
-    for i in range(rounds * len(READ_PAGES)):
+    for i, path in enumerate(walk(start, rounds, land)):
         if i:
             await pause()
-        seconds, error = await open_page(page, url, READ_PAGES[(start + i) % len(READ_PAGES)])
+        seconds, error = await open_page(page, url, path)
         latencies.append(seconds)
         if error:
             errors.append(error)
@@ -213,14 +226,15 @@ def thinker(think: float, student: int):
     return lambda: asyncio.sleep(rng.uniform(0.5, 1.5) * think) if think > 0 else asyncio.sleep(0)
 
 
-async def light_reader(url: str, rounds: int, start: int, think: float, arrive: float = 0.0) -> dict:
+async def light_reader(url: str, rounds: int, start: int, think: float, arrive: float = 0.0,
+                       land: str = "spread") -> dict:
     latencies, errors, pause = [], [], thinker(think, start)
     await asyncio.sleep(random.Random(2000 + start).uniform(0, arrive))
     async with LightSession(url) as session:
-        for i in range(rounds * len(READ_PAGES)):
+        for i, path in enumerate(walk(start, rounds, land)):
             if i:
                 await pause()
-            seconds, error = await light_open(session, READ_PAGES[(start + i) % len(READ_PAGES)])
+            seconds, error = await light_open(session, path)
             latencies.append(seconds)
             if error:
                 errors.append(error)
@@ -302,7 +316,7 @@ async def light_scenario(args, url: str, pid: int) -> list:
     if args.scenario == "readers":
         if args.awake:  # the server has served every page once before the class comes (a teacher's walk)
             await light_reader(url, 1, 0, 0.0)
-        return await asyncio.gather(*(light_reader(url, args.rounds, i, args.think, args.arrive)
+        return await asyncio.gather(*(light_reader(url, args.rounds, i, args.think, args.arrive, args.land)
                                       for i in range(args.students)))
     seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
     return await asyncio.gather(*(light_trainer(url, rng.uniform(0, 10), s, args.scenario == "trainers", i,
@@ -350,7 +364,7 @@ async def scenario(args, url: str, pid: int, lone: bool = False) -> dict:
         if lone:
             students = [await trainer(browser, url, 0.0, None, True, 0, args.think)]
         elif args.scenario == "readers":
-            students = await asyncio.gather(*(reader(browser, url, args.rounds, i, args.think)
+            students = await asyncio.gather(*(reader(browser, url, args.rounds, i, args.think, args.land)
                                               for i in range(args.students)))
         elif args.scenario == "watch":
             students = [await watch(browser, url, pid, args.window)]
@@ -412,6 +426,10 @@ def main(argv=None) -> int:
     ap.add_argument("--awake", action="store_true",
                     help="readers (light): one walk through every page before the class comes, not counted: the "
                          "server is awake, not a cold process woken by the whole class at once")
+    ap.add_argument("--land", choices=("spread", "home"), default="spread",
+                    help="readers: where each student's walk begins: 'spread' (the default), each on a different "
+                         "page in turn (the whole class's first pages are all the pages at once, the worst case); "
+                         "'home', every student on Home first (the app's address), then the others in turn")
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
     ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
     ap.add_argument("--json", action="store_true")
@@ -432,7 +450,7 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
     out = {"scenario": args.scenario, "client": args.client, "think_s": args.think, "arrive_s": args.arrive,
-           "awake": args.awake,
+           "awake": args.awake, "land": args.land,
            "light_watch": args.light_watch if args.client == "light" else None,
            "gflops_before": round(matmul_rate(), 2)}
     if args.scenario == "trainers" and not args.no_lone:
@@ -450,6 +468,7 @@ def main(argv=None) -> int:
     pause = f"think {args.think:g} s (x 0.5-1.5)" if args.think else "no think time"
     pause += f", arriving within {args.arrive:g} s" if args.arrive else ""
     pause += ", server awake (one walk before)" if args.awake else ""
+    pause += ", every student landing on Home" if args.scenario == "readers" and args.land == "home" else ""
     watch_mode = (f", light trainers follow by {args.light_watch}"
                   if args.client == "light" and args.scenario != "readers" else "")
     print(f"{args.scenario}: {len(out['students'])} students ({args.client}, {pause}{watch_mode}), {out['wall_s']} s; "
@@ -460,7 +479,13 @@ def main(argv=None) -> int:
               + ", ".join(f"{k} {v}" for k, v in lone["students"][0].items()))
         _print_server(lone["server"], "  ")
     for i, s in enumerate(out["students"]):
-        print(f"  student {i}: " + ", ".join(f"{k} {v}" for k, v in s.items()))
+        print(f"  student {i}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "latencies_s"))
+    every = _summary([x for s in out["students"] for x in s.get("latencies_s", [])], [])
+    if every["pages"]:
+        first = sorted(s["latencies_s"][0] for s in out["students"] if s.get("latencies_s"))
+        print(f"  every page: {every['pages']} pages, median {every['median_s']} s, p95 {every['p95_s']} s, "
+              f"max {max(every['latencies_s'])} s; the students' first pages: median "
+              f"{round(statistics.median(first), 2)} s, max {first[-1]} s")
     if out.get("class_over_lone"):
         r = out["class_over_lone"]
         print(f"Train to the drop, class / lone ({r['lone_train_to_drop_s']} s): median {r['median']}, max {r['max']} "

@@ -49,7 +49,7 @@ def test_logit_difference_effects_of_the_last_block_add_up_and_log_prob_ones_nee
     both = patching.patch_heads(model, runs, [(1, h) for h in range(model.cfg.n_heads)])  # M (log-prob) only
     every = runs.corrupted_cache["resid"][2] + (runs.clean_cache["head_out"][1]
                                                 - runs.corrupted_cache["head_out"][1]).sum(1)
-    logits = model.run_with_hooks(resid=every, start=2)[0]
+    logits = model.run_with_hooks(resid=every, start=2)[0].detach()
     ld_all = float(metrics.metric_values(logits, runs.clean, runs.corrupted, runs.periods)["logit_diff"])
     ld = last.loc["logit_diff"]
     assert ld_all - ld["corrupted"].iloc[0] == pytest.approx((ld["patched"] - ld["corrupted"]).sum(), abs=1e-4)
