@@ -5,7 +5,7 @@
     python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
                                                        # within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)
-    ... [--think SECONDS] [--arrive SECONDS] [--awake] [--land spread|home] [--json] [--cache-dir DIR]
+    ... [--think SECONDS] [--arrive SECONDS] [--awake] [--land spread|home|PAGE] [--json] [--cache-dir DIR]
         [--client light [--light-watch reload]]
 
 Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
@@ -25,7 +25,8 @@ app at seeded times within SECONDS (0: all at once). --awake: one walk through e
 readers come, not counted, so the class meets a server process that is already awake, not one woken
 by all of them at once. --land: where a reader's walk begins; "spread" (the default) starts each on a
 different page, so a cold class's first pages are every page's first visit at once (students following
-links to nine pages); "home" starts every one on Home, the app's address, and then walks the others.
+links to nine pages); "home" starts every one on Home, the app's address, and then walks the others;
+a page's url path (e.g. "causal") starts every one there, as a class given a link to that page.
 
 trainers: first one student trains the defaults and reads on alone, on a server of its own started
 just before the class's (and stopped before it): the pool shares a finished run only within one
@@ -150,12 +151,15 @@ def _summary(latencies: list[float], errors: list[str]) -> dict:
 
 def walk(start: int, rounds: int, land: str) -> list[str]:
     """The pages a reader opens: every reading page in turn from the `start`-th ("spread": the class's
-    first pages are all different pages, e.g. links to them); with land "home", Home first (the app's
-    address, where a class given the link lands), then the others in turn from the `start`-th."""
+    first pages are all different pages, e.g. links to them); with land "home" or another page's url
+    path, that page first (the link the class was given; Home is the app's address), then the others in
+    turn from the `start`-th."""
     if land == "spread":
         return [READ_PAGES[(start + i) % len(READ_PAGES)] for i in range(rounds * len(READ_PAGES))]
-    others = [p for p in READ_PAGES if p]
-    return [p for _ in range(rounds) for p in ["", *(others[(start + i) % len(others)] for i in range(len(others)))]]
+    first = "" if land == "home" else land
+    others = [p for p in READ_PAGES if p != first]
+    return [p for _ in range(rounds)
+            for p in [first, *(others[(start + i) % len(others)] for i in range(len(others)))]]
 
 
 async def reader(browser, url: str, rounds: int, start: int, think: float = 0.0, land: str = "spread") -> dict:
@@ -426,10 +430,11 @@ def main(argv=None) -> int:
     ap.add_argument("--awake", action="store_true",
                     help="readers (light): one walk through every page before the class comes, not counted: the "
                          "server is awake, not a cold process woken by the whole class at once")
-    ap.add_argument("--land", choices=("spread", "home"), default="spread",
+    ap.add_argument("--land", choices=("spread", "home", *(p for p in READ_PAGES if p)), default="spread",
                     help="readers: where each student's walk begins: 'spread' (the default), each on a different "
                          "page in turn (the whole class's first pages are all the pages at once, the worst case); "
-                         "'home', every student on Home first (the app's address), then the others in turn")
+                         "'home' or a page's url path: every student there first (the link the class was given; "
+                         "Home is the app's address), then the others in turn")
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
     ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
     ap.add_argument("--json", action="store_true")
@@ -468,7 +473,7 @@ def main(argv=None) -> int:
     pause = f"think {args.think:g} s (x 0.5-1.5)" if args.think else "no think time"
     pause += f", arriving within {args.arrive:g} s" if args.arrive else ""
     pause += ", server awake (one walk before)" if args.awake else ""
-    pause += ", every student landing on Home" if args.scenario == "readers" and args.land == "home" else ""
+    pause += f", every student landing on {args.land}" if args.scenario == "readers" and args.land != "spread" else ""
     watch_mode = (f", light trainers follow by {args.light_watch}"
                   if args.client == "light" and args.scenario != "readers" else "")
     print(f"{args.scenario}: {len(out['students'])} students ({args.client}, {pause}{watch_mode}), {out['wall_s']} s; "
