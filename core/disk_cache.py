@@ -87,6 +87,9 @@ def encode(value):
         raise Unstorable(f"ndarray of dtype {value.dtype}")
     if isinstance(value, torch.Tensor):
         return ("tensor", value.detach().clone())
+    if type(value) is bytes:  # a chart spec's Arrow data (ui/charts/kept.py)
+        return ("bytes", torch.tensor(list(value), dtype=torch.uint8) if not value else
+                torch.frombuffer(bytearray(value), dtype=torch.uint8))
     if isinstance(value, pd.DataFrame):
         if not value.columns.is_unique:
             raise Unstorable("a DataFrame with repeated column names")
@@ -123,6 +126,8 @@ def decode(tree):
         return rest[0]
     if kind == "ndarray":
         return rest[0].numpy()
+    if kind == "bytes":
+        return rest[0].numpy().tobytes()
     if kind == "ndarray_text":
         dtype, shape, items = rest
         return np.array(items, dtype=dtype).reshape(shape)

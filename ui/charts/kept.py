@@ -36,6 +36,7 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -132,6 +133,67 @@ class _Kept:
     sent: dict | None = None  # the converted spec, once drawn
     size: int = 0  # bytes of its Arrow data
     converting: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # one conversion at a time
+    disk: tuple[str, str] | None = None  # (key, tag) to store the spec under once converted
+
+
+_run = threading.local()  # per script run (a thread): whether its specs are stored on disk
+
+
+def store_specs(on: bool) -> None:
+    """Whether the specs this script run converts are stored on disk (dashboard.py: while a shipped model is
+    picked, whose charts any session and any later server process draws again). Stored specs are read
+    by every run."""
+    _run.store = on
+
+
+def _disk_entry(builder, key: str) -> tuple[str, str] | None:
+    """(disk key, tag) of a builder's spec for `key`: the key names the builder's file, kept.py and
+    ui/charts/__init__.py (what makes the chart and its conversion) and Altair's and Streamlit's
+    versions; the tag is ui/cache.py's for the builder's file (so its prune keeps the entry while that
+    file and core/ are unchanged). None where there is no such file."""
+    try:
+        return _spec_code(builder.__code__.co_filename) + ":" + key, _spec_tag(builder.__code__.co_filename)
+    except (AttributeError, OSError):
+        return None
+
+
+@functools.cache
+def _spec_code(source: str) -> str:
+    import altair
+    import streamlit
+
+    from core.disk_cache import code_digest
+
+    here = Path(__file__).resolve().parent
+    return (f"chart-spec {code_digest([Path(source), here / 'kept.py', here / '__init__.py'])} "
+            f"altair {altair.__version__} streamlit {streamlit.__version__}")
+
+
+@functools.cache
+def _spec_tag(source: str) -> str:
+    from ui.cache import _code_id, entry_tag
+
+    return entry_tag(_code_id(source), {"multi", "charts"})  # a tag of no file: judged by its code alone
+
+
+def _from_disk(disk: tuple[str, str] | None) -> dict | None:
+    if disk is None:
+        return None
+    from core.disk_cache import MISS
+    from ui.cache import store
+
+    try:
+        spec = store().get(*disk)
+    except Exception:  # noqa: BLE001 -- a stored spec is a saving only: build it instead
+        return None
+    return spec if spec is not MISS and isinstance(spec, dict) and "datasets" in spec else None
+
+
+def _to_disk(disk: tuple[str, str], spec: dict) -> None:
+    from ui.cache import store
+
+    with contextlib.suppress(Exception):  # an unwritable folder, a spec without a safe form: in memory only
+        store().put(disk[0], spec, disk[1])
 
 
 _lock = threading.Lock()
@@ -155,6 +217,7 @@ def kept(builder):
 
     @functools.wraps(builder)
     def build(*args, **kwargs):
+        global _bytes
         try:
             key = name + ":" + digest(args, sorted(kwargs.items()))
         except Undigestable:
@@ -171,14 +234,19 @@ def kept(builder):
                     entry = _charts.get(key)
                     if entry is not None:
                         return entry.chart
-                chart = builder(*args, **kwargs)
+                disk = _disk_entry(builder, key)
+                spec = _from_disk(disk)  # drawn before, by this server or an earlier one: no build
+                if spec is not None:
+                    entry = _Kept(spec, spec, _size(spec))
+                else:
+                    entry = _Kept(builder(*args, **kwargs), disk=disk if getattr(_run, "store", False) else None)
                 with _lock:
                     if key not in _charts:
-                        entry = _Kept(chart)
                         _charts[key] = entry
-                        _by_id[id(chart)] = entry
+                        _by_id[id(entry.chart)] = entry
+                        _bytes += entry.size
                         _evict()
-                    return _charts[key].chart if key in _charts else chart
+                    return _charts[key].chart if key in _charts else entry.chart
             finally:
                 with _lock:
                     if _building.get(key) is gate:
@@ -225,6 +293,8 @@ def draw(where, chart, **kwargs):
                                 entry.sent, entry.size = spec, _size(spec)
                                 _bytes += entry.size
                                 _evict()
+                        if entry.disk is not None:
+                            _to_disk(entry.disk, spec)
     # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
     return where.vega_lite_chart(spec=copy.deepcopy(spec), **kwargs)
 
