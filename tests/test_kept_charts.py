@@ -221,6 +221,7 @@ def test_a_shipped_models_specs_are_stored_on_disk_and_drawn_from_there(monkeypa
     model. Checked against a fresh build and conversion."""
     import pandas as pd
 
+    from ui.cache import store_chart_specs
     from ui.charts import causal as charts
 
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path))
@@ -233,11 +234,11 @@ def test_a_shipped_models_specs_are_stored_on_disk_and_drawn_from_there(monkeypa
     frame = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "patch_effect": [0.1, -0.3, 0.5, 0.9]})
     fresh = kept_module.sent_form(charts.head_effects.uncached(frame, "title"))
     kept_module.clear()
-    kept_module.store_specs(False)  # a session's own model: nothing on disk
+    store_chart_specs(False)  # a session's own model: nothing on disk
     kept_module.draw(Where(), charts.head_effects(frame, "title"))
     assert list(tmp_path.glob("*.pt")) == []
     kept_module.clear()
-    kept_module.store_specs(True)  # a shipped model
+    store_chart_specs(True)  # a shipped model
     kept_module.draw(Where(), charts.head_effects(frame, "title"))
     assert len(list(tmp_path.glob("*.pt"))) == 1
     kept_module.clear()  # a new server process: no chart in memory
@@ -248,7 +249,7 @@ def test_a_shipped_models_specs_are_stored_on_disk_and_drawn_from_there(monkeypa
     kept_module.draw(Where(), from_disk)
     assert sent[0] == sent[1] == sent[2] == fresh
     assert kept_module._from_disk(("no such key", "tag")) is None
-    kept_module.store_specs(False)
+    store_chart_specs(False)
     kept_module.clear()
 
 

@@ -25,6 +25,7 @@ $ATTENTION_LAB_CACHE, else .cache/attention-lab/ in the repository. An unwritabl
 disk leaves the view in memory only; a damaged entry is computed again.
 
     python -m ui.cache --warm    # prune it, then fill it with every page's default views of the shipped files
+                                 # (and their charts' specs, ui/charts/kept.py)
     python -m ui.cache --prune   # only prune: stale entries, then the least recently used past the bound
 
 Entries are never read once their code or file has changed, so the folder is pruned by their tags
@@ -55,6 +56,21 @@ _CORE_FILES = sorted((ROOT / "core").rglob("*.py"))
 _store: DiskStore | None = None
 recorded: list | None = None  # a list: every disk-backed call is appended (fn, args, kwargs, key, tag); tests
 computed: dict | None = None  # a dict: each view computed on a miss, by disk key (tests compare the stored copy)
+
+
+_run = threading.local()  # per script run (its thread): whether the chart specs it converts are stored
+
+
+def store_chart_specs(on: bool) -> None:
+    """Whether the chart specs this script run converts are stored in the folder (ui/charts/kept.py;
+    dashboard.py: while a shipped model is picked, whose charts any session and any later server process
+    draws again; a session's own model's never are). Here, not in kept.py, so that dashboard.py does not
+    import Altair for pages without charts. Stored specs are read by every run."""
+    _run.store = on
+
+
+def chart_specs_stored() -> bool:
+    return getattr(_run, "store", False)
 
 
 def cache_folder() -> Path:

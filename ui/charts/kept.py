@@ -136,16 +136,6 @@ class _Kept:
     disk: tuple[str, str] | None = None  # (key, tag) to store the spec under once converted
 
 
-_run = threading.local()  # per script run (a thread): whether its specs are stored on disk
-
-
-def store_specs(on: bool) -> None:
-    """Whether the specs this script run converts are stored on disk (dashboard.py: while a shipped model is
-    picked, whose charts any session and any later server process draws again). Stored specs are read
-    by every run."""
-    _run.store = on
-
-
 def _disk_entry(builder, key: str) -> tuple[str, str] | None:
     """(disk key, tag) of a builder's spec for `key`: the key names the builder's file, kept.py and
     ui/charts/__init__.py (what makes the chart and its conversion) and Altair's and Streamlit's
@@ -174,6 +164,12 @@ def _spec_tag(source: str) -> str:
     from ui.cache import _code_id, entry_tag
 
     return entry_tag(_code_id(source), {"multi", "charts"})  # a tag of no file: judged by its code alone
+
+
+def _stores_specs() -> bool:
+    from ui.cache import chart_specs_stored
+
+    return chart_specs_stored()
 
 
 def _from_disk(disk: tuple[str, str] | None) -> dict | None:
@@ -239,7 +235,7 @@ def kept(builder):
                 if spec is not None:
                     entry = _Kept(spec, spec, _size(spec))
                 else:
-                    entry = _Kept(builder(*args, **kwargs), disk=disk if getattr(_run, "store", False) else None)
+                    entry = _Kept(builder(*args, **kwargs), disk=disk if _stores_specs() else None)
                 with _lock:
                     if key not in _charts:
                         _charts[key] = entry
