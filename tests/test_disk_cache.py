@@ -323,3 +323,20 @@ def test_pruning_the_view_cache_removes_the_views_of_older_code_and_of_a_regener
     assert view(shipped(), 6) is not None and len(calls) == 3  # read back from disk, not computed
     view(shipped(), 4)
     assert len(calls) == 4  # the regenerated file's view was gone: computed again
+
+
+def test_the_servers_prune_waits_until_no_script_has_run_for_a_while(monkeypatch):
+    """ui/setup.py prunes the folder once per server, but only once its first seconds are quiet: the prune
+    reads every source file and shipped checkpoint, which took the interpreter from a class's first pages."""
+    import time
+
+    pruned, quiet = [], [False]
+    monkeypatch.setattr(cache, "prune", lambda disk=None, **kw: pruned.append(disk) or {})
+    cache.prune_in_background(quiet=lambda: quiet[0])
+    time.sleep(1.5)
+    assert pruned == []
+    quiet[0] = True
+    deadline = time.monotonic() + 10
+    while not pruned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(pruned) == 1 and pruned[0].folder == cache.cache_folder()

@@ -29,19 +29,22 @@ disk leaves the view in memory only; a damaged entry is computed again.
     python -m ui.cache --prune   # only prune: stale entries, then the least recently used past the bound
 
 Entries are never read once their code or file has changed, so the folder is pruned by their tags
-(core.disk_cache.DiskStore.prune): on each server's first script run (ui/setup.py, on a thread of its
-own) and by --warm and --prune. What is left is bounded in bytes (core.disk_cache.MAX_BYTES).
+(core.disk_cache.DiskStore.prune): once per server, on a thread of its own, after its first script run
+and a few quiet seconds (ui/setup.py), and by --warm and --prune. What is left is bounded in bytes
+(core.disk_cache.MAX_BYTES).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import inspect
 import json
 import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -108,8 +111,16 @@ def _plain(value) -> bool:
 
 
 @functools.cache
+def _core_id(files: tuple) -> str:
+    return code_digest(files)
+
+
+@functools.cache
 def _code_id(source_file: str) -> str:
-    return code_digest([*_CORE_FILES, source_file])
+    """The code a view defined in `source_file` depends on: every file under core/ (read and hashed once
+    per process, not once per source file: 40 sources x 80 files was about 1 CPU-s of a new process's
+    first pages) and its own file."""
+    return hashlib.sha256(f"{_core_id(tuple(_CORE_FILES))} {code_digest([source_file])}".encode()).hexdigest()
 
 
 def disk_entry(fn, args: tuple, kwargs: dict) -> tuple[str, str] | None:
@@ -186,12 +197,16 @@ def prune(max_bytes: int | None = None, disk: DiskStore | None = None) -> dict:
     return (disk or store()).prune(live_tag(), **kwargs)
 
 
-def prune_in_background() -> None:
+def prune_in_background(quiet=None) -> None:
     """prune() of the current folder on a daemon thread (ui/setup.py's lab_script, once per server):
-    a first visitor does not wait for it. A reader that loses an entry to it computes the view again."""
+    a first visitor does not wait for it. A reader that loses an entry to it computes the view again.
+    `quiet`: a test polled every second; the prune starts once it says yes (ui/setup.py: no script run
+    for a few seconds, so that it does not take the interpreter from a class's first pages)."""
     disk = store()
 
     def run():
+        while quiet is not None and not quiet():
+            time.sleep(1.0)
         try:
             _log.info("view cache %s pruned: %s", disk.folder, prune(disk=disk))
         except Exception:  # noqa: BLE001 -- pruning is housekeeping: the cache works without it

@@ -1,8 +1,8 @@
 """Setup done from a script run, never while a module is imported.
 
 `lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
-server starts what the server keeps running (the memory trimmer, the training pool's monitor) and
-prunes the view cache's stale entries;
+server starts what the server keeps running (the memory trimmer, the training pool's monitor) and,
+once no script has run for PRUNE_QUIET seconds, prunes the view cache's stale entries;
 every call checks that the pool's monitor thread runs (and starts it again if it
 died). This used to happen inside `import ui.state`: a rerun raised during an import left a
 half-built module, and other first visitors then failed with ImportError.
@@ -29,6 +29,7 @@ _done = False
 # postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
 # (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
 GC_EVERY = 60.0
+PRUNE_QUIET = 5.0  # seconds without a script run before the view cache is pruned
 _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
 MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
@@ -50,7 +51,9 @@ def lab_script() -> None:
         _last_run = time.monotonic()
     if first:
         _tune_malloc()
-        prune_in_background()  # the view cache's stale entries (ui/cache.py), on a thread of its own
+        # the view cache's stale entries (ui/cache.py), on a thread of its own once no script has started
+        # for PRUNE_QUIET seconds: it read every source file and shipped checkpoint in a class's first seconds
+        prune_in_background(quiet=lambda: time.monotonic() - _last_run >= PRUNE_QUIET)
     run_pool().ensure_monitor()  # every run: a monitor that died is started again
     sessions.note_this_session()  # what this session leaves is released once it can no longer reconnect
 
