@@ -45,6 +45,7 @@ print(json.dumps({"forkserver": forkserver._forkserver._forkserver_pid,
 '''
 
 
+@pytest.mark.worker  # a subprocess that imports torch and waits for the trimmer (5 s): the rest tier
 def test_the_first_script_run_starts_no_process():
     out = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -108,6 +109,7 @@ with tempfile.NamedTemporaryFile(suffix=".pt", dir=sys.argv[1]) as f:  # mapped 
 '''
 
 
+@pytest.mark.worker  # a subprocess that imports torch and waits for the trimmer (5 s): the rest tier
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RssFile and MADV_PAGEOUT are Linux's")
 def test_file_pages_read_after_the_first_page_out_are_paged_out_again():
     """Issue #30: each page's first visit reads more library code after the first run's page out (53 MB
