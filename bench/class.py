@@ -481,7 +481,7 @@ def main(argv=None) -> int:
     if "lone" in out:
         lone = out["lone"]
         print(f"  lone student, own server first ({lone['wall_s']} s): "
-              + ", ".join(f"{k} {v}" for k, v in lone["students"][0].items()))
+              + ", ".join(f"{k} {v}" for k, v in lone["students"][0].items() if k != "latencies_s"))
         _print_server(lone["server"], "  ")
     for i, s in enumerate(out["students"]):
         print(f"  student {i}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "latencies_s"))
