@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 
 FORMAT = 1  # bump when encode's tree changes
+_REPOSITORY = Path(__file__).resolve().parents[1]
 MISS = object()
 TAG_END = "--"  # between an entry's tag and its key's hash in the file name
 MAX_BYTES = 64 * 2**20  # prune's default bound on the folder (every default view of the shipped files: 2.4 MB)
@@ -192,11 +193,14 @@ def file_digest(path: Path) -> str:
 
 def code_digest(files) -> str:
     """sha256 over the given source files (path and bytes) and the versions of the numeric
-    libraries: a change to any of them is a new key, so an entry made by older code is never read."""
+    libraries: a change to any of them is a new key, so an entry made by older code is never read.
+    A file in the repository is named by its path in it, so a folder filled in one checkout serves
+    another of the same code (absolute paths made two checkouts prune each other's entries)."""
     h = hashlib.sha256(f"format {FORMAT} torch {torch.__version__} numpy {np.__version__} "
                        f"pandas {pd.__version__}".encode())
     for path in sorted({Path(p).resolve() for p in files}):
-        h.update(str(path).encode() + b"\0")
+        name = path.relative_to(_REPOSITORY).as_posix() if path.is_relative_to(_REPOSITORY) else str(path)
+        h.update(name.encode() + b"\0")
         try:
             h.update(path.read_bytes())
         except OSError:
