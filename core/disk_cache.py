@@ -89,8 +89,8 @@ def encode(value):
     if isinstance(value, torch.Tensor):
         return ("tensor", value.detach().clone())
     if type(value) is bytes:  # a chart spec's Arrow data (ui/charts/kept.py)
-        return ("bytes", torch.tensor(list(value), dtype=torch.uint8) if not value else
-                torch.frombuffer(bytearray(value), dtype=torch.uint8))
+        return ("bytes", torch.frombuffer(bytearray(value), dtype=torch.uint8) if value else
+                torch.empty(0, dtype=torch.uint8))
     if isinstance(value, pd.DataFrame):
         if not value.columns.is_unique:
             raise Unstorable("a DataFrame with repeated column names")

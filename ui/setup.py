@@ -38,7 +38,7 @@ _first_ended = False  # the server's first script run has ended (script_ended)
 page_outs = 0  # how often the trimmer has paged the libraries out
 # file pages (bytes) the process has read since the last page out that make the trimmer page out again: a
 # first visit of each page reads more of the libraries (a walk over every page after the first run's page
-# out: +53 MB, bench/README.md "Session 13"), of which later visits use about 20 MB
+# out: +53 MB, bench/README.md "Session 13"), of which a walk reads about 25 MB back after any page out
 PAGE_OUT_GROWTH = 32 * 2**20
 
 
@@ -102,9 +102,9 @@ def _tune_malloc(every: float = 1.0) -> None:
             # first visits since have read PAGE_OUT_GROWTH more, and once per quiet spell of GC_EVERY
             # seconds without a script run
             resident = file_resident()
-            if (not paged_out and _first_ended) or (
-                    paged_out and None not in (resident, file_after) and resident - file_after >= PAGE_OUT_GROWTH) or (
-                    time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run):
+            grown = None not in (resident, file_after) and resident - file_after >= PAGE_OUT_GROWTH
+            quiet = time.monotonic() - _last_run >= GC_EVERY and paged_out < _last_run
+            if (_first_ended and (not paged_out or grown)) or quiet:
                 page_out_library_pages()
                 paged_out, page_outs, file_after = time.monotonic(), page_outs + 1, file_resident()
             trim(0)

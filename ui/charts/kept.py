@@ -170,7 +170,7 @@ def _spec_code(source: str) -> str:
 def _spec_tag(source: str) -> str:
     from ui.cache import _code_id, entry_tag
 
-    return entry_tag(_code_id(source), {"multi", "charts"})  # a tag of no file: judged by its code alone
+    return entry_tag(_code_id(source), set())  # a tag of no file ("multi"): judged by its code alone
 
 
 def _stores_specs() -> bool:
