@@ -6,8 +6,10 @@ is stored once on disk under a key that names both, and every session and every 
 Safety: an entry is never unpickled. A value is first turned into a tree of plain containers and
 tensors (`encode`), saved with torch.save and read back with torch.load(weights_only=True), which
 refuses anything else; dataclasses come back only for classes defined under `core.` (`decode`). A
-file starts with the sha256 of the rest and repeats its own key: a truncated, corrupt or colliding
-entry reads as a miss, and the caller computes the value again.
+file is named by its key's sha256 and starts with the sha256 of the rest: a truncated or corrupt entry
+reads as a miss, and the caller computes the value again. The rest is the value alone, so an unchanged
+value stored under a new key (new code that computes the same) is the same bytes: git keeps the shipped
+views of ui/cache.py once, however often their keys change.
 
 Failure never reaches the caller: an unwritable folder or a full disk makes `put` return False, and
 the value lives on in the caller's memory cache.
@@ -17,6 +19,9 @@ Pruning: an entry's file name begins with the caller's `tag`, which names what m
 older code, or from a file since regenerated, is never asked for again; `prune(live)` removes every
 entry whose tag `live` rejects (files from before tags existed, without one, too), then the least
 recently used entries past `max_bytes`, reading only the folder's listing (no entry is opened).
+
+A store may have a `base`: a folder read first and never written (ui/cache.py: the views shipped beside
+the checkpoints). Its entries are checked like any other; a damaged one is a miss, left in place.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-FORMAT = 1  # bump when encode's tree changes
+FORMAT = 2  # bump when encode's tree or an entry's file changes
 _REPOSITORY = Path(__file__).resolve().parents[1]
 MISS = object()
 TAG_END = "--"  # between an entry's tag and its key's hash in the file name
@@ -213,12 +218,15 @@ def code_digest(files) -> str:
 
 
 class DiskStore:
-    """Entries in `folder`, one file per key: sha256(payload) + payload, payload = torch.save of
-    {"key", "value": encode(value)}. Written to a temporary file and renamed, so a reader sees a
-    whole entry or none."""
+    """Entries in `folder`, one file per key, named by the key's sha256: sha256(payload) + payload,
+    payload = torch.save of {"value": encode(value)}. Written to a temporary file and renamed, so a
+    reader sees a whole entry or none."""
 
-    def __init__(self, folder: Path, max_entries: int = 2000):
+    def __init__(self, folder: Path, max_entries: int = 2000, base: Path | None = None):
         self.folder = Path(folder)
+        # A folder read before `folder` and never written, pruned or repaired (ui/cache.py: the views
+        # shipped beside the checkpoints, so that a server on a fresh clone computes none of them)
+        self.base = None if base is None else Path(base)
         self.writable = True  # False after a write failed: from then on values stay in memory
         # Views of free text (a student's own sentence) are keyed by it too: past max_entries files
         # new values stay in memory, so visitors cannot fill the disk
@@ -233,26 +241,34 @@ class DiskStore:
         return self.folder / (f"{tag}{TAG_END}{name}.pt" if tag else f"{name}.pt")
 
     def get(self, key: str, tag: str = ""):
-        """The stored value, or MISS (absent, corrupt, stale or unreadable: then the entry is removed).
-        A hit marks the entry used now (its modification time), for prune's size bound."""
+        """The stored value, from `base` first, or MISS (absent, corrupt, stale or unreadable: then an
+        entry of `folder` is removed). A hit in `folder` marks the entry used now (its modification
+        time), for prune's size bound."""
         path = self.path(key, tag)
+        if self.base is not None:
+            value = self._read(self.base / path.name)
+            if value is not MISS:
+                return value
+        return self._read(path, own=True)
+
+    @staticmethod
+    def _read(path: Path, own: bool = False):
         try:
             data = path.read_bytes()
         except OSError:
             return MISS
-        with contextlib.suppress(OSError):
-            os.utime(path)
+        if own:
+            with contextlib.suppress(OSError):
+                os.utime(path)
         try:
             digest, payload = data[:32], data[32:]
             if hashlib.sha256(payload).digest() != digest:
                 raise ValueError("checksum")
-            entry = torch.load(io.BytesIO(payload), weights_only=True)
-            if entry.get("key") != key:
-                raise ValueError("another key")
-            return decode(entry["value"])
+            return decode(torch.load(io.BytesIO(payload), weights_only=True)["value"])
         except Exception:  # noqa: BLE001 - any damage to the file is a miss
-            with contextlib.suppress(OSError):
-                path.unlink()
+            if own:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             return MISS
 
     def put(self, key: str, value, tag: str = "") -> bool:
@@ -265,7 +281,7 @@ class DiskStore:
             return False
         tree = encode(value)  # raises Unstorable before anything touches the disk
         buf = io.BytesIO()
-        torch.save({"key": key, "value": tree}, buf)
+        torch.save({"value": tree}, buf)
         payload = buf.getvalue()
         tmp = None
         try:

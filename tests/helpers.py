@@ -188,3 +188,52 @@ def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
         files[name] = (folder / f"{name}.pt", phrase)
     files["no-such-file"] = (folder / "no-such-file.pt", "no checkpoint file")
     return files
+
+
+def assert_same(got, want, where="value", close: bool = False):
+    """Equal in type and content; floating arrays bit for bit (the same code on the same weights), or
+    with `close` within float32 rounding (a value computed on another CPU: its kernels may sum in
+    another order). Text, integers and labels are always exact."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    rtol, atol = 1e-4, 1e-6
+    assert type(got) is type(want), f"{where}: {type(got)} != {type(want)}"
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape, where
+        if close and want.is_floating_point():
+            assert torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True), where
+        else:
+            assert torch.equal(torch.nan_to_num(got, 7.0), torch.nan_to_num(want, 7.0)), where
+    elif isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape, where
+        if want.dtype.kind == "f":
+            if close:
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=where)
+        else:
+            assert [str(v) for v in got.ravel()] == [str(v) for v in want.ravel()], where
+    elif isinstance(want, pd.DataFrame):
+        pd.testing.assert_frame_equal(got, want, check_exact=not close, rtol=rtol, atol=atol, obj=where)
+    elif isinstance(want, pd.Series):
+        pd.testing.assert_series_equal(got, want, check_exact=not close, rtol=rtol, atol=atol, obj=where)
+    elif dataclasses.is_dataclass(want):
+        for f in dataclasses.fields(want):
+            assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}", close)
+    elif isinstance(want, dict):
+        assert list(got) == list(want), where
+        for k in want:
+            assert_same(got[k], want[k], f"{where}[{k!r}]", close)
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{where}[{i}]", close)
+    elif isinstance(want, float) and np.isnan(want):
+        assert np.isnan(got), where
+    elif isinstance(want, float) and close:
+        assert math.isclose(got, want, rel_tol=rtol, abs_tol=atol), f"{where}: {got} != {want}"
+    else:
+        assert got == want, where

@@ -124,6 +124,7 @@ def test_name_mover_targets():
 
 
 # ------------------------------------------------------------------ views
+# The builders themselves (`.uncached`): the kept ones may hand back a stored spec (ui/charts/kept.py)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -133,12 +134,12 @@ def test_matrix_and_flow_views_build(prompt, name):
     labels = arc.token_labels(tokens)
     T = len(tokens)
     A = arc.archetype_pattern(name, tokens)
-    matrix = charts.pattern_matrix(A.numpy(), labels).to_dict()
+    matrix = charts.pattern_matrix.uncached(A.numpy(), labels).to_dict()
     (matrix_data,) = [v for k, v in matrix["datasets"].items()]
     assert len(matrix_data) == T * (T + 1) // 2  # the causal triangle, no more
-    flow = charts.pattern_flow(A.numpy(), labels).to_dict()
+    flow = charts.pattern_flow.uncached(A.numpy(), labels).to_dict()
     assert len(flow["layer"]) == 3
-    focused = charts.pattern_flow(A.numpy(), labels, focus=T - 1)
+    focused = charts.pattern_flow.uncached(A.numpy(), labels, focus=T - 1)
     lines = focused.layer[0].data
     assert set(lines["i"]) == {T - 1}
     assert lines["weight"].sum() == pytest.approx(A[T - 1][A[T - 1] >= 0.01].sum().item(), abs=1e-5)
@@ -147,11 +148,12 @@ def test_matrix_and_flow_views_build(prompt, name):
 def test_detector_heatmap_and_ioi_diagram_build():
     tokens = arc.tokenize(PROMPTS[0])
     table = arc.detector_table(tokens)
-    chart = charts.score_heatmap(table, "archetype", list(arc.ARCHETYPES) + ["uniform"], list(arc.ALL_DETECTORS),
-                                 arc.DETECTOR_LABELS, "archetype", own={a: a for a in arc.ARCHETYPES})
+    chart = charts.score_heatmap.uncached(table, "archetype", list(arc.ARCHETYPES) + ["uniform"],
+                                          list(arc.ALL_DETECTORS), arc.DETECTOR_LABELS, "archetype",
+                                          own={a: a for a in arc.ARCHETYPES})
     assert chart.to_dict()["layer"]
     lanes = [g.label for g in ioi.GROUPS]
-    assert charts.ioi_diagram(ioi.heads_frame(), ioi.edges_frame(), lanes, ioi.LOGITS_X).to_dict()["layer"]
+    assert charts.ioi_diagram.uncached(ioi.heads_frame(), ioi.edges_frame(), lanes, ioi.LOGITS_X).to_dict()["layer"]
 
 
 # ------------------------------------------------------------------ prompts

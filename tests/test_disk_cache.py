@@ -23,41 +23,7 @@ from core.model.task import TaskConfig
 from ui.model_keys import shipped_key
 from ui.state import LabModel
 
-from helpers import ROOT, SHIPPED, TWO_BLOCK, tiny_model
-
-
-def assert_same(got, want, where="value"):
-    """Equal in type and content, arrays bit for bit (the same code on the same weights)."""
-    assert type(got) is type(want), f"{where}: {type(got)} != {type(want)}"
-    if isinstance(want, torch.Tensor):
-        assert got.dtype == want.dtype and got.shape == want.shape, where
-        assert torch.equal(torch.nan_to_num(got, 7.0), torch.nan_to_num(want, 7.0)), where
-    elif isinstance(want, np.ndarray):
-        assert got.dtype == want.dtype and got.shape == want.shape, where
-        if want.dtype.kind == "f":
-            np.testing.assert_array_equal(got, want, err_msg=where)
-        else:
-            assert [str(v) for v in got.ravel()] == [str(v) for v in want.ravel()], where
-    elif isinstance(want, pd.DataFrame):
-        pd.testing.assert_frame_equal(got, want, check_exact=True, obj=where)
-    elif isinstance(want, pd.Series):
-        pd.testing.assert_series_equal(got, want, check_exact=True, obj=where)
-    elif dataclasses.is_dataclass(want):
-        for f in dataclasses.fields(want):
-            assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}")
-    elif isinstance(want, dict):
-        assert list(got) == list(want), where
-        for k in want:
-            assert_same(got[k], want[k], f"{where}[{k!r}]")
-    elif isinstance(want, (list, tuple)):
-        assert len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, f"{where}[{i}]")
-    elif isinstance(want, float) and np.isnan(want):
-        assert np.isnan(got), where
-    else:
-        assert got == want, where
-
+from helpers import ROOT, SHIPPED, TWO_BLOCK, assert_same, tiny_model
 
 # ---------------------------------------------------------------------------------------------
 # The safe form
@@ -94,7 +60,7 @@ def test_objects_without_a_safe_form_are_refused():
 
 
 def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path):
-    """A file whose checksum and key are right but whose payload pickles a callable: torch.load with
+    """A file whose checksum is right but whose payload pickles a callable: torch.load with
     weights_only refuses it, the entry reads as a miss and is removed, nothing runs."""
     marker = tmp_path / "ran"
 
@@ -105,7 +71,7 @@ def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path):
     disk = DiskStore(tmp_path / "c")
     disk.folder.mkdir()
     buf = io.BytesIO()
-    torch.save({"key": "k", "value": Planted()}, buf)
+    torch.save({"value": Planted()}, buf)
     payload = buf.getvalue()
     disk.path("k").write_bytes(hashlib.sha256(payload).digest() + payload)
     assert disk.get("k") is MISS
@@ -178,7 +144,7 @@ def test_the_key_names_the_file_content_the_step_and_the_code(monkeypatch, count
         cache._code_id.cache_clear()
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "other key"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "not an entry"])
 def test_a_damaged_entry_is_computed_again(folder, counted, damage):
     view, calls = counted
     first = view(shipped(), 4)
@@ -190,9 +156,9 @@ def test_a_damaged_entry_is_computed_again(folder, counted, damage):
         data = data[: len(data) // 2]
     elif damage == "empty":
         data = b""
-    else:  # a well-formed entry of another key under this key's name
+    else:  # a well-formed torch file with the right checksum that holds no entry
         buf = io.BytesIO()
-        torch.save({"key": "something else", "value": encode({"sum": torch.tensor(0.0), "period": 4})}, buf)
+        torch.save(encode({"sum": torch.tensor(0.0), "period": 4}), buf)
         data = hashlib.sha256(buf.getvalue()).digest() + buf.getvalue()
     path.write_bytes(bytes(data))
     view.clear()
@@ -234,6 +200,7 @@ def test_every_stored_default_view_equals_a_fresh_computation(tmp_path, monkeypa
     equal to the view the walk computed for it, every later call that the disk served (the same key
     asked again) equals the view computed afresh now, and a second walk computes nothing."""
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "shipped_views", None)  # an empty folder with nothing under it
     st.cache_data.clear()
     monkeypatch.setattr(cache, "recorded", [])
     monkeypatch.setattr(cache, "computed", {})

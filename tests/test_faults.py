@@ -147,6 +147,7 @@ def test_every_view_comes_from_memory_when_the_cache_folder_takes_nothing(tmp_pa
         monkeypatch.setattr("core.disk_cache.os.replace", full)
     st.cache_data.clear()
     monkeypatch.setattr(cache, "recorded", [])
+    monkeypatch.setattr(cache, "shipped_views", None)  # the views are computed, and the folder asked to take them
     at = open_app(file=TWO_BLOCK, timeout=300)
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()

@@ -28,6 +28,14 @@ disk leaves the view in memory only; a damaged entry is computed again.
                                  # (and their charts' specs, ui/charts/kept.py)
     python -m ui.cache --prune   # only prune: stale entries, then the least recently used past the bound
 
+The views of every page's defaults on every shipped file are also shipped, in checkpoints/views/ (a
+read-only base under the folder, core.disk_cache.DiskStore): a server on a fresh clone, such as a hosted
+app woken from sleep, reads them instead of computing them. They are made by the same walk as --warm,
+from an empty folder, whenever the shipped files or the code behind them change (tests/test_shipped_views.py
+fails while they are stale):
+
+    python -m ui.cache --ship    # checkpoints/views/ afresh
+
 Entries are never read once their code or file has changed, so the folder is pruned by their tags
 (core.disk_cache.DiskStore.prune): once per server, on a thread of its own, after its first script run
 and a few quiet seconds (ui/setup.py), and by --warm and --prune. What is left is bounded in bytes
@@ -42,6 +50,7 @@ import inspect
 import json
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -51,12 +60,14 @@ import streamlit as st
 
 from core.disk_cache import MISS, DiskStore, Unstorable, code_digest, file_digest
 from ui.model_keys import shipped_file
-from ui.state import ROOT, LabModel, shipped_digest
+from ui.state import CHECKPOINT_DIR, ROOT, LabModel, shipped_digest
 from ui.steps import split_step_key
 
 _log = logging.getLogger(__name__)
 _CORE_FILES = sorted((ROOT / "core").rglob("*.py"))
 _store: DiskStore | None = None
+SHIPPED_VIEWS = CHECKPOINT_DIR / "views"
+shipped_views: Path | None = SHIPPED_VIEWS  # the store's read-only base (None: tests that start from nothing)
 recorded: list | None = None  # a list: every disk-backed call is appended (fn, args, kwargs, key, tag); tests
 computed: dict | None = None  # a dict: each view computed on a miss, by disk key (tests compare the stored copy)
 
@@ -81,11 +92,12 @@ def cache_folder() -> Path:
 
 
 def store() -> DiskStore:
-    """The disk store of this process (made again when $ATTENTION_LAB_CACHE changes)."""
+    """The disk store of this process, over the shipped views (made again when $ATTENTION_LAB_CACHE or
+    `shipped_views` changes)."""
     global _store
     folder = cache_folder()
-    if _store is None or _store.folder != folder:
-        _store = DiskStore(folder)
+    if _store is None or _store.folder != folder or _store.base != shipped_views:
+        _store = DiskStore(folder, base=shipped_views)
     return _store
 
 
@@ -302,14 +314,60 @@ def warm(files: list[str] | None = None) -> list[dict]:
     return rows
 
 
+def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
+    """Make `folder` (the shipped views) afresh: warm()'s walk over every shipped file into an empty
+    folder with no base under it, so that every view is computed by the code as it is now. The old
+    folder is replaced only when every page opened without an exception. Returns warm()'s rows."""
+    global shipped_views
+    new = folder.with_name(folder.name + ".new")
+    shutil.rmtree(new, ignore_errors=True)
+    env, base = os.environ.get("ATTENTION_LAB_CACHE"), shipped_views
+    os.environ["ATTENTION_LAB_CACHE"], shipped_views = str(new), None
+    st.cache_data.clear()
+    try:
+        rows = warm()
+    finally:
+        shipped_views = base
+        if env is None:
+            os.environ.pop("ATTENTION_LAB_CACHE")
+        else:
+            os.environ["ATTENTION_LAB_CACHE"] = env
+        st.cache_data.clear()
+    if any(r["exception"] for r in rows) or not new.is_dir():
+        shutil.rmtree(new, ignore_errors=True)
+        return rows
+    for other in new.iterdir():  # the compiled attention kernel (core/model/attention_cpp.py) is built there too
+        if other.suffix != ".pt":
+            shutil.rmtree(other) if other.is_dir() else other.unlink()
+    shutil.rmtree(folder, ignore_errors=True)
+    new.rename(folder)
+    return rows
+
+
 def main(argv=None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(description="The disk cache of the shipped checkpoints' views.")
     p.add_argument("--warm", action="store_true", help="open every page on every shipped checkpoint")
     p.add_argument("--prune", action="store_true", help="remove stale entries and bound the folder's size")
+    p.add_argument("--ship", action="store_true",
+                   help=f"make {SHIPPED_VIEWS.relative_to(ROOT)}/ afresh: every page's default views of every "
+                        "shipped checkpoint, computed by the code as it is now")
     p.add_argument("files", nargs="*", help="only these checkpoint files (default: every shipped one)")
     args = p.parse_args(argv)
+    if args.ship:
+        if args.files:
+            p.error("--ship walks every shipped checkpoint: name no files")
+        logging.disable(logging.CRITICAL)
+        rows = ship()
+        for row in rows:
+            print(f"{row['checkpoint']:<32} {row['page']:<28} {row['exception'] or 'ok'}")
+        if any(r["exception"] for r in rows):
+            print(f"{SHIPPED_VIEWS} left as it was: a page failed")
+            return 1
+        files = list(SHIPPED_VIEWS.glob("*.pt"))
+        print(f"{len(files)} entries, {sum(f.stat().st_size for f in files) / 2**20:.2f} MB in {SHIPPED_VIEWS}")
+        return 0
     print(f"cache folder: {cache_folder()}")
     if args.warm or args.prune:
         print("pruned: " + ", ".join(f"{k} {v}" for k, v in prune().items()))
