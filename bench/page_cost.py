@@ -5,10 +5,11 @@
     python bench/page_cost.py --profile-first [--top 25] # plus one of every page's first visit in a new process
 
 Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) on a view
-cache folder filled for the default model (`python -m ui.cache --warm <default file>` first when the
-folder is empty), then drives it with bench/memory.py's LightSession (Streamlit's websocket protocol,
-no browser): one walk over every page to fill the server's memory caches (its per-page costs are
-printed too: a new process's first visits, the view folder already filled), then --rounds walks, each
+cache folder (default: an empty one over the shipped views, checkpoints/views/, as on a fresh clone;
+`python -m ui.cache --warm <default file>` fills it first when those are stale), then drives it with
+bench/memory.py's LightSession (Streamlit's websocket protocol, no browser): one walk over every page to
+fill the server's memory caches (its per-page costs are printed too: a new process's first visits, the
+views read from disk), then --rounds walks, each
 page's cost being the server's utime + stime from /proc across its script run and the 0.3 s after
 it (what the server sends after the run counts too; the trimmer thread's idle rate, measured first,
 is taken off). Prints each page's median over the rounds, the warm walk (the sum of the nine reading
@@ -194,9 +195,21 @@ def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool =
             "idle_cores": round(idle, 4), "pss_mb": round(pss, 1), "errors": errors}
 
 
+def shipped_views_current() -> bool:
+    """Whether checkpoints/views/ is there and made by this code (else the walk would compute views)."""
+    import ui.cache
+    from core.disk_cache import TAG_END
+
+    live = ui.cache.live_tag()
+    files = list(ui.cache.SHIPPED_VIEWS.glob("*.pt"))
+    return bool(files) and all(live(f.name.rsplit(TAG_END, 1)[0]) for f in files)
+
+
 def warm_folder(cache: Path) -> None:
-    if any(cache.glob("*.pt")):
+    """Fill `cache` for the default model, unless the shipped views serve it (a fresh clone's server)."""
+    if any(cache.glob("*.pt")) or shipped_views_current():
         return
+    print("checkpoints/views/ is stale (python -m ui.cache --ship): warming the folder instead", file=sys.stderr)
     from core.training.presets import DEFAULT_PRESET
 
     subprocess.run([sys.executable, "-m", "ui.cache", "--warm", f"{DEFAULT_PRESET}.pt"], cwd=ROOT, check=True,
@@ -226,7 +239,7 @@ def main(argv=None) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--cache-dir", type=Path, help="a view cache folder (default: a temporary one, warmed)")
+    p.add_argument("--cache-dir", type=Path, help="a view cache folder (default: an empty temporary one)")
     p.add_argument("--profile", action="store_true", help="also profile every page in a second server")
     p.add_argument("--profile-first", action="store_true",
                    help="also profile every page's first visit in a second, new server")
