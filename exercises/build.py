@@ -13,6 +13,7 @@ import inspect
 import json
 from pathlib import Path
 
+from core.ast_parse import parse
 from exercises.catalogue import SECTIONS, Exercise, in_section, rating
 
 HERE = Path(__file__).resolve().parent
@@ -24,7 +25,7 @@ def _parts(section: str):
     """(module docstring, import lines, [(name, header source incl. docstring, full source)])."""
     module = importlib.import_module(f"exercises.solutions.{section}")
     text = inspect.getsource(module)
-    tree = ast.parse(text)
+    tree = parse(text)
     lines = text.splitlines(keepends=True)
     imports, funcs = [], []
     nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

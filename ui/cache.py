@@ -179,6 +179,32 @@ def entry_tag(code: str, digests: set[str]) -> str:
     return f"{code[:TAG_CHARS]}-{file}"
 
 
+_CHART_CODE = [ROOT / "ui" / "charts" / "kept.py", ROOT / "ui" / "charts" / "__init__.py"]
+
+
+@functools.cache
+def _chart_code(source: str) -> str:
+    """What makes a chart spec from a builder in `source`: that file, ui/charts/kept.py and
+    ui/charts/__init__.py (which patches Altair), and Altair's and Streamlit's versions (read from their
+    metadata: prune asks for this, and must not import Altair)."""
+    from importlib.metadata import version
+
+    return hashlib.sha256(f"chart-spec {code_digest([Path(source), *_CHART_CODE])} altair {version('altair')} "
+                          f"streamlit {version('streamlit')}".encode()).hexdigest()
+
+
+def chart_spec_entry(source: str, key: str) -> tuple[str, str]:
+    """(disk key, tag) of the spec a builder in `source` makes for its arguments' `key` (ui/charts/kept.py):
+    the key names that code and the arguments' content digest, no model; the tag is "<code>-multi", so
+    prune keeps the entry while that code is unchanged (core/ makes the arguments, not the spec)."""
+    code = _chart_code(source)
+    return f"{code}:{key}", entry_tag(code, set())
+
+
+def _chart_sources() -> list[Path]:
+    return sorted((ROOT / "ui" / "charts").glob("*.py"))
+
+
 def _view_sources() -> list[Path]:
     """Every file that may define a view (a per_model function): the pages and ui/."""
     return sorted([*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").rglob("*.py")])
@@ -191,6 +217,7 @@ def live_tag():
     from ui.state import CHECKPOINT_DIR, shipped_files
 
     codes = {_code_id(str(f))[:TAG_CHARS] for f in _view_sources()}
+    codes |= {_chart_code(str(f))[:TAG_CHARS] for f in _chart_sources()}
     files = {"multi"}
     for row in shipped_files():
         with contextlib.suppress(OSError):
@@ -333,9 +360,11 @@ def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
         else:
             os.environ["ATTENTION_LAB_CACHE"] = env
         st.cache_data.clear()
-    if any(r["exception"] for r in rows) or not new.is_dir():
+    if any(r["exception"] for r in rows):
         shutil.rmtree(new, ignore_errors=True)
         return rows
+    if not new.is_dir():  # with no base under it, the walk computes every view: this is a bug, not a state
+        raise RuntimeError(f"the walk stored nothing in {new}: were the views read from somewhere else?")
     for other in new.iterdir():  # the compiled attention kernel (core/model/attention_cpp.py) is built there too
         if other.suffix != ".pt":
             shutil.rmtree(other) if other.is_dir() else other.unlink()
@@ -384,4 +413,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # the module the pages import, not this __main__ copy of it: ship() switches that one's shipped_views off
+    from ui import cache
+
+    sys.exit(cache.main())

@@ -30,6 +30,10 @@ def _reuse_altair_converters() -> None:
     live film strip"). The converter depends only on the list of wrapper classes, so one per list is
     kept and reused: the same objects come out. Skipped if a later Altair lays this out differently."""
     try:
+        # the package before its submodule: a first import of altair.utils takes its module lock and then
+        # altair's, the reverse of `import altair` (ui/causal_sections.py, ui/charts/*.py), and when a
+        # class's first pages do both at once on two threads, Python raises _DeadlockError in one of them
+        import altair  # noqa: F401
         from altair.utils import schemapi
     except ImportError:
         return

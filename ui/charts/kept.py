@@ -43,7 +43,6 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -144,33 +143,14 @@ class _Kept:
 
 
 def _disk_entry(builder, key: str) -> tuple[str, str] | None:
-    """(disk key, tag) of a builder's spec for `key`: the key names the builder's file, kept.py and
-    ui/charts/__init__.py (what makes the chart and its conversion) and Altair's and Streamlit's
-    versions; the tag is ui/cache.py's for the builder's file (so its prune keeps the entry while that
-    file and core/ are unchanged). None where there is no such file."""
+    """(disk key, tag) of a builder's spec for `key` (ui.cache.chart_spec_entry). None where the builder
+    has no source file."""
+    from ui.cache import chart_spec_entry
+
     try:
-        return _spec_code(builder.__code__.co_filename) + ":" + key, _spec_tag(builder.__code__.co_filename)
+        return chart_spec_entry(builder.__code__.co_filename, key)
     except (AttributeError, OSError):
         return None
-
-
-@functools.cache
-def _spec_code(source: str) -> str:
-    import altair
-    import streamlit
-
-    from core.disk_cache import code_digest
-
-    here = Path(__file__).resolve().parent
-    return (f"chart-spec {code_digest([Path(source), here / 'kept.py', here / '__init__.py'])} "
-            f"altair {altair.__version__} streamlit {streamlit.__version__}")
-
-
-@functools.cache
-def _spec_tag(source: str) -> str:
-    from ui.cache import _code_id, entry_tag
-
-    return entry_tag(_code_id(source), set())  # a tag of no file ("multi"): judged by its code alone
 
 
 def _stores_specs() -> bool:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from core.ast_parse import parse
+
 Piece = Callable[..., Any]
 
 
@@ -93,7 +95,7 @@ def _filled(piece: Piece, values: dict[str, Any]) -> tuple[str, ast.FunctionDef]
         text = value if comment and isinstance(value, str) and "\n" not in value else literal(value)
         lines[row] = lines[row][:start] + text + lines[row][end:]
     text = "".join(lines)
-    return text, ast.parse(text).body[0]
+    return text, parse(text).body[0]
 
 
 def _parts(piece: Piece, values: dict[str, Any]) -> tuple[str, ast.FunctionDef, list[ast.stmt], ast.Return | None]:
