@@ -183,14 +183,20 @@ _CHART_CODE = [ROOT / "ui" / "charts" / "kept.py", ROOT / "ui" / "charts" / "__i
 
 
 @functools.cache
-def _chart_code(source: str) -> str:
-    """What makes a chart spec from a builder in `source`: that file, ui/charts/kept.py and
-    ui/charts/__init__.py (which patches Altair), and Altair's and Streamlit's versions (read from their
-    metadata: prune asks for this, and must not import Altair)."""
+def _chart_libraries() -> str:
+    """Altair's and Streamlit's versions, read from their metadata (prune asks for chart tags, and must not
+    import Altair)."""
     from importlib.metadata import version
 
-    return hashlib.sha256(f"chart-spec {code_digest([Path(source), *_CHART_CODE])} altair {version('altair')} "
-                          f"streamlit {version('streamlit')}".encode()).hexdigest()
+    return f"altair {version('altair')} streamlit {version('streamlit')}"
+
+
+@functools.cache
+def _chart_code(source: str) -> str:
+    """What makes a chart spec from a builder in `source`: that file, ui/charts/kept.py and
+    ui/charts/__init__.py (which patches Altair), and Altair's and Streamlit's versions."""
+    return hashlib.sha256(f"chart-spec {code_digest([Path(source), *_CHART_CODE])} {_chart_libraries()}".encode()
+                          ).hexdigest()
 
 
 def chart_spec_entry(source: str, key: str) -> tuple[str, str]:
