@@ -4,6 +4,10 @@
     python -m core.shipped --laws          # and the tables of the Laws page (checkpoints/laws/*.csv)
     python -m core.shipped --dry-run       # print the commands only
 
+Last, once every file is written, the pages' default views of them are made again (`python -m ui.cache
+--ship`, checkpoints/views/): they are keyed by the files' bytes, so a regenerated file's old views are
+never read.
+
 The checkpoints are trained by their presets (`python -m core.train --preset NAME --out
 checkpoints/NAME.pt --manifest checkpoints/manifest.json`, README "Reproducing the shipped
 checkpoints"); every table is rebuilt by the command in its own `# command:` header line, run
@@ -55,6 +59,9 @@ def jobs(laws: bool = False) -> list[tuple[Path | None, list[str]]]:
     return out
 
 
+VIEWS = [sys.executable, "-m", "ui.cache", "--ship"]  # after every other job: it reads what they wrote
+
+
 def shown(argv: list[str]) -> str:
     """argv as a shell line, this interpreter written as `python`."""
     return shlex.join(["python" if argv[0] == sys.executable else argv[0], *argv[1:]])
@@ -100,8 +107,9 @@ def main(argv=None) -> int:
     if args.dry_run:
         for path, cmd in todo:
             print(("(removes " + str(path.relative_to(ROOT)) + ") " if path else "") + shown(cmd))
+        print(shown(VIEWS))
         return 0
-    return run(todo, args.parallel)
+    return run(todo, args.parallel) or run([(None, VIEWS)])
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ def _torch_twin(model_cfg, task_cfg, train_cfg) -> Trainer:
 
 
 @pytest.mark.parametrize("train_cfg", [
-    # linear decay over the last 150 steps after a warm-up, weight decay, a frozen W_O head (a gradient mask)
-    TrainConfig(steps=300, batch_size=8, lr=2e-2, warmup_steps=20, decay_steps=150, weight_decay=0.1,
+    # linear decay over the last 60 steps after a warm-up, weight decay, a frozen W_O head (a gradient mask)
+    TrainConfig(steps=180, batch_size=8, lr=2e-2, warmup_steps=20, decay_steps=60, weight_decay=0.1,
                 log_every=100, eval_size=16, knockout_layer=1, knockout_head=0, seed=3),
     # cosine schedule, another beta2, no weight decay, a held block-1 head
     TrainConfig(steps=200, batch_size=8, lr=1e-2, schedule="cosine", warmup_steps=10, weight_decay=0.0,

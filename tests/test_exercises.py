@@ -511,6 +511,7 @@ def pytest_ignore_collect(collection_path, config):
 """
 
 
+@pytest.mark.worker  # a second pytest collecting the whole suite: the rest tier
 def test_the_suite_from_the_root_leaves_the_templates_alone(tmp_path):
     """`python -m pytest` from the root (no paths, as .ci/run calls it) walks tests/ and never reaches
     exercises/test_*.py, whose untouched templates fail. A plugin lists every test file pytest would collect."""

@@ -163,6 +163,7 @@ def test_the_command_line_writes_the_table_with_its_command(tmp_path):
     assert bad.returncode == 2 and "period_min" in bad.stderr
 
 
+@pytest.mark.worker  # a fresh interpreter that builds the pool: the rest tier
 def test_ray_is_imported_only_when_asked_for():
     code = ("import os, sys; os.environ.pop('ATTENTION_LAB_RAY_ADDRESS', None)\n"
             "import core.sweep, core.pool.sweep, core.pool.ray_backend, ui.training\n"
