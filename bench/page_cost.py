@@ -198,11 +198,8 @@ def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool =
 def shipped_views_current() -> bool:
     """Whether checkpoints/views/ is there and made by this code (else the walk would compute views)."""
     import ui.cache
-    from core.disk_cache import TAG_END
 
-    live = ui.cache.live_tag()
-    files = list(ui.cache.SHIPPED_VIEWS.glob("*.pt"))
-    return bool(files) and all(live(f.name.rsplit(TAG_END, 1)[0]) for f in files)
+    return any(ui.cache.SHIPPED_VIEWS.glob("*.pt")) and not ui.cache.stale_shipped_views()
 
 
 def warm_folder(cache: Path) -> None:

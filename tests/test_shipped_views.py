@@ -8,22 +8,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-import streamlit as st
 
 import ui.cache as cache
-from core.disk_cache import MISS, TAG_END, DiskStore
+from core.disk_cache import MISS, DiskStore
 from ui.charts import kept
 
 from helpers import assert_same
 
 REMAKE = "stale: make them again with `python -m ui.cache --ship` and commit checkpoints/views/"
-
-
-def fresh_server():
-    """Nothing in this process's memory that a new server would not have (views, charts, loaded models)."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    kept.clear()
 
 
 def shipped_entries():
@@ -37,8 +29,7 @@ def test_every_shipped_view_is_whole_and_names_the_current_code_and_a_current_fi
     files = shipped_entries()
     assert len(files) >= 50, f"checkpoints/views/ holds {len(files)} entries"
     assert sorted(cache.SHIPPED_VIEWS.iterdir()) == files, "checkpoints/views/ holds only entries"
-    live = cache.live_tag()
-    stale = [f.name for f in files if not live(f.name.rsplit(TAG_END, 1)[0])]
+    stale = cache.stale_shipped_views()
     assert not stale, f"{len(stale)} of {len(files)} shipped views are {REMAKE}: {stale[:3]}"
     for f in files:
         data = f.read_bytes()
@@ -79,7 +70,7 @@ def test_a_walk_over_the_shipped_files_computes_nothing_and_the_shipped_views_eq
     monkeypatch.setattr(cache, "recorded", [])
     monkeypatch.setattr(cache, "computed", {})
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "read"))
-    fresh_server()
+    cache.forget_in_memory()
     rows = cache.warm()
     assert not [r for r in rows if r["exception"]]
     written = sorted(p.name for p in (tmp_path / "read").glob("*.pt"))
@@ -96,7 +87,7 @@ def test_a_walk_over_the_shipped_files_computes_nothing_and_the_shipped_views_eq
     # the charts again, built from the shipped views and converted afresh into a second folder
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "charts"))
     monkeypatch.setattr(kept, "_from_disk", lambda disk: None)
-    fresh_server()
+    cache.forget_in_memory()
     assert not [r for r in cache.warm() if r["exception"]]
     fresh = DiskStore(tmp_path / "charts")
     specs = sorted(p.name for p in fresh.folder.glob("*.pt"))

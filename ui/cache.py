@@ -58,7 +58,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.disk_cache import MISS, DiskStore, Unstorable, code_digest, file_digest
+from core.disk_cache import MISS, TAG_END, DiskStore, Unstorable, code_digest, file_digest
 from ui.model_keys import shipped_file
 from ui.state import CHECKPOINT_DIR, ROOT, LabModel, shipped_digest
 from ui.steps import split_step_key
@@ -235,6 +235,23 @@ def live_tag():
     return live
 
 
+def stale_shipped_views() -> list[str]:
+    """The names of checkpoints/views/'s entries whose tag names older code or a regenerated file (never read:
+    `--ship` makes them again)."""
+    live = live_tag()
+    return sorted(f.name for f in SHIPPED_VIEWS.glob("*.pt") if not live(f.name.rsplit(TAG_END, 1)[0]))
+
+
+def forget_in_memory() -> None:
+    """Drop what this process holds that a new server would not: views, loaded models, kept charts (a spec
+    is stored only when it is converted, so a chart already in memory would never reach the folder)."""
+    from ui.charts import kept
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    kept.clear()
+
+
 def prune(max_bytes: int | None = None, disk: DiskStore | None = None) -> dict:
     """Remove the folder's stale entries (older code, regenerated files, entries from before tags),
     then the least recently used past max_bytes (core.disk_cache.MAX_BYTES)."""
@@ -356,7 +373,7 @@ def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
     shutil.rmtree(new, ignore_errors=True)
     env, base = os.environ.get("ATTENTION_LAB_CACHE"), shipped_views
     os.environ["ATTENTION_LAB_CACHE"], shipped_views = str(new), None
-    st.cache_data.clear()
+    forget_in_memory()
     try:
         rows = warm()
     finally:
@@ -365,7 +382,7 @@ def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
             os.environ.pop("ATTENTION_LAB_CACHE")
         else:
             os.environ["ATTENTION_LAB_CACHE"] = env
-        st.cache_data.clear()
+        forget_in_memory()
     if any(r["exception"] for r in rows):
         shutil.rmtree(new, ignore_errors=True)
         return rows
