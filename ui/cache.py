@@ -388,11 +388,11 @@ def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
         return rows
     if not new.is_dir():  # with no base under it, the walk computes every view: this is a bug, not a state
         raise RuntimeError(f"the walk stored nothing in {new}: were the views read from somewhere else?")
-    for other in new.iterdir():  # the compiled attention kernel (core/model/attention_cpp.py) is built there too
-        if other.suffix != ".pt":
-            shutil.rmtree(other) if other.is_dir() else other.unlink()
     shutil.rmtree(folder, ignore_errors=True)
-    new.rename(folder)
+    folder.mkdir(parents=True)
+    for entry in new.glob("*.pt"):  # the entries only: the walk also builds the compiled attention under it (ext/)
+        entry.rename(folder / entry.name)
+    shutil.rmtree(new)
     return rows
 
 
