@@ -6,7 +6,7 @@ from core.model import symbols
 from core.model.symbols import MAX_TEXT_LEN, describe_alphabet
 from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
-from core.reading import analysis
+from core.reading import views
 from core.reading.probes import probe_periods
 from ui import share, snippets
 from ui.cache import per_model
@@ -23,26 +23,34 @@ entry = heads_at_step("att", (  # every number below is this step's
     "This model has **no attention blocks**, so there are no heads and no patterns to show. Its guess "
     "for the next token depends on the current token alone, through the embedding's Gram matrix W_E "
     "W_Eᵀ. The depth page shows what that can and cannot learn."))
-model, task, cfg = entry.model, entry.task, entry.model.cfg
+task, cfg = entry.task, entry.info["config"]
 
 
 @per_model(show_spinner="Running the model…", max_entries=64)
-def task_view(entry: LabModel, period: int, seed: int) -> analysis.SequenceView:
+def task_view(entry: LabModel, period: int, seed: int) -> views.SequenceView:
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.task_sequence_view(entry.model, entry.task, period, seed)
 
 
 @per_model(show_spinner="Running the model…", max_entries=64)
-def text_view(entry: LabModel, text: str) -> analysis.SequenceView:
+def text_view(entry: LabModel, text: str) -> views.SequenceView:
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.text_view(entry.model, text)
 
 
 @per_model(show_spinner="Probing every period…", max_entries=16)
 def sweep(entry: LabModel):
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.sweep_view(entry.model, entry.task)
 
 
 @per_model(show_spinner=False, max_entries=64)
 def probe(entry: LabModel, period: int) -> dict:
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.probe_view(entry.model, entry.task, period)
 
 

@@ -29,7 +29,7 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
 def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
-    return causal.mechanism_over_training(entry.model, entry.info, period, N_SEQS, seed, corruption)
+    return causal.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
 
 
 st.title("Causal experiments")

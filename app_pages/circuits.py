@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.model import symbols
 from core.quiz import questions as quiz
-from core.reading import analysis
+from core.reading import views
 from ui import snippets
 from ui.cache import per_model
 from ui.charts import circuits as charts
@@ -19,31 +19,41 @@ entry = heads_at_step("cir", (  # every number below is this step's
     "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
     "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
     "depth page takes that apart."))
-model, task, cfg = entry.model, entry.task, entry.model.cfg
+task, cfg = entry.task, entry.info["config"]
 
 
 @per_model(show_spinner="Reading the weights…", max_entries=64)
-def head_view(entry: LabModel, layer: int, head: int) -> analysis.HeadCircuitView:
+def head_view(entry: LabModel, layer: int, head: int) -> views.HeadCircuitView:
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.head_circuit_view(entry.model, entry.task, layer, head)
 
 
 @per_model(show_spinner=False, max_entries=16)
 def copying_table(entry: LabModel):
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.copying_table_view(entry.model, entry.task)
 
 
 @per_model(show_spinner="Scoring composition…", max_entries=16)
 def composition(entry: LabModel):
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.composition_view(entry.model)
 
 
 @per_model(show_spinner="Ablating…", max_entries=64)
 def ablate(entry: LabModel, heads: tuple):
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.ablation_view(entry.model, entry.task, dict(heads))
 
 
 @per_model(show_spinner="Ablating each head in turn…", max_entries=16)
 def ablation_grid(entry: LabModel, mode: str):
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+
     return analysis.ablation_grid_view(entry.model, entry.task, mode)
 
 
@@ -62,7 +72,7 @@ layer, head = symbols.parse_head_label(pick)
 hv = head_view(entry, layer, head)
 
 st.subheader(f"QK and OV circuits of head {pick}")
-if layer < len(model.blocks) and model.blocks[layer].prev_head == head:
+if (layer, head) == (0, entry.held_head):
     st.info(f"Head {pick} was **held on the previous position** during training, and the hold is part of this "
             "model (a training experiment its file records): it attends to the previous position whatever its "
             "W_Q and W_K say, and those never got a gradient. Its QK circuit and rotary profile below describe "
@@ -177,7 +187,7 @@ for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_c
     row = table.loc[name]
     col.metric(label, f"{row['ablated']:.3f}", delta=f"{row['delta']:+.3f}" if chosen else None,
                delta_color="inverse" if name.startswith("loss") else "normal")
-m_col.caption(f"{analysis.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
+m_col.caption(f"{views.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
               "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
 if chosen:
     m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})

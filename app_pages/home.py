@@ -4,7 +4,6 @@ import streamlit as st
 
 from core.model.metrics import later_copy_floor
 from core.quiz import questions as quiz
-from core.reading.probes import fixed_distance_verdict
 from core.training.overview import model_overview, settings_rows, top_head
 from ui import python_panel, snippets
 from ui.cache import per_model
@@ -22,6 +21,8 @@ def _overview(entry: LabModel) -> dict:
 
 @per_model(show_spinner="Running the period-shift probe…", max_entries=32)
 def _fixed_distance(entry: LabModel) -> dict | None:
+    from core.reading.probes import fixed_distance_verdict  # imported on a miss only: it imports torch
+
     return fixed_distance_verdict(entry.model, entry.task)
 
 

@@ -89,7 +89,7 @@ def one_server(folder: Path) -> dict:
 
     proc, url = start_server({"ATTENTION_LAB_CACHE": str(folder)})
     try:
-        out = {"entries_before": len(list(folder.glob("*.pt")))}
+        out = {"entries_before": len(list(folder.glob("*.view")))}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             nice_children()
@@ -100,7 +100,7 @@ def one_server(folder: Path) -> dict:
             out["pss_server_mb"] = out["processes"][0]["pss_mb"]
             out["pss_all_mb"] = round(sum(r["pss_mb"] for r in out["processes"]), 1)
             browser.close()
-        out["entries_after"] = len(list(folder.glob("*.pt")))
+        out["entries_after"] = len(list(folder.glob("*.view")))
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -199,12 +199,12 @@ def shipped_views_current() -> bool:
     """Whether checkpoints/views/ is there and made by this code (else the walk would compute views)."""
     import ui.cache
 
-    return any(ui.cache.SHIPPED_VIEWS.glob("*.pt")) and not ui.cache.stale_shipped_views()
+    return any(ui.cache.SHIPPED_VIEWS.glob("*.view")) and not ui.cache.stale_shipped_views()
 
 
 def warm_folder(cache: Path) -> None:
     """Fill `cache` for the default model, unless the shipped views serve it (a fresh clone's server)."""
-    if any(cache.glob("*.pt")) or shipped_views_current():
+    if any(cache.glob("*.view")) or shipped_views_current():
         return
     print("checkpoints/views/ is stale (python -m ui.cache --ship): warming the folder instead", file=sys.stderr)
     from core.training.presets import DEFAULT_PRESET

@@ -22,7 +22,7 @@ import importlib
 # public name -> the module that defines it
 _API = {
     "TinyCharLM": "core.model.tinycharlm",
-    "ModelConfig": "core.model.tinycharlm",
+    "ModelConfig": "core.model.config",
     "TaskConfig": "core.model.task",
     "sample_batch": "core.model.task",
     "load_checkpoint": "core.model.checkpoints",

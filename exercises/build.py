@@ -8,13 +8,11 @@ Running it overwrites your own answers in exercises/part*.py: copy them elsewher
 from __future__ import annotations
 
 import ast
-import importlib
-import inspect
 import json
 from pathlib import Path
 
 from core.ast_parse import parse
-from exercises.catalogue import SECTIONS, Exercise, in_section, rating
+from exercises.catalogue import SECTIONS, Exercise, in_section, rating, solution_text
 
 HERE = Path(__file__).resolve().parent
 STUB = '    raise NotImplementedError("not written yet")\n'
@@ -23,8 +21,7 @@ RATINGS = "Difficulty 🔴 (of 5), importance 🔵 (of 5): how hard it is, and h
 
 def _parts(section: str):
     """(module docstring, import lines, [(name, header source incl. docstring, full source)])."""
-    module = importlib.import_module(f"exercises.solutions.{section}")
-    text = inspect.getsource(module)
+    text = solution_text(section)
     tree = parse(text)
     lines = text.splitlines(keepends=True)
     imports, funcs = [], []

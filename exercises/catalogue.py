@@ -4,9 +4,11 @@ it (exercises/build.py), and the check lives in exercises/cases/<section>.py (ru
 Imports nothing heavy."""
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
-import inspect
 from dataclasses import dataclass
+from pathlib import Path
 
 SECTIONS = {  # module name -> title, in the order of the path
     "part1_attention": "Part 1: the task and attention patterns",
@@ -29,15 +31,31 @@ class Exercise:
 
     def statement(self) -> str:
         """The solution's docstring: what to compute, shapes and conventions."""
-        return inspect.cleandoc(solution_function(self).__doc__ or "")
+        return ast.get_docstring(_solution_node(self)) or ""
 
     def solution(self) -> str:
         """The solution's source code."""
-        return inspect.getsource(solution_function(self))
+        node = _solution_node(self)
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        return "".join(solution_text(self.section).splitlines(keepends=True)[first - 1:node.end_lineno])
 
 
 def solution_function(ex: Exercise):
     return getattr(importlib.import_module(f"exercises.solutions.{ex.section}"), ex.name)
+
+
+@functools.cache
+def solution_text(section: str) -> str:
+    """The source of a section's solutions, read as text: the Exercises page shows it without importing the
+    module, which imports torch (issue #30: a reading server never does)."""
+    return (Path(__file__).resolve().parent / "solutions" / f"{section}.py").read_text()
+
+
+def _solution_node(ex: Exercise) -> ast.FunctionDef:
+    from core.ast_parse import parse
+
+    tree = parse(solution_text(ex.section))
+    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == ex.name)
 
 
 def rating(n: int, filled: str) -> str:

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the tests import core and ui from the repository
     sys.path.insert(0, str(ROOT))
 
-from core.model.tinycharlm import ModelConfig, TinyCharLM  # noqa: E402
+from core.model.config import ModelConfig  # noqa: E402
+from core.model.tinycharlm import TinyCharLM  # noqa: E402
 from ui.model_keys import shipped_key  # noqa: E402
 
 CHECKPOINTS = ROOT / "checkpoints"

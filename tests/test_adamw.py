@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.training.adamw import AdamW
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer

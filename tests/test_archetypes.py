@@ -7,8 +7,9 @@ import torch
 from core.archetypes import catalogue as arc
 from core.archetypes import head_matches as hm
 from core.archetypes import ioi
+from core.model.config import ModelConfig
 from core.model.symbols import InputProblem, encode_text
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.detectors import SCORE_ROWS
 from ui.charts import archetypes as charts
 

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from core.model import attention, attention_cpp
 from core.model.attention import causal_attention, fused_qkv, pair_order
-from core.model.tinycharlm import ModelConfig, TinyCharLM, rope_cos_sin
+from core.model.config import ModelConfig
+from core.model.tinycharlm import TinyCharLM, rope_cos_sin
 
 from naive import rope_batched
 

@@ -16,9 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.hooks import previous_token_pattern
 from core.model.task import sample_batch
-from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM, rope_cos_sin
 from core.training.presets import PRESETS
 
 from naive import rope_batched as oracle_rope

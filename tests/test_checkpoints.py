@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from core.model.checkpoints import CheckpointError, checkpoint_bytes, load_checkpoint, read_checkpoint, save_checkpoint
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from core.model.checkpoints import read_checkpoint
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
 from core.reading.circuits import direct_path, head_qk_vectors, ov_circuit, qk_circuit, rotary_profile
 from core.reading.composition import composition_baseline, composition_table
 from core.reading.copying import (

@@ -259,7 +259,7 @@ def test_initial_embedding_is_disclosed_in_settings_and_sidebar():
     assert initial_embedding_label({"embed_scale": 3.0, "embed_shared": 3.0}) == "×3 + shared 3"
     assert initial_embedding_label({"embed_scale": 1.0, "embed_shared": 0.0}) == "plain"
     assert initial_embedding_label({}) == "not stored"
-    from core.model.tinycharlm import ModelConfig
+    from core.model.config import ModelConfig
     rows = settings_rows({"config": ModelConfig(), "task": TaskConfig(),
                           "train": {"embed_scale": 1.0, "embed_shared": 0.0}})
     assert dict(zip(rows.setting, rows.value))["initial embedding"] == "plain"

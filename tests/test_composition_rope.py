@@ -8,8 +8,9 @@ import torch
 
 from core.causal import composition as C
 from core.causal import patching
+from core.model.config import ModelConfig
 from core.model.hooks import hook_name
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.composition import composition_matrix
 from exercises.planted import TASK, planted_induction_model
 

@@ -7,7 +7,11 @@ import dataclasses
 import errno
 import hashlib
 import io
+import json
 import os
+import pickle
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +22,7 @@ import streamlit as st
 import torch
 
 import ui.cache as cache
-from core.disk_cache import MISS, DiskStore, Unstorable, decode, encode
+from core.disk_cache import MISS, DiskStore, Unstorable, decode, encode, from_payload, to_payload
 from core.model.task import TaskConfig
 from ui.model_keys import shipped_key
 from ui.state import LabModel
@@ -59,9 +63,11 @@ def test_objects_without_a_safe_form_are_refused():
         encode(NotCore())
 
 
-def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path):
-    """A file whose checksum is right but whose payload pickles a callable: torch.load with
-    weights_only refuses it, the entry reads as a miss and is removed, nothing runs."""
+@pytest.mark.parametrize("form", ["pickle", "torch.save"])
+def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path, form):
+    """A file whose checksum is right but whose payload pickles a callable (as pickle or as torch.save, the
+    form of entries before format 3): the reader runs json.loads and np.frombuffer only, the entry reads
+    as a miss and is removed, nothing runs."""
     marker = tmp_path / "ran"
 
     class Planted:
@@ -70,12 +76,52 @@ def test_an_entry_that_holds_code_is_refused_and_never_run(tmp_path):
 
     disk = DiskStore(tmp_path / "c")
     disk.folder.mkdir()
-    buf = io.BytesIO()
-    torch.save({"value": Planted()}, buf)
-    payload = buf.getvalue()
+    if form == "pickle":
+        payload = pickle.dumps({"value": Planted()})
+    else:
+        buf = io.BytesIO()
+        torch.save({"value": Planted()}, buf)
+        payload = buf.getvalue()
     disk.path("k").write_bytes(hashlib.sha256(payload).digest() + payload)
     assert disk.get("k") is MISS
     assert not marker.exists() and not disk.path("k").exists()
+
+
+@pytest.mark.parametrize("damage", ["header past the end", "buffer past the end", "trailing bytes", "not a dict"])
+def test_a_payload_that_does_not_add_up_is_refused(damage):
+    payload = bytearray(to_payload(encode({"a": np.arange(4.0)})))
+    n = int.from_bytes(payload[:8], "little")
+    if damage == "header past the end":
+        payload[:8] = (len(payload) + 1).to_bytes(8, "little")
+    elif damage == "buffer past the end":
+        payload = payload[:-1]
+    elif damage == "trailing bytes":
+        payload += b"\0"
+    else:
+        header = json.dumps([1, 2]).encode()
+        payload = bytearray(len(header).to_bytes(8, "little") + header + payload[8 + n:])
+    with pytest.raises(ValueError):
+        from_payload(payload)
+
+
+@pytest.mark.worker
+def test_a_reader_of_stored_views_needs_no_torch(tmp_path):
+    """The point of format 3 (issue #30): a value of arrays, frames and core dataclasses is written and read
+    back in a process that never imports torch."""
+    code = f"""
+import sys, numpy as np, pandas as pd
+from core.disk_cache import DiskStore, MISS
+from core.model.task import TaskConfig
+d = DiskStore({str(tmp_path)!r})
+v = {{"a": np.arange(6.0).reshape(2, 3), "f": pd.DataFrame({{"x": [1, 2]}}), "task": TaskConfig()}}
+assert d.put("k", v)
+got = d.get("k")
+assert got is not MISS and (got["a"] == v["a"]).all() and got["task"] == v["task"] and got["a"].flags.writeable
+assert "torch" not in sys.modules, "torch was imported"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +154,7 @@ def shipped(file=TWO_BLOCK) -> LabModel:
 def test_a_shipped_view_is_read_from_disk_after_the_memory_cache_is_gone(folder, counted):
     view, calls = counted
     first = view(shipped(), 4)
-    assert len(list(folder.glob("*.pt"))) == 1
+    assert len(list(folder.glob("*.view"))) == 1
     view.clear()  # a restart: the memory cache is empty
     assert_same(view(shipped(), 4), first)
     assert len(calls) == 1  # from the disk
@@ -148,7 +194,7 @@ def test_the_key_names_the_file_content_the_step_and_the_code(monkeypatch, count
 def test_a_damaged_entry_is_computed_again(folder, counted, damage):
     view, calls = counted
     first = view(shipped(), 4)
-    (path,) = folder.glob("*.pt")
+    (path,) = folder.glob("*.view")
     data = bytearray(path.read_bytes())
     if damage == "flip":
         data[len(data) // 2] ^= 0xFF
@@ -156,9 +202,9 @@ def test_a_damaged_entry_is_computed_again(folder, counted, damage):
         data = data[: len(data) // 2]
     elif damage == "empty":
         data = b""
-    else:  # a well-formed torch file with the right checksum that holds no entry
+    else:  # an entry of format 2 (torch.save) with the right checksum, under the new name
         buf = io.BytesIO()
-        torch.save(encode({"sum": torch.tensor(0.0), "period": 4}), buf)
+        torch.save({"value": ("dict", [["sum", ("tensor", torch.tensor(0.0))], ["period", 4]])}, buf)
         data = hashlib.sha256(buf.getvalue()).digest() + buf.getvalue()
     path.write_bytes(bytes(data))
     view.clear()
@@ -185,7 +231,7 @@ def test_a_folder_that_takes_nothing_leaves_the_view_in_memory(tmp_path, monkeyp
     assert_same(view(shipped(), 4), first)
     assert len(calls) == 1  # the memory cache serves it
     assert not cache.store().writable
-    assert not list(tmp_path.rglob("*.pt"))  # no entry, no temporary file left behind
+    assert not list(tmp_path.rglob("*.view"))  # no entry, no temporary file left behind
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,16 +286,17 @@ def test_the_folder_takes_at_most_max_entries(tmp_path):
 def test_prune_removes_rejected_tags_untagged_files_and_dead_writers_temporary_files(tmp_path):
     disk = DiskStore(tmp_path / "c")
     assert disk.put("a", 1, tag="code1-file1") and disk.put("b", 2, tag="code0-file1") and disk.put("c", 3)
-    dead, writing = disk.folder / ".tmp-dead.pt", disk.folder / ".tmp-writing.pt"
-    dead.write_bytes(b"x")
-    writing.write_bytes(b"x")
+    dead, writing = disk.folder / ".tmp-dead.view", disk.folder / ".tmp-writing.view"
+    old = disk.folder / "code1-file1--0123.pt"  # an entry of format 2 (torch.save), with a live tag
+    for f in (dead, writing, old):
+        f.write_bytes(b"x")
     os.utime(dead, (time.time() - 7200,) * 2)
     seen = []
     counts = disk.prune(lambda tag: seen.append(tag) or tag == "code1-file1")
     assert sorted(seen, key=str) == [None, "code0-file1", "code1-file1"]  # read from the names alone
-    assert counts["stale"] == 2 and counts["kept"] == 1
+    assert counts["stale"] == 3 and counts["kept"] == 1 and not old.exists()
     assert disk.get("a", "code1-file1") == 1 and disk.get("b", "code0-file1") is MISS and disk.get("c") is MISS
-    assert sorted(p.name for p in disk.folder.iterdir() if p.name.startswith(".tmp-")) == [".tmp-writing.pt"]
+    assert sorted(p.name for p in disk.folder.iterdir() if p.name.startswith(".tmp-")) == [".tmp-writing.view"]
     with pytest.raises(ValueError):
         disk.path("a", tag="no--double")
 
@@ -283,7 +330,7 @@ def test_pruning_the_view_cache_removes_the_views_of_older_code_and_of_a_regener
         view(shipped(), 5)
     cache._code_id.cache_clear()
     view(shipped(), 6)  # the one the server computes now
-    assert len(list(folder.glob("*.pt"))) == 3 and len(calls) == 3
+    assert len(list(folder.glob("*.view"))) == 3 and len(calls) == 3
     counts = cache.prune()
     assert (counts["stale"], counts["evicted"], counts["kept"]) == (2, 0, 1)
     view.clear()

@@ -155,7 +155,7 @@ def test_every_view_comes_from_memory_when_the_cache_folder_takes_nothing(tmp_pa
         assert not at.error, [e.value for e in at.error]
     computed = len(cache.recorded)
     assert computed >= 2 and not cache.store().writable
-    assert not list(tmp_path.rglob("*.pt"))
+    assert not list(tmp_path.rglob("*.view"))
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()
         assert not at.exception, at.exception

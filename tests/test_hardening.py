@@ -22,8 +22,9 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
 from core.model.checkpoints import checkpoint_bytes
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.pool.status import RunStatus
 from ui.pages import ALL_PAGES, HOME
 from ui.state import MAX_UPLOAD_MB, _load_shipped, shipped_files

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.attention import capture, task_sequences, value_weighted
 from core.reading.detectors import DETECTORS, detector_mask, detector_scores
 from core.reading.heads import (

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from core.model.checkpoints import read_checkpoint
+from core.model.config import ModelConfig
 from core.model.snapshots import model_at_step
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.pool.worker import final_checkpoint
 from core.training.config import TrainConfig
 from core.training.interventions import release

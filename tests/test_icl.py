@@ -7,8 +7,8 @@ import torch
 
 import core.training.trainer as trainer_mod
 from core.model.checkpoints import read_checkpoint
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.reading.restarts import restart_context_probe, restart_curve, restart_positions, sample_restarts
 from core.training.config import TrainConfig
 from core.training.icl import in_context_check, predict_each, random_pattern, replay_training_sequences, tile

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.reading.heads import head_scores
 from core.training.config import TrainConfig
 from core.training.interventions import describe, induction_pattern, release

@@ -236,11 +236,11 @@ def test_a_shipped_models_specs_are_stored_on_disk_and_drawn_from_there(monkeypa
     kept_module.clear()
     store_chart_specs(False)  # a session's own model: nothing on disk
     kept_module.draw(Where(), charts.head_effects(frame, "title"))
-    assert list(tmp_path.glob("*.pt")) == []
+    assert list(tmp_path.glob("*.view")) == []
     kept_module.clear()
     store_chart_specs(True)  # a shipped model
     kept_module.draw(Where(), charts.head_effects(frame, "title"))
-    assert len(list(tmp_path.glob("*.pt"))) == 1
+    assert len(list(tmp_path.glob("*.view"))) == 1
     kept_module.clear()  # a new server process: no chart in memory
     built = []
     monkeypatch.setattr(kept_module, "sent_form", lambda chart: built.append(chart))

@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM, apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 

@@ -131,8 +131,9 @@ def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
 
 def test_core_leaves_the_sweeps_out_only_over_the_budget():
     import core.causal.views
+    from core.model.config import ModelConfig
     from core.model.task import TaskConfig
-    from core.model.tinycharlm import ModelConfig, TinyCharLM
+    from core.model.tinycharlm import TinyCharLM
 
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.bigrams import bigram_counts, gram_logits, mutual_information, zero_block_summary
 from core.reading.circuits import qk_content, skip_trigrams
 from core.reading.composition import composition_baseline, composition_matrix

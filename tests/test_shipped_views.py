@@ -19,7 +19,7 @@ REMAKE = "stale: make them again with `python -m ui.cache --ship` and commit che
 
 
 def shipped_entries():
-    return sorted(cache.SHIPPED_VIEWS.glob("*.pt"))
+    return sorted(cache.SHIPPED_VIEWS.glob("*.view"))
 
 
 def test_every_shipped_view_is_whole_and_names_the_current_code_and_a_current_file():
@@ -73,7 +73,7 @@ def test_a_walk_over_the_shipped_files_computes_nothing_and_the_shipped_views_eq
     cache.forget_in_memory()
     rows = cache.warm()
     assert not [r for r in rows if r["exception"]]
-    written = sorted(p.name for p in (tmp_path / "read").glob("*.pt"))
+    written = sorted(p.name for p in (tmp_path / "read").glob("*.view"))
     assert not cache.computed and not written, f"the shipped views are incomplete or {REMAKE}: {written[:3]}"
     shipped = {p.name for p in shipped_entries()}
     assert shipped - set(names) == set(), f"entries no page reads: {REMAKE}"
@@ -90,7 +90,7 @@ def test_a_walk_over_the_shipped_files_computes_nothing_and_the_shipped_views_eq
     cache.forget_in_memory()
     assert not [r for r in cache.warm() if r["exception"]]
     fresh = DiskStore(tmp_path / "charts")
-    specs = sorted(p.name for p in fresh.folder.glob("*.pt"))
+    specs = sorted(p.name for p in fresh.folder.glob("*.view"))
     assert specs and set(specs) <= shipped
     for name in specs:
         assert fresh._read(fresh.folder / name) == DiskStore._read(cache.SHIPPED_VIEWS / name), name

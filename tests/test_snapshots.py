@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from core.model.checkpoints import CheckpointError, read_checkpoint, save_checkpoint
+from core.model.config import ModelConfig
 from core.model.snapshots import (
     EVERY,
     MARGIN,
@@ -21,7 +22,6 @@ from core.model.snapshots import (
     snapshot_model,
 )
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.config import ModelConfig
+from core.model.tinycharlm import TinyCharLM
 from core.pool.runs import RunPool
 from core.pool.status import RunStatus
 from core.training import timeline as tl

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from core.model.checkpoints import read_checkpoint
+from core.model.config import ModelConfig
 from core.model.metrics import METRIC_NAMES, copy_metrics
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import ModelConfig
 from core.reading.copying import ov_copying_matrix, ov_diag_top1
 from core.reading.report import build_report
 from core.training.config import TrainConfig

@@ -36,6 +36,10 @@ fails while they are stale):
 
     python -m ui.cache --ship    # checkpoints/views/ afresh
 
+A shipped model's info (config, task, training history, snapshot steps) is a view too (`shipped_info`), so
+a page that reads stored views loads no checkpoint and imports no torch (ui.state.ShippedModel,
+core/model/lazy.py).
+
 Entries are never read once their code or file has changed, so the folder is pruned by their tags
 (core.disk_cache.DiskStore.prune): once per server, on a thread of its own, after its first script run
 and a few quiet seconds (ui/setup.py), and by --warm and --prune. What is left is bounded in bytes
@@ -58,9 +62,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.disk_cache import MISS, TAG_END, DiskStore, Unstorable, code_digest, file_digest
+from core.disk_cache import MISS, SUFFIX, TAG_END, DiskStore, Unstorable, code_digest, file_digest
 from ui.model_keys import shipped_file
-from ui.state import CHECKPOINT_DIR, ROOT, LabModel, shipped_digest
+from ui.state import CHECKPOINT_DIR, ROOT, LabModel, ShippedModel, shipped_digest
 from ui.steps import split_step_key
 
 _log = logging.getLogger(__name__)
@@ -239,7 +243,7 @@ def stale_shipped_views() -> list[str]:
     """The names of checkpoints/views/'s entries whose tag names older code or a regenerated file (never read:
     `--ship` makes them again)."""
     live = live_tag()
-    return sorted(f.name for f in SHIPPED_VIEWS.glob("*.pt") if not live(f.name.rsplit(TAG_END, 1)[0]))
+    return sorted(f.name for f in SHIPPED_VIEWS.glob(f"*{SUFFIX}") if not live(f.name.rsplit(TAG_END, 1)[0]))
 
 
 def forget_in_memory() -> None:
@@ -321,7 +325,8 @@ def per_model(*, show_spinner: bool | str = False, max_entries: int | None = Non
     each LabModel argument counts by its key, every other argument as st.cache_data hashes it. A
     shipped model's views are read from and written to the disk store first; a session's own model's
     views are in a session-scoped cache (the module docstring says why)."""
-    options = {"show_spinner": show_spinner, "max_entries": max_entries, "hash_funcs": {LabModel: _entry_key}}
+    options = {"show_spinner": show_spinner, "max_entries": max_entries,
+               "hash_funcs": {LabModel: _entry_key, ShippedModel: _entry_key}}
     shared, own = st.cache_data(**options), st.cache_data(scope="session", **options)
 
     def wrap(fn):
@@ -339,6 +344,15 @@ def per_model(*, show_spinner: bool | str = False, max_entries: int | None = Non
         view.clear = clear
         return view
     return wrap
+
+
+@per_model()
+def shipped_info(entry: LabModel) -> dict:
+    """A shipped checkpoint's info (core.model.checkpoints.read_checkpoint's) with each snapshot's step and
+    not its weights: what the sidebar and the pages read of a shipped model (ui.state.ShippedModel), stored
+    with its views, so that a server reading them loads no checkpoint and imports no torch."""
+    info = entry.full_info
+    return {**info, "snapshots": [{"step": s["step"]} for s in info["snapshots"]]}
 
 
 def warm(files: list[str] | None = None) -> list[dict]:
@@ -390,7 +404,7 @@ def ship(folder: Path = SHIPPED_VIEWS) -> list[dict]:
         raise RuntimeError(f"the walk stored nothing in {new}: were the views read from somewhere else?")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for entry in new.glob("*.pt"):  # the entries only: the walk also builds the compiled attention under it (ext/)
+    for entry in new.glob(f"*{SUFFIX}"):  # the entries only (the walk also builds ext/ under it)
         entry.rename(folder / entry.name)
     shutil.rmtree(new)
     return rows
@@ -417,7 +431,7 @@ def main(argv=None) -> int:
         if any(r["exception"] for r in rows):
             print(f"{SHIPPED_VIEWS} left as it was: a page failed")
             return 1
-        files = list(SHIPPED_VIEWS.glob("*.pt"))
+        files = list(SHIPPED_VIEWS.glob(f"*{SUFFIX}"))
         print(f"{len(files)} entries, {sum(f.stat().st_size for f in files) / 2**20:.2f} MB in {SHIPPED_VIEWS}")
         return 0
     print(f"cache folder: {cache_folder()}")
@@ -430,7 +444,7 @@ def main(argv=None) -> int:
     for row in warm(args.files or None):
         bad += row["exception"] is not None
         print(f"{row['checkpoint']:<32} {row['page']:<28} {row['exception'] or 'ok'}")
-    entries = len(list(cache_folder().glob("*.pt")))
+    entries = len(list(cache_folder().glob(f"*{SUFFIX}")))
     print(f"{entries} entries in {cache_folder()}")
     return 1 if bad else 0
 

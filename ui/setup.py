@@ -17,12 +17,12 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import sys
 import threading
 import time
 
 from ui import sessions
 from ui.cache import prune_in_background
-from ui.training import run_pool
 
 _done = False
 # A full garbage collection this often (seconds), on the trimmer's thread: the server runs with
@@ -54,7 +54,9 @@ def lab_script() -> None:
         # the view cache's stale entries (ui/cache.py), on a thread of its own once no script has started
         # for PRUNE_QUIET seconds: it read every source file and shipped checkpoint in a class's first seconds
         prune_in_background(quiet=lambda: time.monotonic() - _last_run >= PRUNE_QUIET)
-    run_pool().ensure_monitor()  # every run: a monitor that died is started again
+    training = sys.modules.get("ui.training")  # no pool before a page imports it (and with it torch)
+    if training is not None:
+        training.ensure_monitor()  # every run: a monitor that died is started again
     sessions.note_this_session()  # what this session leaves is released once it can no longer reconnect
 
 

@@ -1,43 +1,92 @@
 """Which model the student is analysing: the shared sidebar picker and the session's own models.
 
-Shipped checkpoints are loaded once per server (st.cache_resource on the file name). Models trained
-or uploaded in a session live only in that session's st.session_state, so one user never sees
-another's. Every model carries a `key` that is unique across the server ("shipped:<file>" or
+Shipped checkpoints are loaded once per server (st.cache_resource on the file name), and only when a page
+computes a view of one: their info (config, task, training settings and history, snapshot steps) is a
+stored view (ui.cache.shipped_info), so a server whose pages read stored views never imports torch
+(issue #30). Models trained or uploaded in a session live only in that session's st.session_state, so
+one user never sees another's. Every model carries a `key` that is unique across the server ("shipped:<file>" or
 "session:<uuid>"): anything computed from the model is cached by it (ui/cache.py's `per_model`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from core.disk_cache import file_digest
-from core.model.checkpoints import CheckpointError, read_checkpoint
-from core.model.tinycharlm import TinyCharLM
 from core.training.presets import DEFAULT_PRESET
 from ui.model_keys import shipped_key
+
+if TYPE_CHECKING:
+    from core.model.tinycharlm import TinyCharLM
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints"
 MAX_UPLOAD_MB = 10  # a version-2 file with snapshots is up to 10 MB
 
 
-@dataclass
+@dataclass(eq=False)
 class LabModel:
     key: str  # unique on the server; the cache key for anything derived from this model
     label: str  # what the picker shows
     model: TinyCharLM
-    info: dict  # config, task (TaskConfig), train, history (see core.model.checkpoints.read_checkpoint)
+    info: dict  # config, task (TaskConfig), train, history, snapshots (core.model.checkpoints.read_checkpoint)
     source: str  # "shipped", "trained" or "uploaded"
 
     @property
     def task(self):
         """The model's TaskConfig (info["task"])."""
         return self.info["task"]
+
+    @property
+    def held_head(self) -> int | None:
+        """The block-1 head (0-based) held on the previous position during training, part of the model as
+        trained (core.model.checkpoints restores the hold from info["train"]), or None."""
+        hold = (self.info.get("train") or {}).get("hold_prev_head", -1)
+        return None if hold is None or hold == -1 else hold
+
+    @property
+    def full_info(self) -> dict:
+        """info with every snapshot's weights ({"step", "state_dict"}), for a computation over the training."""
+        return self.info
+
+    def at_step(self, step: int) -> LabModel:
+        """This model as it was at snapshot `step`, under a key that names the step (ui.steps), so every
+        view of it is cached apart. ValueError names the steps there are."""
+        from core.model.snapshots import model_at_step
+        from ui.steps import STEP_TAG
+
+        return LabModel(f"{self.key}{STEP_TAG}{step}", f"{self.label} at step {step}",
+                        model_at_step(self.model, self.full_info, step), self.info, self.source)
+
+
+class ShippedModel(LabModel):
+    """A shipped checkpoint: its info is a stored view (each snapshot its step alone), its weights are read
+    from the file on first use (st.cache_resource, once per server). A page that only reads stored views
+    never touches `model`, and the server never imports torch."""
+
+    def __init__(self, file: str, label: str):
+        self.key, self.label, self.source, self.file = shipped_key(file), label, "shipped", file
+
+    @property
+    def model(self) -> TinyCharLM:
+        return _load_shipped(self.file)[0]
+
+    @functools.cached_property
+    def info(self) -> dict:
+        from ui.cache import shipped_info  # ui.cache keys views by this module's LabModel
+
+        return shipped_info(self)
+
+    @property
+    def full_info(self) -> dict:
+        return _load_shipped(self.file)[1]
 
 
 _MANIFEST: list = [None, []]  # (path, mtime_ns, size) of manifest.json and the rows read from it then
@@ -66,7 +115,7 @@ def shipped_files() -> list[dict]:
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 
 
-_SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of the bytes _load_shipped read
+_SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of its bytes (those _load_shipped read, once it has)
 
 
 @st.cache_resource(show_spinner=False)
@@ -77,6 +126,8 @@ def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
     A file is replaced, never rewritten in place (core.shipped writes beside it and renames), so a mapping
     keeps the bytes it was read from; the digest is taken before and after, and a file that changed in
     between is read again from one copy of its bytes."""
+    from core.model.checkpoints import read_checkpoint
+
     path = CHECKPOINT_DIR / file
     try:
         digest = file_digest(path)
@@ -95,15 +146,15 @@ def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
 
 
 def shipped_digest(file: str) -> str | None:
-    """sha256 of the bytes the server's model of a shipped `file` was read from (ui/cache.py keys
-    its disk entries by it); None when the file cannot be read."""
+    """sha256 of a shipped `file` (ui/cache.py keys its disk entries by it): of the bytes the server's model
+    was read from once it is loaded, else of the file as it is (read once, without loading it: a reader
+    of stored views needs no model); None when the file cannot be read. A file regenerated while a server
+    runs (core.shipped, on a developer's machine) is a new digest after a restart."""
     if file not in _SHIPPED_DIGESTS:
         try:
-            _load_shipped(file)
-        except (OSError, CheckpointError):
-            return None
-        if file not in _SHIPPED_DIGESTS:  # loaded before the digests were kept (e.g. cleared dict)
             _SHIPPED_DIGESTS[file] = file_digest(CHECKPOINT_DIR / file)
+        except OSError:
+            return None
     return _SHIPPED_DIGESTS[file]
 
 
@@ -113,12 +164,8 @@ def shipped_checkpoint(file: str) -> tuple[TinyCharLM, dict]:
 
 
 def shipped_models() -> list[LabModel]:
-    out = []
-    for row in shipped_files():
-        model, info = _load_shipped(row["file"])
-        out.append(LabModel(shipped_key(row['file']), f"{row.get('preset', row['file'])} (shipped)", model, info,
-                            "shipped"))
-    return out
+    """The shipped checkpoints, none of them loaded (ShippedModel)."""
+    return [ShippedModel(row["file"], f"{row.get('preset', row['file'])} (shipped)") for row in shipped_files()]
 
 
 def session_models() -> dict[str, LabModel]:
@@ -179,6 +226,8 @@ def _on_upload():
             f"{upload.name} is {len(data) / 2**20:.1f} MB; checkpoints here are at most {MAX_UPLOAD_MB} MB. "
             "Your current model is unchanged.")
         return
+    from core.model.checkpoints import CheckpointError, read_checkpoint
+
     try:
         model, info = read_checkpoint(data, name=upload.name)
     except CheckpointError as e:
@@ -231,7 +280,7 @@ def sidebar_picker() -> LabModel | None:
 
 def require_heads(entry: LabModel, explanation: str) -> None:
     """Stop a heads-only page for a 0-block model: show `explanation` and point to the depth page."""
-    if entry.model.cfg.n_layers == 0:
+    if entry.info["config"].n_layers == 0:
         st.info(explanation)
         st.page_link("app_pages/depth.py", label="What depth can express", icon="🧱")
         st.stop()

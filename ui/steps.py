@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.model.snapshots import model_at_step
 from ui.state import LabModel, require_heads, require_model
 
 
@@ -48,8 +47,7 @@ def step_control(entry: LabModel, key: str) -> LabModel:
         return entry
     note.caption(f"**Training step {pick}:** every pattern, score and number on this page is computed from "
                  "the weights at that step (stored as float16), not from the finished model.")
-    return LabModel(f"{entry.key}{STEP_TAG}{pick}", f"{entry.label} at step {pick}",
-                    model_at_step(entry.model, entry.info, pick), entry.info, entry.source)
+    return entry.at_step(pick)
 
 
 def heads_at_step(prefix: str, no_heads: str) -> LabModel:

@@ -16,7 +16,7 @@ from ui.state import LabModel
 
 @per_model(show_spinner="Measuring every snapshot of the run…", max_entries=8)
 def _timeline(entry: LabModel) -> dict | None:
-    return tl.timeline(entry.model, entry.info)
+    return tl.timeline(entry.model, entry.full_info)
 
 
 NO_SNAPSHOTS = "a format-1 file, or a 0-block model"

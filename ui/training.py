@@ -48,6 +48,13 @@ def run_pool() -> RunPool:
         return _pool
 
 
+def ensure_monitor() -> None:
+    """The pool's monitor thread, started again if it died (ui/setup.py, every script run once this module is
+    imported); nothing before the pool exists."""
+    if _pool is not None:
+        _pool.ensure_monitor()
+
+
 def pool_problem() -> str | None:
     """Why ATTENTION_LAB_MAX_TRAININGS was ignored, if it was."""
     run_pool()

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import torch
 
+from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.snapshots import check_snapshots
 from core.model.task import TaskConfig
-from core.model.tinycharlm import MAX_LAYERS, ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 
 FORMAT = "tinycharlm"
 VERSION = 2

@@ -1,10 +1,12 @@
-"""Loss and accuracy split by copy (docs/DESIGN.md "Metrics")."""
+"""Loss and accuracy split by copy (docs/DESIGN.md "Metrics"). Torch is imported by the functions that need
+it: a page reads METRIC_NAMES and later_copy_floor without it (issue #30)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-import torch.nn.functional as F
+if TYPE_CHECKING:
+    import torch
 
 from core.model.task import copy_masks
 
@@ -21,7 +23,9 @@ def per_target_loss(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.T
     """Cross-entropy (nats) and correctness of each target: logits [B, T, V], tokens [B, T]
     -> (loss [B, T-1], correct [B, T-1]) for targets t = 1..T-1."""
     pred, target = logits[:, :-1], tokens[:, 1:]
-    loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), reduction="none")
+    import torch  # the package before its submodule (docs/DESIGN.md "Many sessions' first pages at once")
+
+    loss = torch.nn.functional.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), reduction="none")
     return loss.view_as(target), pred.argmax(-1) == target
 
 
@@ -47,6 +51,8 @@ def second_copy_first_token_accuracy(logits: torch.Tensor, tokens: torch.Tensor,
     """Accuracy on the target t = L, the second copy's first token (logits [B, T, V], tokens [B, T],
     periods [B]). "Later copies" (t >= L) include it, yet its predecessor, the pattern's last token,
     has never been followed by anything before: with varying periods no model can know it."""
+    import torch
+
     b = torch.arange(tokens.shape[0])
     L = periods.long()
     keep = tokens.shape[1] > L

@@ -8,8 +8,10 @@ later copies if t >= L (the second copy is part of the later copies).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_PERIOD = 24  # a period to start a page with: the middle of the default range 16-32
 MAX_SEQ_LEN = 2048  # attention patterns are [T, T]: longer sequences would exhaust memory, not teach more
@@ -56,6 +58,8 @@ def sample_batch(
 
     `period` fixes every sequence's period (a probe); it only needs seq_len > period.
     """
+    import torch  # here, not above: what reads a TaskConfig (a stored view, the sidebar) needs no torch
+
     task.validate(vocab_size)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
@@ -77,6 +81,8 @@ def copy_masks(periods: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
 
     Keys: "first" (t < L), "second" (L <= t < 2L), "later" (t >= L).
     """
+    import torch
+
     t = torch.arange(1, seq_len)[None, :]
     L = periods[:, None]
     return {"first": t < L, "second": (t >= L) & (t < 2 * L), "later": t >= L}

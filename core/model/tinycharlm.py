@@ -18,45 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from core.model.attention import causal_attention, fused_qkv
+from core.model.config import ModelConfig
 from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
-
-MAX_LAYERS = 6
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int = 64
-    d_model: int = 128
-    n_heads: int = 4
-    n_layers: int = 2
-    bias: bool = False
-    rope_base: float = 10000.0
-
-    def __post_init__(self):
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be at least 2, got {self.vocab_size}.")
-        if not 0 <= self.n_layers <= MAX_LAYERS:
-            raise ValueError(f"n_layers must be between 0 and {MAX_LAYERS}, got {self.n_layers}.")
-        if self.n_heads < 1 or self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads}).")
-        if self.d_head % 2:
-            raise ValueError(f"d_head = d_model / n_heads must be even for rotary embeddings, got {self.d_head}.")
-        if self.rope_base <= 1:
-            raise ValueError(f"rope_base must be above 1, got {self.rope_base}.")
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_heads
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 # ---------------------------------------------------------------------------------------------
 # Rotary embedding (rotate-half convention: pairs (j, j + d_head/2), angle t * base^(-2j/d_head))

@@ -16,7 +16,7 @@ import pandas as pd
 from core.causal import clarity
 from core.causal.clarity import CLEAR_GAP
 from core.model.symbols import head_label, long_head_label
-from core.reading.heads import CLEAR_SCORE
+from core.reading import CLEAR_SCORE
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from core.quiz.questions import Question, no_answer
-from core.reading.heads import CLEAR_SCORE
+from core.reading import CLEAR_SCORE
 from core.training.live import head_score_frame
 from core.training.transition import describe_curve
 

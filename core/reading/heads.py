@@ -23,7 +23,6 @@ from core.reading.detectors import DETECTORS, detector_scores
 if TYPE_CHECKING:  # pandas only in the tables: a training (head_scores) never imports it (issue #30)
     import pandas as pd
 
-CLEAR_SCORE = 0.5  # an attention score that counts as "this head does it" (questions, sentences)
 PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")
 
 

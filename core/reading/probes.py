@@ -7,14 +7,17 @@ and its heads keep their mass at the old offset.
 """
 from __future__ import annotations
 
-import pandas as pd
-import torch
+from typing import TYPE_CHECKING
 
+import pandas as pd
+
+from core.model.lazy import no_grad
 from core.model.metrics import copy_metrics
 from core.model.symbols import with_labels
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import TinyCharLM
-from core.reading.heads import offset_mass
+
+if TYPE_CHECKING:
+    from core.model.tinycharlm import TinyCharLM
 
 
 def probe_periods(task: TaskConfig) -> tuple[int, int]:
@@ -27,7 +30,7 @@ def training_offsets(task: TaskConfig) -> list[int]:
     return [L - 1 for L in range(task.period_min, task.period_max + 1)]
 
 
-@torch.no_grad()
+@no_grad
 def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list[int] | tuple = (),
                  n_seqs: int = 64, seed: int = 0) -> dict:
     """Evaluate at one fixed `period`.
@@ -36,6 +39,10 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
     offset, mass}} for offset period - 1 (where an induction head should look) and every offset in
     `offsets` (e.g. the training period minus one).
     """
+    import torch
+
+    from core.reading.heads import offset_mass
+
     lo, hi = probe_periods(task)
     if not lo <= period <= hi:
         raise ValueError(f"probe period must be between {lo} and {hi} (two full copies in {task.seq_len} tokens).")
@@ -53,7 +60,7 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
             "offset_mass": with_labels(pd.DataFrame(rows, columns=["layer", "head", "offset", "mass"]))}
 
 
-@torch.no_grad()
+@no_grad
 def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None = None,
                  n_seqs: int = 16, seed: int = 0, chunk: int = 256) -> pd.DataFrame:
     """Copy metrics at each fixed probe period (default: every period the task length allows).
@@ -61,6 +68,8 @@ def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None 
     Rows {period, trained (bool: inside the training range), loss_second_copy, acc_second_copy,
     loss_later_copies, acc_later_copies}. All periods run in a few large batches.
     """
+    import torch
+
     lo, hi = probe_periods(task)
     periods = list(range(lo, hi + 1)) if periods is None else list(periods)
     batches = [sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed + P),

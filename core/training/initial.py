@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.config import ModelConfig
+from core.model.tinycharlm import TinyCharLM
 from core.training.config import TrainConfig
 
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import torch
 
+from core.model.config import ModelConfig
 from core.model.symbols import head_label
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.detectors import detector_mask
 
 

@@ -5,7 +5,7 @@ The sentence the Train page and the README say about the shipped 2-block run is 
 (`onset_sentence`), so it follows the run it describes."""
 from __future__ import annotations
 
-from core.reading.heads import CLEAR_SCORE
+from core.reading import CLEAR_SCORE
 from core.training.transition import describe_curve
 
 RISING = 0.1  # block 1's best previous-token score counts as rising from this value

@@ -1,18 +1,21 @@
-"""What the Home page shows about one model: its settings and headline measurements."""
+"""What the Home page shows about one model: its settings and headline measurements.
+
+What the page reads (Overview, top_head, settings_rows) needs no torch: the measuring functions import it
+when they run, so a server that reads stored overviews never does (issue #30)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
-import torch
 
+from core.model.config import ModelConfig
 from core.model.symbols import with_labels
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
-from core.reading.report import build_report
 from core.training.config import TrainConfig
-from core.training.initial import initial_model
+
+if TYPE_CHECKING:
+    from core.model.tinycharlm import TinyCharLM
 
 HEAD_COLUMNS = ["label", "layer", "head", "prev_token", "induction", "induction_any", "duplicate", "first_token",
                 "ov_diag_top1", "ov_diag_top1_effective", "ov_copying_eig_effective", "ablation_loss_later_delta"]
@@ -29,6 +32,8 @@ class Overview:
 
 def model_overview(model: TinyCharLM, task: TaskConfig, n_seqs: int = 64, seed: int = 0) -> Overview:
     """What the Home page shows about `model`: its copy metrics and one row of scores per head."""
+    from core.reading.report import build_report
+
     report = build_report(model, task, n_seqs=n_seqs, seed=seed)
     heads = pd.DataFrame(report["heads"])
     heads = pd.DataFrame(columns=HEAD_COLUMNS) if heads.empty else with_labels(heads)[HEAD_COLUMNS]
@@ -83,7 +88,6 @@ def initial_embedding_label(train: dict) -> str:
     return f"×{scale:g}" + (f" + shared {shared:g}" if shared else "")
 
 
-@torch.no_grad()
 def initial_logit_bias(model_cfg: ModelConfig, train_cfg: TrainConfig) -> dict:
     """What the initial embedding does to the direct path W_E W_E^T [V, V] of the untrained model.
 
@@ -92,7 +96,11 @@ def initial_logit_bias(model_cfg: ModelConfig, train_cfg: TrainConfig) -> dict:
     a per-token logit bias the shared direction adds. repeat_bet: share of tokens x whose largest
     logit is x itself (the untrained model bets on a repeat of the current token).
     """
-    E = initial_model(model_cfg, train_cfg).W_E
+    import torch
+
+    from core.training.initial import initial_model
+
+    E = initial_model(model_cfg, train_cfg).W_E.detach()
     C = E @ E.T
     bias = (C - C.mean(1, keepdim=True)).mean(0)
     return {"bias_std": float(bias.std()), "repeat_bet": float((C.argmax(1) == torch.arange(len(C))).float().mean())}

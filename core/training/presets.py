@@ -3,10 +3,14 @@ and the measurements the manifest records for each shipped checkpoint."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
 from core.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from core.model.tinycharlm import TinyCharLM
 
 DEFAULT_PRESET = "variable-period-2block"  # what the Train page starts from and the picker opens on
 REFERENCE_PRESET = "variable-period-1block"  # the Train page's comparison: one block cannot do induction

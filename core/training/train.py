@@ -16,9 +16,9 @@ from pathlib import Path
 
 from core.model.checkpoints import save_checkpoint
 from core.model.cli import OneLineParser, UsageError
+from core.model.config import ModelConfig
 from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig
 from core.training.config import TrainConfig
 from core.training.heap import keep_freed_memory
 from core.training.interventions import check_interventions

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.symbols import head_label
 from core.model.task import TaskConfig
-from core.model.tinycharlm import MAX_LAYERS, ModelConfig
 from core.training.config import TrainConfig
 from core.training.interventions import check_interventions
 from core.training.presets import DEFAULT_PRESET, get_preset

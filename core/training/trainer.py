@@ -22,11 +22,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+from core.model.config import ModelConfig
 from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
 from core.model.snapshots import SnapshotRecorder
 from core.model.task import TaskConfig, copy_masks, sample_batch
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from core.reading.heads import head_scores
 from core.training.adamw import AdamW
 from core.training.config import TrainConfig

@@ -7,8 +7,9 @@ import functools
 
 import torch
 
+from core.model.config import ModelConfig
 from core.model.symbols import block_label, head_label
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from exercises import planted
 from exercises.cases.inputs import batch, head_list
 from exercises.engine import Case, Check

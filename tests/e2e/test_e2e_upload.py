@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from core.model.checkpoints import checkpoint_bytes
+from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.model.tinycharlm import ModelConfig, TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 from ui.state import MAX_UPLOAD_MB
 
 from helpers import bad_checkpoints

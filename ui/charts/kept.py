@@ -41,12 +41,12 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
-import torch
 
 MAX_CHARTS = 256
 # of the Arrow data in the kept specs; each chart also holds the frame it was built from, about as large again.
@@ -84,7 +84,8 @@ def _update(h, value) -> None:
         else:
             raise Undigestable(f"ndarray of dtype {value.dtype}")
         h.update(b")")
-    elif isinstance(value, torch.Tensor):
+    elif "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):  # no torch: no tensor
+        torch = sys.modules["torch"]
         if value.requires_grad or value.dtype not in (torch.float32, torch.float64, torch.float16, torch.int64,
                                                       torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
             raise Undigestable(f"tensor of dtype {value.dtype}")
