@@ -9,7 +9,7 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
 from ui import share, snippets, state
-from ui.cache import per_model
+from ui.cache import per_code, per_model
 from ui.charts import archetypes as charts
 from ui.charts.kept import draw
 from ui.python_panel import python_panel
@@ -50,13 +50,13 @@ with info:
         "'name' is a capitalised word that is not a common opener such as *When* or *The*.")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@per_code(max_entries=32)
 def _pattern(name: str, text: str, sharpness: float, rest: float):
-    """The generated pattern of archetype `name` on `text` (the same for everyone: kept per server)."""
-    return arc.archetype_pattern(name, arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest))
+    """The generated pattern of archetype `name` on `text` (the same for everyone, whatever model is picked)."""
+    return arc.archetype_pattern(name, arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest)).numpy()
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@per_code(max_entries=32)
 def _detectors(text: str, sharpness: float, rest: float, score_rows: str):
     """Every archetype scored by every detector on `text`, with what section 2 reads from the table."""
     table = arc.detector_table(arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest), score_rows)
@@ -78,13 +78,13 @@ if tokens is not None:
     left, right = st.columns(2)
     with left:
         st.markdown("##### Matrix view")
-        draw(st, charts.pattern_matrix(pattern.numpy(), labels), width="content")
+        draw(st, charts.pattern_matrix(pattern, labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
         st.markdown("##### Flow view")
-        draw(st, charts.pattern_flow(pattern.numpy(), labels, focus=focus), width="content")  # scaled to fit
+        draw(st, charts.pattern_flow(pattern, labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
@@ -97,7 +97,8 @@ if tokens is not None:
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
                           help="Also used for your model's heads in section 3.")
     table, wins, rivals = _detectors(text, sharpness, rest, score_rows)
-    table["archetype_label"] = table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"})
+    table = table.assign(  # a copy: the view itself is the cached (and stored) one
+        archetype_label=table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"}))
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
     ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS))
@@ -136,7 +137,13 @@ st.header("3 · Which of your model's heads fit an archetype?")
 
 @per_model(show_spinner=False, max_entries=32)
 def _model_scores(entry: state.LabModel, text: str, rows: str):
-    return head_matches.text_detector_table(entry.model, text, rows)
+    table, patterns = head_matches.text_detector_table(entry.model, text, rows)
+    return table, [p.numpy() for p in patterns]  # [H, T, T] per block
+
+
+@per_code(max_entries=32)
+def _char_prompt(period: int, copies: int, seed: int, vocab_size: int) -> str:
+    return head_matches.random_char_prompt(period, copies, seed, vocab_size)
 
 
 if not state.all_models():
@@ -164,7 +171,7 @@ else:
                                     help="Length of the random string that is repeated.")
             copies = c.number_input("Copies", 1, 6, 3, key="arch_copies")
             seed = d.number_input("Seed", 0, share.SEED_MAX, 0, key="arch_seed")
-            chars = head_matches.random_char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
+            chars = _char_prompt(int(period), int(copies), int(seed), cfg.vocab_size)
         else:
             chars = st.text_input("Characters", value="the cat sat. the cat sat. the cat sat.", key="arch_chars")
         st.code(chars, language=None)
@@ -201,7 +208,7 @@ else:
                                 index=head_keys.index(head_matches.strongest_head(best)),
                                 format_func=lambda k: symbols.long_head_label(*k))
             st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
-            draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]].numpy(), head_matches.char_labels(chars),
+            draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars),
                                                   size=640),
                             width="content")
             st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "

@@ -34,7 +34,7 @@ def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> obje
 
 st.title("Causal experiments")
 entry = require_model()
-model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+task, cfg = entry.info["task"], entry.info["config"]
 
 st.markdown(
     "Ablation asks *what breaks when a head is removed*. Patching asks a sharper question: run the model twice, "

@@ -5,8 +5,7 @@ import streamlit as st
 from core.model import symbols
 from core.model.symbols import token_char
 from core.quiz import questions as quiz
-from core.reading import bigrams, circuits, composition, paths, score_groups, score_terms
-from core.reading.composition import composition_baseline
+from core.reading import score_groups
 from ui import depth_text, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
@@ -27,7 +26,7 @@ st.markdown(
     "of block 1 *and then* a head of block 2.")
 
 entry = require_model()
-model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+task, cfg = entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]
 N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
@@ -36,17 +35,30 @@ N_SCORE_SEQS = 8  # sampled sequences behind the induction head's score split
 
 @per_model(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(entry: LabModel):
+    from core.reading import bigrams  # a view's computation is imported in the view: it imports torch
+
     out = bigrams.zero_block_summary(entry.model, entry.task)
-    out["model_lr"] = bigrams.log_ratio_to_uniform(out.pop("model_probs")).numpy()
-    out["task_lr"] = bigrams.log_ratio_to_uniform(out.pop("task_probs")).numpy()
-    return out
+    out["model_lr"] = bigrams.log_ratio_to_uniform(out.pop("model_probs"))
+    out["task_lr"] = bigrams.log_ratio_to_uniform(out.pop("task_probs"))
+    return {k: v.numpy() if hasattr(v, "detach") else v for k, v in out.items()}  # stored without torch
 
 
 @per_model(show_spinner=False, max_entries=64)
 def _contributions(entry: LabModel, seed, pos, which):
+    from core.reading import paths
+
     tokens, _ = paths.example_sequence(entry.task, V, seed)
     target = int(tokens[pos + 1])
     return paths.logit_contributions(entry.model, tokens, pos, None if which == "top" else target)
+
+
+@per_model(show_spinner=False, max_entries=64)
+def _example(entry: LabModel, seed: int) -> tuple[list[int], int]:
+    """The sequence section 2 splits: its tokens and period (core.reading.paths.example_sequence)."""
+    from core.reading import paths
+
+    tokens, period = paths.example_sequence(entry.task, entry.info["config"].vocab_size, seed)
+    return tokens.tolist(), period
 
 
 def _first_clear_position(entry: LabModel, seed, start: int, stop: int) -> int:
@@ -63,12 +75,17 @@ def _first_clear_position(entry: LabModel, seed, start: int, stop: int) -> int:
 
 @per_model(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
 def _mean_paths(entry: LabModel):
+    from core.reading import paths
+
     res = paths.mean_target_contributions(entry.model, entry.task, n_seqs=N_MEAN_PATHS, seed=0, part="later")
     return res, paths.sum_by_kind(res)
 
 
 @per_model(show_spinner=False, max_entries=8)
 def _composition(entry: LabModel):
+    from core.reading import composition
+    from core.reading.composition import composition_baseline
+
     base = composition_baseline(cfg.d_model, cfg.d_head)
     k, v = (composition.composition_matrix(entry.model, kind).numpy() for kind in ("K", "V"))
     return k, v, base
@@ -76,18 +93,25 @@ def _composition(entry: LabModel):
 
 @per_model(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
 def _score_terms(entry: LabModel, head):
-    return score_terms.mean_induction_score_terms(entry.model, entry.task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
+    from core.reading import score_terms
+
+    out = score_terms.mean_induction_score_terms(entry.model, entry.task, 1, head, n_seqs=N_SCORE_SEQS, seed=0)
+    return {**out, "terms": out["terms"].numpy()}
 
 
 @per_model(show_spinner=False, max_entries=64)
 def _skip_trigrams(entry: LabModel, block, a, b) -> list[tuple]:
     """Per head of `block`: its six strongest skip-trigrams, and the top OV row of token a and QK row of b."""
+    from core.reading import circuits
+
     return [(circuits.skip_trigrams(entry.model, block, h, k=6), circuits.ov_top(entry.model, block, h, a, k=4),
              circuits.qk_top(entry.model, block, h, b, k=4)) for h in range(entry.model.cfg.n_heads)]
 
 
 @per_model(show_spinner=False, max_entries=8)
 def _induction(entry: LabModel):
+    from core.reading import paths
+
     return paths.induction_scores(entry.model, entry.task, 1)
 
 
@@ -154,7 +178,7 @@ if n_blocks > MAX_PATH_BLOCKS:
 else:
     c1, c2, c3 = st.columns([1, 3, 2])
     seed = c1.number_input("Sequence seed", 0, share.SEED_MAX, 0, key="depth_seed")
-    tokens, period = paths.example_sequence(task, V, int(seed))
+    tokens, period = _example(entry, int(seed))
     T = len(tokens)
     start = min(period + 4, T - 2)
     pos = c2.slider("Position predicting the next token", 0, T - 2,
@@ -163,7 +187,7 @@ else:
                          "the first position from the second copy's fifth token where one path stands out.")
     which = c3.radio("Logit of", ["target", "top"], key="depth_which", horizontal=True,
                      format_func={"target": "the true next token", "top": "the model's top prediction"}.get)
-    text = "".join(SYMBOLS[t] for t in tokens.tolist())
+    text = "".join(SYMBOLS[t] for t in tokens)
     st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
             f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
     res = _contributions(entry, int(seed), pos, which)
@@ -282,7 +306,7 @@ else:
     writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
     left, right = st.columns([3, 2])
     draw(left, charts.score_term_heatmap(
-        st_terms["terms"].numpy(), st_terms["q_labels"], st_terms["k_labels"],
+        st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
         f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
     with right:
         st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",

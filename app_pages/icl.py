@@ -28,7 +28,7 @@ st.markdown(
     "large language models.")
 
 entry = require_model()
-model, task, cfg = entry.model, entry.info["task"], entry.info["config"]
+task, cfg = entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
 SYMBOLS = symbols.alphabet(V)
 MAX_PATTERN = min(T, symbols.MAX_TEXT_LEN)  # a typed pattern must fit the model's sequence length
@@ -44,6 +44,17 @@ if cfg.n_layers < 2:
     st.info(f"The picked model has {cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''}: it cannot build an "
             "induction circuit (see *What depth can express*), so expect its second copies to stay near chance "
             "below. Pick **variable-period-2block** in the sidebar to see the skill.")
+
+
+@per_model(show_spinner=False, max_entries=64)
+def _random_pattern(entry: LabModel, drawn_from: tuple, length: int, seed: int) -> list[int]:
+    """icl.random_pattern, a view like the others (torch draws it): stored for the defaults with the model's."""
+    return icl.random_pattern(list(drawn_from), length, seed)
+
+
+@per_model(show_spinner=False, max_entries=64)
+def _restart_example(entry: LabModel, seed: int) -> dict:
+    return restarts.restart_example(entry.task, entry.info["config"].vocab_size, seed)
 
 
 @per_model(show_spinner=False, max_entries=64)
@@ -91,7 +102,7 @@ try:
         length = c2.number_input("Pattern length", 1, T, min(DEFAULT_PERIOD, T // 2), key=f"icl_len_{T}")
         seed = c3.number_input("Seed", 0, 100_000, 0, key="icl_seed")
         drawn_from = sorted(set(symbols.encode_text(pool, V)))
-        pattern, repeat = icl.random_pattern(drawn_from, int(length), int(seed)), True
+        pattern, repeat = _random_pattern(entry, tuple(drawn_from), int(length), int(seed)), True
         pattern_code = snippets.drawn_pattern(pool, int(length), int(seed))
         st.code("".join(symbols.token_char(t) for t in pattern), language=None)
     if repeat:
@@ -189,7 +200,7 @@ if probe["n"]:
         "dip at x = 1 in the chart above is then not forgetting: it is this one mismatched token.")
 
 ex_seed = st.number_input("Example sequence (seed)", 0, 100_000, 0, key="icl_ex_seed")
-ex = restarts.restart_example(task, V, int(ex_seed))
+ex = _restart_example(entry, int(ex_seed))
 r_pos, new_period = ex["restart"], ex["new_period"]
 ex_rows = _predict(entry, tuple(ex["tokens"]), None)
 marks = [b for b in (r_pos, r_pos + new_period) if b < T]

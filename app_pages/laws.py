@@ -11,7 +11,7 @@ from core.pool.status import RunStatus
 from core.training.transition import STUDY_FILE
 from ui.charts.kept import draw
 from ui.charts.laws import clamps_chart, law_chart
-from ui.training import follow_series, run_pool, session_owner
+from ui.training import capacity, follow_series, run_pool, session_owner
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
           "batch": "Batch size", "vocab": "Vocabulary size"}
@@ -224,12 +224,13 @@ def _sweep_progress(sweep: ps.PageSweep) -> None:
 
 
 def _sweep_results(sweep: ps.PageSweep) -> None:
-    if not sweep.results:
+    results = list(sweep.results)  # once: the sweep's thread appends to it while this draws
+    if not results:
         return
-    frame = pd.DataFrame(sweep.results)[list(SWEEP_COLUMNS)].rename(columns=SWEEP_COLUMNS)
+    frame = pd.DataFrame(results)[list(SWEEP_COLUMNS)].rename(columns=SWEEP_COLUMNS)
     st.dataframe(frame.rename(columns={"value": ps.NAMES[sweep.setting]}), hide_index=True, width="stretch",
                  column_config={"final later-copy loss": st.column_config.NumberColumn(format="%.3f")})
-    for r in sweep.results:
+    for r in results:
         if r["error"]:
             st.error(f"{ps.NAMES[sweep.setting]} {r['value']}, seed {r['seed']}: {r['error']}")
     if sweep.active:
@@ -259,7 +260,7 @@ def own_sweep_section() -> None:
         "preset. The sweep goes on while you visit other pages; only the drop steps are kept, not the models.")
     sweep = st.session_state.get(SWEEP)
     running = sweep is not None and sweep.active
-    off = run_pool().capacity == 0
+    off = capacity() == 0
     a, b, c, d = st.columns([2, 3, 1, 1])
     setting = a.radio("Vary", list(ps.CHOICES), format_func=ps.NAMES.get, key="lw_sw_setting",
                       disabled=running)

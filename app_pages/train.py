@@ -1,10 +1,12 @@
 """Train page: pick a model and task, train live in a worker process, watch the loss split and the heads form."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
-from core.pool.runs import LiveRun
 from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
 from core.training import live, timeline, transition
@@ -20,7 +22,10 @@ from ui.seeds import seeds_section
 from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
-from ui.training import pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
+from ui.training import capacity, pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
+
+if TYPE_CHECKING:
+    from core.pool.runs import LiveRun
 
 _shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (the live one: head_score_spec)
 
@@ -295,7 +300,7 @@ st.markdown(
     "moment the later-copy loss falls and the heads take on their jobs.")
 if problem := pool_problem():
     st.warning(problem)
-off = run_pool().capacity == 0
+off = capacity() == 0
 if off:
     st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0). The shipped runs below "
             "still show how training goes.")

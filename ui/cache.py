@@ -139,9 +139,10 @@ def _code_id(source_file: str) -> str:
     return hashlib.sha256(f"{_core_id(tuple(_CORE_FILES))} {code_digest([source_file])}".encode()).hexdigest()
 
 
-def disk_entry(fn, args: tuple, kwargs: dict) -> tuple[str, str] | None:
+def disk_entry(fn, args: tuple, kwargs: dict, model_free: bool = False) -> tuple[str, str] | None:
     """(key, tag) of fn(*args, **kwargs) on disk, or None when a model is not shipped or an argument
-    is not a plain value. The tag names what makes the entry stale (entry_tag)."""
+    is not a plain value. The tag names what makes the entry stale (entry_tag). model_free: a function of
+    plain values alone (per_code) is stored too, under its code and arguments."""
     bound = inspect.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
     parts, digests = [], set()
@@ -156,7 +157,7 @@ def disk_entry(fn, args: tuple, kwargs: dict) -> tuple[str, str] | None:
             parts.append([name, value])
         else:
             return None
-    if not digests:
+    if not digests and not model_free:
         return None
     source = fn.__code__.co_filename
     try:
@@ -281,10 +282,10 @@ def prune_in_background(quiet=None) -> None:
     threading.Thread(target=run, name="attention-lab-cache-prune", daemon=True).start()
 
 
-def _disk_backed(fn):
+def _disk_backed(fn, model_free: bool = False):
     @functools.wraps(fn)
     def view(*args, **kwargs):
-        entry = disk_entry(fn, args, kwargs)
+        entry = disk_entry(fn, args, kwargs, model_free)
         if entry is None:
             return fn(*args, **kwargs)
         key, tag = entry
@@ -343,6 +344,15 @@ def per_model(*, show_spinner: bool | str = False, max_entries: int | None = Non
 
         view.clear = clear
         return view
+    return wrap
+
+
+def per_code(*, show_spinner: bool | str = False, max_entries: int | None = None):
+    """st.cache_data for a view of plain values alone, the same whatever model is picked (the Archetypes page's
+    generated patterns), also kept on disk and shipped like per_model's views: under its code and argument
+    values, tagged "<code>-multi" (stale once the code changes)."""
+    def wrap(fn):
+        return st.cache_data(show_spinner=show_spinner, max_entries=max_entries)(_disk_backed(fn, model_free=True))
     return wrap
 
 

@@ -1,14 +1,15 @@
 """Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
 as a whole, drawn from core.causal.views.Experiments and core.causal.tool_views."""
+from __future__ import annotations
+
 from collections.abc import Callable
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import patching, readings, tool_readings, tool_views, views
-from core.causal.views import typed_runs
+from core.causal import readings, tool_readings, views
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
 from ui.charts.kept import draw, kept
@@ -24,11 +25,14 @@ _graddrop_sentence = kept(tool_readings.graddrop_sentence)
 
 
 def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
-            n_seqs: int) -> patching.PatchRuns:
-    """The pair of runs the page's experiments measured: sampled at `period`, or the typed `text` corrupted."""
+            n_seqs: int):
+    """The pair of runs (core.causal.patching.PatchRuns) the page's experiments measured: sampled at `period`,
+    or the typed `text` corrupted. For views that are not stored: patching imports torch."""
+    from core.causal import patching
+
     if text is None:
         return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
-    return typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+    return views.typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
 
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
@@ -58,6 +62,8 @@ def experiments(entry: LabModel, period: int | None, text: str | None, seed: int
 def checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
            corruption: str) -> dict:
     """tool_views.checks on the runs of the page's experiments (the cached ones)."""
+    from core.causal import tool_views
+
     res = experiments(entry, period, text, seed, positions, budget, corruption)
     return tool_views.checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
@@ -74,6 +80,8 @@ def reading(entry: LabModel, period: int | None, text: str | None, seed: int, po
            max_entries=8)
 def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
                     n_seqs: int) -> dict:
+    from core.causal import tool_views
+
     positions = tool_views.path_positions(entry.model, runs_of(entry, period, text, seed, corruption, n_seqs))
     return {"positions": positions, "whole": tool_views.whole_paths(positions)}
 

@@ -57,15 +57,16 @@ def _progress(series: SeedSeries) -> None:
 
 
 def _results(series: SeedSeries) -> None:
-    if not series.results:
+    results = list(series.results)  # once: the series' thread appends to it while this draws
+    if not results:
         return
-    frame = pd.DataFrame(series.results)[list(COLUMNS)].rename(columns=COLUMNS)
+    frame = pd.DataFrame(results)[list(COLUMNS)].rename(columns=COLUMNS)
     st.dataframe(frame, hide_index=True, width="stretch")
-    for r in series.results:
+    for r in results:
         if r["error"]:
             st.error(f"Seed {r['seed']}: {r['error']}")
     mine = [{"source": "your seeds", "seed": r["seed"], "drop_step": r["drop_step"]}
-            for r in series.results if r["drop_step"] is not None]
+            for r in results if r["drop_step"] is not None]
     study = transition.shipped_study()
     theirs = []
     if study and "runs" in study:

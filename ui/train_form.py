@@ -10,12 +10,13 @@ from core.model.symbols import head_labels, parse_head_label
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
 from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
+from ui.cache import per_code
 
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
 
-@st.cache_data(show_spinner=False)
+@per_code()
 def _init_bias(enlarged: bool) -> float:
     """Std over tokens of the per-token logit bias of the default model at step 0 (core.training.overview)."""
     p = get_preset(DEFAULT_PRESET)
@@ -25,16 +26,15 @@ def _init_bias(enlarged: bool) -> float:
 
 @st.cache_data(show_spinner=False)
 def _shipped_onset() -> str | None:
-    """core.training.onset.onset_sentence of the shipped default run's history (None without the file). The
-    checkpoint is the one the sidebar picker has loaded already (ui.state.shipped_checkpoint), not read again."""
+    """core.training.onset.onset_sentence of the shipped default run's history (None without the file), read
+    from its stored info (ui.state.ShippedModel: no checkpoint loaded)."""
     from core.training.onset import onset_sentence
-    from ui.state import CHECKPOINT_DIR, shipped_checkpoint
+    from ui.state import shipped_models
 
-    file = f"{DEFAULT_PRESET}.pt"
-    if not (CHECKPOINT_DIR / file).is_file():
+    entry = next((m for m in shipped_models() if m.file == f"{DEFAULT_PRESET}.pt"), None)
+    if entry is None:
         return None
-    model, info = shipped_checkpoint(file)
-    return onset_sentence(info["history"], model.cfg.vocab_size)
+    return onset_sentence(entry.info["history"], entry.info["config"].vocab_size)
 
 
 WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",

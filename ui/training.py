@@ -9,14 +9,16 @@ from __future__ import annotations
 import atexit
 import threading
 import uuid
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from core.pool.ray_backend import backend_from_env
-from core.pool.runs import LiveRun, RunPool
 from core.pool.slots import capacity_from_env
 from ui.state import add_session_model, pick_on_next_run
 from ui.train_form import settings_from_state
+
+if TYPE_CHECKING:
+    from core.pool.runs import LiveRun, RunPool
 
 _pool: RunPool | None = None
 _problem: str | None = None
@@ -40,6 +42,9 @@ def run_pool() -> RunPool:
     """The pool of this server process, created on first use (capacity: ATTENTION_LAB_MAX_TRAININGS; its
     workers are Ray actors when ATTENTION_LAB_RAY_ADDRESS is set, core.pool.ray_backend)."""
     global _pool, _problem
+    from core.pool.ray_backend import backend_from_env
+    from core.pool.runs import RunPool  # here: a server whose visitors only read never imports it, nor torch
+
     with _lock:
         if _pool is None:
             capacity, _problem = capacity_from_env()
@@ -57,8 +62,12 @@ def ensure_monitor() -> None:
 
 def pool_problem() -> str | None:
     """Why ATTENTION_LAB_MAX_TRAININGS was ignored, if it was."""
-    run_pool()
-    return _problem
+    return capacity_from_env()[1] if _pool is None else _problem
+
+
+def capacity() -> int:
+    """How many trainings the pool runs at once (0: training is off), without making the pool."""
+    return capacity_from_env()[0] if _pool is None else _pool.capacity
 
 
 def session_owner() -> str:

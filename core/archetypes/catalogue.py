@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 
 from core.model.symbols import InputProblem
 from core.reading.detectors import DETECTORS, detector_mask, detector_score
+
+if TYPE_CHECKING:
+    import torch
 
 BOS = "<bos>"
 MAX_PROMPT_CHARS = 300
@@ -104,6 +107,8 @@ def tokenize(text: str) -> list[str]:
 
 def token_ids(tokens: list[str]) -> torch.Tensor:
     """Integer ids [T] for a token list: equal strings get equal ids (what the detectors compare)."""
+    import torch
+
     vocab: dict[str, int] = {}
     return torch.tensor([vocab.setdefault(t, len(vocab)) for t in tokens], dtype=torch.long)
 
@@ -130,6 +135,8 @@ def name_mover_targets(tokens: list[str]) -> list[int]:
 
 def archetype_targets(name: str, tokens: list[str]) -> torch.Tensor:
     """Bool [T, T]: target[i, j] when archetype `name` at query i looks for key j (always j <= i)."""
+    import torch
+
     T = len(tokens)
     ids = token_ids(tokens)
     i = torch.arange(T)[:, None]
@@ -156,6 +163,8 @@ def archetype_targets(name: str, tokens: list[str]) -> torch.Tensor:
 
 def archetype_pattern(name: str, tokens: list[str], settings: ArchetypeSettings = ArchetypeSettings()) -> torch.Tensor:
     """The archetype's attention pattern [T, T] (query i, key j): causal, every row sums to 1."""
+    import torch
+
     settings.validate()
     target = archetype_targets(name, tokens)
     T = target.shape[0]
@@ -174,6 +183,8 @@ def archetype_pattern(name: str, tokens: list[str], settings: ArchetypeSettings 
 
 def uniform_pattern(T: int) -> torch.Tensor:
     """A head that spreads evenly over what it can see: the baseline any detector should beat, [T, T]."""
+    import torch
+
     causal = torch.ones(T, T).tril()
     return causal / causal.sum(-1, keepdim=True)
 
@@ -194,6 +205,8 @@ def mask_share(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "target") 
     rows="target": each row's share, averaged over the rows with at least one 1 (what the head does
     when it has something to do). rows="all": TransformerLens's detect_head score.
     """
+    import torch
+
     if not mask.any():
         return torch.full(pattern.shape[:-2], float("nan"))
     return detector_score(pattern, mask, rows)

@@ -3,18 +3,26 @@ each head fits best.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
-import torch
 
 from core.archetypes.catalogue import mask_share, uniform_pattern
 from core.model import symbols
+from core.model.lazy import no_grad
 from core.model.task import DEFAULT_PERIOD
-from core.model.tinycharlm import TinyCharLM
 from core.reading.detectors import DETECTORS, detector_mask
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.model.tinycharlm import TinyCharLM
 
 
 def random_char_prompt(period: int = DEFAULT_PERIOD, copies: int = 3, seed: int = 0, vocab_size: int = 64) -> str:
     """A random string of `period` letters/digits (no spaces or stops), repeated `copies` times."""
+    import torch
+
     alphabet = symbols.alphabet(vocab_size).rstrip(" .") or symbols.alphabet(vocab_size)
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(len(alphabet), (period,), generator=g)
@@ -26,7 +34,7 @@ def char_labels(text: str) -> list[str]:
     return [f"{i} {symbols.SPACE_LABEL if c == ' ' else c}" for i, c in enumerate(text)]
 
 
-@torch.no_grad()
+@no_grad
 def model_patterns(model: TinyCharLM, tokens: torch.Tensor) -> list[torch.Tensor]:
     """Each block's attention patterns on one sequence: tokens [T] -> list over blocks of [H, T, T]."""
     _, cache = model.run_with_cache(tokens[None])
@@ -35,6 +43,8 @@ def model_patterns(model: TinyCharLM, tokens: torch.Tensor) -> list[torch.Tensor
 
 def text_detector_table(model: TinyCharLM, text: str, rows: str = "target") -> tuple[pd.DataFrame, list[torch.Tensor]]:
     """Typed text -> (head_detector_table, model_patterns) on its tokens; InputProblem on bad text."""
+    import torch
+
     tokens = torch.tensor(symbols.encode_text(text, model.cfg.vocab_size, min_len=2))
     patterns = model_patterns(model, tokens)
     return head_detector_table(patterns, tokens, rows), patterns

@@ -15,13 +15,18 @@ matches with a key at j changes with d: at offset 0 the score is the plain one.
 """
 from __future__ import annotations
 
-import pandas as pd
-import torch
+from typing import TYPE_CHECKING
 
-from core.causal.patching import PatchRuns, target_mask
+import pandas as pd
+
+from core.model.lazy import no_grad
 from core.model.symbols import head_label
-from core.model.tinycharlm import TinyCharLM, rope_cos_sin
-from core.reading.composition import composition_matrix, composition_score
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.causal.patching import PatchRuns
+    from core.model.tinycharlm import TinyCharLM
 
 MIN_WEIGHT = 1e-3  # offsets with less attention mass than this are left out of the average
 
@@ -29,6 +34,10 @@ MIN_WEIGHT = 1e-3  # offsets with less attention mass than this are left out of 
 def rotary_matrix(offset: int, d_head: int, base: float) -> torch.Tensor:
     """R [d_head, d_head] (float64) turning a column vector by position `offset` (negative: back) in the model's
     rotate-half convention: rotated q_i . rotated k_j = q_i^T R(j - i) k_j."""
+    import torch
+
+    from core.model.tinycharlm import rope_cos_sin
+
     cos, sin = rope_cos_sin(abs(offset) + 1, d_head, base, torch.float64)
     c, s = cos[abs(offset)], sin[abs(offset)] * (1 if offset >= 0 else -1)
     half = d_head // 2
@@ -49,6 +58,10 @@ def rotated_qk(model: TinyCharLM, layer: int, head: int, offset: int) -> torch.T
 def receiver_offsets(runs: PatchRuns, layer: int) -> torch.Tensor:
     """[H, T] each head of block `layer`'s mean attention mass at offset d = i - j on the clean run, over the
     queries whose next token M scores (L <= i <= 2L - 2)."""
+    import torch
+
+    from core.causal.patching import target_mask
+
     P = runs.clean_cache["pattern"][layer]  # [B, H, T, T]
     B, H, T, _ = P.shape
     scored = torch.zeros(B, T, dtype=torch.bool)
@@ -60,12 +73,16 @@ def receiver_offsets(runs: PatchRuns, layer: int) -> torch.Tensor:
     return mass / scored.sum()
 
 
-@torch.no_grad()
+@no_grad
 def rope_composition(model: TinyCharLM, weights: torch.Tensor, writer: int = 0, reader: int = 1) -> torch.Tensor:
     """RoPE-aware K-composition [H writer heads, H reader heads]: for each reader r, the norm ratio
     ||W_OV^w W_QK^r(d)^T|| / (||W_OV^w|| ||W_QK^r(d)||) averaged over offsets d with weights[r, d] (weights
     [H, n_offsets], normalised per reader; offsets below MIN_WEIGHT left out). ValueError for a reader without
     weight, or blocks out of order."""
+    import torch
+
+    from core.reading.composition import composition_score
+
     if not 0 <= writer < reader < model.cfg.n_layers:
         raise ValueError(f"The writer's block must come before the reader's, both of the model's {model.cfg.n_layers}: "
                          f"got {writer} and {reader}.")
@@ -91,6 +108,8 @@ def composition_vs_paths(model: TinyCharLM, paths: pd.DataFrame, rope: torch.Ten
     rope ([H, H], rope_composition) also k_rope after k_score.
     paths: views.Experiments.paths (path_patching.path_patch_table with sender/receiver labels).
     ValueError for fewer than two blocks or a paths frame without the key noising rows."""
+    from core.reading.composition import composition_matrix
+
     if model.cfg.n_layers < 2:
         raise ValueError("Composition needs two blocks: this model has fewer.")
     k = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_layer"] == 1)

@@ -5,22 +5,27 @@ corrupted several times.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
-from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
-from core.causal.corruptions import corrupted_tokens
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
-from core.model.tinycharlm import TinyCharLM
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.causal import patching
+    from core.model.tinycharlm import TinyCharLM
 
 
 def text_period(tokens: torch.Tensor) -> int | None:
     """The smallest L with tokens[t] == tokens[t - L] for every t >= L and a complete second copy
     (2L <= T), or None when the sequence does not repeat that way."""
+    import torch
+
     T = len(tokens)
     for L in range(1, T // 2 + 1):
         if torch.equal(tokens[L:], tokens[:-L]):
@@ -33,6 +38,11 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
     """One typed sequence tokens [T] as the clean run (repeated), n_corruptions corrupted runs (fresh first
     copies, or with corruption="resample" other sequences of the same period).
     ValueError with a message a student can act on when the text has no repeat to corrupt."""
+    import torch
+
+    from core.causal import patching
+    from core.causal.corruptions import corrupted_tokens
+
     tokens = torch.as_tensor(tokens, dtype=torch.long)
     L = text_period(tokens)
     if L is None:
@@ -51,6 +61,8 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     """Path patching from the block-1 heads into the block-2 heads (each, and all at once): the pair of
     blocks an induction circuit needs. Deeper models get the same pair, not every pair of blocks (on
     a 4-block model that was 90 patched runs per direction and path instead of 30)."""
+    from core.causal import path_patching
+
     H = model.cfg.n_heads
     receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
     df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
@@ -65,6 +77,8 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
 
 def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     """path_patching.sender_changes of the block-1 heads, with a sender label."""
+    from core.causal import path_patching
+
     df = path_patching.sender_changes(model, runs, [(0, h) for h in range(model.cfg.n_heads)])
     df.insert(0, "sender", [head_label(0, h) for h in df["sender_head"]])
     return df
@@ -74,6 +88,8 @@ def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFram
     """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..max_offset
     (query i on key i - d, over every query i >= max_offset of every sequence). Rows: sender, offset,
     mass; the offset with the most mass is `top` (True on that row)."""
+    import torch
+
     P = runs.clean_cache["pattern"][0]  # [B, H, T, T]
     T = P.shape[-1]
     i = torch.arange(max_offset, T)
@@ -171,6 +187,8 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
     position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
     on a large model they cost minutes (position_sweep_cost)."""
+    from core.causal import atp, circuit, composition, logit_lens, metrics, patching
+
     cfg = model.cfg
     periods = runs.periods.unique()
     out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
@@ -218,6 +236,8 @@ def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     something only where that output differs between the runs there (path_patching.sender_changes's
     testable_q). Under first-copy a block-1 head that reads the last few tokens hardly changes there, so a
     direct effect of 1 is forced by the corruption, not measured."""
+    from core.causal import noising, path_patching
+
     df = with_labels(noising.head_noise_effects(model, runs))
     every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
     changes = path_patching.sender_changes(model, runs, every)
@@ -229,6 +249,8 @@ def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3
     """The clean stream before block 1 (the token embeddings) restored at `width` neighbouring first-copy
     positions together, starting at L // 3: {positions, effect, one_target} (one_target = 1 / (L - 1), the
     share of M's targets one sequence position can hold). None when the sequences' periods differ."""
+    from core.causal import patching
+
     periods = runs.periods.unique()
     if len(periods) != 1:
         return None
@@ -250,6 +272,8 @@ def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: i
     """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
     True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
     corruption: core.causal.corruptions.CORRUPTIONS)."""
+    from core.causal import patching
+
     runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))
 
@@ -269,6 +293,7 @@ def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: 
     noising each block-1 head's `paths` into all of block 2, on the same sequences at every step, so the
     timeline shows which part of the circuit forms first. Rows: step, gap (M(clean) - M(corrupted)),
     sender, path, patch_effect, effect_low, effect_high. Empty for fewer than two blocks or no snapshots."""
+    from core.causal import patching, path_patching
     from core.model.snapshots import snapshot_model
 
     cols = ["step", "gap", "sender", "path", "patch_effect", "effect_low", "effect_high"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.model.checkpoints import CheckpointError, read_checkpoint
-
 
 class UsageError(Exception):
     """A bad argument; its message is printed as one line."""
@@ -20,6 +18,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def run_main(prog: str, main, argv=None) -> int:
     """Call main(argv); map usage and value errors to one stderr line and exit status 2."""
+    from core.model.checkpoints import CheckpointError
+
     try:
         return main(argv) or 0
     except (UsageError, CheckpointError, ValueError) as e:
@@ -53,6 +53,8 @@ def read_measure_args(p: OneLineParser, argv=None, period_check=None):
     """(args, model, info): the arguments checked, and the checkpoint read (strictly).
     period_check(period, seq_len) raises ValueError for a --period the command cannot use (a
     command without one checks --period itself)."""
+    from core.model.checkpoints import read_checkpoint
+
     args = p.parse_args(argv)
     if not 1 <= args.n_seqs <= MAX_N_SEQS:
         raise UsageError(f"--n-seqs must be between 1 and {MAX_N_SEQS}, got {args.n_seqs}")

@@ -363,7 +363,6 @@ def sweeps_caption(paths=None) -> str:
     """What every shipped law table trained, read from the tables: the preset, steps, seeds a point, the
     learning-rate schedule those steps had (TrainConfig's defaults, as the sweeps ran them) and the resamples."""
     from core.training.config import TrainConfig
-    from core.training.trainer import Trainer
 
     tables = [read_table(p) for p in (paths or sorted(LAWS_DIR.glob("*.csv")))]
     tables = [t for t in tables if not t.empty and "steps" in t.columns]  # sweep tables (not readings.csv)
@@ -375,7 +374,7 @@ def sweeps_caption(paths=None) -> str:
     per_point = runs.groupby(settings, dropna=False)["seed"].nunique()
     presets = sorted(set(runs["preset"]))
     cfg = TrainConfig(steps=steps[0])
-    floor = Trainer.lr_at(type("Stub", (), {"cfg": cfg})(), cfg.steps - 1) / cfg.lr
+    floor = cfg.lr_at(cfg.steps - 1) / cfg.lr
     held = max(cfg.steps - cfg.decay_steps, cfg.warmup_steps)
     seeds = f"{per_point.min()}" if per_point.min() == per_point.max() else f"{per_point.min()}-{per_point.max()}"
     schedule = (f"; the learning rate is held for the first {held} steps and then falls linearly to "

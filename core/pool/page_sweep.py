@@ -28,14 +28,12 @@ from dataclasses import dataclass, replace
 from core.model.drop import drop_threshold
 from core.pool import laws
 from core.pool.laws import LAWS, LawResult, Point, fit_points
-from core.pool.live_run import code_version
 from core.pool.series import RunSeries
 from core.pool.status import RunStatus
 from core.training import live
 from core.training.config import TrainConfig
 from core.training.presets import DEFAULT_PRESET
 from core.training.train_settings import TrainSettings
-from core.training.trainer import LOG_SEQS
 
 CHOICES = {  # the setting varied -> the values a student may pick (the shipped tables' own)
     "batch_size": (8, 16, 32, 64),
@@ -191,6 +189,9 @@ def sentences(results: list[dict], setting: str, result: LawResult | None, path=
     """What the page says about an ended page sweep (`result`: law_result of its runs): core.pool.laws.sentences
     of its law when two values or more have their seeds, else what is missing; then how its runs compare with
     the shipped table's runs of the same seeds, and how many the server had trained already."""
+    from core.pool.live_run import code_version
+    from core.training.trainer import LOG_SEQS
+
     fitted = {p.x for p in result.points} if result is not None else set()
     if len(fitted) >= 2:
         out = laws.sentences(result)

@@ -20,11 +20,14 @@ trains its seeds wait; seeds whose settings already trained on this server come 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from core.pool.runs import LiveRun, RunPool
 from core.pool.series import RunSeries
 from core.training.train_settings import TrainSettings
 from core.training.transition import describe_curve
+
+if TYPE_CHECKING:
+    from core.pool.runs import LiveRun, RunPool
 
 MIN_SEEDS, MAX_SEEDS = 3, 5
 SEED_DEADLINE = 3600.0  # seconds a seed may take, its wait for a slot included

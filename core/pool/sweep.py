@@ -26,17 +26,17 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 
-from core.pool.live_run import code_version
 from core.pool.sweep_grid import ADDED, SETTINGS, RunSpec, label
-from core.pool.worker import main_script_hidden
-from core.training.heap import keep_freed_memory
 from core.training.train_settings import machine_cores
-from core.training.trainer import Trainer
 from core.training.transition import describe_curve, head_figures
+
+if TYPE_CHECKING:
+
+    from core.training.trainer import Trainer
 
 CURVE = ["steps_run", "drop_step", "dropped", "abrupt", "drop_start", "drop_end", "width", "plateau_loss",
          "final_loss_later"]
@@ -49,6 +49,8 @@ COLUMNS = ["run_id", *SETTINGS, *CURVE, *END, *TIMES, "code"]
 def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
     """Train `spec` (at the calling thread's torch threads): (trainer, steps, loss_later_copies at those steps,
     on the fixed evaluation batch every spec.every steps from 0). Measuring changes nothing in the training."""
+    from core.training.trainer import Trainer
+
     trainer = Trainer(*spec.configs())
     xs, ys = [0], [trainer.check_loss()]
     while not trainer.done:
@@ -60,6 +62,11 @@ def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
 
 def run_one(spec: RunSpec, threads: int = 1) -> dict:
     """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
+    import torch
+
+    from core.pool.live_run import code_version
+    from core.training.heap import keep_freed_memory
+
     torch.set_num_threads(max(1, int(threads)))
     keep_freed_memory()  # a sweep's processes only train
     wall, cpu = time.perf_counter(), time.process_time()
@@ -74,6 +81,8 @@ def run_one(spec: RunSpec, threads: int = 1) -> dict:
 
 
 def _one_thread() -> None:
+    import torch
+
     torch.set_num_threads(1)
 
 
@@ -85,6 +94,8 @@ class LocalRunner:
         self.jobs = max(1, jobs or machine_cores())
 
     def run(self, specs: list[RunSpec], threads: int):
+        from core.pool.worker import main_script_hidden
+
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         ctx = mp.get_context(method)
         if method == "forkserver":
@@ -150,6 +161,8 @@ def sweep(specs: list[RunSpec], out: str | Path, command: str, runner=None, thre
     """Run every spec whose run id is not yet in the table at `out`, writing the table after each run
     (an interrupted sweep keeps what it finished); progress with the time left on `progress`. Returns
     every row of the table."""
+    from core.pool.live_run import code_version
+
     runner = runner or LocalRunner()
     code = code_version()
     old = read_table(out)

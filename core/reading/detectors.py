@@ -17,7 +17,12 @@ duplicate_token j < i with token_j = token_i; induction 1 <= j <= i with token_{
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+
 
 DETECTORS = ("previous_token", "duplicate_token", "induction", "first_token", "self")
 SCORE_ROWS = ("target", "all")  # average over the rows with a target, or over the whole pattern
@@ -26,6 +31,8 @@ SCORE_ROWS = ("target", "all")  # average over the rows with a target, or over t
 def detector_mask(name: str, tokens: torch.Tensor) -> torch.Tensor:
     """The 0/1 target pattern [T, T] (bool, causal) of detector `name` on tokens [T]
     (or [..., T, T] for a batch of sequences tokens [..., T])."""
+    import torch
+
     T = tokens.shape[-1]
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
@@ -54,6 +61,8 @@ def detector_score(pattern: torch.Tensor, mask: torch.Tensor, rows: str = "all",
     rows="all" is TransformerLens's score (sum(A * M) / sum(A) over the whole matrix);
     rows="target" averages each qualifying row's share (NaN if no row qualifies).
     """
+    import torch
+
     if rows not in SCORE_ROWS:
         raise ValueError(f"rows must be 'all' or 'target', got {rows!r}.")
     A = pattern

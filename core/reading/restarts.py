@@ -1,16 +1,22 @@
 """Restarts: sequences in which a fresh pattern begins at a random point, and how long the model
 needs to catch up (one period plus one token for an induction circuit).
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
+from core.model.lazy import no_grad
 from core.model.metrics import per_target_loss
 from core.model.task import TaskConfig
-from core.model.tinycharlm import TinyCharLM
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.model.tinycharlm import TinyCharLM
 
 
 @dataclass
@@ -33,6 +39,8 @@ def restart_positions(batch_size: int, seq_len: int, n_restarts: int,
                       generator: torch.Generator | None = None) -> torch.Tensor:
     """[B, T] bool: `n_restarts` distinct positions per sequence, uniform over 1..T-1. Drawn from
     their own random numbers, before and without reference to any token."""
+    import torch
+
     if not 0 <= n_restarts < seq_len:
         raise ValueError(f"n_restarts must be between 0 and {seq_len - 1}, got {n_restarts}.")
     order = torch.rand(batch_size, seq_len - 1, generator=generator).argsort(-1)[:, :n_restarts] + 1
@@ -45,6 +53,8 @@ def fill_segments(restart: torch.Tensor, task: TaskConfig, vocab_size: int,
                   generator: torch.Generator | None = None) -> RestartBatch:
     """Give every segment between restarts its own period (uniform in the task's range) and its own
     fresh pattern (uniform tokens), tiled from the segment's first position."""
+    import torch
+
     B, T = restart.shape
     seg = restart.long().cumsum(-1)  # [B, T] segment index, 0 before the first restart
     n_seg = int(seg.max()) + 1
@@ -75,6 +85,8 @@ def restart_example(task: TaskConfig, vocab_size: int, seed: int, max_tries: int
     Draws exactly as sample_restarts does, but skips seeds (seed, seed+1, ...) whose restart leaves
     no room to show both patterns (a whole old period before it; after it, a new period and RUN + 1 tokens).
     """
+    import torch
+
     T = task.seq_len
     for s in range(seed, seed + max_tries):
         rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(s))
@@ -84,7 +96,7 @@ def restart_example(task: TaskConfig, vocab_size: int, seed: int, max_tries: int
             return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": old, "new_period": new, "seed": s}
 
 
-@torch.no_grad()
+@no_grad
 def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_restarts: int = 1,
                   seed: int = 0, chunk: int = 256) -> dict:
     """Accuracy of the next-token prediction against where the target sits in its segment.
@@ -104,6 +116,8 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     0 (share_earliest), and n_recovered; and context_probe, restart_context_probe's figures on this
     sample (its first restart per sequence).
     """
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     T = task.seq_len
     K, R0 = T, task.period_max  # k in 0..T-1, k_rel in -period_max..T-1
@@ -152,7 +166,7 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
 RUN = 3  # predictions in a row that count as "predicting again"
 
 
-@torch.no_grad()
+@no_grad
 def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512, seed: int = 0) -> dict:
     """Does the model find its place from one token or from two?
 
@@ -165,6 +179,8 @@ def restart_context_probe(model: TinyCharLM, task: TaskConfig, n_seqs: int = 512
     leaves room for it. Returns {"as_sampled", "two_tokens_match", "n"}; restart_curve reports the
     same for its own sample.
     """
+    import torch
+
     rb = sample_restarts(task, n_seqs, model.cfg.vocab_size, 1, torch.Generator().manual_seed(seed))
     return _probe_summary(_two_token_counts(model, rb))
 
@@ -174,6 +190,8 @@ def _two_token_counts(model: TinyCharLM, rb: RestartBatch,
     """(right as sampled, right with the token before the restart matched, n) at the first knowable
     token after each sequence's first restart (restart_context_probe); logits [B, T, V] of rb.tokens
     when already computed."""
+    import torch
+
     rows = []
     for b in range(rb.tokens.shape[0]):
         starts = rb.restart[b].nonzero()

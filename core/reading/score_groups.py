@@ -9,12 +9,14 @@ it attends to the previous position (prev_token >= ROLE_SHARE), otherwise "other
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
+from core.model.lazy import no_grad
 from core.model.symbols import head_label
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import TinyCharLM
-from core.reading.heads import head_scores
+
+if TYPE_CHECKING:
+    from core.model.tinycharlm import TinyCharLM
 
 ROLE_SHARE = 0.5
 GROUPS = ("token × token", "raw-token query × head-written key", "self-head query × prev-head key",
@@ -30,9 +32,13 @@ GROUP_HELP = {
 }
 
 
-@torch.no_grad()
+@no_grad
 def head_roles(model: TinyCharLM, task: TaskConfig, layer: int = 0, n_seqs: int = 32, seed: int = 0) -> dict[str, str]:
     """{"l.h" label (1-based): "self" | "previous" | "other"} for the heads of `layer`."""
+    import torch
+
+    from core.reading.heads import head_scores
+
     tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))
     _, cache = model.run_with_cache(tokens, per_head=False)
     s = head_scores(cache["pattern"][layer], periods)

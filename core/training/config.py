@@ -75,5 +75,17 @@ class TrainConfig:
             raise ValueError(f"training seq_len {self.seq_len} is above the task's length {task.seq_len}.")
         return TaskConfig(task.period_min, task.period_max, self.seq_len).validate()
 
+    def lr_at(self, step: int) -> float:
+        """The learning rate of `step` (0-based): warm-up, then constant or decaying (cosine or linear) to a tenth."""
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        if self.schedule == "cosine" and self.steps > self.warmup_steps:
+            frac = (step - self.warmup_steps) / (self.steps - self.warmup_steps)
+            return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        start = max(self.steps - self.decay_steps, self.warmup_steps)
+        if self.decay_steps and step >= start and self.steps > start:
+            return self.lr * (1.0 - 0.9 * min((step - start) / (self.steps - start), 1.0))
+        return self.lr
+
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,17 +6,22 @@ Typed text and tokens: token i is the i-th character of the lab's alphabet, core
 64 tokens of the default vocabulary each have one visible symbol and typing is case-sensitive. A
 model with a smaller vocabulary uses the first V symbols; tokens beyond 64 (larger vocabularies) are
 shown as ⟨id⟩ and cannot be typed.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-
+from core.model.lazy import no_grad
 from core.model.metrics import copy_metrics
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import TinyCharLM
-from core.training.trainer import training_batches
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.model.tinycharlm import TinyCharLM
 
 
 def tile(pattern: list[int], length: int) -> list[int]:
@@ -24,7 +29,7 @@ def tile(pattern: list[int], length: int) -> list[int]:
     return [pattern[t % len(pattern)] for t in range(length)]
 
 
-@torch.no_grad()
+@no_grad
 def predict_each(model: TinyCharLM, tokens: list[int], period: int | None = None) -> list[dict]:
     """The model's prediction at every position of one sequence.
 
@@ -32,6 +37,8 @@ def predict_each(model: TinyCharLM, tokens: list[int], period: int | None = None
     predicted, p_predicted, p_target, correct, and copy ("first"/"second"/"later") when the
     sequence's period is given.
     """
+    import torch
+
     x = torch.tensor(tokens, dtype=torch.long)[None]
     probs = model(x)[0].softmax(-1)
     rows = []
@@ -48,6 +55,8 @@ def predict_each(model: TinyCharLM, tokens: list[int], period: int | None = None
 
 def random_pattern(symbols: list[int], length: int, seed: int) -> list[int]:
     """`length` tokens drawn uniformly (repeats allowed) from `symbols`."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, len(symbols), (length,), generator=g)
     return [symbols[i] for i in idx.tolist()]
@@ -66,6 +75,10 @@ def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | N
     Returns tokens [n, T_train] and periods [n], or None when the entry lacks seed, batch_size or
     steps_done, describes settings the trainer would refuse, or end_step is out of range.
     """
+    import torch
+
+    from core.training.trainer import training_batches
+
     needed = ("seed", "batch_size", "steps_done")
     if not isinstance(train, dict) or any(not isinstance(train.get(k), int) for k in needed):
         return None
@@ -90,6 +103,8 @@ def replay_training_sequences(task: TaskConfig, vocab_size: int, train: dict | N
 def _swap_first_copy(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int, g: torch.Generator):
     """Replace positions t < L of each sequence by a different fresh pattern: the 'second copy' then
     follows a context that never showed it."""
+    import torch
+
     out = tokens.clone()
     noise = torch.randint(0, vocab_size, tokens.shape, generator=g)
     first = torch.arange(tokens.shape[1])[None] < periods[:, None]
@@ -101,7 +116,7 @@ def _binom_se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 0.0) / n) if n else math.nan
 
 
-@torch.no_grad()
+@no_grad
 def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_seqs: int = 256,
                      seed: int = 777) -> dict:
     """Second-copy accuracy and first-copy loss on four sets of sequences:
@@ -116,6 +131,8 @@ def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_
     p_fresh_in_training (upper bound on the chance that any fresh sequence occurred in training:
     n_train * n_seqs / V^period_min), seq_len, chance (1/V), ln_V.
     """
+    import torch
+
     V = model.cfg.vocab_size
 
     def measure(tokens, periods):

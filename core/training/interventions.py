@@ -30,12 +30,17 @@ Singh et al.'s layer-1 clamp (their `opto_prev_token_heads`), clamp_induction_he
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from core.model.config import ModelConfig
+from core.model.lazy import no_grad
 from core.model.symbols import head_label
-from core.model.tinycharlm import TinyCharLM
 from core.reading.detectors import detector_mask
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.model.tinycharlm import TinyCharLM
 
 
 def check_interventions(model_cfg: ModelConfig, train) -> None:
@@ -58,10 +63,12 @@ def check_interventions(model_cfg: ModelConfig, train) -> None:
         raise ValueError("the clamped head and the knocked-out head must differ.")
 
 
-@torch.no_grad()
+@no_grad
 def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Parameter, torch.Tensor]]:
     """Set up the experiments on a freshly initialised model; returns (parameter, gradient mask)
     pairs the trainer multiplies into the gradients before every optimizer step."""
+    import torch
+
     frozen = []
     if train.hold_prev_head != -1:
         model.blocks[0].prev_head = train.hold_prev_head
@@ -77,6 +84,8 @@ def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Paramet
 def induction_pattern(tokens: torch.Tensor) -> torch.Tensor:
     """The ideal induction pattern [*, T, T] (float32) of token sequences [*, T]: row i uniform over the keys
     j <= i with token j-1 == token i; a row with no such key (no earlier occurrence) one-hot on i."""
+    import torch
+
     mask = detector_mask("induction", tokens).float()
     none = mask.sum(-1) == 0
     mask = mask + torch.diag_embed(none.float())
@@ -85,6 +94,8 @@ def induction_pattern(tokens: torch.Tensor) -> torch.Tensor:
 
 def clamp_edits(train, tokens: torch.Tensor) -> dict:
     """The edits of the layer-2 clamp on a run of `tokens` [*, T] (run_with_hooks's `edits`); {} when off."""
+    import torch
+
     head = train.clamp_induction_head
     if head == -1:
         return {}

@@ -13,8 +13,8 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core.model.checkpoints import save_checkpoint
 from core.model.cli import OneLineParser, UsageError
 from core.model.config import ModelConfig
 from core.model.symbols import parse_head_label
@@ -23,7 +23,9 @@ from core.training.config import TrainConfig
 from core.training.heap import keep_freed_memory
 from core.training.interventions import check_interventions
 from core.training.presets import PRESETS, get_preset
-from core.training.trainer import Trainer
+
+if TYPE_CHECKING:
+    from core.training.trainer import Trainer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +110,9 @@ def experiment_fields(args) -> dict:
 
 def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progress=False, preset=None) -> Trainer:
     """Run a whole training and save it to `out`; returns the finished Trainer."""
+    from core.model.checkpoints import save_checkpoint
+    from core.training.trainer import Trainer
+
     trainer = Trainer(model_cfg, task_cfg, train_cfg)
     bar = None
     if progress:

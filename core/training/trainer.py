@@ -125,16 +125,7 @@ class Trainer:
         return self.step >= self.cfg.steps
 
     def lr_at(self, step: int) -> float:
-        c = self.cfg
-        if c.warmup_steps and step < c.warmup_steps:
-            return c.lr * (step + 1) / c.warmup_steps
-        if c.schedule == "cosine" and c.steps > c.warmup_steps:
-            frac = (step - c.warmup_steps) / (c.steps - c.warmup_steps)
-            return c.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
-        start = max(c.steps - c.decay_steps, c.warmup_steps)
-        if c.decay_steps and step >= start and c.steps > start:
-            return c.lr * (1.0 - 0.9 * min((step - start) / (c.steps - start), 1.0))
-        return c.lr
+        return self.cfg.lr_at(step)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, V] of the model as this run trains and measures it: with the layer-2 clamp on
