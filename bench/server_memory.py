@@ -60,16 +60,17 @@ def _mallinfo() -> dict:
 
 
 def _reachable() -> dict:
-    """torch storages, numpy arrays and bytes that the collector's tracked objects refer to."""
+    """torch storages, numpy arrays and bytes that the collector's tracked objects refer to (torch is not
+    imported here: a reading server never loads it, and the probe must not either)."""
     import gc
 
     import numpy as np
-    import torch
 
+    torch = sys.modules.get("torch")
     storages, arrays, blobs, seen = {}, {}, 0, set()
     for obj in gc.get_objects():
         for ref in gc.get_referents(obj):
-            if isinstance(ref, torch.Tensor):
+            if torch is not None and isinstance(ref, torch.Tensor):
                 try:
                     s = ref.untyped_storage()
                     storages[s.data_ptr()] = s.nbytes()
@@ -84,7 +85,8 @@ def _reachable() -> dict:
                 seen.add(id(ref))
                 blobs += len(ref)
     mb = 2 ** 20
-    return {"torch_storages": len(storages), "torch_mb": round(sum(storages.values()) / mb, 1),
+    return {"torch_loaded": torch is not None, "torch_storages": len(storages),
+            "torch_mb": round(sum(storages.values()) / mb, 1),
             "numpy_arrays": len(arrays), "numpy_mb": round(sum(arrays.values()) / mb, 1),
             "bytes_over_1k_mb": round(blobs / mb, 1), "gc_tracked": len(gc.get_objects())}
 
@@ -98,10 +100,11 @@ def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
     import warnings
 
     import numpy as np
-    import torch
+
+    torch = sys.modules.get("torch")  # not imported here (see _reachable)
 
     def size(obj) -> int:
-        if isinstance(obj, torch.Tensor):
+        if torch is not None and isinstance(obj, torch.Tensor):
             try:
                 return obj.untyped_storage().nbytes()
             except RuntimeError:

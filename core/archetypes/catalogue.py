@@ -14,6 +14,8 @@ with inner apostrophes kept: "don't") and each punctuation mark on its own. Word
 case-sensitive, as in a real tokeniser ("The" and "the" are different tokens).
 
 core.archetypes.head_matches scores TinyCharLM's heads with the same detectors on a character prompt.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """TinyCharLM's heads scored by the archetype detectors on a character prompt, and which archetype
 each head fits best.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ W_Q R_(-d) W_K^T at each query-key offset d = i - j, averaged with the weights o
 attends at (its attention mass by offset on the clean run's scored queries; an induction head's is L - 1).
 A rotation by d turns each rotary pair by d times its frequency, so which stream directions a query at i
 matches with a key at j changes with d: at offset 0 the score is the plain one.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
 and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
 corrupted several times.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Per sequence the period L is uniform in [period_min, period_max] and the pattern
 uniform over the vocabulary (repeats allowed). Token x_t is the *target* predicted at position t-1.
 A target at position t is in the first copy if t < L, the second copy if L <= t < 2L and in the
 later copies if t >= L (the second copy is part of the later copies).
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def sample_batch(
 
     `period` fixes every sequence's period (a probe); it only needs seq_len > period.
     """
-    import torch  # here, not above: what reads a TaskConfig (a stored view, the sidebar) needs no torch
+    import torch
 
     task.validate(vocab_size)
     if batch_size < 1:

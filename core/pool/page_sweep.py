@@ -31,7 +31,7 @@ from core.pool.laws import LAWS, LawResult, Point, fit_points
 from core.pool.series import RunSeries
 from core.pool.status import RunStatus
 from core.training import live
-from core.training.config import TrainConfig
+from core.training.config import LOG_SEQS, TrainConfig
 from core.training.presets import DEFAULT_PRESET
 from core.training.train_settings import TrainSettings
 
@@ -190,7 +190,6 @@ def sentences(results: list[dict], setting: str, result: LawResult | None, path=
     of its law when two values or more have their seeds, else what is missing; then how its runs compare with
     the shipped table's runs of the same seeds, and how many the server had trained already."""
     from core.pool.live_run import code_version
-    from core.training.trainer import LOG_SEQS
 
     fitted = {p.x for p in result.points} if result is not None else set()
     if len(fitted) >= 2:

@@ -16,6 +16,8 @@ evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
 
     rows = sweep(specs, "out.csv", command="python -m core.sweep ...")            # local processes
     rows = sweep(specs, "out.csv", command=..., runner=RayRunner("auto"))         # Ray tasks
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

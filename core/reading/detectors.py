@@ -14,6 +14,8 @@ Pass rows="target" to average only over query rows that have at least one 1 in M
 Masks (TransformerLens's, plus first-token sink and self): previous_token j = i-1;
 duplicate_token j < i with token_j = token_i; induction 1 <= j <= i with token_{j-1} = token_i
 (the duplicate mask shifted one to the right); first_token j = 0 for i >= 1; self j = i.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

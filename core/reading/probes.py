@@ -4,6 +4,8 @@ the periods it was trained on, and see where its heads put their attention.
 A model that learned a content-based lookup (an induction circuit) keeps working when the period
 moves; one that learned "copy the token k positions back" fails as soon as the period is not k + 1,
 and its heads keep their mass at the old offset.
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ embedding), "1.h" (what block-1 head h wrote at that position), "b_Q"/"b_K" (bia
 head's role is read from its attention on sampled sequences (core.reading.heads): "self" when it attends to
 its own position (self >= ROLE_SHARE: its output is a rewrite of the current token), "previous" when
 it attends to the previous position (prev_token >= ROLE_SHARE), otherwise "other".
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

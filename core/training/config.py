@@ -11,6 +11,9 @@ SCHEDULES = ("linear_decay", "cosine")
 OLD_SCHEDULE_NAMES = {"constant": "linear_decay"}  # what checkpoints written before the rename store
 
 
+LOG_SEQS = 32  # a log measures this many sequences of the trainer's evaluation batch (its first ones)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = 800

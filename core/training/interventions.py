@@ -27,6 +27,8 @@ Singh et al.'s layer-1 clamp (their `opto_prev_token_heads`), clamp_induction_he
   every step, so it writes nothing for the whole run (AdamW with a zero gradient and zero weights
   leaves them zero). The knockout is in the weights, so the saved model keeps it.
 - Plain against enlarged initial embedding is embed_scale = 1, embed_shared = 0 (no new field).
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

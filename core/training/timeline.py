@@ -3,6 +3,8 @@ and Olsson et al.'s in-context-learning score at every snapshot, the loss at eac
 and after the drop, and a film strip of two heads' patterns across the drop.
 
 Everything is measured on the fixed evaluation batch of the run's task (core.training.trainer.eval_batch).
+
+Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 

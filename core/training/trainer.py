@@ -30,12 +30,11 @@ from core.model.task import TaskConfig, copy_masks, sample_batch
 from core.model.tinycharlm import TinyCharLM
 from core.reading.heads import head_scores
 from core.training.adamw import AdamW
-from core.training.config import TrainConfig
+from core.training.config import LOG_SEQS, TrainConfig
 from core.training.initial import initial_model
 from core.training.interventions import apply_interventions, check_interventions, clamp_edits
 
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
-LOG_SEQS = 32  # a log measures this many sequences of the evaluation batch (its first ones)
 
 
 def eval_batch(task: TaskConfig, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
