@@ -51,11 +51,16 @@ def solution_text(section: str) -> str:
     return (Path(__file__).resolve().parent / "solutions" / f"{section}.py").read_text()
 
 
-def _solution_node(ex: Exercise) -> ast.FunctionDef:
+@functools.cache
+def _solution_functions(section: str) -> dict[str, ast.FunctionDef]:
+    """The section's solution functions by name, parsed once per process."""
     from core.ast_parse import parse
 
-    tree = parse(solution_text(ex.section))
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == ex.name)
+    return {n.name: n for n in parse(solution_text(section)).body if isinstance(n, ast.FunctionDef)}
+
+
+def _solution_node(ex: Exercise) -> ast.FunctionDef:
+    return _solution_functions(ex.section)[ex.name]
 
 
 def rating(n: int, filled: str) -> str:

@@ -625,3 +625,16 @@ def test_the_k_composition_hint_states_the_baseline_the_circuits_page_uses():
 
     model, _ = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     assert (model.cfg.d_model, model.cfg.d_head) == (int(d_model), int(d_head))
+
+
+def test_the_page_reads_each_solution_as_python_would():
+    """The Exercises page reads the solutions as text (exercises/catalogue.py: importing them imports torch): each
+    statement and solution it shows is the docstring and source inspect gives of the imported function."""
+    import inspect
+
+    from exercises.catalogue import EXERCISES, solution_function
+
+    for ex in EXERCISES:
+        fn = solution_function(ex)
+        assert ex.solution() == inspect.getsource(fn), ex.name
+        assert ex.statement() == inspect.cleandoc(fn.__doc__ or ""), ex.name
