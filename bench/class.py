@@ -307,8 +307,11 @@ async def light_watch(url: str, pid: int, window: float, mode: str) -> dict:
                 workers[p] = round((cpu_seconds(p) - c) / seconds, 3)
         progress = re.search(r"[^\n\"]*steps/s[^\n\"]*", session.text)
         reruns = session.fragment_runs - runs0
-        await session.press("tr_stop")
+        ended = "tr_stop" not in session.widgets or "steps/s" not in session.text  # the window outlasted the run
+        if not ended:
+            await session.press("tr_stop")
     return {"server_cores_while_watching": round(server, 3), "window_s": round(seconds, 1), "mode": mode,
+            "run_ended_in_window": ended,
             "fragment_reruns": reruns, "other_processes_cores": workers,
             "progress_text": progress.group(0)[:120] if progress else None, "errors": session.errors}
 
