@@ -74,6 +74,9 @@ class ShippedModel(LabModel):
     def __init__(self, file: str, label: str):
         self.key, self.label, self.source, self.file = shipped_key(file), label, "shipped", file
 
+    def __repr__(self) -> str:  # the dataclass's would load the weights to show them
+        return f"ShippedModel({self.file!r})"
+
     @property
     def model(self) -> TinyCharLM:
         return _load_shipped(self.file)[0]
