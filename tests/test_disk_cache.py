@@ -162,6 +162,29 @@ def test_a_shipped_view_is_read_from_disk_after_the_memory_cache_is_gone(folder,
     assert len(calls) == 2  # another argument value is another entry
 
 
+def test_a_view_of_plain_values_is_stored_under_its_code_alone(folder):
+    """per_code (the Archetypes page's generated patterns): no model in the key, the tag "<code>-multi", read
+    back after the memory cache is gone; another argument is another entry."""
+    calls = []
+
+    @cache.per_code()
+    def pattern(n: int) -> np.ndarray:
+        calls.append(n)
+        return np.arange(n, dtype=np.float32)
+
+    try:
+        first = pattern(4)
+        (path,) = folder.glob("*.view")
+        assert path.name.split("--")[0].endswith("-multi")
+        pattern.clear()
+        assert_same(pattern(4), first)
+        assert calls == [4]  # from the disk
+        pattern(5)
+        assert calls == [4, 5] and len(list(folder.glob("*.view"))) == 2
+    finally:
+        pattern.clear()
+
+
 def test_a_session_model_never_reaches_the_disk(folder, counted):
     view, calls = counted
     view(LabModel("session:abc", "mine", tiny_model(1), {"task": None}, "trained"), 4)

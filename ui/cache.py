@@ -36,7 +36,9 @@ fails while they are stale):
 
     python -m ui.cache --ship    # checkpoints/views/ afresh
 
-A shipped model's info (config, task, training history, snapshot steps) is a view too (`shipped_info`), so
+A view of plain values alone, the same whatever model is picked, is `per_code`: stored and shipped the same
+way, under its code and arguments. A shipped model's info (config, task, training history, snapshot steps)
+is a view too (`shipped_info`), so
 a page that reads stored views loads no checkpoint and imports no torch (ui.state.ShippedModel,
 core/model/lazy.py).
 
