@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from core.causal import readings
-from core.causal import views as causal
+from core.causal.experiments import POSITION_BUDGET
 from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
@@ -29,7 +29,9 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
 def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
-    return causal.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
+    from core.causal import views  # a view's computation is imported in the view: it imports torch
+
+    return views.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
 
 
 st.title("Causal experiments")
@@ -68,13 +70,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.task_experiments(entry, int(period), int(seed), sweeps, causal.POSITION_BUDGET, corruption)
+        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.text_experiments(entry, text, int(seed), sweeps, causal.POSITION_BUDGET, corruption)
+        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -93,7 +95,7 @@ m2.metric("M(corrupted)", f"{res.m_corrupted:.3f}", help="The same on the corrup
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
 read = partial(sections.reading, entry, None if period is None else int(period), text, int(seed), sweeps,
-               causal.POSITION_BUDGET, corruption)
+               POSITION_BUDGET, corruption)
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
                   corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
@@ -120,7 +122,7 @@ if cfg.n_layers and gap < SMALL_GAP:
 
 if cfg.n_layers:
     checks = sections.checks(entry, None if period is None else int(period), text, int(seed),
-                     sweeps, causal.POSITION_BUDGET, corruption)
+                     sweeps, POSITION_BUDGET, corruption)
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
     heads = res.heads
@@ -166,7 +168,7 @@ if cfg.n_layers:
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
     period = res.period
     if res.resid is None:
-        slow = res.position_cost / causal.POSITION_BUDGET
+        slow = res.position_cost / POSITION_BUDGET
         st.info(f"Sections 2 and 3 patch one position at a time: on this model and sequence length that is about "
                 f"{slow:.0f} times the work of the largest sweep the page runs by itself, which can take minutes "
                 "on a shared server. The other sections are computed already.")

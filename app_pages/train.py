@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
-from core.training import live, timeline, transition
+from core.training import live, transition
 from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
 from ui import snippets, text
 from ui.charts import timeline as timeline_charts
@@ -76,6 +76,8 @@ def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference
 
 
 def _build_live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
+    from core.training import timeline  # with a run, not at the top: it imports torch (core/model/lazy.py)
+
     hist, vocab = run.history()[:n_rows], run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")

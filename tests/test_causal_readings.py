@@ -363,7 +363,7 @@ def test_weight_composition_beside_path_patching(first_copy, shipped):
         row = f.loc[(r.sender, r.receiver)]
         assert row["k_score"] == pytest.approx(float(scores[r.sender_head, r.receiver_head]))
         assert row["k_lost"] == pytest.approx(1 - r.patch_effect)
-    top = composition.top_senders(first_copy.composition)
+    top = readings.top_senders(first_copy.composition)
     assert (top["by_patching"] == "1.4").all() and top["agree"].sum() == 0
     said = readings.composition_sentence(first_copy.composition, first_copy.gap)
     assert f"for {int(top['agree'].sum())} of {len(top)} block-2 heads" in said

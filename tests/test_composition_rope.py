@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from core.causal import composition as C
-from core.causal import patching
+from core.causal import patching, readings
 from core.model.config import ModelConfig
 from core.model.hooks import hook_name
 from core.model.tinycharlm import TinyCharLM
@@ -113,7 +113,7 @@ def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_
     back, self_ = [1, 3], [0, 2]  # 1.2 and 1.4 look back (offsets 2 and 1), 1.1 and 1.3 attend to themselves
     assert (rope[back].min(0).values > rope[self_].max(0).values).all()
     assert not (plain[back].min(0).values > plain[self_].max(0).values).all()
-    agree = {s: int(C.top_senders(frame, s)["agree"].sum()) for s in ("k_score", "k_rope")}
+    agree = {s: int(readings.top_senders(frame, s)["agree"].sum()) for s in ("k_score", "k_rope")}
     assert agree == {"k_score": 0, "k_rope": 4}
     assert "the score names the most needed key writer for 4 of 4 block-2 heads" in said
     assert "the plain score for 0 of 4" in said and "(most attended: 23)" in said

@@ -116,11 +116,11 @@ def test_nonsense_corruptions_get_a_message(two_block_page):
 def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once, a
     note and a button; the click draws the two sweep charts."""
-    import core.causal.views
+    import core.causal.experiments
 
     # every model is "large" (the budget is in the cache key); the 1-block file has both sweeps too, and
     # draws in a third of the 2-block file's time
-    monkeypatch.setattr(core.causal.views, "POSITION_BUDGET", 1)
+    monkeypatch.setattr(core.causal.experiments, "POSITION_BUDGET", 1)
     at = open_on("variable-period-1block.pt")
     assert "patch one position at a time" in texts(at, "info")
     charts_before = len(at.get("vega_lite_chart"))

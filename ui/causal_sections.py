@@ -1,6 +1,6 @@
 """Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
-as a whole, drawn from core.causal.views.Experiments and core.causal.tool_views."""
+as a whole, drawn from core.causal.experiments.Experiments and core.causal.tool_views."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import readings, tool_readings, views
+from core.causal import readings, tool_readings
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
 from ui.charts.kept import draw, kept
@@ -28,7 +28,7 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
             n_seqs: int):
     """The pair of runs (core.causal.patching.PatchRuns) the page's experiments measured: sampled at `period`,
     or the typed `text` corrupted. For views that are not stored: patching imports torch."""
-    from core.causal import patching
+    from core.causal import patching, views
 
     if text is None:
         return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
@@ -41,12 +41,16 @@ N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 @per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
 def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
+    from core.causal import views
+
     return views.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
 
 
 @per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
 def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
+    from core.causal import views
+
     tokens = encode_text(text, entry.model.cfg.vocab_size)
     return views.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
 

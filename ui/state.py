@@ -161,11 +161,6 @@ def shipped_digest(file: str) -> str | None:
     return _SHIPPED_DIGESTS[file]
 
 
-def shipped_checkpoint(file: str) -> tuple[TinyCharLM, dict]:
-    """The model and info of a shipped file (CHECKPOINT_DIR/file), loaded once per server process."""
-    return _load_shipped(file)
-
-
 def shipped_models() -> list[LabModel]:
     """The shipped checkpoints, none of them loaded (ShippedModel)."""
     return [ShippedModel(row["file"], f"{row.get('preset', row['file'])} (shipped)") for row in shipped_files()]

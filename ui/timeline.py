@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.training import timeline as tl
 from ui import snippets
 from ui.cache import per_model
 from ui.charts import timeline as charts
@@ -16,6 +15,8 @@ from ui.state import LabModel
 
 @per_model(show_spinner="Measuring every snapshot of the run…", max_entries=8)
 def _timeline(entry: LabModel) -> dict | None:
+    from core.training import timeline as tl  # a view's computation is imported in the view: it imports torch
+
     return tl.timeline(entry.model, entry.full_info)
 
 

@@ -12,23 +12,16 @@ W_Q R_(-d) W_K^T at each query-key offset d = i - j, averaged with the weights o
 attends at (its attention mass by offset on the clean run's scored queries; an induction head's is L - 1).
 A rotation by d turns each rotary pair by d times its frequency, so which stream directions a query at i
 matches with a key at j changes with d: at offset 0 the score is the plain one.
-
-Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
+import torch
 
-from core.model.lazy import no_grad
+from core.causal.patching import PatchRuns, target_mask
 from core.model.symbols import head_label
-
-if TYPE_CHECKING:
-    import torch
-
-    from core.causal.patching import PatchRuns
-    from core.model.tinycharlm import TinyCharLM
+from core.model.tinycharlm import TinyCharLM, rope_cos_sin
+from core.reading.composition import composition_matrix, composition_score
 
 MIN_WEIGHT = 1e-3  # offsets with less attention mass than this are left out of the average
 
@@ -36,10 +29,6 @@ MIN_WEIGHT = 1e-3  # offsets with less attention mass than this are left out of 
 def rotary_matrix(offset: int, d_head: int, base: float) -> torch.Tensor:
     """R [d_head, d_head] (float64) turning a column vector by position `offset` (negative: back) in the model's
     rotate-half convention: rotated q_i . rotated k_j = q_i^T R(j - i) k_j."""
-    import torch
-
-    from core.model.tinycharlm import rope_cos_sin
-
     cos, sin = rope_cos_sin(abs(offset) + 1, d_head, base, torch.float64)
     c, s = cos[abs(offset)], sin[abs(offset)] * (1 if offset >= 0 else -1)
     half = d_head // 2
@@ -60,10 +49,6 @@ def rotated_qk(model: TinyCharLM, layer: int, head: int, offset: int) -> torch.T
 def receiver_offsets(runs: PatchRuns, layer: int) -> torch.Tensor:
     """[H, T] each head of block `layer`'s mean attention mass at offset d = i - j on the clean run, over the
     queries whose next token M scores (L <= i <= 2L - 2)."""
-    import torch
-
-    from core.causal.patching import target_mask
-
     P = runs.clean_cache["pattern"][layer]  # [B, H, T, T]
     B, H, T, _ = P.shape
     scored = torch.zeros(B, T, dtype=torch.bool)
@@ -75,16 +60,12 @@ def receiver_offsets(runs: PatchRuns, layer: int) -> torch.Tensor:
     return mass / scored.sum()
 
 
-@no_grad
+@torch.no_grad()
 def rope_composition(model: TinyCharLM, weights: torch.Tensor, writer: int = 0, reader: int = 1) -> torch.Tensor:
     """RoPE-aware K-composition [H writer heads, H reader heads]: for each reader r, the norm ratio
     ||W_OV^w W_QK^r(d)^T|| / (||W_OV^w|| ||W_QK^r(d)||) averaged over offsets d with weights[r, d] (weights
     [H, n_offsets], normalised per reader; offsets below MIN_WEIGHT left out). ValueError for a reader without
     weight, or blocks out of order."""
-    import torch
-
-    from core.reading.composition import composition_score
-
     if not 0 <= writer < reader < model.cfg.n_layers:
         raise ValueError(f"The writer's block must come before the reader's, both of the model's {model.cfg.n_layers}: "
                          f"got {writer} and {reader}.")
@@ -110,8 +91,6 @@ def composition_vs_paths(model: TinyCharLM, paths: pd.DataFrame, rope: torch.Ten
     rope ([H, H], rope_composition) also k_rope after k_score.
     paths: views.Experiments.paths (path_patching.path_patch_table with sender/receiver labels).
     ValueError for fewer than two blocks or a paths frame without the key noising rows."""
-    from core.reading.composition import composition_matrix
-
     if model.cfg.n_layers < 2:
         raise ValueError("Composition needs two blocks: this model has fewer.")
     k = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_layer"] == 1)
@@ -138,12 +117,3 @@ def rope_composition_vs_paths(model: TinyCharLM, runs: PatchRuns, paths: pd.Data
     return composition_vs_paths(model, paths, rope_composition(model, receiver_offsets(runs, 1)))
 
 
-def top_senders(frame: pd.DataFrame, score: str = "k_score") -> pd.DataFrame:
-    """Per receiver: the sender with the highest composition `score` (k_score, or k_rope) and the one whose key
-    path is most needed (rows receiver, by_weights, by_patching, agree)."""
-    rows = []
-    for rec, sub in frame.groupby("receiver", sort=True):
-        w = sub.loc[sub[score].idxmax(), "sender"]
-        p = sub.loc[sub["k_lost"].idxmax(), "sender"]
-        rows.append({"receiver": rec, "by_weights": w, "by_patching": p, "agree": w == p})
-    return pd.DataFrame(rows, columns=["receiver", "by_weights", "by_patching", "agree"])

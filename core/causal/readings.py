@@ -253,10 +253,19 @@ def metric_sentence(res: Experiments) -> str | None:
                   "stream, so their effects add up), and read the probability only with care (it saturates).")
 
 
-def composition_sentence(frame: pd.DataFrame | None, gap: float) -> str | None:
-    """Weights against path patching, per block-2 receiver (core.causal.composition.top_senders)."""
-    from core.causal.composition import top_senders
+def top_senders(frame: pd.DataFrame, score: str = "k_score") -> pd.DataFrame:
+    """Per receiver: the sender with the highest composition `score` (k_score, or k_rope) and the one whose key
+    path is most needed (rows receiver, by_weights, by_patching, agree)."""
+    rows = []
+    for rec, sub in frame.groupby("receiver", sort=True):
+        w = sub.loc[sub[score].idxmax(), "sender"]
+        p = sub.loc[sub["k_lost"].idxmax(), "sender"]
+        rows.append({"receiver": rec, "by_weights": w, "by_patching": p, "agree": w == p})
+    return pd.DataFrame(rows, columns=["receiver", "by_weights", "by_patching", "agree"])
 
+
+def composition_sentence(frame: pd.DataFrame | None, gap: float) -> str | None:
+    """Weights against path patching, per block-2 receiver (top_senders)."""
     if frame is None or not len(frame) or not clarity.clear_gap(gap):
         return None
     top = top_senders(frame)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.causal import clarity
+from core.causal.readings import top_senders
 from core.model.symbols import block_label
 
 CANCELS = 0.1  # a head's direct path "carries about nothing" when its estimate is below this share of the rest
@@ -116,8 +117,6 @@ def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float)
     """The RoPE-aware score (tool_views.rope_composition) against the plain one and key-path patching: how often
     each names the most needed key writer, and whether it separates the block-1 heads that look back (top
     offset >= 1 in views.block1_offsets) from those that attend to their own position."""
-    from core.causal.composition import top_senders
-
     if frame is None or not len(frame) or "k_rope" not in frame or not clarity.clear_gap(gap):
         return None
     plain, rope = top_senders(frame, "k_score"), top_senders(frame, "k_rope")

@@ -1,33 +1,26 @@
 """Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
 and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
 corrupted several times.
-
-Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
-import numpy as np
 import pandas as pd
+import torch
 
+from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
+from core.causal.corruptions import corrupted_tokens
+from core.causal.experiments import POSITION_BUDGET, Experiments
 from core.causal.intervals import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
-
-if TYPE_CHECKING:
-    import torch
-
-    from core.causal import patching
-    from core.model.tinycharlm import TinyCharLM
+from core.model.tinycharlm import TinyCharLM
 
 
 def text_period(tokens: torch.Tensor) -> int | None:
     """The smallest L with tokens[t] == tokens[t - L] for every t >= L and a complete second copy
     (2L <= T), or None when the sequence does not repeat that way."""
-    import torch
-
     T = len(tokens)
     for L in range(1, T // 2 + 1):
         if torch.equal(tokens[L:], tokens[:-L]):
@@ -40,11 +33,6 @@ def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed
     """One typed sequence tokens [T] as the clean run (repeated), n_corruptions corrupted runs (fresh first
     copies, or with corruption="resample" other sequences of the same period).
     ValueError with a message a student can act on when the text has no repeat to corrupt."""
-    import torch
-
-    from core.causal import patching
-    from core.causal.corruptions import corrupted_tokens
-
     tokens = torch.as_tensor(tokens, dtype=torch.long)
     L = text_period(tokens)
     if L is None:
@@ -63,8 +51,6 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     """Path patching from the block-1 heads into the block-2 heads (each, and all at once): the pair of
     blocks an induction circuit needs. Deeper models get the same pair, not every pair of blocks (on
     a 4-block model that was 90 patched runs per direction and path instead of 30)."""
-    from core.causal import path_patching
-
     H = model.cfg.n_heads
     receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
     df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
@@ -79,8 +65,6 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
 
 def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     """path_patching.sender_changes of the block-1 heads, with a sender label."""
-    from core.causal import path_patching
-
     df = path_patching.sender_changes(model, runs, [(0, h) for h in range(model.cfg.n_heads)])
     df.insert(0, "sender", [head_label(0, h) for h in df["sender_head"]])
     return df
@@ -90,8 +74,6 @@ def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFram
     """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..max_offset
     (query i on key i - d, over every query i >= max_offset of every sequence). Rows: sender, offset,
     mass; the offset with the most mass is `top` (True on that row)."""
-    import torch
-
     P = runs.clean_cache["pattern"][0]  # [B, H, T, T]
     T = P.shape[-1]
     i = torch.arange(max_offset, T)
@@ -104,9 +86,6 @@ def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-POSITION_BUDGET = 4 * 2 * 5 * 64 ** 2  # four times the shipped 2-block model's sweep at its longest period
-
-
 def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
     """Relative cost of the two one-position-at-a-time sweeps: blocks x (heads + 1) patched runs per
     position, each a forward pass over the cut sequences, so it grows with T^2."""
@@ -114,83 +93,10 @@ def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
     return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
 
 
-@dataclass
-class Experiments:
-    """Every experiment of the Causal page on one pair of runs (experiments()). The patching experiments
-    see the sequences cut after their second copy; the logit lens sees them whole."""
-
-    m_clean: float
-    """M, the mean log-probability of the right second-copy token, on the clean run."""
-    m_corrupted: float
-    """M on the corrupted run."""
-    n_seqs: int
-    """Sequences (clean and corrupted pairs) measured."""
-    period: int | None
-    """Their period, None if the periods differ."""
-    clean: list[str]
-    """The first clean sequence's tokens as labels (cut after its second copy)."""
-    corrupted: list[str]
-    """The first corrupted sequence's tokens as labels."""
-    heads: pd.DataFrame
-    """One row per head (label, layer, head, patch_effect, effect_low, effect_high): its clean output
-    patched alone into the corrupted run, with the 95% bootstrap interval over the sequences."""
-    all_heads: float
-    """Effect of patching every head at once (NaN without heads)."""
-    resid_last: float
-    """Effect of patching the whole stream entering the last block (NaN without blocks)."""
-    resid: np.ndarray | None
-    """[n_layers, T] the clean stream before each block restored at one position; None without the sweeps."""
-    resid_noise: np.ndarray | None
-    """[n_layers, T] the same, noising (the corrupted stream into the clean run); None without the sweeps."""
-    head_positions: np.ndarray | None
-    """[n_layers * H, T] one head's clean output at one position (rows head_rows); None without the sweeps."""
-    position_cost: int
-    """Relative cost of the position sweeps (position_sweep_cost), against POSITION_BUDGET."""
-    embedding_window: dict | None
-    """embedding_window(): a few neighbouring embeddings restored together; None without the sweeps."""
-    noise: pd.DataFrame
-    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals,
-    and direct_testable (_noise_frame)."""
-    attribution: dict | None
-    """atp.attribution_agreement() against the exact sweep; None without the sweeps."""
-    head_rows: list[str]
-    """The label of each row of head_positions."""
-    paths: pd.DataFrame
-    """path_patching.path_patch_table from the block-1 heads into the block-2 heads, with sender and
-    receiver labels and testable (the sender's output differs between the runs where the path reads it)."""
-    corruption: str
-    """The corruption (core.causal.corruptions.CORRUPTIONS)."""
-    senders: pd.DataFrame | None
-    """sender_frame(): how much each block-1 head's output differs between the runs; None for one block."""
-    offsets: pd.DataFrame | None
-    """block1_offsets(): how far back each block-1 head looks; None for one block."""
-    lens: pd.DataFrame
-    """The logit lens on the first clean sequence, whole, with token and target_token labels."""
-    lens_by_copy: pd.DataFrame
-    """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
-    by_metric: pd.DataFrame | None = None
-    """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
-    circuit: dict | None = None
-    """circuit.circuit_report of circuit.found_circuit(paths): the paths path patching finds needed and
-    every block-2 head, everything else mean-ablated; with "elements" (their labels). None unless 2 blocks."""
-    composition: pd.DataFrame | None = None
-    """composition.composition_vs_paths: weight K-composition beside key-path noising per receiver; None
-    unless 2 or more blocks."""
-    typed: bool = False
-    """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
-
-    @property
-    def gap(self) -> float:
-        """M(clean) - M(corrupted): below core.causal.clarity.MIN_GAP no patch effect means much."""
-        return float(self.m_clean - self.m_corrupted)
-
-
 def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> Experiments:
     """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
     position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
     on a large model they cost minutes (position_sweep_cost)."""
-    from core.causal import atp, circuit, composition, logit_lens, metrics, patching
-
     cfg = model.cfg
     periods = runs.periods.unique()
     out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
@@ -238,8 +144,6 @@ def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     something only where that output differs between the runs there (path_patching.sender_changes's
     testable_q). Under first-copy a block-1 head that reads the last few tokens hardly changes there, so a
     direct effect of 1 is forced by the corruption, not measured."""
-    from core.causal import noising, path_patching
-
     df = with_labels(noising.head_noise_effects(model, runs))
     every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
     changes = path_patching.sender_changes(model, runs, every)
@@ -251,8 +155,6 @@ def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3
     """The clean stream before block 1 (the token embeddings) restored at `width` neighbouring first-copy
     positions together, starting at L // 3: {positions, effect, one_target} (one_target = 1 / (L - 1), the
     share of M's targets one sequence position can hold). None when the sequences' periods differ."""
-    from core.causal import patching
-
     periods = runs.periods.unique()
     if len(periods) != 1:
         return None
@@ -274,8 +176,6 @@ def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: i
     """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
     True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
     corruption: core.causal.corruptions.CORRUPTIONS)."""
-    from core.causal import patching
-
     runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
     return experiments(model, runs, _positions(model, runs, positions, budget))
 
@@ -295,7 +195,6 @@ def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: 
     noising each block-1 head's `paths` into all of block 2, on the same sequences at every step, so the
     timeline shows which part of the circuit forms first. Rows: step, gap (M(clean) - M(corrupted)),
     sender, path, patch_effect, effect_low, effect_high. Empty for fewer than two blocks or no snapshots."""
-    from core.causal import patching, path_patching
     from core.model.snapshots import snapshot_model
 
     cols = ["step", "gap", "sender", "path", "patch_effect", "effect_low", "effect_high"]

@@ -3,23 +3,19 @@ and Olsson et al.'s in-context-learning score at every snapshot, the loss at eac
 and after the drop, and a film strip of two heads' patterns across the drop.
 
 Everything is measured on the fixed evaluation batch of the run's task (core.training.trainer.eval_batch).
-
-Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
+import torch
+import torch.nn.functional as F
 
-from core.model.lazy import no_grad
+from core.model.hooks import hook_name
+from core.model.snapshots import snapshot_model
 from core.model.task import copy_masks
+from core.model.tinycharlm import TinyCharLM
+from core.training.trainer import eval_batch
 from core.training.transition import describe_curve
-
-if TYPE_CHECKING:
-    import torch
-
-    from core.model.tinycharlm import TinyCharLM
 
 EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL score compares, at most
 # (Olsson et al. compare the 500th token of the context with the 50th; these are the scaled-down choice, pulled in by
@@ -49,18 +45,13 @@ def icl_positions_hold(early: int, late: int, period_min: int, period_max: int) 
     return {"first": early < period_min, "later": late >= period_max}
 
 
-@no_grad
+@torch.no_grad()
 def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, chunk: int = CHUNK) -> dict:
     """loss_later (nats), loss_by_position [T-1] (entry t-1: mean loss of predicting the token at
     position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence.
     `chunk` sequences at a time, keeping only the patterns: the whole 128-sequence batch at once, with the
     stream and v kept too, took about 150 MB for a moment, in the server at the end of every Train-page run
     (bench/README.md, session 11); each sequence's floats are the same either way."""
-    import torch
-    import torch.nn.functional as F
-
-    from core.model.hooks import hook_name
-
     names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
     T, per, pattern0 = tokens.shape[1], [], None
     for i in range(0, tokens.shape[0], chunk):
@@ -81,11 +72,6 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
     plateau and one after the drop) and position_change (_position_change), frames (FRAMES steps across the drop),
     heads {"previous-token": (layer, head), "induction": (layer, head)} picked on the final model,
     patterns {head name: [FRAMES, CROP, CROP]}, period (of the film strip's sequence)."""
-    import torch
-
-    from core.model.snapshots import snapshot_model
-    from core.training.trainer import eval_batch
-
     snaps = info.get("snapshots") or []
     if not snaps or model.cfg.n_layers == 0:
         return None
@@ -123,8 +109,6 @@ def timeline(model: TinyCharLM, info: dict) -> dict | None:
 def strip_index(periods: torch.Tensor) -> int:
     """The film strip's sequence in an evaluation batch: the one with the shortest period, so its
     first CROP positions hold the most copies."""
-    import torch
-
     return int(torch.argmin(periods))
 
 
@@ -147,19 +131,15 @@ MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] ea
 
 def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
     """([1, T], period): the film strip's sequence of the run's evaluation batch (as timeline() picks it)."""
-    from core.training.trainer import eval_batch
-
     tokens, periods = eval_batch(task, vocab_size)
     i0 = strip_index(periods)
     return tokens[i0:i0 + 1], int(periods[i0])
 
 
-@no_grad
+@torch.no_grad()
 def frame_patterns(model: TinyCharLM, tokens: torch.Tensor) -> np.ndarray | None:
     """[L, H, c, c] float16: every head's pattern on the first c = min(CROP, T) positions of tokens [1, T]
     (None for a 0-block model)."""
-    import torch
-
     _, cache = model.run_with_cache(tokens, per_head=False)
     if not cache["pattern"]:
         return None
