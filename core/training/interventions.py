@@ -1,6 +1,13 @@
 """Experiments on the training itself (in the spirit of Singh et al., 2024, who clamp parts of the
-induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off. The hold is
-Singh et al.'s layer-1 clamp (their `opto_prev_token_heads`), clamp_induction_head their layer-2 one.
+induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off.
+
+The hold is a held previous-token pattern on one block-1 head, the counterpart of their code's
+`opto_prev_token_heads` option (one head's pattern set on the previous token). It is not their "layer 1
+clamp": that one (their code's `perfect_prev_token_input`) replaces block 1 as a whole, computing layer 2's
+patterns from a residual stream that holds each position's previous token's embedding, and its values
+from the embeddings alone, so no block-1 head computes anything. Here the other block-1 heads, and the
+held head's values and output, still train. clamp_induction_head is the counterpart of their
+`opto_induction_heads` (one layer-2 head given the ideal induction pattern).
 
 - hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
