@@ -8,9 +8,12 @@ import streamlit as st
 from core.pool import laws
 from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
+from core.training.config import LOG_SEQS, TrainConfig
 from core.training.transition import STUDY_FILE
+from ui import snippets
 from ui.charts.kept import draw
 from ui.charts.laws import clamps_chart, law_chart
+from ui.python_panel import python_panel
 from ui.training import capacity, follow_series, run_pool, session_owner
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
@@ -24,8 +27,10 @@ NOTES = {  # beside each chart: what the sweep varies and what the paper behind 
         "length: on these axes, a line of slope 2. Aoyama, Wilcox & Schneider (2025) pretrain language models "
         "at many batch sizes and contexts and find one equation in the two predicting where induction heads "
         "form: after a number of tokens growing as √(B·C), which at B·C tokens a step is a line of slope −½ "
-        "in steps. The two disagree "
-        "in sign, so this one sweep can tell them apart."),
+        "in steps. The two disagree in sign, but neither measured this setting: Musat et al.'s bound is "
+        "asymptotic, for their modified architecture and task; Aoyama et al. vary B and C at fixed data "
+        "statistics, counting tokens. Here the patterns lengthen with N, so the task changes along the axis, "
+        "and the sweep measures TinyCharLM's own slope for this scaling rather than telling the two apart."),
     "seqlen": (
         "**Context length alone.** The pattern lengths stay 16-32 and only the sequence grows: a longer "
         "sequence holds more copies of the same pattern, so each step shows the model more later-copy "
@@ -37,12 +42,7 @@ NOTES = {  # beside each chart: what the sweep varies and what the paper behind 
         "examples, and the model sees B·96 tokens a step. If the formation point in tokens seen grows as "
         "√(B·C) (Aoyama, Wilcox & Schneider, 2025), the drop in steps falls as B^−½: slope −½ here. A "
         "slope of −1 would mean a fixed number of tokens seen; a slope of 0 a fixed number of steps."),
-    "vocab": (
-        "**Vocabulary size.** V symbols to copy: the later-copy loss starts from ln V, and the drop is "
-        "where it falls below half of that. Singh et al. (2024), who took induction circuits apart by "
-        "clamping their parts during training, report the transition coming later as the number of labels "
-        "grows. They give a direction, not a power, so the question is only whether the slope is "
-        "above 0."),
+    "vocab": None,  # vocab_note(): its numbers are computed from the vocab table's settings
 }
 
 CHART_NOTE = (
@@ -52,6 +52,25 @@ CHART_NOTE = (
     "of the seeds (25% to 75%), the black tick is the median. The solid line is the least-squares line "
     "through the medians on log-log axes; the dashed ones have the predicted slopes, drawn through the "
     "middle of the fit so their steepness can be compared.")
+
+
+def vocab_note() -> str:
+    """The vocab chart's note, its numbers (the drop threshold, how often a token repeats inside a pattern)
+    computed from the vocab table's settings (core.pool.laws.vocab_effects)."""
+    eff = laws.vocab_effects()
+    lo, hi = eff[min(eff)], eff[max(eff)]
+    return (
+        "**Vocabulary size.** V symbols to copy: the later-copy loss starts from ln V, and the drop is where it "
+        "falls below half of that. Singh et al. (2024), who took induction circuits apart by clamping their parts "
+        "during training, report the transition coming later as the number of labels grows; they give a "
+        "direction, not a power, so the question is only whether the slope is above 0. V is not their number of "
+        f"labels, though: it also moves the drop's threshold (ln V / 2 is {lo['threshold']:.2f} nats at V = "
+        f"{min(eff)}, {hi['threshold']:.2f} at V = {max(eff)}) and how often a token repeats inside a pattern (a "
+        f"share {lo['repeats']:.2f} of a pattern's positions hold a token that occurs there more than once at V = "
+        f"{min(eff)}, {hi['repeats']:.2f} at V = {max(eff)}; such a token has two successors to choose from). "
+        "Reddy (2023) traces the abrupt emergence of an induction head in a related in-context classification "
+        "task to nested nonlinearities learned one after another, and shows how the data's statistics, the number "
+        "of classes among them, shape when it comes.")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -87,8 +106,11 @@ def law_section(name: str) -> None:
     st.markdown("\n".join(f"- {s}" for s in said))
     chart, note = st.columns([3, 2])
     draw(chart, law_chart(runs, lines, law.axis_name), width="stretch")
-    note.markdown(NOTES[name])
+    note.markdown(NOTES[name] or vocab_note())
     note.caption(CHART_NOTE)
+    python_panel(snippets.law_sweep(name), shows={"fit": [result.fit.slope, result.fit.low, result.fit.high]
+                                                  if result.fit else [], "drop": runs["y"], "lines": lines["y"],
+                                                  "said": said})
     st.caption("The command that measured this table (it resumes: finished runs are kept):")
     st.code(result.command, language="bash")
     with st.expander(f"Every run of checkpoints/laws/{name}.csv"):
@@ -111,12 +133,21 @@ def depth_and_start_section() -> None:
         st.info("Not measured yet: neither the transition study nor checkpoints/laws/init.csv is installed.")
         return
     st.markdown("\n".join(f"- {s}" for s in lines))
+    two = _two_blocks(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv"))))
     st.markdown(
         "One block has no second layer to read what a previous-token head wrote, so it cannot build the "
-        "induction circuit (Olsson et al., 2022) and its later-copy loss stays near ln V. With two blocks every "
-        "seed drops. The *enlarged* start multiplies the initial embedding by 3 and adds one shared direction "
-        "to every row (docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one, "
-        "trained here as long as the other sweeps' runs.")
+        "induction circuit (Olsson et al., 2022) and its later-copy loss stays near ln V. " + two + " The "
+        "*enlarged* start multiplies the initial embedding by 3 and adds one shared direction to every row "
+        "(docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one, trained here as "
+        "long as the other sweeps' runs, and its plateau outlasts that cap.")
+    if STUDY_FILE.is_file() and (laws.LAWS_DIR / "init.csv").is_file():
+        python_panel(snippets.law_depth_and_start(), shows={"said": lines, "two_blocks": two})
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _two_blocks(tables: tuple) -> str:
+    """laws.two_block_sentence() of the tables as they are ((name, mtime) of each)."""
+    return laws.two_block_sentence()
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
@@ -143,14 +174,19 @@ def clamps_section() -> None:
     st.markdown(
         "Singh et al. (2024) clamp parts of the induction circuit while it trains: an activation is replaced by "
         "its ideal value in every forward pass, training and evaluation alike, and the rest of the network "
-        "learns around it. Two clamps are run here. The **layer-1 clamp** is the lab's hold (Train page, "
-        "Training experiments): a block-1 head's pattern sits on the previous token. The **layer-2 clamp** "
-        "gives a block-2 head the ideal induction pattern, computed from the tokens: each position attends to "
-        "the positions just after earlier copies of its own token (a position with none attends to itself). "
-        "The clamped head's queries and keys then get no gradient; its values and output still learn. The "
+        "learns around it. Their *layer-1 clamp* replaces the first layer as a whole: the second layer's "
+        "patterns are computed from a residual stream that holds each position's previous token, and its values "
+        "from the embeddings alone. The two clamps run here are narrower, one head each. The **held "
+        "previous-token head** is the lab's hold (Train page, Training experiments): one block-1 head's pattern "
+        "sits on the previous token, the counterpart of their one-head previous-token clamp, while the other "
+        "block-1 heads train as usual. The **induction clamp** gives a block-2 head the ideal induction pattern, "
+        "computed from the tokens: each position attends to the positions just after earlier copies of its own "
+        "token (a position with none attends to itself), the counterpart of their induction-head clamp. The "
+        "clamped head's queries and keys then get no gradient; its values and output still learn. The "
         "later-copy loss that defines the drop is measured on the clamped model.")
     st.markdown("\n".join(f"- {s}" for s in said))
     draw(st, clamps_chart(runs), width="stretch")
+    python_panel(snippets.law_clamps(), shows={"drop": runs["y"], "said": said})
     st.caption("One dot per seed at its drop step; grey bar: the middle half of the seeds, black tick: the median. "
                "The comparison with no clamp resamples each arm's seeds; the last sentence sets the result against "
                "Singh et al.'s.")
@@ -176,6 +212,7 @@ def readings_section() -> None:
         "from different seeds (the unclamped runs above), and counted: on how many seeds it holds, and how far "
         "its number moves.")
     st.markdown("\n".join(f"- {s}" for s in said))
+    python_panel(snippets.law_readings(), shows={"said": said})
     st.caption("The command that measured this table (it trains each seed again, reads the model, and keeps only "
                "the readings):")
     st.code(command, language="bash")
@@ -253,10 +290,12 @@ def own_sweep_section() -> None:
         "because this machine is shared: the runs take the server's training slots one after another, like the "
         "Train page's (a session trains one run at a time, and every student waits in the same line), while the "
         "tables above took hundreds of runs on a machine of their own. "
-        f"Up to step {ps.MAX_STEPS} your runs train exactly as the tables' runs of the same seeds (seeds 0, 1, 2; "
-        f"the tables hold the learning rate for their first {ps.MAX_STEPS} steps, and so do these), so a drop after "
+        f"Up to step {ps.MAX_STEPS} your runs train as the tables' runs of the same seeds (seeds 0, 1, 2; the "
+        f"tables hold the learning rate for their first {ps.MAX_STEPS} steps, and so do these), so a drop after "
         f"step {ps.MAX_STEPS} counts as \"later than the cap\" here. Each run logs every {ps.LOG_EVERY} steps, so a "
-        f"drop step is read to {ps.LOG_EVERY} steps, as in the tables. Everything else is the default 2-block "
+        f"drop step is read to {ps.LOG_EVERY} steps, as in the tables, but on the first {LOG_SEQS} sequences of the "
+        f"fixed evaluation batch where the tables read all {TrainConfig().eval_size}: the same training can cross "
+        "ln V / 2 one log earlier or later here. Everything else is the default 2-block "
         "preset. The sweep goes on while you visit other pages; only the drop steps are kept, not the models.")
     sweep = st.session_state.get(SWEEP)
     running = sweep is not None and sweep.active
@@ -308,7 +347,8 @@ st.markdown(
     "Train TinyCharLM many times, changing one setting at a time, and ask how the step where the later-copy "
     "loss drops moves with it. Three published results make predictions you can check here. Every number on "
     "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
-    "is under each chart): nothing trains when you open it.")
+    "is under each chart): nothing trains when you open it. Each chart's 🐍 panel holds the `core` calls that "
+    "compute it from its table.")
 st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv")))))
 for name in laws.LAWS:
     law_section(name)

@@ -21,8 +21,11 @@ from core.pool.laws import (
     fit_points,
     groups,
     median_ratio,
+    paired,
     read_law,
     readings_sentences,
+    seed_rank_correlation,
+    seed_slopes,
     sentences,
     table_command,
     verdict,
@@ -74,7 +77,7 @@ def test_the_verdicts_and_sentences_follow_the_interval(tmp_path):
 
 
 def test_a_wide_interval_holding_the_prediction_and_zero_is_said_to_agree_only_weakly(tmp_path):
-    law = read_law(planted(tmp_path / "t.csv", -0.2, seeds=5, noise=0.8), Law("x", "batch_size", "B", "B",
+    law = read_law(planted(tmp_path / "t.csv", -0.05, seeds=5, noise=1.0), Law("x", "batch_size", "B", "B",
                                                                                 (MUSAT, AOYAMA)))
     assert law.fit.low < -0.5 and law.fit.high > 0 and law.fit.high < 2
     text = " ".join(sentences(law))
@@ -149,21 +152,83 @@ def test_the_clamps_are_set_against_the_unclamped_runs(tmp_path):
     assert arms[("1.1", "none")].median == 100 and arms[("none", "none")].n == 5
     r = median_ratio(arms[("none", "2.1")], arms[("none", "none")])
     assert r.ratio == pytest.approx(0.2) and r.low <= 0.2 <= r.high < 1 and r.resamples == 1000
-    said = clamp_sentences(path)
+    readings = tmp_path / "r.csv"  # each seed's own previous-token head, as bench/seed_readings.py writes it
+    readings.write_text("seed,prev_head\n0,1.1\n1,1.3\n2,1.4\n3,1.3\n4,1.4\n")
+    said = clamp_sentences(path, readings)
     assert said[0].startswith("No clamp: median drop step 200")
     assert "3 of its 5 drops are abrupt" in said[0] and "3 nats or more at step 180 (median)" in said[0]
-    assert any(t.startswith("With the layer-2 clamp (head 2.1 on the ideal induction pattern), the median drop step "
-                            "is 0.20 times") and t.endswith("clearly earlier.") for t in said)
-    assert said[-1].endswith("TinyCharLM agrees: each clamp alone brings the drop clearly earlier.")
-    # a clamp that changes nothing, and one whose runs never drop
+    assert any(t.startswith("With the induction clamp (2.1's pattern on the ideal induction pattern), the median drop "
+                            "step is 0.20 times") and "the same seeds resampled together in both arms" in t
+               and t.endswith("clearly earlier.") for t in said)
+    verdict = said[-1]
+    assert verdict.startswith("Singh et al. (2024) find") and "These arms test it only weakly: " in verdict
+    assert "holding 1.1 brings the drop clearly earlier, and 1.1 is the previous-token head the unclamped run of " \
+           "the same seed grows on 1 of those 5 seeds (the readings below find 1.1 or 1.3 or 1.4)" in verdict
+    # the early drop under the induction clamp is said to be nearly forced, with the planted table's figures
+    assert "clamping 2.1 brings the drop clearly earlier, but nearly by construction" in verdict
+    assert "3 of its 5 drops are abrupt" in verdict
+    # a clamp that changes nothing, one whose runs never drop, and a held head no seed grows by itself
     path = planted_clamps(tmp_path / "d.csv", {("none", "none"): 200, ("1.1", "none"): 200, ("none", "2.1"): None})
-    said = clamp_sentences(path)
+    readings.write_text("seed,prev_head\n0,1.4\n1,1.3\n2,1.4\n3,1.3\n4,1.4\n")
+    said = clamp_sentences(path, readings)
     assert any("cannot tell it from no clamp" in t for t in said)
-    assert any("none of 5 runs dropped within 600 steps" in t for t in said)
-    assert said[-1].endswith("TinyCharLM agrees only in part: the layer-1 clamp does not clearly move it; the layer-2 "
-                             "clamp brings it later.")
+    assert any("none of 5 runs dropped within 600 steps (censored: training stopped there" in t for t in said)
+    assert said[-1].endswith("holding 1.1 is inconclusive (the interval holds 1), and 1.1 is the previous-token head "
+                             "the unclamped run of the same seed grows on 0 of those 5 seeds (the readings below find "
+                             "1.3 or 1.4), so on every one of them the hold adds a previous-token head beside the one "
+                             "the seed would grow instead of holding that one in place; clamping 2.1 brings the drop "
+                             "later.")
+    assert "nearly by construction" not in said[-1]
+    # without the readings table, nothing is said about whose head is held
+    assert "readings below" not in clamp_sentences(path, tmp_path / "none.csv")[-1]
     with pytest.raises(ValueError, match="unclamped arm"):
         clamp_arms(planted_clamps(tmp_path / "e.csv", {("1.1", "none"): 100, ("none", "2.1"): 40}))
+
+
+def test_the_interval_resamples_whole_seeds_across_points(tmp_path):
+    """A seed that drops late at one point drops late at all (a seed factor of x3 between seeds, the same at
+    every point, and an exact slope): the paired bootstrap keeps each seed's runs together, so its interval is
+    tight around the slope, where resampling each point's seeds on its own would mix a late seed at one point
+    with an early one at the next."""
+    rows = []
+    for x in (8, 16, 32, 64):
+        for seed in range(7):
+            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
+                "dropped": True})
+    write_table(tmp_path / "t.csv", rows, "x")
+    law = read_law(tmp_path / "t.csv", BATCH)
+    assert paired(law.points) and seed_rank_correlation(law.points) == pytest.approx(1.0)
+    assert law.fit.high - law.fit.low < 0.02 and law.fit.low <= -0.5 <= law.fit.high
+    assert all(s == pytest.approx(-0.5, abs=0.01) for s in seed_slopes(law.points).values())
+    unpaired = tuple(replace(p, seeds=tuple(s + 10 * i for s in p.seeds)) for i, p in enumerate(law.points))
+    assert not paired(unpaired) and seed_rank_correlation(unpaired) is None
+    wide = fit_points(unpaired)  # each point's seeds drawn on their own
+    assert wide.slope == law.fit.slope and wide.high - wide.low > 10 * (law.fit.high - law.fit.low)
+    said = " ".join(sentences(law))
+    assert "the same seeds resampled together at every point, 1000 times" in said
+    assert "seed k starts from the same initial weights at every point" in said
+    assert "Spearman rank correlation of +1.00" in said and "from −0.50 to −0.50 (7 seeds" in said
+
+
+def test_a_shipped_laws_interval_is_the_paired_bootstrap_over_its_seeds():
+    """The batch table's interval, recomputed here from the CSV with numpy: one draw of seed indices per
+    resample (core.reading.bootstrap's generator and seed), used at every point; a never-dropped run
+    counts as later than any; the slope quantiles over the resamples whose medians are all finite."""
+    law = LAWS["batch"]
+    if not law.path.is_file():
+        pytest.skip("checkpoints/laws/batch.csv is not shipped")
+    t = read_table(law.path)
+    wide = t.pivot(index="seed", columns="batch_size", values="drop_step").astype(float).fillna(np.inf)
+    xs = np.log(wide.columns.to_numpy(dtype=float))
+    idx = np.random.default_rng(0).integers(0, len(wide), (1000, len(wide)))
+    medians = np.median(wide.to_numpy()[idx], axis=1)  # [1000, points]
+    ok = np.isfinite(medians).all(axis=1)
+    slopes = np.polyfit(xs, np.log(medians[ok]).T, 1)[0]
+    fit = read_law(law.path, law).fit
+    assert fit.resamples == ok.sum()
+    assert (fit.low, fit.high) == pytest.approx(tuple(np.quantile(slopes, [0.025, 0.975])), abs=1e-9)
 
 
 def test_the_readings_say_on_how_many_seeds_each_holds(tmp_path):

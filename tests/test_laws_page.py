@@ -1,14 +1,16 @@
 """The Laws of the drop page (app_pages/laws.py) through AppTest: one render, every sentence pinned to the
 shipped tables' numbers, computed here from the CSV files with pandas and numpy (not core.pool.laws)."""
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import spearmanr
 
 from core.pool.laws import CLAMPS_FILE, LAWS, LAWS_DIR, READINGS_FILE, clamp_arms, median_ratio, read_law
 
-from helpers import open_app
+from helpers import ROOT, open_app
 
 pytestmark = pytest.mark.app
 
@@ -57,6 +59,59 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
             never = int(g["drop_step"].isna().sum())
             if never:
                 assert f"At {law.axis_name} = {x}, {never} of {len(g)} runs never dropped" in text
+        # the seeds are paired across points: their ranks' Spearman correlation, averaged over pairs of points
+        wide = table.pivot(index="seed", columns=law.axis, values="drop_step").astype(float).fillna(np.inf)
+        rho = np.mean([spearmanr(wide[a], wide[b]).statistic for i, a in enumerate(wide.columns)
+                       for b in wide.columns[i + 1:]])
+        assert "the same seeds resampled together at every point, 1000 times" in text
+        assert f"Spearman rank correlation of {signed(rho)} (averaged over every pair of points)" in text
+        full = wide[np.isfinite(wide).all(axis=1)]
+        own = [np.polyfit(np.log(wide.columns.to_numpy(float)), np.log(row.to_numpy()), 1)[0] for _, row in
+               full.iterrows()]
+        assert f"the slope runs from {signed(min(own))} to {signed(max(own))} ({len(own)} seeds" in text
+
+
+def test_the_context_sweep_is_not_said_to_tell_the_two_papers_apart(page):
+    _, text = page
+    assert "can tell them apart" not in text and "Neither prediction fits" not in text
+    assert "Neither paper measured this setting, so the sweep cannot tell them apart" in text
+    assert "the sweep measures TinyCharLM's own slope for this scaling rather than telling the two apart" in text
+
+
+def test_the_vocab_note_says_what_else_v_moves(page):
+    """ln V / 2 at the table's smallest and largest V, and the share of a pattern's positions whose token
+    occurs in it more than once, estimated here by sampling patterns as core.model.task does."""
+    _, text = page
+    t = pd.read_csv(LAWS["vocab"].path, comment="#")
+    vs, (pmin, pmax) = sorted(t["vocab_size"].unique()), (t["period_min"].iloc[0], t["period_max"].iloc[0])
+    rng = np.random.default_rng(0)
+    share = {}
+    for v in (vs[0], vs[-1]):
+        draws = []
+        for _ in range(4000):
+            x = rng.integers(0, v, rng.integers(pmin, pmax + 1))
+            _, counts = np.unique(x, return_counts=True)
+            draws.append(counts[counts > 1].sum() / len(x))
+        share[v] = np.mean(draws)
+    m = re.search(r"ln V / 2 is ([\d.]+) nats at V = (\d+), ([\d.]+) at V = (\d+)\) and how often a token repeats "
+                  r"inside a pattern \(a share ([\d.]+) of a pattern's positions hold a token that occurs there more "
+                  r"than once at V = \d+, ([\d.]+) at V = \d+", text)
+    assert m, "the vocab note's numbers"
+    assert (int(m[2]), int(m[4])) == (vs[0], vs[-1])
+    assert float(m[1]) == pytest.approx(math.log(vs[0]) / 2, abs=0.005)
+    assert float(m[3]) == pytest.approx(math.log(vs[-1]) / 2, abs=0.005)
+    assert float(m[5]) == pytest.approx(share[vs[0]], abs=0.02)
+    assert float(m[6]) == pytest.approx(share[vs[-1]], abs=0.02)
+    assert "Reddy (2023)" in text
+
+
+def test_the_own_sweep_says_it_reads_fewer_log_sequences_than_the_tables(page):
+    from core.training.config import LOG_SEQS, TrainConfig
+
+    _, text = page
+    assert "train exactly as" not in text
+    assert (f"on the first {LOG_SEQS} sequences of the fixed evaluation batch where the tables read all "
+            f"{TrainConfig().eval_size}") in text
 
 
 def test_depth_and_the_start_are_read_from_their_tables(page):
@@ -69,8 +124,33 @@ def test_depth_and_the_start_are_read_from_their_tables(page):
             if steps.notna().sum() * 2 > len(steps):
                 assert f"{name}" in text and f"median drop step {np.median(steps.fillna(math.inf)):.0f}" in text
             elif steps.notna().sum() == 0:
-                assert f"{name}, 2 blocks: none of {len(steps)} runs dropped within 600 steps." in text
-    assert "1 block (the transition study): none of 10 runs dropped within 800 steps." in text
+                assert f"{name}, 2 blocks: none of {len(steps)} runs dropped within 600 steps (censored" in text
+    assert "1 block (the transition study): none of 10 runs dropped within 800 steps (censored: training stopped " \
+           "there, so each drop, if it comes, is later than step 800)." in text
+    assert "every seed drops" not in text
+
+
+def test_the_two_block_runs_that_did_not_drop_are_counted_from_the_tables(page):
+    """Every 2-block run of the transition study and of the law tables (a run in two tables counted once), and
+    the ones that never dropped, named by what their table varies."""
+    _, text = page
+    study = pd.read_csv(ROOT / "checkpoints" / "transition_study.csv", comment="#")
+    study = study[study["blocks"] == 2]
+    runs = pd.concat([pd.read_csv(p, comment="#").assign(table=p.stem) for p in sorted(LAWS_DIR.glob("*.csv"))
+                      if p.stem != "readings"]).drop_duplicates("run_id")
+    runs = runs[runs["n_layers"] == 2]
+    total = len(study) + len(runs)
+    dropped = int(study["dropped"].sum()) + int(runs["drop_step"].notna().sum())
+    assert f"With two blocks, {dropped} of the {total} distinct runs on this page dropped within their 600 or 800 " \
+           "steps" in text
+    never = runs[runs["drop_step"].isna()]
+    for _, r in never[never["table"] != "init"].iterrows():
+        name = {"batch": f"B = {r.batch_size}", "seqlen": f"C = {r.seq_len}", "context": f"N = {r.seq_len}",
+                "vocab": f"V = {r.vocab_size}", "clamps": f"({r.hold}'s pattern on the previous token)"}[r.table]
+        assert f"{name}, seed {r.seed}" in text, name
+    plain = never[(never["table"] == "init") & (never["init"] == "plain")]
+    if len(plain):
+        assert f"every plain start ({len(plain)} runs)" in text
 
 
 def test_the_caption_states_what_the_tables_trained(page):
@@ -104,9 +184,22 @@ def test_the_clamps_are_read_from_their_table(page):
         if key != ("none", "none") and math.isfinite(m):
             assert f"the median drop step is {m / base:.2f} times the unclamped one" in text
             earlier[key] = median_ratio(arms[key], arms[("none", "none")]).high < 1
-    singles = [v for k, v in earlier.items() if "none" in k]
     line = next(s for s in text.split("\n") if s.startswith("- Singh et al. (2024) find"))
-    assert ("TinyCharLM agrees: each clamp alone" in line) == (bool(singles) and all(singles)), line
+    assert "These arms test it only weakly" in line and "layer-1 clamp" not in text.replace("*layer-1 clamp*", "")
+    held = table[(table["hold"] != "none") & (table["clamp"] == "none")]
+    if len(held) and READINGS_FILE.is_file():  # the held head against each seed's own previous-token head
+        own = pd.read_csv(READINGS_FILE, comment="#", dtype={"prev_head": str}).set_index("seed")["prev_head"]
+        (head,) = set(held["hold"])
+        seeds = [s for s in held["seed"] if s in own.index]
+        same = sum(own[s] == head for s in seeds)
+        assert f"{head} is the previous-token head the unclamped run of the same seed grows on {same} of those " \
+               f"{len(seeds)} seeds" in line
+    clamped = table[(table["hold"] == "none") & (table["clamp"] != "none")]
+    if len(clamped) and earlier.get(("none", clamped["clamp"].iloc[0])):
+        v, base_v = clamped["prev_token_block1"], table.query("hold == 'none' and clamp == 'none'")["prev_token_block1"]
+        assert (f"block 1's sharpest previous-token score ends at {v.min():.2f}-{v.max():.2f} with it "
+                f"({base_v.min():.2f}-{base_v.max():.2f} unclamped), and {int(clamped['abrupt'].sum())} of its "
+                f"{int(clamped['drop_step'].notna().sum())} drops are abrupt") in line
 
 
 def test_the_readings_over_seeds_are_counted_from_their_table(page):

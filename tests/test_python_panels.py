@@ -296,6 +296,18 @@ def test_causal_snippet_typed_1block():
 
 
 @pytest.mark.app
+def test_laws_snippets():
+    """Every chart and table of the Laws page: each law's fit, runs and sentences, depth and the start, the
+    clamps, the readings over seeds, each reproduced from the shipped tables in a fresh interpreter."""
+    from core.pool import laws
+
+    shown = page_snippets("app_pages/laws.py", "variable-period-2block.pt")
+    assert len(shown) == sum(law.path.is_file() for law in laws.LAWS.values()) + 3, [s["title"] for s in shown]
+    assert all("said" in s["checks"] for s in shown)  # each reproduces the page's sentences word for word
+    check_snippets(shown)
+
+
+@pytest.mark.app
 def test_train_snippets_shipped_runs():
     check_page("app_pages/train.py", "variable-period-2block.pt", at_least=4)
 

@@ -62,6 +62,10 @@ CASES: dict[str, list[tuple]] = {
     "head_scores_over_training": [(SHIPPED_KEY,)],
     "run_timeline": [(SESSION,), (SHIPPED_KEY,)],
     "transition_study": [()],
+    "law_sweep": [(name,) for name in ("context", "seqlen", "batch", "vocab")],
+    "law_depth_and_start": [()],
+    "law_clamps": [()],
+    "law_readings": [()],
 }
 BUILDERS = sorted(name for name in snippets.__all__ if callable(getattr(snippets, name))
                   and getattr(snippets, name).__annotations__.get("return") == "Snippet")

@@ -6,8 +6,13 @@ seed's drop step, and a run that never dropped within its `steps_run` counts as 
 (censored): it raises the point's median and quartiles, and a point whose median is censored (half
 its seeds or more never dropped) has no median and stays out of the fit, said in the sentences.
 The fit is the least-squares line through (log x, log median drop step) over the points that have a
-median; its interval resamples the seeds of every point independently (a seed's runs at two points
-share nothing but the number) with core.reading.bootstrap's resample count, seed and level.
+median; its interval is a paired bootstrap over the seeds, with core.reading.bootstrap's resample count,
+seed and level. Paired, because a seed's runs at two points are not unrelated: the seed sets the
+initial weights (identical at every point of the context, seq_len and batch sweeps, whose settings
+leave the weights' shapes alone; vocab_size changes the embedding's shape, so there they differ) and
+the data stream, and a seed that drops late at one point tends to drop late at the others
+(seed_rank_correlation). So each resample draws seed indices once and uses them at every point; a
+table whose points do not share their seeds falls back to resampling each point's seeds on its own.
 
     law = read_law("checkpoints/laws/batch.csv", LAWS["batch"])    # ValueError says what is wrong
     law.fit.slope, law.fit.low, law.fit.high                         # the log-log slope and its interval
@@ -56,6 +61,7 @@ class Law:
     axis_label: str  # what x is, with what is held fixed
     predictions: tuple[Prediction, ...]
     together: tuple[str, ...] = ()  # other settings that vary with the axis, one value per axis value
+    caveat: str = ""  # said after the verdicts: how far the sweep's setting is from the papers'
 
     @property
     def path(self) -> Path:
@@ -65,7 +71,11 @@ class Law:
 LAWS = {law.name: law for law in [
     Law("context", "seq_len", "context length N",
         "context length N (sequence length, the period range scaled with it: N/6 to N/3)", (MUSAT, AOYAMA),
-        ("period_min", "period_max")),
+        ("period_min", "period_max"),
+        "Neither paper measured this setting, so the sweep cannot tell them apart: Musat et al.'s Θ(N²) bounds "
+        "an asymptotic regime, for a modified two-layer architecture on their own task, and Aoyama et al.'s √(B·C) "
+        "counts tokens at fixed data statistics, while here the patterns lengthen with N, so the task itself "
+        "changes along the axis. The slope is TinyCharLM's own, for this scaling."),
     Law("seqlen", "seq_len", "context length C", "context length C at fixed batch B = 32 and periods 16-32",
         (MUSAT, AOYAMA)),
     Law("batch", "batch_size", "batch size B", "batch size B at fixed context C = 96", (AOYAMA,)),
@@ -186,26 +196,83 @@ def _slope(logx: np.ndarray, logy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return slope, logy.mean(-1) - slope * logx.mean()
 
 
+def paired(points: tuple[Point, ...]) -> bool:
+    """Whether every point holds the same seeds (so seed k's runs can be resampled together)."""
+    return len({p.seeds for p in points}) == 1
+
+
+def _boot_medians(steps: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The median (inf for censored runs, _median's rule) of steps[idx] per row of idx [N_BOOT, n]."""
+    values = np.sort(steps[idx], axis=1)
+    k = values.shape[1]
+    return values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2
+
+
 def fit_points(points: tuple[Point, ...], level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
     """The log-log fit of the medians (None if fewer than two points have one) and its interval: each
-    of N_BOOT resamples draws every point's seeds with replacement (resample_indices, one draw per
-    point) and refits; resamples in which a fitted point's median is censored are left out."""
+    of N_BOOT resamples draws the seeds with replacement (resample_indices) and refits. The draw is
+    paired: one draw of seed indices for every point, when all points hold the same seeds (see the
+    module's docstring); otherwise one draw per point. Resamples in which a fitted point's median is
+    censored are left out."""
     used = [p for p in points if math.isfinite(p.median)]
     if len(used) < 2:
         return None
     logx = np.log([p.x for p in used])
     slope, intercept = _slope(logx, np.log([p.median for p in used]))
     boot = np.empty((N_BOOT, len(used)))
+    shared = resample_indices(used[0].n, seed) if paired(points) else None
     for i, p in enumerate(used):
-        idx = resample_indices(p.n, seed + i)
-        values = np.sort(_censored(p.steps)[idx], axis=1)
-        k = p.n
-        boot[:, i] = values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2
+        idx = shared if shared is not None else resample_indices(p.n, seed + i)
+        boot[:, i] = _boot_medians(_censored(p.steps), idx)
     ok = np.isfinite(boot).all(axis=1)
     slopes, _ = _slope(logx, np.log(boot[ok]))
     a = (1 - level) / 2
     low, high = (np.quantile(slopes, [a, 1 - a]) if ok.any() else (math.nan, math.nan))
     return Fit(float(slope), float(intercept), float(low), float(high), tuple(p.x for p in used), int(ok.sum()))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties (two censored runs, two equal drop steps) given their mean rank."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):
+        tied = values == v
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def seed_slopes(points: tuple[Point, ...]) -> dict[int, float]:
+    """seed -> the least-squares log-log slope of that seed's own drop steps, for the seeds that dropped at
+    every point ({} when the points do not hold the same seeds)."""
+    if not paired(points) or len(points) < 2:
+        return {}
+    logx = np.log([p.x for p in points])
+    out = {}
+    for i, seed in enumerate(points[0].seeds):
+        steps = [p.steps[i] for p in points]
+        if all(s is not None for s in steps):
+            out[seed] = float(_slope(logx, np.log(steps))[0])
+    return out
+
+
+def seed_rank_correlation(points: tuple[Point, ...]) -> float | None:
+    """How consistently the seeds keep their order from point to point: the Spearman rank correlation
+    of the seeds' drop steps (a never-dropped run ranked last, ties at their mean rank) between two
+    points, averaged over every pair of points. +1: the same seed is the earliest, the second, ... at
+    every point; 0: a seed's rank at one point says nothing of its rank at another. None when the points
+    do not hold the same seeds, or a point's runs all tie."""
+    if not paired(points) or len(points) < 2:
+        return None
+    ranks = [_ranks(_censored(p.steps)) for p in points]
+    rs = []
+    for i in range(len(ranks)):
+        for j in range(i + 1, len(ranks)):
+            a, b = ranks[i] - ranks[i].mean(), ranks[j] - ranks[j].mean()
+            if not (a.any() and b.any()):
+                return None
+            rs.append(float((a * b).sum() / math.sqrt((a ** 2).sum() * (b ** 2).sum())))
+    return float(np.mean(rs))
 
 
 def read_law(path: str | Path, law: Law) -> LawResult:
@@ -236,6 +303,15 @@ def _digits(values, marks) -> int:
         if not any(round(v, digits) == round(m, digits) and v != m for v in values for m in marks):
             return digits
     return 4
+
+
+def _pairing(law: Law) -> str:
+    """What a seed shares across a law's points (vocab_size changes the embedding's shape, so the
+    initial weights differ there; every other axis leaves the model's shapes alone)."""
+    if law.axis == "vocab_size":
+        return ("seed k is the same seed at every point, though the embedding's shape, and so the initial "
+                "weights, change with V")
+    return "seed k starts from the same initial weights at every point"
 
 
 def trend(fit: Fit) -> str:
@@ -274,10 +350,21 @@ def sentences(result: LawResult) -> list[str]:
         return out
     seeds = sorted({p.n for p in result.points})
     d = _digits((fit.low, fit.high), [0.0, *(p.slope for p in law.predictions if p.slope is not None)])
+    how = ("the same seeds resampled together at every point" if paired(result.points)
+           else "each point's seeds resampled on their own")
     out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {_signed(fit.slope)} "
                f"(95% interval {_signed(fit.low, d)} to {_signed(fit.high, d)}, over {len(fit.xs)} points of "
-               f"{'/'.join(map(str, seeds))} seeds, seeds resampled {N_BOOT} times): the drop {trend(fit)} as "
+               f"{'/'.join(map(str, seeds))} seeds, {how}, {N_BOOT} times): the drop {trend(fit)} as "
                f"{axis} grows.")
+    rho = seed_rank_correlation(result.points)
+    if rho is not None:
+        per_seed = seed_slopes(result.points)
+        own = (f" Fitted seed by seed, the slope runs from {_signed(min(per_seed.values()))} to "
+               f"{_signed(max(per_seed.values()))} ({len(per_seed)} seeds that dropped at every point)."
+               if len(per_seed) >= 2 else "")
+        out.append(f"A seed's runs at different points are paired: {_pairing(law)}, and the seeds' drop steps keep "
+                   f"their order from point to point with a Spearman rank correlation of {_signed(rho)} (averaged "
+                   f"over every pair of points); the interval resamples whole seeds, so the pairing is kept.{own}")
     for pred in law.predictions:
         v = verdict(fit, pred)
         if pred.slope is None:
@@ -298,12 +385,14 @@ def sentences(result: LawResult) -> list[str]:
     if len(sloped) > 1:
         agree = [p.source.split(" ")[0].rstrip(",") for p in sloped if verdict(fit, p) == "agrees"]
         if not agree:
-            out.append("Neither prediction fits TinyCharLM here.")
+            out.append("Neither predicted slope fits TinyCharLM here.")
         elif fit.low <= 0 <= fit.high:
             out.append(f"Only {' and '.join(agree)}'s slope is inside the interval, but no trend is too: these runs "
                        "rule the other out without confirming it.")
         else:
             out.append(f"TinyCharLM follows {' and '.join(agree)} here.")
+    if law.caveat:
+        out.append(law.caveat)
     return out
 
 
@@ -348,10 +437,23 @@ def groups(path: str | Path, column: str | list[str]) -> dict:
                                                               sort=True)}
 
 
+def vocab_effects(path: str | Path | None = None) -> dict[int, dict[str, float]]:
+    """What else V moves in the vocab sweep, from its table's settings: V -> {"threshold": ln V / 2, the drop's
+    line in nats; "repeats": the expected share of a pattern's positions whose token occurs in that pattern
+    more than once (tokens drawn uniformly from V, core.model.task.sample_batch; the period uniform over
+    period_min..period_max)}."""
+    t = read_table(path or LAWS["vocab"].path)
+    periods = range(int(t["period_min"].iloc[0]), int(t["period_max"].iloc[0]) + 1)
+    return {int(v): {"threshold": math.log(v) / 2,
+                     "repeats": float(np.mean([1 - (1 - 1 / v) ** (p - 1) for p in periods]))}
+            for v in sorted(t["vocab_size"].unique())}
+
+
 def group_sentence(name: str, point: Point) -> str:
     """'<name>: median drop step M (quartiles a-b), k of n runs dropped within cap steps.'"""
     if point.n_dropped == 0:
-        return f"{name}: none of {point.n} runs dropped within {point.cap} steps."
+        return (f"{name}: none of {point.n} runs dropped within {point.cap} steps (censored: training stopped "
+                f"there, so each drop, if it comes, is later than step {point.cap}).")
     low, high = point.quartiles()
     spread = f"{_num(low)} to {_num(high) if math.isfinite(high) else f'above {point.cap}'}"
     median = _num(point.median) if math.isfinite(point.median) else f"above {point.cap}"
@@ -385,9 +487,61 @@ def sweeps_caption(paths=None) -> str:
             "times.")
 
 
-# The clamps (issue 31): Singh et al. (2024) clamp parts of the induction circuit while it trains. The lab's
-# hold is their layer-1 clamp (a block-1 head's pattern on the previous token), clamp_induction_head their
-# layer-2 one (a block-2 head's pattern on the ideal induction pattern; core.training.interventions).
+def _run_name(table_name: str, row) -> str:
+    """One run of a shipped table in words, by what its table varies: "B = 8, seed 2"."""
+    if table_name in LAWS:
+        law = LAWS[table_name]
+        return f"{law.axis_name.split()[-1]} = {_num(float(row[law.axis]))}, seed {int(row['seed'])}"
+    if table_name == "clamps":
+        return f"{arm_name(row['hold'], row['clamp'])}, seed {int(row['seed'])}"
+    if table_name == "init":
+        return f"{'plain' if row['init'] == 'plain' else 'enlarged'} start, seed {int(row['seed'])}"
+    return f"{table_name}, seed {int(row['seed'])}"
+
+
+def two_block_sentence(paths=None, study: str | Path | None = None) -> str:
+    """How many of the 2-block runs the page shows dropped within their caps, counted from the tables (the
+    transition study and every law table; a run shipped in two tables, same run_id, counted once), and
+    which did not: those are censored at their cap (they may drop later), not runs that cannot drop."""
+    from core.training.transition import STUDY_FILE
+
+    study = Path(study or STUDY_FILE)
+    total, dropped, never, caps = 0, 0, [], set()
+    if study.is_file():
+        t = pd.read_csv(study, comment="#")
+        t = t[t["blocks"] == 2]
+        total, dropped = len(t), int(t["dropped"].astype(str).str.lower().eq("true").sum())
+        never += [f"transition study seed {int(r.seed)}" for r in t.itertuples() if str(r.dropped).lower() != "true"]
+        caps |= {int(c) for c in t["steps_run"]}
+    seen: dict[str, tuple[str, bool]] = {}
+    for path in sorted(paths or LAWS_DIR.glob("*.csv")):
+        t = read_table(path)
+        if t.empty or "n_layers" not in t.columns:
+            continue
+        for _, row in t[t["n_layers"] == 2].iterrows():
+            if row["run_id"] not in seen:
+                seen[row["run_id"]] = (_run_name(Path(path).stem, row), not pd.isna(row["drop_step"]))
+                caps.add(int(row["steps_run"]))
+    total += len(seen)
+    dropped += sum(d for _, d in seen.values())
+    plain = [n for n, d in seen.values() if not d and n.startswith("plain start")]
+    others = [n for n, d in seen.values() if not d and not n.startswith("plain start")]
+    if not total:
+        return ""
+    cap = " or ".join(map(str, sorted(caps)))
+    if dropped == total:
+        return f"With two blocks, all {total} runs on this page dropped within their {cap} steps."
+    named = others + ([f"every plain start ({len(plain)} runs)"] if plain else []) + never
+    return (f"With two blocks, {dropped} of the {total} distinct runs on this page dropped within their {cap} steps; "
+            f"the others ({'; '.join(named)}) had not dropped when training stopped, which says only that their drop, "
+            "if it comes, is later than the cap.")
+
+
+# The clamps (issue 31): Singh et al. (2024) clamp parts of the induction circuit while it trains. The lab
+# runs two one-head clamps (core.training.interventions): the hold (a block-1 head's pattern held on the
+# previous token, the counterpart of their code's opto_prev_token_heads) and clamp_induction_head (a block-2
+# head's pattern on the ideal induction pattern, their opto_induction_heads). Neither is their "layer 1
+# clamp" (perfect_prev_token_input), which replaces block 1 as a whole.
 
 CLAMPS_FILE = LAWS_DIR / "clamps.csv"
 CLAMP_COLUMNS = ["hold", "clamp"]
@@ -395,16 +549,17 @@ CLAMP_COLUMNS = ["hold", "clamp"]
 
 def arm_name(hold: str, clamp: str) -> str:
     """What one arm of the clamps sweep clamps, in words."""
-    parts = ([f"layer-1 clamp (head {hold} held on the previous token)"] if hold != "none" else []) + (
-        [f"layer-2 clamp (head {clamp} on the ideal induction pattern)"] if clamp != "none" else [])
+    parts = ([f"held previous-token head ({hold}'s pattern on the previous token)"] if hold != "none" else []) + (
+        [f"induction clamp ({clamp}'s pattern on the ideal induction pattern)"] if clamp != "none" else [])
     return " and ".join(parts) or "no clamp"
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """An arm's median drop step over the unclamped arm's, with a bootstrap interval that resamples each
-    arm's seeds independently (resamples where either median is censored are left out; `resamples` counts
-    the rest). inf: the arm's median is above its cap."""
+    """An arm's median drop step over the unclamped arm's, with a bootstrap interval over the seeds:
+    paired (one draw of seed indices for both arms) when the arms hold the same seeds, which start from the
+    same initial weights in both; otherwise each arm's seeds drawn on their own. Resamples where either
+    median is censored are left out; `resamples` counts the rest. inf: the arm's median is above its cap."""
     ratio: float
     low: float
     high: float
@@ -413,11 +568,9 @@ class Ratio:
 
 def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT_SEED) -> Ratio:
     """arm.median / base.median and its interval (see Ratio)."""
-    boot = []
-    for i, p in enumerate((base, arm)):
-        values = np.sort(_censored(p.steps)[resample_indices(p.n, seed + i)], axis=1)
-        k = p.n
-        boot.append(values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2)
+    shared = resample_indices(base.n, seed) if paired((base, arm)) else None
+    boot = [_boot_medians(_censored(p.steps), shared if shared is not None else resample_indices(p.n, seed + i))
+            for i, p in enumerate((base, arm))]
     ok = np.isfinite(boot[0]) & np.isfinite(boot[1])
     ratios = boot[1][ok] / boot[0][ok]
     a = (1 - level) / 2
@@ -440,52 +593,101 @@ def clamp_arms(path: str | Path = CLAMPS_FILE) -> dict[tuple[str, str], Point]:
     return {k: arms[k] for k in order}
 
 
-def clamp_sentences(path: str | Path = CLAMPS_FILE) -> list[str]:
+def _own_prev_heads(readings: str | Path | None) -> dict[int, str]:
+    """seed -> the label of its own previous-token head (readings.csv's prev_head), {} without the table."""
+    path = Path(readings) if readings is not None else None
+    if path is None or not path.is_file():
+        return {}
+    t = pd.read_csv(path, comment="#", dtype={"prev_head": str}, keep_default_na=False)
+    return {int(s): str(h) for s, h in zip(t["seed"], t["prev_head"])} if {"seed", "prev_head"} <= set(t.columns) \
+        else {}
+
+
+def _range(values) -> str:
+    v = [float(x) for x in values]
+    return f"{min(v):.2f}" if min(v) == max(v) else f"{min(v):.2f}-{max(v):.2f}"
+
+
+def clamp_sentences(path: str | Path = CLAMPS_FILE, readings: str | Path | None = None) -> list[str]:
     """What the page says about the clamps, from the table: each arm's drop steps, how abrupt its drops
-    are, and each clamped arm against the unclamped one, then Singh et al.'s claim against that."""
+    are, each clamped arm against the unclamped one, then what these arms can and cannot say about Singh
+    et al.'s account. readings: the seed readings table (default READINGS_FILE), which names each seed's own
+    previous-token head, set beside the held one."""
     arms = clamp_arms(path)
     table = read_table(path)
     base = arms[("none", "none")]
+    own = _own_prev_heads(READINGS_FILE if readings is None else readings)
     out = []
+
+    def runs_of(hold, clamp):
+        return table[(table["hold"] == hold) & (table["clamp"] == clamp)]
+
+    def abrupt_of(runs) -> int:
+        return int(runs["abrupt"].astype(str).str.lower().eq("true").sum())
+
     for (hold, clamp), point in arms.items():
-        runs = table[(table["hold"] == hold) & (table["clamp"] == clamp)]
-        abrupt = int(runs["abrupt"].astype(str).str.lower().eq("true").sum())
+        runs = runs_of(hold, clamp)
         text = group_sentence(arm_name(hold, clamp).capitalize(), point)
         if point.n_dropped:
             start = _num(runs["drop_start"].astype(float).median())
-            text += (f" {abrupt} of its {point.n_dropped} drops are abrupt (the fall from {HIGH:g} to {LOW:g} nats "
-                     f"takes at most half as long as the plateau before it); the loss last stands at {HIGH:g} nats or "
-                     f"more at step {start} (median).")
+            text += (f" {abrupt_of(runs)} of its {point.n_dropped} drops are abrupt (the fall from {HIGH:g} to "
+                     f"{LOW:g} nats takes at most half as long as the plateau before it); the loss last stands at "
+                     f"{HIGH:g} nats or more at step {start} (median).")
         out.append(text)
     verdicts = {}
     for key, point in arms.items():
         if key == ("none", "none"):
             continue
         r = median_ratio(point, base)
-        verdicts[key] = ("earlier" if r.high < 1 else "later" if r.low > 1 else "unclear") if math.isfinite(
-            r.ratio) else "later"
+        verdicts[key] = (("earlier" if r.high < 1 else "later" if r.low > 1 else "unclear")
+                         if math.isfinite(r.ratio) else "later")
         if not math.isfinite(r.ratio):
             out.append(f"With the {arm_name(*key)}, half the runs or more never dropped: the drop comes later than "
                        "without a clamp.")
             continue
+        how = "the same seeds resampled together in both arms" if paired((base, point)) else \
+            "each arm's seeds resampled on their own"
         out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one (95% "
-                   f"interval {r.low:.2f} to {r.high:.2f}, each arm's seeds resampled {N_BOOT} times): "
+                   f"interval {r.low:.2f} to {r.high:.2f}, {how}, {N_BOOT} times): "
                    + {"earlier": "the drop comes clearly earlier.", "later": "the drop comes clearly later.",
                       "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
-    single = {k: v for k, v in verdicts.items() if "none" in k}
     claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "
              "head's attend-and-copy, the induction head's match, its copy), and that this interaction makes the phase "
              "change; on that account a subcircuit clamped in its formed state takes its part of the interaction away, "
              "and the transition should come earlier.")
-    if single and all(v == "earlier" for v in single.values()):
-        out.append(claim + " TinyCharLM agrees: each clamp alone brings the drop clearly earlier.")
-    elif single and all(v == "later" for v in single.values()):
-        out.append(claim + " TinyCharLM does not agree: each clamp alone brings the drop later.")
-    else:
-        moved = {"earlier": "brings the drop clearly earlier", "later": "brings it later",
-                 "unclear": "does not clearly move it"}
-        said = "; ".join(f"the layer-{1 if k[0] != 'none' else 2} clamp {moved[v]}" for k, v in single.items())
-        out.append(claim + f" TinyCharLM agrees only in part: {said}.")
+    said = []
+    for (hold, clamp), v in verdicts.items():
+        if hold != "none" and clamp == "none":
+            point = arms[(hold, clamp)]
+            text = {"earlier": f"holding {hold} brings the drop clearly earlier",
+                    "later": f"holding {hold} brings the drop later",
+                    "unclear": f"holding {hold} is inconclusive (the interval holds 1"
+                               + (f"; {point.n - point.n_dropped} of its {point.n} seeds never dropped" if
+                                  point.n_dropped < point.n else "") + ")"}[v]
+            mine = [s for s in point.seeds if s in own]
+            if mine:
+                same = [s for s in mine if own[s] == hold]
+                heads = sorted({own[s] for s in mine})
+                text += (f", and {hold} is the previous-token head the unclamped run of the same seed grows on "
+                         f"{len(same)} of those {len(mine)} seeds (the readings below find {' or '.join(heads)})"
+                         + (", so on every one of them the hold adds a previous-token head beside the one the seed "
+                            "would grow instead of holding that one in place" if not same else ""))
+            said.append(text)
+        elif hold == "none" and clamp != "none":
+            runs = runs_of(hold, clamp)
+            text = {"earlier": f"clamping {clamp} brings the drop clearly earlier",
+                    "later": f"clamping {clamp} brings the drop later",
+                    "unclear": f"clamping {clamp} does not clearly move it"}[v]
+            if v == "earlier" and arms[(hold, clamp)].n_dropped:
+                text += (f", but nearly by construction: the clamp computes the look-up itself, so the later-copy loss "
+                         f"can fall with no circuit behind it; block 1's sharpest previous-token score ends at "
+                         f"{_range(runs['prev_token_block1'])} with it "
+                         f"({_range(runs_of('none', 'none')['prev_token_block1'])} unclamped), and {abrupt_of(runs)} "
+                         f"of its {arms[(hold, clamp)].n_dropped} drops are abrupt, "
+                         "so what it moves is not an abrupt phase change")
+            said.append(text)
+    if said:
+        out.append(claim + " These arms test it only weakly: " + "; ".join(said) + ".")
     return out
 
 

@@ -1,0 +1,86 @@
+"""Snippets of the Laws of the drop page (how a piece is written: ui/snippets/fill.py). They read the
+shipped tables under checkpoints/laws/ (and the transition study) with core.pool.laws, as the page does;
+nothing trains."""
+from __future__ import annotations
+
+from ui.python_panel import Snippet
+from ui.snippets.load import snippet
+
+
+def _law(NAME):
+    from core.pool import laws
+
+    law = laws.LAWS[NAME]
+    result = laws.read_law(law.path, law)  # checkpoints/laws/NAME.csv: every seed's drop step at every point
+    for p in result.points:
+        print(f"{law.axis} = {p.x:g}: drop steps {p.steps} (None: not within {p.cap} steps), median {p.median}")
+    fit = result.fit  # least squares through (log x, log median); its interval a paired bootstrap over seeds
+    print(f"slope {fit.slope:+.3f}, 95% interval {fit.low:+.3f} to {fit.high:+.3f} ({fit.resamples} resamples kept)")
+    print("seed rank correlation across points:", laws.seed_rank_correlation(result.points))
+    print("each seed's own slope:", laws.seed_slopes(result.points))
+    runs, lines = laws.chart_frames(result)  # the chart: one row per run; the fit's and the predictions' lines
+    said = laws.sentences(result)
+    print("\n".join(said))
+    return {"fit": [fit.slope, fit.low, fit.high], "drop": runs["y"], "lines": lines["y"], "said": said}
+
+
+def law_sweep(name: str) -> Snippet:
+    return snippet(f"The {name} sweep's chart and sentences: its table read as one law, the log-log fit of the "
+                   "median drop steps, the paired bootstrap over seeds, and the sentences computed from them.", None,
+                   _law, NAME=name)
+
+
+def _depth_and_start():
+    from core.pool import laws
+    from core.training.transition import STUDY_FILE
+
+    said = [laws.group_sentence(f"{blocks} block{'s' if blocks > 1 else ''} (the transition study)", point)
+            for blocks, point in laws.groups(STUDY_FILE, "blocks").items()]
+    names = {"shared": "Enlarged start (the default)", "plain": "Plain start"}
+    said += [laws.group_sentence(f"{names.get(value, value)}, 2 blocks", point)
+             for value, point in laws.groups(laws.LAWS_DIR / "init.csv", "init").items()]
+    two = laws.two_block_sentence()  # every 2-block run of the page's tables, counted once
+    print("\n".join(said + [two]))
+    return {"said": said, "two_blocks": two}
+
+
+def law_depth_and_start() -> Snippet:
+    return snippet("Depth and the initial embedding: the transition study's runs by depth, the init sweep's by "
+                   "start, and how many of the page's 2-block runs dropped within their caps.", None,
+                   _depth_and_start)
+
+
+def _clamps():
+    from core.pool import laws
+
+    arms = laws.clamp_arms()  # checkpoints/laws/clamps.csv by (hold, clamp)
+    for (hold, clamp), p in arms.items():
+        r = laws.median_ratio(p, arms[("none", "none")])  # seeds resampled together in both arms
+        print(f"hold {hold}, clamp {clamp}: drop steps {p.steps}; median x{r.ratio:.2f} ({r.low:.2f} to {r.high:.2f})")
+    runs = laws.clamp_frame()  # the chart's rows
+    said = laws.clamp_sentences()  # reads checkpoints/laws/readings.csv too: each seed's own previous-token head
+    print("\n".join(said))
+    return {"drop": runs["y"], "said": said}
+
+
+def law_clamps() -> Snippet:
+    return snippet("The clamps' chart and sentences: each arm's drop steps, its median against the unclamped "
+                   "one's (a paired bootstrap over seeds), and what the arms can say about Singh et al.'s account.",
+                   None, _clamps)
+
+
+def _readings():
+    import pandas as pd
+
+    from core.pool import laws
+
+    table = pd.read_csv(laws.READINGS_FILE, comment="#", dtype={"prev_head": str, "key_sender": str})
+    print(table[["seed", "prev_head", "prev_token", "prev_noise", "prev_key", "block2_effect", "block2_sum"]])
+    said = laws.readings_sentences()
+    print("\n".join(said))
+    return {"said": said}
+
+
+def law_readings() -> Snippet:
+    return snippet("The Causal page's readings taken again on every training seed (checkpoints/laws/readings.csv, "
+                   "bench/seed_readings.py), and the sentences counted from them.", None, _readings)
