@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from machine import as_cpu  # noqa: E402
+
+CPU_KIND = as_cpu() if __name__ == "__main__" else None
 import torch  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 from time_to_induction import matmul_peak, step_flops  # noqa: E402
@@ -172,12 +175,14 @@ def in_situ(steps: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--cpu", default="native", choices=("native", "avx2", "sse4"),
+                    help="emulate this CPU kind (core.model.cpu; AVX-512 hosts can emulate AVX2 and SSE4)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     keep_freed_memory()
-    out = {"build": build_cost()}
+    out = {"cpu": CPU_KIND, "build": build_cost()}
     if not attention_cpp.available():
         print(json.dumps({**out, "unavailable": attention_cpp.reason()}, indent=1))
         return 1
@@ -198,6 +203,7 @@ def main(argv=None) -> int:
         print(json.dumps(out, indent=1))
         return 0
     b = out["build"]
+    print(f"CPU {CPU_KIND}")
     print(f"build: first use {b['first_use']['compiler_cpu_s']} compiler CPU-s (compiled {b['first_use']['compiled']}),"
           f" cached load {b['cached']['load_cpu_s']} CPU-s (compiled {b['cached']['compiled']})")
     print(f"(a) one block's attention, forward + backward, CPU ms: {out['kernel_ms']} "

@@ -19,3 +19,29 @@ def matmul_rate(n: int = 1024, repeats: int = 20, threads: int = 1) -> float:
     for _ in range(repeats):
         a @ b
     return repeats * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9
+
+
+def as_cpu(argv: list[str] | None = None) -> str:
+    """`--cpu native|avx2|sse4` for a bench script: with an emulated kind not yet in force, the script runs
+    again in a new process with core.model.cpu.emulate's environment (torch reads its switches when it
+    loads) and this process exits with its status. Returns the kind this process measures as
+    (core.model.cpu.kind: "AVX-512", "AVX2", ...). Call before importing torch."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from core.model import cpu
+
+    args = sys.argv[1:] if argv is None else argv
+    wanted = "native"
+    for i, a in enumerate(args):
+        if a == "--cpu" and i + 1 < len(args):
+            wanted = args[i + 1]
+        elif a.startswith("--cpu="):
+            wanted = a.split("=", 1)[1]
+    env = cpu.emulate(wanted)
+    if any(os.environ.get(k) != v for k, v in env.items()):
+        raise SystemExit(subprocess.run([sys.executable, *sys.argv], env={**os.environ, **env}).returncode)
+    return cpu.kind()

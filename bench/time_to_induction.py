@@ -32,6 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import as_cpu  # noqa: E402
+
+CPU_KIND = as_cpu() if __name__ == "__main__" else None
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -114,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threshold", type=float, default=0.5, help="loss_later_copies to reach (nats)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
     ap.add_argument("--budget", type=float, default=12.0, help="seconds the median should stay within")
+    ap.add_argument("--cpu", default="native", choices=("native", "avx2", "sse4"),
+                    help="emulate this CPU kind (core.model.cpu; AVX-512 hosts can emulate AVX2 and SSE4)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     if args.threads:
@@ -135,6 +141,7 @@ def main(argv=None) -> int:
     ms = statistics.median(r["ms_per_step"] for r in runs)
     ms_wall = statistics.median(r["ms_per_step_wall"] for r in runs)
     out = {
+        "cpu": CPU_KIND,
         "preset": DEFAULT_PRESET,
         "settings": get_preset(DEFAULT_PRESET).train.to_dict(),
         "threshold": args.threshold,

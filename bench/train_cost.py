@@ -30,6 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from machine import as_cpu  # noqa: E402
+
+CPU_KIND = as_cpu() if __name__ == "__main__" else None
 import torch  # noqa: E402
 from time_to_induction import matmul_peak, step_flops  # noqa: E402
 
@@ -182,6 +185,8 @@ def summary(values: list[float]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--cpu", default="native", choices=("native", "avx2", "sse4"),
+                    help="emulate this CPU kind (core.model.cpu; AVX-512 hosts can emulate AVX2 and SSE4)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -207,7 +212,10 @@ def main(argv=None) -> int:
                   flush=True)
     breakdown = step_breakdown(dataclasses.replace(base, steps=CAP))
     rates.append(matmul_peak())
-    out = {"matmul_gflops_1thread": [round(r, 1) for r in rates], "step_gflop": round(flops / 1e9, 3),
+    from core.model.attention import kernel_choice
+
+    out = {"cpu": CPU_KIND, "kernel": kernel_choice().kernel,
+           "matmul_gflops_1thread": [round(r, 1) for r in rates], "step_gflop": round(flops / 1e9, 3),
            "seeds": rows, "step_ms_breakdown": breakdown,
            "breakdown_rate": round(max(rates[-2:]), 1)}
     for path in ("pool", "bare"):
@@ -219,7 +227,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
-    print(f"one-thread 1024^2 matmul, GFLOP/s, before and after each run: {out['matmul_gflops_1thread']}; "
+    print(f"CPU {CPU_KIND}, attention kernel {out['kernel']} ({kernel_choice().why}); "
+          f"one-thread 1024^2 matmul, GFLOP/s, before and after each run: {out['matmul_gflops_1thread']}; "
           f"a step is {flops / 1e9:.2f} GFLOP")
     for path in ("pool", "bare"):
         cs, rs = out[f"{path}_cpu_seconds"], out[f"{path}_over_bound"]

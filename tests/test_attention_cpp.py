@@ -6,19 +6,22 @@ gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head
 width (the scalar path), B 1 and 32; the forward's per-row softmax stats from which the backward
 recomputes the pattern, and gradients identical run to run and with or without the pattern; z and g
 the same floats whether written by streaming stores (aligned) or plain ones (unaligned); the
-switch ($ATTENTION_LAB_ATTENTION) on by default and off with 'eager', and a
-failed build falling back to the eager kernel with its reason kept.
+switch ($ATTENTION_LAB_ATTENTION: auto follows the measured choice, eager and cpp force a kernel), the
+choice measured on this machine and recorded beside the build, the build's target for an emulated CPU
+kind, and a failed build falling back to the eager kernel with its reason kept.
 
 The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),
 about 2-3 CPU-seconds of g++; without a compiler every test that needs it is skipped, saying why.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from core.model import attention, attention_cpp
+from core.model import attention, attention_cpp, cpu
 from core.model.attention import causal_attention, fused_qkv, pair_order
 from core.model.config import ModelConfig
 from core.model.tinycharlm import TinyCharLM, rope_cos_sin
@@ -164,18 +167,73 @@ def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias
         assert rel_err(grads_c[name], g_e) < 1e-4, name
 
 
-def test_the_switch_is_on_by_default_and_eager_turns_it_off(lib, monkeypatch):
+def test_the_switch_auto_follows_the_measured_choice_and_eager_cpp_force_it(lib, monkeypatch):
     qkv, _ = sharp_qkv(1, 5, 2, 8)
     cos, sin = rope_cos_sin(5, 8, BASE)
     calls = []
     real = attention_cpp.causal_attention
     monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for measured in ("compiled", "eager"):
+        monkeypatch.setattr(attention, "_CHOICE", attention.KernelChoice(measured, "planted", 2.0, 1.0))
+        for switch, compiled in ((None, measured == "compiled"), ("auto", measured == "compiled"),
+                                 ("cpp", True), ("eager", False), ("nonsense", measured == "compiled")):
+            if switch is None:
+                monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
+            else:
+                monkeypatch.setenv(attention_cpp.ENV_SWITCH, switch)
+            calls.clear()
+            assert causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
+            assert calls == ([1] if compiled else []), (measured, switch)
+
+
+def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, monkeypatch):
+    """The rule (compiled only where measured faster) checked against a real measurement here, and the
+    recorded choice read back by a fresh process's kernel_choice and by planned()."""
+    assert attention.choose({"eager": 10.0, "compiled": 4.0}) == "compiled"
+    assert attention.choose({"eager": 4.0, "compiled": 10.0}) == "eager"
+    assert attention.choose({"eager": 4.0, "compiled": 4.0}) == "eager"  # a tie keeps the eager kernel
     monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
-    assert attention_cpp.selected() and causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
-    assert calls == [1]
-    monkeypatch.setenv(attention_cpp.ENV_SWITCH, "eager")
-    assert not attention_cpp.selected() and causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
-    assert calls == [1]
+    monkeypatch.setattr(attention, "_CHOICE", None)
+    path = attention_cpp.choice_path()
+    if path.exists():
+        path.unlink()
+    choice = attention.kernel_choice()  # measures, records
+    assert choice.eager_ms > 0 and choice.compiled_ms > 0
+    assert choice.kernel == ("compiled" if choice.compiled_ms < choice.eager_ms else "eager")
+    assert choice.kernel == attention_cpp.planned() == attention_cpp.recorded_choice()["kernel"]
+    assert choice.cpu == cpu.kind() and choice.cpu in choice.why
+    # the measurement itself, at the sizes the choice names
+    again = attention.measure_kernels(choice.sizes, rounds=2, n=3)
+    assert set(again) == {"eager", "compiled"} and all(v > 0 for v in again.values())
+    # a recorded choice is read, not measured again; a damaged or foreign record is measured again
+    monkeypatch.setattr(attention, "_CHOICE", None)
+    monkeypatch.setattr(attention, "measure_kernels", lambda *a, **k: pytest.fail("measured again"))
+    assert attention.kernel_choice().kernel == choice.kernel
+    foreign = json.dumps({"kernel": "compiled", "torch": "0.0"})
+    unknown = json.dumps({"kernel": "fastest", "torch": torch.__version__})
+    for bad in ("{not json", foreign, unknown):
+        path.write_text(bad)
+        assert attention_cpp.recorded_choice() is None
+        assert attention_cpp.planned() == "compiled"  # before a measurement: the expected choice
+        monkeypatch.setattr(attention, "_CHOICE", None)
+        monkeypatch.setattr(attention, "measure_kernels", lambda *a, **k: {"eager": 1.0, "compiled": 3.0})
+        assert attention.kernel_choice().kernel == "eager" == attention_cpp.planned()
+        path.unlink()
+    monkeypatch.setattr(attention, "_CHOICE", None)
+
+
+def test_the_build_targets_the_emulated_cpu_kind(monkeypatch):
+    monkeypatch.delenv(cpu.ENV, raising=False)
+    assert "-march=native" in attention_cpp.flags() and cpu.kind() == cpu.native_kind()
+    native = attention_cpp.library_path("/usr/bin/g++")
+    monkeypatch.setenv(cpu.ENV, "avx2")
+    assert {"-march=x86-64-v3", "-mno-avx512f"} <= set(attention_cpp.flags()) and cpu.kind() == "AVX2"
+    assert attention_cpp.library_path("/usr/bin/g++") != native  # its own build, its own choice
+    assert cpu.emulate("avx2")["MKL_ENABLE_INSTRUCTIONS"] == "AVX2" and cpu.emulate("native") == {}
+    monkeypatch.setenv(cpu.ENV, "pentium")
+    assert cpu.emulated() is None and "-march=native" in attention_cpp.flags()
+    with pytest.raises(ValueError, match="no emulation"):
+        cpu.emulate("pentium")
 
 
 @pytest.mark.parametrize("failure", ["no compiler", "build error"])

@@ -81,7 +81,10 @@ def cluster():
     global ray
     ray = importlib.import_module("ray")
     address = f"127.0.0.1:{_free_port()}"
-    cmd = [shutil.which("ray") or "ray", "start", "--head", f"--port={address.split(':')[1]}",
+    # the venv's own `ray`, next to this interpreter, whether or not the venv is activated (on PATH)
+    beside = Path(sys.executable).with_name("ray")
+    ray_cli = str(beside) if beside.exists() else shutil.which("ray") or "ray"
+    cmd = [ray_cli, "start", "--head", f"--port={address.split(':')[1]}",
            f"--temp-dir={root}/t", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"]
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180)

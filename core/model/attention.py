@@ -1,7 +1,7 @@
 """The training forward's attention: rotary, causal softmax attention and the held head in one
-autograd.Function with its own backward (issue #29). Where a C++ compiler is found, causal_attention
-runs the same computation compiled (core.model.attention_cpp, the default; ATTENTION_LAB_ATTENTION=eager
-keeps this eager kernel).
+autograd.Function with its own backward. Where a C++ compiler is found, causal_attention runs the same
+computation compiled (core.model.attention_cpp) if kernel_choice() measured it faster on this machine;
+ATTENTION_LAB_ATTENTION=eager keeps this eager kernel, =cpp the compiled one.
 
     z, pattern = causal_attention(qkv, n_heads, cos, sin, hold=None, need_pattern=False)
 
@@ -27,6 +27,10 @@ a pass over the T x T pattern.
 from __future__ import annotations
 
 import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass
 
 import torch
 
@@ -175,6 +179,93 @@ class CausalAttention(torch.autograd.Function):
         return g.view(B, T, 3 * H * dh), None, None, None, None, None
 
 
+@dataclass(frozen=True)
+class KernelChoice:
+    """Which kernel trains in this process and why. eager_ms and compiled_ms: the measurement behind an
+    automatic choice (CPU ms of one block's forward + backward at `sizes` (B, T, H, d_head), medians),
+    None where nothing was measured (switched by hand, or no compiled kernel)."""
+    kernel: str  # "compiled" or "eager"
+    why: str
+    eager_ms: float | None = None
+    compiled_ms: float | None = None
+    sizes: tuple[int, int, int, int] = (32, 96, 4, 32)
+    cpu: str = ""
+
+
+_CHOICE: KernelChoice | None = None
+_CHOICE_LOCK = threading.Lock()
+
+
+def measure_kernels(sizes=(32, 96, 4, 32), rounds: int = 3, n: int = 5) -> dict[str, float]:
+    """CPU ms (this thread's) of one block's attention forward + backward, eager and compiled in
+    alternating rounds after a warm-up, medians: {"eager": ms, "compiled": ms}. Needs the compiled kernel."""
+    with torch.inference_mode(False), torch.enable_grad():  # it may be first called inside an evaluation
+        return _measure(sizes, rounds, n)
+
+
+def _measure(sizes, rounds: int, n: int) -> dict[str, float]:
+    B, T, H, dh = sizes
+    g = torch.Generator().manual_seed(0)
+    qkv = torch.randn(B, T, 3 * H * dh, generator=g).requires_grad_()
+    dz = torch.randn(B, T, H * dh, generator=g)
+    cos, sin = _rope_tables(T, dh)
+    R, R_conj = rotary_table(cos, sin, H)
+    runs = {"eager": lambda: CausalAttention.apply(qkv, R, R_conj, H, -1, QUERY_BLOCK)[0].backward(dz),
+            "compiled": lambda: attention_cpp.causal_attention(qkv, H, cos, sin).backward(dz)}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(rounds + 1):
+        for name, run in runs.items():
+            for _ in range(n if r else 2):  # round 0 warms up
+                qkv.grad = None
+                t = time.thread_time()
+                run()
+                if r:
+                    times[name].append(1000 * (time.thread_time() - t))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _rope_tables(T: int, dh: int):
+    from core.model.tinycharlm import rope_cos_sin  # tinycharlm imports this module
+
+    return rope_cos_sin(T, dh, 10000.0)
+
+
+def choose(measured: dict[str, float]) -> str:
+    """The rule: the compiled kernel only where it was measured faster than the eager one."""
+    return "compiled" if measured["compiled"] < measured["eager"] else "eager"
+
+
+def kernel_choice() -> KernelChoice:
+    """The kernel this process trains with: by ATTENTION_LAB_ATTENTION when it says eager or cpp, else
+    (auto) by a measurement made once per machine and recorded beside the compiled build
+    (attention_cpp.recorded_choice; about 0.5 CPU-s the first time). Never raises."""
+    global _CHOICE
+    switch = attention_cpp.switch()
+    if switch == "eager":
+        return KernelChoice("eager", "ATTENTION_LAB_ATTENTION=eager")
+    if not attention_cpp.available():
+        return KernelChoice("eager", f"no compiled kernel: {attention_cpp.reason()}")
+    if switch == "cpp":
+        return KernelChoice("compiled", "ATTENTION_LAB_ATTENTION=cpp")
+    with _CHOICE_LOCK:
+        if _CHOICE is None:
+            from core.model import cpu
+
+            record = attention_cpp.recorded_choice()
+            if record is None:
+                sizes = KernelChoice.sizes
+                ms = measure_kernels(sizes)
+                record = {"kernel": choose(ms), "eager_ms": round(ms["eager"], 3),
+                          "compiled_ms": round(ms["compiled"], 3), "sizes": list(sizes), "cpu": cpu.kind(),
+                          "torch": torch.__version__}
+                attention_cpp.record_choice(record)
+            why = (f"measured on this machine ({record['cpu']}): compiled {record['compiled_ms']:.2f} CPU-ms, "
+                   f"eager {record['eager_ms']:.2f} for one block's forward and backward")
+            _CHOICE = KernelChoice(record["kernel"], why, record["eager_ms"], record["compiled_ms"],
+                                   tuple(record["sizes"]), record["cpu"])
+        return _CHOICE
+
+
 def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
                      hold: int | None = None, need_pattern: bool = False, block: int = QUERY_BLOCK):
     """Rotary + causal attention of every head from the fused projection (module docstring).
@@ -183,8 +274,8 @@ def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: to
     head whose pattern is held_pattern(T) (its q and k get no gradient); block: query rows per block.
     Returns z [B, T, H dh], and with need_pattern also the pattern [B, H, T, T] (not differentiable).
     """
-    if attention_cpp.selected() and attention_cpp.supports(qkv, n_heads) and attention_cpp.available():
-        return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)  # compiled (default)
+    if attention_cpp.supports(qkv, n_heads) and kernel_choice().kernel == "compiled":
+        return attention_cpp.causal_attention(qkv, n_heads, cos, sin, hold, need_pattern)
     R, R_conj = rotary_table(cos, sin, n_heads)
     z, *Ps = CausalAttention.apply(qkv, R, R_conj, n_heads, -1 if hold is None else hold, max(1, int(block)))
     if not need_pattern:

@@ -1,22 +1,26 @@
 """The training forward's attention compiled: rotary, causal softmax, A v and the backward in one pass
-per (sequence, head) (core/model/causal_attention.cpp; issue #29). The DEFAULT wherever it builds.
+per (sequence, head) (core/model/causal_attention.cpp). Trains wherever it builds and is measured faster
+than the eager kernel on the machine at hand (core.model.attention.kernel_choice).
 
-    ATTENTION_LAB_ATTENTION unset or cpp   core.model.attention.causal_attention runs this one, when it compiled
+    ATTENTION_LAB_ATTENTION unset or auto  the kernel measured faster here (once per machine, recorded beside the build)
+    ATTENTION_LAB_ATTENTION=cpp            this one whenever it builds, measured or not
     ATTENTION_LAB_ATTENTION=eager          the eager kernel (core.model.attention.CausalAttention) always
 
 Same inputs, outputs and meaning as core.model.attention.causal_attention (qkv [B, T, 3 H dh] from
 fused_qkv, z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
 F.scaled_dot_product_attention and the eager kernel in tests/test_attention_cpp.py. Its floats differ
-from the eager path's (other summation order, its own exp): the shipped checkpoints are this kernel's
-(trained on an x86-64 machine with AVX-512), and on a machine without a compiler, where the eager
-kernel runs, a training drifts from them by float rounding (bench/attention_cpp.py measures how far).
+from the eager path's (other summation order, its own exp), and between CPU kinds (its vectors are the
+width of the machine's registers, so its lane-wise sums differ); docs/DESIGN.md ("One attention, two
+kernels") says how far a training moves with them.
 
 The source is plain C++ called through ctypes, not a torch extension: without torch's headers it
-builds in about 2.5 CPU-seconds (g++ 12, bench/README.md) instead of tens, and needs only a C++
-compiler ($CXX, else g++), no ninja. It is built once per machine into $ATTENTION_LAB_CACHE/ext
-(else ~/.cache/attention-lab/ext), named by a hash of the source, the flags and the CPU's flags (it
-is built with -march=native), and written under a temporary name and renamed, so concurrent workers
-never load a half-written file.
+builds in about 2 CPU-seconds (g++ 12) and needs only a C++ compiler ($CXX, else g++), no ninja. It is
+built once per machine into $ATTENTION_LAB_CACHE/ext (else ~/.cache/attention-lab/ext), named by a hash
+of the source, the flags, the compiler and the CPU's flags, and written under a temporary name and
+renamed, so concurrent workers never load a half-written file. It is built for the CPU it runs on
+(-march=native); the hidden switch ATTENTION_LAB_CPU=avx2 (or sse4) builds it for that kind instead,
+which is how bench/ emulates a student's AVX2 laptop on an AVX-512 host (with cpu.emulate for torch's
+own kernels).
 Any failure (no compiler, a failed build or load) leaves available() False with the reason in
 reason(), and the caller keeps the eager kernel. It runs on one thread (the lab trains on one); its
 packed operands and scratch (about 1.2 MB at the default sizes, 9 MB at T 384 with 4 heads) are kept per thread
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import platform
 import threading
@@ -35,9 +40,16 @@ from pathlib import Path
 
 import torch
 
+from core.model import cpu
+
 SOURCE = Path(__file__).with_name("causal_attention.cpp")
-FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno")
 ENV_SWITCH = "ATTENTION_LAB_ATTENTION"
+SWITCHES = ("auto", "cpp", "eager")
+
+
+def flags() -> tuple[str, ...]:
+    """g++'s flags: for this CPU (-march=native), or for the kind ATTENTION_LAB_CPU emulates."""
+    return ("-O3", *cpu.march(), "-std=c++17", "-shared", "-fPIC", "-fno-math-errno")
 
 
 @dataclass
@@ -61,16 +73,6 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "attention-lab") / "ext"
 
 
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def _compiler() -> str | None:
     import shutil
 
@@ -78,8 +80,8 @@ def _compiler() -> str | None:
 
 
 def library_path(compiler: str) -> Path:
-    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), " ".join(FLAGS).encode(), compiler.encode(),
-                                     platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:16]
+    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), " ".join(flags()).encode(), compiler.encode(),
+                                     platform.machine().encode(), cpu.flags_line().encode()])).hexdigest()[:16]
     return cache_dir() / f"causal_attention_{key}.so"
 
 
@@ -105,7 +107,7 @@ def _build() -> Build:
     os.close(fd)
     cpu0, t0 = _children_cpu(), time.perf_counter()
     try:
-        run = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        run = subprocess.run([compiler, *flags(), str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
         if run.returncode != 0:
             return Build(reason=f"{compiler} failed (exit {run.returncode}): {run.stderr.strip()[-2000:]}")
         os.replace(tmp, path)
@@ -152,16 +154,59 @@ def reason() -> str:
     return load().reason
 
 
-def selected() -> bool:
-    """The switch: on unless $ATTENTION_LAB_ATTENTION is 'eager'."""
-    return os.environ.get(ENV_SWITCH, "cpp").strip().lower() != "eager"
+def switch() -> str:
+    """$ATTENTION_LAB_ATTENTION: 'auto' (the default, and what an unknown value means), 'cpp' or 'eager'."""
+    value = os.environ.get(ENV_SWITCH, "auto").strip().lower()
+    return value if value in SWITCHES else "auto"
+
+
+def choice_path() -> Path | None:
+    """Where the measured choice between the kernels is recorded: beside this machine's build."""
+    compiler = _compiler()
+    return None if compiler is None else library_path(compiler).with_suffix(".choice.json")
+
+
+def recorded_choice() -> dict | None:
+    """The recorded measurement (core.model.attention.kernel_choice writes it), if one is there for this
+    build and this torch; None otherwise (never raises)."""
+    path = choice_path()
+    try:
+        record = json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(record, dict) and record.get("torch") == torch.__version__
+          and record.get("kernel") in ("compiled", "eager"))
+    return record if ok else None
+
+
+def record_choice(record: dict) -> None:
+    """Write the measurement beside the build (atomically; an unwritable folder keeps it in memory only)."""
+    import tempfile
+
+    path = choice_path()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def planned() -> str:
-    """The kernel a training in this process will use, as far as it is known without building it:
-    "compiled" where selected and a compiler is found, else "eager" (a build that then fails falls back to
-    eager too). Its floats differ from the eager kernel's, so core.pool.live_run.code_version counts it."""
-    return "compiled" if selected() and _compiler() else "eager"
+    """The kernel a training in this process will use, as far as it is known without building or measuring:
+    "eager" when switched off or without a compiler, else the recorded choice, else "compiled" (what the
+    measurement picks on every CPU kind measured so far). Its floats differ from the eager kernel's, so
+    core.pool.live_run.code_version counts it."""
+    if switch() == "eager" or _compiler() is None:
+        return "eager"
+    if switch() == "cpp":
+        return "compiled"
+    record = recorded_choice()
+    return record["kernel"] if record else "compiled"
 
 
 def supports(qkv: torch.Tensor, n_heads: int) -> bool:
