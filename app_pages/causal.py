@@ -233,8 +233,7 @@ if cfg.n_layers and res.resid is not None:
             "**Attribution patching** (Nanda, 2023; Syed et al., 2023) estimates this whole grid from one backward "
             "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. "
             + (said or "The gap is too small here for the comparison to mean much.")
-            + " A head whose effect runs through another head's attention (a changed key moves a softmax) is where "
-            "the first-order estimate is poorest.")
+            + " " + (read("first_order_sentence") or ""))
         st.dataframe(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr", "star_sum",
                                   "star_same_sign"]].rename(
             columns={"label": "head", "estimate_sum": "attribution, summed", "exact_sum": "exact, summed",

@@ -97,7 +97,7 @@ def test_on_the_shipped_file_graddrop_finds_no_cancellation_for_1_4():
     assert (f"1.4: exact {s(exact[0, 3].sum())}, AtP* {s(star[0, 3].sum())}; with block 2's gradient dropped only "
             f"its direct path is left, estimated {s(r.dropped_layer1)} (exactly {s(r.direct_exact)}), so nothing "
             f"cancels: "
-            f"GradDrop's magnitude is {r.graddrop:.3f}, AtP*'s sum {s(star[0, 3].sum())}") in said
+            f"GradDrop's score is {r.graddrop:.3f}, AtP*'s sum {s(star[0, 3].sum())}") in said
     wrong = [lab for lab in ("1.1", "1.2", "1.3", "1.4")
              if (t.loc[lab, "star_sum"] > 0) != (t.loc[lab, "exact_sum"] > 0)]
     assert all(f"{lab}: exact" in said for lab in wrong) and "cannot correct a sign" in said

@@ -414,3 +414,71 @@ def test_design_regeneration_paragraph_gives_the_shipped_figures():
     s = summarize(load_study()).set_index("blocks")
     assert (f"drop at steps {s.loc[2, 'drop_step_min']:.0f}-{s.loc[2, 'drop_step_max']:.0f}, median "
             f"{s.loc[2, 'drop_step_median']:.0f}") in text
+
+
+# ---- Issue 44: the Causal page's newest tools say only what the shipped file shows ----------------
+
+def test_attribution_is_poorest_through_m_itself_not_only_through_attention(causal_first_copy):
+    """Causal page, section 3 (readings.first_order_sentence): "1.1 and 1.3 act on block 2 only through its
+    values ... and still the estimate is 1.96 for 1.1, 1.82 for 1.3 times their exact sum". Measured: their
+    query and key paths into block 2, noised or denoised, move M by at most 0.012 of the gap, while their value
+    paths carry it (noising leaves 0.74 and 0.83), and plain attribution overestimates them about twice."""
+    from core.causal import readings
+
+    fc = causal_first_copy
+    p = fc.paths[fc.paths["receiver_head"] < 0].set_index(["path", "direction", "sender"])["patch_effect"]
+    for h in ("1.1", "1.3"):
+        qk = [abs(1 - p[(x, "noising", h)]) for x in "qk"] + [abs(p[(x, "denoising", h)]) for x in "qk"]
+        assert max(qk) < 0.02 and p[("v", "noising", h)] < 0.9
+    sums = fc.attribution["sums"].set_index("label")
+    assert sums.loc["1.1", "scale"] == pytest.approx(1.96, abs=0.01)
+    assert sums.loc["1.3", "scale"] == pytest.approx(1.82, abs=0.01)
+    said = readings.first_order_sentence(fc)
+    assert "1.1 and 1.3 act on block 2 only through its values" in said
+    assert "1.96 for 1.1, 1.82 for 1.3 times their exact sum" in said and "M's own log-softmax" in said
+    assert "the last block's heads, with no attention after them at all, get 1.16 to 1.30 times theirs" in said
+
+
+def test_atp_star_names_the_labs_extension_and_its_figures_at_the_defaults(causal_first_copy):
+    """Causal page, section 3 (readings.atp_star_sentence): the recomputed later-block attention for an
+    upstream head is the lab's extension of Kramár et al.'s QK fix, and the figures come with their settings:
+    1.4 at period 24, 32 sequences, first-copy: exact -0.194, plain +0.210, AtP* +0.350."""
+    from core.causal import readings
+
+    s = causal_first_copy.attribution["sums"].set_index("label").loc["1.4"]
+    assert (s.exact_sum, s.estimate_sum, s.star_sum) == pytest.approx((-0.194, 0.210, 0.350), abs=0.001)
+    said = readings.atp_star_sentence(causal_first_copy)
+    assert "the extension is the lab's, not the paper's" in said
+    assert ("on the 32 sequences of period 24, first-copy corruption: " in said
+            and "1.4 exact -0.194, plain +0.210, AtP* +0.350" in said)
+    assert "ΔA·ΔV" in said
+
+
+def test_graddrops_score_ranks_and_estimates_no_column_beside_it(two_block):
+    """Causal page, GradDrop's table: its column is a ranking score, not the magnitude of the exact cells. For a
+    block-2 head it is exactly 2|AtP*| (both dropped blocks leave its estimate alone): 2.1 scores 1.253 against
+    exact cells of 0.481 in absolute value."""
+    import numpy as np
+
+    from core.causal import atp, patching
+
+    model, info = two_block
+    runs = patching.task_runs(model, info["task"], 32, 0, 24)
+    exact = patching.head_position_effects(model, runs)
+    star = atp.atp_star_head_positions(model, runs)
+    t = atp.graddrop_table(model, runs, exact, star).set_index("label")
+    for h in range(4):
+        assert t.loc[f"2.{h + 1}", "graddrop"] == pytest.approx(2 * np.abs(star[1, h]).sum(), rel=1e-5)
+    assert t.loc["2.1", "graddrop"] == pytest.approx(1.253, abs=0.001)
+    assert t.loc["2.1", "abs_exact"] == pytest.approx(0.481, abs=0.001)
+
+
+def test_the_circuit_keeps_9_percent_under_first_copy_and_84_to_90_under_resample(causal_first_copy,
+                                                                                 causal_resample):
+    """Causal page, "The circuit as a whole" (and docs/DESIGN.md): chosen against each sequence's own corrupted
+    run, scored by mean ablation, the first-copy circuit keeps 9% (101% with every block-1 query path); the
+    resample one 84% (90%), at period 24, 32 sequences, seed 0."""
+    fc, rs = causal_first_copy.circuit, causal_resample.circuit
+    assert round(fc["recovered"], 2) == 0.09 and round(fc["with_queries"], 2) == 1.01
+    assert round(rs["recovered"], 2) == 0.84 and round(rs["with_queries"], 2) == 0.90
+    assert not any(e.endswith("→ q") for e in fc["elements"])  # no query path can be chosen under first-copy

@@ -160,7 +160,7 @@ def test_issue_32_checks_show_cores_sentences_and_the_positions_wait_for_a_click
     rope = tool_readings.rope_sentence(tool_views.rope_composition(model, runs, views._path_frame(model, runs)),
                                        views.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
     md = texts(at, "markdown")
-    assert rope in md and "so nothing cancels: GradDrop's magnitude is" in md
+    assert rope in md and "so nothing cancels: GradDrop's score is" in md
     assert "cannot test. With every block-1 query path added it keeps **101%** instead of 9%" in md  # the circuit
     before = len(at.get("vega_lite_chart"))
     at.button(key="cz_positions_button").click().run(timeout=300)

@@ -164,19 +164,24 @@ def circuit_section(res, untestable: dict[str, list[str]]) -> None:
         f"Keep only what path patching above finds needed ({', '.join(circ['elements'])}), give every other "
         "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
         f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
-        f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f}, and {circ['f_none']:.2f} "
-        "with everything ablated). " + (_circuit_sentence(
+        f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f} nats, and {circ['f_none']:.2f} "
+        "with everything ablated). Its parts and its score use two references: the parts are those whose "
+        "noising against each sequence's *own* corrupted run costs M (so under first-copy no query path can be "
+        "chosen), the score ablates everything else to the *mean* over the corrupted runs, under which the "
+        "query paths do carry M. " + (_circuit_sentence(
             circ, res.gap, untestable.get("q", [])) or ""))
     st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
-        columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)|",
-                 "minimality": "minimality F(C) − F(C∖v)"}), hide_index=True)
+        columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)| (nats)",
+                 "minimality": "minimality F(C) − F(C∖v) (nats)"}), hide_index=True)
     st.caption(
-        "**What am I looking at?** *Completeness*: remove the same element from the circuit and from the "
-        "whole model; a complete circuit behaves like the model under every such knockout (small values). "
-        "*Minimality*: how much the circuit loses without that element; near 0 or below, it is not needed "
-        "in the circuit. A path this corruption cannot test (under first-copy, every query path) is left "
-        "out of the circuit and so ablated: where the circuit keeps little, that is where to look "
-        "(resample tests the query paths).")
+        "**What am I looking at?** A reduced version of Wang et al.'s tests: F is M in nats (not a share of the "
+        "gap like the percentage above), and completeness is tried only for K = {v} (one element removed) and "
+        "K = C (the last row), not searched over subsets of the circuit as they do. *Completeness*: remove the "
+        "same element from the circuit and from the whole model; a complete circuit behaves like the model "
+        "under every such knockout (small values). *Minimality*: how much the circuit loses without that "
+        "element; near 0 or below, it is not needed in the circuit. A path this corruption cannot test (under "
+        "first-copy, every query path) is left out of the circuit and so ablated: where the circuit keeps "
+        "little, that is where to look (resample tests the query paths).")
 
 
 def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf | None = None) -> None:
@@ -188,13 +193,15 @@ def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf 
     shown = table[["label", "exact_sum", "star_sum", *dropped[1:], "direct_exact", "graddrop", "abs_exact"]]
     st.dataframe(shown.rename(columns={
         "label": "head", "exact_sum": "exact, summed", "star_sum": "AtP*, summed", "direct_exact": "exact, direct "
-        "path only", "graddrop": "GradDrop magnitude", "abs_exact": "exact |cells|, summed",
+        "path only", "graddrop": "GradDrop ranking score", "abs_exact": "exact |cells|, summed",
         **{c: f"AtP*, {block_label(int(c.removeprefix('dropped_layer')))}'s gradient dropped" for c in dropped}}),
         hide_index=True)
     st.caption("**What am I looking at?** Per head, summed over positions: the exact one-position sweep above, "
                "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
-               "alone), the exact effect of the head's clean output sent along its direct path only, the GradDrop "
-               "magnitude and the magnitude it estimates (the exact cells' absolute values, summed).")
+               "alone), the exact effect of the head's clean output sent along its direct path only, GradDrop's "
+               "score and the exact cells' absolute values, summed. GradDrop's score ranks heads; it is not an "
+               "estimate of any column beside it (a block-2 head keeps its estimate whichever block's gradient is "
+               "dropped, so in a 2-block model its score is exactly twice its AtP* cells' absolute values, summed).")
     said = _graddrop_sentence(table, gap)
     st.markdown(said or "**GradDrop** (Kramár et al., 2024): the gap is too small here for the comparison to mean "
                 "much.")

@@ -3,8 +3,11 @@ for patching (3): each head's clean output at one position into the corrupted ru
 
 Plain attribution patching linearises M around the corrupted run, the attention softmax of every later head
 included. When a sender's output moves a later head's keys or queries (1.4's key path into block 2), the
-softmax is far from linear over that change and the estimate can even get the sign wrong. AtP*'s QK fix:
-linearise only through the rest of the model and recompute the later heads' attention exactly.
+softmax is far from linear over that change and the estimate can even get the sign wrong. AtP*'s QK fix
+(Kramár et al.) recomputes exactly the softmax of the attention a patched query or key feeds, for nodes that
+are a head's queries or keys. The nodes here are whole head outputs, upstream of later blocks' attention, so
+the lab extends the fix: linearise only through the rest of the model and recompute every later block's
+attention exactly for the sender's change (one hop, below). That extension is the lab's, not the paper's.
 
     estimate(sender, p) = delta . dM/d(output) with every later pattern held fixed
                         + sum over later blocks r of  (A_r(stream_r + delta at p) - A_r) . dM/dA_r
@@ -16,9 +19,11 @@ between the sender and r is not fed into A_r). Divided by the gap like every pat
 Kramár et al.'s second fix, GradDrop, is for cancellation: a node whose effect reaches M along several paths
 of opposite sign gets a small estimate however large each path is. It repeats the estimate once per block l
 with the backward pass through block l dropped, and ranks nodes by sum_l |estimate_l| / (n_layers - 1). That
-is a magnitude: it cannot give a total's sign, and it finds a node that the undropped estimate hides only when
-the paths cancel. In a 2-block model a block-1 head has two paths, its direct one and the one through block 2;
-dropping block 2 leaves the direct one alone (graddrop_head_positions).
+is a ranking score, not an estimate of any patch effect (a node at or above every dropped block counts its
+estimate once per block: in a 2-block model a block-2 head scores exactly 2|AtP*|): it cannot give a total's
+sign, and it finds a node that the undropped estimate hides only when the paths cancel. In a 2-block model a
+block-1 head has two paths, its direct one and the one through block 2; dropping block 2 leaves the direct one
+alone (graddrop_head_positions).
 """
 from __future__ import annotations
 
@@ -136,8 +141,9 @@ def graddrop_head_positions(model: TinyCharLM, runs: PatchRuns, qk_fix: bool = T
 
 
 def graddrop_score(dropped: np.ndarray) -> np.ndarray:
-    """Kramar et al.'s GradDrop magnitude from graddrop_head_positions' [n_layers, ...] estimates:
-    sum over the dropped block l of |estimate_l| / (n_layers - 1). A magnitude for ranking nodes, with no sign:
+    """Kramar et al.'s GradDrop score from graddrop_head_positions' [n_layers, ...] estimates:
+    sum over the dropped block l of |estimate_l| / (n_layers - 1). A score for ranking nodes, with no sign and
+    no patch effect it estimates:
     a node whose paths cancel in the undropped estimate shows its size in the estimates that drop one path."""
     return np.abs(dropped).sum(0) / (dropped.shape[0] - 1)
 
@@ -208,8 +214,9 @@ def direct_path_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
 def graddrop_table(model: TinyCharLM, runs: PatchRuns, exact: np.ndarray, star: np.ndarray) -> pd.DataFrame:
     """GradDrop beside the exact sweep and AtP*, one row per head, every column summed over positions: label,
     layer, head, exact_sum, star_sum (AtP*), dropped_layer<l> (the AtP* estimate with layer l's gradient dropped,
-    l counted from 0), direct_exact (direct_path_effects), graddrop (graddrop_score, a magnitude) and abs_exact
-    (the exact cells' magnitudes summed, what graddrop estimates). exact, star: [n_layers, n_heads, T]."""
+    l counted from 0), direct_exact (direct_path_effects), graddrop (graddrop_score, a ranking score) and abs_exact
+    (the exact cells' absolute values summed, beside it; graddrop does not estimate it).
+    exact, star: [n_layers, n_heads, T]."""
     dropped = graddrop_head_positions(model, runs, undropped=star)
     score, direct = graddrop_score(dropped), direct_path_effects(model, runs)
     rows = []

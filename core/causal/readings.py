@@ -163,6 +163,41 @@ def attribution_sentence(res: Experiments) -> str | None:
     return out + (" A high correlation alone does not say that the estimate has the right sign or size.")
 
 
+VALUES_ONLY = 0.02  # a head acts "only through values" when its q and k paths into the next block move M less
+
+
+def first_order_sentence(res: Experiments) -> str:
+    """Where plain attribution's linearisation costs most: the generic statement, then, measured, the heads that
+    act on block 2 only through its values (their query and key paths, noised or denoised, change M by under
+    VALUES_ONLY of the gap) and how far the estimate still misses their exact sum, so the error there is M's own
+    log-softmax, not another head's attention."""
+    out = ("The estimate linearises two things that are far from linear: a later head's softmax over keys (a changed "
+           "key or query moves it) and M itself, a log-softmax over the vocabulary.")
+    att, paths = res.attribution, res.paths
+    if att is None or paths is None or not len(paths) or not clarity.clear_gap(res.gap):
+        return out
+    into = paths[(paths["receiver_head"] < 0) & paths["path"].isin(["q", "k"])]
+    if not len(into):
+        return out
+    moved = {}
+    for sender, g in into.groupby("sender"):
+        change = [abs(1 - e) if d == "noising" else abs(e) for d, e in zip(g["direction"], g["patch_effect"])]
+        moved[sender] = max(change)
+    s = att["sums"].set_index("label")
+    values_only = [h for h, m in moved.items() if m < VALUES_ONLY and h in s.index and s.loc[h, "same_sign"]
+                   and abs(s.loc[h, "exact_sum"]) > ADDS_UP]
+    if not values_only:
+        return out
+    scales = ", ".join(f"{s.loc[h, 'scale']:.2f} for {h}" for h in values_only)
+    last = s[(s["layer"] == s["layer"].max()) & s["same_sign"] & (s["exact_sum"].abs() > ADDS_UP)]["scale"]
+    tail = (f"; the last block's heads, with no attention after them at all, get {last.min():.2f} to "
+            f"{last.max():.2f} times theirs" if len(last) else "")
+    return out + (f" {_heads(values_only)} act on block 2 only through its values (their query and key paths, noised "
+                  f"or denoised, change M by at most {max(moved[h] for h in values_only):.3f} of the gap, so what "
+                  f"they do to its attention hardly matters), and still the estimate is {scales} times their exact "
+                  f"sum{tail}: here the linearisation that costs most is M's own log-softmax.")
+
+
 def checks_sentence(res: Experiments, last_block: str) -> str:
     """The two sanity checks of section 1, with what each must give under this corruption."""
     out = (f"Patching the whole stream entering {last_block} gives {res.resid_last:.4f}: it must be 1 (the run "
@@ -223,15 +258,24 @@ def atp_star_sentence(res: Experiments) -> str | None:
     s = att["sums"]
     plain, star = list(s.loc[~s["same_sign"], "label"]), list(s.loc[~s["star_same_sign"], "label"])
     fixed = [h for h in plain if h not in star]
-    out = ("**AtP*** (Kramár et al., 2024) keeps the later blocks' attention exact: for each sender's change it "
-           "recomputes their softmax and linearises only the rest. Summed over positions, plain attribution gets the "
+    out = ("**AtP*** (Kramár et al., 2024) recomputes exactly the softmax a patched query or key feeds (its QK fix). "
+           "The lab extends that fix to a head's whole output: for each sender's change it recomputes the attention "
+           "of every later block and linearises only the rest (the extension is the lab's, not the paper's). "
+           "Summed over positions, plain attribution gets the "
            f"sign wrong for {_heads(plain) if plain else 'no head'}, AtP* for {_heads(star) if star else 'no head'}")
+    figures = "; ".join(f"{r.label} exact {r.exact_sum:+.3f}, plain {r.estimate_sum:+.3f}, AtP* {r.star_sum:+.3f}"
+                        for r in s[s["label"].isin(plain + star)].itertuples())
+    if figures:
+        where = (f"{interval_unit(res)}" + (f" of period {res.period}" if res.period else "")
+                 + f", {res.corruption} corruption")
+        out += f" (summed, on {where}: {figures})"
     if fixed:
         return out + f"; the QK fix corrects {_heads(fixed)}."
     if plain and star:
-        return out + (": here the QK fix does not help. What is nonlinear is after the pattern: a changed key "
-                      "moves a block-2 head onto another token, and M, a log-probability, is far from linear in "
-                      "what the head then copies.")
+        return out + (": here the QK fix does not help. What it leaves linear comes after the pattern: the term "
+                      "where a later head's pattern change meets the change in the values it reads (ΔA·ΔV), which "
+                      "the estimate drops by construction, and M itself, a log-probability, far from linear in what "
+                      "the head then copies.")
     return out + "."
 
 

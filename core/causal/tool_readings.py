@@ -72,9 +72,11 @@ def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
     early = table[table["layer"] < last]
     wrong = early[(early["star_sum"] > 0) != (early["exact_sum"] > 0)]
     out = ("**GradDrop** (Kramár et al., 2024), AtP*'s second fix, repeats the estimate once per block with the "
-           "backward pass through that block dropped and ranks heads by the summed magnitudes (divided by the "
+           "backward pass through that block dropped and ranks heads by the summed absolute values (divided by the "
            "number of blocks − 1). It is meant for cancellation: a head whose paths to M have opposite signs gets a "
-           "small estimate however large each path is. It gives a magnitude, so it cannot correct a sign. ")
+           "small estimate however large each path is. Its score ranks heads and has no sign, so it cannot correct "
+           "a sign, and it estimates no patch effect: a head at or above every dropped block counts its estimate "
+           "once per block. ")
     if not len(wrong):
         return out + "Here AtP* has the sign of every earlier-block head's sum right."
     parts = []
@@ -84,12 +86,11 @@ def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
             parts.append(f"{r.label}: exact {signed(r.exact_sum)}, AtP* {signed(r.star_sum)}; with "
                          f"{block_label(last)}'s gradient dropped only its direct path is left, estimated "
                          f"{signed(direct)} "
-                         f"(exactly {signed(r.direct_exact)}), so nothing cancels: GradDrop's magnitude is "
+                         f"(exactly {signed(r.direct_exact)}), so nothing cancels: GradDrop's score is "
                          f"{r.graddrop:.3f}, AtP*'s sum {signed(r.star_sum)}")
         elif (direct > 0) != (through > 0):
             parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through {block_label(last)} "
-                         f"({signed(through)}) cancel; GradDrop's magnitude is {r.graddrop:.3f} against an exact "
-                         f"|sum| of {r.abs_exact:.3f}")
+                         f"({signed(through)}) cancel; GradDrop ranks it with a score of {r.graddrop:.3f}")
         else:
             parts.append(f"{r.label}: its direct path ({signed(direct)}) and its path through {block_label(last)} "
                          f"({signed(through)}) have the same sign, so nothing cancels")
