@@ -69,8 +69,8 @@ def vocab_note() -> str:
         f"share {lo['repeats']:.2f} of a pattern's positions hold a token that occurs there more than once at V = "
         f"{min(eff)}, {hi['repeats']:.2f} at V = {max(eff)}; such a token has two successors to choose from). "
         "Reddy (2023) traces the abrupt emergence of an induction head in a related in-context classification "
-        "task to nested nonlinearities learned one after another, and shows how the data's statistics, the number "
-        "of classes among them, shape when it comes.")
+        "task to nested nonlinearities learned one after another, and relates whether in-context learning wins to "
+        "the data's statistics, the number of classes among them.")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

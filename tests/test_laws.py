@@ -243,11 +243,14 @@ def test_the_readings_say_on_how_many_seeds_each_holds(tmp_path):
     assert "clear previous-token score (at least 0.5) on 2 of 3 seeds; the sharpest one scores median 0.80, from " \
            "0.40 to 0.90" in said[1]
     assert "a different head on different seeds (1.2 on seed 1; 1.4 on seeds 0, 2)" in said[1]
-    assert "leaves median 0.50, from 0.30 to 0.95 of M, clearly needed (its interval ending below 0.9) on 2 of 3" \
-           in said[2] and "interval over its sequences is 0.10 wide (median); the seeds spread over 0.65" in said[2]
+    assert "leaves median 0.50, from 0.30 to 0.95 of M(clean) − M(corrupted), clearly needed (its interval ending " \
+           "below 0.9) on 2 of 3" in said[2]
+    assert "interval over its sequences is 0.10 wide (median); the seeds spread over 0.65" in said[2]
     assert "most needed one into all of block 2 on 1 of 3 seeds, another head's on 1, no clear answer on 1" in said[3]
-    assert "from 0.30 to 0.90 of M, within 0.05 of noising the head's whole output on every seed." in said[3]
+    assert "from 0.30 to 0.90 of the gap, within 0.05 of noising the head's whole output on every seed." in said[3]
     assert "restores the most of M on 2 of 3 seeds" in said[4] and "per seed: 4, 3, 2." in said[4]
+    assert "block 2's single-head patches summed (each head patched on its own, then added: not one patch of " \
+           "them all together) median 1.40, from 0.80 to 1.60" in said[4] and "heads together median" not in said[4]
 
 
 SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv", LAWS_DIR / "clamps.csv"]

@@ -210,10 +210,13 @@ def test_the_readings_over_seeds_are_counted_from_their_table(page):
     n = len(t)
     assert f"clear previous-token score (at least 0.5) on {int(t['prev_clear'].sum())} of {n} seeds" in text
     v = t["prev_noise"]
-    assert f"leaves median {v.median():.2f}, from {v.min():.2f} to {v.max():.2f} of M" in text
+    assert f"leaves median {v.median():.2f}, from {v.min():.2f} to {v.max():.2f} of M(clean) − M(corrupted)" in text
     assert f"clearly needed (its interval ending below 0.9) on {int(t['prev_needed'].sum())} of {n} seeds" in text
     assert f"into all of block 2 on {int(t['key_is_prev'].sum())} of {n} seeds" in text
     assert f"within {(t['prev_key'] - t['prev_noise']).abs().max():.2f} of noising the head's whole output" in text
+    b2 = t["block2_sum"]
+    assert (f"block 2's single-head patches summed (each head patched on its own, then added: not one patch of them "
+            f"all together) median {b2.median():.2f}, from {b2.min():.2f} to {b2.max():.2f}") in text
     assert f"restores the most of M on {int((t['best_block'] == 'block 2').sum())} of {n} seeds" in text
 
 

@@ -740,11 +740,13 @@ def readings_sentences(path: str | Path = READINGS_FILE) -> list[str]:
     counts = t["induction_heads"].astype(int).tolist()
     return [
         f"Training seeds {seeds}, one model each ({n} in all), the Causal page's experiments on each as the page "
-        "opens them.",
+        "opens them. Every share below is of the gap M(clean) − M(corrupted) the Causal page measures effects "
+        "against.",
         f"**Which head is the previous-token head.** A block-1 head has a clear previous-token score (at least 0.5) "
         f"on {int(_true(t['prev_clear']).sum())} of {n} seeds; the sharpest one scores {_spread(t['prev_token'])}. "
         f"It is {same} ({which}): the label is the seed's, the role is not.",
-        f"**Its noising effect.** Noising that head's output leaves {_spread(t['prev_noise'])} of M, clearly needed "
+        f"**Its noising effect.** Noising that head's output leaves {_spread(t['prev_noise'])} of M(clean) − "
+        f"M(corrupted), clearly needed "
         f"(its interval ending below 0.9) on {int(_true(t['prev_needed']).sum())} of {n} seeds. One model's 95% "
         f"interval over its sequences is {width.median():.2f} wide (median); the seeds spread over "
         f"{float(t['prev_noise'].max() - t['prev_noise'].min()):.2f}.",
@@ -752,10 +754,11 @@ def readings_sentences(path: str | Path = READINGS_FILE) -> list[str]:
         f"of block 2 on {int(_true(t['key_is_prev']).sum())} of {n} seeds"
         + (f", another head's on {len(others)}" if len(others) else "")
         + (f", no clear answer on {unclear}" if unclear else "")
-        + f"; noising it leaves {_spread(t['prev_key'])} of M, within "
+        + f"; noising it leaves {_spread(t['prev_key'])} of the gap, within "
         f"{float((t['prev_key'] - t['prev_noise']).abs().max()):.2f} of noising the head's whole output on every seed.",
         f"**The induction heads' effects.** Block 2's best head, patched alone, clearly restores the most of M on "
         f"{int((t['best_block'] == 'block 2').sum())} of {n} seeds; it restores {_spread(t['block2_effect'])}, and "
-        f"block 2's heads together {_spread(t['block2_sum'])}. Induction heads (induction_any at least 0.6) per seed: "
+        f"block 2's single-head patches summed (each head patched on its own, then added: not one patch of "
+        f"them all together) {_spread(t['block2_sum'])}. Induction heads (induction_any at least 0.6) per seed: "
         f"{', '.join(map(str, counts))}.",
     ]
