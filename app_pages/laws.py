@@ -188,8 +188,8 @@ def clamps_section() -> None:
     draw(st, clamps_chart(runs), width="stretch")
     python_panel(snippets.law_clamps(), shows={"drop": runs["y"], "said": said})
     st.caption("One dot per seed at its drop step; grey bar: the middle half of the seeds, black tick: the median. "
-               "The comparison with no clamp resamples each arm's seeds; the last sentence sets the result against "
-               "Singh et al.'s.")
+               "The comparison with no clamp resamples the seeds, each seed's runs in both arms together; the last "
+               "sentence sets the result against Singh et al.'s.")
     st.caption("The command that measured this table (it resumes: finished runs are kept):")
     st.code(command, language="bash")
 

@@ -146,7 +146,7 @@ def test_the_two_block_runs_that_did_not_drop_are_counted_from_the_tables(page):
     never = runs[runs["drop_step"].isna()]
     for _, r in never[never["table"] != "init"].iterrows():
         name = {"batch": f"B = {r.batch_size}", "seqlen": f"C = {r.seq_len}", "context": f"N = {r.seq_len}",
-                "vocab": f"V = {r.vocab_size}", "clamps": f"({r.hold}'s pattern on the previous token)"}[r.table]
+                "vocab": f"V = {r.vocab_size}", "clamps": f"held previous-token head {r.hold}"}[r.table]
         assert f"{name}, seed {r.seed}" in text, name
     plain = never[(never["table"] == "init") & (never["init"] == "plain")]
     if len(plain):
@@ -168,6 +168,7 @@ def test_the_caption_states_what_the_tables_trained(page):
     caption = next(c.value for c in at.caption if c.value.startswith("Every sweep trains"))
     assert (f"for {steps} steps ({seeds} seeds a point" in caption
             and f"held for the first {held} steps and then falls linearly to 10% of it" in caption), caption
+    assert "resamples the seeds 1000 times, a seed's runs at every point together" in caption
 
 
 def test_the_clamps_are_read_from_their_table(page):

@@ -483,8 +483,9 @@ def sweeps_caption(paths=None) -> str:
                 f"{floor:.0%} of it, so a drop after step {held} happens at a lower rate than an early one"
                 if cfg.schedule == "linear_decay" and cfg.decay_steps and len(steps) == 1 else "")
     return (f"Every sweep trains {' and '.join(presets)} for {' or '.join(map(str, steps))} steps ({seeds} seeds a "
-            f"point, one torch thread a run){schedule}. The fit's interval resamples each point's seeds {N_BOOT} "
-            "times.")
+            f"point, one torch thread a run){schedule}. The fit's interval resamples the seeds {N_BOOT} times, a "
+            "seed's runs at every point together (a seed sets the same initial weights wherever the model's shapes "
+            "stay the same: every sweep but the vocabulary's).")
 
 
 def _run_name(table_name: str, row) -> str:
@@ -549,8 +550,8 @@ CLAMP_COLUMNS = ["hold", "clamp"]
 
 def arm_name(hold: str, clamp: str) -> str:
     """What one arm of the clamps sweep clamps, in words."""
-    parts = ([f"held previous-token head ({hold}'s pattern on the previous token)"] if hold != "none" else []) + (
-        [f"induction clamp ({clamp}'s pattern on the ideal induction pattern)"] if clamp != "none" else [])
+    parts = ([f"held previous-token head {hold}"] if hold != "none" else []) + (
+        [f"induction clamp on {clamp}"] if clamp != "none" else [])
     return " and ".join(parts) or "no clamp"
 
 
