@@ -338,3 +338,28 @@ def test_streamed_and_plain_stores_write_the_same_outputs(lib, dtype, hold):
         outs.append((z.clone(), stats, g.clone()))
     for a, b in zip(*outs):
         assert torch.equal(a, b)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("kind", ["avx2", "sse4"])
+def test_the_builds_for_other_cpu_kinds_compute_the_same_attention(lib, monkeypatch, tmp_path, kind):
+    """The kernel built for an AVX2 or SSE4 machine (32- and 16-byte vectors; bench/kernel_kinds.py also
+    runs the ARM build under qemu) against SDPA, with gradients, on this host (which runs both)."""
+    if cpu.native_kind() != "AVX-512" and not (kind == "sse4" and cpu.native_kind() == "AVX2"):
+        pytest.skip(f"this {cpu.native_kind()} host cannot run a {kind} build's instructions")
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path))
+    monkeypatch.setenv(cpu.ENV, kind)
+    monkeypatch.setattr(attention_cpp, "_BUILD", None)
+    monkeypatch.setattr(attention_cpp, "_LIB", None)
+    assert attention_cpp.available(), attention_cpp.reason()
+    assert f"-march=x86-64-v{3 if kind == 'avx2' else 2}" in attention_cpp.flags()
+    for B, T, H, dh, hold in [(4, 96, 4, 32, None), (2, 37, 2, 16, 1), (1, 17, 2, 12, 0)]:
+        qkv, dz = sharp_qkv(B, T, H, dh, seed=3)
+        cos, sin = rope_cos_sin(T, dh, BASE)
+        x = qkv.clone().requires_grad_()
+        z = attention_cpp.causal_attention(x, H, cos, sin, hold)
+        z.backward(dz)
+        y = qkv.clone().requires_grad_()
+        ref = oracle(y, H, hold)
+        ref.backward(dz)
+        assert rel_err(z, ref) < 1e-5 and rel_err(x.grad, y.grad) < 1e-4, (kind, B, T, H, dh, hold)
