@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.model import cpu  # noqa: E402
 
-HEAD_SCORES = ("prev_token", "induction", "induction_any", "ov_diag_top1", "ov_copying_eig")
+HEAD_SCORES = ("prev_token", "induction", "induction_any")
 
 
 def _run(argv: list[str], env: dict) -> str:
@@ -56,6 +56,7 @@ def _largest(a: dict[str, float], b: dict[str, float]) -> tuple[float, str]:
 
 
 def compare(shipped: Path, retrained: Path, env: dict) -> dict:
+    """The differences between a shipped checkpoint and its retrained copy (module docstring)."""
     import torch
 
     from core.model.checkpoints import read_checkpoint
@@ -69,11 +70,18 @@ def compare(shipped: Path, retrained: Path, env: dict) -> dict:
     metrics = [_numbers(r["metrics"]) for r in reports]
     heads = [{f"{h['layer']}.{h['head']}.{s}": h[s] for h in r["heads"] for s in HEAD_SCORES if s in h}
              for r in reports]
+    ov = [{f"{h['layer']}.{h['head']}.{s}": h[s] for h in r["heads"] for s in cpu.OV_SCORES if s in h}
+          for r in reports]
     vocab = loaded[0][0].cfg.vocab_size
     drops = [drop_step(extra.get("history"), vocab) for _, extra in loaded]
     m_diff, m_key = _largest(*metrics)
     h_diff, h_key = _largest(*heads)
-    return {"same_bytes": all(torch.equal(params[0][n], params[1][n]) for n in params[0]),
+    o_diff, o_key = _largest(*ov)
+    tol = cpu.TOLERANCE
+    return {"within_tolerance": drops[0] == drops[1] and m_diff <= tol["metric"] and h_diff <= tol["head_score"]
+            and o_diff <= tol["ov_score"],
+            "ov_score_max_abs_diff": round(o_diff, 6), "ov_score": o_key,
+            "same_bytes": all(torch.equal(params[0][n], params[1][n]) for n in params[0]),
             "param_max_abs_diff": diff, "metric_max_abs_diff": round(m_diff, 6), "metric": m_key,
             "head_score_max_abs_diff": round(h_diff, 6), "head_score": h_key,
             "drop_step": {"shipped": drops[0], "retrained": drops[1]}}
@@ -103,7 +111,9 @@ def main(argv=None) -> int:
                 print(f"{preset} retrained as {kind} (host {out['host']}): same bytes {row['same_bytes']}, "
                       f"parameters differ by at most {row['param_max_abs_diff']:.3g}; metrics by at most "
                       f"{row['metric_max_abs_diff']} ({row['metric']}), head scores by at most "
-                      f"{row['head_score_max_abs_diff']} ({row['head_score']}); drop step {row['drop_step']}",
+                      f"{row['head_score_max_abs_diff']} ({row['head_score']}), OV scores by at most "
+                      f"{row['ov_score_max_abs_diff']} ({row['ov_score']}); drop step {row['drop_step']}; "
+                      f"within the tolerance {cpu.TOLERANCE}: {row['within_tolerance']}",
                       flush=True)
     if args.json:
         print(json.dumps(out, indent=1))
