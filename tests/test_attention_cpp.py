@@ -186,7 +186,7 @@ def test_the_switch_auto_follows_the_measured_choice_and_eager_cpp_force_it(lib,
             assert calls == ([1] if compiled else []), (measured, switch)
 
 
-def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, monkeypatch):
+def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, monkeypatch, tmp_path):
     """The rule (compiled only where measured faster) checked against a real measurement here, and the
     recorded choice read back by a fresh process's kernel_choice and by planned()."""
     assert attention.choose({"eager": 10.0, "compiled": 4.0}) == "compiled"
@@ -194,9 +194,8 @@ def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, m
     assert attention.choose({"eager": 4.0, "compiled": 4.0}) == "eager"  # a tie keeps the eager kernel
     monkeypatch.delenv(attention_cpp.ENV_SWITCH, raising=False)
     monkeypatch.setattr(attention, "_CHOICE", None)
-    path = attention_cpp.choice_path()
-    if path.exists():
-        path.unlink()
+    path = tmp_path / "choice.json"  # not the shared record beside the build: other processes read that one
+    monkeypatch.setattr(attention_cpp, "choice_path", lambda: path)
     choice = attention.kernel_choice()  # measures, records
     assert choice.eager_ms > 0 and choice.compiled_ms > 0
     assert choice.kernel == ("compiled" if choice.compiled_ms < choice.eager_ms else "eager")
