@@ -213,7 +213,6 @@ def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, m
     for bad in ("{not json", foreign, unknown):
         path.write_text(bad)
         assert attention_cpp.recorded_choice() is None
-        assert attention_cpp.planned() == "compiled"  # before a measurement: the expected choice
         monkeypatch.setattr(attention, "_CHOICE", None)
         monkeypatch.setattr(attention, "measure_kernels", lambda *a, **k: {"eager": 1.0, "compiled": 3.0})
         assert attention.kernel_choice().kernel == "eager" == attention_cpp.planned()

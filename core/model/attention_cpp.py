@@ -197,16 +197,12 @@ def record_choice(record: dict) -> None:
 
 
 def planned() -> str:
-    """The kernel a training in this process will use, as far as it is known without building or measuring:
-    "eager" when switched off or without a compiler, else the recorded choice, else "compiled" (what the
-    measurement picks on every CPU kind measured so far). Its floats differ from the eager kernel's, so
+    """The kernel a training in this process uses ("compiled" or "eager"): core.model.attention.kernel_choice's,
+    which builds and measures once per machine. Its floats differ from the eager kernel's, so
     core.pool.live_run.code_version counts it."""
-    if switch() == "eager" or _compiler() is None:
-        return "eager"
-    if switch() == "cpp":
-        return "compiled"
-    record = recorded_choice()
-    return record["kernel"] if record else "compiled"
+    from core.model.attention import kernel_choice  # that module imports this one
+
+    return kernel_choice().kernel
 
 
 def supports(qkv: torch.Tensor, n_heads: int) -> bool:
