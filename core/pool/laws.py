@@ -580,7 +580,7 @@ def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT
 
 
 def clamp_arms(path: str | Path = CLAMPS_FILE) -> dict[tuple[str, str], Point]:
-    """The clamps table's arms {(hold, clamp): Point}, unclamped first, then the layer-1 clamp, the layer-2 one,
+    """The clamps table's arms {(hold, clamp): Point}, unclamped first, then the held head, the induction clamp,
     both; ValueError when it varies another setting or has no unclamped arm to compare with."""
     table = read_table(path)
     varied = [c for c in SETTINGS if c in table.columns and c not in ("seed", *CLAMP_COLUMNS)

@@ -19,7 +19,7 @@ held head's values and output, still train. clamp_induction_head is the counterp
   the checkpoint's train entry records hold_prev_head, read_checkpoint and snapshot_model restore it,
   and the history rows, the Train page's banner, the timeline and every other page measure that same
   held model. `release` switches it off, for comparing with the weights alone.
-- clamp_induction_head = h: the layer-2 clamp. Block 2's head h has its pattern replaced by the ideal
+- clamp_induction_head = h: the induction clamp. Block 2's head h has its pattern replaced by the ideal
   induction pattern of the tokens in every forward the Trainer runs (training steps, logs, stop checks; the
   sweeps' measurements): row i uniform over the positions right after an earlier occurrence of token i
   (core.reading.detectors' induction mask), a row with no earlier occurrence on i itself (the hold's choice
@@ -102,7 +102,7 @@ def induction_pattern(tokens: torch.Tensor) -> torch.Tensor:
 
 
 def clamp_edits(train, tokens: torch.Tensor) -> dict:
-    """The edits of the layer-2 clamp on a run of `tokens` [*, T] (run_with_hooks's `edits`); {} when off."""
+    """The edits of the induction clamp on a run of `tokens` [*, T] (run_with_hooks's `edits`); {} when off."""
     import torch
 
     head = train.clamp_induction_head
