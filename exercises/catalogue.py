@@ -13,7 +13,7 @@ from pathlib import Path
 SECTIONS = {  # module name -> title, in the order of the path
     "part1_attention": "Part 1: the task and attention patterns",
     "part2_circuits": "Part 2: circuits and ablations",
-    "part3_causal": "Part 3: the logit lens, patching and a detector",
+    "part3_causal": "Part 3: the logit lens, attribution, patching and detectors",
     "part4_training": "Part 4: training and the drop",
 }
 
@@ -91,6 +91,12 @@ EXERCISES = (
     Exercise("induction_any_score", P1, "The induction score (any copy)", "app_pages/attention.py", 2, 4, 10, (
         "For one query i the keys i + 1 - L, i + 1 - 2L, ... down to 0 are `range(i + 1 - L, -1, -L)`.",
         "Sum over those keys (not an average), then average the sums over the queries i >= L of every sequence.")),
+    Exercise("hooked_induction_scores", P1, "Writing a hook: induction scores stored during a forward",
+             "app_pages/attention.py", 2, 4, 15, (
+        "A hook is a function of the activation that returns it: `def hook(pattern): scores[l] = ...; return "
+        "pattern`. Build one per block in a small factory, `def store(l): def hook(pattern): ...; return hook`.",
+        "The body is induction_score's computation; `torch.stack([scores[l] for l in range(model.cfg.n_layers)])` "
+        "gives the rows in block order.")),
     Exercise("ov_copying_matrix", P2, "The OV copying matrix", "app_pages/circuits.py", 1, 5, 5, (
         "Follow a token through the head: its embedding row, the value map, the output map, then the "
         "unembedding W_E^T.",)),
@@ -98,6 +104,11 @@ EXERCISES = (
         "`C.argmax(-1)` is each row's largest column; compare it with `torch.arange(V)`.",
         "Centre with `C - C.mean(-1, keepdim=True)`, then `torch.linalg.eigvals` of it in float64; "
         "score `eig.sum().real / eig.abs().sum()`.")),
+    Exercise("factored_svals", P2, "A low-rank product's singular values, never formed", "app_pages/circuits.py",
+             3, 3, 15, (
+        "`torch.linalg.qr(A.double())` returns (Q, R); you need only R. For B, decompose its transpose: "
+        "`torch.linalg.qr(B.T.double())[1]`.",
+        "`torch.linalg.svdvals(R_A @ R_B.T)`: r x r, largest first.")),
     Exercise("rotary_profile", P2, "A head's positional profile through RoPE", "app_pages/circuits.py", 3, 3, 15, (
         "`cos, sin = rope_cos_sin(n_offsets, d_head, 10000.0)` holds the rotation of every offset t in its row t.",
         "Rotate the query only: `apply_rope(q.expand(n_offsets, d_head), cos, sin) @ k`, then divide by "
@@ -108,14 +119,53 @@ EXERCISES = (
         "The score alone says little: random matrices of the same shapes score about "
         "`core.reading.composition.composition_baseline(d_model, d_head)['K']` (0.09 at d_model 128, d_head 32), "
         "the line the Circuits page sets it against.")),
+    Exercise("composition_scores", P2, "Q-, K- and V-composition against a random baseline, batched",
+             "app_pages/circuits.py", 3, 4, 20, (
+        "`torch.einsum('hdk,hkm->hdm', b.W_V, b.W_O)` stacks every head's W_OV [H, D, D]; "
+        "`torch.einsum('hdk,hmk->hdm', b.W_Q, b.W_K)` every W_QK.",
+        "Put the writers on axis 0 and the readers on axis 1 (`ov_w[:, None] @ right[None]` is [H, H, D, D]), "
+        "then `.norm(dim=(-2, -1))` gives every Frobenius norm at once.",
+        "`composition_baseline(model.cfg.d_model, model.cfg.d_head)` is a dict {'Q': ..., 'K': ..., 'V': ...}.")),
+    Exercise("composed_ov_circuit", P2, "The effective OV circuit of two heads together", "app_pages/depth.py",
+             2, 3, 10, (
+        "Follow a token through both heads in the order they act: W_E, the writer's W_V and W_O, the reader's "
+        "W_V and W_O, then W_E^T.",)),
+    Exercise("full_k_circuit", P2, "The full K-composition circuit W_E W_QK (W_E W_OV)^T", "app_pages/circuits.py",
+             3, 4, 15, (
+        "The query side is W_E @ W_Q[h]; the key side is what the writer writes for each token, "
+        "W_E @ W_V[w] @ W_O[w], read by the reader's W_K[h].",
+        "`(model.W_E @ W_Q) @ (keys @ W_K).T` is [V, V]: no rotary and no 1/sqrt(d_head) here.")),
+    Exercise("score_parts", P2, "An induction head's attention score, query parts by key parts", "app_pages/depth.py",
+             4, 4, 25, (
+        "`torch.cat([model.W_E[tokens][None], cache['head_out'][0][0]])` stacks the 1 + H parts [1 + H, T, D]; "
+        "`parts @ W_Q[head]` projects them all at once.",
+        "`apply_rope` rotates over the last two axes, so it rotates every part's [T, d_head] at once; then "
+        "`torch.einsum('pid,sjd->psij', q, k) / math.sqrt(d_head)`.")),
     Exercise("ablation_delta", P2, "Zero and mean ablation: the change in later-copy loss", "app_pages/circuits.py",
              3, 4, 20, (
         "The later-copy targets are the mask of `later_copy_mask` (part 1); the loss is "
         "`F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction='none')[mask].mean()`.",
         "For mean ablation the replacement is `out.mean(0, keepdim=True)`: the batch mean at each position.")),
+    Exercise("knockout_rescore", P2, "Knock out the previous-token head, score the induction heads again",
+             "app_pages/circuits.py", 2, 4, 15, (
+        "An edit on 'blocks.0.attn.hook_z' gets z [B, H, T, d_head]: clone it, set `z[:, head]` to 0 or to "
+        "`z[:, head].mean(0, keepdim=True)`, and return it.",
+        "Ask the same run to record block 2's pattern: `cache=['blocks.1.attn.hook_pattern']`; then score it as "
+        "in induction_score.")),
     Exercise("logit_lens", P3, "The logit lens after each block", "app_pages/causal.py", 2, 4, 10, (
         "Stage s is `cache['resid'][s]`; drop the last position: its prediction has no target.",
         "`probs.gather(-1, tokens[:, 1:, None])[..., 0]` picks the right token's probability at each position.")),
+    Exercise("direct_logit_attribution", P3, "Direct logit attribution per head and path", "app_pages/depth.py",
+             2, 5, 15, (
+        "The parts are [B, T, D] each: `model.W_E[tokens]`, then `cache['head_out'][l][:, h]` for every l and h, "
+        "then each `block.b_O.expand(B, T, -1)` when the model has biases.",
+        "`(part[:, :-1] * model.W_E[tokens[:, 1:]]).sum(-1)` is one part's term [B, T - 1]: the part at position "
+        "t - 1 read by the target's unembedding row.")),
+    Exercise("logit_diff_attribution", P3, "Logit-difference attribution", "app_pages/causal.py", 3, 4, 20, (
+        "For sequence b the targets are `t = torch.arange(L + 1, 2 * L)`, read at positions t - 1; the wrong "
+        "tokens are `corrupted[b, t - L]`.",
+        "Each part's term is `(part[b, t - 1] * (W_E[clean[b, t]] - W_E[corrupted[b, t - L]])).sum()`: sum over "
+        "every sequence's targets, count them, and divide once at the end.")),
     Exercise("head_patch_effect", P3, "Activation patching of one head", "app_pages/causal.py", 3, 5, 20, (
         "The corrupted run's stream after block `layer` is `kc['resid'][layer + 1]`; swap one head's output in "
         "it by adding (clean output - corrupted output).",
@@ -125,11 +175,29 @@ EXERCISES = (
         "stream plus the sender's (corrupted - clean) output.",
         "The receiver's new output replaces its clean one: add (new - cc['head_out'][rl][:, rh]) to "
         "`cc['resid'][rl + 1]`, then run the blocks above.")),
+    Exercise("path_patch_inputs", P3, "Path patching into the queries and the values", "app_pages/causal.py",
+             4, 4, 20, (
+        "Make the three input streams a dict: `x = {p: moved if p == path else h for p in 'qkv'}` with `moved` "
+        "the clean stream plus the sender's (corrupted - clean) output.",
+        "The rest is path_patch_keys: q, k, v from x['q'], x['k'], x['v'], biases, rotary, the causal softmax, "
+        "then swap the receiver's output and run the blocks above.")),
+    Exercise("circuit_faithfulness", P3, "A circuit's faithfulness", "app_pages/causal.py", 5, 4, 40, (
+        "Write F(kept) once and call it three times: with the circuit, with an empty set, with every element.",
+        "Block 2's three input streams start from `cc['resid'][1]`; add `mean1[:, h] - clean1[:, h]` to input p "
+        "for each block-1 head h whose ('path', h, p) is missing.",
+        "The final stream starts from `cc['resid'][2]`: for each block-2 head add (recomputed output or mean) - "
+        "its clean output, and for each missing ('direct', h) add mean1 - clean1 of 1.h.")),
     Exercise("induction_detector", P3, "A detector for the induction archetype", "app_pages/archetypes.py", 2, 3, 10, (
         "`tokens[None, :-1] == tokens[:, None]` is [T, T-1]: entry (i, j-1) says token_{j-1} == token_i; put it "
         "in columns 1..T-1 of the mask.",
         "Divide by the head's whole attention `pattern.sum((-2, -1))`, the statement's sum_ij A[i, j] (every row "
         "of a softmax pattern sums to 1, so for these patterns that is T, the number of rows).")),
+    Exercise("attention_detectors", P3, "Previous-token, first-token (sink) and self detectors",
+             "app_pages/archetypes.py",
+             1, 3, 10, (
+        "`i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]` broadcast to [T, T] masks: `j == i - 1`, "
+        "`(j == 0) & (i >= 1)`, `j == i`.",
+        "Each score is `(pattern * mask).sum((-2, -1)) / pattern.sum((-2, -1))`, [H].")),
     Exercise("train_step", P4, "One training step", "app_pages/train.py", 1, 4, 10, (
         "`F.cross_entropy` wants [N, V] logits and [N] targets: reshape `logits[:, :-1]` and `tokens[:, 1:]`.",
         "The order is zero_grad, backward, step.")),

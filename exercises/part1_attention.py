@@ -73,3 +73,16 @@ def induction_any_score(pattern: torch.Tensor, periods: torch.Tensor) -> torch.T
     batch and the queries i >= L. Return [H].
     """
     raise NotImplementedError("not written yet")
+
+
+def hooked_induction_scores(model, tokens: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Writing a hook: every head's induction score, stored during one forward pass.
+
+    model: a TinyCharLM; tokens [B, T], periods [B]. Run `model.run_with_hooks(tokens, edits=edits)` once,
+    where edits = {hook name: fn}: for each block l the hook point f"blocks.{l}.attn.hook_pattern" hands fn
+    the block's pattern [B, H, T, T] (query i, key j) and runs on with what fn returns. Give each block a
+    hook that stores the block's induction scores (as in induction_score: the mean of A[i, i+1-L] over the
+    batch and the queries i >= L, pooled) and returns the pattern unchanged. Return [n_layers, H]: row l
+    holds block l's scores.
+    """
+    raise NotImplementedError("not written yet")

@@ -13,6 +13,7 @@ import torch  # noqa: F401
 import torch.nn.functional as F  # noqa: F401
 
 from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: F401
+from core.reading.composition import composition_baseline  # noqa: F401
 
 
 def ov_copying_matrix(W_E: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
@@ -32,6 +33,19 @@ def copying_scores(C: torch.Tensor) -> tuple[float, float]:
     on the diagonal (chance 1/V); ov_copying_eig is Re(sum of eigenvalues) / sum |eigenvalues| of
     C with every row's mean removed (centred: the softmax ignores a shift common to a row), +1 for
     pure copying, -1 for anti-copying. Compute the eigenvalues in float64 (torch.linalg.eigvals).
+    """
+    raise NotImplementedError("not written yet")
+
+
+def factored_svals(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Singular values of a low-rank product without forming it (TransformerLens's FactoredMatrix).
+
+    A [m, r] and B [r, n] with r smaller than m and n, e.g. a head's QK circuit W_Q W_K^T (A = W_Q,
+    B = W_K^T) or its OV circuit seen from the tokens (A = W_E W_V, B = W_O W_E^T). M = A B is m x n, but
+    its rank is at most r. With the QR decompositions A = Q_A R_A and B^T = Q_B R_B (torch.linalg.qr),
+    M = Q_A (R_A R_B^T) Q_B^T, and Q_A, Q_B have orthonormal columns: M's nonzero singular values are those
+    of the r x r matrix R_A R_B^T. Return them [r], largest first, computed in float64. Never form a
+    tensor as large as M (the check watches).
     """
     raise NotImplementedError("not written yet")
 
@@ -58,6 +72,59 @@ def k_composition(W_OV: torch.Tensor, W_QK: torch.Tensor) -> float:
     raise NotImplementedError("not written yet")
 
 
+def composition_scores(model, writer_layer: int, reader_layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q-, K- and V-composition of every head of one block into every head of a later one, batched.
+
+    model: a TinyCharLM; writer_layer < reader_layer (0-based). For each head h, W_OV[h] = W_V[h] W_O[h] and
+    W_QK[h] = W_Q[h] W_K[h]^T ([D, D]; stack them [H, D, D] with torch.einsum, no loop over heads). For a
+    writer w and a reader r (row-vector convention): Q reads W_OV^w W_QK^r, K reads W_OV^w (W_QK^r)^T, V
+    reads W_OV^w W_OV^r; each score is ||product||_F / (||left||_F ||right||_F) as in k_composition, 0 for a
+    head that writes or reads nothing (clamp the denominator at 1e-30, as core.reading.composition does).
+    Return (scores, ratios), each [3, H writer, H reader] with the kinds in the order Q, K, V: the scores,
+    and each score divided by the random baseline of its kind,
+    composition_baseline(d_model, d_head)[kind] (core.reading.composition), the line the Circuits page draws.
+    """
+    raise NotImplementedError("not written yet")
+
+
+def composed_ov_circuit(model, writer: tuple[int, int], reader: tuple[int, int]) -> torch.Tensor:
+    """The effective OV circuit of two heads together (V-composition).
+
+    model: a TinyCharLM; writer and reader are (layer, head), the writer in an earlier block. The reader's
+    values read what the writer wrote: a token a attended by the writer goes W_E[a] W_OV^writer, then through
+    the reader's W_OV^reader, then to the logits. Return W_E W_OV^writer W_OV^reader W_E^T [V, V] (W_OV =
+    W_V[h] W_O[h] of the head's block): row a = the token the writer attends to, column b = the logit raised.
+    """
+    raise NotImplementedError("not written yet")
+
+
+def full_k_circuit(model, writer: tuple[int, int], reader: tuple[int, int]) -> torch.Tensor:
+    """The full K-composition circuit of two heads.
+
+    model: a TinyCharLM; writer and reader are (layer, head), the writer in an earlier block. The reader's
+    query at a position holding token a reads W_E[a]; its key at a position where the writer wrote its output
+    for token b reads W_E[b] W_OV^writer. Return W_E W_QK^reader (W_E W_OV^writer)^T [V, V], with W_QK =
+    W_Q[h] W_K[h]^T of the reader and W_OV = W_V[h] W_O[h] of the writer: row a = the query's token, column
+    b = the token behind the writer's output at the key; the score before rotary and before 1/sqrt(d_head).
+    """
+    raise NotImplementedError("not written yet")
+
+
+def score_parts(model, tokens: torch.Tensor, head: int) -> torch.Tensor:
+    """An induction head's attention score split into query parts and key parts.
+
+    model: a TinyCharLM with two blocks or more and no biases; tokens [T], one sequence; head: a head of
+    block 2 (layer 1). The stream entering block 2 is a sum of 1 + H parts: part 0 the embedding W_E[tokens],
+    part 1 + h block-1 head h's output (`_, cache = model.run_with_cache(tokens[None])`,
+    cache["head_out"][0][0, h], [T, D]). q and k are linear in the stream, and so is RoPE: part p's query
+    q_p = rotary(x_p W_Q[head]), part p's key k_p = rotary(x_p W_K[head]) (rope_cos_sin(T, d_head, 10000.0),
+    apply_rope). Return [1 + H, 1 + H, T, T]: entry [p, s, i, j] = q_p[i] . k_s[j] / sqrt(d_head), the query
+    part p on axis 0, the key part s on axis 1, before the causal mask; summed over p and s it is the head's
+    score of query i on key j.
+    """
+    raise NotImplementedError("not written yet")
+
+
 def ablation_delta(model, tokens: torch.Tensor, periods: torch.Tensor, layer: int, head: int,
                    mode: str) -> float:
     """The change in later-copy loss when one head is knocked out.
@@ -69,5 +136,18 @@ def ablation_delta(model, tokens: torch.Tensor, periods: torch.Tensor, layer: in
     over the batch at each position ("mean"), i.e. h_out + (replacement - head_out[:, head]). Then
     logits = h_L W_E^T. Return loss_later_copies(ablated) - loss_later_copies(clean): the mean
     cross-entropy (nats) over the later-copy targets t >= L (logits at t - 1), as a float.
+    """
+    raise NotImplementedError("not written yet")
+
+
+def knockout_rescore(model, tokens: torch.Tensor, periods: torch.Tensor, head: int, mode: str) -> torch.Tensor:
+    """Knock out a previous-token head and score the induction heads again.
+
+    model: a TinyCharLM with two blocks or more; tokens [B, T], periods [B]; head: a head of block 1
+    (layer 0); mode "zero" or "mean" (as in ablation_delta: the head's output replaced by 0, or by its mean
+    over the batch at each position). Run the model with that head knocked out, e.g. with
+    `model.run_with_hooks(tokens, edits=...)` on f"blocks.0.attn.hook_z" (z [B, H, T, d_head]: the output
+    z_h W_O[h] is linear in z_h), and return the induction scores [H] of block 2's heads (layer 1, as in
+    induction_score) computed from block 2's patterns of that run.
     """
     raise NotImplementedError("not written yet")

@@ -1,4 +1,5 @@
-"""Part 3: the logit lens, patching and a head detector (pages: Causal experiments, Head archetypes & IOI).
+"""Part 3: the logit lens, attribution, patching and head detectors (pages: What depth can express, Causal
+experiments, Head archetypes & IOI).
 
 Your file: write each function below, then check it with
 
@@ -23,6 +24,35 @@ def logit_lens(model, tokens: torch.Tensor) -> torch.Tensor:
     block l. Read each stage through the unembedding (stream @ model.W_E.T) and return the probability
     of the right next token, [n_layers + 1, B, T - 1]: entry [s, b, t-1] is the softmax probability
     that stage s, at position t - 1, gives the target x_t.
+    """
+    raise NotImplementedError("not written yet")
+
+
+def direct_logit_attribution(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Direct logit attribution: the right token's logit split over the parts of the final stream.
+
+    model: a TinyCharLM; tokens [B, T]. With no MLP and no LayerNorm the final stream is an exact sum of
+    parts: the embedding W_E[tokens], every head's output (`_, cache = model.run_with_cache(tokens)`,
+    cache["head_out"][l][:, h], [B, T, D]) and, when model.cfg.bias, each block's b_O. The logits are the
+    stream @ W_E^T, so the logit of the target x_t at position t - 1 splits into one term per part: the
+    part's vector at t - 1 dotted with W_E[x_t]. Return [P, B, T - 1], the parts in the order embedding,
+    block 1's heads 1..H, block 2's heads, ..., then (with biases) b_O of block 1, 2, ...; summed over the
+    parts (axis 0) it is the right token's logit (the check adds them up).
+    """
+    raise NotImplementedError("not written yet")
+
+
+def logit_diff_attribution(model, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Logit-difference attribution (Wang et al. 2022): which parts of the stream write the right answer
+    against the wrong one.
+
+    clean [B, T], corrupted [B, T] (the first copy replaced, as in head_patch_effect), periods [B]. On the
+    clean run, at each second-copy target L+1 <= t < 2L (the targets of M), the logit difference is the
+    logit of the right token clean[t] minus the logit of the token the corrupted run's first copy offers
+    there, corrupted[t - L] (core.causal.metrics's logit_diff), both read at position t - 1. Split it over
+    the parts of direct_logit_attribution (a part's term: its vector at t - 1 dotted with
+    W_E[clean_t] - W_E[corrupted_{t-L}]) and return [P]: each part's term averaged over every second-copy
+    target of every sequence; summed over the parts it is the logit difference (the check adds them up).
     """
     raise NotImplementedError("not written yet")
 
@@ -58,6 +88,40 @@ def path_patch_keys(model, clean: torch.Tensor, corrupted: torch.Tensor, periods
     raise NotImplementedError("not written yet")
 
 
+def path_patch_inputs(model, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor,
+                      sender: tuple[int, int], receiver: tuple[int, int], path: str) -> float:
+    """Path patching into the queries or the values (noising), the other two inputs of a head.
+
+    As path_patch_keys, with the input the sender's change reaches chosen by path: "q" (the receiver's
+    queries), "k" (its keys) or "v" (its values). Start from the clean run; the receiver's input `path` reads
+    the clean stream entering its block plus (the sender's output on the corrupted run - its output on the
+    clean run), at every position, its two other inputs the clean stream. Recompute the receiver's output
+    (biases, rotary on q and k, causal softmax, z @ W_O[h]), swap it for its clean output in the stream after
+    its block, rerun the blocks above, and return the patch effect (M(patched) - M(corrupted)) /
+    (M(clean) - M(corrupted)) with M = core.causal.patching.metric.
+    """
+    raise NotImplementedError("not written yet")
+
+
+def circuit_faithfulness(model, clean: torch.Tensor, corrupted: torch.Tensor, periods: torch.Tensor,
+                         circuit: frozenset) -> float:
+    """A circuit's faithfulness (Wang et al. 2022, section 4): the share of M it keeps on its own.
+
+    model: a 2-block TinyCharLM without biases; clean, corrupted, periods as in head_patch_effect. circuit: a
+    set of elements, ("path", h, p): block-1 head h's output reaches input p ("q", "k" or "v") of every
+    block-2 head; ("direct", h): block-1 head h's output reaches the logits directly; ("head", r): block-2
+    head r's output reaches the logits. F(C) is M (core.causal.patching.metric) of the clean run where every
+    element outside C carries, instead of its head's clean output, that head's mean output over the
+    corrupted batch at each position (cache["head_out"][l].mean(0) of the corrupted run): block-2 input p
+    of every block-2 head reads the clean stream entering block 2 plus (mean - clean) of each block-1 head
+    whose path p is missing; the final stream gains (mean - clean) of each block-1 head whose direct
+    element is missing; a block-2 head in C adds its output recomputed from those inputs (rotary, causal
+    softmax, z @ W_O), one outside C its mean, in place of its clean output. Return the share recovered,
+    (F(C) - F(none)) / (F(all) - F(none)), where `all` holds every element and none is the empty set.
+    """
+    raise NotImplementedError("not written yet")
+
+
 def induction_detector(pattern: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """A detector for the induction archetype on one sequence (TransformerLens's detect_head, "mul").
 
@@ -65,5 +129,18 @@ def induction_detector(pattern: torch.Tensor, tokens: torch.Tensor) -> torch.Ten
     where 1 <= j <= i and token_{j-1} == token_i (key j follows an earlier occurrence of the query's
     token). Return [H]: the share of all the head's attention that falls on the mask,
     sum_ij A[i, j] M[i, j] / sum_ij A[i, j].
+    """
+    raise NotImplementedError("not written yet")
+
+
+def attention_detectors(pattern: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Three more detectors beside the induction one: previous-token, first-token (the attention sink) and
+    self (TransformerLens's detect_head, "mul", as in induction_detector).
+
+    pattern [H, T, T] (query i, key j) of one sequence; tokens [T] (these masks do not depend on the
+    tokens). The masks: previous_token 1 where j = i - 1; first_token 1 where j = 0 and i >= 1 (query 0 can
+    attend nowhere but key 0, so it says nothing about a sink); self 1 where j = i. For each, the share of
+    all the head's attention that falls on the mask, sum_ij A[i, j] M[i, j] / sum_ij A[i, j]. Return the
+    tuple (previous_token [H], first_token [H], self [H]).
     """
     raise NotImplementedError("not written yet")

@@ -267,6 +267,208 @@ def _drop_le(steps, losses, vocab_size):
     return next((s for s, l in zip(steps, losses) if l <= math.log(vocab_size) / 2), None)
 
 
+# Issue 47's exercises: hooks, attribution, composition, knock-outs, path patching into q and v, faithfulness
+
+
+def _hooked_loop_var(model, tokens, periods):
+    """A hook made in a loop that reads the loop variable when it runs."""
+    scores = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
+    edits = {}
+    for l in range(model.cfg.n_layers):
+        def hook(pattern):
+            scores[l] = sol("induction_score")(pattern, periods)  # noqa: B023 (the mistake it shows)
+            return pattern
+        edits[f"blocks.{l}.attn.hook_pattern"] = hook
+    model.run_with_hooks(tokens, edits=edits)
+    return scores
+
+
+def _hooked(score_fn, transpose=False):
+    def hooked_induction_scores(model, tokens, periods):
+        scores = {}
+
+        def store(l):
+            def hook(pattern):
+                scores[l] = score_fn(pattern, periods)
+                return pattern
+            return hook
+        model.run_with_hooks(tokens, edits={f"blocks.{l}.attn.hook_pattern": store(l)
+                                            for l in range(model.cfg.n_layers)})
+        out = torch.stack([scores[l] for l in range(model.cfg.n_layers)])
+        return out.T if transpose else out
+    return hooked_induction_scores
+
+
+def _core_of(A, B):
+    return torch.linalg.qr(A.double())[1] @ torch.linalg.qr(B.T.double())[1].T
+
+
+def _svals_squared(A, B):
+    M = _core_of(A, B)
+    return torch.linalg.eigvalsh(M.T @ M).flip(0)
+
+
+def _comps(model, writer_layer, reader_layer, k_transposed=True, v_swapped=False, readers_first=False, diff=False):
+    from core.reading.composition import composition_baseline
+    bw, br = model.blocks[writer_layer], model.blocks[reader_layer]
+    ov_w = torch.einsum("hdk,hkm->hdm", bw.W_V, bw.W_O)[:, None]
+    qk = torch.einsum("hdk,hmk->hdm", br.W_Q, br.W_K)[None]
+    ov_r = torch.einsum("hdk,hkm->hdm", br.W_V, br.W_O)[None]
+    pairs = [(ov_w, qk), (ov_w, qk.transpose(-1, -2) if k_transposed else qk),
+             (ov_r, ov_w) if v_swapped else (ov_w, ov_r)]
+    s = torch.stack([(a @ b).norm(dim=(-2, -1)) / (a.norm(dim=(-2, -1)) * b.norm(dim=(-2, -1))).clamp_min(1e-30)
+                     for a, b in pairs])
+    s = s.transpose(-1, -2) if readers_first else s
+    base = composition_baseline(model.cfg.d_model, model.cfg.d_head)
+    base = torch.tensor([base[k] for k in "QKV"])[:, None, None]
+    return s, s - base if diff else s / base
+
+
+def _ov_of(model, layer, head):
+    return model.blocks[layer].W_V[head] @ model.blocks[layer].W_O[head]
+
+
+def _qk_of(model, layer, head):
+    return model.blocks[layer].W_Q[head] @ model.blocks[layer].W_K[head].T
+
+
+def _parts_wrong(model, tokens, head, rope=True, scale=True, mask=False, swap=False):
+    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    _, cache = model.run_with_cache(tokens[None])
+    parts = torch.cat([model.W_E[tokens][None], cache["head_out"][0][0]])
+    T, dh = tokens.shape[0], model.cfg.d_head
+    q, k = parts @ model.blocks[1].W_Q[head], parts @ model.blocks[1].W_K[head]
+    if rope:
+        cos, sin = rope_cos_sin(T, dh, 10000.0)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    out = torch.einsum("sid,pjd->psij" if swap else "pid,sjd->psij", q, k) / (math.sqrt(dh) if scale else 1)
+    return out.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")) if mask else out
+
+
+def _knock_wrong(model, tokens, periods, head, mode, clean=False, block=1, always_zero=False, shift=0, score=None):
+    def knock(z):
+        z = z.clone()
+        h = head + shift
+        z[:, h] = 0.0 if mode == "zero" or always_zero else z[:, h].mean(0, keepdim=True)
+        return z
+    name = f"blocks.{block}.attn.hook_pattern"
+    _, cache = model.run_with_hooks(tokens, edits={} if clean else {"blocks.0.attn.hook_z": knock}, cache=[name])
+    return (score or sol("induction_score"))(cache[name], periods)
+
+
+def _dla_wrong(model, tokens, current=False, centred=False, embedding=True, biases=True):
+    _, cache = model.run_with_cache(tokens)
+    B, T = tokens.shape
+    parts = ([model.W_E[tokens]] if embedding else []) + [o[:, h] for o in cache["head_out"]
+                                                         for h in range(model.cfg.n_heads)]
+    if model.cfg.bias and biases:
+        parts += [b.b_O.expand(B, T, -1) for b in model.blocks]
+    W = model.W_E - model.W_E.mean(0) if centred else model.W_E
+    rows = W[tokens[:, :-1] if current else tokens[:, 1:]]
+    return torch.stack([(p[:, :-1] * rows).sum(-1) for p in parts])
+
+
+def _ld_wrong(model, clean, corrupted, periods, same_place=False, sign=1, later=False, pool_sum=False):
+    _, cache = model.run_with_cache(clean)
+    B, T = clean.shape
+    parts = [model.W_E[clean]] + [o[:, h] for o in cache["head_out"] for h in range(model.cfg.n_heads)]
+    if model.cfg.bias:
+        parts += [b.b_O.expand(B, T, -1) for b in model.blocks]
+    total, n = torch.zeros(len(parts)), 0
+    for b in range(B):
+        L = int(periods[b])
+        t = torch.arange(L, T) if later else torch.arange(L + 1, 2 * L)
+        wrong = corrupted[b, t] if same_place else corrupted[b, t - L]
+        d = sign * (model.W_E[clean[b, t]] - model.W_E[wrong])
+        total += torch.stack([(p[b, t - 1] * d).sum() for p in parts])
+        n += len(t)
+    return total if pool_sum else total / n
+
+
+def _path_in(model, clean, corrupted, periods, sender, receiver, path, inputs=None, direction="noising"):
+    """path_patch_inputs with the inputs that read the change as a parameter (default: `path` alone)."""
+    from core.causal.patching import metric
+    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    inputs = inputs if inputs is not None else path
+    (sl, sh), (rl, rh) = sender, receiver
+    cl, cc = model.run_with_cache(clean)
+    kl, kc = model.run_with_cache(corrupted)
+    mc, mk = float(metric(cl, clean, periods)), float(metric(kl, clean, periods))
+    base, donor = (cc, kc) if direction == "noising" else (kc, cc)
+    h = base["resid"][rl]
+    moved = h + donor["head_out"][sl][:, sh] - base["head_out"][sl][:, sh]
+    blk = model.blocks[rl]
+    x = {p: moved if p in inputs else h for p in "qkv"}
+    q, k, v = x["q"] @ blk.W_Q[rh], x["k"] @ blk.W_K[rh], x["v"] @ blk.W_V[rh]
+    if model.cfg.bias:
+        q, k, v = q + blk.b_Q[rh], k + blk.b_K[rh], v + blk.b_V[rh]
+    T, dh = clean.shape[1], model.cfg.d_head
+    cos, sin = rope_cos_sin(T, dh, 10000.0)
+    s = apply_rope(q, cos, sin) @ apply_rope(k, cos, sin).transpose(-1, -2) / math.sqrt(dh)
+    A = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+    h = base["resid"][rl + 1] + A @ v @ blk.W_O[rh] - base["head_out"][rl][:, rh]
+    for later in model.blocks[rl + 1:]:
+        h = later(h)
+    return (float(metric(h @ model.W_E.T, clean, periods)) - mk) / (mc - mk)
+
+
+def _faith_wrong(model, clean, corrupted, periods, circuit, replace="corrupted-mean", result="share"):
+    """circuit_faithfulness with the replacement and what is returned as parameters."""
+    from core.causal.patching import metric
+    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    H, T, dh = model.cfg.n_heads, clean.shape[1], model.cfg.d_head
+    cl, cc = model.run_with_cache(clean)
+    kl, kc = model.run_with_cache(corrupted)
+    src = {"corrupted-mean": kc, "clean-mean": cc}.get(replace, kc)
+    c1, c2 = cc["head_out"][0], cc["head_out"][1]
+    m1, m2 = (src["head_out"][0].mean(0, keepdim=True), src["head_out"][1].mean(0, keepdim=True))
+    if replace == "zero":
+        m1, m2 = m1 * 0, m2 * 0
+    cos, sin = rope_cos_sin(T, dh, 10000.0)
+    blk = model.blocks[1]
+
+    def F(kept):
+        x = {p: cc["resid"][1] + sum(m1[:, h] - c1[:, h] for h in range(H) if ("path", h, p) not in kept)
+             for p in "qkv"}
+        final = cc["resid"][2].clone()
+        for h in range(H):
+            if ("direct", h) not in kept:
+                final = final + m1[:, h] - c1[:, h]
+            if ("head", h) in kept:
+                q, k = apply_rope(x["q"] @ blk.W_Q[h], cos, sin), apply_rope(x["k"] @ blk.W_K[h], cos, sin)
+                s = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                                                          float("-inf"))
+                A = s.softmax(-1)
+                final = final + A @ (x["v"] @ blk.W_V[h]) @ blk.W_O[h] - c2[:, h]
+            else:
+                final = final + m2[:, h] - c2[:, h]
+        return float(metric(final @ model.W_E.T, clean, periods))
+
+    every = {("path", h, p) for h in range(H) for p in "qkv"} | {(k, h) for k in ("direct", "head") for h in range(H)}
+    f_c, f_none = F(set(circuit)), F(set())
+    if result == "raw":
+        return f_c
+    if result == "gap":
+        mc, mk = float(metric(cl, clean, periods)), float(metric(kl, clean, periods))
+        return (f_c - f_none) / (mc - mk)
+    return (f_c - f_none) / (F(every) - f_none)
+
+
+def _detectors_wrong(pattern, tokens, sink_all=False, self_back=0, per_row=False, normalise=True):
+    T = pattern.shape[-1]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    masks = [j == i - 1, (j == 0) if sink_all else (j == 0) & (i >= 1), j == i - self_back]
+    out = []
+    for m in masks:
+        on = pattern * m
+        if per_row:
+            rows = m.any(-1)
+            out.append((on.sum(-1)[:, rows] / pattern.sum(-1)[:, rows]).mean(-1))
+        else:
+            out.append(on.sum((-2, -1)) / (pattern.sum((-2, -1)) if normalise else 1))
+    return tuple(out)
+
+
 WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must get)]
     "tile_patterns": [
         ("longest-period", _tile_longest, "Every row is tiled with the longest period"),
@@ -356,6 +558,77 @@ WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must
         ("index", _drop_index, "Returned the position in the list"),
         ("last", _drop_last, "Returned the last step below the line"),
         ("less-or-equal", _drop_le, "A loss exactly at ln V / 2 has not dropped yet")],
+    "hooked_induction_scores": [
+        ("loop-variable", _hooked_loop_var, "Every hook wrote into the last block's row"),
+        ("duplicate", _hooked(_induction_dup), "Off by one position: A[i, i-L]"),
+        ("any-copy", _hooked(lambda p, periods: sol("induction_any_score")(p, periods)), "Score on the wrong copy"),
+        ("transposed", _hooked(lambda p, periods: sol("induction_score")(p, periods), transpose=True),
+         "Rows and columns swapped: row l is block l")],
+    "factored_svals": [
+        ("formed", lambda A, B: torch.linalg.svdvals((A @ B).double())[:A.shape[1]],
+         "You formed the full m x n product"),
+        ("squared", _svals_squared, "Those are the squared singular values"),
+        ("ascending", lambda A, B: torch.linalg.svdvals(_core_of(A, B)).flip(0), "Smallest first"),
+        ("factors", lambda A, B: torch.linalg.svdvals(A.double()) * torch.linalg.svdvals(B.double()),
+         "That is the product of each factor's own singular values")],
+    "composition_scores": [
+        ("k-as-q", lambda **a: _comps(**a, k_transposed=False), "K-composition is the same as Q"),
+        ("v-order", lambda **a: _comps(**a, v_swapped=True), "V-composition multiplied in the wrong order"),
+        ("readers-first", lambda **a: _comps(**a, readers_first=True), "Rows and columns swapped"),
+        ("difference", lambda **a: _comps(**a, diff=True), "Subtracted the baseline")],
+    "composed_ov_circuit": [
+        ("reader-first", lambda model, writer, reader: model.W_E @ _ov_of(model, *reader) @ _ov_of(model, *writer)
+         @ model.W_E.T, "Multiplied in the wrong order"),
+        ("transposed", lambda **a: sol("composed_ov_circuit")(**a).T, "Rows and columns swapped"),
+        ("reader-only", lambda model, writer, reader: model.W_E @ _ov_of(model, *reader) @ model.W_E.T,
+         "The writer is missing")],
+    "full_k_circuit": [
+        ("query-side", lambda model, writer, reader: model.W_E @ _ov_of(model, *writer) @ _qk_of(model, *reader)
+         @ model.W_E.T, "That is the Q-composition circuit"),
+        ("scaled", lambda model, writer, reader: sol("full_k_circuit")(model, writer, reader)
+         / math.sqrt(model.cfg.d_head),
+         "Scaled by 1/sqrt(d_head)"),
+        ("transposed", lambda **a: sol("full_k_circuit")(**a).T, "Rows and columns swapped")],
+    "score_parts": [
+        ("no-rope", lambda **a: _parts_wrong(**a, rope=False), "No rotary positions"),
+        ("no-scale", lambda **a: _parts_wrong(**a, scale=False), "The scores are not scaled"),
+        ("swapped-parts", lambda **a: _parts_wrong(**a, swap=True), "Query and key parts swapped"),
+        ("masked", lambda **a: _parts_wrong(**a, mask=True), "Masked")],
+    "knockout_rescore": [
+        ("clean", lambda **a: _knock_wrong(**a, clean=True), "Those are the clean run's scores"),
+        ("block-1", lambda **a: _knock_wrong(**a, block=0), "Scored the wrong block"),
+        ("always-zero", lambda **a: _knock_wrong(**a, always_zero=True), "Zero-ablated although the mode is 'mean'"),
+        ("any-copy", lambda **a: _knock_wrong(**a, score=lambda p, periods: sol("induction_any_score")(p, periods)),
+         "Score on the wrong copy")],
+    "direct_logit_attribution": [
+        ("current-token", lambda **a: _dla_wrong(**a, current=True), "Off by one position"),
+        ("centred", lambda **a: _dla_wrong(**a, centred=True), "Centred"),
+        ("no-embedding", lambda **a: _dla_wrong(**a, embedding=False), "The embedding part is missing"),
+        ("no-biases", lambda **a: _dla_wrong(**a, biases=False), "The biases are missing")],
+    "logit_diff_attribution": [
+        ("same-place", lambda **a: _ld_wrong(**a, same_place=True), "The wrong token is the one"),
+        ("sign", lambda **a: _ld_wrong(**a, sign=-1), "The sign is flipped"),
+        ("later-copies", lambda **a: _ld_wrong(**a, later=True), "Scored every later-copy target"),
+        ("sum", lambda **a: _ld_wrong(**a, pool_sum=True), "Not normalised")],
+    "path_patch_inputs": [
+        ("keys", lambda **a: _path_in(**a, inputs="k"), "Patch at the wrong place: that is the path into the "
+         "receiver's keys"),
+        ("q-v-swapped", lambda **a: _path_in(**a, inputs="v" if a["path"] == "q" else "q"),
+         "Patch at the wrong place: queries and values swapped"),
+        ("all-inputs", lambda **a: _path_in(**a, inputs="qkv"), "Patch at the wrong place: all three inputs"),
+        ("denoising", lambda **a: _path_in(**a, direction="denoising"), "Patched the wrong way round")],
+    "circuit_faithfulness": [
+        ("raw", lambda **a: _faith_wrong(**a, result="raw"), "That is F(circuit) itself"),
+        ("zero", lambda **a: _faith_wrong(**a, replace="zero"), "Zero-ablated"),
+        ("clean-mean", lambda **a: _faith_wrong(**a, replace="clean-mean"), "Averaged over the clean run"),
+        ("gap", lambda **a: _faith_wrong(**a, result="gap"), "Normalised by the patching gap")],
+    "attention_detectors": [
+        ("sink-query-0", lambda pattern, tokens: _detectors_wrong(pattern, tokens, sink_all=True),
+         "The sink mask counts query 0"),
+        ("self-previous", lambda pattern, tokens: _detectors_wrong(pattern, tokens, self_back=1),
+         "Off by one position: self is the key j = i"),
+        ("per-row", lambda pattern, tokens: _detectors_wrong(pattern, tokens, per_row=True), "Normalised per row"),
+        ("unnormalised", lambda pattern, tokens: _detectors_wrong(pattern, tokens, normalise=False), "Not normalised")],
 }
 WRONG_CASES = [(name, wid, fn, start) for name, items in WRONG.items() for wid, fn, start in items]
 

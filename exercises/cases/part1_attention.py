@@ -224,3 +224,40 @@ CHECKS["induction_any_score"] = Check(_ind_cases, lambda pattern, periods: _head
      lambda pattern, periods: _any(pattern, periods, mean_over_copies=True)),
     ("Averaged per sequence first: pool every (sequence, query) pair",
      lambda pattern, periods: _any(pattern, periods, pooled=False))])
+
+
+def _hooked_cases(model, task, label):
+    if model.cfg.n_layers == 0:
+        return []
+    tokens, periods = batch(model, task)
+    return [Case(f"{label}, every block", {"model": model, "tokens": tokens, "periods": periods})]
+
+
+def _hooked(model, tokens, periods, score="induction", last_only=False, per_sequence=False):
+    """Each block's scores [n_layers, H] from one recorded run (core.reading.heads on hook_pattern)."""
+    names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.cfg.n_layers)]
+    _, cache = model.run_with_hooks(tokens, cache=names)
+    if per_sequence:
+        rows = [_diag(cache[n], periods - 1, periods, pooled=False) for n in names]
+    else:
+        rows = [_heads(cache[n], periods, score) for n in names]
+    out = torch.stack(rows)
+    if last_only:  # a hook made in a loop that reads the loop's variable when it runs: every block's row is the last
+        out[:-1] = 0.0
+    return out
+
+
+CHECKS["hooked_induction_scores"] = Check(_hooked_cases, _hooked, ("n_layers, the block l", "H"), [
+    ("Every hook wrote into the last block's row: a function defined in a loop reads the loop variable when it "
+     "runs, not when it was made; give each block its own hook (a factory store(layer), or lambda A, l=l: ...)",
+     lambda **a: _hooked(**a, last_only=True)),
+    ("Off by one position: A[i, i-L] is the earlier copy of the current token itself (the duplicate score); "
+     "induction looks at the token after it, j = i + 1 - L", lambda **a: _hooked(**a, score="duplicate")),
+    ("Score on the wrong copy: this counts every earlier copy (induction_any); store the latest copy's score, "
+     "j = i + 1 - L", lambda **a: _hooked(**a, score="induction_any")),
+    ("Averaged per sequence first: pool every (sequence, query) pair, as induction_score does",
+     lambda **a: _hooked(**a, per_sequence=True)),
+    ("Stored the previous-token score: the induction key is j = i + 1 - L",
+     lambda **a: _hooked(**a, score="prev_token")),
+    ("Rows and columns swapped: row l is block l, so the answer is [n_layers, H]",
+     lambda **a: _hooked(**a).T)])

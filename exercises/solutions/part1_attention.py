@@ -87,3 +87,34 @@ def induction_any_score(pattern: torch.Tensor, periods: torch.Tensor) -> torch.T
             total += pattern[b, :, i, keys].sum(-1)
             count += 1
     return total / count
+
+
+def hooked_induction_scores(model, tokens: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Writing a hook: every head's induction score, stored during one forward pass.
+
+    model: a TinyCharLM; tokens [B, T], periods [B]. Run `model.run_with_hooks(tokens, edits=edits)` once,
+    where edits = {hook name: fn}: for each block l the hook point f"blocks.{l}.attn.hook_pattern" hands fn
+    the block's pattern [B, H, T, T] (query i, key j) and runs on with what fn returns. Give each block a
+    hook that stores the block's induction scores (as in induction_score: the mean of A[i, i+1-L] over the
+    batch and the queries i >= L, pooled) and returns the pattern unchanged. Return [n_layers, H]: row l
+    holds block l's scores.
+    """
+    scores = {}
+
+    def store(layer):  # one hook per block: a function made here keeps its own `layer`
+        def hook(pattern):
+            B, H, T, _ = pattern.shape
+            total, count = torch.zeros(H), 0
+            for b in range(B):
+                L = int(periods[b])
+                i = torch.arange(L, T)
+                total += pattern[b][:, i, i + 1 - L].sum(-1)
+                count += len(i)
+            scores[layer] = total / count
+            return pattern
+        return hook
+
+    edits = {f"blocks.{l}.attn.hook_pattern": store(l) for l in range(model.cfg.n_layers)}
+    with torch.no_grad():
+        model.run_with_hooks(tokens, edits=edits)
+    return torch.stack([scores[l] for l in range(model.cfg.n_layers)])
