@@ -911,3 +911,11 @@ def test_the_page_reads_each_solution_as_python_would():
         fn = solution_function(ex)
         assert ex.solution() == inspect.getsource(fn), ex.name
         assert ex.statement() == inspect.cleandoc(fn.__doc__ or ""), ex.name
+
+
+def test_the_readme_counts_the_exercises():
+    """README.md's self-study section says how many functions there are to write: the catalogue's count."""
+    import re
+
+    said = re.search(r"\*\*✍️ Exercises\.\*\* (\d+) functions", (ROOT / "README.md").read_text())
+    assert said and int(said.group(1)) == len(EXERCISES)
