@@ -43,8 +43,7 @@ from machine import matmul_rate  # noqa: E402
 from time_to_induction import matmul_peak, step_flops  # noqa: E402
 
 from core.model import attention_cpp  # noqa: E402
-from core.model.attention import causal_attention  # noqa: E402
-from core.model.tinycharlm import rope_cos_sin  # noqa: E402
+from core.model.attention import measure_kernels  # noqa: E402
 from core.training.heap import keep_freed_memory  # noqa: E402
 from core.training.live import drop_step  # noqa: E402
 from core.training.train_settings import TrainSettings  # noqa: E402
@@ -70,29 +69,10 @@ def build_cost() -> dict:
 
 
 def kernel_ms(rounds: int = 5, n: int = 15) -> dict:
-    """(a): forward + backward of one block's attention, eager and compiled alternately."""
-    B, T, H, dh = 32, 96, 4, 32
-    g = torch.Generator().manual_seed(0)
-    qkv = torch.randn(B, T, 3 * H * dh, generator=g).requires_grad_()
-    dz = torch.randn(B, T, H * dh, generator=g)
-    cos, sin = rope_cos_sin(T, dh, 10000.0)
-
-    def run(compiled: bool):
-        os.environ[SWITCH] = "cpp" if compiled else "eager"
-        qkv.grad = None
-        causal_attention(qkv, H, cos, sin).backward(dz)
-
-    times = {"eager": [], "cpp": []}
-    for _ in range(rounds):
-        for name in times:
-            for _ in range(3):
-                run(name == "cpp")
-            for _ in range(n):
-                c = time.process_time()
-                run(name == "cpp")
-                times[name].append(1000 * (time.process_time() - c))
-    os.environ.pop(SWITCH, None)
-    return {name: round(statistics.median(ts), 2) for name, ts in times.items()}
+    """(a): forward + backward of one block's attention, eager and compiled alternately (the measurement
+    core.model.attention.kernel_choice makes, with more rounds)."""
+    ms = measure_kernels((32, 96, 4, 32), rounds=rounds, n=n)
+    return {"eager": round(ms["eager"], 2), "cpp": round(ms["compiled"], 2)}
 
 
 class _Parts:

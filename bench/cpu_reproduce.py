@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     native = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    for k in ("ATTENTION_LAB_CPU", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
+    for k in {cpu.ENV, *(key for *_, switches in cpu.EMULATIONS.values() for key in switches)}:
         native.pop(k, None)
     env = {**native, **cpu.emulate(args.cpu)}
     kind = _run([sys.executable, "-c", "from core.model import cpu; print(cpu.kind())"], env).strip()

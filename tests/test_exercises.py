@@ -190,7 +190,8 @@ def _patch(model, clean, corrupted, periods, layer, head, reverse=False, normali
 
 
 def _path(model, clean, corrupted, periods, sender, receiver, which="k", direction="noising", biases=True):
-    """The solution's path patch with the patched input, the direction and the biases as parameters."""
+    """The solution's path patch with the patched inputs ("k", "qv", ...), the direction and the biases as
+    parameters."""
     from core.causal.patching import metric
     from core.model.tinycharlm import apply_rope, rope_cos_sin
     (sl, sh), (rl, rh) = sender, receiver
@@ -201,7 +202,7 @@ def _path(model, clean, corrupted, periods, sender, receiver, which="k", directi
     h = base["resid"][rl]
     moved = h + donor["head_out"][sl][:, sh] - base["head_out"][sl][:, sh]
     blk = model.blocks[rl]
-    x = {p: (moved if p == which else h) for p in "qkv"}
+    x = {p: (moved if p in which else h) for p in "qkv"}  # which: the inputs that read the change
     q, k, v = x["q"] @ blk.W_Q[rh], x["k"] @ blk.W_K[rh], x["v"] @ blk.W_V[rh]
     if model.cfg.bias and biases:
         q, k, v = q + blk.b_Q[rh], k + blk.b_K[rh], v + blk.b_V[rh]
@@ -387,29 +388,8 @@ def _ld_wrong(model, clean, corrupted, periods, same_place=False, sign=1, later=
 
 def _path_in(model, clean, corrupted, periods, sender, receiver, path, inputs=None, direction="noising"):
     """path_patch_inputs with the inputs that read the change as a parameter (default: `path` alone)."""
-    from core.causal.patching import metric
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
-    inputs = inputs if inputs is not None else path
-    (sl, sh), (rl, rh) = sender, receiver
-    cl, cc = model.run_with_cache(clean)
-    kl, kc = model.run_with_cache(corrupted)
-    mc, mk = float(metric(cl, clean, periods)), float(metric(kl, clean, periods))
-    base, donor = (cc, kc) if direction == "noising" else (kc, cc)
-    h = base["resid"][rl]
-    moved = h + donor["head_out"][sl][:, sh] - base["head_out"][sl][:, sh]
-    blk = model.blocks[rl]
-    x = {p: moved if p in inputs else h for p in "qkv"}
-    q, k, v = x["q"] @ blk.W_Q[rh], x["k"] @ blk.W_K[rh], x["v"] @ blk.W_V[rh]
-    if model.cfg.bias:
-        q, k, v = q + blk.b_Q[rh], k + blk.b_K[rh], v + blk.b_V[rh]
-    T, dh = clean.shape[1], model.cfg.d_head
-    cos, sin = rope_cos_sin(T, dh, 10000.0)
-    s = apply_rope(q, cos, sin) @ apply_rope(k, cos, sin).transpose(-1, -2) / math.sqrt(dh)
-    A = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
-    h = base["resid"][rl + 1] + A @ v @ blk.W_O[rh] - base["head_out"][rl][:, rh]
-    for later in model.blocks[rl + 1:]:
-        h = later(h)
-    return (float(metric(h @ model.W_E.T, clean, periods)) - mk) / (mc - mk)
+    return _path(model, clean, corrupted, periods, sender, receiver, which=path if inputs is None else inputs,
+                 direction=direction)
 
 
 def _faith_wrong(model, clean, corrupted, periods, circuit, replace="corrupted-mean", result="share"):

@@ -225,9 +225,10 @@ def _measure(sizes, rounds: int, n: int) -> dict[str, float]:
 
 
 def _rope_tables(T: int, dh: int):
+    from core.model.config import ModelConfig
     from core.model.tinycharlm import rope_cos_sin  # tinycharlm imports this module
 
-    return rope_cos_sin(T, dh, 10000.0)
+    return rope_cos_sin(T, dh, ModelConfig().rope_base)
 
 
 def choose(measured: dict[str, float]) -> str:
@@ -241,6 +242,8 @@ def kernel_choice() -> KernelChoice:
     (attention_cpp.recorded_choice; about 0.5 CPU-s the first time). Never raises."""
     global _CHOICE
     switch = attention_cpp.switch()
+    if switch == "auto" and _CHOICE is not None:  # every block of every step after the first
+        return _CHOICE
     if switch == "eager":
         return KernelChoice("eager", "ATTENTION_LAB_ATTENTION=eager")
     if not attention_cpp.available():
