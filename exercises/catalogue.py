@@ -47,7 +47,7 @@ def solution_function(ex: Exercise):
 @functools.cache
 def solution_text(section: str) -> str:
     """The source of a section's solutions, read as text: the Exercises page shows it without importing the
-    module, which imports torch (issue #30: a reading server never does)."""
+    module, which imports torch (a reading server never does)."""
     return (Path(__file__).resolve().parent / "solutions" / f"{section}.py").read_text()
 
 

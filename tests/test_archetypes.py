@@ -1,4 +1,4 @@
-"""Head archetypes, their detectors, the IOI data and the Head archetypes page (issue 6)."""
+"""Head archetypes, their detectors, the IOI data and the Head archetypes page."""
 from __future__ import annotations
 
 import pytest

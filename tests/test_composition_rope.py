@@ -1,4 +1,4 @@
-"""The RoPE-aware K-composition score (core.causal.composition, issue 32): its rotation against the model's own
+"""The RoPE-aware K-composition score (core.causal.composition): its rotation against the model's own
 rotated queries and keys, a constructed pair whose answer is |cos(d theta)|, offset 0 as the plain score, the
 offsets a planted induction head attends at, and bad inputs."""
 import math

@@ -268,7 +268,7 @@ def _drop_le(steps, losses, vocab_size):
     return next((s for s, l in zip(steps, losses) if l <= math.log(vocab_size) / 2), None)
 
 
-# Issue 47's exercises: hooks, attribution, composition, knock-outs, path patching into q and v, faithfulness
+# The second set of exercises: hooks, attribution, composition, knock-outs, path patching into q and v, faithfulness
 
 
 def _hooked_loop_var(model, tokens, periods):
@@ -865,7 +865,7 @@ def test_the_model_to_check_on_comes_from_the_environment(monkeypatch):
 
 
 def test_the_k_composition_hint_states_the_baseline_the_circuits_page_uses():
-    """Issue 32: the exercise was "K-composition against a random baseline" and computed none; its hint now
+    """The exercise "K-composition against a random baseline" computes one: its hint
     names core.reading.composition.composition_baseline and its value at the shipped models' shapes."""
     import re
 

@@ -1,4 +1,4 @@
-"""Faults, with nothing lost (issue #30): a training process killed mid-run leaves its session the
+"""Faults, with nothing lost: a training process killed mid-run leaves its session the
 model of its last logged step, bit-identical to the same steps trained here, and the session trains
 again at once; the server restarted in the middle of a run leaves no process behind and the next
 server trains at once; a view cache folder that takes nothing leaves every page working from memory.

@@ -1,4 +1,4 @@
-"""Issue #30: the finished runs a server keeps for identical runs hold their checkpoints in an unnamed
+"""The finished runs a server keeps for identical runs hold their checkpoints in an unnamed
 temporary file, not in the server's memory (core.pool.finished); a disk that refuses the file keeps
 them in memory, a file that cannot be read back is forgotten and the run trains again; sessions handed
 one run while another still holds it share one copy, and the store lets it go with its last holder."""

@@ -1,4 +1,4 @@
-"""Issue 32: Home caveats its attention-mass scores where the period-shift probe says the model copies
+"""Home caveats its attention-mass scores where the period-shift probe says the model copies
 from a fixed distance back (core.reading.probes.fixed_distance_verdict): the shipped fixed-period model
 scores as an induction model by attention mass but fails a quarter off its period; the 2-block model
 looks the token up. The caveat's figures are the probe's, recomputed here."""
@@ -41,8 +41,8 @@ def test_home_shows_the_caveat_only_where_the_probe_says_so():
 
 
 def test_home_questions_say_what_the_probe_finds():
-    """Issue 32: on the fixed-period model Home's two questions answered "it looks the token up" and "4 or more"
-    induction heads from attention mass alone. The answers now carry the probe's figures where it finds a fixed
+    """On the fixed-period model attention mass alone would answer Home's two questions "it looks the token up"
+    and "4 or more" induction heads. The answers carry the probe's figures where it finds a fixed
     distance, and only there."""
     from core.quiz import questions as quiz
     from core.training.overview import model_overview

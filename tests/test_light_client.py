@@ -1,4 +1,4 @@
-"""bench/light.py's LightSession follows a page's fragments as Streamlit's frontend does (issue #30): a
+"""bench/light.py's LightSession follows a page's fragments as Streamlit's frontend does: a
 fake server on an in-memory websocket sends the ForwardMsgs Streamlit 1.67 sends, and the test reads
 the BackMsgs the session sends back."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""core.causal.metrics: log-probability, logit difference and probability of the right token side by side
-(issue 32), against an independent computation, the linearity that makes the logit difference additive,
+"""core.causal.metrics: log-probability, logit difference and probability of the right token side by side,
+against an independent computation, the linearity that makes the logit difference additive,
 and bad inputs."""
 import numpy as np
 import pytest

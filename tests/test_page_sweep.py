@@ -157,7 +157,7 @@ def test_same_as_table_compares_each_run_with_the_tables_run_of_its_seed(tmp_pat
 @pytest.mark.parametrize("same_code", [True, False])
 def test_a_table_from_other_training_code_is_said_to_be(tmp_path, same_code):
     """A shipped table's rows carry the code version that trained them; trained by other code (another attention
-    kernel, session 10), its runs need not be a page run's bit for bit, and the page says so."""
+    kernel), its runs need not be a page run's bit for bit, and the page says so."""
     from core.pool.live_run import code_version
 
     code = code_version() if same_code else "0123456789abcdef"

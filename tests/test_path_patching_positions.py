@@ -1,5 +1,5 @@
-"""Path patching per position and with a mean reference (core.causal.path_patching.path_patch_positions,
-issue 32): against a naive float64 loop written here from the definitions (nothing from core/ but the
+"""Path patching per position and with a mean reference (core.causal.path_patching.path_patch_positions):
+against a naive float64 loop written here from the definitions (nothing from core/ but the
 weights), the sums over positions that must add up, the planted induction circuit whose answers are known
 by construction, and the arguments it refuses."""
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
     monkeypatch.setattr(backend, "wait_any", slow_wait)
     assert in_gap.wait(10)
     a_handle = a._src.handle
-    pool.discard(a)  # reset: before issue 21 this closed a's connection under the monitor
+    pool.discard(a)  # reset must not close a's connection under the monitor
     a_handle.close()  # ... and so does anything else that closes it
     go_on.set()
     step = b.step
@@ -347,7 +347,7 @@ def test_stop_before_a_shared_training_started_takes_only_that_follower_off():
         pool.shutdown()
 
 
-# -- issue 28: a stuck monitor, two Stops at once -------------------------------------------------
+# -- a stuck monitor, two Stops at once ---------------------------------------------------------
 
 
 def test_a_stuck_monitor_is_replaced_and_the_stale_one_changes_nothing():
@@ -464,7 +464,7 @@ def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
 
 
 def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_lets_go(pool):
-    """Issue #30: once a run has ended, the pool holds nothing of it but the finished key's checkpoint
+    """Once a run has ended, the pool holds nothing of it but the finished key's checkpoint
     bytes (core.pool.finished, for identical runs): the LiveRun, its model and its follower list go with
     the session's last reference (st.session_state), finished or failed with its last logged model alike."""
     import gc
@@ -501,7 +501,7 @@ class RestingThreadBackend(ThreadBackend):
 
 
 def test_the_backend_rests_once_per_idle_spell_and_trains_again_after():
-    """Issue #30: nothing training or waiting for rest_seconds lets the backend rest (the process
+    """Nothing training or waiting for rest_seconds lets the backend rest (the process
     backend stops its forkserver), once, and never while a training runs."""
     pool = thread_pool(backend=RestingThreadBackend(), rest_seconds=0.1)
     try:

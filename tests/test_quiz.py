@@ -189,7 +189,7 @@ def test_planted_training_timing_and_first_copy():
 
 
 def test_timing_boundaries_follow_the_stated_rule():
-    """Issue 23: a head formed at exactly the drop's start (loss still at or above 3 nats) is 'before';
+    """A head formed at exactly the drop's start (loss still at or above 3 nats) is 'before';
     within one logging interval of a boundary both sides count; the drop 10 -> 60 here (V = 64)."""
     opts = quiz_training.TIMING_OPTIONS
 
@@ -247,7 +247,7 @@ def test_planted_home_questions():
 
 
 def test_home_lookup_question_on_the_shipped_models():
-    """Issue 23: the 1-block model's later-copy loss is lower than its first-copy loss without a look-up;
+    """The 1-block model's later-copy loss is lower than its first-copy loss without a look-up;
     the question's options are bands of the measured difference and the answer says where the gap comes from."""
     from core.training.overview import model_overview
 

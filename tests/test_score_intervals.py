@@ -1,4 +1,4 @@
-"""Issue 23: head scores come with a 95% bootstrap interval over the sequences measured
+"""Head scores come with a 95% bootstrap interval over the sequences measured
 (core.reading.heads.score_intervals), and the previous-token question's margin is that interval."""
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
 
 
 def test_the_backend_does_not_rest_between_the_seeds_of_a_series():
-    """Issue #30: the pool stops its worker process server after REST_SECONDS with nothing training or
+    """The pool stops its worker process server after REST_SECONDS with nothing training or
     waiting; a series starts each seed as the last ends, so its seeds share one server (a rest between
     them would cost each seed a new one, 1.6-1.9 CPU-s), and the rest comes after the last."""
     from test_pool import RestingThreadBackend

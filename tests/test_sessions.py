@@ -1,4 +1,4 @@
-"""ui/sessions.py (issue #30): what a session leaves on the server is released once it can no longer
+"""ui/sessions.py: what a session leaves on the server is released once it can no longer
 reconnect. Streamlit drops a session whose reconnect window (server.disconnectedSessionTTL) has
 passed without AppSession.shutdown, so its media files (the Train page's checkpoint download), its
 uploads and, for the session its runtime loop still refers to, its session state would stay."""

@@ -92,7 +92,7 @@ def test_snapshotting_leaves_the_trajectory_unchanged():
 
 @pytest.mark.parametrize("budget", [pytest.param(None, marks=pytest.mark.slow), 6])  # the default budget: the rest tier
 def test_a_checkpoint_is_the_same_byte_for_byte_whether_its_snapshots_were_spilled_or_held(budget, monkeypatch):
-    """The recorder keeps its snapshots in a temporary file (issue #30); a run whose recorder holds them in
+    """The recorder keeps its snapshots in a temporary file; a run whose recorder holds them in
     memory, as before, writes the same file, byte for byte: the worker's final checkpoint and one taken
     mid-run ("keep"). With a budget of 6 snapshots the recorder thins while it trains, and the freed slots
     of its file are reused. (The history's seconds are wall time: the trainer's clock ticks 1 ms a reading.)"""
@@ -126,7 +126,7 @@ def _run_checkpoints(spill: bool, budget: int | None, monkeypatch) -> tuple[byte
 
 @pytest.mark.parametrize("fault", ["no temporary folder", "disk full after 3 snapshots"])
 def test_a_run_whose_spill_file_fails_holds_its_snapshots_in_memory_and_writes_the_same_file(fault, monkeypatch):
-    """Issue #30's faults: no temporary file can be made, or the disk fills mid-run. The run goes on with
+    """Faults: no temporary file can be made, or the disk fills mid-run. The run goes on with
     its snapshots in memory (those already in the file read back) and writes the checkpoint a run that held
     them in memory from the start writes."""
     import tempfile
@@ -322,7 +322,7 @@ def test_the_shipped_snapshots_are_at_most_10_steps_apart_across_the_drop(shippe
 
 
 def test_a_file_read_mapped_gives_the_same_model_and_snapshots_as_its_bytes(tmp_path):
-    """read_checkpoint(path, mmap=True) (how the server loads the shipped files, issue #30) keeps the
+    """read_checkpoint(path, mmap=True) (how the server loads the shipped files) keeps the
     tensors as pages of the file; the model, its history and every snapshot equal a read of the bytes."""
     trainer = _trainer(steps=35)
     path = tmp_path / "mapped.pt"

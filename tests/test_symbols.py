@@ -67,7 +67,7 @@ def test_head_labels_are_one_based():
 
 
 def test_tables_carry_zero_based_layer_and_head_and_the_label_first():
-    """Issue 28: a core table has 0-based layer and head and the label made by core.model.symbols, first."""
+    """A core table has 0-based layer and head and the label made by core.model.symbols, first."""
     df = with_labels(pd.DataFrame({"layer": [0, 1, 1], "head": [3, 0, ALL_HEADS], "x": [0.1, 0.2, 0.3]}))
     assert list(df.columns) == ["label", "layer", "head", "x"] and list(df["label"]) == ["1.4", "2.1", "2.all"]
     assert [parse_head_label(s) for s in df["label"][:2]] == [(0, 3), (1, 0)]

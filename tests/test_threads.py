@@ -1,4 +1,4 @@
-"""What a class's first pages do at once on a new server's script threads (issue #30): no import deadlock,
+"""What a class's first pages do at once on a new server's script threads: no import deadlock,
 no AST parse on two threads at once."""
 from __future__ import annotations
 

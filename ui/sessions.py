@@ -1,4 +1,4 @@
-"""What an ended session leaves on the server, released once it can no longer come back (issue #30).
+"""What an ended session leaves on the server, released once it can no longer come back.
 
 Streamlit keeps a disconnected session for `server.disconnectedSessionTTL` seconds (120 by default) so
 that its tab can reconnect to it. A session that expires from that storage is dropped without

@@ -1,6 +1,6 @@
 """What the Causal experiments page reads of its experiments: the Experiments dataclass core.causal.views
 computes (stored on disk as it is) and the position sweeps' budget. Apart from the computation, so that a page
-reading a stored view imports no torch (issue #30, core/model/lazy.py)."""
+reading a stored view imports no torch (core/model/lazy.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

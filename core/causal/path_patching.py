@@ -13,7 +13,7 @@ block rerun with every sender of a chunk on a leading patch dim, then the blocks
   suffice? Near 1 means it alone brings the clean performance back.
 Both use the patch effect of core.causal.patching: (M(patched) - M(corrupted)) / (M(clean) - M(corrupted)).
 
-Per position (path_patch_positions, issue 32): the same path resolved by where it acts.
+Per position (path_patch_positions): the same path resolved by where it acts.
 - by="sender": the sender's swapped output only at position p (the receiver reads stream + delta at p alone;
   a receiver's q, k and v at p read only the stream at p, so this is also the receiver's input position p).
 - by="receiver": the sender's swapped output at every position, but only the receiver's changed output at

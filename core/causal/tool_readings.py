@@ -1,4 +1,4 @@
-"""What the Causal page may say of issue 32's checks (core.causal.tool_views), decided from the numbers just
+"""What the Causal page may say of the researcher's checks (core.causal.tool_views), decided from the numbers just
 measured, by the rules of core.causal.readings: a sentence only when the runs differ enough
 (clarity.clear_gap), else None. Heads are labelled as core.model.symbols labels them ("1.4").
 """

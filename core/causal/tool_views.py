@@ -1,4 +1,4 @@
-"""The researcher's checks of issue 32 on one pair of runs, beside core.causal.views.Experiments: path patching
+"""The researcher's checks on one pair of runs, beside core.causal.views.Experiments: path patching
 per position and with a mean reference, GradDrop beside AtP*, and the RoPE-aware K-composition score. Each
 returns numpy or pandas objects (0-based layer and head, labels from core.model.symbols); the Causal page
 draws them and core.causal.tool_readings says what they show.

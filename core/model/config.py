@@ -1,5 +1,6 @@
 """TinyCharLM's shape: one config dataclass. Apart from core/model/tinycharlm.py so that what reads a
-config (a checkpoint's info, a stored view, the sidebar) needs no torch (issue #30)."""
+config (a checkpoint's info, a stored view, the sidebar) needs no torch, which a reading server never
+imports (docs/DESIGN.md, "A reading server without torch")."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

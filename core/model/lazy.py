@@ -1,4 +1,4 @@
-"""Torch when a function runs, not when its module is imported (issue #30).
+"""Torch when a function runs, not when its module is imported.
 
 A server whose pages read stored views never imports torch: it is half a reading server's memory and
 most of its first page's CPU. So a page imports at its top only modules that need no torch, and a view's

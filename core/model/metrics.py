@@ -1,5 +1,5 @@
 """Loss and accuracy split by copy (docs/DESIGN.md "Metrics"). Torch is imported by the functions that need
-it: a page reads METRIC_NAMES and later_copy_floor without it (issue #30)."""
+it: a page reads METRIC_NAMES and later_copy_floor without it (docs/DESIGN.md, "A reading server without torch")."""
 from __future__ import annotations
 
 import math

@@ -44,7 +44,8 @@ def pack(model: TinyCharLM) -> dict[str, torch.Tensor]:
     mapped on its own (mmap), outside malloc's heap. A training keeps its freed heap to reuse for the next
     step (core.training.heap); snapshots kept for hundreds of steps in it sat between the step's buffers,
     which then could not reuse those holes: in a pool worker with the compiled attention the free heap grew
-    from 87 to 137 MB over 400 steps, and stayed at 49-53 MB with no snapshots (bench/README.md, session 10)."""
+    from 87 to 137 MB over 400 steps, and stayed at 49-53 MB with no snapshots (bench/README.md, "A training
+    process's memory")."""
     state = model.state_dict()
     out = _views(_mapped(state), ((k, v.shape) for k, v in state.items()))
     for k, v in state.items():
@@ -130,7 +131,7 @@ def keep_indices(steps: list[int], losses: list[float], max_count: int, pending:
 
 
 class SpillFile:
-    """Snapshots of one model's state_dict kept in an unnamed temporary file instead of memory (issue #30):
+    """Snapshots of one model's state_dict kept in an unnamed temporary file instead of memory:
     a pool worker held about 22 MB of live snapshots by step 800 of a default run, resident until the
     checkpoint was written, though only the export at the end reads them. Each snapshot is the same
     float16 buffer `pack` makes, written to a slot of the file; a slot freed by thinning is reused, so

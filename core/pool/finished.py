@@ -1,15 +1,15 @@
 """The finished runs a server keeps, so that a session starting the same run later gets it at once.
 
 Each kept run is its checkpoint's bytes and its frozen stream (rows and film-strip frames). The bytes
-sit in an unnamed temporary file, not in the server's memory (issue #30): the default 2-block run's
-checkpoint is 8.4 MB, and the server held it, resident, for as long as the run was kept (bench/README.md
-"Session 12"). Handing a run back reads the file (page cache, a few milliseconds). Where no temporary
+sit in an unnamed temporary file, not in the server's memory: the default 2-block run's
+checkpoint is 8.4 MB, and the server held it, resident, for as long as the run was kept (bench/README.md,
+"Server memory"). Handing a run back reads the file (page cache, a few milliseconds). Where no temporary
 file can be made or written (an unwritable or full disk) the bytes stay in memory, as before; a file
 that cannot be read back gives None, and the caller trains the run again.
 
 While a run handed out still lives (the pool passes each one to `hold`), the next session gets the same
 bytes object rather than a fresh read: a class of 20 handed the default run held 20 copies of its 8.4 MB
-otherwise (bench/README.md "Session 12"). The store refers to those runs weakly, so the bytes go with
+otherwise (bench/README.md, "Server memory"). The store refers to those runs weakly, so the bytes go with
 the last of them.
 """
 from __future__ import annotations

@@ -28,7 +28,7 @@ def code_version() -> str:
     """A hash of the code a training's result depends on (core/training, core/model with the compiled
     attention's C++ source, the attention kernel this process trains with, torch's version), computed once
     per server process. The source and the kernel count since the compiled attention's floats differ from
-    the eager kernel's (session 10: a table's runs from one kernel are not bit for bit the other's)."""
+    the eager kernel's (a table's runs from one kernel are not bit for bit the other's)."""
     from core.model import attention_cpp
 
     root = Path(__file__).resolve().parent.parent

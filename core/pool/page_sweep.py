@@ -1,4 +1,4 @@
-"""A small sweep a student starts on the Laws of the drop page (issue 31): one setting at 2-3 values times
+"""A small sweep a student starts on the Laws of the drop page: one setting at 2-3 values times
 2-3 seeds, trained one run after another through the server's training pool (core.pool.runs.RunPool, the
 Train page's slots and line), and the finished runs' drop steps read as one law of core.pool.laws.
 

@@ -1,12 +1,12 @@
 """What the forkserver imports before it forks a worker (core.pool.worker.context preloads this
 module): the worker's code, and everything a training touches only once it runs, so that every
-worker shares one copy instead of making its own (issue #30).
+worker shares one copy instead of making its own.
 
-Measured (bench/README.md, issue #30): the first forward and backward set up about 20 MB. So this
+Measured (bench/README.md, "A training process's memory"): the first forward and backward set up about 20 MB. So this
 module trains a tiny model for one step, once, here. (The Trainer's optimizer is core.training.adamw,
 not torch.optim.AdamW, whose first construction imported about 830 modules, torch._dynamo, sympy and
 mpmath, 72 MB that this warm-up used to load for the workers; and no module a training imports loads
-pandas: bench/README.md "Session 10".) Then it freezes the garbage collector's view of every object
+pandas: bench/README.md, "A training process's memory".) Then it freezes the garbage collector's view of every object
 made so far (gc.freeze): a worker's collections never walk them, so they are never written to and
 never copied into the worker (fork shares memory until a page is written; a collection writes to
 every object it walks). That saves about 40 MB more per worker. Last, the warm-up's freed heap goes

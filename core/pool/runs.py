@@ -64,7 +64,7 @@ KILL_WAIT = 1.0  # how long a page's discard waits for a killed worker to be gon
 EXIT_GRACE = 5.0  # a worker whose Pipe closed, or that said "done", gets this long to exit before it is killed
 WORKER_THREADS = 1  # torch threads per worker
 # nothing training or waiting this long: the backend may free what starts need (its forkserver, 160-215 MB of
-# PSS at rest, 1.6-1.9 CPU-s to start again: bench/README.md "Session 12"). Longer than the gap between two runs
+# PSS at rest, 1.6-1.9 CPU-s to start again: bench/README.md, "Server memory"). Longer than the gap between two runs
 # of a seed series or a sweep (the next starts as the last ends: milliseconds); shorter than a student takes to
 # press Train again, so a server's helpers are over their 450 MB only for these seconds after a training
 REST_SECONDS = 2.0
@@ -344,7 +344,7 @@ class RunPool:
 
     def _rest_when_idle(self, generation: int) -> None:
         """Once nothing has trained, waited or been reaped for rest_seconds, let the backend rest (the
-        process backend stops its forkserver: issue #30), once per idle spell."""
+        process backend stops its forkserver), once per idle spell."""
         now = time.monotonic()
         with self._lock:
             if not self.monitor.current(generation):  # a replaced monitor's late tick changes nothing

@@ -72,8 +72,8 @@ def final_checkpoint(trainer: Trainer) -> bytes:
 
 def saved_checkpoint(trainer: Trainer) -> bytes:
     """The checkpoint of the trainer's model at a logged step (its history ends there), without the
-    snapshots: what the server keeps of a run whose process is killed before it hands its model back
-    (issue #30). The snapshots stay out because they are up to 8.5 MiB a file and the file is sent
+    snapshots: what the server keeps of a run whose process is killed before it hands its model back.
+    The snapshots stay out because they are up to 8.5 MiB a file and the file is sent
     every log; the weights and history are about 0.6 MB for the default model."""
     fields = {k: v for k, v in trainer.checkpoint_fields().items() if k != "snapshots"}
     return checkpoint_bytes(trainer.model, **fields)
@@ -93,7 +93,7 @@ def main_script_hidden():
     it is written: Streamlit makes each script run's module sys.modules["__main__"] while it runs, so
     with several students on one server the module read could be another session's, named after
     dashboard.py, and the worker ran the app's script and died (exit code 1 before its first step:
-    1 of 4 trainings started together, twice; bench/README.md, session 8)."""
+    1 of 4 trainings started together, twice; bench/README.md, "A class on one server")."""
     with _MAIN_LOCK:
         written = spawn.get_preparation_data
 
@@ -147,7 +147,7 @@ def warm_up(ctx) -> None:
 
 def rest(ctx) -> bool:
     """Stop the forkserver, if one runs (the next start begins a new one, 1.6-1.9 CPU-s): an idle
-    forkserver holds about 160 MB of PSS (bench/README.md, issue #30). True if one was stopped. Uses
+    forkserver holds about 160 MB of PSS (bench/README.md, "Server memory"). True if one was stopped. Uses
     multiprocessing's ForkServer._stop, which CPython keeps for its own tests (3.8 to 3.13)."""
     if ctx.get_start_method() != "forkserver":
         return False

@@ -20,7 +20,7 @@ from core.model.symbols import with_labels
 from core.reading import bootstrap
 from core.reading.detectors import DETECTORS, detector_scores
 
-if TYPE_CHECKING:  # pandas only in the tables: a training (head_scores) never imports it (issue #30)
+if TYPE_CHECKING:  # pandas only in the tables: a training (head_scores) never imports it
     import pandas as pd
 
 PERIOD_SCORES = ("prev_token", "induction", "induction_any", "duplicate", "first_token", "self")

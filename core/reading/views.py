@@ -1,6 +1,6 @@
 """What the Attention and Circuits pages draw of a model: the views core.reading.analysis computes, as numpy
 arrays and pandas frames. Apart from the computation, so that a page reading a stored view imports no torch
-(issue #30, core/model/lazy.py)."""
+(core/model/lazy.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
