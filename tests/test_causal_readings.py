@@ -312,40 +312,24 @@ def test_the_metric_sentence_names_the_top_head_each_metric_finds(first_copy):
         assert "The metrics disagree on the top head" in said
 
 
-def test_the_circuit_as_a_whole_is_what_path_patching_found(first_copy, resampled):
-    """Issue 32: the page's circuit is the needed paths and the block-2 heads; under first-copy it leaves
-    out the query paths (untestable) and keeps less of M than the resample circuit, which has two of them
-    (1.1's and 1.4's); the two resample leaves out add little (docs/DESIGN.md)."""
-    from core.causal import circuit
-
-    fc, rs = first_copy.circuit, resampled.circuit
-    assert "1.4 → k" in fc["elements"] and not any(e.endswith("→ q") for e in fc["elements"])
-    assert any(e.endswith("→ q") for e in rs["elements"])
-    assert fc["f_model"] == pytest.approx(first_copy.m_clean, abs=1e-5)
-    assert 0 < fc["recovered"] < rs["recovered"] < 1
-    k = _k2(first_copy, "k")
-    assert set(circuit.describe(e) for e in circuit.found_circuit(first_copy.paths, readings.NEEDED)) == set(
-        fc["elements"]) and (k.loc["1.4", "effect_high"] < readings.NEEDED)
-    # what the circuits lack is in the query paths: with every block-1 query path added both keep about all of M
+def test_the_circuit_as_a_whole_uses_one_reference(first_copy, resampled):
+    """The page's circuit is chosen and scored with the mean over the corrupted runs (core.causal.circuit): its
+    elements are those whose knockout alone clearly costs M, its F(all) is M(clean), its span is F(all) - F(none),
+    and the sentence sets it beside the circuit the corrupted-run reference finds (under first-copy without the
+    query path 1.4 → q, which that reference cannot see)."""
     from core.causal import tool_readings
 
-    assert fc["missing_queries"] == ["1.1 → q", "1.2 → q", "1.3 → q", "1.4 → q"]
-    assert rs["missing_queries"] == ["1.2 → q", "1.3 → q"]
-    assert {"1.1 → q", "1.4 → q"} <= set(rs["elements"])
-    assert (fc["recovered"], fc["with_queries"]) == (pytest.approx(0.09, abs=0.005), pytest.approx(1.0, abs=0.01))
-    assert (rs["recovered"], rs["with_queries"]) == (pytest.approx(0.84, abs=0.005), pytest.approx(0.90, abs=0.005))
-    q = _k2(resampled, "q")
-    assert (q.loc[["1.2", "1.3"], "effect_high"] >= readings.NEEDED).all()  # not clearly needed one at a time
-    assert (q.loc[["1.1", "1.4"], "effect_high"] < readings.NEEDED).all()
-    assert q.loc["1.2", "patch_effect"] == pytest.approx(1.00, abs=0.005)
-    assert q.loc["1.3", "patch_effect"] == pytest.approx(0.93, abs=0.005)
-    said = tool_readings.circuit_sentence(fc, first_copy.gap, readings.untestable_paths(first_copy)["q"])
-    assert "which this corruption cannot test" in said and "keeps **101%** instead of 9%" in said
-    assert "over 100%: with every other path at its mean output" in said  # why a share can pass 100%
-    assert fc["with_queries"] > 1  # and so it is: the circuit with every query path scores above the whole model
-    said = tool_readings.circuit_sentence(rs, resampled.gap, readings.untestable_paths(resampled).get("q", []))
-    assert "each not clearly needed when noised alone" in said and "keeps **90%** instead of 84%" in said
-    assert "they are not what it lacks" in said
+    fc, rs = first_copy.circuit, resampled.circuit
+    assert fc["f_model"] == pytest.approx(first_copy.m_clean, abs=1e-5)
+    assert fc["span"] == pytest.approx(fc["f_model"] - fc["f_none"])
+    k = fc["knockouts"].set_index("label")
+    assert set(fc["elements"]) == set(k.index[k["kept_high"] < readings.NEEDED])
+    assert "1.4 → q" in fc["elements"] and "1.4 → q" not in fc["other"]["elements"]
+    said = tool_readings.circuit_sentence(fc, first_copy.gap, "first-copy")
+    assert "only the mean reference can find 1.4 → q needed" in said and "keeps 48% of its own span" in said
+    said = tool_readings.circuit_sentence(rs, resampled.gap, "resample")
+    assert "No block-2 head is clearly needed alone under that reference" in said
+    assert "only the mean reference" not in said
 
 
 def test_weight_composition_beside_path_patching(first_copy, shipped):

@@ -161,7 +161,7 @@ def test_issue_32_checks_show_cores_sentences_and_the_positions_wait_for_a_click
                                        views.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
     md = texts(at, "markdown")
     assert rope in md and "so nothing cancels: GradDrop's score is" in md
-    assert "cannot test. With every block-1 query path added it keeps **101%** instead of 9%" in md  # the circuit
+    assert "keeps **45%** of the span" in md and "1.1 → q (77%), then 2.4 (92%)" in md  # the circuit
     before = len(at.get("vega_lite_chart"))
     at.button(key="cz_positions_button").click().run(timeout=300)
     assert not at.exception and len(at.get("vega_lite_chart")) == before + 4

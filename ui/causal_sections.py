@@ -154,34 +154,50 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
-def circuit_section(res, untestable: dict[str, list[str]]) -> None:
-    """The circuit path patching finds, as a whole (res.circuit); `untestable` is readings.untestable_paths(res)."""
+def circuit_section(res) -> None:
+    """The circuit as a whole (res.circuit, core.causal.circuit.page_circuit): chosen and scored with one
+    reference, the mean over the corrupted runs."""
     circ = res.circuit
     if circ is None:
         return
     st.subheader("The circuit as a whole")
+    grown = circ.get("grown") or []
     st.markdown(
-        f"Keep only what path patching above finds needed ({', '.join(circ['elements'])}), give every other "
-        "path and head its mean output over the corrupted runs, and run the clean sequences (Wang et al., "
-        f"2022): the circuit keeps **{circ['recovered']:.0%}** of what the whole model has over the fully "
-        f"ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f} nats, and {circ['f_none']:.2f} "
-        "with everything ablated). Its parts and its score use two references: the parts are those whose "
-        "noising against each sequence's *own* corrupted run costs M (so under first-copy no query path can be "
-        "chosen), the score ablates everything else to the *mean* over the corrupted runs, under which the "
-        "query paths do carry M. " + (_circuit_sentence(
-            circ, res.gap, untestable.get("q", [])) or ""))
-    st.dataframe(circ["rows"][["label", "completeness", "minimality"]].rename(
+        "Give every path and head its mean output over the corrupted runs, one at a time, on the clean sequences "
+        "(Wang et al., 2022, mean-ablate over a reference distribution the same way), and keep in the circuit "
+        "each element whose knockout alone clearly costs M: the share of the span kept has a 95% interval over "
+        "the sequences ending below "
+        f"{readings.NEEDED:g}. The same reference scores it: with everything else at its mean, the circuit "
+        f"({', '.join(circ['elements']) or 'empty'}) keeps **{circ['recovered']:.0%}** of the span between the "
+        f"whole model and the fully ablated one (M {circ['f_circuit']:.2f} against {circ['f_model']:.2f} nats, "
+        f"and {circ['f_none']:.2f} with everything ablated: a span of {circ['span']:.2f} nats). The span is not "
+        "M(clean) − M(corrupted): the mean of the corrupted runs is not any one of them."
+        + (" Adding, one at a time, the element that raises M most: " + ", then ".join(
+            f"{label} ({share:.0%})" for label, share in grown) + ". Those parts cost little knocked out alone, "
+           "but carry M together." if grown else ""))
+    rows = circ["rows"]
+    st.dataframe(rows[["label", "completeness", "completeness_share", "minimality", "minimality_share"]].rename(
         columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)| (nats)",
-                 "minimality": "minimality F(C) − F(C∖v) (nats)"}), hide_index=True)
+                 "completeness_share": "completeness (share of the span)",
+                 "minimality": "minimality F(C) − F(C∖v) (nats)",
+                 "minimality_share": "minimality (share of the span)"}),
+        hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in (
+            "completeness |F(C∖v) − F(M∖v)| (nats)", "minimality F(C) − F(C∖v) (nats)")} | {
+            c: st.column_config.NumberColumn(format="percent") for c in (
+                "completeness (share of the span)", "minimality (share of the span)")})
     st.caption(
-        "**What am I looking at?** A reduced version of Wang et al.'s tests: F is M in nats (not a share of the "
-        "gap like the percentage above), and completeness is tried only for K = {v} (one element removed) and "
-        "K = C (the last row), not searched over subsets of the circuit as they do. *Completeness*: remove the "
-        "same element from the circuit and from the whole model; a complete circuit behaves like the model "
-        "under every such knockout (small values). *Minimality*: how much the circuit loses without that "
-        "element; near 0 or below, it is not needed in the circuit. A path this corruption cannot test (under "
-        "first-copy, every query path) is left out of the circuit and so ablated: where the circuit keeps "
-        "little, that is where to look (resample tests the query paths).")
+        "**What am I looking at?** A reduced version of Wang et al.'s tests, with one reference (the mean over the "
+        "corrupted runs) for choosing the circuit and for scoring it: F is M in nats with only the named elements "
+        "intact, and each figure is also given as a share of the span F(M) − F(∅). Completeness is tried only for "
+        "K = {v} (one element removed) and K = C (the last row), not searched over subsets of the circuit as they "
+        "do. *Completeness*: remove the same element from the circuit and from the whole model; a complete circuit "
+        "behaves like the model under every such knockout (small values). *Minimality*: how much the circuit loses "
+        "without that element; near 0 or below, it is not needed in the circuit. Why the mean: under first-copy "
+        "each corrupted run keeps its sequence's second copy, so a reference made per sequence leaves every query "
+        "path untouched and can neither choose nor score one.")
+    said = _circuit_sentence(circ, res.gap, res.corruption)
+    if said:
+        st.markdown(said)
 
 
 def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf | None = None) -> None:

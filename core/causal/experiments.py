@@ -68,8 +68,9 @@ class Experiments:
     by_metric: pd.DataFrame | None = None
     """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
     circuit: dict | None = None
-    """circuit.circuit_report of circuit.found_circuit(paths): the paths path patching finds needed and
-    every block-2 head, everything else mean-ablated; with "elements" (their labels). None unless 2 blocks."""
+    """circuit.page_circuit: the circuit chosen and scored with one reference (the mean over the corrupted runs),
+    with "elements" (their labels), its knockouts, greedy growth and the corrupted-run reference's circuit
+    beside it ("other"). None unless 2 blocks."""
     composition: pd.DataFrame | None = None
     """composition.composition_vs_paths: weight K-composition beside key-path noising per receiver; None
     unless 2 or more blocks."""

@@ -143,25 +143,28 @@ def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float)
                       f"{s} {rng[s][1]}" for s in back + self_) + ".")
 
 
-def circuit_sentence(circ: dict | None, gap: float, untestable: list[str] = ()) -> str | None:
-    """What the page's circuit (circuit.page_circuit) lacks: the block-1 query paths it leaves out, and how much of
-    M it keeps once they are added. untestable: the senders whose query rows this corruption cannot test
-    (readings.untestable_paths). None when it leaves none out or the gap is too small."""
-    if circ is None or not circ.get("missing_queries") or not clarity.clear_gap(gap):
+def circuit_sentence(circ: dict | None, gap: float, corruption: str) -> str | None:
+    """What the reference changes (core.causal.circuit.page_circuit's "other"): the circuit the corrupted-run
+    reference chooses and scores, against the mean's; under first-copy, why the query paths differ. None without
+    a circuit or with too small a gap."""
+    if circ is None or "other" not in circ or not clarity.clear_gap(gap):
         return None
-    missing = circ["missing_queries"]
-    blind = [m for m in missing if m.split(" ")[0] in untestable]  # labels "1.4 → q"
-    tested = [m for m in missing if m not in blind]
-    added = circ["with_queries"] - circ["recovered"]
-    alone = f"not clearly needed when noised alone (the noising interval reaches {clarity.NEEDED:g})"
-    why = (", which this corruption cannot test" if not tested else f", each {alone}" if not blind else
-           f": {_heads(blind)} untestable here, {_heads(tested)} {alone}")
-    out = (f"The circuit leaves out the query paths {_heads(missing)}{why}. With every block-1 query path added "
-           f"it keeps **{circ['with_queries']:.0%}** instead of {circ['recovered']:.0%}")
-    if round(circ["with_queries"], 2) > 1:  # what the page shows as over 100%
-        out += (" (over 100%: with every other path at its mean output, M comes out a little higher than the whole "
-                "model's own, so what those paths add on the clean runs works slightly against it)")
-    if added < 0.25:
-        return out + ": they are not what it lacks."
-    return out + (": what it lacks is in the query paths (resample tests them)." if not tested else
-                  ": together the query paths carry what one at a time they did not show.")
+    other = circ["other"]
+    only_mean = [e for e in circ["elements"] if e not in other["elements"]]
+    only_other = [e for e in other["elements"] if e not in circ["elements"]]
+    out = (f"With each sequence's own corrupted run as the reference instead, for choosing and scoring alike, the "
+           f"circuit is {', '.join(other['elements']) or 'empty'} and keeps {other['recovered']:.0%} of its own span "
+           f"(M {other['f_circuit']:.2f} against {other['f_model']:.2f} nats, {other['f_none']:.2f} with everything "
+           f"ablated to the corrupted runs).")
+    if not any(not e.startswith("1.") for e in other["elements"]):
+        out += (" No block-2 head is clearly needed alone under that reference, so nothing of that circuit reaches "
+                "the logits.")
+    if only_mean or only_other:
+        out += " The two references disagree on " + _heads(only_mean + only_other) + "."
+    else:
+        out += " The two references choose the same elements."
+    queries = [e for e in only_mean if e.endswith("→ q")]
+    if corruption == "first-copy" and queries:
+        out += (" Under first-copy the corrupted runs keep each second copy as it was, so a sequence's own corrupted "
+                f"run leaves the query paths untouched: only the mean reference can find {_heads(queries)} needed.")
+    return out
