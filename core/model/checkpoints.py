@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from core.model import markov
 from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.snapshots import check_snapshots
 from core.model.task import TaskConfig
@@ -53,12 +54,12 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | dict | None = None,
+def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | markov.MarkovTask | dict | None = None,
                     train: dict | None = None, history: list | None = None, snapshots: list | None = None) -> None:
     """Write `model` (and optional task, train settings, history, snapshots [{"step", "state_dict"}])
     as a version-2 file at `path` (a path or a writable binary file object)."""
     task = task if task is not None else TaskConfig()
-    task_dict = task.to_dict() if isinstance(task, TaskConfig) else dict(task)
+    task_dict = task.to_dict() if isinstance(task, (TaskConfig, markov.MarkovTask)) else dict(task)
     payload = {
         "format": FORMAT,
         "version": VERSION,
@@ -141,8 +142,15 @@ def _config(obj: dict, name: str) -> ModelConfig:
         raise CheckpointError(f"{name} has an invalid config: {e}") from None
 
 
-def _task(obj: dict, name: str, cfg: ModelConfig) -> TaskConfig:
+def _task(obj: dict, name: str, cfg: ModelConfig) -> TaskConfig | markov.MarkovTask:
+    """The repeat task (the entry's period_min, period_max, seq_len) or, for an entry of kind "markov",
+    the Markov-chain task (core.model.markov)."""
     task = obj.get("task")
+    if isinstance(task, dict) and task.get("kind") == markov.KIND:
+        try:
+            return markov.task_from_dict(task).validate(cfg.vocab_size)
+        except (ValueError, TypeError) as e:
+            raise CheckpointError(f"{name} has an impossible Markov task: {e}") from None
     if not isinstance(task, dict) or any(not isinstance(task.get(k), int) for k in TASK_KEYS):
         raise CheckpointError(f"{name} lacks a task entry with integer {', '.join(TASK_KEYS)}.")
     try:

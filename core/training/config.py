@@ -74,6 +74,9 @@ class TrainConfig:
         """
         if not self.seq_len or self.seq_len == task.seq_len:
             return task
+        if not isinstance(task, TaskConfig):  # the Markov task trains at its own length
+            raise ValueError(f"training seq_len {self.seq_len} differs from the Markov task's length {task.seq_len}: "
+                             "a Markov-chain run trains on the task's own length (set seq_len 0).")
         if self.seq_len > task.seq_len:
             raise ValueError(f"training seq_len {self.seq_len} is above the task's length {task.seq_len}.")
         return TaskConfig(task.period_min, task.period_max, self.seq_len).validate()

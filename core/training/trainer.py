@@ -1,4 +1,5 @@
-"""Training TinyCharLM on the repeated-sequence task, a chunk of steps at a time.
+"""Training TinyCharLM on the repeated-sequence task or the Markov-chain task (core.model.markov), a
+chunk of steps at a time.
 
 A Trainer owns one model, its optimizer, its data generator and its history. `run(n)` does up to n
 whole steps and returns, so a page can redraw between chunks; stopping between chunks leaves the
@@ -13,6 +14,11 @@ Two kinds of evaluation, both on the fixed evaluation batch of the default task:
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
   a later-copy loss within `check_margin` nats of X (that loss comes free with the step), at most once
   per `check_gap` steps.
+
+On the Markov-chain task a log measures, instead of the copy metrics, the loss on every target and the KL
+of the model's predictions to each strategy of the task (core.model.markov.strategy_kl; "kl_<strategy>",
+one number each, and "kl_positions": {strategy: [T - 1]}), plus each head's prev_token and induction score
+(core.model.markov.head_scores); it has no stop check (stop_at_loss is for the repeat task's drop).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from core.model import markov
 from core.model.config import ModelConfig
 from core.model.hooks import hook_name
 from core.model.metrics import copy_metrics
@@ -37,20 +44,27 @@ from core.training.interventions import apply_interventions, check_interventions
 EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a task
 
 
-def eval_batch(task: TaskConfig, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
+def eval_batch(task: TaskConfig | markov.MarkovTask, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
                period: int | None = None):
-    """A fixed evaluation batch: (tokens [n, T], periods [n])."""
+    """A fixed evaluation batch: (tokens [n, T], periods [n]); on the Markov task (tokens [n, T], None)."""
     g = torch.Generator().manual_seed(seed)
+    if markov.is_markov(task):
+        return markov.sample_markov(task.validate(vocab_size), n_seqs, g)[0], None
     return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
 
 
-def training_batches(task: TaskConfig, vocab_size: int, train: TrainConfig | dict):
+def training_batches(task: TaskConfig | markov.MarkovTask, vocab_size: int, train: TrainConfig | dict):
     """The exact stream of training batches a Trainer with these settings draws, step after step:
-    yields (tokens [batch_size, T_train], periods [batch_size]). T_train is train.train_task(task).seq_len."""
+    yields (tokens [batch_size, T_train], periods [batch_size]) (periods None on the Markov task).
+    T_train is train.train_task(task).seq_len."""
     cfg = train if isinstance(train, TrainConfig) else TrainConfig(
         **{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
     task = cfg.train_task(task)
     g = torch.Generator().manual_seed(cfg.seed + 1)
+    if markov.is_markov(task):
+        task.validate(vocab_size)
+        while True:
+            yield markov.sample_markov(task, cfg.batch_size, g)[0], None
     while True:
         yield sample_batch(task, cfg.batch_size, vocab_size, g)
 
@@ -69,6 +83,32 @@ def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, edi
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
     row["induction_any"] = [s["induction_any"].tolist() for s in scores]
+    return row
+
+
+@torch.no_grad()
+def evaluate_markov(model: TinyCharLM, tokens: torch.Tensor, task: markov.MarkovTask, edits: dict | None = None,
+                    strategies: dict | None = None) -> dict:
+    """A Markov-task log row's measurements: "loss" (mean cross-entropy on targets 1..T-1), "loss_optimal"
+    (the chain's Bayes-optimal strategy's, the floor), "kl_<strategy>" for each strategy, "kl_positions"
+    ({strategy: [T - 1] list}) and each head's prev_token and induction score ([layer][head] lists).
+    strategies: markov.strategy_probs(tokens, task), when already computed."""
+    was_training = model.training
+    model.eval()
+    names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+    logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
+    model.train(was_training)
+    probs = strategies if strategies is not None else markov.strategy_probs(tokens, task)
+    targets = tokens[:, 1:]
+    best = probs[task.strategies[-1]][:, :-1].gather(-1, targets[..., None]).squeeze(-1)
+    row = {"loss": float(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1))),
+           "loss_optimal": float(-best.log().mean())}
+    kl = markov.strategy_kl(logits, tokens, task, probs)
+    row.update({f"kl_{name}": value["mean"] for name, value in kl.items()})
+    row["kl_positions"] = {name: [round(float(v), 5) for v in value["per_position"]] for name, value in kl.items()}
+    scores = [markov.head_scores(cache[n], tokens) for n in names]
+    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
+    row["induction"] = [s["induction"].tolist() for s in scores]
     return row
 
 
@@ -95,6 +135,7 @@ class Trainer:
     def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
         self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
         self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
+        self.markov = markov.is_markov(task_cfg)
         self.train_task = train_cfg.train_task(task_cfg)
         check_interventions(model_cfg, train_cfg)
         self.model = initial_model(model_cfg, train_cfg)
@@ -106,8 +147,13 @@ class Trainer:
                                betas=(0.9, train_cfg.beta2)) if params else None
         self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
         self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
-        self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
-        self.log_tokens, self.log_periods = self.eval_tokens[:LOG_SEQS], self.eval_periods[:LOG_SEQS]
+        if self.markov:  # every log measures the whole evaluation batch: 3 states x 100 tokens are cheap
+            self._stop_loss = None
+            self.log_tokens, self.log_periods = self.eval_tokens, None
+            self._log_strategies = markov.strategy_probs(self.log_tokens, task_cfg)  # fixed batch: once
+        else:
+            self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
+            self.log_tokens, self.log_periods = self.eval_tokens[:LOG_SEQS], self.eval_periods[:LOG_SEQS]
         self.step = 0
         self.seconds = 0.0
         self.history: list[dict] = []
@@ -132,8 +178,13 @@ class Trainer:
         edits = clamp_edits(self.cfg, tokens)
         return self.model.run_with_hooks(tokens, edits=edits)[0] if edits else self.model(tokens)
 
-    def evaluate(self, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
-        """`evaluate` of this run's model as it trains (its clamp, if any, applied)."""
+    def evaluate(self, tokens: torch.Tensor, periods: torch.Tensor | None) -> dict:
+        """`evaluate` (or on the Markov task `evaluate_markov`) of this run's model as it trains (its clamp,
+        if any, applied)."""
+        if self.markov:
+            same = tokens is self.log_tokens
+            return evaluate_markov(self.model, tokens, self.task_cfg, clamp_edits(self.cfg, tokens),
+                                   self._log_strategies if same else None)
         return evaluate(self.model, tokens, periods, clamp_edits(self.cfg, tokens))
 
     def train_step(self) -> float:
@@ -158,8 +209,11 @@ class Trainer:
                 param.grad.mul_(mask)
             self.optimizer.step()
         with torch.no_grad():
-            later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
-            self.last_later_loss = float(per_target.view(later.shape)[later].mean())
+            if periods is None:  # the Markov task: every target counts
+                self.last_later_loss = float(loss)
+            else:
+                later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
+                self.last_later_loss = float(per_target.view(later.shape)[later].mean())
         self.step += 1
         return loss.item()
 
@@ -184,6 +238,9 @@ class Trainer:
         With stop_at_loss, stops as soon as a stop check or a log finds loss_later_copies below it
         (and logs that step). Returns steps done.
         """
+        if stop_at_loss is not None and self.markov:
+            raise ValueError("stop_at_loss stops a repeat-task run at its drop; "
+                             "the Markov task has no drop to stop at.")
         done = 0
         while done < n_steps and not self.done:
             t0 = time.perf_counter()
@@ -213,7 +270,7 @@ class Trainer:
 
     def reached(self, loss: float) -> bool:
         """Whether the last logged loss_later_copies is below `loss`."""
-        return bool(self.history) and self.history[-1]["loss_later_copies"] < loss
+        return bool(self.history) and self.history[-1].get("loss_later_copies", math.inf) < loss
 
     def checkpoint_fields(self) -> dict:
         """The task, train, history and snapshots entries for save_checkpoint."""

@@ -1,0 +1,251 @@
+"""The Markov-chain task (in-context learning of Markov chains, Edelman et al. 2024, "The evolution of
+statistical induction heads"): each sequence comes from its own Markov chain, drawn afresh.
+
+A sequence of `seq_len` tokens over `n_states` states. With `order` n (n = 2: a bigram chain), the
+next token depends on the previous n - 1 tokens through a transition table with one row per context of
+n - 1 states; every row is drawn independently from a symmetric Dirichlet(`concentration`) prior, once
+per sequence. The first n - 1 tokens are uniform and independent of the table (the paper draws the
+first token from the chain's stationary distribution; a uniform start makes the count predictors
+below exactly Bayes-optimal).
+
+Strategies: next-token predictors that read only the context. For a target at position t + 1 (the
+model's logits at position t), with alpha the concentration and k = n_states:
+- uniform: 1 / k.
+- unigram: (N_t(j) + alpha) / (t + 1 + k alpha), N_t(j) the count of j among tokens 0..t: the posterior
+  mean of a single distribution under the same Dirichlet prior, i.e. the best guess that ignores order.
+- bigram: (N_t(x_t -> j) + alpha) / (N_t(x_t ->) + k alpha), N_t(a -> j) the count of i < t with
+  x_i = a, x_{i+1} = j: the posterior mean of the current token's transition row, the Bayes-optimal
+  prediction of a bigram chain (the statistical induction head's job).
+- for order n > 2 also the n-gram of that order (context = the last n - 1 tokens); "trigram" for
+  order 3, "4-gram" for order 4. Its predictor is the chain's Bayes-optimal one; the predictor of a
+  context not yet complete (the first n - 2 targets, which are uniform) is uniform.
+
+The KL of a model to a strategy at a target is KL(strategy || model) = sum_j p_s(j) log(p_s(j) / p_m(j)),
+the model's cross-entropy against the strategy's distribution minus the strategy's entropy (the paper
+compares the model to each strategy by that cross-entropy). `strategy_kl` gives it per position
+(averaged over sequences) and as one number per strategy (averaged over positions too).
+
+Torch is imported by the functions that use it (core/model/lazy.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+KIND = "markov"  # the checkpoint task entry's "kind" for this task (the repeat task's entry has none)
+MAX_STATES = 64  # the lab's model vocabulary: a state is a token
+MAX_ORDER = 4
+MAX_CONTEXTS = 4096  # rows of one sequence's transition table (n_states ** (order - 1))
+MAX_SEQ_LEN = 2048  # as core.model.task: attention patterns are [T, T]
+ORDER_NAMES = {1: "unigram", 2: "bigram", 3: "trigram", 4: "4-gram"}
+
+
+@dataclass
+class MarkovTask:
+    n_states: int = 3
+    concentration: float = 1.0
+    seq_len: int = 100
+    order: int = 2
+
+    def validate(self, vocab_size: int | None = None) -> MarkovTask:
+        """Raise ValueError saying what to change if no sequence of this task can be made (vocab_size: the
+        model's, which must hold every state)."""
+        for name in ("n_states", "seq_len", "order"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number, got {value!r}.")
+        if not 2 <= self.n_states <= MAX_STATES:
+            raise ValueError(f"n_states must be between 2 and {MAX_STATES} (got {self.n_states}): one state "
+                             "makes every sequence the same.")
+        c = self.concentration
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (c > 0 and math.isfinite(c)):
+            raise ValueError(f"concentration must be a positive number (the Dirichlet prior's), got {c!r}.")
+        if not 2 <= self.order <= MAX_ORDER:
+            raise ValueError(f"order must be between 2 (a bigram chain: the next token depends on the "
+                             f"current one) and {MAX_ORDER}, got {self.order}.")
+        if self.n_states ** (self.order - 1) > MAX_CONTEXTS:
+            raise ValueError(f"{self.n_states} states at order {self.order} make {self.n_states ** (self.order - 1)} "
+                             f"transition rows a sequence, above this lab's {MAX_CONTEXTS}: lower n_states or order.")
+        if self.seq_len > MAX_SEQ_LEN:
+            raise ValueError(f"seq_len {self.seq_len} is above this lab's limit of {MAX_SEQ_LEN}: lower it.")
+        if self.seq_len < self.order + 1:
+            raise ValueError(f"seq_len {self.seq_len} is too short for an order-{self.order} chain: a sequence "
+                             f"needs at least {self.order + 1} tokens to hold one transition after its start.")
+        if vocab_size is not None and vocab_size < self.n_states:
+            raise ValueError(f"the model's vocabulary ({vocab_size}) is smaller than n_states ({self.n_states}).")
+        return self
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        """The strategies' names, simplest first: uniform, unigram, bigram (and the chain's own n-gram)."""
+        return ("uniform", *(ORDER_NAMES[n] for n in range(1, self.order + 1)))
+
+    def to_dict(self) -> dict:
+        return {"kind": KIND, **asdict(self)}
+
+
+def task_from_dict(entry: dict) -> MarkovTask:
+    """The MarkovTask a checkpoint's task entry ({"kind": "markov", ...}) describes; ValueError otherwise."""
+    names = ("n_states", "concentration", "seq_len", "order")
+    if entry.get("kind") != KIND or any(k not in entry for k in names):
+        raise ValueError(f"a Markov task entry needs kind 'markov' and {', '.join(names)}.")
+    return MarkovTask(**{k: entry[k] for k in names}).validate()
+
+
+def is_markov(task) -> bool:
+    return isinstance(task, MarkovTask)
+
+
+def sample_markov(task: MarkovTask, batch_size: int, generator: torch.Generator | None = None):
+    """Draw fresh sequences: tokens [B, seq_len] (long) and each sequence's transition table
+    [B, n_states ** (order - 1), n_states] (float64; row c = the context whose last token is c % k,
+    the one before it c // k % k, ...).
+
+    Every number comes from `generator` (one seed drawn from it feeds numpy's Dirichlet and the token
+    draws), so a seeded generator gives the same batch every time, as core.model.task.sample_batch."""
+    import numpy as np
+    import torch
+
+    task.validate()
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    rng = np.random.default_rng(seed)
+    k, n, T = task.n_states, task.order, task.seq_len
+    rows = k ** (n - 1)
+    tables = rng.dirichlet(np.full(k, float(task.concentration)), size=(batch_size, rows))  # [B, rows, k]
+    cdf = np.cumsum(tables, axis=-1)
+    cdf[..., -1] = 1.0  # the last bin ends at exactly 1 (a uniform draw below 1 always lands in a bin)
+    tokens = np.empty((batch_size, T), dtype=np.int64)
+    tokens[:, : n - 1] = rng.integers(0, k, size=(batch_size, n - 1))
+    u = rng.random((batch_size, T))
+    b = np.arange(batch_size)
+    context = np.zeros(batch_size, dtype=np.int64)
+    for t in range(n - 1):
+        context = (context * k + tokens[:, t]) % rows
+    for t in range(n - 1, T):
+        tokens[:, t] = (u[:, t, None] >= cdf[b, context]).sum(-1)
+        context = (context * k + tokens[:, t]) % rows
+    return torch.from_numpy(tokens), torch.from_numpy(tables)
+
+
+def _ngram_probs(tokens: torch.Tensor, k: int, n: int, alpha: float) -> torch.Tensor:
+    """[B, T, k]: the order-n count predictor (n = 1: unigram) at every position t, from tokens 0..t."""
+    import torch
+
+    B, T = tokens.shape
+    if n == 1:
+        counts = torch.nn.functional.one_hot(tokens, k).to(torch.float64).cumsum(1)  # [B, T, k]
+        return (counts + alpha) / (counts.sum(-1, keepdim=True) + k * alpha)
+    rows = k ** (n - 1)
+    # the context ending at position t: c_t = sum_m x_{t-m} k^m over m < n - 1 (defined for t >= n - 2)
+    context = torch.zeros(B, T, dtype=torch.long)
+    for m in range(n - 1):
+        shifted = torch.zeros(B, T, dtype=torch.long)
+        shifted[:, m:] = tokens[:, : T - m]
+        context += shifted * k ** m
+    # an event at position i >= n - 1: context c_{i-1} followed by x_i; counted at every t >= i
+    events = torch.zeros(B, T, rows * k, dtype=torch.float64)
+    if n - 1 < T:
+        index = context[:, n - 2 : T - 1] * k + tokens[:, n - 1 :]
+        events[:, n - 1 :].scatter_(-1, index[..., None], 1.0)
+    counts = events.cumsum(1).view(B, T, rows, k)
+    row = counts.gather(2, context[:, :, None, None].expand(B, T, 1, k)).squeeze(2)  # [B, T, k]
+    probs = (row + alpha) / (row.sum(-1, keepdim=True) + k * alpha)
+    probs[:, : n - 2] = 1.0 / k  # no complete context yet: the next token is a uniform start token
+    return probs
+
+
+def strategy_probs(tokens: torch.Tensor, task: MarkovTask) -> dict[str, torch.Tensor]:
+    """{strategy: [B, T, k] float64}: each strategy's next-token distribution at every position of tokens
+    [B, T] (position t predicts token t + 1; the last position's prediction has no target in the batch)."""
+    import torch
+
+    task.validate()
+    k, alpha = task.n_states, float(task.concentration)
+    if tokens.dim() != 2 or tokens.dtype != torch.long:
+        raise ValueError(f"tokens must be a [B, T] long tensor, got {tuple(tokens.shape)} {tokens.dtype}.")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= k):
+        raise ValueError(f"tokens must be states 0..{k - 1} of this task.")
+    out = {"uniform": torch.full((*tokens.shape, k), 1.0 / k, dtype=torch.float64)}
+    for n in range(1, task.order + 1):
+        out[ORDER_NAMES[n]] = _ngram_probs(tokens, k, n, alpha)
+    return out
+
+
+def kl_to(p_strategy: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) over the last axis: p [..., k] probabilities, log_q [..., k] log-probabilities -> [...]."""
+    import torch
+
+    p = p_strategy.to(torch.float64)
+    log_p = torch.where(p > 0, p.log(), torch.zeros_like(p))
+    return (p * (log_p - log_q.to(torch.float64))).sum(-1)
+
+
+def strategy_kl(logits: torch.Tensor, tokens: torch.Tensor, task: MarkovTask,
+                strategies: dict[str, torch.Tensor] | None = None) -> dict[str, dict]:
+    """The KL of a model's predictions to each strategy: {strategy: {"per_position": [T - 1] float64 (the
+    mean over sequences at logit positions 0..T-2, i.e. targets 1..T-1), "mean": float (over positions
+    and sequences)}}.
+
+    logits [B, T, V] (V >= n_states; only the first n_states logits count, renormalised, since a state
+    is a token and the rest are tokens this task never shows); tokens [B, T]. `strategies`: the
+    strategy_probs of tokens, when already computed (a trainer computes them once for its fixed batch)."""
+    import torch
+
+    if logits.dim() != 3 or logits.shape[:2] != tokens.shape or logits.shape[-1] < task.n_states:
+        raise ValueError(f"logits must be [B, T, V >= {task.n_states}] for tokens {tuple(tokens.shape)}, "
+                         f"got {tuple(logits.shape)}.")
+    probs = strategies if strategies is not None else strategy_probs(tokens, task)
+    log_q = torch.log_softmax(logits[:, :-1, : task.n_states].to(torch.float64), -1)
+    out = {}
+    for name, p in probs.items():
+        kl = kl_to(p[:, :-1], log_q)  # [B, T - 1]
+        out[name] = {"per_position": kl.mean(0), "mean": float(kl.mean())}
+    return out
+
+
+def nearest_strategies(rows: list[dict], names: tuple[str, ...], confirm: int = 2) -> dict:
+    """The stages of a training, measured from its logged KL curves: rows are history rows holding
+    "kl_<strategy>" numbers and "step".
+
+    Returns {"nearest": [name per row] (the strategy with the smallest KL there), "closest_step":
+    {name: the logged step where that strategy's KL is smallest}, "onset": {name: the first logged step
+    from which the strategy is the nearest for `confirm` logged rows in a row (fewer at the end of the
+    run), or None if it never is}}. A strategy the model never gets nearest to has no onset: the stage
+    was not reached."""
+    usable = [r for r in rows if all(isinstance(r.get(f"kl_{n}"), (int, float)) and math.isfinite(r[f"kl_{n}"])
+                                     for n in names)]
+    nearest = [min(names, key=lambda n: r[f"kl_{n}"]) for r in usable]
+    closest = {n: min(usable, key=lambda r: r[f"kl_{n}"])["step"] if usable else None for n in names}
+    onset: dict[str, int | None] = {n: None for n in names}
+    for i, name in enumerate(nearest):
+        if onset[name] is not None:
+            continue
+        run = nearest[i : i + confirm]
+        if all(x == name for x in run):
+            onset[name] = usable[i]["step"]
+    return {"nearest": nearest, "closest_step": closest, "onset": onset}
+
+
+def head_scores(pattern: torch.Tensor, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-head scores of one block on Markov sequences: pattern [B, H, T, T], tokens [B, T] -> {name: [H]}.
+
+    prev_token: A[i, i-1] over queries i >= 1. induction: the attention on the keys j <= i whose previous
+    token is the query's token (x_{j-1} = x_i: the tokens that followed an earlier occurrence of the
+    current one, which the bigram strategy counts), summed per query and averaged over the queries that
+    have such a key (core.reading.detectors' induction mask)."""
+    import torch
+
+    from core.reading.detectors import detector_mask
+
+    T = pattern.shape[-1]
+    prev = pattern.diagonal(-1, -2, -1).mean((0, 2)) if T > 1 else torch.full(pattern.shape[1:2], float("nan"))
+    mask = detector_mask("induction", tokens)[:, None].to(pattern.dtype)  # [B, 1, T, T]
+    per_query = (pattern * mask).sum(-1)  # [B, H, T]
+    rows = (mask.sum(-1) > 0).to(pattern.dtype)  # [B, 1, T]
+    return {"prev_token": prev, "induction": (per_query * rows).sum((0, 2)) / rows.sum((0, 2))}
