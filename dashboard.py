@@ -7,7 +7,6 @@ first; the notebook download and the address after). The pages are the files in 
 import streamlit as st
 
 from ui import layout, notebook, python_panel, share
-from ui.cache import store_chart_specs
 from ui.pages import ALL_PAGES, HOME
 from ui.setup import lab_script, script_ended
 from ui.state import sidebar_picker
@@ -18,8 +17,7 @@ lab_script()
 page = st.navigation([st.Page(p.file, title=p.title, icon=p.icon, default=True) if p is HOME else
                       st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path) for p in ALL_PAGES])
 share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
-picked = sidebar_picker()
-store_chart_specs(picked is not None and picked.source == "shipped")  # its charts drawn again by anyone: kept on disk
+sidebar_picker()
 layout.fit_charts()  # every chart stays inside its column, at any width
 python_panel.begin_run()
 try:

@@ -4,12 +4,11 @@
     python bench/page_cost.py --profile [--top 25]      # plus a sampled profile of every page's runs
     python bench/page_cost.py --profile-first [--top 25] # plus one of every page's first visit in a new process
 
-Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) on a view
-cache folder (default: an empty one over the shipped views, checkpoints/views/, as on a fresh clone;
-`python -m ui.cache --warm <default file>` fills it first when those are stale), then drives it with
+Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) reading the
+shipped data (checkpoints/data/) as on a fresh clone, then drives it with
 bench/memory.py's LightSession (Streamlit's websocket protocol, no browser): one walk over every page to
 fill the server's memory caches (its per-page costs are printed too: a new process's first visits, the
-views read from disk), then --rounds walks, each
+views read from the shipped data), then --rounds walks, each
 page's cost being the server's utime + stime from /proc across its script run and the 0.3 s after
 it (what the server sends after the run counts too; the trimmer thread's idle rate, measured first,
 is taken off). Prints each page's median over the rounds, the warm walk (the sum of the nine reading
@@ -195,22 +194,9 @@ def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool =
             "idle_cores": round(idle, 4), "pss_mb": round(pss, 1), "errors": errors}
 
 
-def shipped_views_current() -> bool:
-    """Whether checkpoints/views/ is there and made by this code (else the walk would compute views)."""
-    import ui.cache
-
-    return any(ui.cache.SHIPPED_VIEWS.glob("*.view")) and not ui.cache.stale_shipped_views()
-
-
 def warm_folder(cache: Path) -> None:
-    """Fill `cache` for the default model, unless the shipped views serve it (a fresh clone's server)."""
-    if any(cache.glob("*.view")) or shipped_views_current():
-        return
-    print("checkpoints/views/ is stale (python -m ui.cache --ship): warming the folder instead", file=sys.stderr)
-    from core.training.presets import DEFAULT_PRESET
-
-    subprocess.run([sys.executable, "-m", "ui.cache", "--warm", f"{DEFAULT_PRESET}.pt"], cwd=ROOT, check=True,
-                   env={**os.environ, "ATTENTION_LAB_CACHE": str(cache)}, stdout=subprocess.DEVNULL)
+    """Nothing to fill: the shipped data (checkpoints/data/, ui/shipped_data.py) holds every page's defaults,
+    read as a fresh clone's server reads them; `cache` only takes what the server builds ($ATTENTION_LAB_CACHE)."""
 
 
 def report_profile(folder: Path, top: int) -> dict:

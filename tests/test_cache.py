@@ -2,6 +2,7 @@
 model itself (its weights, its info) is never hashed."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ui.cache import per_model
@@ -111,3 +112,153 @@ def test_a_sessions_own_views_are_cached_for_that_session_only_and_go_when_it_di
     clear_session_data_cache(alice.session_state["session_id"])
     alice.run()
     assert not alice.exception and SESSION_CALLS == ["session:mine", "session:mine"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped data behind per_model (ui/shipped_data.py)
+
+import ast  # noqa: E402
+import importlib.metadata  # noqa: E402
+import os  # noqa: E402
+
+import ui.cache as cache  # noqa: E402
+from ui import shipped_data  # noqa: E402
+from ui.model_keys import shipped_key  # noqa: E402
+
+from helpers import ROOT, SHIPPED, TWO_BLOCK, assert_same  # noqa: E402
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    """An empty checkpoints/data/ and the calls that reach past the memory cache, recorded."""
+    monkeypatch.setattr(shipped_data, "DATA_DIR", tmp_path / "data")
+    monkeypatch.setattr(cache, "recorded", [])
+    return tmp_path / "data"
+
+
+def shipped(file=TWO_BLOCK, model=None) -> LabModel:
+    return LabModel(shipped_key(file), file, tiny_model(1, seed=0) if model is None else model, {"task": None},
+                    "shipped")
+
+
+def _view(calls: list, version: int = 1, scale: float = 1.0):
+    @per_model(version=version)
+    def planted(e: LabModel, period: int) -> dict:
+        calls.append((e.key, period))
+        return {"sum": np.float32(e.model.W_E.detach().sum().item() * scale), "period": period,
+                "rows": np.arange(period, dtype=np.float32) * scale}
+    return planted
+
+
+def _ship_calls(*views_and_args) -> dict:
+    """What `python -m ui.cache --ship` writes after a walk that made these calls (the real checkpoints' info too)."""
+    cache.recorded = []
+    for view, args in views_and_args:
+        view.clear()
+        view(*args)
+    return cache.write_shipped(cache.recorded)
+
+
+def test_a_shipped_view_is_read_for_its_checkpoint_and_version_and_nothing_else_counts(data, monkeypatch):
+    """Written once, a shipped view is read by a new process (the memory cache gone) without computing; a
+    new version or a checkpoint with other bytes computes it; the code and the libraries' versions are not
+    in the key: a host whose torch reports `2.13.0` reads what `2.13.0+cpu` wrote."""
+    calls = []
+    view = _view(calls)
+    got = _ship_calls((view, (shipped(), 4)))
+    path = shipped_data.path_of(TWO_BLOCK, view.view_name)
+    assert path in got["written"] and path.parent.name == "variable-period-2block" and len(calls) == 1
+    first = view(shipped(), 4)
+    view.clear()
+    cache.recorded = []
+    assert_same(view(shipped(), 4), first)
+    assert len(calls) == 1 and [c.computed for c in cache.recorded] == [False]  # read, not computed
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.13.0" if name == "torch" else real(name))
+    view.clear()
+    assert_same(view(shipped(), 4), first) and len(calls) == 1
+
+    view.clear()  # a new process whose code says version 2 (the same function: st.cache_data counts it one)
+    bumped = _view(calls, version=2)
+    bumped(shipped(), 4)
+    assert len(calls) == 2  # another version: computed
+    view.clear()
+    view(shipped(), 5)
+    assert len(calls) == 3  # another argument: not shipped
+    view.clear()
+    monkeypatch.setitem(cache.shipped_digest.__globals__["_SHIPPED_DIGESTS"], TWO_BLOCK, "0" * 64)
+    view(shipped(), 4)
+    assert len(calls) == 4  # the checkpoint made again: its old data is not read
+    view.clear()
+
+
+def test_an_edit_that_changes_no_number_writes_no_file_and_a_view_no_page_asks_for_goes(data):
+    """Shipping again after a walk that read every view leaves every file as it was (its bytes and its
+    modification time); a view no walk asks for any more is removed; a new argument rewrites its file."""
+    calls = []
+    view, other = _view(calls), _view(calls, scale=2.0)  # one function to st.cache_data, two files (two checkpoints)
+    _ship_calls((view, (shipped(), 4)), (other, (shipped(SHIPPED[0]), 3)))
+    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in shipped_data.shipped_paths()}
+    assert len(files) == 2 + len(SHIPPED)  # the two views and every checkpoint's info
+    again = _ship_calls((view, (shipped(), 4)), (other, (shipped(SHIPPED[0]), 3)))
+    assert again["written"] == [] and again["removed"] == [] and again["unchanged"] == len(files)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in shipped_data.shipped_paths()} == files
+
+    fewer = _ship_calls((view, (shipped(), 4)), (view, (shipped(), 6)))
+    assert fewer["removed"] == [shipped_data.path_of(SHIPPED[0], other.view_name)]
+    assert fewer["written"] == [shipped_data.path_of(TWO_BLOCK, view.view_name)]
+    assert sorted(shipped_data.describe(fewer["written"][0]).entries) == [
+        '[["e","model",null],["period",4]]', '[["e","model",null],["period",6]]']
+
+
+def test_a_damaged_or_foreign_file_is_computed_and_a_sessions_own_model_is_never_shipped(data):
+    calls = []
+    view = _view(calls)
+    _ship_calls((view, (shipped(), 4)))
+    path = shipped_data.path_of(TWO_BLOCK, view.view_name)
+    good = path.read_bytes()
+    for damaged in (good[:-3], good[:40] + bytes([good[40] ^ 1]) + good[41:], b"", good[32:]):
+        path.write_bytes(damaged)
+        view.clear()
+        n = len(calls)
+        view(shipped(), 4)
+        assert len(calls) == n + 1  # computed, no error
+    path.write_bytes(good)
+    os.utime(path)
+    view.clear()
+    cache.recorded = []
+    view(LabModel("session:mine", "mine", tiny_model(1), {"task": None}, "trained"), 4)
+    assert cache.recorded == []  # neither read nor recorded for the shipped data
+    assert shipped_data.read(None, None, view.view_name, 1, "[]") is shipped_data.MISS
+
+
+def test_the_ui_modules_import_one_another_without_a_cycle():
+    """Every import in ui/ (at the top or inside a function) points one way: a cycle hidden by an import
+    inside a function still makes each module half-built while the other imports it."""
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in (ROOT / "ui").rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        graph[name] = {d for d in deps if d in modules and d not in (name, "ui")}
+    assert "ui.state" in graph["ui.cache"] and "ui.shipped_data" in graph["ui.state"]  # the walk sees imports
+    done, cycles = set(), []
+
+    def visit(name, path):
+        for dep in sorted(graph[name]):
+            if dep in path:
+                cycles.append(" -> ".join([*path[path.index(dep):], dep]))
+            elif dep not in done:
+                visit(dep, [*path, dep])
+        done.add(name)
+
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name])
+    assert not cycles, cycles

@@ -130,33 +130,31 @@ def test_a_server_restarted_mid_run_leaves_no_process_and_the_next_one_trains_at
 
 
 @pytest.mark.app
-@pytest.mark.parametrize("failure", ["unwritable folder", "full disk"])
-def test_every_view_comes_from_memory_when_the_cache_folder_takes_nothing(tmp_path, monkeypatch, failure):
-    """Home and the Attention page on the shipped 2-block model, with the disk cache unusable: no
-    error on the page, and the second visit is served from memory (no view computed again)."""
+@pytest.mark.parametrize("failure", ["no shipped data", "damaged shipped data"])
+def test_every_view_comes_from_memory_when_the_shipped_data_is_missing_or_damaged(tmp_path, monkeypatch, failure):
+    """Home and the Attention page on the shipped 2-block model without usable shipped data: no error on the
+    page, every view computed, and the second visit is served from memory (no view computed again)."""
+    import shutil
+
     import ui.cache as cache
+    from ui import shipped_data
 
-    if failure == "unwritable folder":
-        (tmp_path / "a-file").write_text("")
-        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "a-file" / "cache"))
-    else:
-        monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
-
-        def full(*args, **kwargs):
-            raise OSError(28, "No space left on device")
-        monkeypatch.setattr("core.disk_cache.os.replace", full)
+    data = tmp_path / "data"
+    if failure == "damaged shipped data":
+        shutil.copytree(shipped_data.DATA_DIR, data)
+        for f in data.rglob("*.view"):
+            f.write_bytes(f.read_bytes()[:-7])
+    monkeypatch.setattr(shipped_data, "DATA_DIR", data)
     st.cache_data.clear()
     monkeypatch.setattr(cache, "recorded", [])
-    monkeypatch.setattr(cache, "shipped_views", None)  # the views are computed, and the folder asked to take them
     at = open_app(file=TWO_BLOCK, timeout=300)
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()
         assert not at.exception, at.exception
         assert not at.error, [e.value for e in at.error]
     computed = len(cache.recorded)
-    assert computed >= 2 and not cache.store().writable
-    assert not list(tmp_path.rglob("*.view"))
+    assert computed >= 2 and all(c.computed for c in cache.recorded)
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()
         assert not at.exception, at.exception
-    assert len(cache.recorded) == computed  # from st.cache_data: the disk layer was not asked again
+    assert len(cache.recorded) == computed  # from st.cache_data: the shipped data was not asked again

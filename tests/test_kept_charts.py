@@ -215,58 +215,16 @@ def test_swapped_converts_once_per_shape_and_falls_back_where_it_cannot_swap():
     clear()
 
 
-def test_a_shipped_models_specs_are_stored_on_disk_and_drawn_from_there(monkeypatch, tmp_path):
-    """Issue #30: specs converted while a shipped model is picked go to the view folder, and a server that
-    has not built a chart yet draws it from there, as sent before; nothing is stored for a session's own
-    model. Checked against a fresh build and conversion."""
-    import pandas as pd
-
-    from ui.cache import store_chart_specs
-    from ui.charts import causal as charts
-
-    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path))
-    sent = []
-
-    class Where:
-        def vega_lite_chart(self, spec, **kwargs):
-            sent.append(spec)
-
-    frame = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "patch_effect": [0.1, -0.3, 0.5, 0.9]})
-    fresh = kept_module.sent_form(charts.head_effects.uncached(frame, "title"))
-    kept_module.clear()
-    store_chart_specs(False)  # a session's own model: nothing on disk
-    kept_module.draw(Where(), charts.head_effects(frame, "title"))
-    assert list(tmp_path.glob("*.view")) == []
-    kept_module.clear()
-    store_chart_specs(True)  # a shipped model
-    kept_module.draw(Where(), charts.head_effects(frame, "title"))
-    assert len(list(tmp_path.glob("*.view"))) == 1
-    kept_module.clear()  # a new server process: no chart in memory
-    built = []
-    monkeypatch.setattr(kept_module, "sent_form", lambda chart: built.append(chart))
-    from_disk = charts.head_effects(frame, "title")
-    assert isinstance(from_disk, dict) and built == []  # neither built nor converted
-    kept_module.draw(Where(), from_disk)
-    assert sent[0] == sent[1] == sent[2] == fresh
-    assert kept_module._from_disk(("no such key", "tag")) is None
-    store_chart_specs(False)
-    kept_module.clear()
-
-
 @pytest.mark.app  # two page runs in AppTest: the rest tier
-def test_a_page_drawn_from_stored_specs_sends_what_a_fresh_build_sends(monkeypatch):
-    """The Attention page on the default model twice: first built and converted (and stored), then, with
-    no chart in memory (a new server process), from the stored specs: the same charts. (The shipped
-    views are left out: the first run builds every chart.)"""
-    import ui.cache
-
+def test_a_page_drawn_from_kept_charts_sends_what_a_fresh_build_sends():
+    """The Attention page on the default model twice in one process: first every chart built and converted,
+    then (a second visitor) every chart from the kept ones: the same messages, and no chart built again."""
     from helpers import open_app
 
-    monkeypatch.setattr(ui.cache, "shipped_views", None)
     kept_module.clear()
     first = [c.proto.SerializeToString() for c in open_app("app_pages/attention.py").get("vega_lite_chart")]
-    kept_module.clear()
+    charts = {k: e.chart for k, e in kept_module._charts.items()}
     again = [c.proto.SerializeToString() for c in open_app("app_pages/attention.py").get("vega_lite_chart")]
     assert len(first) >= 3 and again == first
-    assert all(isinstance(e.chart, dict) for e in kept_module._charts.values() if e.sent is not None)
+    assert charts and all(kept_module._charts[k].chart is c for k, c in charts.items())
     kept_module.clear()

@@ -1,97 +1,88 @@
-"""The views shipped beside the checkpoints (checkpoints/views/, ui/cache.py, issue #30): current for the
-code and files as they are, complete for every page's defaults, and equal to a fresh computation.
+"""The shipped data (checkpoints/data/, ui/shipped_data.py): whole, current for the checkpoints as they are,
+complete for every page's defaults, and equal to the numbers the code computes now.
 
-When one of these fails after a change to core/, a page or a chart builder, make the folder again:
-`python -m ui.cache --ship` (about 40 CPU-seconds), and commit it with the change."""
+When a test here fails it says what to do: raise the `version=` of the view it names (its @per_model or
+@per_code; shipped_data.INFO_VERSION for a checkpoint's info) when the numbers changed, then run
+`python -m ui.cache --ship` and commit checkpoints/data/ with the change."""
 from __future__ import annotations
-
-import hashlib
 
 import pytest
 
 import ui.cache as cache
-from core.disk_cache import MISS, DiskStore
-from ui.charts import kept
+from ui import shipped_data
+from ui.state import shipped_digest, shipped_files
 
 from helpers import assert_same
 
-REMAKE = "stale: make them again with `python -m ui.cache --ship` and commit checkpoints/views/"
+SHIP = "run `python -m ui.cache --ship` and commit checkpoints/data/"
 
 
-def shipped_entries():
-    return sorted(cache.SHIPPED_VIEWS.glob("*.view"))
+def test_every_shipped_file_is_whole_and_names_a_shipped_checkpoint_as_it_is_now():
+    """Each file's checksum holds, it sits where its header says (its checkpoint's folder, its view's name),
+    and it names the sha256 of that checkpoint's bytes now; every shipped checkpoint has its info at
+    INFO_VERSION. A file that fails this is never read: a fresh server would compute its views."""
+    files = {row["file"]: shipped_digest(row["file"]) for row in shipped_files()}
+    paths = shipped_data.shipped_paths()
+    assert len(paths) >= 40, f"checkpoints/data/ holds {len(paths)} files: {SHIP}"
+    for path in paths:
+        try:
+            f = shipped_data.describe(path)
+        except ValueError as e:
+            pytest.fail(f"{path.name} is damaged ({e}): {SHIP}")
+        assert shipped_data.path_of(f.checkpoint, f.view) == path, f"{path} holds {f.view} of {f.checkpoint}"
+        if f.checkpoint is None:
+            assert f.sha256 is None, path
+        else:
+            assert f.checkpoint in files, f"{path}: {f.checkpoint} is not shipped: {SHIP}"
+            assert f.sha256 == files[f.checkpoint], f"{path}: {f.checkpoint} was made again since: {SHIP}"
+        assert f.entries, f"{path} holds no entry"
+    for file, digest in files.items():
+        info = shipped_data.read(file, digest, shipped_data.INFO, shipped_data.INFO_VERSION, "[]")
+        assert info is not shipped_data.MISS, f"{file}'s info is not shipped at version " \
+            f"{shipped_data.INFO_VERSION}: {SHIP}"
 
 
-def test_every_shipped_view_is_whole_and_names_the_current_code_and_a_current_file():
-    """Each entry's tag names the code as it is now (core/ and its view's file) and a shipped file as it
-    is now, and its checksum holds: an entry that fails this is never read, and a fresh server would
-    compute that view for its first visitor."""
-    files = shipped_entries()
-    assert len(files) >= 50, f"checkpoints/views/ holds {len(files)} entries"
-    assert sorted(cache.SHIPPED_VIEWS.iterdir()) == files, "checkpoints/views/ holds only entries"
-    stale = cache.stale_shipped_views()
-    assert not stale, f"{len(stale)} of {len(files)} shipped views are {REMAKE}: {stale[:3]}"
-    for f in files:
-        data = f.read_bytes()
-        assert hashlib.sha256(data[32:]).digest() == data[:32], f"{f.name} is damaged"
-
-
-def test_a_shipped_view_is_read_first_and_never_written_pruned_or_repaired(tmp_path):
-    """DiskStore's base: read before the folder; put, prune and a damaged entry leave it as it is."""
-    base, folder = tmp_path / "base", tmp_path / "own"
-    DiskStore(base).put("k", {"v": 1}, "t-a")
-    disk = DiskStore(folder, base=base)
-    assert disk.get("k", "t-a") == {"v": 1}
-    assert disk.put("k2", 2, "t-a") and not (base / disk.path("k2", "t-a").name).exists()
-    assert disk.prune(lambda tag: False)["stale"] == 1  # the folder's entry; the base is not the store's
-    assert disk.get("k", "t-a") == {"v": 1}
-    entry = base / disk.path("k", "t-a").name
-    entry.write_bytes(entry.read_bytes()[:-5])
-    assert disk.get("k", "t-a") is MISS and entry.exists()  # a miss (computed again), the file left alone
+def _bump(call) -> str:
+    where = call.view.rpartition(":")[0] or "ui/shipped_data.py"
+    what = "INFO_VERSION" if call.view == shipped_data.INFO else f"the version= of {call.view}"
+    return (f"the numbers of {call.view} on {call.checkpoint or 'no model'} {call.key[:80]} changed: raise "
+            f"{what} (now {call.version}, in {where}) and {SHIP}")
 
 
 @pytest.mark.app
 @pytest.mark.slow
-def test_a_walk_over_the_shipped_files_computes_nothing_and_the_shipped_views_equal_fresh_ones(tmp_path,
-                                                                                            monkeypatch):
-    """Every page on every shipped file with an empty cache folder over the shipped views: no view is
-    computed and no chart converted (the folder stays empty), and every shipped entry is one the walk
-    read (none is left over). Then each view the walk read equals the view computed afresh now (within
-    float32 rounding: the folder may come from another CPU), and each chart spec equals a fresh
-    conversion of the chart built from those views."""
-    names = []
-    get = DiskStore.get
+def test_a_walk_reads_every_default_from_the_shipped_data_and_each_equals_a_fresh_computation():
+    """Every page on every shipped checkpoint from empty memory caches: no view is computed (every default
+    is shipped) and every shipped entry is one a page asked for (none left over). Then each entry is
+    computed afresh by the code as it is now and must equal the shipped value within float32 rounding
+    (the data may come from another CPU); where it does not, its version is due to be raised."""
+    rows, calls = cache.recorded_walk()
+    assert not [r for r in rows if r["exception"]], [r for r in rows if r["exception"]][:3]
+    missing = sorted({f"{c.view} on {c.checkpoint}" for c in calls if c.computed})
+    assert not missing, f"{len(missing)} default views are not shipped at their version: {SHIP}: {missing[:5]}"
+    asked = {(c.checkpoint, c.view, c.key) for c in calls}
+    asked |= {(row["file"], shipped_data.INFO, "[]") for row in shipped_files()}
+    stored = {(f.checkpoint, f.view, key) for f in map(shipped_data.describe, shipped_data.shipped_paths())
+              for key in f.entries}
+    left = sorted(stored - asked)
+    assert not left, f"{len(left)} shipped entries no page asks for: {SHIP}: {left[:3]}"
 
-    def logged(self, key, tag=""):
-        names.append(self.path(key, tag).name)
-        return get(self, key, tag)
+    changed = []
+    for call in {(c.checkpoint, c.view, c.key): c for c in calls}.values():
+        try:
+            assert_same(call.fn(*call.args, **call.kwargs), call.value, call.view, close=True)
+        except AssertionError as e:
+            changed.append(f"{_bump(call)} ({str(e).splitlines()[0][:200]})")
+    from core.model.checkpoints import read_checkpoint
+    from ui.state import CHECKPOINT_DIR
 
-    monkeypatch.setattr(DiskStore, "get", logged)
-    monkeypatch.setattr(cache, "recorded", [])
-    monkeypatch.setattr(cache, "computed", {})
-    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "read"))
-    cache.forget_in_memory()
-    rows = cache.warm()
-    assert not [r for r in rows if r["exception"]]
-    written = sorted(p.name for p in (tmp_path / "read").glob("*.view"))
-    assert not cache.computed and not written, f"the shipped views are incomplete or {REMAKE}: {written[:3]}"
-    shipped = {p.name for p in shipped_entries()}
-    assert shipped - set(names) == set(), f"entries no page reads: {REMAKE}"
-
-    views = {}
-    for fn, args, kwargs, key, tag in cache.recorded:
-        views.setdefault(key, (fn, args, kwargs, tag))
-    for key, (fn, args, kwargs, tag) in views.items():
-        assert_same(fn(*args, **kwargs), cache.store().get(key, tag), fn.__qualname__, close=True)
-
-    # the charts again, built from the shipped views and converted afresh into a second folder
-    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "charts"))
-    monkeypatch.setattr(kept, "_from_disk", lambda disk: None)
-    cache.forget_in_memory()
-    assert not [r for r in cache.warm() if r["exception"]]
-    fresh = DiskStore(tmp_path / "charts")
-    specs = sorted(p.name for p in fresh.folder.glob("*.view"))
-    assert specs and set(specs) <= shipped
-    for name in specs:
-        assert fresh._read(fresh.folder / name) == DiskStore._read(cache.SHIPPED_VIEWS / name), name
-    kept.clear()
+    for row in shipped_files():
+        info = cache.Call(shipped_data.INFO, shipped_data.INFO_VERSION, None, (), {}, row["file"], None, "[]",
+                          None, False)
+        try:
+            assert_same(shipped_data.info_view(read_checkpoint(CHECKPOINT_DIR / row["file"])[1]),
+                        shipped_data.read(row["file"], shipped_digest(row["file"]), shipped_data.INFO,
+                                          shipped_data.INFO_VERSION, "[]"), "info", close=True)
+        except AssertionError as e:
+            changed.append(f"{_bump(info)} ({str(e).splitlines()[0][:200]})")
+    assert not changed, "\n".join(changed)

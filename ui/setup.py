@@ -1,11 +1,9 @@
 """Setup done from a script run, never while a module is imported.
 
 `lab_script()` is the first call of dashboard.py, which every page runs inside. The first call on a
-server starts what the server keeps running (the memory trimmer, the training pool's monitor) and,
-once no script has run for PRUNE_QUIET seconds, prunes the view cache's stale entries;
-every call checks that the pool's monitor thread runs (and starts it again if it
-died). This used to happen inside `import ui.state`: a rerun raised during an import left a
-half-built module, and other first visitors then failed with ImportError.
+server starts what the server keeps running (the memory trimmer, the training pool's monitor); every call
+checks that the pool's monitor thread runs (and starts it again if it died). Not at import: a rerun raised
+during an import would leave a half-built module, and other first visitors would fail with ImportError.
 
 The worker process server (forkserver) and multiprocessing's resource tracker are not started here:
 the first training starts them (RunPool -> ProcessBackend.start), so a server whose visitors only
@@ -22,14 +20,12 @@ import threading
 import time
 
 from ui import sessions
-from ui.cache import prune_in_background
 
 _done = False
 # A full garbage collection this often (seconds), on the trimmer's thread: the server runs with
 # postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
 # (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
 GC_EVERY = 60.0
-PRUNE_QUIET = 5.0  # seconds without a script run before the view cache is pruned
 _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
 MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
@@ -51,9 +47,6 @@ def lab_script() -> None:
         _last_run = time.monotonic()
     if first:
         _tune_malloc()
-        # the view cache's stale entries (ui/cache.py), on a thread of its own once no script has started
-        # for PRUNE_QUIET seconds: it read every source file and shipped checkpoint in a class's first seconds
-        prune_in_background(quiet=lambda: time.monotonic() - _last_run >= PRUNE_QUIET)
     training = sys.modules.get("ui.training")  # no pool before a page imports it (and with it torch)
     if training is not None:
         training.ensure_monitor()  # every run: a monitor that died is started again

@@ -1,11 +1,11 @@
 """Which model the student is analysing: the shared sidebar picker and the session's own models.
 
 Shipped checkpoints are loaded once per server (st.cache_resource on the file name), and only when a page
-computes a view of one: their info (config, task, training settings and history, snapshot steps) is a
-stored view (ui.cache.shipped_info), so a server whose pages read stored views never imports torch
-(issue #30). Models trained or uploaded in a session live only in that session's st.session_state, so
-one user never sees another's. Every model carries a `key` that is unique across the server ("shipped:<file>" or
-"session:<uuid>"): anything computed from the model is cached by it (ui/cache.py's `per_model`).
+computes a view of one: their info (config, task, training settings and history, snapshot steps) is shipped
+data (ui/shipped_data.py), so a server whose pages read shipped views never imports torch. Models trained or
+uploaded in a session live only in that session's st.session_state, so one user never sees another's. Every
+model carries a `key` that is unique across the server (ui/model_keys.py): anything computed from the model
+is cached by it (ui/cache.py's `per_model`).
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from core.disk_cache import file_digest
 from core.training.presets import DEFAULT_PRESET
-from ui.model_keys import shipped_key
+from ui import shipped_data
+from ui.model_keys import shipped_key, step_key
+from ui.safe_form import file_digest
 
 if TYPE_CHECKING:
     from core.model.tinycharlm import TinyCharLM
@@ -60,14 +61,13 @@ class LabModel:
         """This model as it was at snapshot `step`, under a key that names the step (ui.steps), so every
         view of it is cached apart. ValueError names the steps there are."""
         from core.model.snapshots import model_at_step
-        from ui.steps import STEP_TAG
 
-        return LabModel(f"{self.key}{STEP_TAG}{step}", f"{self.label} at step {step}",
+        return LabModel(step_key(self.key, step), f"{self.label} at step {step}",
                         model_at_step(self.model, self.full_info, step), self.info, self.source)
 
 
 class ShippedModel(LabModel):
-    """A shipped checkpoint: its info is a stored view (each snapshot its step alone), its weights are read
+    """A shipped checkpoint: its info is shipped data (each snapshot its step alone), its weights are read
     from the file on first use (st.cache_resource, once per server). A page that only reads stored views
     never touches `model`, and the server never imports torch."""
 
@@ -83,9 +83,7 @@ class ShippedModel(LabModel):
 
     @functools.cached_property
     def info(self) -> dict:
-        from ui.cache import shipped_info  # ui.cache keys views by this module's LabModel
-
-        return shipped_info(self)
+        return _shipped_info(self.file, shipped_digest(self.file))
 
     @property
     def full_info(self) -> dict:
@@ -125,7 +123,7 @@ _SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of its bytes (those _loa
 def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
     """The file's tensors (its snapshots: about 14 MB for the four shipped files) stay pages of the file,
     mapped (read_checkpoint's mmap), not copies in the server's heap: clean pages the kernel can drop and
-    read again, shared by every server process on the machine (issue #30, bench/README.md session 11).
+    read again, shared by every server process on the machine.
     A file is replaced, never rewritten in place (core.shipped writes beside it and renames), so a mapping
     keeps the bytes it was read from; the digest is taken before and after, and a file that changed in
     between is read again from one copy of its bytes."""
@@ -148,8 +146,15 @@ def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
     return out
 
 
+@st.cache_data(show_spinner=False)
+def _shipped_info(file: str, digest: str | None) -> dict:
+    """The shipped info of the file whose bytes have `digest` (ui/shipped_data.py), else read from the file."""
+    info = shipped_data.read(file, digest, shipped_data.INFO, shipped_data.INFO_VERSION, "[]")
+    return shipped_data.info_view(_load_shipped(file)[1]) if info is shipped_data.MISS else info
+
+
 def shipped_digest(file: str) -> str | None:
-    """sha256 of a shipped `file` (ui/cache.py keys its disk entries by it): of the bytes the server's model
+    """sha256 of a shipped `file` (its shipped data names it): of the bytes the server's model
     was read from once it is loaded, else of the file as it is (read once, without loading it: a reader
     of stored views needs no model); None when the file cannot be read. A file regenerated while a server
     runs (core.shipped, on a developer's machine) is a new digest after a restart."""

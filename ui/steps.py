@@ -14,14 +14,6 @@ def final_step(entry: LabModel) -> int | None:
 
 
 FINAL = -1  # the slider's value for the final (top-level) weights
-STEP_TAG = "@step"  # a snapshot's LabModel key: "<model key>@step<N>"
-
-
-def split_step_key(key: str) -> tuple[str, int | None]:
-    """(the model's key, the snapshot step or None) of a LabModel key."""
-    base, _, step = key.partition(STEP_TAG)
-    return base, int(step) if step else None
-
 
 def step_options(entry: LabModel) -> list[int]:
     """The snapshot steps, then FINAL for the top-level weights."""

@@ -2,7 +2,7 @@
 
 A warm page rerun draws the same charts from the same views, and building an Altair chart, then
 converting it to the Vega-Lite spec Streamlit sends (schema validation, the data to Arrow), was about
-half of such a run's server CPU (issue #30, bench/README.md "Session 9"). So:
+half of such a run's server CPU (bench/page_times.py measures what keeping them saves). So:
 
     @kept
     def pattern_grid(patterns): ...                  # ui/charts/*.py: a builder
@@ -19,20 +19,13 @@ of other builders' charts are made inside a builder, from builders that are not 
 
 Sessions asking for the same chart at once (a class opening pages on a new server) wait for one build and
 one conversion, then share them: building and converting in every session made 20 readers' first pages
-take 9.5 s at the 95th percentile, 6.8 s with the wait (bench/README.md "Session 13").
-
-While a shipped model is picked (ui.cache.store_chart_specs, set by dashboard.py for each script run), a
-converted spec is also stored in the view folder (ui/cache.py's store), keyed by the builder, its
-arguments' digest, this file, ui/charts/__init__.py and Altair's and Streamlit's versions; a process that
-has not built the chart takes the stored spec instead and draws it as it is (`draw` sends a dict as
-given): a new process's first walk 6.14 -> 4.74 CPU-s (session 13). A session's own model's charts are
-never stored; a stored spec is read for anyone whose arguments have the same content.
+take 9.5 s at the 95th percentile, 6.8 s with the wait (bench/class.py).
 
 Memory: at most MAX_CHARTS charts and MAX_BYTES of their specs' data, least recently used out first.
 
 A chart that changes only in its data, such as a live run's curves with a new logged row, is sent from a
 kept template instead (`swapped`): its spec converted once per shape (the builder's other arguments), and
-per call only its datasets replaced, which is the spec Altair would give for the new data (issue #30).
+per call only its datasets replaced, which is the spec Altair would give for the new data.
 """
 from __future__ import annotations
 
@@ -140,44 +133,6 @@ class _Kept:
     sent: dict | None = None  # the converted spec, once drawn
     size: int = 0  # bytes of its Arrow data
     converting: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # one conversion at a time
-    disk: tuple[str, str] | None = None  # (key, tag) to store the spec under once converted
-
-
-def _disk_entry(builder, key: str) -> tuple[str, str] | None:
-    """(disk key, tag) of a builder's spec for `key` (ui.cache.chart_spec_entry). None where the builder
-    has no source file."""
-    from ui.cache import chart_spec_entry
-
-    try:
-        return chart_spec_entry(builder.__code__.co_filename, key)
-    except (AttributeError, OSError):
-        return None
-
-
-def _stores_specs() -> bool:
-    from ui.cache import chart_specs_stored
-
-    return chart_specs_stored()
-
-
-def _from_disk(disk: tuple[str, str] | None) -> dict | None:
-    if disk is None:
-        return None
-    from core.disk_cache import MISS
-    from ui.cache import store
-
-    try:
-        spec = store().get(*disk)
-    except Exception:  # noqa: BLE001 -- a stored spec is a saving only: build it instead
-        return None
-    return spec if spec is not MISS and isinstance(spec, dict) and "datasets" in spec else None
-
-
-def _to_disk(disk: tuple[str, str], spec: dict) -> None:
-    from ui.cache import store
-
-    with contextlib.suppress(Exception):  # an unwritable folder, a spec without a safe form: in memory only
-        store().put(disk[0], spec, disk[1])
 
 
 _lock = threading.Lock()
@@ -218,12 +173,7 @@ def kept(builder):
                     entry = _charts.get(key)
                     if entry is not None:
                         return entry.chart
-                disk = _disk_entry(builder, key)
-                spec = _from_disk(disk)  # drawn before, by this server or an earlier one: no build
-                if spec is not None:
-                    entry = _Kept(spec, spec, _size(spec))
-                else:
-                    entry = _Kept(builder(*args, **kwargs), disk=disk if _stores_specs() else None)
+                entry = _Kept(builder(*args, **kwargs))
                 with _lock:
                     if key not in _charts:
                         _charts[key] = entry
@@ -277,8 +227,6 @@ def draw(where, chart, **kwargs):
                                 entry.sent, entry.size = spec, _size(spec)
                                 _bytes += entry.size
                                 _evict()
-                        if entry.disk is not None:
-                            _to_disk(entry.disk, spec)
     # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
     return where.vega_lite_chart(spec=copy.deepcopy(spec), **kwargs)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ui.model_keys import shipped_file
+from ui.model_keys import shipped_file, split_step_key
 from ui.python_panel import Snippet
 from ui.snippets.fill import Piece, checks, fill, placeholders
-from ui.steps import split_step_key
 
 
 def _shipped(PATH):
