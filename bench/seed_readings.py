@@ -103,7 +103,7 @@ def readings(model: TinyCharLM, task: TaskConfig, n_seqs: int = N_SEQS) -> dict:
 
 def seed_row(spec: RunSpec) -> dict:
     """Train one spec (one torch thread) and read its final model."""
-    trainer, xs, ys = trained(spec)
+    trainer, xs, ys, _ = trained(spec)
     row = {"seed": spec.seed, "run_id": spec.run_id(code_version()),
            "drop_step": drop_step(xs, ys, spec.vocab_size), **readings(trainer.model, trainer.task_cfg),
            "code": code_version()}

@@ -1,6 +1,6 @@
-"""Training experiments (core.training.interventions): a held previous-token head (the layer-1 clamp), a
-block-2 head clamped to the ideal induction pattern (the layer-2 clamp), a knocked-out head, and their
-command-line flags."""
+"""Training experiments (core.training.interventions): a held previous-token head (the hold, the counterpart of
+Singh et al.'s one-head opto_prev_token_heads), a block-2 head clamped to the ideal induction pattern (the
+induction clamp, their opto_induction_heads), a knocked-out head, and their command-line flags."""
 from __future__ import annotations
 
 import pytest

@@ -105,6 +105,46 @@ def test_a_table_written_before_the_clamp_existed_reads_as_unclamped(tmp_path):
     assert list(table.columns) == COLUMNS and set(table["clamp"]) == {"none"}
 
 
+def test_the_shipped_tables_run_ids_survive_the_settings_added_since():
+    """A setting added after tables were shipped (ADDED: clamp, decay_steps, stop_below) is left out of the run
+    id at the value those tables ran, so every shipped row's id is still its settings' id (and resuming skips it)."""
+    from core.pool.sweep_grid import SETTINGS
+
+    for name in ("init", "clamps", "batch"):
+        table = read_table(ROOT / f"checkpoints/laws/{name}.csv")
+        for row in table.head(3).itertuples():
+            spec = RunSpec(**{c: getattr(row, c) for c in SETTINGS})
+            assert spec.run_id(row.code) == row.run_id
+    assert RunSpec.defaults(decay_steps=0).run_id("c") != RunSpec.defaults().run_id("c")
+    assert RunSpec.defaults(stop_below=0.5).run_id("c") != RunSpec.defaults().run_id("c")
+
+
+def test_a_constant_rate_run_and_its_stop():
+    """decay_steps reaches TrainConfig (0: the rate is lr at every step); stop_below ends the run at its first
+    measurement below it, so steps_run is that measured step."""
+    train = RunSpec.defaults(decay_steps=0, steps=900).configs()[2]
+    assert train.decay_steps == 0 and {train.lr_at(s) for s in (0, 500, 899)} == {train.lr}
+    with pytest.raises(ValueError, match="stop_below"):
+        RunSpec.defaults(stop_below=-1.0).configs()
+    never = run_one(RunSpec.defaults(n_layers=0, steps=6, every=2))
+    at_once = run_one(RunSpec.defaults(n_layers=0, steps=6, every=2, stop_below=never["final_loss_later"] + 10))
+    assert never["steps_run"] == 6 and at_once["steps_run"] == 0  # the first measurement is already below
+    assert at_once["completion_step"] is None and never["onset_step"] is None  # no heads: no head-score onset
+
+
+def test_completion_and_the_head_score_onset_read_off_a_curve():
+    from core.pool.sweep import first_below, onset_step
+
+    steps = [0, 10, 20, 30, 40, 50]
+    assert first_below(steps, [4.1, 3.0, 2.0, 0.6, 0.49, 0.3], 0.5) == 40
+    assert first_below(steps, [4.1] * 6, 0.5) is None
+    # an early flicker above 0.1 that falls back does not count; the onset is where the score stays up
+    assert onset_step(steps, [0.19, 0.001, 0.05, 0.12, 0.4, 0.8], 0.1) == 30
+    assert onset_step(steps, [0.19, 0.001, 0.05, 0.12, 0.4, 0.08], 0.1) is None  # fell back at the end
+    assert onset_step(steps, [0.2] * 6, 0.1) == 0
+    assert onset_step(steps, [None] * 6, 0.1) is None
+
+
 def test_a_row_reads_the_drop_step_from_its_curve():
     spec = RunSpec.defaults(n_layers=1, steps=6, every=3)
     row = run_one(spec)

@@ -5,10 +5,15 @@ Each run trains its RunSpec at `threads` torch threads (1 by default: every core
 run, and bit-identical results wherever it runs) and measures loss_later_copies on the fixed
 evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
 - run_id (a hash of the settings, the seed and `code`), the settings (core.pool.sweep_grid.SETTINGS);
-- steps_run, and the curve's figures as core.training.transition.describe_curve defines them:
-  drop_step (THE drop step, core.model.drop.drop_step: the first measured step with
-  loss_later_copies < ln V / 2; empty if it never fell that far), dropped, abrupt, drop_start,
-  drop_end, width, plateau_loss, final_loss_later;
+- steps_run (less than steps when the run stopped at stop_below), and the curve's figures as
+  core.training.transition.describe_curve defines them: drop_step (THE drop step, core.model.drop.drop_step:
+  the first measured step with loss_later_copies < ln V / 2; empty if it never fell that far), dropped,
+  abrupt, drop_start, drop_end, width, plateau_loss, final_loss_later;
+- completion_step: the first measured step with loss_later_copies < COMPLETE (0.5 nats: the copy is
+  nearly learnt, whatever V); onset_step: the head-score onset, the first measured step from which block 1's
+  best previous-token score (on the same evaluation batch) stays at or above core.training.onset.RISING
+  to the end of the run (the circuit has started to form; an early flicker that falls back does not count);
+  empty if it never did (or the model has no heads);
 - end losses on the evaluation batch: loss_second_copy, acc_later_copies;
 - head scores of the final model as it trained (a clamp applied; core.training.transition.head_figures):
   prev_token_block1, induction_heads, induction_any_max, induction_any_2nd;
@@ -21,6 +26,7 @@ Torch is imported by the functions that use it (core/model/lazy.py): a page read
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -41,25 +47,54 @@ if TYPE_CHECKING:
     from core.training.trainer import Trainer
 
 CURVE = ["steps_run", "drop_step", "dropped", "abrupt", "drop_start", "drop_end", "width", "plateau_loss",
-         "final_loss_later"]
+         "final_loss_later", "completion_step", "onset_step"]
+ADDED_FIGURES = ["completion_step", "onset_step"]  # figures added after the first tables were written
+COMPLETE = 0.5  # nats: below this later-copy loss the copy is nearly learnt (completion_step)
 END = ["loss_second_copy", "acc_later_copies", "prev_token_block1", "induction_heads", "induction_any_max",
        "induction_any_2nd"]
 TIMES = ["wall_s", "cpu_s"]  # the only columns that differ between two runs of one spec
 COLUMNS = ["run_id", *SETTINGS, *CURVE, *END, *TIMES, "code"]
 
 
-def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float]]:
+def first_below(steps: list[int], losses: list[float], level: float) -> int | None:
+    """The first step whose loss is below `level`, or None."""
+    return next((int(s) for s, v in zip(steps, losses) if v < level), None)
+
+
+def onset_step(steps: list[int], scores: list[float | None], rising: float | None = None) -> int | None:
+    """The first step from which every score (to the last) is at least `rising` (core.training.onset.RISING),
+    or None: when the last score is below it, or there are no scores."""
+    from core.training.onset import RISING
+
+    rising = RISING if rising is None else rising
+    if not scores or any(v is None for v in scores) or scores[-1] < rising:
+        return None
+    i = len(scores)
+    while i > 0 and scores[i - 1] >= rising:
+        i -= 1
+    return int(steps[i])
+
+
+def _prev_score(trainer: Trainer) -> float | None:
+    """Block 1's best previous-token score on the evaluation batch (None without heads)."""
+    scores = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)["prev_token"]
+    return max(scores[0]) if scores and scores[0] else None
+
+
+def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float], list[float | None]]:
     """Train `spec` (at the calling thread's torch threads): (trainer, steps, loss_later_copies at those steps,
-    on the fixed evaluation batch every spec.every steps from 0). Measuring changes nothing in the training."""
+    block 1's best previous-token score there), on the fixed evaluation batch every spec.every steps from 0,
+    until spec.steps or the first loss below spec.stop_below. Measuring changes nothing in the training."""
     from core.training.trainer import Trainer
 
     trainer = Trainer(*spec.configs())
-    xs, ys = [0], [trainer.check_loss()]
-    while not trainer.done:
-        trainer.run(spec.every)
+    xs, ys, prev = [0], [trainer.check_loss()], [_prev_score(trainer)]
+    while not trainer.done and not ys[-1] < spec.stop_below:
+        trainer.run(min(spec.every, spec.steps - trainer.step))
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
-    return trainer, xs, ys
+        prev.append(_prev_score(trainer))
+    return trainer, xs, ys, prev
 
 
 def run_one(spec: RunSpec, threads: int = 1) -> dict:
@@ -72,10 +107,11 @@ def run_one(spec: RunSpec, threads: int = 1) -> dict:
     torch.set_num_threads(max(1, int(threads)))
     keep_freed_memory()  # a sweep's processes only train
     wall, cpu = time.perf_counter(), time.process_time()
-    trainer, xs, ys = trained(spec)
+    trainer, xs, ys, prev = trained(spec)
     end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied
     code = code_version()
     row = {"run_id": spec.run_id(code), **asdict(spec), "steps_run": xs[-1], **describe_curve(xs, ys, spec.vocab_size),
+           "completion_step": first_below(xs, ys, COMPLETE), "onset_step": onset_step(xs, prev),
            "loss_second_copy": end["loss_second_copy"], "acc_later_copies": end["acc_later_copies"],
            **head_figures(end["prev_token"], end["induction_any"])}
     row.update(wall_s=round(time.perf_counter() - wall, 3), cpu_s=round(time.process_time() - cpu, 3), code=code)
@@ -142,7 +178,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     frame = pd.read_csv(path, comment="#", dtype={"run_id": str, "code": str})
     for name, value in ADDED.items():  # a table written before the setting existed ran it at that value
         if name not in frame.columns:
-            frame.insert(min(SETTINGS.index(name) + 1, frame.shape[1]), name, value)
+            frame[name] = value
+    for name in ADDED_FIGURES:  # a figure added after the table was written: not measured (NaN)
+        if name not in frame.columns:
+            frame[name] = math.nan
+    if set(COLUMNS) <= set(frame.columns):
+        frame = frame[COLUMNS + [c for c in frame.columns if c not in COLUMNS]]
     return frame
 
 
@@ -202,12 +243,14 @@ _FLAGS = [  # flag, RunSpec field, parser, help
     ("--batch", "batch_size", "ints", "batch sizes"),
     ("--lr", "lr", "floats", "learning rates"),
     ("--warmup", "warmup_steps", "ints", "warm-up steps"),
+    ("--decay-steps", "decay_steps", "ints", "steps at the end whose rate falls to a tenth (0: constant rate)"),
     ("--init", "init", "words", "initial embedding: shared, plain"),
     ("--hold", "hold", "words", "a block-1 head held on the previous token, e.g. 1.2, or none"),
     ("--clamp", "clamp", "words", "a block-2 head clamped to the ideal induction pattern, e.g. 2.1, or none"),
     ("--knockout", "knockout", "words", "a head knocked out, block.head counted from 1 (e.g. 2.1), or none"),
     ("--steps", "steps", "ints", "training steps"),
     ("--every", "every", "ints", "steps between later-copy loss measurements (default 10)"),
+    ("--stop-below", "stop_below", "floats", "end a run at its first later-copy loss below this (nats; 0: never)"),
     ("--seeds", "seed", "ints", "seeds, e.g. 0-9 (default 0)"),
 ]
 

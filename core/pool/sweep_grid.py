@@ -21,11 +21,15 @@ NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss e
 @dataclass(frozen=True)
 class RunSpec:
     """One training of a sweep: the preset's configs with these fields changed. `init`: "shared" (the
-    default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; `hold` (a block-1 head
-    held on the previous position: the layer-1 clamp), `clamp` (a block-2 head clamped to the ideal induction
-    pattern: the layer-2 clamp) and `knockout` are head labels, block.head counted from 1 as
-    `python -m core.train` takes them, or "none"; `every`: steps between measurements
-    of the later-copy loss (the curve the drop step is read from)."""
+    default initial embedding, TrainConfig.embed_scale/embed_shared) or "plain"; `hold` (a block-1 head's
+    pattern held on the previous position: the hold, the counterpart of Singh et al.'s one-head
+    opto_prev_token_heads), `clamp` (a block-2 head's pattern clamped to the ideal induction pattern: the
+    induction clamp, their opto_induction_heads) and `knockout` are head labels, block.head counted from 1 as
+    `python -m core.train` takes them, or "none"; `decay_steps`: TrainConfig's (the last decay_steps fall
+    linearly to a tenth of lr; 0: the rate is constant throughout); `every`: steps between measurements
+    of the later-copy loss (the curve the drop step is read from); `stop_below`: the run ends at the first
+    measurement with a later-copy loss below this (0: it trains all its steps), so a long cap costs only
+    what a run needs to get there."""
     n_layers: int
     period_min: int
     period_max: int
@@ -34,12 +38,14 @@ class RunSpec:
     batch_size: int
     lr: float
     warmup_steps: int
+    decay_steps: int
     init: str
     hold: str  # a head label ("1.2") or "none"
     clamp: str  # a head label ("2.1") or "none"
     knockout: str  # a head label ("2.1") or "none"
     steps: int
     every: int
+    stop_below: float
     seed: int
     preset: str = DEFAULT_PRESET
 
@@ -47,8 +53,8 @@ class RunSpec:
     def defaults(cls, preset: str = DEFAULT_PRESET, **changes) -> RunSpec:
         p = get_preset(preset)
         spec = cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.vocab_size,
-                   p.train.batch_size, p.train.lr, p.train.warmup_steps, "shared", "none", "none", "none",
-                   p.train.steps, 10, p.train.seed, preset)
+                   p.train.batch_size, p.train.lr, p.train.warmup_steps, p.train.decay_steps, "shared", "none",
+                   "none", "none", p.train.steps, 10, 0.0, p.train.seed, preset)
         return replace(spec, **changes)
 
     def configs(self):
@@ -58,6 +64,8 @@ class RunSpec:
             raise ValueError(f"init must be 'shared' or 'plain', got {self.init!r}.")
         if self.every < 1 or self.steps < 1:
             raise ValueError("steps and every must be at least 1.")
+        if not self.stop_below >= 0:
+            raise ValueError(f"stop_below must be 0 (never stop) or a loss in nats above 0, got {self.stop_below}.")
         layer, head = _head(self.knockout, "knockout")
         hold_layer, hold = _head(self.hold, "hold")
         if hold_layer > 0:
@@ -69,7 +77,7 @@ class RunSpec:
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
                        seq_len=self.seq_len).validate(model.vocab_size)
         train = replace(p.train, steps=self.steps, batch_size=self.batch_size, lr=self.lr,
-                        warmup_steps=self.warmup_steps, seed=self.seed, log_every=NO_LOG,
+                        warmup_steps=self.warmup_steps, decay_steps=self.decay_steps, seed=self.seed, log_every=NO_LOG,
                         hold_prev_head=hold, clamp_induction_head=clamp, knockout_layer=layer, knockout_head=head)
         if self.init == "plain":
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
@@ -87,7 +95,8 @@ class RunSpec:
 
 
 SETTINGS = [f.name for f in fields(RunSpec)]  # the table's settings columns, in this order
-ADDED = {"clamp": "none"}  # settings added after the first tables were written, with the value those tables ran
+# settings added after the first tables were written, with the value those tables ran
+ADDED = {"clamp": "none", "decay_steps": 300, "stop_below": 0.0}
 
 
 def _head(label: str, field: str) -> tuple[int, int]:
