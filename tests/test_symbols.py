@@ -79,7 +79,7 @@ HAND_MADE = re.compile(r"\{[^{}]+\}\.\{[^{}]+\}|\+ ?1\}\.|[Bb]lock \{[^}]*\+ ?1\
 NOT_OURS = {
     ("core/model/checkpoints.py", "blocks.{l}.{name}"), ("core/model/checkpoints.py", "{os.getpid()}"),  # not labels
     ("core/model/hooks.py", 'f"blocks.{layer}.{point}"'),  # hook names, not labels
-    ("core/disk_cache.py", "{type(value).__module__}.{type(value).__qualname__}"),  # a type's name
+    ("ui/safe_form.py", "{type(value).__module__}.{type(value).__qualname__}"),  # a type's name
     ("ui/charts/kept.py", "{t.__module__}.{t.__qualname__}"),  # a type's name
     ("ui/charts/kept.py", "{builder.__module__}.{builder.__qualname__}"),  # a function's name
     ("ui/charts/kept.py", "{chart_of.__module__}.{chart_of.__qualname__}"),  # a function's name
