@@ -132,6 +132,8 @@ MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] ea
 def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
     """([1, T], period): the film strip's sequence of the run's evaluation batch (as timeline() picks it)."""
     tokens, periods = eval_batch(task, vocab_size)
+    if periods is None:  # the Markov task: its first sequence (no period; 0 stands for none)
+        return tokens[:1], 0
     i0 = strip_index(periods)
     return tokens[i0:i0 + 1], int(periods[i0])
 

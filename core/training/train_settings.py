@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, replace
 
 from core.model.config import MAX_LAYERS, ModelConfig
+from core.model.markov import MarkovTask
 from core.model.symbols import head_label
 from core.model.task import TaskConfig
 from core.training.config import TrainConfig
@@ -13,6 +14,7 @@ from core.training.interventions import check_interventions
 from core.training.presets import DEFAULT_PRESET, get_preset
 
 UI_MAX_LAYERS = min(4, MAX_LAYERS)
+TASKS = ("repeat", "markov")  # the repeated-pattern task (core.model.task), Markov chains (core.model.markov)
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class TrainSettings:
     shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
     hold_prev_head: int = -1  # training experiments (core.training.interventions), 0-based; -1 = off
     knockout: tuple[int, int] = (-1, -1)  # (layer, head)
+    task: str = "repeat"  # or "markov": then seq_len, n_states and concentration make the task, the periods unused
+    n_states: int = 3
+    concentration: float = 1.0
 
     @classmethod
     def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
@@ -37,11 +42,16 @@ class TrainSettings:
         return cls(p.model.n_layers, p.task.period_min, p.task.period_max, p.task.seq_len, p.model.bias,
                    p.train.lr, p.train.batch_size, p.train.steps, p.train.seed)
 
-    def configs(self, preset: str = DEFAULT_PRESET) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
-        """The preset's configs with this page's choices; raises ValueError saying what to change."""
-        p = get_preset(preset)
+    def configs(self, preset: str = DEFAULT_PRESET) -> tuple[ModelConfig, TaskConfig | MarkovTask, TrainConfig]:
+        """The preset's configs with this page's choices; raises ValueError saying what to change.
+        On the Markov task, core.training.markov's settings with this page's choices."""
         if not 0 <= self.n_layers <= UI_MAX_LAYERS:
             raise ValueError(f"Depth must be between 0 and {UI_MAX_LAYERS} blocks, got {self.n_layers}.")
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}.")
+        if self.task == "markov":
+            return self._markov_configs()
+        p = get_preset(preset)
         model = replace(p.model, n_layers=self.n_layers, bias=self.bias)
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
                        seq_len=self.seq_len).validate(model.vocab_size)
@@ -59,6 +69,22 @@ class TrainSettings:
             raise ValueError("Train for at least 1 step.")
         return model, task, train
 
+    def _markov_configs(self) -> tuple[ModelConfig, MarkovTask, TrainConfig]:
+        from core.training.markov import MARKOV_TRAIN, model_for
+
+        task = MarkovTask(n_states=self.n_states, concentration=self.concentration, seq_len=self.seq_len).validate()
+        model = model_for(task, self.n_layers, self.bias)
+        train = replace(MARKOV_TRAIN, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed,
+                        hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
+                        knockout_head=self.knockout[1])
+        if self.shared_embedding:
+            train = replace(train, embed_scale=TrainConfig.embed_scale, embed_shared=TrainConfig.embed_shared)
+        check_interventions(model, train)
+        train.validate()
+        if self.steps < 1:
+            raise ValueError("Train for at least 1 step.")
+        return model, task, train
+
     def problem(self) -> str | None:
         """Why these settings cannot be trained (the configs' own message), or None."""
         try:
@@ -68,6 +94,10 @@ class TrainSettings:
         return None
 
     def label(self) -> str:
+        if self.task == "markov":
+            return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{', bias' if self.bias else ''}, "
+                    f"Markov chains of {self.n_states} states, Dirichlet {self.concentration:g}, length "
+                    f"{self.seq_len}, seed {self.seed}")
         bias = ", bias" if self.bias else ""
         bias += "" if self.shared_embedding else ", plain init"
         bias += f", head {head_label(0, self.hold_prev_head)} held" if self.hold_prev_head != -1 else ""

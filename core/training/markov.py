@@ -1,0 +1,105 @@
+"""Training on the Markov-chain task (core.model.markov): the lab's settings for it and the stages of a
+run, read off its logged KL curves.
+
+The settings are the lab's, not the paper's (docs/DESIGN.md "The Markov-chain task" sets them side by
+side): a smaller TinyCharLM than the repeat task's (d_model 64, 2 heads a block; the vocabulary is the
+states), the plain initial embedding (the enlarged one bets on a token from step 0, so the model would
+not start at the uniform strategy), a log every 10 steps (the uniform stage lasts a few tens of steps)
+and otherwise the repeat task's optimizer settings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from core.model.config import ModelConfig
+from core.model.markov import MarkovTask, nearest_strategies
+from core.training.config import TrainConfig
+
+# The paper's settings as read from its public code (github.com/EzraEdelman/Evolution-of-Statistical-Induction-Heads:
+# training_pipeline.py, datasets.py, utils.py) and a summary of its experiment section; the Train page shows them
+# beside the lab's. Each entry: (the paper's setting, where it was read).
+PAPER = {
+    "states": ("2 in the code's default run configuration (the figures' own k was not read here)",
+               "training_pipeline.py: vocab_size = 2"),
+    "prior": ("Dirichlet(1) per row (uniform over all rows)", "datasets.py: np.random.dirichlet(np.ones(k))"),
+    "sequence length": ("100", "training_pipeline.py: block_size = 100"),
+    "first token": ("drawn from the chain's stationary distribution", "datasets.py"),
+    "model": ("2 attention-only layers, 1 head each, width 16, dropout 0.1", "training_pipeline.py"),
+    "optimizer": ("AdamW, lr 3e-5 (the experiment section's figure), batch 64", "paper, experiment setup; code"),
+    "strategies": ("add-one counts (Laplace), i.e. the Dirichlet(1) posterior mean", "utils.py: mean_alg, statistical"),
+    "distance": ("cross-entropy of the model against each strategy, per position", "utils.py: compare_test"),
+}
+
+MARKOV_MODEL = ModelConfig(vocab_size=3, d_model=64, n_heads=2, n_layers=2)
+MARKOV_TASK = MarkovTask()
+MARKOV_TRAIN = TrainConfig(steps=600, log_every=10, embed_scale=1.0, embed_shared=0.0)
+
+
+@dataclass(frozen=True)
+class MarkovPreset:
+    name: str
+    blurb: str
+    model: ModelConfig = field(default_factory=lambda: MARKOV_MODEL)
+    task: MarkovTask = field(default_factory=lambda: MARKOV_TASK)
+    train: TrainConfig = field(default_factory=lambda: MARKOV_TRAIN)
+
+
+MARKOV_PRESETS: dict[str, MarkovPreset] = {
+    p.name: p
+    for p in [
+        MarkovPreset("markov-2block", "Two blocks on 3-state Markov chains: uniform, then unigram, then bigram."),
+        MarkovPreset("markov-1block", "One block on 3-state Markov chains: it cannot find the tokens that "
+                     "followed the current one, so it stops at the unigram strategy.",
+                     model=replace(MARKOV_MODEL, n_layers=1)),
+    ]
+}
+DEFAULT_MARKOV = "markov-2block"
+
+
+def model_for(task: MarkovTask, n_layers: int, bias: bool = False) -> ModelConfig:
+    """The lab's model for a Markov task: its states are the vocabulary."""
+    return replace(MARKOV_MODEL, vocab_size=task.n_states, n_layers=n_layers, bias=bias)
+
+
+def stages(history: list[dict] | None, task: MarkovTask, confirm: int = 2) -> dict:
+    """The stages of a run from its logged rows (core.model.markov.nearest_strategies on the task's strategies),
+    plus "seconds" {strategy: training seconds at the onset, or None}."""
+    rows = history or []
+    out = nearest_strategies(rows, task.strategies, confirm)
+    at = {r["step"]: r.get("seconds") for r in rows}
+    out["seconds"] = {n: (at.get(s) if s is not None else None) for n, s in out["onset"].items()}
+    return out
+
+
+def stage_sentence(history: list[dict] | None, task: MarkovTask) -> str:
+    """One sentence naming each strategy's onset as measured (or that it was not reached)."""
+    st = stages(history, task)
+    parts = []
+    for name in task.strategies:
+        onset = st["onset"][name]
+        parts.append(f"{name} from step {onset}" if onset is not None else f"{name} not reached")
+    return "Nearest strategy: " + "; ".join(parts) + "."
+
+
+def kl_frame(history: list[dict] | None, task: MarkovTask):
+    """The Train page's KL curves: columns step, seconds, strategy, kl (nats), one row per logged row and strategy."""
+    import math
+
+    import pandas as pd
+
+    out = []
+    for row in history or []:
+        for name in task.strategies:
+            v = row.get(f"kl_{name}")
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                out.append({"step": row["step"], "seconds": row.get("seconds"), "strategy": name, "kl": float(v)})
+    return pd.DataFrame(out, columns=["step", "seconds", "strategy", "kl"])
+
+
+def stage_frame(history: list[dict] | None, task: MarkovTask):
+    """The stages' onsets as measured (`stages`): columns step, strategy, label; only the strategies reached."""
+    import pandas as pd
+
+    onset = stages(history, task)["onset"]
+    rows = [{"step": s, "strategy": n, "label": f"{n} from step {s}"} for n, s in onset.items() if s is not None]
+    return pd.DataFrame(rows, columns=["step", "strategy", "label"])

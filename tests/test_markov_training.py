@@ -1,0 +1,120 @@
+"""Training on the Markov-chain task through the lab's training path: the Trainer's logged KL is the KL of
+its model, recomputed; runs are seeded and chunk-invariant; the page's settings build the task and refuse
+bad ones; the pool dedupes and stops Markov runs like repeat runs; the stages are read off the logged rows."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from test_runs import thread_pool
+
+from core.model.checkpoints import checkpoint_bytes, read_checkpoint
+from core.model.markov import MarkovTask, strategy_kl
+from core.pool.status import RunStatus
+from core.training import markov as mk
+from core.training.train_settings import TrainSettings
+from core.training.trainer import Trainer
+
+from helpers import wait_until
+
+MARKOV = replace(TrainSettings.defaults(), task="markov", n_layers=2, seq_len=40, n_states=3, concentration=1.0,
+                 batch_size=8, steps=20, shared_embedding=False)
+
+
+def test_settings_build_the_markov_task_and_refuse_bad_ones():
+    model, task, train = MARKOV.configs()
+    assert task == MarkovTask(n_states=3, concentration=1.0, seq_len=40)
+    assert model.vocab_size == 3 and model.n_layers == 2 and train.log_every == mk.MARKOV_TRAIN.log_every
+    assert train.embed_shared == 0.0
+    assert replace(MARKOV, shared_embedding=True).configs()[2].embed_shared > 0
+    assert "concentration must be a positive" in replace(MARKOV, concentration=0.0).problem()
+    assert "n_states must be between 2" in replace(MARKOV, n_states=1).problem()
+    assert "too short" in replace(MARKOV, seq_len=2).problem()
+    assert "task must be one of" in replace(MARKOV, task="chess").problem()
+    assert "not a head of block 1" in replace(MARKOV, hold_prev_head=3).problem()  # 2 heads a block here
+    assert "Markov chains of 3 states" in MARKOV.label()
+
+
+def test_logged_kl_is_the_models_kl_and_runs_are_seeded_and_chunk_invariant():
+    a = Trainer(*MARKOV.configs())
+    a.run(7)
+    a.run(13)
+    b = Trainer(*MARKOV.configs())
+    b.run(20)
+    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    assert [r["kl_bigram"] for r in a.history] == [r["kl_bigram"] for r in b.history]
+    last = a.history[-1]
+    assert last["step"] == 20 and {"loss", "loss_optimal", "kl_uniform", "kl_unigram", "kl_bigram"} <= set(last)
+    with torch.no_grad():
+        kl = strategy_kl(a.model.eval()(a.log_tokens), a.log_tokens, a.task_cfg)
+    for name in a.task_cfg.strategies:
+        assert last[f"kl_{name}"] == pytest.approx(kl[name]["mean"], rel=1e-5, abs=1e-7)
+        assert len(last["kl_positions"][name]) == a.task_cfg.seq_len - 1
+    assert len(last["prev_token"]) == 2 and len(last["prev_token"][0]) == 2
+    c = Trainer(*replace(MARKOV, seed=1).configs())
+    c.run(20)
+    assert c.history[-1]["kl_bigram"] != last["kl_bigram"]
+    with pytest.raises(ValueError, match="no drop to stop at"):
+        a.run(1, stop_at_loss=0.5)
+
+
+def test_a_markov_checkpoint_reads_back_with_its_task_and_history():
+    t = Trainer(*MARKOV.configs())
+    t.run(10)
+    model, info = read_checkpoint(checkpoint_bytes(t.model, **t.checkpoint_fields()))
+    assert info["task"] == t.task_cfg and info["history"][-1]["kl_bigram"] == t.history[-1]["kl_bigram"]
+    assert info["snapshots"] and info["config"].vocab_size == 3
+
+
+def test_a_training_seq_len_other_than_the_tasks_is_refused():
+    model, task, train = MARKOV.configs()
+    with pytest.raises(ValueError, match="trains on the task's own length"):
+        Trainer(model, task, replace(train, seq_len=20))
+
+
+def test_stages_are_read_from_the_logged_rows():
+    rows = [{"step": s, "seconds": s / 10, "kl_uniform": u, "kl_unigram": a, "kl_bigram": b}
+            for s, u, a, b in [(0, 0.1, 0.2, 0.3), (10, 0.1, 0.2, 0.3), (20, 0.2, 0.02, 0.1), (30, 0.2, 0.02, 0.1),
+                               (40, 0.3, 0.1, 0.02), (50, 0.3, 0.1, 0.01)]]
+    st = mk.stages(rows, MarkovTask())
+    assert st["onset"] == {"uniform": 0, "unigram": 20, "bigram": 40}
+    assert st["seconds"] == {"uniform": 0.0, "unigram": 2.0, "bigram": 4.0}
+    assert mk.stage_sentence(rows[:4], MarkovTask()).endswith("bigram not reached.")
+    assert list(mk.stage_frame(rows, MarkovTask())["step"]) == [0, 20, 40]
+
+
+def test_the_pool_dedupes_and_stops_markov_runs():
+    pool = thread_pool()
+    try:
+        alice = pool.start(MARKOV, "alice")
+        bob = pool.start(MARKOV, "bob")
+        repeat = pool.start(replace(MARKOV, task="repeat", period_min=4, period_max=8, seq_len=24), "carol")
+        assert bob.shared == "live" and alice.shared is None and repeat.shared is None
+        for run in (alice, bob):
+            wait_until(lambda run=run: run.ended.is_set(), what="the Markov runs to finish")
+            assert run.status == RunStatus.FINISHED and run.step == MARKOV.steps
+        assert alice.history()[-1]["kl_bigram"] == bob.history()[-1]["kl_bigram"]
+        assert alice.result[1]["task"] == MARKOV.configs()[1]
+        long = pool.start(replace(MARKOV, steps=100_000, seed=3), "dan")
+        wait_until(lambda: long.step > 2, what="the long run to train")
+        pool.stop(long)
+        wait_until(lambda: long.ended.is_set(), what="the stopped run to end")
+        assert long.status == RunStatus.STOPPED and long.result[1]["history"][-1]["step"] == long.step
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_two_blocks_reach_the_bigram_stage_and_one_block_does_not():
+    """The lab's default Markov settings, seed 0 (bench/markov_stages.py measures more seeds)."""
+    two = mk.MARKOV_PRESETS["markov-2block"]
+    one = mk.MARKOV_PRESETS["markov-1block"]
+    runs = {}
+    for p in (two, one):
+        t = Trainer(p.model, p.task, p.train)
+        t.run(p.train.steps)
+        runs[p.name] = mk.stages(t.history, p.task)["onset"]
+    assert runs["markov-2block"]["unigram"] is not None and runs["markov-2block"]["bigram"] is not None
+    assert runs["markov-2block"]["unigram"] < runs["markov-2block"]["bigram"]
+    assert runs["markov-1block"]["unigram"] is not None and runs["markov-1block"]["bigram"] is None
