@@ -253,7 +253,8 @@ def test_the_readings_say_on_how_many_seeds_each_holds(tmp_path):
            "them all together) median 1.40, from 0.80 to 1.60" in said[4] and "heads together median" not in said[4]
 
 
-SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv", LAWS_DIR / "clamps.csv"]
+SHIPPED = [p for p in [*(law.path for law in LAWS.values()), LAWS_DIR / "init.csv", LAWS_DIR / "clamps.csv",
+                       LAWS_DIR / "targets.csv"]
            if p.is_file()]
 
 
@@ -264,6 +265,11 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
         assert len(result.points) >= 3 and all(p.n >= 5 for p in result.points)
     elif path.stem == "clamps":
         assert len(clamp_arms(path)) >= 3 and all(p.n >= 5 for p in clamp_arms(path).values())
+    elif path.stem == "targets":
+        from core.pool.laws import stage_frame, targets_table
+
+        frame = stage_frame(targets_table(path))
+        assert len(frame) == 18 and (frame["n"] >= 5).all()
     else:
         assert all(p.n >= 5 for p in groups(path, "init").values())
     caught = {}
@@ -288,3 +294,95 @@ def test_an_interval_end_beside_a_prediction_gets_the_decimals_that_show_which_s
     assert "(95% interval −0.498 to −0.050" in text and "the whole interval is above −0.50" in text
     plain = replace(law, fit=replace(law.fit, low=-0.61, high=-0.32))
     assert "(95% interval −0.61 to −0.32" in " ".join(sentences(plain))
+
+
+def _stages_table(path, onset_slope=0.0, completion_slope=-1.0, seeds=6, noise=0.05):
+    """A constant-rate table (the targets.csv layout): T 64/96/160 at B = 32 and B 8/16/64 at T = 96, whose
+    onset, drop and completion steps are planted power laws of T (onset_slope, -0.5, completion_slope) and of
+    B (0, 0, -0.5), times lognormal noise a seed keeps at every point."""
+    rng = np.random.default_rng(2)
+    seed_noise = np.exp(noise * rng.standard_normal((seeds, 3)))
+    rows = []
+    for T, B in [(64, 32), (96, 32), (160, 32), (96, 8), (96, 16), (96, 64)]:
+        for seed in range(seeds):
+            spec = replace(RunSpec.defaults(), seq_len=T, batch_size=B, seed=seed, steps=2000, decay_steps=0,
+                           stop_below=0.5)
+            onset, drop, done = (s * (T / 96) ** a * (B / 32) ** b * seed_noise[seed, i] for i, (s, a, b) in
+                                 enumerate([(80, onset_slope, 0.0), (150, -0.5, 0.0), (300, completion_slope, -0.5)]))
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{T}-{B}-{seed}", "steps_run": round(done), "drop_step": round(drop), "dropped": True,
+                "onset_step": round(onset), "completion_step": round(done)})
+    write_table(path, rows, "python -m core.sweep --spec targets.json --decay-steps 0")
+    return path
+
+
+def test_later_copy_targets_per_sequence_are_what_the_task_masks():
+    """later_targets against the task's own later-copy mask on a large sampled batch (an independent count)."""
+    import torch
+
+    from core.model.task import TaskConfig, copy_masks, sample_batch
+    from core.pool.laws import later_targets
+
+    for T in (64, 96, 160):
+        task = TaskConfig(period_min=16, period_max=32, seq_len=T)
+        _, periods = sample_batch(task, 20000, 64, generator=torch.Generator().manual_seed(0))
+        counted = copy_masks(periods, T)["later"].sum(1).double().mean().item()
+        assert later_targets(16, 32, T) == pytest.approx(counted, rel=0.01)
+    assert later_targets(16, 32, 96) == 72.0
+
+
+def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
+    """Planted: along T completion falls as T^-1, the onset is flat; the sentences say so, from the fits."""
+    from core.pool.laws import stage_fits, stage_frame, stage_sentences, targets_table
+
+    table = targets_table(_stages_table(tmp_path / "targets.csv"))
+    assert set(table["targets_per_step"]) == {32 * 40.0, 32 * 72.0, 32 * 136.0, 8 * 72.0, 16 * 72.0, 64 * 72.0}
+    fits = stage_fits(table)
+    assert fits[("seq_len", "completion_step")].slope == pytest.approx(-1.0, abs=0.03)
+    assert fits[("seq_len", "onset_step")].slope == pytest.approx(0.0, abs=0.03)
+    assert fits[("batch_size", "completion_step")].slope == pytest.approx(-0.5, abs=0.03)
+    frame = stage_frame(table)
+    assert len(frame) == 18 and (frame["reached"] == 6).all()
+    said = " ".join(stage_sentences(table))
+    assert "the steps to 0.5 nats fall with T while the onset shows no clear trend" in said
+    assert "0 never reached the completion (0.5 nats)" in said
+    # the onset is flat in both series, so against targets per step both slopes are 0: the series agree
+    assert "the head-score onset's slope is +0.00" in said
+    both = stage_sentences(targets_table(_stages_table(tmp_path / "b.csv", onset_slope=-1.0)))
+    assert "the steps to 0.5 nats and the onset both fall with T" in " ".join(both)
+
+
+def test_a_decaying_table_is_not_read_as_a_constant_rate_one(tmp_path):
+    from core.pool.laws import targets_table
+
+    path = planted(tmp_path / "t.csv", -0.5)
+    with pytest.raises(ValueError, match="decaying rate|lacks"):
+        targets_table(path)
+    with pytest.raises(ValueError, match="no table"):
+        targets_table(tmp_path / "none.csv")
+
+
+def test_the_power_of_a_slope_test_follows_the_seed_spread():
+    """Without noise any number of seeds tells -0.5 from 0; with a spread, power grows with the seeds, and a
+    slope of 0 is 'told apart' from 0 only at the test's own level (about 5%)."""
+    from core.pool.laws import Point, seeds_needed, slope_power
+
+    xs = (64.0, 96.0, 160.0)
+    exact = tuple(Point(x, tuple(range(6)), tuple(300 * (x / 96) ** -0.5 for _ in range(6)), 2000) for x in xs)
+    power = slope_power(exact)
+    assert (power["power"] == 1).all() and seeds_needed(power) == 3
+    rng = np.random.default_rng(0)
+    noise = np.exp(0.35 * rng.standard_normal((12, 3)))
+    noisy = tuple(Point(x, tuple(range(12)), tuple(float(200 * noise[s, i]) for s in range(12)), 2000)
+                  for i, x in enumerate(xs))
+    power = slope_power(noisy).set_index("n")["power"]
+    assert power[32] > power[3] and power[32] > 0.5
+    level = slope_power(noisy, slope=0.0).set_index("n")["power"]
+    assert (level <= 0.1).all()
+    assert slope_power(noisy[:1]) is None  # one point: no slope
+    few = tuple(Point(p.x, p.seeds[:4], p.steps[:4], 2000) for p in noisy)
+    assert slope_power(few) is None  # four seeds: too few to resample a spread from
+    import pandas as pd
+
+    wobbly = pd.DataFrame({"n": [3, 5, 7, 9], "power": [0.9, 0.7, 0.85, 0.9]})
+    assert seeds_needed(wobbly) == 7 and seeds_needed(wobbly.assign(power=0.5)) is None

@@ -141,12 +141,14 @@ def test_the_two_block_runs_that_did_not_drop_are_counted_from_the_tables(page):
     runs = runs[runs["n_layers"] == 2]
     total = len(study) + len(runs)
     dropped = int(study["dropped"].sum()) + int(runs["drop_step"].notna().sum())
-    assert f"With two blocks, {dropped} of the {total} distinct runs on this page dropped within their 600 or 800 " \
-           "steps" in text
+    caps = sorted({int(c) for c in study["steps_run"]} | {int(c) for c in runs["steps"]})
+    assert f"With two blocks, {dropped} of the {total} distinct runs on this page dropped within their " \
+           f"{' or '.join(map(str, caps))} steps" in text
     never = runs[runs["drop_step"].isna()]
     for _, r in never[never["table"] != "init"].iterrows():
         name = {"batch": f"B = {r.batch_size}", "seqlen": f"C = {r.seq_len}", "context": f"N = {r.seq_len}",
-                "vocab": f"V = {r.vocab_size}", "clamps": f"held previous-token head {r.hold}"}[r.table]
+                "vocab": f"V = {r.vocab_size}", "clamps": f"held previous-token head {r.hold}",
+                "targets": f"T = {r.seq_len}, B = {r.batch_size} at a constant rate"}[r.table]
         assert f"{name}, seed {r.seed}" in text, name
     plain = never[(never["table"] == "init") & (never["init"] == "plain")]
     if len(plain):
@@ -159,13 +161,16 @@ def test_the_caption_states_what_the_tables_trained(page):
 
     at, _ = page
     tables = pd.concat([t for t in (pd.read_csv(p, comment="#") for p in sorted(LAWS_DIR.glob("*.csv")))
-                        if "steps" in t.columns])  # the sweep tables (readings.csv is not one)
+                        if "steps" in t.columns  # the sweep tables (readings.csv is not one) at the default schedule
+                        and not ("decay_steps" in t.columns and (t["decay_steps"] == 0).all())])
     (steps,) = set(tables["steps"])
     settings = ["n_layers", "period_min", "period_max", "seq_len", "vocab_size", "batch_size", "lr", "warmup_steps",
                 "init", "hold", "knockout", "steps", "every"]
     (seeds,) = set(tables.groupby(settings)["seed"].nunique())
     held = steps - TrainConfig().decay_steps
-    caption = next(c.value for c in at.caption if c.value.startswith("Every sweep trains"))
+    constant = (LAWS_DIR / "targets.csv").is_file()
+    start = "Every sweep but the constant-rate one trains" if constant else "Every sweep trains"
+    caption = next(c.value for c in at.caption if c.value.startswith(start))
     assert (f"for {steps} steps ({seeds} seeds a point" in caption
             and f"held for the first {held} steps and then falls linearly to 10% of it" in caption), caption
     assert "resamples the seeds 1000 times, a seed's runs at every point together" in caption
@@ -263,3 +268,64 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     assert "dropped at the same logged step" not in text
     assert len(at.get("vega_lite_chart")) == charts + 1
     assert not at.button(key="lw_sw_start").disabled and at.button(key="lw_sw_stop").disabled
+
+
+TARGETS = LAWS_DIR / "targets.csv"
+
+
+def _slope(xs, ys) -> float:
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def test_the_constant_rate_stages_are_said_from_their_table(page):
+    """The onset, drop and completion sentences: run counts, each stage's slope along T and along B (the least
+    squares slope of the log medians, computed here with numpy), and the T contrast, from targets.csv."""
+    if not TARGETS.is_file():
+        pytest.skip("checkpoints/laws/targets.csv is not shipped")
+    at, text = page
+    t = pd.read_csv(TARGETS, comment="#")
+    assert (t["decay_steps"] == 0).all()
+    stages = {"onset_step": "head-score onset", "drop_step": "drop (ln V / 2)",
+              "completion_step": "completion (0.5 nats)"}
+    said = next(m.value for m in at.markdown if "the learning rate constant throughout" in m.value)
+    assert f"{len(t)} runs ({t['seed'].nunique()} seeds at each of 6 points)" in said
+    for col, name in stages.items():
+        assert f"{int(t[col].isna().sum())} never reached the {name}" in said
+    assert f"On {int((t['onset_step'] <= 10).sum())} runs block 1's previous-token score" in said
+    series = {"T": (t[t["batch_size"] == 32], "seq_len", "Against sequence length T at B = 32"),
+              "B": (t[t["seq_len"] == 96], "batch_size", "Against batch size B at T = 96")}
+    slopes = {}
+    for key, (runs, axis, opening) in series.items():
+        line = next(x for x in said.split("\n") if x.startswith(f"- {opening}"))
+        for col, name in stages.items():
+            med = runs[col].fillna(math.inf).groupby(runs[axis]).median()  # a run that never reached it: last
+            if not np.isfinite(med).all():
+                continue  # a median above the cap: that point is left out of the fit (test_laws covers it)
+            slopes[key, col] = _slope(med.index, med.to_numpy())
+            assert f"the {name} {signed(slopes[key, col])} (95% interval" in line, (name, line)
+    assert f"completion's slope {signed(slopes['T', 'completion_step'])}, the onset's " \
+           f"{signed(slopes['T', 'onset_step'])}" in said
+    # the table beside the chart: each point's median step, as pandas computes it
+    frame = next(d.value for d in at.dataframe if "later-copy targets per step" in d.value.columns)
+    for (T, B), g in t.groupby(["seq_len", "batch_size"]):
+        row = frame[(frame["T"] == T) & (frame["B"] == B) & (frame["stage"] == "completion (0.5 nats)")]
+        assert float(row["median step"].iloc[0]) == float(g["completion_step"].median())
+        assert float(row["later-copy targets per step"].iloc[0]) == B * np.mean([T - p for p in range(16, 33)])
+
+
+def test_the_power_statement_is_drawn_from_the_measured_spread(page):
+    """The seeds a slope needs: every row of the power table is said, with its seeds for 80% power, and the
+    spread column is the standard deviation of each seed's log step about its point's log median."""
+    if not TARGETS.is_file():
+        pytest.skip("checkpoints/laws/targets.csv is not shipped")
+    at, text = page
+    power = next(d.value for d in at.dataframe if "seeds for 80% power" in d.value.columns)
+    said = next(m.value for m in at.markdown if m.value.startswith("How many seeds it takes to tell a slope of −0.5"))
+    for r in power.itertuples():
+        need = f"{int(r[7])} seeds a point" if not pd.isna(r[7]) else "more than 32 seeds a point"
+        assert f"{r.stage} against {r.series}: {need}" in said
+    t = pd.read_csv(TARGETS, comment="#")
+    runs = t[t["batch_size"] == 32].pivot(index="seed", columns="seq_len", values="completion_step").dropna()
+    noise = np.log(runs) - np.log(runs.median())
+    row = power[(power["series"] == "sequence length T, constant rate") & (power["stage"] == "completion (0.5 nats)")]
+    assert float(row.iloc[0, 3]) == pytest.approx(float(np.std(noise.to_numpy(), ddof=1)), rel=1e-6)

@@ -297,12 +297,14 @@ def test_causal_snippet_typed_1block():
 
 @pytest.mark.app
 def test_laws_snippets():
-    """Every chart and table of the Laws page: each law's fit, runs and sentences, depth and the start, the
-    clamps, the readings over seeds, each reproduced from the shipped tables in a fresh interpreter."""
+    """Every chart and table of the Laws page: each law's fit, runs and sentences, the constant-rate stages and the
+    seeds a slope needs, depth and the start, the clamps, the readings over seeds, each reproduced from the
+    shipped tables in a fresh interpreter."""
     from core.pool import laws
 
     shown = page_snippets("app_pages/laws.py", "variable-period-2block.pt")
-    assert len(shown) == sum(law.path.is_file() for law in laws.LAWS.values()) + 3, [s["title"] for s in shown]
+    assert len(shown) == sum(law.path.is_file() for law in laws.LAWS.values()) + 3 + 2 * laws.TARGETS_FILE.is_file(), \
+        [s["title"] for s in shown]
     assert all("said" in s["checks"] for s in shown)  # each reproduces the page's sentences word for word
     check_snippets(shown)
 

@@ -66,6 +66,8 @@ CASES: dict[str, list[tuple]] = {
     "law_depth_and_start": [()],
     "law_clamps": [()],
     "law_readings": [()],
+    "law_stages": [()],
+    "law_power": [()],
 }
 BUILDERS = sorted(name for name in snippets.__all__ if callable(getattr(snippets, name))
                   and getattr(snippets, name).__annotations__.get("return") == "Snippet")

@@ -75,3 +75,35 @@ def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
         x=alt.X("median:Q", scale=x_scale), y=y, tooltip=[alt.Tooltip("median:Q", title="median drop step")])
     return (alt.layer(spread, dots, ticks).properties(height=height)
             .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))
+
+
+STAGE_COLOURS = [OKABE_ITO[4], OKABE_ITO[0], OKABE_ITO[5]]  # onset (blue), drop (orange), completion (vermillion)
+
+
+@kept
+def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
+    """Each point's median step of each stage against its later-copy targets per step, log-log: a dot per point,
+    its quartiles as a bar, a line per series and stage (solid: T varied, dashed: B varied); the frame is
+    core.pool.laws.stage_chart_frame's."""
+    xs = sorted(frame["targets_per_step"].unique().tolist())
+    x_scale = alt.Scale(type="log", domain=[xs[0] / 1.3, xs[-1] * 1.3], nice=False)
+    x = alt.X("targets_per_step:Q", title="later-copy targets per step (log)", scale=x_scale,
+              axis=alt.Axis(values=xs, format="~g", labelAngle=-30))
+    ys = pd.concat([frame["q25"], frame["q75"], frame["median"]]).replace([float("inf")], float("nan")).dropna()
+    y_scale = alt.Scale(type="log", nice=False, domain=[max(1.0, float(ys.min()) / 1.4), float(ys.max()) * 1.4])
+    stages = list(dict.fromkeys(frame["stage_name"]))
+    series = list(dict.fromkeys(frame["series"]))
+    colour = alt.Color("stage_name:N", title="stage", scale=alt.Scale(domain=stages, range=STAGE_COLOURS[:len(stages)]))
+    dash = alt.StrokeDash("series:N", title="series",
+                          scale=alt.Scale(domain=series, range=[[1, 0], [6, 4]][:len(series)]))
+    tip = ["series:N", "stage_name:N", "seq_len:Q", "batch_size:Q", alt.Tooltip("targets_per_step:Q", format=",.0f"),
+           alt.Tooltip("median:Q", title="median step"), alt.Tooltip("q25:Q", title="25%"),
+           alt.Tooltip("q75:Q", title="75%"), alt.Tooltip("reached:Q", title="runs that reached it"), "n:Q"]
+    y = alt.Y("median:Q", title="steps (log)", scale=y_scale)
+    lines = alt.Chart(frame).mark_line(strokeWidth=2).encode(x=x, y=y, color=colour, strokeDash=dash,
+                                                             detail="series:N")
+    dots = alt.Chart(frame).mark_point(filled=True, size=55).encode(x=x, y=y, color=colour, tooltip=tip)
+    spread = alt.Chart(frame).mark_rule(strokeWidth=3, opacity=0.3).encode(
+        x=x, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q", color=colour)
+    return (alt.layer(spread, lines, dots).properties(height=height)
+            .configure_legend(orient="bottom", direction="vertical", columns=2, labelLimit=320))

@@ -31,7 +31,7 @@ from ui.snippets.icl import (
     restart_example,
     typed_pattern,
 )
-from ui.snippets.laws import law_clamps, law_depth_and_start, law_readings, law_sweep
+from ui.snippets.laws import law_clamps, law_depth_and_start, law_power, law_readings, law_stages, law_sweep
 from ui.snippets.load import load
 from ui.snippets.train import head_scores_over_training, run_timeline, shipped_curves, training_run, transition_study
 
@@ -39,7 +39,7 @@ __all__ = [
     "CAUSAL_SECTIONS", "ablation", "ablation_grid", "archetype_pattern", "attention_offsets", "attention_pattern",
     "attention_scores", "causal", "composition", "copying", "copying_table", "depth_composition", "detector_table",
     "drawn_pattern", "head_circuits", "head_scores_over_training", "icl_predictions", "in_context_check",
-    "law_clamps", "law_depth_and_start", "law_readings", "law_sweep", "load",
+    "law_clamps", "law_depth_and_start", "law_power", "law_readings", "law_stages", "law_sweep", "load",
     "logit_paths", "mean_paths", "model_detectors", "overview", "period_probe", "restart_curve", "restart_example",
     "rotary_profile", "run_timeline", "score_terms", "shipped_curves", "skip_trigrams", "training_run",
     "transition_study", "typed_pattern", "zero_block",

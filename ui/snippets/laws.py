@@ -84,3 +84,42 @@ def _readings():
 def law_readings() -> Snippet:
     return snippet("The Causal page's readings taken again on every training seed (checkpoints/laws/readings.csv, "
                    "bench/seed_readings.py), and the sentences counted from them.", None, _readings)
+
+
+def _stages():
+    from core.pool import laws
+
+    table = laws.targets_table()  # checkpoints/laws/targets.csv, with the later-copy targets per step added
+    frame = laws.stage_frame(table)  # per point (T, B) and stage: median step, quartiles, runs that reached it
+    print(frame[["seq_len", "batch_size", "targets_per_step", "stage", "median", "q25", "q75", "reached"]])
+    fits = laws.stage_fits(table)  # (series, stage) -> the log-log fit of the median steps, paired bootstrap
+    for (series, stage), fit in fits.items():
+        print(series, stage, None if fit is None else (round(fit.slope, 3), round(fit.low, 3), round(fit.high, 3)))
+    said = laws.stage_sentences(table)
+    print("\n".join(said))
+    return {"median": frame["median"], "said": said}
+
+
+def law_stages() -> Snippet:
+    return snippet("Onset, drop and completion on the same constant-rate runs: each stage's median step per point, "
+                   "its slope along T and along B and against the later-copy targets per step, and the sentences.",
+                   None, _stages)
+
+
+def _power():
+    from core.pool import laws
+
+    table = laws.targets_table()
+    frame = laws.power_frame(table)  # per series and stage: the seeds it takes to tell a slope of -0.5 from 0
+    print(frame)
+    runs = laws.series_table(table, "seq_len")
+    curve = laws.slope_power(laws.stage_points(runs, "completion_step", "seq_len"))  # power against seeds a point
+    print(curve)
+    said = laws.power_sentence(frame)
+    print(said)
+    return {"needed": frame["needed"], "power": curve["power"], "said": said}
+
+
+def law_power() -> Snippet:
+    return snippet("How many seeds it takes to tell a slope of −0.5 from 0: the measured seed spread resampled, "
+                   "each experiment's slope fitted as the page fits it.", None, _power)
