@@ -19,16 +19,16 @@
 // (each output is summed in index order; only the softmax's max and sum and the dz . z row sums are
 // summed lane-wise, in a fixed order). hold >= 0 is the held head: its pattern is one-hot on i - 1
 // (row 0 on 0) and its q and k get no gradient.
+//
+// z and g are written with plain stores: the products that follow (z W_O; g's two, dW and dh) read
+// them from the cache. Streamed past the caches, a default training step took 1.0-1.5 ms longer on
+// AVX-512 (30.1 against 28.6 CPU-ms in situ), although the kernel alone was a little faster.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
-#include <cstdint>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 
 namespace {
 
@@ -64,20 +64,6 @@ template <typename T> inline V<T> swap_pairs(V<T> x) { VI<T> m; for (int l = 0; 
 
 template <typename T> inline V<T> loadu(const T* p) { V<T> v; std::memcpy(&v, p, sizeof v); return v; }
 template <typename T> inline void storeu(T* p, V<T> v) { std::memcpy(p, &v, sizeof v); }
-// A store that bypasses the caches (p 64-byte aligned; without AVX-512 a plain store): the forward's z
-// and the backward's g are written once, not read back by the kernel, and 1.5 and 4.7 MB a block, so
-// prefetching their lines for writing (a read of each from memory) cost more than it saved (session 11:
-// raw forward 2.81 -> 2.58 ms, backward 4.87 -> 4.44 ms).
-#ifdef __AVX512F__
-constexpr bool kStream = true;
-inline void stream(float* p, V<float> v) { _mm512_stream_ps(p, (__m512)v); }
-inline void stream(double* p, V<double> v) { _mm512_stream_pd(p, (__m512d)v); }
-inline void stream_fence() { _mm_sfence(); }
-#else
-constexpr bool kStream = false;
-template <typename T> inline void stream(T* p, V<T> v) { storeu(p, v); }
-inline void stream_fence() {}
-#endif
 // Horizontal sum and max of a vector as a tree of halves (a fixed order, log2 W dependent steps). The
 // halves are taken by shuffles, not copied out through memory: with memcpy the softmax's running max
 // and sum vectors lived on the stack, stored and reloaded every iteration of their loops (session 11).
@@ -342,7 +328,7 @@ template <typename T> Scratch<T>& scratch(bool backward) {
 }
 
 template <typename T>
-void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, const T* Vr, long ldv, T* z, T* P, T* stats) {
+void forward_head(Head<T>& hd, int H, int b, int h, bool held, const T* Vr, long ldv, T* z, T* P, T* stats) {
   constexpr int W = Vec<T>::W;
   const int Tn = hd.Tn, D = hd.D, Dp = hd.Dp, Tp = hd.Tp;
   T* Ph = P ? P + ((long)b * H + h) * Tn * Tn : nullptr;  // P null: the pattern is not kept
@@ -378,12 +364,7 @@ void forward_head(Head<T>& hd, int H, int b, int h, bool held, bool nt, const T*
     // z rows i0 .. i0 + mr = the pattern rows (still in S, zero above the diagonal) . V over keys 0 .. kend
     product<T>(mr, Dp / W, hd.S.data(), Tp, 1, Vr, ldv, 0, kend, hd.Zt.data(), Dp);
     for (int r = 0; r < mr; ++r)
-      if (nt) {
-        T* zr = z + ((long)b * Tn + i0 + r) * H * D + (long)h * D;
-        for (int d = 0; d < D; d += W) stream(zr + d, loadu(hd.Zt.data() + (long)r * Dp + d));
-      } else {
-        copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
-      }
+      copy_row(z + ((long)b * Tn + i0 + r) * H * D + (long)h * D, hd.Zt.data() + (long)r * Dp, D);
   }
 }
 
@@ -439,36 +420,22 @@ void backward_head(Head<T>& hd, T* Pl, const T* stats, int H, int b, int h, bool
 
 // Row t of this head's gradient: gq, gk, gv its row t in g (q's and k's rotated back).
 template <typename T>
-void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool held, bool nt, T* gq, T* gk, T* gv) {
+void write_grad_row(const Head<T>& hd, int t, const T* cs, const T* sn, bool held, T* gq, T* gk, T* gv) {
   constexpr int W = Vec<T>::W;
   const int D = hd.D, Dp = hd.Dp, half = hd.half;
   const T scale = T(1) / std::sqrt(T(D));
   {
-    if (nt) {
-      for (int d = 0; d < D; d += W) stream(gv + d, loadu(hd.dV.data() + (long)t * Dp + d));
-      if (held) {
-        for (int d = 0; d < D; d += W) { stream(gq + d, V<T>{}); stream(gk + d, V<T>{}); }
-        return;
-      }
-    } else {
-      copy_row(gv, hd.dV.data() + (long)t * Dp, D);
-      if (held) {
-        std::fill(gq, gq + D, T(0));
-        std::fill(gk, gk + D, T(0));
-        return;
-      }
+    copy_row(gv, hd.dV.data() + (long)t * Dp, D);
+    if (held) {
+      std::fill(gq, gq + D, T(0));
+      std::fill(gk, gk + D, T(0));
+      return;
     }
     const T* dq = hd.dQ.data() + (long)t * Dp;
     const T* dk = hd.dK.data() + (long)t * Dp;
     const T* c = cs + (long)t * D;  // the inverse rotation (the transpose), q's with the scale
     const T* s = sn + (long)t * D;
-    if (nt) {
-      for (int d = 0; d < D; d += W) {
-        const V<T> cv = loadu(c + d), sv = loadu(s + d), qv = loadu(dq + d), kv = loadu(dk + d);
-        stream(gq + d, (qv * cv - swap_pairs<T>(qv) * sv) * scale);
-        stream(gk + d, kv * cv - swap_pairs<T>(kv) * sv);
-      }
-    } else if (D % W == 0) {
+    if (D % W == 0) {
       for (int d = 0; d < D; d += W) {
         const V<T> cv = loadu(c + d), sv = loadu(s + d), qv = loadu(dq + d), kv = loadu(dk + d);
         storeu(gq + d, (qv * cv - swap_pairs<T>(qv) * sv) * scale);
@@ -496,7 +463,6 @@ void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D
   const long HD = (long)H * D;
   std::vector<Head<T>>& heads = scratch<T>(false).get(Tn, D, H);
   constexpr int W = Vec<T>::W;
-  const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(z) % 64 == 0;
   // D a whole number of vectors: the product A v reads v's rows in qkv where they are (in cache: this
   // sequence's rows were just read for q and k), not a packed copy
   const bool v_direct = D % W == 0;
@@ -509,14 +475,13 @@ void forward(const T* qkv, const T* cs, const T* sn, int B, int Tn, int H, int D
     for (int h = 0; h < H; ++h) {
       heads[h].transpose_kv(true);
       const T* Vr = v_direct ? qkv + (long)b * Tn * 3 * HD + 2 * HD + (long)h * D : heads[h].Vv.data();
-      forward_head(heads[h], H, b, h, h == hold, nt, Vr, v_direct ? 3 * HD : heads[h].Dp, z, P, stats);
+      forward_head(heads[h], H, b, h, h == hold, Vr, v_direct ? 3 * HD : heads[h].Dp, z, P, stats);
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
-        if (!nt) prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
+        prefetch<T, true>(z + ((long)b * Tn + t) * HD, HD);
         if (b + 1 < B) prefetch(qkv + ((long)(b + 1) * Tn + t) * 3 * HD, 3 * HD);
       }
     }
   }
-  if (nt) stream_fence();
 }
 
 template <typename T>
@@ -527,7 +492,6 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
   std::vector<Head<T>>& heads = sc.get(Tn, D, H);
   std::vector<T>& Pl = sc.Pl;
   const long HD = (long)H * D;
-  const bool nt = kStream && D % W == 0 && reinterpret_cast<std::uintptr_t>(g) % 64 == 0;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < Tn; ++t) {
       const T* row = qkv + ((long)b * Tn + t) * 3 * HD;
@@ -556,7 +520,7 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
       // while the heads compute: this sequence's rows of g (to be written) and the next one's inputs,
       // a share after each head
       for (int t = h * Tn / H; t < (h + 1) * Tn / H; ++t) {
-        if (!nt) prefetch<T, true>(g + ((long)b * Tn + t) * 3 * HD, 3 * HD);
+        prefetch<T, true>(g + ((long)b * Tn + t) * 3 * HD, 3 * HD);
         if (b + 1 < B) {
           const long r = (long)(b + 1) * Tn + t;
           prefetch(qkv + r * 3 * HD, 3 * HD);
@@ -568,10 +532,9 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
     for (int t = 0; t < Tn; ++t) {
       T* row = g + ((long)b * Tn + t) * 3 * HD;
       for (int h = 0; h < H; ++h)
-        write_grad_row(heads[h], t, cs, sn, h == hold, nt, row + h * D, row + HD + h * D, row + 2 * HD + h * D);
+        write_grad_row(heads[h], t, cs, sn, h == hold, row + h * D, row + HD + h * D, row + 2 * HD + h * D);
     }
   }
-  if (nt) stream_fence();  // the streamed stores visible before the caller reads g
 }
 
 }  // namespace
