@@ -11,7 +11,7 @@ from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
 from core.training import live, transition
 from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
-from ui import snippets, text
+from ui import markov_train, snippets, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
 from ui.charts.kept import draw, kept
@@ -163,7 +163,9 @@ def live_charts_panel() -> None:
     """The run's charts and film strip: a fragment of its own, redrawn every CHARTS_EVERY seconds,
     not with every progress tick (issue #30: the redraw's cost is mostly the charts)."""
     run = st.session_state.get("train_run")
-    if run is not None:
+    if run is not None and run.settings.task == "markov":
+        markov_train.live_markov_charts(run)
+    elif run is not None:
         live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
 
@@ -184,6 +186,9 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
 
 
 def result_panel(run: LiveRun) -> None:
+    if run.settings.task == "markov":
+        markov_train.result_markov(run)
+        return
     if run.status == RunStatus.FAILED:
         st.error(run.error)
         if run.result is None:
@@ -295,7 +300,8 @@ def transition_panel() -> None:
 
 
 st.title("Train TinyCharLM")
-st.markdown(
+chosen = st.session_state.get("tr_task", st.session_state.get("tr_saved", {}).get("tr_task", "repeat"))
+st.markdown(markov_train.INTRO if chosen == "markov" else
     "Each training sequence repeats a freshly drawn random pattern, so the first copy is pure noise and every "
     "later token can be found earlier in the context. A model can only beat chance on the repeats by "
     "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "
@@ -333,7 +339,12 @@ if run is not None and not run.active:
     result_panel(run)
 st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
-if not active:
-    shipped_panel()
-transition_panel()
-seeds_section(settings, bad, off)
+if settings.task == "markov":
+    markov_train.comparison_panel(settings)
+    st.caption("Shipped Markov-chain runs, their snapshots and a several-seeds study come with a later version of "
+               "the lab; the repeat task's shipped runs are shown when that task is picked.")
+else:
+    if not active:
+        shipped_panel()
+    transition_panel()
+    seeds_section(settings, bad, off)

@@ -140,6 +140,11 @@ def test_nearest_strategies_reads_stages_from_rows():
     assert st["onset"] == {"uniform": 0, "unigram": 20, "bigram": 60}
     assert st["closest_step"] == {"uniform": 0, "unigram": 30, "bigram": 70}
     assert markov.nearest_strategies(rows[:6], names)["onset"]["bigram"] is None
+    # the start needs no confirmation: a uniform stage shorter than one log still has its onset at step 0
+    short = [dict(rows[0])] + rows[2:]
+    assert markov.nearest_strategies(short, names)["onset"]["uniform"] == 0
+    later = [dict(rows[2], step=0)] + rows[3:]  # a run whose first log is already nearest to unigram
+    assert markov.nearest_strategies(later, names)["onset"] == {"uniform": None, "unigram": 0, "bigram": 60}
 
 
 @pytest.mark.parametrize("fields, words", [

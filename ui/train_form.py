@@ -1,5 +1,6 @@
-"""The Train page's settings form: depth, periods, the advanced settings and the experiments on the
-training itself, read back as one core.training.train_settings.TrainSettings."""
+"""The Train page's settings form: the task, depth, periods (or the Markov chains' states and prior), the
+advanced settings and the experiments on the training itself, read back as one
+core.training.train_settings.TrainSettings."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -7,6 +8,7 @@ from dataclasses import replace
 import streamlit as st
 
 from core.model.symbols import head_labels, parse_head_label
+from core.training.markov import MARKOV_TASK, MARKOV_TRAIN
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
 from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
@@ -37,8 +39,11 @@ def _shipped_onset() -> str | None:
     return onset_sentence(entry.info["history"], entry.info["config"].vocab_size)
 
 
-WIDGET_KEYS = ("tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch", "tr_steps",
-               "tr_seed", "tr_hold", "tr_knock")
+WIDGET_KEYS = ("tr_task", "tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch",
+               "tr_steps", "tr_seed", "tr_hold", "tr_knock", "tr_states", "tr_alpha", "tr_mk_len", "tr_mk_shared")
+TASK_NAMES = {"repeat": "Repeated random patterns (induction heads)",
+              "markov": "Markov chains (statistical induction heads)"}
+ALPHA_CHOICES = [0.1, 0.3, 1.0, 3.0, 10.0]
 NO_HEAD = "none"
 
 
@@ -46,16 +51,42 @@ def settings_widgets() -> TrainSettings:
     """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
     values are also kept under "tr_saved" and come back as the defaults on return."""
     d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+    task = st.radio("Task", list(TASK_NAMES), list(TASK_NAMES).index(saved.get("tr_task", "repeat")),
+                    format_func=TASK_NAMES.get, key="tr_task", horizontal=True,
+                    help="Repeated patterns: every later token can be copied from one period back. Markov chains: "
+                         "each sequence comes from its own random transition table, so the best guess counts which "
+                         "tokens followed the current one earlier in the same sequence (Edelman et al., 2024).")
+    markov = task == "markov"
     left, right = st.columns(2)
     left.slider("Depth: attention blocks", 0, UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
                 help="0 blocks = embedding only (bigram statistics); induction needs 2.")
-    right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
-                 key="tr_periods", help="Each sequence repeats a random pattern whose length is drawn from this range.")
+    if markov:
+        a, b = right.columns(2)
+        a.slider("States", 2, 8, saved.get("tr_states", MARKOV_TASK.n_states), key="tr_states",
+                 help="How many different tokens a chain has (the model's vocabulary).")
+        b.select_slider("Dirichlet concentration", sorted(set(ALPHA_CHOICES) | {MARKOV_TASK.concentration}),
+                        saved.get("tr_alpha", MARKOV_TASK.concentration), key="tr_alpha",
+                        format_func=lambda v: f"{v:g}",
+                        help="Every row of a sequence's transition table is drawn from a symmetric Dirichlet with "
+                             "this concentration: small values make peaked rows (a state has a favourite "
+                             "successor), large values rows close to uniform. 1 = uniform over all rows (the paper's).")
+    else:
+        right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
+                     key="tr_periods",
+                     help="Each sequence repeats a random pattern whose length is drawn from this range.")
     with st.expander("Advanced: sequence length, bias, initial embedding, learning rate, batch, steps, seed"):
         a, b, c = st.columns(3)
-        a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
+        if markov:
+            a.slider("Sequence length", 8, 192, saved.get("tr_mk_len", MARKOV_TASK.seq_len), key="tr_mk_len")
+        else:
+            a.slider("Sequence length", 8, 192, saved.get("tr_seq_len", d.seq_len), key="tr_seq_len")
         a.checkbox("Biases on q, k, v and output", saved.get("tr_bias", d.bias), key="tr_bias")
-        a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
+        if markov:
+            a.checkbox("Enlarged shared embedding", saved.get("tr_mk_shared", False), key="tr_mk_shared",
+                       help="Off by default on this task: the plain embedding starts the model near the uniform "
+                            "strategy, the first stage; the enlarged one starts it betting on particular tokens.")
+        else:
+            a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
                    key="tr_shared",
                    help="The default start: W_E three times larger than plain, plus one direction added to every "
                         "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
@@ -70,10 +101,12 @@ def settings_widgets() -> TrainSettings:
                         format_func=lambda v: f"{v:g}")
         b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
                         key="tr_batch")
-        c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
+        c.number_input("Steps", 1, 20000, saved.get("tr_steps", MARKOV_TRAIN.steps if markov else d.steps), step=50,
+                       key="tr_steps")
         c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
     experiment_widgets(saved)
-    st.session_state["tr_saved"] = {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
+    # merged into the saved values: the widgets of the task not shown keep theirs for when it is picked again
+    st.session_state["tr_saved"] = saved | {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
     return settings_from_state()
 
 
@@ -86,6 +119,15 @@ def settings_from_state() -> TrainSettings:
 
     pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
     hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
+    if get("tr_task", "repeat") == "markov":  # the periods stay the defaults: runs differing only there are one
+        return TrainSettings(get("tr_layers", d.n_layers), d.period_min, d.period_max,
+                             int(get("tr_mk_len", MARKOV_TASK.seq_len)), get("tr_bias", d.bias), get("tr_lr", d.lr),
+                             get("tr_batch", d.batch_size), int(get("tr_steps", MARKOV_TRAIN.steps)),
+                             int(get("tr_seed", d.seed)), bool(get("tr_mk_shared", False)),
+                             -1 if hold == NO_HEAD else parse_head_label(hold)[1],
+                             (-1, -1) if knock == NO_HEAD else parse_head_label(knock), task="markov",
+                             n_states=int(get("tr_states", MARKOV_TASK.n_states)),
+                             concentration=float(get("tr_alpha", MARKOV_TASK.concentration)))
     return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),

@@ -216,8 +216,10 @@ def nearest_strategies(rows: list[dict], names: tuple[str, ...], confirm: int = 
     Returns {"nearest": [name per row] (the strategy with the smallest KL there), "closest_step":
     {name: the logged step where that strategy's KL is smallest}, "onset": {name: the first logged step
     from which the strategy is the nearest for `confirm` logged rows in a row (fewer at the end of the
-    run), or None if it never is}}. A strategy the model never gets nearest to has no onset: the stage
-    was not reached."""
+    run), or None if it never is}}. The strategy nearest at the first row has its onset there without
+    confirmation: that row is the start of training (the untrained model is nearest to uniform, and on
+    this task the uniform stage can end before the next log). A strategy the model never gets nearest
+    to has no onset: the stage was not reached."""
     usable = [r for r in rows if all(isinstance(r.get(f"kl_{n}"), (int, float)) and math.isfinite(r[f"kl_{n}"])
                                      for n in names)]
     nearest = [min(names, key=lambda n: r[f"kl_{n}"]) for r in usable]
@@ -226,7 +228,7 @@ def nearest_strategies(rows: list[dict], names: tuple[str, ...], confirm: int = 
     for i, name in enumerate(nearest):
         if onset[name] is not None:
             continue
-        run = nearest[i : i + confirm]
+        run = nearest[i : i + (1 if i == 0 else confirm)]
         if all(x == name for x in run):
             onset[name] = usable[i]["step"]
     return {"nearest": nearest, "closest_step": closest, "onset": onset}

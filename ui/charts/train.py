@@ -223,3 +223,28 @@ def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: i
         x2="drop_end:Q", y=y, color=colour, tooltip=tip)
     ticks = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(x="drop_step:Q", y=y, tooltip=tip)
     return (bars + ticks).properties(height=height or max(120, 24 * len(df)))
+
+
+STRATEGY_COLOURS = [OKABE_ITO[i] for i in (7, 0, 4, 2)]  # uniform grey-ish, unigram, bigram, the chain's n-gram
+
+
+def strategy_kl_chart(kl: pd.DataFrame, stages: pd.DataFrame, strategies: tuple[str, ...], x_max: int | None = None,
+                      height: int = 280) -> alt.LayerChart:
+    """KL of the model to each strategy (core.training.markov.kl_frame) against step, log scale, with a rule at
+    each stage's measured onset (core.training.markov.stage_frame) in the strategy's colour."""
+    colours = alt.Scale(domain=list(strategies), range=STRATEGY_COLOURS[: len(strategies)])
+    lines = alt.Chart(kl).mark_line(strokeWidth=2).encode(
+        x=_step(x_max),
+        y=alt.Y("kl:Q", title="KL(strategy ‖ model), nats", scale=alt.Scale(type="log")),
+        color=alt.Color("strategy:N", title="strategy", scale=colours, sort=list(strategies)),
+        tooltip=["strategy:N", "step:Q", alt.Tooltip("kl:Q", format=".4f")])
+    layers = [lines]
+    if len(stages):
+        stages = stages.assign(offset=[10 + 13 * list(strategies).index(n) for n in stages["strategy"]])
+        layers.append(alt.Chart(stages).mark_rule(strokeDash=[4, 3], strokeWidth=1.5).encode(
+            x="step:Q", color=alt.Color("strategy:N", scale=colours, sort=list(strategies)),
+            tooltip=[alt.Tooltip("label:N", title="nearest strategy")]))
+        layers.append(alt.Chart(stages).mark_text(align="left", dx=3, fontWeight="bold").encode(
+            x="step:Q", y=alt.Y("offset:Q", scale=None, axis=None), text="strategy:N",
+            color=alt.Color("strategy:N", scale=colours, sort=list(strategies))))
+    return alt.layer(*layers).properties(height=height)

@@ -1,0 +1,64 @@
+"""The Train page on the Markov-chain task through AppTest: the task is picked with its widgets, a run trains
+through the pool, its KL chart and measured stages show, bad settings give a message, the model is
+downloadable but not put in the picker, and the repeat task's settings come back when it is picked again."""
+from __future__ import annotations
+
+import pytest
+from test_pages_train import app, rerun_until
+
+from core.pool.status import RunStatus
+from core.training import markov as mk
+from core.training.train_settings import TrainSettings
+
+
+def markov_settings(at, steps: int) -> None:
+    at.radio(key="tr_task").set_value("markov").run()
+    assert not at.exception, at.exception
+    at.slider(key="tr_states").set_value(3)
+    at.slider(key="tr_mk_len").set_value(30)
+    at.select_slider(key="tr_batch").set_value(4)
+    at.number_input(key="tr_steps").set_value(steps)
+    at.run()
+    assert not at.exception, at.exception
+
+
+@pytest.mark.app
+def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
+    at = app("app_pages/train.py")
+    at.slider(key="tr_periods").set_value((4, 8)).run()
+    markov_settings(at, steps=20)
+    assert any("Markov chain" in m.value for m in at.markdown)
+    at.button(key="tr_train").click().run()
+    run = rerun_until(at, lambda r: not r.active, what="the Markov run to finish")
+    at.run()
+    assert not at.exception, at.exception
+    assert run.status == RunStatus.FINISHED and run.step == 20 and run.settings.task == "markov"
+    assert run.task_cfg.seq_len == 30 and run.model_cfg.vocab_size == 3
+    notes = " ".join(m.value for m in at.markdown)
+    assert "KL(strategy ‖ model)" in notes
+    expected = mk.stages(run.history(), run.task_cfg)["onset"]
+    for name, step in expected.items():  # the page's numbers are the measured ones
+        assert (f"{name} from step {step}" if step is not None else f"{name} not (yet) nearest") in notes
+    assert at.success and "step 20" in at.success[0].value
+    assert at.get("download_button")
+    assert not run.registered_key and not any(o.startswith("trained") for w in at.selectbox
+                                              if w.key == "picked_model" for o in w.options)
+    table = at.dataframe[0].value
+    assert list(table["this lab"])[:3] == ["3", "Dirichlet(1) per row", "30"]
+    # back to the repeat task: its period range is the one set before
+    at.radio(key="tr_task").set_value("repeat").run()
+    assert not at.exception, at.exception
+    assert at.slider(key="tr_periods").value == (4, 8)
+
+
+@pytest.mark.app
+def test_bad_markov_settings_get_a_message_and_no_training():
+    at = app("app_pages/train.py")
+    markov_settings(at, steps=5)
+    at.slider(key="tr_mk_len").set_value(8)
+    at.run()
+    assert not at.error
+    at.selectbox(key="tr_hold").set_value("1.4").run()  # the Markov model has 2 heads a block
+    assert at.error and "not a head of block 1" in at.error[0].value
+    assert at.button(key="tr_train").disabled
+    assert TrainSettings.defaults().task == "repeat"
