@@ -5,7 +5,7 @@
 FILE defaults to checkpoints/variable-period-2block.pt (the default model). Each core.reading.analysis call the
 Attention and Circuits pages make on a first visit (nothing cached yet) is run once to warm up
 (imports, allocator, rotary tables), then `--repeats` times; the median is reported, and the calls of
-one page are summed. The budget (issue 4) is 1 s per page. The machine is shared: the 1-minute load
+one page are summed. The budget is 1 s per page. The machine is shared: the 1-minute load
 average is printed beside the figures, and so is the process's CPU time, which with --threads 1 is
 close to what the wall time would be on an idle machine. Read the figures, never assert them.
 """

@@ -6,7 +6,7 @@ visited every page).
     python bench/memory.py --sessions 20 [--train] [--json]   # what a session adds, and what its end frees
     python bench/memory.py --worker [--json]    # a training process's PSS over a default run
 
---sessions N (issue #30) drives the server with light clients that speak Streamlit's own websocket
+--sessions N drives the server with light clients that speak Streamlit's own websocket
 protocol (bench/light.py's LightSession: one BackMsg per page, read until script_finished; no browser), so 20 sessions
 cost the machine almost nothing beside the server. One session first opens every page (the shared
 caches fill), then N sessions open every page one after the other and stay connected; with --train
@@ -347,7 +347,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--train-seconds", type=float, default=20.0, help="how long the three sessions train")
     ap.add_argument("--max-trainings", type=int, help="ATTENTION_LAB_MAX_TRAININGS for the server")
-    ap.add_argument("--sessions", type=int, help="light-client sessions to open and close (issue #30)")
+    ap.add_argument("--sessions", type=int, help="light-client sessions to open and close")
     ap.add_argument("--train", action="store_true", help="with --sessions: each presses Train (defaults)")
     ap.add_argument("--ttl", type=float, default=5.0, help="with --sessions: server.disconnectedSessionTTL (s)")
     ap.add_argument("--settle", type=float, default=65.0,

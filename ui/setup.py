@@ -7,7 +7,7 @@ during an import would leave a half-built module, and other first visitors would
 
 The worker process server (forkserver) and multiprocessing's resource tracker are not started here:
 the first training starts them (RunPool -> ProcessBackend.start), so a server whose visitors only
-read pages never holds them (issue #30: about 235 MB of PSS); the first Train press on a fresh server
+read pages never holds them (about 235 MB of PSS); the first Train press on a fresh server
 waits for the forkserver's imports instead (a few seconds, once).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ui import sessions
 _done = False
 # A full garbage collection this often (seconds), on the trimmer's thread: the server runs with
 # postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
-# (its script runs, widgets, models) that only a full collection frees (issue #30, bench/README.md)
+# (its script runs, widgets, models) that only a full collection frees (bench/memory.py --sessions)
 GC_EVERY = 60.0
 _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
@@ -34,7 +34,7 @@ _first_ended = False  # the server's first script run has ended (script_ended)
 page_outs = 0  # how often the trimmer has paged the libraries out
 # file pages (bytes) the process has read since the last page out that make the trimmer page out again: a
 # first visit of each page reads more of the libraries (a walk over every page after the first run's page
-# out: +53 MB, bench/README.md "Session 13"), of which a walk reads about 25 MB back after any page out
+# out: +53 MB, bench/memory.py), of which a walk reads about 25 MB back after any page out
 PAGE_OUT_GROWTH = 32 * 2**20
 
 
@@ -67,8 +67,8 @@ def _tune_malloc(every: float = 1.0) -> None:
     of it free. So: two arenas; blocks of MMAP_THRESHOLD or more always mapped on their own, so that
     freeing one gives it back (glibc raises its threshold each time such a block is freed, up to 32 MB,
     after which a view's tensors are cut from the heap between long-lived objects: a walk that computed
-    every view left 297-349 MB of anonymous memory, 259-260 with the threshold fixed, bench/README.md
-    "Session 12"); and a daemon thread that hands free heap pages back to the system every `every`
+    every view left 297-349 MB of anonymous memory, 259-260 with the threshold fixed, bench/memory.py);
+    and a daemon thread that hands free heap pages back to the system every `every`
     seconds (malloc_trim: about 20 ms when there is much to return, microseconds when not; nothing on
     the training path changes), after a full collection every GC_EVERY seconds and a sweep of ended
     sessions (ui/sessions.py) every time.
@@ -127,7 +127,7 @@ def page_out_library_pages() -> int:
     returns how many mappings took the advice). Importing torch, pyarrow and pandas reads most of their
     libraries (their initialisers, and the kernel's fault-around): about 108 MB of file pages that a server
     alone on its machine pays in full in its PSS, of which a walk over every page uses about 20 MB
-    (bench/README.md, session 11). The others are read back from the page cache or the disk if ever used
+    (bench/server_memory.py). The others are read back from the page cache or the disk if ever used
     again. Pages another process maps (a forkserver, a worker) are left alone, written pages (relocations)
     are not dropped, and nothing is lost: a page out is only advice. The trimmer thread calls it once
     the server's first script run has ended (it imported the libraries: most of the pages their
