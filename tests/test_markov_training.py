@@ -50,7 +50,9 @@ def test_logged_kl_is_the_models_kl_and_runs_are_seeded_and_chunk_invariant():
         kl = strategy_kl(a.model.eval()(a.log_tokens), a.log_tokens, a.task_cfg)
     for name in a.task_cfg.strategies:
         assert last[f"kl_{name}"] == pytest.approx(kl[name]["mean"], rel=1e-5, abs=1e-7)
-        assert len(last["kl_positions"][name]) == a.task_cfg.seq_len - 1
+        assert len(last["kl_positions"][name]) == a.task_cfg.seq_len - 1  # the last log keeps them
+    kept = [r["step"] for r in a.history if "kl_positions" in r]
+    assert kept == [s for s in (0, 10, 20) if s % (5 * a.cfg.log_every) == 0 or s == 20]
     assert len(last["prev_token"]) == 2 and len(last["prev_token"][0]) == 2
     c = Trainer(*replace(MARKOV, seed=1).configs())
     c.run(20)

@@ -75,9 +75,9 @@ def _numbers(st_: dict, last: dict, task) -> str:
 
 def _per_position(hist: list[dict], task) -> None:
     """KL by position at the latest log: the bigram strategy needs context before it pays."""
-    if not hist or "kl_positions" not in hist[-1]:
+    last = next((r for r in reversed(hist) if "kl_positions" in r), None)
+    if last is None:
         return
-    last = hist[-1]
     rows = [{"target position": t + 1, "strategy": name, "kl": v}
             for name, values in last["kl_positions"].items() for t, v in enumerate(values)]
     df = pd.DataFrame(rows)

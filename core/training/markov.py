@@ -32,7 +32,7 @@ PAPER = {
 
 MARKOV_MODEL = ModelConfig(vocab_size=3, d_model=64, n_heads=2, n_layers=2)
 MARKOV_TASK = MarkovTask()
-MARKOV_TRAIN = TrainConfig(steps=600, log_every=10, embed_scale=1.0, embed_shared=0.0)
+MARKOV_TRAIN = TrainConfig(steps=1000, log_every=10, embed_scale=1.0, embed_shared=0.0)
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,70 @@ def stage_frame(history: list[dict] | None, task: MarkovTask):
     onset = stages(history, task)["onset"]
     rows = [{"step": s, "strategy": n, "label": f"{n} from step {s}"} for n, s in onset.items() if s is not None]
     return pd.DataFrame(rows, columns=["step", "strategy", "label"])
+
+
+MANIFEST = "checkpoints/markov/manifest.json"  # the shipped Markov-chain runs (outside the pages' checkpoints)
+
+
+def figures(history: list[dict] | None, task: MarkovTask) -> dict:
+    """What a shipped Markov run's manifest row records of its history (and a test reproduces): the onsets,
+    the steps where each strategy is closest, and the last log's KL to each strategy and losses."""
+    st = stages(history, task)
+    last = (history or [{}])[-1]
+    return {"onset": st["onset"], "closest_step": st["closest_step"],
+            "final": {k: round(last[k], 4) for k in ("loss", "loss_optimal", *(f"kl_{n}" for n in task.strategies))
+                      if k in last}}
+
+
+def train_preset(name: str, out, seed: int = 0, manifest=None):
+    """Train MARKOV_PRESETS[name] (with `seed`) on one torch thread, write its checkpoint with snapshots to `out`
+    and, with `manifest`, record {file, preset, seed, command, figures} there. Returns the Trainer."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from core.model.checkpoints import save_checkpoint
+    from core.training.trainer import Trainer
+
+    p = MARKOV_PRESETS[name]
+    torch.set_num_threads(1)
+    train = replace(p.train, seed=seed)
+    trainer = Trainer(p.model, p.task, train)
+    trainer.run(train.steps)
+    fields = trainer.checkpoint_fields()
+    fields["train"]["preset"] = name
+    save_checkpoint(trainer.model, out, **fields)
+    if manifest is not None:
+        path = Path(manifest)
+        data = json.loads(path.read_text()) if path.is_file() else {"checkpoints": []}
+        row = {"file": Path(out).name, "preset": name, "seed": seed,
+               "command": f"python -m core.training.markov --preset {name} --seed {seed} --out {out} "
+                          f"--manifest {manifest}",
+               "figures": figures(trainer.history, p.task)}
+        data["checkpoints"] = sorted([r for r in data["checkpoints"] if r["file"] != row["file"]] + [row],
+                                     key=lambda r: r["file"])
+        data["note"] = ("Markov-chain runs (core.training.markov): onsets are the first logged steps from which "
+                        "a strategy is the nearest (stages); final is the last log on the fixed evaluation batch.")
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    return trainer
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m core.training.markov",
+                                 description="Train a Markov-chain preset and write its checkpoint.")
+    ap.add_argument("--preset", required=True, choices=list(MARKOV_PRESETS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--manifest")
+    args = ap.parse_args(argv)
+    trainer = train_preset(args.preset, args.out, args.seed, args.manifest)
+    print(f"{args.preset}: {trainer.step} steps in {trainer.seconds:.1f} s; "
+          + stage_sentence(trainer.history, trainer.task_cfg) + f" -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""The shipped Markov-chain runs (checkpoints/markov/): each file loads strictly with its snapshots, its stored
+history gives the figures its manifest row records, the 2-block run passes through all three stages and the
+1-block run never reaches the bigram one, and (slow) the row's command trains the same figures again."""
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from core.model.checkpoints import read_checkpoint
+from core.model.cpu import TOLERANCE
+from core.model.markov import MarkovTask
+from core.training import markov as mk
+
+from helpers import ROOT
+
+MANIFEST = ROOT / mk.MANIFEST
+ROWS = json.loads(MANIFEST.read_text())["checkpoints"] if MANIFEST.is_file() else []
+
+
+def test_both_presets_are_shipped():
+    assert {r["preset"] for r in ROWS} == set(mk.MARKOV_PRESETS)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_a_shipped_markov_file_holds_the_figures_of_its_row(row):
+    model, info = read_checkpoint(ROOT / "checkpoints" / "markov" / row["file"])
+    preset = mk.MARKOV_PRESETS[row["preset"]]
+    assert isinstance(info["task"], MarkovTask) and info["task"] == preset.task
+    assert info["config"] == preset.model and info["train"]["preset"] == row["preset"]
+    steps = [s["step"] for s in info["snapshots"]]
+    assert len(steps) > 10 and steps == sorted(steps) and steps[0] == 0 and steps[-1] >= preset.train.steps - 10
+    assert mk.figures(info["history"], info["task"]) == row["figures"]
+    argv = shlex.split(row["command"])
+    assert argv[:3] == ["python", "-m", "core.training.markov"]
+    assert argv[argv.index("--out") + 1] == f"checkpoints/markov/{row['file']}"
+
+
+def test_two_blocks_pass_the_three_stages_and_one_block_stops_at_unigram():
+    figs = {r["preset"]: r["figures"] for r in ROWS}
+    two, one = figs["markov-2block"]["onset"], figs["markov-1block"]["onset"]
+    assert two["uniform"] == 0 < two["unigram"] < two["bigram"]
+    assert one["uniform"] == 0 < one["unigram"] and one["bigram"] is None
+    # the 2-block run ends much nearer the Bayes-optimal strategy than the 1-block one
+    assert figs["markov-2block"]["final"]["kl_bigram"] < figs["markov-1block"]["final"]["kl_bigram"] / 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_the_command_of_a_row_trains_its_figures_again(row, tmp_path):
+    argv = shlex.split(row["command"])
+    out = tmp_path / row["file"]
+    trainer = mk.train_preset(row["preset"], out, int(argv[argv.index("--seed") + 1]))
+    again = mk.figures(trainer.history, trainer.task_cfg)
+    assert again["onset"] == row["figures"]["onset"]
+    for key, value in row["figures"]["final"].items():
+        assert again["final"][key] == pytest.approx(value, abs=TOLERANCE["metric"]), key
