@@ -176,23 +176,23 @@ def circuit_section(res) -> None:
             f"{label} ({share:.0%})" for label, share in grown) + ". Those parts cost little knocked out alone, "
            "but carry M together." if grown else ""))
     rows = circ["rows"]
-    st.dataframe(rows[["label", "completeness", "completeness_share", "minimality", "minimality_share"]].rename(
-        columns={"label": "element removed (v)", "completeness": "completeness |F(C∖v) − F(M∖v)| (nats)",
-                 "completeness_share": "completeness (share of the span)",
-                 "minimality": "minimality F(C) − F(C∖v) (nats)",
-                 "minimality_share": "minimality (share of the span)"}),
-        hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in (
-            "completeness |F(C∖v) − F(M∖v)| (nats)", "minimality F(C) − F(C∖v) (nats)")} | {
-            c: st.column_config.NumberColumn(format="percent") for c in (
-                "completeness (share of the span)", "minimality (share of the span)")})
+    shown = rows[["label", "completeness", "completeness_share", "minimality", "minimality_share"]].assign(
+        completeness_share=100 * rows["completeness_share"], minimality_share=100 * rows["minimality_share"])
+    nats, share = st.column_config.NumberColumn(format="%.3f"), st.column_config.NumberColumn(format="%.1f%%")
+    st.dataframe(shown.rename(columns={
+        "label": "element removed (v)", "completeness": "completeness (nats)", "completeness_share": "completeness "
+        "(share)", "minimality": "minimality (nats)", "minimality_share": "minimality (share)"}), hide_index=True,
+        column_config={"completeness (nats)": nats, "minimality (nats)": nats, "completeness (share)": share,
+                       "minimality (share)": share})
     st.caption(
         "**What am I looking at?** A reduced version of Wang et al.'s tests, with one reference (the mean over the "
         "corrupted runs) for choosing the circuit and for scoring it: F is M in nats with only the named elements "
         "intact, and each figure is also given as a share of the span F(M) − F(∅). Completeness is tried only for "
         "K = {v} (one element removed) and K = C (the last row), not searched over subsets of the circuit as they "
-        "do. *Completeness*: remove the same element from the circuit and from the whole model; a complete circuit "
-        "behaves like the model under every such knockout (small values). *Minimality*: how much the circuit loses "
-        "without that element; near 0 or below, it is not needed in the circuit. Why the mean: under first-copy "
+        "do. *Completeness* |F(C∖v) − F(M∖v)|: remove the same element from the circuit and from the whole model; a "
+        "complete circuit behaves like the model under every such knockout (small values). *Minimality* F(C) − "
+        "F(C∖v): how much the circuit loses without that element; near 0 or below, it is not needed in the circuit. "
+        "Why the mean: under first-copy "
         "each corrupted run keeps its sequence's second copy, so a reference made per sequence leaves every query "
         "path untouched and can neither choose nor score one.")
     said = _circuit_sentence(circ, res.gap, res.corruption)

@@ -854,10 +854,10 @@ def stage_chart_frame(table: pd.DataFrame) -> pd.DataFrame:
     name), for the chart: the median step of each stage against the later-copy targets per step."""
     frame = stage_frame(table)
     parts = []
-    for axis, (other, name, _) in SERIES.items():
+    for axis, (other, _, _) in SERIES.items():
         held = int(series_table(table, axis)[other].iloc[0])
         sub = frame[frame[other] == held]
-        parts.append(sub.assign(series=f"{name} varied ({SERIES[other][2]} = {held})"))
+        parts.append(sub.assign(series=f"{SERIES[axis][2]} varied ({SERIES[other][2]} = {held})"))
     out = pd.concat(parts, ignore_index=True)
     return out.replace([np.inf], np.nan)
 
@@ -883,13 +883,20 @@ def _fit_text(fit: Fit | None) -> str:
     return f"{_signed(fit.slope)} (95% interval {_signed(fit.low, d)} to {_signed(fit.high, d)})"
 
 
+def caps_text(table: pd.DataFrame) -> str:
+    """The constant-rate table's caps in words: "step 2000 (5000 at T = 96, B = 8)"."""
+    caps = table.groupby(["seq_len", "batch_size"])["steps"].max()
+    common = int(caps.mode().iloc[0])
+    other = [f"{int(c)} at T = {T}, B = {B}" for (T, B), c in caps.items() if c != common]
+    return f"step {common}" + (f" ({'; '.join(other)})" if other else "")
+
+
 def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
     """What the page says about the constant-rate table, computed from it: how many runs reached each stage,
     each stage's slope along T and along B, the contrast between completion and onset along T, and what the two
     series say about targets against steps."""
     table = targets_table() if table is None else table
     fits = stage_fits(table)
-    cap = int(table["steps"].max())
     every = int(table["every"].min())
     n = len(table)
     out = []
@@ -897,7 +904,8 @@ def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
     early = int((table["onset_step"] <= every).sum())
     points = table.groupby(["seq_len", "batch_size"]).ngroups
     out.append(f"{n} runs ({table['seed'].nunique()} seeds at each of {points} points), the learning rate constant "
-               f"throughout, each stopped once its later-copy loss fell below 0.5 nats or at step {cap}: "
+               f"throughout, each stopped once its later-copy loss fell below 0.5 nats or at its cap, "
+               f"{caps_text(table)}: "
                + ", ".join(f"{missed[s]} never reached the {STAGES[s]}" for s in STAGES)
                + (f". On {early} runs block 1's previous-token score was at or above 0.1 from the first measurement "
                   f"(step {every}) on, so their onset is step {every} or earlier: a weak previous-token preference the "
@@ -930,9 +938,8 @@ def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
             continue
         overlap = a.low <= b.high and b.low <= a.high
         pooled = fits[("targets", s)]
-        meaning = ("−1 would mean a fixed number of later-copy targets seen, 0 a fixed number of steps")
         out.append(f"Against the later-copy targets per step, the {STAGES[s]}'s slope is {_fit_text(a)} along T "
-                   f"and {_fit_text(b)} along B ({meaning}): "
+                   f"and {_fit_text(b)} along B: "
                    + ("their intervals overlap, so these runs cannot tell longer sequences from more sequences: "
                       "as far as they show, what counts is how many targets a step holds" if overlap else
                       "the two series disagree (their intervals do not overlap), so longer sequences and more "

@@ -77,7 +77,7 @@ def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
             .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))
 
 
-STAGE_COLOURS = [OKABE_ITO[4], OKABE_ITO[0], OKABE_ITO[5]]  # onset (blue), drop (orange), completion (vermillion)
+STAGE_COLOURS = [OKABE_ITO[4], OKABE_ITO[2], OKABE_ITO[5]]  # onset (blue), drop (green), completion (vermillion)
 
 
 @kept
@@ -106,4 +106,4 @@ def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
     spread = alt.Chart(frame).mark_rule(strokeWidth=3, opacity=0.3).encode(
         x=x, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q", color=colour)
     return (alt.layer(spread, lines, dots).properties(height=height)
-            .configure_legend(orient="bottom", direction="vertical", columns=2, labelLimit=320))
+            .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=420))

@@ -117,7 +117,7 @@ def _power():
     print(curve)
     said = laws.power_sentence(frame)
     print(said)
-    return {"needed": frame["needed"], "power": curve["power"], "said": said}
+    return {"needed": frame["needed"], "said": said}
 
 
 def law_power() -> Snippet:
