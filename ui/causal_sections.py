@@ -176,6 +176,13 @@ def circuit_section(res) -> None:
             f"{label} ({share:.0%})" for label, share in grown) + ". Those parts cost little knocked out alone, "
            "but carry M together." if grown else ""))
     rows = circ["rows"]
+    each = rows[rows["element"].notna()]
+    if len(each):
+        st.markdown(
+            f"Removed one at a time, an element leaves the circuit and the whole model "
+            f"{each['completeness'].min():.2f} to {each['completeness'].max():.2f} nats apart "
+            f"({each['completeness_share'].min():.0%} to {each['completeness_share'].max():.0%} of the span; "
+            "completeness below): the larger that is, the more the rest of the model does besides the circuit.")
     shown = rows[["label", "completeness", "completeness_share", "minimality", "minimality_share"]].assign(
         completeness_share=100 * rows["completeness_share"], minimality_share=100 * rows["minimality_share"])
     nats, share = st.column_config.NumberColumn(format="%.3f"), st.column_config.NumberColumn(format="%.1f%%")
