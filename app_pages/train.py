@@ -341,8 +341,8 @@ st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
 if settings.task == "markov":
     markov_train.comparison_panel(settings)
-    st.caption("Shipped Markov-chain runs, their snapshots and a several-seeds study come with a later version of "
-               "the lab; the repeat task's shipped runs are shown when that task is picked.")
+    if not active:
+        markov_train.shipped_panel()
 else:
     if not active:
         shipped_panel()

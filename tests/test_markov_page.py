@@ -3,12 +3,16 @@ through the pool, its KL chart and measured stages show, bad settings give a mes
 downloadable but not put in the picker, and the repeat task's settings come back when it is picked again."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_pages_train import app, rerun_until
 
 from core.pool.status import RunStatus
 from core.training import markov as mk
 from core.training.train_settings import TrainSettings
+
+from helpers import ROOT
 
 
 def markov_settings(at, steps: int) -> None:
@@ -17,7 +21,7 @@ def markov_settings(at, steps: int) -> None:
     at.slider(key="tr_states").set_value(3)
     at.slider(key="tr_mk_len").set_value(30)
     at.select_slider(key="tr_batch").set_value(4)
-    at.number_input(key="tr_steps").set_value(steps)
+    at.number_input(key="tr_mk_steps").set_value(steps)
     at.run()
     assert not at.exception, at.exception
 
@@ -43,6 +47,10 @@ def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
     assert at.get("download_button")
     assert not run.registered_key and not any(o.startswith("trained") for w in at.selectbox
                                               if w.key == "picked_model" for o in w.options)
+    shipped = next(m.value for m in at.markdown if "shipped Markov-chain runs" in m.value)
+    rows = {r["preset"]: r for r in json.loads((ROOT / mk.MANIFEST).read_text())["checkpoints"]}
+    assert f"bigram from step {rows['markov-2block']['figures']['onset']['bigram']}" in shipped
+    assert "bigram never" in shipped  # the 1-block run
     table = at.dataframe[0].value
     assert list(table["this lab"])[:3] == ["3", "Dirichlet(1) per row", "30"]
     # back to the repeat task: its period range is the one set before

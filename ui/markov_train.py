@@ -2,7 +2,9 @@
 explanation and numbers, the lab's settings beside the paper's, and the result of a finished run."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -142,3 +144,25 @@ def result_markov(run: LiveRun) -> None:
                "model is not put in the sidebar picker; download it to keep it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-markov-step{run.step}.pt",
                        mime="application/octet-stream", key="tr_download")
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / mk.MANIFEST
+
+
+def shipped_panel() -> None:
+    """The shipped Markov runs' stages, as their manifest rows record them (read from each file's history by
+    core.training.markov.figures when it was written; tests/test_markov_shipped.py checks they still are)."""
+    rows = json.loads(SHIPPED.read_text())["checkpoints"] if SHIPPED.is_file() else []
+    if not rows:
+        st.caption("No shipped Markov-chain run is installed with this copy of the lab.")
+        return
+    lines = []
+    for r in rows:
+        onset, final = r["figures"]["onset"], r["figures"]["final"]
+        stages_ = "; ".join(f"{n} from step {s}" if s is not None else f"{n} never" for n, s in onset.items())
+        lines.append(f"- **{r['preset']}** (seed {r['seed']}): nearest strategy {stages_}; at the end KL to bigram "
+                     f"{final['kl_bigram']:.4f} nats, loss {final['loss']:.3f} against the optimum "
+                     f"{final['loss_optimal']:.3f}.")
+    st.markdown("**The shipped Markov-chain runs** (checkpoints/markov/, default settings):\n" + "\n".join(lines))
+    st.caption("Train the default settings with seed 0 to watch the same run. The reading pages do not take these "
+               "models yet; each file's command in checkpoints/markov/manifest.json trains it again.")

@@ -40,7 +40,8 @@ def _shipped_onset() -> str | None:
 
 
 WIDGET_KEYS = ("tr_task", "tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch",
-               "tr_steps", "tr_seed", "tr_hold", "tr_knock", "tr_states", "tr_alpha", "tr_mk_len", "tr_mk_shared")
+               "tr_steps", "tr_seed", "tr_hold", "tr_knock", "tr_states", "tr_alpha", "tr_mk_len", "tr_mk_shared",
+               "tr_mk_steps")
 TASK_NAMES = {"repeat": "Repeated random patterns (induction heads)",
               "markov": "Markov chains (statistical induction heads)"}
 ALPHA_CHOICES = [0.1, 0.3, 1.0, 3.0, 10.0]
@@ -101,8 +102,10 @@ def settings_widgets() -> TrainSettings:
                         format_func=lambda v: f"{v:g}")
         b.select_slider("Batch size", sorted(set(BATCH_CHOICES) | {d.batch_size}), saved.get("tr_batch", d.batch_size),
                         key="tr_batch")
-        c.number_input("Steps", 1, 20000, saved.get("tr_steps", MARKOV_TRAIN.steps if markov else d.steps), step=50,
-                       key="tr_steps")
+        if markov:  # its own widget: the Markov runs' default length is not the repeat task's
+            c.number_input("Steps", 1, 20000, saved.get("tr_mk_steps", MARKOV_TRAIN.steps), step=50, key="tr_mk_steps")
+        else:
+            c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
         c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
     experiment_widgets(saved)
     # merged into the saved values: the widgets of the task not shown keep theirs for when it is picked again
@@ -122,7 +125,7 @@ def settings_from_state() -> TrainSettings:
     if get("tr_task", "repeat") == "markov":  # the periods stay the defaults: runs differing only there are one
         return TrainSettings(get("tr_layers", d.n_layers), d.period_min, d.period_max,
                              int(get("tr_mk_len", MARKOV_TASK.seq_len)), get("tr_bias", d.bias), get("tr_lr", d.lr),
-                             get("tr_batch", d.batch_size), int(get("tr_steps", MARKOV_TRAIN.steps)),
+                             get("tr_batch", d.batch_size), int(get("tr_mk_steps", MARKOV_TRAIN.steps)),
                              int(get("tr_seed", d.seed)), bool(get("tr_mk_shared", False)),
                              -1 if hold == NO_HEAD else parse_head_label(hold)[1],
                              (-1, -1) if knock == NO_HEAD else parse_head_label(knock), task="markov",
