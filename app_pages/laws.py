@@ -8,13 +8,11 @@ import streamlit as st
 from core.pool import laws
 from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
-from core.pool.sweep import COMPLETE
 from core.training.config import LOG_SEQS, TrainConfig
-from core.training.onset import RISING
 from core.training.transition import STUDY_FILE
-from ui import snippets
+from ui import laws_sections, snippets
 from ui.charts.kept import draw
-from ui.charts.laws import clamps_chart, law_chart, stages_chart
+from ui.charts.laws import clamps_chart, law_chart
 from ui.python_panel import python_panel
 from ui.training import capacity, follow_series, run_pool, session_owner
 
@@ -117,98 +115,6 @@ def law_section(name: str) -> None:
     st.code(result.command, language="bash")
     with st.expander(f"Every run of checkpoints/laws/{name}.csv"):
         st.dataframe(runs.drop(columns=["y"]), hide_index=True, width="stretch")
-
-
-@st.cache_data(show_spinner=False, max_entries=2)
-def _stages(mtime: float):
-    table = laws.targets_table()
-    return (laws.stage_sentences(table), laws.stage_chart_frame(table), laws.stage_frame(table),
-            laws.power_frame(table), laws.table_command(laws.TARGETS_FILE))
-
-
-STAGES_NOTE = (
-    "**What am I looking at?** One dot per point and stage: the median step, over the seeds, at which the runs "
-    "reached it; the pale bar spans the middle half of the seeds. The x axis is how many later-copy targets "
-    "(positions whose token the model can copy from an earlier copy) one training step holds: B sequences times "
-    "T − L each. Solid lines join the points where the sequence length T varies at B = 32, dashed ones where the "
-    "batch B varies at T = 96; the point T = 96, B = 32 is on both. If the number of targets a step holds were "
-    "all that counted, the solid and the dashed line of a stage would lie on one another. A slope of −1 would mean "
-    "a fixed number of later-copy targets seen, 0 a fixed number of steps.")
-
-
-def stages_section() -> None:
-    st.subheader("Onset, drop and completion at a constant rate")
-    path = laws.TARGETS_FILE
-    if not path.is_file():
-        st.info("Not measured yet: checkpoints/laws/targets.csv is not installed with this copy of the lab.")
-        return
-    try:
-        said, chart_rows, frame, power, command = _stages(path.stat().st_mtime)
-    except ValueError as e:
-        st.warning(f"checkpoints/laws/targets.csv cannot be read: {e}")
-        return
-    st.markdown(
-        "The tables above read one step per run, the drop, under the default schedule, whose learning rate decays "
-        "over the runs' last steps (the caption at the top says from which), so a late drop happens at a lower rate "
-        f"than an early one. These runs keep the rate constant, train until their later-copy loss is below "
-        f"{COMPLETE:g} nats or their cap (long enough that few runs reach it: the first sentence below counts "
-        "them), and read three steps on the same runs, each the closest measure of a different claim. "
-        "The **head-score onset**, the first step from which block 1's best previous-token score stays at or above "
-        f"{RISING:g} (Train page: the score that starts the circuit), is the formation Musat et al. (2025) bound by "
-        "N² and "
-        "Aoyama, Wilcox & Schneider (2025) place at a number of tokens growing as √(B·C). The **drop** (ln V / 2) "
-        f"is the tables' own step. **Completion** ({COMPLETE:g} nats) is how long the copy takes to learn once the "
-        "circuit is there, which neither paper predicts. Two series: the sequence length T at batch 32 (more "
-        "later-copy targets in each sequence, the look back unchanged) and the batch B at T = 96 (more sequences a "
-        "step); set on one axis, the later-copy targets per step, they separate how many targets the model has seen "
-        "from how many steps it has taken.")
-    st.markdown("\n".join(f"- {x}" for x in said))
-    chart, note = st.columns([3, 2])
-    draw(chart, stages_chart(chart_rows), width="stretch")
-    note.caption(STAGES_NOTE)
-    python_panel(snippets.law_stages(), shows={"median": frame["median"], "said": said})
-    shown = frame.replace([float("inf")], float("nan"))  # above the cap: shown empty
-    st.dataframe(shown[["seq_len", "batch_size", "targets_per_step", "stage_name", "median", "q25", "q75", "reached",
-                        "targets_seen"]].rename(columns={
-        "seq_len": "T", "batch_size": "B", "targets_per_step": "targets a step", "stage_name": "stage",
-        "median": "median step", "q25": "25%", "q75": "75%", "reached": "reached",
-        "targets_seen": "targets seen"}), hide_index=True, width="stretch",
-        column_config={"targets a step": st.column_config.NumberColumn(format="%.0f"),
-                       "targets seen": st.column_config.NumberColumn(format="%.0f")})
-    st.caption(f"Per point and stage: the later-copy targets one step holds, the median step and quartiles over the "
-               f"{int(frame['n'].max())} seeds (a run that never reached the stage ranked last; empty: above the cap), "
-               "how many runs reached it, and the later-copy targets seen by the median step (the median step times "
-               "the targets a step holds). The command that measured the table (it resumes: finished runs are "
-               "kept):")
-    st.code(command, language="bash")
-
-    st.subheader("How many seeds a slope needs")
-    st.markdown(
-        "A slope of −0.5 (Aoyama et al.'s in steps) and a slope of 0 (a fixed number of steps) predict different "
-        "lines, but each point's median moves with the seeds drawn. How many seeds a point would tell the two "
-        "apart? The measured spread answers it: each seed's log step at each point, less its point's log median, "
-        "is that seed's noise, kept together across the points as the paired bootstrap keeps it. An experiment "
-        "with n seeds draws n of them with replacement, adds a true slope, and fits the medians as the page does; "
-        "under slope 0 the fitted slopes give the range a 95% test would accept, and the share of experiments "
-        "under −0.5 outside it is the power. Resampling more seeds than were measured assumes the measured ones "
-        "show the spread well.")
-    power_said = laws.power_sentence(power)
-    if power_said:
-        st.markdown(power_said)
-    st.dataframe(power.rename(columns={
-        "series": "series", "stage": "stage", "seeds_measured": "seeds", "noise_sd": "spread", "power_5": "power, 5 "
-        "seeds", "power_12": "power, 12 seeds", "needed": "seeds for 80%"}).assign(**{
-            "power, 5 seeds": 100 * power["power_5"], "power, 12 seeds": 100 * power["power_12"]}),
-        hide_index=True, width="stretch", column_config={
-            "spread": st.column_config.NumberColumn(format="%.2f"),
-            "power, 5 seeds": st.column_config.NumberColumn(format="%.0f%%"),
-            "power, 12 seeds": st.column_config.NumberColumn(format="%.0f%%")})
-    st.caption("**What am I looking at?** One row per series and stage: how many seeds reached it at every point "
-               "(their spread is the noise resampled), the spread (the standard deviation of a seed's log step about "
-               "its point's log median), the power with 5 and 12 seeds a point, and the fewest seeds a point from "
-               "which the power stays at 80% or more (empty: not within 32). A series spanning a wider "
-               "range of x needs fewer seeds: the same slope moves its ends further apart.")
-    python_panel(snippets.law_power(), shows={"needed": power["needed"], "said": power_said})
 
 
 def depth_and_start_section() -> None:
@@ -446,7 +352,8 @@ st.markdown(
 st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv")))))
 for name in laws.LAWS:
     law_section(name)
-stages_section()
+laws_sections.stages_section()
+laws_sections.power_section()
 own_sweep_section()
 depth_and_start_section()
 clamps_section()
