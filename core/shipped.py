@@ -5,7 +5,7 @@
     python -m core.shipped --dry-run       # print the commands only
 
 Last, once every file is written, the pages' default views of them are made again (`python -m ui.cache
---ship`, checkpoints/views/): they are keyed by the files' bytes, so a regenerated file's old views are
+--ship`, checkpoints/data/): they are keyed by the files' sha256, so a regenerated file's old views are
 never read.
 
 The checkpoints are trained by their presets (`python -m core.train --preset NAME --out

@@ -26,7 +26,7 @@ from helpers import ROOT, tiny_model, write_bad_files
 # The test models are tiny: one thread is faster for them than two, and it does not fight the other
 # work on this 2-core machine (two threads on a busy machine made small ops 30x slower).
 torch.set_num_threads(1)
-# pages render shipped views in the tests: their disk cache (ui/cache.py) goes to a folder of the run
+# the compiled attention's build ($ATTENTION_LAB_CACHE/ext, core/model/attention_cpp.py) goes to a folder of the run
 os.environ.setdefault("ATTENTION_LAB_CACHE", tempfile.mkdtemp(prefix="attention-lab-cache-"))
 
 
