@@ -68,7 +68,7 @@ class LabModel:
 
 class ShippedModel(LabModel):
     """A shipped checkpoint: its info is shipped data (each snapshot its step alone), its weights are read
-    from the file on first use (st.cache_resource, once per server). A page that only reads stored views
+    from the file on first use (st.cache_resource, once per server). A page that only reads shipped views
     never touches `model`, and the server never imports torch."""
 
     def __init__(self, file: str, label: str):
@@ -156,7 +156,7 @@ def _shipped_info(file: str, digest: str | None) -> dict:
 def shipped_digest(file: str) -> str | None:
     """sha256 of a shipped `file` (its shipped data names it): of the bytes the server's model
     was read from once it is loaded, else of the file as it is (read once, without loading it: a reader
-    of stored views needs no model); None when the file cannot be read. A file regenerated while a server
+    of shipped views needs no model); None when the file cannot be read. A file regenerated while a server
     runs (core.shipped, on a developer's machine) is a new digest after a restart."""
     if file not in _SHIPPED_DIGESTS:
         try:
