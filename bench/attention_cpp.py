@@ -1,4 +1,4 @@
-"""The compiled causal attention (core.model.attention_cpp) against the eager kernel (issue #29).
+"""The compiled causal attention (core.model.attention_cpp) against the eager path (core.model.hooks.attend).
 
     nice -n 5 python bench/attention_cpp.py [--steps 300] [--json]
 

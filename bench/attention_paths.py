@@ -5,11 +5,11 @@
 One block's attention forward + backward at the default training sizes (B 32, T 96, 4 heads, d_head
 32), from the fused projection qkv to z (rotary included, as a training step needs it), one torch
 thread, this thread's CPU ms, medians over alternating rounds:
-- eager:     core.model.attention.CausalAttention (blocked bmm, hand-written backward)
+- eager:     the model's eager path, PyTorch's own ops: per-head views, core.model.tinycharlm.apply_rope,
+             then core.model.hooks.attend (F.scaled_dot_product_attention(is_causal=True)) with
+             autograd's backward
 - compiled:  core.model.attention_cpp (the C++ kernel, built for this kind)
-- sdpa:      the hooked path's own ops: per-head views, core.model.tinycharlm.apply_rope, then
-             F.scaled_dot_product_attention(is_causal=True) with autograd's backward
-- inductor:  the sdpa path through torch.compile (Inductor's generated C++ for this CPU), with the
+- inductor:  the eager path through torch.compile (Inductor's generated C++ for this CPU), with the
              CPU-seconds its first call (the compile, in this process and its compile workers) costs
 The one-thread 1024^2 matmul rate (bench/machine.matmul_rate) and the CPU kind are printed beside.
 """
@@ -31,19 +31,19 @@ from machine import as_cpu  # noqa: E402
 CPU_KIND = as_cpu() if __name__ == "__main__" else None
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
-from core.model import attention, attention_cpp  # noqa: E402
+from core.model import attention_cpp  # noqa: E402
+from core.model.hooks import attend  # noqa: E402
 from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: E402
 
 B, T, H, DH = 32, 96, 4, 32
 
 
-def sdpa_path(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def eager_path(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """qkv [B, T, 3 H dh] (standard rotate-half column order) -> z [B, T, H dh] with PyTorch's ops."""
     q, k, v = qkv.view(B, T, 3, H, DH).permute(2, 0, 3, 1, 4)
-    z = F.scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v, is_causal=True)
+    z = attend(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
     return z.transpose(1, 2).reshape(B, T, H * DH)
 
 
@@ -65,16 +65,14 @@ def main(argv=None) -> int:
     qkv = torch.randn(B, T, 3 * H * DH, generator=g).requires_grad_()
     dz = torch.randn(B, T, H * DH, generator=g)
     cos, sin = rope_cos_sin(T, DH, 10000.0)
-    R, R_conj = attention.rotary_table(cos, sin, H)
-    paths = {"eager": lambda: attention.CausalAttention.apply(qkv, R, R_conj, H, -1, attention.QUERY_BLOCK)[0],
-             "sdpa": lambda: sdpa_path(qkv, cos, sin)}
+    paths = {"eager": lambda: eager_path(qkv, cos, sin)}
     out = {"cpu": CPU_KIND, "torch_capability": torch.backends.cpu.get_cpu_capability(), "sizes": [B, T, H, DH]}
     if attention_cpp.available():
         paths["compiled"] = lambda: attention_cpp.causal_attention(qkv, H, cos, sin)
     else:
         out["compiled_unavailable"] = attention_cpp.reason()
     if not args.no_compile:
-        compiled_fn = torch.compile(sdpa_path, dynamic=False)
+        compiled_fn = torch.compile(eager_path, dynamic=False)
         c0, k0, w0 = time.process_time(), _children_cpu(), time.perf_counter()
         compiled_fn(qkv, cos, sin).backward(dz)
         out["inductor_first_call"] = {"cpu_s": round(time.process_time() - c0 + _children_cpu() - k0, 2),

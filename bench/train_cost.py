@@ -12,8 +12,8 @@ Per seed (0..N-1), the default Train-page settings (TrainSettings.defaults(), se
 The bound is the drop step times the step's floating-point work (bench/time_to_induction.step_flops,
 forward and backward) at the best one-thread 1024^2 float32 matmul rate (time_to_induction.matmul_peak),
 measured just before and just after each run (the better of the two). A step is then split into
-matrix products, attention, rotary, copies, optimizer and the rest, each replayed alone at the step's
-shapes (step_breakdown).
+matrix products, attention, optimizer and the rest, each replayed alone at the step's shapes
+(step_breakdown).
 The machine is shared: CPU time (not wall) is what it counts, and the medians are the figures to quote.
 """
 from __future__ import annotations
@@ -114,14 +114,12 @@ def _median_ms(fn, n: int = 15) -> float:
 def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
     """ms of CPU per training step by part, each part replayed alone at the step's shapes (median of n;
     a profiler's per-op overhead would swamp the small ops): matrix products (every mm/addmm of a step,
-    listed once by torch.profiler), attention (core.model.attention forward + backward, less its rotary
-    and layout copies), rotary (its complex multiplications, forward and backward), copies (the kernel's
-    layout copies), optimizer (AdamW step + zero_grad); "other" is the step less these (loss,
-    embedding, autograd bookkeeping)."""
+    listed once by torch.profiler), attention (the kernel this process trains with, forward + backward,
+    core.model.attention.measure_kernels), optimizer (AdamW step + zero_grad); "other" is the step less
+    these (loss, embedding, residual adds, layout copies, autograd bookkeeping)."""
     from torch.profiler import profile
 
-    from core.model.attention import _as_pairs, causal_attention, rotary_table
-    from core.model.tinycharlm import rope_cos_sin
+    from core.model.attention import kernel_choice, measure_kernels
 
     model_cfg, task_cfg, train_cfg = settings.configs()
     trainer = Trainer(model_cfg, task_cfg, train_cfg)
@@ -138,31 +136,8 @@ def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
     products = _median_ms(lambda: [x @ y for x, y in mats], n)
     B, T = train_cfg.batch_size, train_cfg.train_task(task_cfg).seq_len
     H, dh, L = model_cfg.n_heads, model_cfg.d_head, model_cfg.n_layers
-    qkv = torch.randn(B, T, 3 * H * dh, requires_grad=True)
-    cos, sin = rope_cos_sin(T, dh, model_cfg.rope_base)
-    dz = torch.randn(B, T, H * dh)
-
-    def attention():
-        causal_attention(qkv, H, cos, sin).backward(dz)
-    R, _ = rotary_table(cos, sin, H)
-    x = qkv.detach().view(B, T, 3, H, dh)
-    heads = torch.empty(3, H, B, T, dh)
-
-    def rotary():
-        torch.mul(_as_pairs(x[:, :, :2]), R, out=_as_pairs(heads[:2].permute(2, 3, 0, 1, 4)))
-        torch.mul(_as_pairs(heads[:2].permute(2, 3, 0, 1, 4)), R, out=_as_pairs(x[:, :, :2].clone()))
-
-    Z = torch.randn(H, B, T, dh)
-
-    def copies():
-        heads[2].copy_(x[:, :, 2].permute(2, 0, 1, 3))
-        Z.permute(1, 2, 0, 3).reshape(B, T, H * dh)
-        dz.view(B, T, H, dh).permute(2, 0, 1, 3).reshape(H * B, T, dh)
-        x[:, :, 2].copy_(Z.permute(1, 2, 0, 3))
-
-    parts = {"matrix products": products, "attention": L * _median_ms(attention, n),
-             "rotary": L * _median_ms(rotary, n), "copies": L * _median_ms(copies, n)}
-    parts["attention"] -= parts["rotary"] + parts["copies"]
+    kernels = measure_kernels((B, T, H, dh), rounds=3, n=max(3, n // 3))
+    parts = {"matrix products": products, "attention": L * kernels[kernel_choice().kernel]}
     opt = trainer.optimizer
 
     def optimizer():

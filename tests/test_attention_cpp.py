@@ -1,14 +1,13 @@
-"""core.model.attention_cpp (the compiled causal attention, issue #29) against an independent oracle
+"""core.model.attention_cpp (the compiled causal attention) against an independent oracle
 (per-head q, k, v unpacked from the fused layout, rotate_half rotary written out here,
-F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and against the eager kernel
-(core.model.attention.CausalAttention): values and gradients in float32 within float32 tolerance,
+F.scaled_dot_product_attention, the held head as z_i = v_{i-1}) and its pattern against the model's
+hooked path (core.model.hooks.attend): values and gradients in float32 within float32 tolerance,
 gradcheck in float64, on bias on/off, a held head, T in {1, 17, 96, 384}, d_head 16/32/64 and an odd
 width (the scalar path), B 1 and 32; the forward's per-row softmax stats from which the backward
-recomputes the pattern, and gradients identical run to run and with or without the pattern; z and g
-the same floats whether written by streaming stores (aligned) or plain ones (unaligned); the
+recomputes the pattern, and gradients identical run to run and with or without the pattern; the
 switch ($ATTENTION_LAB_ATTENTION: auto follows the measured choice, eager and cpp force a kernel), the
 choice measured on this machine and recorded beside the build, the build's target for an emulated CPU
-kind, and a failed build falling back to the eager kernel with its reason kept.
+kind, and a failed build falling back to the eager path with its reason kept.
 
 The library is built once per session (the module fixture; conftest's fresh $ATTENTION_LAB_CACHE),
 about 2-3 CPU-seconds of g++; without a compiler every test that needs it is skipped, saying why.
@@ -21,10 +20,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.model import attention, attention_cpp, cpu
-from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model import attention, attention_cpp, cpu, tinycharlm
+from core.model.attention import fused_qkv, pair_order
 from core.model.config import ModelConfig
-from core.model.tinycharlm import TinyCharLM, rope_cos_sin
+from core.model.hooks import Hooks
+from core.model.tinycharlm import AttentionBlock, TinyCharLM, rope_cos_sin
 
 from naive import rope_batched
 
@@ -96,7 +96,7 @@ def within_float32(new: torch.Tensor, sdpa32: torch.Tensor, exact: torch.Tensor,
 
 
 @pytest.mark.parametrize("B,T,H,dh,hold", CASES)
-def test_values_and_gradients_match_sdpa_and_eager(lib, B, T, H, dh, hold):
+def test_values_and_gradients_match_sdpa(lib, B, T, H, dh, hold):
     qkv, dz = sharp_qkv(B, T, H, dh)
     cos, sin = rope_cos_sin(T, dh, BASE)
     z_c, g_c = values_and_grads(lambda x: lib.causal_attention(x, H, cos, sin, hold), qkv, dz)
@@ -104,22 +104,28 @@ def test_values_and_gradients_match_sdpa_and_eager(lib, B, T, H, dh, hold):
     z_64, g_64 = values_and_grads(lambda x: oracle(x, H, hold), qkv.double(), dz.double())
     within_float32(z_c, z_o, z_64, "z")
     within_float32(g_c, g_o, g_64, "d qkv")
-    z_e, g_e = values_and_grads(lambda x: causal_attention(x, H, cos, sin, hold), qkv, dz)
-    assert rel_err(z_c, z_e) < 1e-5 and rel_err(g_c, g_e) < 1e-4
     if hold is not None:  # a held head's q and k get no gradient, its v does
         g = g_c.view(B, T, 3, H, dh)
         assert g[:, :, :2, hold].abs().max() == 0 and g[:, :, 2, hold].abs().max() > 0
 
 
 @pytest.mark.parametrize("hold", [None, 2])
-def test_pattern_matches_the_eager_kernel(lib, hold):
-    qkv, _ = sharp_qkv(2, 50, 4, 32, seed=3)
-    cos, sin = rope_cos_sin(50, 32, BASE)
-    _, P_c = lib.causal_attention(qkv, 4, cos, sin, hold, need_pattern=True)
-    _, P_e = causal_attention(qkv, 4, cos, sin, hold, need_pattern=True)
-    assert P_c.shape == P_e.shape == (2, 4, 50, 50)
-    assert (P_c - P_e).abs().max() < 4e-6  # a few float32 ulps of weights <= 1
-    assert torch.all(P_c.triu(1) == 0) and torch.allclose(P_c.sum(-1), torch.ones(2, 4, 50))
+def test_pattern_is_the_hooked_paths_pattern(lib, hold):
+    """The pattern the kernel writes when asked is the one run_with_hooks records (hook_pattern, the hold
+    applied), from the same block's weights."""
+    torch.manual_seed(3)
+    block = AttentionBlock(ModelConfig(d_model=128, n_heads=4, bias=True))
+    for p in block.parameters():
+        torch.nn.init.normal_(p, 0.0, 0.3)
+    block.prev_head = hold
+    h = torch.randn(2, 50, 128)
+    hooks = Hooks(cache=["attn.hook_pattern"])
+    block(h, hooks)
+    qkv = fused_qkv(h, block.W_Q, block.W_K, block.W_V, block.b_Q, block.b_K, block.b_V)
+    _, P = lib.causal_attention(qkv, 4, *rope_cos_sin(50, 32, BASE), hold, need_pattern=True)
+    assert P.shape == hooks.cache["attn.hook_pattern"].shape == (2, 4, 50, 50)
+    assert (P - hooks.cache["attn.hook_pattern"]).abs().max() < 4e-6  # a few float32 ulps of weights <= 1
+    assert torch.all(P.triu(1) == 0) and torch.allclose(P.sum(-1), torch.ones(2, 4, 50))
 
 
 @pytest.mark.parametrize("dh,hold", [(16, None), (16, 1), (6, 0)])  # the vector and the scalar rotary path
@@ -149,7 +155,7 @@ def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias
     weight = torch.randn(4, 40, 20, generator=g)
     calls = []
     real = attention_cpp.causal_attention
-    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(tinycharlm, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
 
     def run(switch: str):
         monkeypatch.setenv(attention_cpp.ENV_SWITCH, switch)
@@ -161,18 +167,18 @@ def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias
     logits_c, grads_c = run("cpp")
     assert len(calls) == cfg.n_layers
     logits_e, grads_e = run("eager")
-    assert len(calls) == cfg.n_layers  # off: the eager kernel
+    assert len(calls) == cfg.n_layers  # off: the eager path
     assert rel_err(logits_c, logits_e) < 1e-5
     for name, g_e in grads_e.items():
         assert rel_err(grads_c[name], g_e) < 1e-4, name
 
 
 def test_the_switch_auto_follows_the_measured_choice_and_eager_cpp_force_it(lib, monkeypatch):
-    qkv, _ = sharp_qkv(1, 5, 2, 8)
-    cos, sin = rope_cos_sin(5, 8, BASE)
+    block = TinyCharLM(ModelConfig(d_model=16, n_heads=2, n_layers=1)).blocks[0]
+    h = torch.randn(1, 5, 16)
     calls = []
     real = attention_cpp.causal_attention
-    monkeypatch.setattr(attention_cpp, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(tinycharlm, "causal_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
     for measured in ("compiled", "eager"):
         monkeypatch.setattr(attention, "_CHOICE", attention.KernelChoice(measured, "planted", 2.0, 1.0))
         for switch, compiled in ((None, measured == "compiled"), ("auto", measured == "compiled"),
@@ -182,8 +188,11 @@ def test_the_switch_auto_follows_the_measured_choice_and_eager_cpp_force_it(lib,
             else:
                 monkeypatch.setenv(attention_cpp.ENV_SWITCH, switch)
             calls.clear()
-            assert causal_attention(qkv, 2, cos, sin).shape == (1, 5, 16)
+            assert block(h).shape == (1, 5, 16)
             assert calls == ([1] if compiled else []), (measured, switch)
+            calls.clear()
+            block(h, Hooks(cache=["attn.hook_z"]))  # a hooked run never takes the compiled path
+            assert calls == []
 
 
 def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, monkeypatch, tmp_path):
@@ -208,9 +217,10 @@ def test_the_choice_is_the_faster_kernel_by_a_measurement_on_this_machine(lib, m
     monkeypatch.setattr(attention, "_CHOICE", None)
     monkeypatch.setattr(attention, "measure_kernels", lambda *a, **k: pytest.fail("measured again"))
     assert attention.kernel_choice().kernel == choice.kernel
-    foreign = json.dumps({"kernel": "compiled", "torch": "0.0"})
-    unknown = json.dumps({"kernel": "fastest", "torch": torch.__version__})
-    for bad in ("{not json", foreign, unknown):
+    foreign = json.dumps({"kernel": "compiled", "torch": "0.0", "version": attention_cpp.CHOICE_VERSION})
+    unknown = json.dumps({"kernel": "fastest", "torch": torch.__version__, "version": attention_cpp.CHOICE_VERSION})
+    older = json.dumps({"kernel": "compiled", "torch": torch.__version__})  # measured against another eager path
+    for bad in ("{not json", foreign, unknown, older):
         path.write_text(bad)
         assert attention_cpp.recorded_choice() is None
         monkeypatch.setattr(attention, "_CHOICE", None)
@@ -249,12 +259,10 @@ def test_a_failed_build_falls_back_to_eager_with_its_reason(monkeypatch, tmp_pat
     assert ("no C++ compiler" if failure == "no compiler" else "failed (exit") in attention_cpp.reason()
     assert not list((tmp_path / "cache").glob("**/*.so*"))  # no half-written library left behind
     monkeypatch.setenv(attention_cpp.ENV_SWITCH, "cpp")
-    qkv, _ = sharp_qkv(2, 7, 2, 8)
-    cos, sin = rope_cos_sin(7, 8, BASE)
-    z = causal_attention(qkv, 2, cos, sin)
-    R, R_conj = attention.rotary_table(cos, sin, 2)
-    z_e, *_ = attention.CausalAttention.apply(qkv, R, R_conj, 2, -1, attention.QUERY_BLOCK)
-    assert torch.equal(z, z_e)
+    block = TinyCharLM(ModelConfig(d_model=16, n_heads=2, n_layers=1)).blocks[0]
+    h = torch.randn(2, 7, 16)
+    assert not attention.compiled_trains(h, 2)
+    assert torch.equal(block(h), block._hooked(h, Hooks(), ""))  # the eager path
 
 
 def test_fused_projection_feeds_the_kernel(lib):
@@ -310,10 +318,9 @@ def test_gradients_are_deterministic_and_need_pattern_changes_nothing(lib, hold)
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("hold", [-1, 2])
-def test_streamed_and_plain_stores_write_the_same_outputs(lib, dtype, hold):
-    """z and g go out through streaming stores when they start 64-byte aligned (and d_head is a whole
-    number of vectors), else through plain stores: the same floats both ways, and nothing written
-    outside the outputs (z and g placed one element into larger buffers filled with a sentinel)."""
+def test_outputs_aligned_or_not_are_the_same_floats_written_in_place(lib, dtype, hold):
+    """z and g starting 64-byte aligned or not: the same floats both ways, and nothing written outside
+    the outputs (z and g placed one element into larger buffers filled with a sentinel)."""
     B, T, H, dh = 3, 40, 4, 32
     qkv, dz = sharp_qkv(B, T, H, dh, seed=11)
     qkv, dz = qkv.to(dtype), dz.to(dtype)

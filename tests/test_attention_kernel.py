@@ -1,4 +1,5 @@
-"""core.model.attention (the training forward's attention, issue #29) against an independent oracle:
+"""The training forward (core.model.tinycharlm, on each kernel core.model.attention can choose) against an
+independent oracle:
 per-head q, k, v from the stored weights, rotate_half rotary written out here, and
 F.scaled_dot_product_attention; the held head as A = one-hot on i-1. Values and gradients of every
 parameter, in float64 (gradcheck) and float32 (the precision the lab trains in), on the configurations
@@ -15,11 +16,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.model.attention import causal_attention, fused_qkv, pair_order
+from core.model.attention import pair_order
 from core.model.config import MAX_LAYERS, ModelConfig
-from core.model.hooks import previous_token_pattern
 from core.model.task import sample_batch
-from core.model.tinycharlm import TinyCharLM, rope_cos_sin
+from core.model.tinycharlm import AttentionBlock, TinyCharLM
 from core.training.presets import PRESETS
 
 from naive import rope_batched as oracle_rope
@@ -27,7 +27,7 @@ from naive import rope_batched as oracle_rope
 
 @pytest.fixture(autouse=True, params=["eager", "cpp"])
 def kernel(request, monkeypatch):
-    """Which kernel core.model.attention.causal_attention runs in this test."""
+    """Which kernel the model's training forward runs in this test."""
     from core.model import attention_cpp
 
     if request.param == "cpp" and not attention_cpp.available():
@@ -111,15 +111,16 @@ def agree(model: TinyCharLM, tokens: torch.Tensor, rtol: float | None = None):
         assert err <= 3 * err_sdpa + 1e-6, f"{what}: error {err:.2e} against float64, SDPA's {err_sdpa:.2e}"
 
 
-def test_gradcheck_float64():
+@pytest.mark.parametrize("bias,hold", [(False, None), (True, 1)])
+def test_gradcheck_float64(bias, hold):
+    """One block's training forward, gradients of the stream and of every weight."""
     torch.manual_seed(0)
-    B, T, H, dh = 2, 7, 3, 4
-    cos, sin = rope_cos_sin(T, dh, 10000.0, torch.float64)
-    qkv = torch.randn(B, T, 3 * H * dh, dtype=torch.float64, requires_grad=True)
-    for hold in (None, 1):
-        for block in (3, 7):  # query blocks of 3 rows (three blocks, the last short) and one block
-            assert torch.autograd.gradcheck(
-                lambda x, hold=hold, block=block: causal_attention(x, H, cos, sin, hold, block=block), (qkv,))
+    block = AttentionBlock(ModelConfig(d_model=12, n_heads=3, bias=bias)).double()
+    for p in block.parameters():
+        torch.nn.init.normal_(p, 0.0, 0.5)
+    block.prev_head = hold
+    h = torch.randn(2, 7, 12, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, *_: block(x), (h, *block.parameters()))
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -158,22 +159,6 @@ def test_other_head_widths_agree():
     model = random_model(ModelConfig(d_model=96, n_heads=6, n_layers=2, bias=True), 5)
     tokens = torch.randint(0, 64, (3, 50), generator=torch.Generator().manual_seed(4))
     agree(model, tokens)
-
-
-def test_pattern_is_the_analysis_paths_pattern():
-    model = random_model(ModelConfig(n_layers=2, bias=True), 1)
-    tokens = torch.randint(0, 64, (3, 60), generator=torch.Generator().manual_seed(5))
-    _, cache = model.run_with_cache(tokens)
-    h = model.W_E[tokens]
-    block = model.blocks[0]
-    c = model.cfg
-    qkv = fused_qkv(h, block.W_Q, block.W_K, block.W_V, block.b_Q, block.b_K, block.b_V)
-    cos, sin = rope_cos_sin(60, c.d_head, c.rope_base)
-    _, pattern = causal_attention(qkv, c.n_heads, cos, sin, hold=1, need_pattern=True)
-    assert pattern.shape == (3, c.n_heads, 60, 60)
-    assert_close(pattern, cache["pattern"][0], 1e-5, "pattern")
-    assert torch.equal(pattern[:, 1], previous_token_pattern(60).expand(3, 60, 60))
-    assert float(pattern.triu(1).abs().max()) == 0.0  # causal: no weight on later keys
 
 
 def test_pair_order_puts_each_rotary_pair_side_by_side():

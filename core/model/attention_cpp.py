@@ -1,14 +1,15 @@
 """The training forward's attention compiled: rotary, causal softmax, A v and the backward in one pass
 per (sequence, head) (core/model/causal_attention.cpp). Trains wherever it builds and is measured faster
-than the eager kernel on the machine at hand (core.model.attention.kernel_choice).
+than the eager path (core.model.hooks.attend with PyTorch's ops) on the machine at hand
+(core.model.attention.kernel_choice).
 
     ATTENTION_LAB_ATTENTION unset or auto  the kernel measured faster here (once per machine, recorded beside the build)
     ATTENTION_LAB_ATTENTION=cpp            this one whenever it builds, measured or not
-    ATTENTION_LAB_ATTENTION=eager          the eager kernel (core.model.attention.CausalAttention) always
+    ATTENTION_LAB_ATTENTION=eager          the eager path always
 
-Same inputs, outputs and meaning as core.model.attention.causal_attention (qkv [B, T, 3 H dh] from
-fused_qkv, z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
-F.scaled_dot_product_attention and the eager kernel in tests/test_attention_cpp.py. Its floats differ
+It computes what core.model.hooks.attend computes (qkv [B, T, 3 H dh] from core.model.attention.fused_qkv,
+z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
+F.scaled_dot_product_attention and the model's hooked path in tests/test_attention_cpp.py. Its floats differ
 from the eager path's (other summation order, its own exp), and between CPU kinds (its vectors are the
 width of the machine's registers, so its lane-wise sums differ); docs/DESIGN.md ("One attention, two
 kernels") says how far a training moves with them.
@@ -22,7 +23,7 @@ renamed, so concurrent workers never load a half-written file. It is built for t
 which is how bench/ emulates a student's AVX2 laptop on an AVX-512 host (with cpu.emulate for torch's
 own kernels).
 Any failure (no compiler, a failed build or load) leaves available() False with the reason in
-reason(), and the caller keeps the eager kernel. It runs on one thread (the lab trains on one); its
+reason(), and the model keeps the eager path. It runs on one thread (the lab trains on one); its
 packed operands and scratch (about 1.2 MB at the default sizes, 9 MB at T 384 with 4 heads) are kept per thread
 from call to call and rebuilt when T, d_head or the head count change.
 """
@@ -45,6 +46,7 @@ from core.model import cpu
 SOURCE = Path(__file__).with_name("causal_attention.cpp")
 ENV_SWITCH = "ATTENTION_LAB_ATTENTION"
 SWITCHES = ("auto", "cpp", "eager")
+CHOICE_VERSION = 2  # what a recorded measurement compared (2: against the eager path through hooks.attend)
 
 
 def flags() -> tuple[str, ...]:
@@ -137,7 +139,7 @@ def load() -> Build:
                     lib = ctypes.CDLL(str(build.path))
                     _declare(lib)
                     _LIB = lib
-            except Exception as e:  # noqa: BLE001 - any failure means: keep the eager kernel
+            except Exception as e:  # noqa: BLE001 - any failure means: keep the eager path
                 build = Build(reason=f"{type(e).__name__}: {e}")
             _BUILD = build
         return _BUILD
@@ -175,7 +177,7 @@ def recorded_choice() -> dict | None:
     except (OSError, ValueError):
         return None
     ok = (isinstance(record, dict) and record.get("torch") == torch.__version__
-          and record.get("kernel") in ("compiled", "eager"))
+          and record.get("version") == CHOICE_VERSION and record.get("kernel") in ("compiled", "eager"))
     return record if ok else None
 
 
@@ -198,18 +200,18 @@ def record_choice(record: dict) -> None:
 
 def planned() -> str:
     """The kernel a training in this process uses ("compiled" or "eager"): core.model.attention.kernel_choice's,
-    which builds and measures once per machine. Its floats differ from the eager kernel's, so
+    which builds and measures once per machine. Its floats differ from the eager path's, so
     core.pool.live_run.code_version counts it."""
     from core.model.attention import kernel_choice  # that module imports this one
 
     return kernel_choice().kernel
 
 
-def supports(qkv: torch.Tensor, n_heads: int) -> bool:
-    """The shapes and types the kernel takes (else the caller runs the eager one)."""
-    return (qkv.device.type == "cpu" and qkv.dtype in (torch.float32, torch.float64) and qkv.dim() == 3
-            and qkv.shape[-1] % (3 * n_heads) == 0 and (qkv.shape[-1] // (3 * n_heads)) % 2 == 0
-            and qkv.numel() > 0 and qkv.shape[1] < 2 ** 15)
+def supports(h: torch.Tensor, n_heads: int) -> bool:
+    """Whether the kernel takes a block's stream h [B, T, D] with n_heads heads (else the eager path runs)."""
+    return (h.device.type == "cpu" and h.dtype in (torch.float32, torch.float64) and h.dim() == 3
+            and h.shape[-1] % n_heads == 0 and (h.shape[-1] // n_heads) % 2 == 0
+            and h.numel() > 0 and h.shape[1] < 2 ** 15)
 
 
 def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
@@ -276,8 +278,9 @@ class CompiledCausalAttention(torch.autograd.Function):
 
 def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
                      hold: int | None = None, need_pattern: bool = False):
-    """core.model.attention.causal_attention through the compiled kernel (the caller has checked
-    available() and supports())."""
+    """z [B, T, H dh] (and with need_pattern the pattern [B, H, T, T]) from qkv [B, T, 3 H dh] in
+    fused_qkv's layout; cos, sin [T, dh] (core.model.tinycharlm.rope_cos_sin); hold: a head whose pattern
+    is one-hot on i - 1 (its q and k get no gradient). The caller has checked available() and supports()."""
     cs, sn = rotary_tables(cos, sin, qkv.dtype)
     hold = -1 if hold is None or not 0 <= hold < n_heads else int(hold)
     z, P = CompiledCausalAttention.apply(qkv, cs, sn, n_heads, hold, need_pattern)

@@ -83,7 +83,8 @@ def emulate(name: str) -> dict[str, str]:
 
 
 # How far a shipped checkpoint's figures may move when it is retrained on another CPU kind (docs/DESIGN.md,
-# "One attention, two kernels"; measured by bench/cpu_reproduce.py, pinned by tests/test_cpu_kinds.py):
+# "One attention, and a compiled kernel where it is faster"; measured by bench/cpu_reproduce.py, pinned
+# by tests/test_cpu_kinds.py):
 # the drop step is the same; core.report's copy metrics, head scores and OV copy scores within these.
 TOLERANCE = {"metric": 0.02, "head_score": 0.05, "ov_score": 0.15}
 OV_SCORES = ("ov_diag_top1", "ov_copying_eig")

@@ -1,7 +1,6 @@
 """The intervention point's parts below the model (core.model.tinycharlm.TinyCharLM.run_with_hooks):
 the hook points' names and shapes, Hooks (one run's edits and recorded activations), `attend` (the
-attention of every hooked run; the training forward's own kernel is core.model.attention) and the held
-previous-token head, in its two forms.
+lab's attention) and the held previous-token head, in its two forms.
 """
 from __future__ import annotations
 
@@ -76,8 +75,9 @@ class Hooks:
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edit_pattern: Edit | None = None) -> torch.Tensor:
-    """Causal softmax attention of a hooked run: rotated q, k and v [N, H, T, d_head] -> z = A v (the training
-    forward, with nothing hooked, runs core.model.attention.causal_attention instead; tests compare both).
+    """The lab's causal softmax attention: rotated q, k and v [N, H, T, d_head] -> z = A v. Every hooked run
+    and the eager training forward compute it; the compiled kernel (core.model.attention_cpp) computes the
+    same where it is measured faster, and tests compare both.
 
     With edit_pattern None, SDPA's fused kernel (A never formed); otherwise A [N, H, T, T] is formed,
     passed through edit_pattern (the hold, edits, the cache) and z = edit_pattern(A) v.

@@ -10,9 +10,10 @@ One intervention point (docs/DESIGN.md "The intervention point"): TinyCharLM.run
 any of them, may start at a block from a given stream and stop at one, and takes any leading batch
 dims (a patch dim G: streams [G, B, T, D] run G patches in one call). Ablation, the held head,
 patching, path patching, noising, attribution and the logit lens are all edits on it; the attention
-is computed in `attend` on the hooked path. With nothing edited or recorded a block runs its fused path
-(one QKV product, core.model.attention's kernel: rotary, attention and the hold with a hand-written
-backward), which is also the training forward.
+is computed in `attend` (core.model.hooks), the one definition of the lab's attention. With nothing
+edited or recorded and the compiled kernel measured faster here (core.model.attention), a block runs
+the compiled path instead (one QKV product, then rotary, attention and the hold in C++ with a
+hand-written backward), which is then the training forward; tests check it against `attend`.
 """
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from core.model.attention import causal_attention, fused_qkv
+from core.model import attention
+from core.model.attention import fused_qkv
+from core.model.attention_cpp import causal_attention
 from core.model.config import ModelConfig
 from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
 
@@ -106,13 +109,19 @@ class AttentionBlock(nn.Module):
 
     def forward(self, h: torch.Tensor, hooks: Hooks | None = None, name: str = "") -> torch.Tensor:
         """h [N, T, D] -> h + attention output [N, T, D]. `hooks` edit and record this block's hook
-        points, named name + point (name = "blocks.{l}."); with none touched, the fused path."""
-        if hooks is not None and hooks.touches(name):
-            return self._hooked(h, hooks, name)
+        points, named name + point (name = "blocks.{l}."). With none touched and the compiled kernel
+        chosen (core.model.attention.kernel_choice), the fused compiled path; else the hook points' own."""
+        if (hooks is None or not hooks.touches(name)) and attention.compiled_trains(h, self.cfg.n_heads):
+            return self._compiled(h)
+        return self._hooked(h, hooks if hooks is not None else Hooks(), name)
+
+    def _compiled(self, h: torch.Tensor) -> torch.Tensor:
+        """The same block through core.model.attention_cpp: one fused QKV product, then rotary, attention
+        and the hold in the compiled kernel with its own backward."""
         c = self.cfg
         qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()))
         cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
-        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head] (core.model.attention)
+        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head]
         out = z @ self.W_O.reshape(-1, h.shape[-1])
         return h + (out + self.b_O if c.bias else out)
 
