@@ -340,7 +340,8 @@ if run is not None and not run.active:
 st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
 if settings.task == "markov":
-    markov_train.comparison_panel(settings)
+    if not bad:  # the lab's settings beside the paper's, for settings that can be trained (else the error above)
+        markov_train.comparison_panel(settings)
     if not active:
         markov_train.shipped_panel()
 else:
