@@ -193,14 +193,15 @@ def write_bad_files(folder: Path, marker: Path) -> dict[str, tuple[Path, str]]:
 
 def assert_same(got, want, where="value", close: bool = False):
     """Equal in type and content; floating arrays bit for bit (the same code on the same weights), or
-    with `close` within float32 rounding (a value computed on another CPU: its kernels may sum in
-    another order). Text, integers and labels are always exact."""
+    with `close` within what another CPU kind moves (its kernels sum in another order, and gradients
+    and differences amplify it: the Causal page's attribution of a head on the AVX2-emulated host differs
+    by 3.4e-4 of itself, 4e-6 absolute, from the AVX-512 host's). Text, integers and labels are always exact."""
     import dataclasses
 
     import numpy as np
     import pandas as pd
 
-    rtol, atol = 1e-4, 1e-6
+    rtol, atol = 2e-3, 2e-5
     assert type(got) is type(want), f"{where}: {type(got)} != {type(want)}"
     if isinstance(want, torch.Tensor):
         assert got.dtype == want.dtype and got.shape == want.shape, where
