@@ -121,7 +121,7 @@ if cfg.n_layers and gap < SMALL_GAP:
                "**variable-period-2block**, or a period the model was trained on.")
 
 if cfg.n_layers:
-    checks = sections.checks(entry, None if period is None else int(period), text, int(seed),
+    checks = sections.research_checks(entry, None if period is None else int(period), text, int(seed),
                      sweeps, POSITION_BUDGET, corruption)
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")

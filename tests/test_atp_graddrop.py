@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.causal import atp, noising, patching, tool_readings
+from core.causal import atp, check_readings, noising, patching
 from core.causal.corruptions import corrupt
 from core.model.checkpoints import read_checkpoint
 
@@ -92,8 +92,8 @@ def test_on_the_shipped_file_graddrop_finds_no_cancellation_for_1_4():
     assert r.exact_sum < 0 < r.star_sum
     assert abs(r.dropped_layer1) < 0.01 and abs(r.direct_exact) < 0.01
     assert r.graddrop == pytest.approx(abs(r.star_sum), abs=0.005)  # per position: |AtP*| + |direct| ~ |AtP*|
-    said = tool_readings.graddrop_sentence(t.reset_index(), runs.m_clean - runs.m_corrupted)
-    s = tool_readings.signed
+    said = check_readings.graddrop_sentence(t.reset_index(), runs.m_clean - runs.m_corrupted)
+    s = check_readings.signed
     assert (f"1.4: exact {s(exact[0, 3].sum())}, AtP* {s(star[0, 3].sum())}; with block 2's gradient dropped only "
             f"its direct path is left, estimated {s(r.dropped_layer1)} (exactly {s(r.direct_exact)}), so nothing "
             f"cancels: "

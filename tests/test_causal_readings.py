@@ -317,7 +317,7 @@ def test_the_circuit_as_a_whole_uses_one_reference(first_copy, resampled):
     elements are those whose knockout alone clearly costs M, its F(all) is M(clean), its span is F(all) - F(none),
     and the sentence sets it beside the circuit the corrupted-run reference finds (under first-copy without the
     query path 1.4 → q, which that reference cannot see)."""
-    from core.causal import tool_readings
+    from core.causal import check_readings
 
     fc, rs = first_copy.circuit, resampled.circuit
     assert fc["f_model"] == pytest.approx(first_copy.m_clean, abs=1e-5)
@@ -325,9 +325,9 @@ def test_the_circuit_as_a_whole_uses_one_reference(first_copy, resampled):
     k = fc["knockouts"].set_index("label")
     assert set(fc["elements"]) == set(k.index[k["kept_high"] < readings.NEEDED])
     assert "1.4 → q" in fc["elements"] and "1.4 → q" not in fc["other"]["elements"]
-    said = tool_readings.circuit_sentence(fc, first_copy.gap, "first-copy")
+    said = check_readings.circuit_sentence(fc, first_copy.gap, "first-copy")
     assert "only the mean reference can find 1.4 → q needed" in said and "keeps 48% of its own span" in said
-    said = tool_readings.circuit_sentence(rs, resampled.gap, "resample")
+    said = check_readings.circuit_sentence(rs, resampled.gap, "resample")
     assert "No block-2 head is clearly needed alone under that reference" in said
     assert "only the mean reference" not in said
 

@@ -174,7 +174,7 @@ def test_a_query_path_only_the_mean_reference_can_see_under_first_copy():
     assert circuit.grow(model, runs, {key, head}, "mean")[0][0] == query  # the first part greedy growth adds
     page = circuit.page_circuit(model, runs)
     assert page["elements"] == ["1.1 → k", "1.2 → q", "2.2"] and page["other"]["elements"] == ["1.1 → k", "2.2"]
-    from core.causal import tool_readings
+    from core.causal import check_readings
 
-    said = tool_readings.circuit_sentence(page, runs.m_clean - runs.m_corrupted, "first-copy")
+    said = check_readings.circuit_sentence(page, runs.m_clean - runs.m_corrupted, "first-copy")
     assert "only the mean reference can find 1.2 → q needed" in said and "disagree on 1.2 → q" in said

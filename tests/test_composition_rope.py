@@ -98,7 +98,7 @@ def test_bad_inputs_are_refused():
 def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_look_back():
     """The shipped 2-block file at the page's defaults: the sentence's counts and ranges recomputed from the
     frame, and the separation checked on the two score matrices directly."""
-    from core.causal import tool_readings, tool_views, views
+    from core.causal import check_readings, checks, views
     from core.model.checkpoints import read_checkpoint
 
     from helpers import ROOT
@@ -106,8 +106,8 @@ def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     runs = patching.task_runs(model, info["task"], 32, 0, 24)
     paths, offsets = views._path_frame(model, runs), views.block1_offsets(runs)
-    frame = tool_views.rope_composition(model, runs, paths)
-    said = tool_readings.rope_sentence(frame, offsets, runs.m_clean - runs.m_corrupted)
+    frame = checks.rope_composition(model, runs, paths)
+    said = check_readings.rope_sentence(frame, offsets, runs.m_clean - runs.m_corrupted)
     rope = C.rope_composition(model, C.receiver_offsets(runs, 1))
     plain = composition_matrix(model, "K", 0, 1)
     back, self_ = [1, 3], [0, 2]  # 1.2 and 1.4 look back (offsets 2 and 1), 1.1 and 1.3 attend to themselves
@@ -123,20 +123,20 @@ def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_
 
 
 def test_the_page_checks_come_with_the_experiments_they_sit_beside():
-    """tool_views.checks on a small 2-block model: GradDrop's undropped column is the experiments' own AtP*, the
+    """checks.all_checks on a small 2-block model: GradDrop's undropped column is the experiments' own AtP*, the
     composition frame carries both scores; a 1-block model gets neither."""
     from dataclasses import replace
 
-    from core.causal import tool_views, views
+    from core.causal import checks, views
 
     model = tiny_model(2, seed=3)
     runs = patching.task_runs(model, TASK, 3, seed=0, period=4)
     res = views.experiments(model, runs, positions=True)
-    got = tool_views.checks(model, runs, res)
+    got = checks.all_checks(model, runs, res)
     star = res.attribution["star"].reshape(2, 4, -1).sum(-1)
     assert got["graddrop"]["star_sum"].to_numpy() == pytest.approx(star.reshape(-1), abs=1e-6)
     assert {"k_score", "k_rope", "k_lost", "receiver_offset"} <= set(got["rope"].columns)
-    assert tool_views.checks(model, runs, replace(res, attribution=None))["graddrop"] is None  # no sweeps
+    assert checks.all_checks(model, runs, replace(res, attribution=None))["graddrop"] is None  # no sweeps
     one = tiny_model(1)
-    assert tool_views.checks(one, patching.task_runs(one, TASK, 2, seed=0, period=4), res) == {"graddrop": None,
+    assert checks.all_checks(one, patching.task_runs(one, TASK, 2, seed=0, period=4), res) == {"graddrop": None,
                                                                                               "rope": None}

@@ -150,14 +150,14 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
 def test_issue_32_checks_show_cores_sentences_and_the_positions_wait_for_a_click(two_block_page):
     """GradDrop and the RoPE-aware score are drawn with the page (the RoPE sentence is core's, recomputed here);
     path patching per position waits for its button, then draws four grids and its sentence."""
-    from core.causal import patching, tool_readings, tool_views, views
+    from core.causal import check_readings, checks, patching, views
     from core.model.checkpoints import read_checkpoint
 
     at = at_defaults(two_block_page)
     model, info = read_checkpoint(ROOT / "checkpoints" / TWO_BLOCK)
     period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
     runs = patching.task_runs(model, info["task"], 32, 0, period)
-    rope = tool_readings.rope_sentence(tool_views.rope_composition(model, runs, views._path_frame(model, runs)),
+    rope = check_readings.rope_sentence(checks.rope_composition(model, runs, views._path_frame(model, runs)),
                                        views.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
     md = texts(at, "markdown")
     assert rope in md and "so nothing cancels: GradDrop's score is" in md

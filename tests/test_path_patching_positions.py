@@ -201,7 +201,7 @@ def test_bad_arguments_are_refused_with_a_sentence(small):
 def test_the_pages_sentence_on_the_shipped_file_states_its_numbers():
     """The shipped 2-block file, the page's defaults (period 24, 32 sequences, seed 0, first copy): each number of
     the sentence recomputed, the whole path's loss by path_patch (not from the cells it is said to equal)."""
-    from core.causal import tool_readings, tool_views
+    from core.causal import check_readings, checks
     from core.model.checkpoints import read_checkpoint
 
     from helpers import ROOT
@@ -209,9 +209,9 @@ def test_the_pages_sentence_on_the_shipped_file_states_its_numbers():
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     runs = P.task_runs(model, info["task"], 32, 0, 24)
     gap = runs.m_clean - runs.m_corrupted
-    pos = tool_views.path_positions(model, runs)
-    whole = tool_views.whole_paths(pos)
-    said = tool_readings.positions_sentence(pos, whole, 24, gap, "first-copy")
+    pos = checks.path_positions(model, runs)
+    whole = checks.whole_paths(pos)
+    said = check_readings.positions_sentence(pos, whole, 24, gap, "first-copy")
     senders = [(0, h) for h in range(4)]
     full = (runs.m_clean - PP.path_patch(model, runs, senders, (1, None), "k", "noising")) / gap
     top = int(full.argmax())

@@ -1,6 +1,6 @@
 """Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
-as a whole, drawn from core.causal.experiments.Experiments and core.causal.tool_views."""
+as a whole, drawn from core.causal.experiments.Experiments and core.causal.checks."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.causal import readings, tool_readings
+from core.causal import check_readings, readings
 from core.model.symbols import block_label, encode_text
 from ui.cache import per_model
 from ui.charts.kept import draw, kept
@@ -19,9 +19,9 @@ from ui.state import LabModel
 SnippetOf = Callable[[str], Snippet]  # the page's snippet builder: a section of ui.snippets.CAUSAL_SECTIONS -> its code
 # sentences read off small tables of the views, a third of a warm rerun's CPU when made again every run
 _composition_sentence = kept(readings.composition_sentence)
-_rope_sentence = kept(tool_readings.rope_sentence)
-_circuit_sentence = kept(tool_readings.circuit_sentence)
-_graddrop_sentence = kept(tool_readings.graddrop_sentence)
+_rope_sentence = kept(check_readings.rope_sentence)
+_circuit_sentence = kept(check_readings.circuit_sentence)
+_graddrop_sentence = kept(check_readings.graddrop_sentence)
 
 
 def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
@@ -63,13 +63,13 @@ def experiments(entry: LabModel, period: int | None, text: str | None, seed: int
 
 
 @per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
-def checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
-           corruption: str) -> dict:
-    """tool_views.checks on the runs of the page's experiments (the cached ones)."""
-    from core.causal import tool_views
+def research_checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
+                    budget: int, corruption: str) -> dict:
+    """checks.all_checks on the runs of the page's experiments (the cached ones)."""
+    from core.causal import checks
 
     res = experiments(entry, period, text, seed, positions, budget, corruption)
-    return tool_views.checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
+    return checks.all_checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
 
 @per_model(show_spinner=False, max_entries=256)
@@ -84,10 +84,10 @@ def reading(entry: LabModel, period: int | None, text: str | None, seed: int, po
            max_entries=8)
 def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
                     n_seqs: int) -> dict:
-    from core.causal import tool_views
+    from core.causal import checks
 
-    positions = tool_views.path_positions(entry.model, runs_of(entry, period, text, seed, corruption, n_seqs))
-    return {"positions": positions, "whole": tool_views.whole_paths(positions)}
+    positions = checks.path_positions(entry.model, runs_of(entry, period, text, seed, corruption, n_seqs))
+    return {"positions": positions, "whole": checks.whole_paths(positions)}
 
 
 def path_positions_part(entry: LabModel, res, period: int | None, text: str | None, seed: int, corruption: str,
@@ -124,7 +124,7 @@ def metric_section(res, said: str | None) -> None:
 
 def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snippet: SnippetOf | None = None) -> None:
     """Weight K-composition beside key-path noising (res.composition), with the RoPE-aware score when `rope`
-    (core.causal.tool_views.rope_composition) is given (and then its snippet, when `snippet` is)."""
+    (core.causal.checks.rope_composition) is given (and then its snippet, when `snippet` is)."""
     comp = res.composition if rope is None else rope
     if comp is None:
         return
@@ -208,7 +208,7 @@ def circuit_section(res) -> None:
 
 
 def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf | None = None) -> None:
-    """GradDrop beside AtP* and the exact sweep (core.causal.tool_views.graddrop), with its snippet when
+    """GradDrop beside AtP* and the exact sweep (core.causal.checks.graddrop), with its snippet when
     `snippet` is given."""
     if table is None:
         return
@@ -253,7 +253,7 @@ def _lost_grid(cells: pd.DataFrame, title: str, period: int | None) -> alt.Layer
 
 def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period: int | None, gap: float,
                            corruption: str) -> None:
-    """Path patching per position and with a mean reference (core.causal.tool_views.path_positions)."""
+    """Path patching per position and with a mean reference (core.causal.checks.path_positions)."""
     for ref, name in (("corrupted", "each sequence's corrupted run"), ("mean", "the mean over the corrupted runs")):
         sub = positions[positions["reference"] == ref]
         for by, where in (("sender", "one sender position at a time"), ("receiver", "one receiver position at a time")):
@@ -272,6 +272,6 @@ def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period:
         "the corrupted runs at each position, as Wang et al. (2022) mean-ablate over a reference distribution. "
         "By sender position only the key path is measured (each cell reruns block 2). The table: the share of M "
         "lost by each whole path (the receiver-position cells summed).")
-    said = tool_readings.positions_sentence(positions, whole, period, gap, corruption)
+    said = check_readings.positions_sentence(positions, whole, period, gap, corruption)
     if said:
         st.markdown(said)

@@ -54,26 +54,26 @@ def _paths(res):
 
 
 def _graddrop(model, runs, res):
-    from core.causal import tool_views
+    from core.causal import checks
     # AtP* and GradDrop beside the exact one-position sweep, summed over positions per head
-    table = tool_views.graddrop(model, runs, res.head_positions, res.attribution["star"])
+    table = checks.graddrop(model, runs, res.head_positions, res.attribution["star"])
     print(table.round(3).to_string(index=False))
     return {"graddrop": table.select_dtypes("number")}
 
 
 def _rope(model, runs, res):
-    from core.causal import tool_views
+    from core.causal import checks
     # plain and RoPE-aware K-composition beside the share of M lost when the key path is noised
-    rope = tool_views.rope_composition(model, runs, res.paths)
+    rope = checks.rope_composition(model, runs, res.paths)
     print(rope.round(3).to_string(index=False))
     return {"rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]}
 
 
 def _path_positions(model, runs):
-    from core.causal import tool_views
+    from core.causal import checks
     # noising each block-1 head's paths into all of block 2, position by position, under both references
-    positions = tool_views.path_positions(model, runs)  # tens of seconds
-    whole = tool_views.whole_paths(positions)  # per reference, path and sender: the share of M lost
+    positions = checks.path_positions(model, runs)  # tens of seconds
+    whole = checks.whole_paths(positions)  # per reference, path and sender: the share of M lost
     print(whole.round(3).to_string(index=False))
     return {"change": positions["change"], "lost": whole["lost"]}
 

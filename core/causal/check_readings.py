@@ -1,4 +1,4 @@
-"""What the Causal page may say of the researcher's checks (core.causal.tool_views), decided from the numbers just
+"""What the Causal page may say of the researcher's checks (core.causal.checks), decided from the numbers just
 measured, by the rules of core.causal.readings: a sentence only when the runs differ enough
 (clarity.clear_gap), else None. Heads are labelled as core.model.symbols labels them ("1.4").
 """
@@ -26,7 +26,7 @@ def _heads(labels) -> str:
 
 def positions_sentence(positions: pd.DataFrame, whole: pd.DataFrame, period: int | None, gap: float,
                        corruption: str) -> str | None:
-    """Where the most needed key path acts (tool_views.path_positions and whole_paths): by receiver position
+    """Where the most needed key path acts (checks.path_positions and whole_paths): by receiver position
     its cells add up to the whole path, by sender position how much of it sits at the first copy, and what the
     mean reference changes; under first-copy, the query path the mean reference finds most needed."""
     if positions is None or not len(positions) or not clarity.clear_gap(gap):
@@ -61,7 +61,7 @@ def positions_sentence(positions: pd.DataFrame, whole: pd.DataFrame, period: int
 
 
 def graddrop_sentence(table: pd.DataFrame, gap: float) -> str | None:
-    """GradDrop (tool_views.graddrop) for each block-1 head whose AtP* sum has the wrong sign: whether its direct
+    """GradDrop (checks.graddrop) for each block-1 head whose AtP* sum has the wrong sign: whether its direct
     path and its path through the later blocks cancel, which is what GradDrop can uncover."""
     if table is None or not len(table) or not clarity.clear_gap(gap):
         return None
@@ -115,7 +115,7 @@ def _separates(frame: pd.DataFrame, score: str, back: list[str], self_: list[str
 
 
 def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float) -> str | None:
-    """The RoPE-aware score (tool_views.rope_composition) against the plain one and key-path patching: how often
+    """The RoPE-aware score (checks.rope_composition) against the plain one and key-path patching: how often
     each names the most needed key writer, and whether it separates the block-1 heads that look back (top
     offset >= 1 in views.block1_offsets) from those that attend to their own position."""
     if frame is None or not len(frame) or "k_rope" not in frame or not clarity.clear_gap(gap):

@@ -1,7 +1,7 @@
 """The researcher's checks on one pair of runs, beside core.causal.views.Experiments: path patching
 per position and with a mean reference, GradDrop beside AtP*, and the RoPE-aware K-composition score. Each
 returns numpy or pandas objects (0-based layer and head, labels from core.model.symbols); the Causal page
-draws them and core.causal.tool_readings says what they show.
+draws them and core.causal.check_readings says what they show.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def rope_composition(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) ->
     return frame
 
 
-def checks(model: TinyCharLM, runs: PatchRuns, res) -> dict:
+def all_checks(model: TinyCharLM, runs: PatchRuns, res) -> dict:
     """The cheap checks beside views.Experiments `res` (measured on these runs): {"graddrop": graddrop() or None
     without the position sweeps, "rope": rope_composition() or None}; both None below two blocks."""
     if model.cfg.n_layers < 2:
