@@ -6,7 +6,7 @@ margins with it too.
 - The runs must differ: M(clean) - M(corrupted) >= MIN_GAP nats, or every patch effect is a ratio of
   small differences.
 - One row beats another when its 95% bootstrap interval over the sequences (effect_low, effect_high,
-  core.causal.intervals; a head score's, core.reading.heads.score_intervals, for the Attention page's
+  core.causal.patching.effect_interval; a head score's, core.reading.heads.score_intervals, for the Attention page's
   question) lies wholly above the other's; a frame without intervals needs the point estimates
   CLEAR_GAP apart (the margin core.quiz.questions uses for every question).
 - A path is clearly needed when noising it leaves at most NEEDED (its interval's upper end).

@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.causal.intervals import effect_interval
-from core.causal.patching import PatchRuns, _metrics_of_streams, metric, metric_by_seq
+from core.causal.patching import PatchRuns, _metrics_of_streams, effect_interval, metric, metric_by_seq
 from core.model.hooks import hook_name
 from core.model.tinycharlm import TinyCharLM
 

@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 
 from core.causal.corruptions import CORRUPTIONS, corrupted_tokens
-from core.causal.intervals import effect_interval
 from core.model.hooks import hook_name
 from core.model.task import TaskConfig, sample_batch
 from core.model.tinycharlm import TinyCharLM
+from core.reading import bootstrap
 
 CHUNK_POSITIONS = 1 << 16  # sequences x positions per patched forward: bounds memory on a shared server
 
@@ -98,6 +98,26 @@ class PatchRuns:
         m = np.asarray(m_patched, dtype=np.float64)
         gap = self.m_clean - self.m_corrupted
         return (m - self.m_corrupted) / gap if gap != 0 else np.full_like(m, math.nan)
+
+
+def effect_interval(runs: PatchRuns, m_seq, level: float = bootstrap.LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """A bootstrap interval of patch effects over the sequences measured: m_seq [..., B] (metric_by_seq
+    of each patched run) -> (low, high), each [...]. Each resample (core.reading.bootstrap) draws B
+    sequences with replacement and recomputes the whole ratio, denominator included; NaN where a
+    resample's M(clean) == M(corrupted)."""
+    m = np.asarray(m_seq, dtype=np.float64)
+    w = runs.weights
+
+    def effect(idx):  # [N, B] -> [..., N]
+        ws = w[idx]
+        clean = (runs.clean_seq[idx] * ws).sum(-1)
+        corr = (runs.corrupted_seq[idx] * ws).sum(-1)
+        patched = (m[..., idx] * ws).sum(-1)
+        gap = clean - corr
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(gap != 0, (patched - corr) / gap, np.nan)
+
+    return bootstrap.sequence_interval(effect, len(w), level)
 
 
 @torch.no_grad()

@@ -127,7 +127,7 @@ def path_patch_table(model: TinyCharLM, runs: PatchRuns, receivers: list[tuple[i
 
     Rows: direction, path, sender_layer, sender_head, receiver_layer, receiver_head (0-based; -1 = every
     head of the receiver's block at once), m_patched, patch_effect, effect_low, effect_high (95% bootstrap
-    interval over the sequences, core.causal.intervals.effect_interval). Defaults: every head, and every block as a
+    interval over the sequences, core.causal.patching.effect_interval). Defaults: every head, and every block as a
     whole, as receiver; every earlier head as sender. The receivers of one block share their edited runs."""
     if receivers is None:
         receivers = [(l, h) for l in range(1, model.cfg.n_layers) for h in [*range(model.cfg.n_heads), None]]

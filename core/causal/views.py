@@ -12,7 +12,7 @@ import torch
 from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
 from core.causal.experiments import POSITION_BUDGET, Experiments
-from core.causal.intervals import effect_interval
+from core.causal.patching import effect_interval
 from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM

@@ -1,5 +1,5 @@
 """The one bootstrap over sequences behind every interval the pages show: head-score intervals
-(core.reading.heads.score_intervals) and patch-effect intervals (core.causal.intervals.effect_interval).
+(core.reading.heads.score_intervals) and patch-effect intervals (core.causal.patching.effect_interval).
 
 Both resample the B sequences measured N_BOOT times with replacement (seed BOOT_SEED, one [N_BOOT, B]
 draw), recompute their statistic on each resample, and report the central `level` quantiles.
