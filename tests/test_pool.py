@@ -72,7 +72,7 @@ def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_mon
 
     monkeypatch.setattr(backend, "wait_any", slow_wait)
     assert in_gap.wait(10)
-    a_handle = a._src.handle
+    a_handle = a.source.handle
     pool.discard(a)  # reset must not close a's connection under the monitor
     a_handle.close()  # ... and so does anything else that closes it
     go_on.set()
@@ -475,12 +475,12 @@ def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_le
         if how == "finished":
             wait_until(lambda: run.ended.is_set(), 30, "the run to finish")
         else:
-            wait_until(lambda: run._src.saved is not None, 30, "the run's first saved log")
+            wait_until(lambda: run.source.saved is not None, 30, "the run's first saved log")
             next(h for h in pool.backend.started if h.pid == run.pid).kill()
             wait_until(lambda: run.ended.is_set(), 10, "the pool to notice")
         model = run.result[0]
         assert model is not None and run.status == how, (run.status, run.error)
-        return weakref.ref(run), weakref.ref(model), weakref.ref(run._src)
+        return weakref.ref(run), weakref.ref(model), weakref.ref(run.source)
 
     refs = [ended(replace(TINY, seed=1), "alice|1", "finished"), ended(replace(LONG, seed=3), "carol|1", "failed")]
     gc.collect()

@@ -92,7 +92,7 @@ class Ending:
 
 
 def _streamed(name: str):
-    return property(lambda run: getattr(run._end.stream if run._end is not None else run._src, name))
+    return property(lambda run: getattr(run._end.stream if run._end is not None else run.source, name))
 
 
 class LiveRun:
@@ -101,7 +101,7 @@ class LiveRun:
     `shared`: None for a run this session's press started, "live" when it follows a training another
     session started, "finished" when it was handed a finished one."""
 
-    status = property(lambda run: run._end.status if run._end is not None else run._src.status)
+    status = property(lambda run: run._end.status if run._end is not None else run.source.status)
     error = property(lambda run: None if run._end is None else run._end.error)
     position, blocked, step, seconds = (_streamed(n) for n in ("position", "blocked", "step", "seconds"))
     rows, frames, strip_period = (_streamed(n) for n in ("rows", "frames", "strip_period"))
@@ -115,11 +115,12 @@ class LiveRun:
         self.registered_key: str | None = None  # set by the page once the model is in the picker
         self.stopping = False  # Stop was pressed; the worker ends (or hands this run its model) after the step
         self.ended = threading.Event()
-        self._src = source  # the training it follows (or the finished stream it was handed)
+        self.source = source  # the training it follows (or the finished stream it was handed); the pool's
         self._end: Ending | None = None  # set once, by the pool, just before `ended`
         self._read: tuple | None = None  # the model read back from the checkpoint here, on first use
 
-    def _publish(self, ending: Ending) -> None:
+    def publish(self, ending: Ending) -> None:
+        """The pool ends the run: its stream stops changing here, then `ended` is set."""
         self._end = ending
         self.ended.set()
 

@@ -144,7 +144,7 @@ class RunPool:
         kills, command, handle, last = [], None, None, False
         deadline = time.monotonic() + wait_seconds
         with self._lock:
-            training = run._src if isinstance(run._src, _Training) else None
+            training = run.source if isinstance(run.source, _Training) else None
             if run.ended.is_set() or training is None or run not in training.followers:
                 return
             if training.status == RunStatus.WAITING or training.handle is None:
@@ -215,7 +215,7 @@ class RunPool:
         """End one follower: its stream stops changing, its model (if any) is `data`."""
         result = None if decoded is None else (*decoded, data)
         self._runs.pop(run.id, None)
-        run._publish(Ending(RunStatus(status), run._src.frozen(**stream), error, data, result))
+        run.publish(Ending(RunStatus(status), run.source.frozen(**stream), error, data, result))
 
     def _drop(self, training: _Training, status: str, error: str | None = None, data: bytes | None = None,
               decoded=None, **stream) -> list[WorkerHandle]:
@@ -236,7 +236,7 @@ class RunPool:
 
     def _leave(self, run: LiveRun) -> list[WorkerHandle]:
         """Take `run` off its training (ended as cancelled); the training ends if nobody follows it."""
-        training = run._src if isinstance(run._src, _Training) else None
+        training = run.source if isinstance(run.source, _Training) else None
         kills = []
         if training is not None and run in training.followers:
             training.followers.remove(run)
