@@ -131,7 +131,8 @@ def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     from ui.training import run_pool
 
     at = open_app("app_pages/train.py")
-    pool = run_pool()
+    pool = run_pool()  # the page makes its pool on first use (a press on Train); from then on every run checks
+    at.run()
     monitor = pool.monitor.thread
     assert monitor is not None and monitor.is_alive()
 
