@@ -284,8 +284,8 @@ def test_causal_snippet_task_2block():
     shown = page_snippets("app_pages/causal.py", "variable-period-2block.pt",
                           [("number_input", period, 16), ("number_input", "cz_seed", 1),
                            ("button", "cz_positions_button", True)])
-    assert [s["title"] for s in shown] == [snippets.CAUSAL_SECTIONS[k][0] for k in
-                                           ("runs", "graddrop", "positions", "paths", "path_positions", "rope", "lens")]
+    order = ("runs", "graddrop", "positions", "paths", "path_positions", "rope", "circuit", "lens")
+    assert [s["title"] for s in shown] == [snippets.CAUSAL_SECTIONS[k][0] for k in order]
     check_snippets(shown)
 
 

@@ -154,9 +154,9 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
-def circuit_section(res) -> None:
+def circuit_section(res, snippet: SnippetOf | None = None) -> None:
     """The circuit as a whole (res.circuit, core.causal.circuit.page_circuit): chosen and scored with one
-    reference, the mean over the corrupted runs."""
+    reference, the mean over the corrupted runs; with its snippet when `snippet` is given."""
     circ = res.circuit
     if circ is None:
         return
@@ -205,6 +205,8 @@ def circuit_section(res) -> None:
     said = _circuit_sentence(circ, res.gap, res.corruption)
     if said:
         st.markdown(said)
+    if snippet is not None:
+        python_panel(snippet("circuit"), shows={"completeness": rows["completeness"], "minimality": rows["minimality"]})
 
 
 def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf | None = None) -> None:

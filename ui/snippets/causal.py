@@ -78,6 +78,15 @@ def _path_positions(model, runs):
     return {"change": positions["change"], "lost": whole["lost"]}
 
 
+def _circuit(res):
+    # chosen and scored with one reference, the mean over the corrupted runs (core.causal.circuit)
+    circ = res.circuit
+    print("circuit:", ", ".join(circ["elements"]), "keeps", round(circ["recovered"], 3), "of the span",
+          round(circ["span"], 3), "nats")
+    print(circ["rows"][["label", "completeness", "completeness_share", "minimality", "minimality_share"]].round(3))
+    return {"completeness": circ["rows"]["completeness"], "minimality": circ["rows"]["minimality"]}
+
+
 def _lens(res):
     print(res.lens_by_copy.round(3).to_string(index=False))
     return {"prob": res.lens_by_copy["prob"], "rank": res.lens_by_copy["rank"]}
@@ -93,6 +102,8 @@ CAUSAL_SECTIONS = {  # section -> (title, the piece that shows it)
     "rope": ("Plain and RoPE-aware K-composition beside key-path patching (section 4).", _rope),
     "path_positions": ("Path patching position by position, with each corrupted run or their mean as the "
                        "reference (section 4).", _path_positions),
+    "circuit": ("The circuit as a whole: chosen and scored with the mean over the corrupted runs, its "
+                "completeness and minimality (section 4).", _circuit),
     "lens": ("The logit lens: the right token's probability and rank after each stage, by copy (section 5).", _lens),
 }
 
