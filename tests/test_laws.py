@@ -345,11 +345,48 @@ def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
     assert len(frame) == 18 and (frame["reached"] == 6).all()
     said = " ".join(stage_sentences(table))
     assert "the steps to 0.5 nats fall with T while the onset shows no clear trend" in said
-    assert "0 never reached the completion (0.5 nats)" in said
+    assert "every run reached all three stages within its cap, so none is censored" in said
+    assert "never reached" not in said
     # the onset is flat in both series, so against targets per step both slopes are 0: the series agree
     assert "the head-score onset's slope is +0.00" in said
     both = stage_sentences(targets_table(_stages_table(tmp_path / "b.csv", onset_slope=-1.0)))
     assert "the steps to 0.5 nats and the onset both fall with T" in " ".join(both)
+
+
+def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(tmp_path):
+    """The spec's joint key "seq_len, batch_size, steps" gives one point a longer cap (targets.json does, for
+    B = 8); the sentences say each cap and name every run that never reached a stage, by point and seed."""
+    from core.pool.laws import caps_text, stage_points, stage_sentences, targets_table
+    from core.pool.sweep_grid import grid
+
+    specs = grid({"seq_len, batch_size, steps": [(96, 32, 2000), (96, 8, 6000)], "seed": [0, 1]})
+    assert [(s.batch_size, s.steps, s.seed) for s in specs] == [(32, 2000, 0), (32, 2000, 1),
+                                                                 (8, 6000, 0), (8, 6000, 1)]
+    assert len({s.run_id("c") for s in specs}) == 4
+    path = _stages_table(tmp_path / "targets.csv")
+    t = read_table(path)
+    b8 = t["batch_size"] == 8
+    t.loc[b8, "steps"] = 6000
+    never = (b8 & t["seed"].isin([1, 4])) | ((t["seq_len"] == 64) & (t["seed"] == 0))
+    t.loc[never, "completion_step"] = None
+    t.loc[b8 & (t["seed"] == 4), ["drop_step", "dropped"]] = [None, False]
+    t.loc[never, "steps_run"] = t.loc[never, "steps"]
+    write_table(path, t.astype(object).where(t.notna(), None).to_dict("records"), "python -m core.sweep")
+    table = targets_table(path)
+    assert caps_text(table) == "step 2000 (6000 at T = 96, B = 8)"
+    (point,) = stage_points(table[b8], "completion_step", "batch_size")
+    assert point.cap == 6000 and point.n_dropped == 4
+    said = stage_sentences(table)[0]
+    assert ("or at its cap, step 2000 (6000 at T = 96, B = 8): 0 never reached the head-score onset; 1 never reached "
+            "the drop (ln V / 2) at T = 96, B = 8 (seed 4); 3 never reached the completion (0.5 nats) at T = 64, "
+            "B = 32 (seed 0) and T = 96, B = 8 (seeds 1 and 4). A run that never reached a stage is censored") in said
+
+
+def test_a_power_is_never_rounded_across_the_power_asked_for():
+    from core.pool.laws import power_percent
+
+    assert power_percent(0.795) == "79.5%" and power_percent(0.7999) == "79.99%"
+    assert [power_percent(x) for x in (0.8, 0.804, 0.61, 0.4, 1.0)] == ["80%", "80%", "61%", "40%", "100%"]
 
 
 def test_a_decaying_table_is_not_read_as_a_constant_rate_one(tmp_path):

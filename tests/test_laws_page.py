@@ -290,8 +290,17 @@ def test_the_constant_rate_stages_are_said_from_their_table(page):
               "completion_step": "completion (0.5 nats)"}
     said = next(m.value for m in at.markdown if "the learning rate constant throughout" in m.value)
     assert f"{len(t)} runs ({t['seed'].nunique()} seeds at each of 6 points)" in said
+    caps = t.groupby(["seq_len", "batch_size"])["steps"].max()
+    longer = "; ".join(f"{c} at T = {T}, B = {B}" for (T, B), c in caps.items() if c != caps.mode()[0])
+    assert f"or at its cap, step {caps.mode()[0]}" + (f" ({longer})" if longer else "") + ": " in said
     for col, name in stages.items():
-        assert f"{int(t[col].isna().sum())} never reached the {name}" in said
+        never = t[t[col].isna()]
+        if t[list(stages)].isna().any(axis=None):
+            assert f"{len(never)} never reached the {name}" in said
+        for (T, B), g in never.groupby(["seq_len", "batch_size"]):  # each censored run named by point and seed
+            assert f"T = {T}, B = {B} (seed{'s' if len(g) > 1 else ''} {g['seed'].iloc[0]}" in said
+    if not t[list(stages)].isna().any(axis=None):
+        assert "every run reached all three stages within its cap, so none is censored" in said
     assert f"On {int((t['onset_step'] <= 10).sum())} runs block 1's previous-token score" in said
     series = {"T": (t[t["batch_size"] == 32], "seq_len", "Against sequence length T at B = 32"),
               "B": (t[t["seq_len"] == 96], "batch_size", "Against batch size B at T = 96")}

@@ -106,8 +106,8 @@ def power_section() -> None:
             "power, 5 seeds": 100 * power["power_5"], "power, 12 seeds": 100 * power["power_12"]}),
         hide_index=True, width="stretch", column_config={
             "spread": st.column_config.NumberColumn(format="%.2f"),
-            "power, 5 seeds": st.column_config.NumberColumn(format="%.0f%%"),
-            "power, 12 seeds": st.column_config.NumberColumn(format="%.0f%%")})
+            "power, 5 seeds": st.column_config.NumberColumn(format="%.1f%%"),
+            "power, 12 seeds": st.column_config.NumberColumn(format="%.1f%%")})
     st.caption("**What am I looking at?** One row per series and stage: how many seeds reached it at every point "
                "(their spread is the noise resampled), the spread (the standard deviation of a seed's log step about "
                "its point's log median), the power with 5 and 12 seeds a point, and the fewest seeds a point from "

@@ -891,6 +891,16 @@ def caps_text(table: pd.DataFrame) -> str:
     return f"step {common}" + (f" ({'; '.join(other)})" if other else "")
 
 
+def censored_text(table: pd.DataFrame, stage: str) -> str:
+    """Where the runs that never reached `stage` are: "T = 96, B = 8 (seeds 2 and 5) and T = 64, B = 32 (seed 1)"."""
+    out = []
+    for (T, B), g in table[table[stage].isna()].groupby(["seq_len", "batch_size"], sort=True):
+        seeds = [str(int(s)) for s in sorted(g["seed"])]
+        listed = seeds[0] if len(seeds) == 1 else ", ".join(seeds[:-1]) + " and " + seeds[-1]
+        out.append(f"T = {int(T)}, B = {int(B)} (seed{'s' if len(seeds) > 1 else ''} {listed})")
+    return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1]
+
+
 def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
     """What the page says about the constant-rate table, computed from it: how many runs reached each stage,
     each stage's slope along T and along B, the contrast between completion and onset along T, and what the two
@@ -903,10 +913,16 @@ def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
     missed = {s: int(table[s].isna().sum()) for s in STAGES}
     early = int((table["onset_step"] <= every).sum())
     points = table.groupby(["seq_len", "batch_size"]).ngroups
+    if any(missed.values()):
+        censored = ("; ".join(f"{missed[s]} never reached the {STAGES[s]}"
+                              + (f" at {censored_text(table, s)}" if missed[s] else "") for s in STAGES)
+                    + ". A run that never reached a stage is censored: it stopped at its cap, so that stage, if it "
+                      "comes, comes later")
+    else:
+        censored = "every run reached all three stages within its cap, so none is censored"
     out.append(f"{n} runs ({table['seed'].nunique()} seeds at each of {points} points), the learning rate constant "
                f"throughout, each stopped once its later-copy loss fell below 0.5 nats or at its cap, "
-               f"{caps_text(table)}: "
-               + ", ".join(f"{missed[s]} never reached the {STAGES[s]}" for s in STAGES)
+               f"{caps_text(table)}: {censored}"
                + (f". On {early} runs block 1's previous-token score was at or above 0.1 from the first measurement "
                   f"(step {every}) on, so their onset is step {every} or earlier: a weak previous-token preference the "
                   "start already has, which the onset cannot tell from a forming head." if early else "."))
@@ -1022,6 +1038,13 @@ def power_frame(table: pd.DataFrame | None = None, shipped: tuple[str, ...] = ("
     return pd.DataFrame(rows)
 
 
+def power_percent(power: float, target: float = POWER) -> str:
+    """A power in percent, whole unless rounding would carry it across `target`: then with the decimals that keep
+    it on its side (0.795 is "79.5%", not "80%", beside a statement that 80% takes more seeds)."""
+    digits = next((d for d in range(5) if (round(power, d + 2) >= target) == (power >= target)), 4)
+    return f"{power:.{digits}%}"
+
+
 def power_sentence(frame: pd.DataFrame) -> str:
     """The power statement, from power_frame."""
     if frame.empty:
@@ -1031,8 +1054,8 @@ def power_sentence(frame: pd.DataFrame) -> str:
     for r in frame.itertuples():
         need = (f"{int(r.needed)} seeds a point" if r.needed is not None and not pd.isna(r.needed) else
                 f"more than {MAX_SEEDS} seeds a point")
-        parts.append(f"{r.stage} against {r.series}: {need} (with 5 seeds {r.power_5:.0%} of experiments would, "
-                     f"with 12 {r.power_12:.0%})")
+        parts.append(f"{r.stage} against {r.series}: {need} (with 5 seeds {power_percent(r.power_5)} of experiments "
+                     f"would, with 12 {power_percent(r.power_12)})")
     return (f"How many seeds it takes to tell a slope of −0.5 from 0, {POWER:.0%} of the time at the 95% level, "
             "resampling the measured seed spread (each seed's steps about its point's median, kept together across "
             "points): " + "; ".join(parts) + ".")
