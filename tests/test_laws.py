@@ -386,7 +386,8 @@ def test_a_power_is_never_rounded_across_the_power_asked_for():
     from core.pool.laws import power_percent
 
     assert power_percent(0.795) == "79.5%" and power_percent(0.7999) == "79.99%"
-    assert [power_percent(x) for x in (0.8, 0.804, 0.61, 0.4, 1.0)] == ["80%", "80%", "61%", "40%", "100%"]
+    assert [power_percent(x) for x in (0.8, 0.804, 0.61, 0.4, 0.999, 1.0)] == ["80%", "80%", "61%", "40%", "99.9%",
+                                                                                "100%"]
 
 
 def test_a_decaying_table_is_not_read_as_a_constant_rate_one(tmp_path):

@@ -1039,9 +1039,10 @@ def power_frame(table: pd.DataFrame | None = None, shipped: tuple[str, ...] = ("
 
 
 def power_percent(power: float, target: float = POWER) -> str:
-    """A power in percent, whole unless rounding would carry it across `target`: then with the decimals that keep
-    it on its side (0.795 is "79.5%", not "80%", beside a statement that 80% takes more seeds)."""
-    digits = next((d for d in range(5) if (round(power, d + 2) >= target) == (power >= target)), 4)
+    """A power in percent, whole unless rounding would carry it across `target` or to 100%: then with the decimals
+    that keep it on its side (0.795 is "79.5%", not "80%", beside a statement that 80% takes more seeds)."""
+    digits = next((d for d in range(5) if all((round(power, d + 2) >= level) == (power >= level)
+                                              for level in (target, 1.0))), 4)
     return f"{power:.{digits}%}"
 
 
