@@ -1,4 +1,4 @@
-"""core.shipped: the one command that rebuilds every shipped file a training made (issue #29)."""
+"""core.shipped: the one command that rebuilds every shipped file a training made."""
 from __future__ import annotations
 
 import sys
