@@ -175,7 +175,7 @@ class Trainer:
         return self.cfg.lr_at(step)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits [B, T, V] of the model as this run trains and measures it: with the layer-2 clamp on
+        """Logits [B, T, V] of the model as this run trains and measures it: with the induction clamp on
         (core.training.interventions), through run_with_hooks with the clamp's edit; else the fused forward."""
         edits = clamp_edits(self.cfg, tokens)
         return self.model.run_with_hooks(tokens, edits=edits)[0] if edits else self.model(tokens)
