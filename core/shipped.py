@@ -1,6 +1,6 @@
 """Rebuild every shipped file that a training made, with the commands recorded beside them.
 
-    python -m core.shipped                 # the four checkpoints (+ manifest) and the transition study
+    python -m core.shipped                 # the four checkpoints (+ manifest), the Markov runs and the transition study
     python -m core.shipped --laws          # and the tables of the Laws page (checkpoints/laws/*.csv)
     python -m core.shipped --dry-run       # print the commands only
 
@@ -10,7 +10,8 @@ never read.
 
 The checkpoints are trained by their presets (`python -m core.train --preset NAME --out
 checkpoints/NAME.pt --manifest checkpoints/manifest.json`, README "Reproducing the shipped
-checkpoints"); every table is rebuilt by the command in its own `# command:` header line, run
+checkpoints"); the Markov-chain runs in checkpoints/markov/ by the command each records in that folder's
+manifest; every table is rebuilt by the command in its own `# command:` header line, run
 exactly as written, after the file is removed (a sweep keeps the rows a table already has, so an old
 table would keep its old rows). Every command runs at one thread (OMP_NUM_THREADS=1: bit-reproducible
 with the same torch build and attention kernel on the same kind of CPU), up to --parallel at a time.
@@ -32,6 +33,7 @@ from core.training.presets import DEFAULT_PRESET, PRESETS
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTS = ROOT / "checkpoints"
 STUDY = CHECKPOINTS / "transition_study.csv"
+MARKOV_MANIFEST = CHECKPOINTS / "markov" / "manifest.json"
 
 
 def header_command(path: Path) -> list[str]:
@@ -49,10 +51,16 @@ def header_command(path: Path) -> list[str]:
 
 def jobs(laws: bool = False) -> list[tuple[Path | None, list[str]]]:
     """(file to remove first or None, argv) for every rebuild, in order: the checkpoints (one per preset,
-    the default first), the transition study, then (laws) each Laws table."""
+    the default first), the Markov-chain runs (the commands their manifest records), the transition study,
+    then (laws) each Laws table."""
+    import json
+
     out: list[tuple[Path | None, list[str]]] = [
         (None, [sys.executable, "-m", "core.train", "--preset", p, "--out", f"checkpoints/{p}.pt",
                 "--manifest", "checkpoints/manifest.json"]) for p in sorted(PRESETS, key=lambda p: p != DEFAULT_PRESET)]
+    for row in json.loads(MARKOV_MANIFEST.read_text())["checkpoints"]:
+        argv = shlex.split(row["command"])
+        out.append((None, [sys.executable if argv[0] in ("python", "python3") else argv[0], *argv[1:]]))
     out.append((STUDY, header_command(STUDY)))
     if laws:
         out += [(path, header_command(path)) for path in sorted((CHECKPOINTS / "laws").glob("*.csv"))]

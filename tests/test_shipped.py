@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from core import shipped
+from core.training.markov import MARKOV_PRESETS
 from core.training.presets import PRESETS
 
 from helpers import ROOT
@@ -18,7 +19,12 @@ def test_every_shipped_checkpoint_and_table_is_rebuilt_by_its_own_command():
     made = set()
     for path, argv in todo:
         assert argv[0] == sys.executable
-        if path is None:  # a checkpoint, trained by its preset into its own file, recorded in the manifest
+        if path is None and argv[2] == "core.training.markov":  # a Markov run, by the command its manifest records
+            name = _arg(argv, "--preset")
+            assert name in MARKOV_PRESETS and _arg(argv, "--out") == f"checkpoints/markov/{name}.pt"
+            assert _arg(argv, "--manifest") == "checkpoints/markov/manifest.json"
+            made.add(ROOT / _arg(argv, "--out"))
+        elif path is None:  # a checkpoint, trained by its preset into its own file, recorded in the manifest
             name = _arg(argv, "--preset")
             assert name in PRESETS and _arg(argv, "--out") == f"checkpoints/{name}.pt"
             assert _arg(argv, "--manifest") == "checkpoints/manifest.json"
@@ -28,7 +34,7 @@ def test_every_shipped_checkpoint_and_table_is_rebuilt_by_its_own_command():
             assert ROOT / out == path, argv
             made.add(path)
     shipped_files = set((ROOT / "checkpoints").glob("*.pt")) | set((ROOT / "checkpoints").glob("*.csv")) \
-        | set((ROOT / "checkpoints" / "laws").glob("*.csv"))
+        | set((ROOT / "checkpoints" / "laws").glob("*.csv")) | set((ROOT / "checkpoints" / "markov").glob("*.pt"))
     assert shipped_files == made
 
 
