@@ -13,8 +13,9 @@ held head's values and output, still train. clamp_induction_head is the counterp
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
   W_Q and W_K get no gradient. The hold is a change to the head's computation (AttentionBlock.prev_head),
   not to its weights: a softmax head never puts exactly all of its attention on one key, so no weights
-  would reproduce it. It is written once, in core.model.tinycharlm (hold_pattern, the same edit on
-  hook_pattern any run could make, and hold_z, its form in the fused training forward). As in Singh
+  would reproduce it. It is written once, in core.model.hooks (hold_pattern, the same edit on
+  hook_pattern any run could make, and hold_z, its form where the pattern is not formed; the compiled
+  attention applies the same hold itself). As in Singh
   et al.'s code (one clamped forward for training and evaluation), the hold stays part of the model:
   the checkpoint's train entry records hold_prev_head, read_checkpoint and snapshot_model restore it,
   and the history rows, the Train page's banner, the timeline and every other page measure that same
