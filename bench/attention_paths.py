@@ -33,18 +33,10 @@ CPU_KIND = as_cpu() if __name__ == "__main__" else None
 import torch  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
-from core.model import attention_cpp  # noqa: E402
-from core.model.hooks import attend  # noqa: E402
-from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: E402
+from core.model import attention, attention_cpp  # noqa: E402
+from core.model.tinycharlm import rope_cos_sin  # noqa: E402
 
 B, T, H, DH = 32, 96, 4, 32
-
-
-def eager_path(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """qkv [B, T, 3 H dh] (standard rotate-half column order) -> z [B, T, H dh] with PyTorch's ops."""
-    q, k, v = qkv.view(B, T, 3, H, DH).permute(2, 0, 3, 1, 4)
-    z = attend(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
-    return z.transpose(1, 2).reshape(B, T, H * DH)
 
 
 def _children_cpu() -> float:
@@ -65,19 +57,19 @@ def main(argv=None) -> int:
     qkv = torch.randn(B, T, 3 * H * DH, generator=g).requires_grad_()
     dz = torch.randn(B, T, H * DH, generator=g)
     cos, sin = rope_cos_sin(T, DH, 10000.0)
-    paths = {"eager": lambda: eager_path(qkv, cos, sin)}
+    paths = {"eager": lambda: attention.eager_z(qkv, H, cos, sin)}
     out = {"cpu": CPU_KIND, "torch_capability": torch.backends.cpu.get_cpu_capability(), "sizes": [B, T, H, DH]}
     if attention_cpp.available():
         paths["compiled"] = lambda: attention_cpp.causal_attention(qkv, H, cos, sin)
     else:
         out["compiled_unavailable"] = attention_cpp.reason()
     if not args.no_compile:
-        compiled_fn = torch.compile(eager_path, dynamic=False)
+        compiled_fn = torch.compile(attention.eager_z, dynamic=False)
         c0, k0, w0 = time.process_time(), _children_cpu(), time.perf_counter()
-        compiled_fn(qkv, cos, sin).backward(dz)
+        compiled_fn(qkv, H, cos, sin).backward(dz)
         out["inductor_first_call"] = {"cpu_s": round(time.process_time() - c0 + _children_cpu() - k0, 2),
                                       "wall_s": round(time.perf_counter() - w0, 2)}
-        paths["inductor"] = lambda: compiled_fn(qkv, cos, sin)
+        paths["inductor"] = lambda: compiled_fn(qkv, H, cos, sin)
     rates = [matmul_rate()]
     times: dict[str, list[float]] = {name: [] for name in paths}
     for r in range(args.rounds + 1):

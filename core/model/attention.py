@@ -77,10 +77,21 @@ def measure_kernels(sizes=(32, 96, 4, 32), rounds: int = 3, n: int = 5) -> dict[
         return _measure(sizes, rounds, n)
 
 
+def eager_z(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """What AttentionBlock's eager path computes from a projection qkv [B, T, 3 H dh] (plain column order)
+    to z [B, T, H dh]: per-head views, apply_rope, hooks.attend. The measurements' eager side."""
+    from core.model.hooks import attend
+    from core.model.tinycharlm import apply_rope  # tinycharlm imports this module
+
+    B, T, width = qkv.shape
+    dh = width // (3 * n_heads)
+    q, k, v = qkv.view(B, T, 3, n_heads, dh).permute(2, 0, 3, 1, 4)
+    return attend(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v).transpose(1, 2).reshape(B, T, n_heads * dh)
+
+
 def _measure(sizes, rounds: int, n: int) -> dict[str, float]:
     from core.model.config import ModelConfig
-    from core.model.hooks import attend
-    from core.model.tinycharlm import apply_rope, rope_cos_sin  # tinycharlm imports this module
+    from core.model.tinycharlm import rope_cos_sin  # tinycharlm imports this module
 
     B, T, H, dh = sizes
     g = torch.Generator().manual_seed(0)
@@ -88,11 +99,7 @@ def _measure(sizes, rounds: int, n: int) -> dict[str, float]:
     dz = torch.randn(B, T, H * dh, generator=g)
     cos, sin = rope_cos_sin(T, dh, ModelConfig().rope_base)
 
-    def eager():  # what AttentionBlock's eager path computes from its projection to z
-        q, k, v = qkv.view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
-        return attend(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v).transpose(1, 2).reshape(B, T, H * dh)
-
-    runs = {"eager": lambda: eager().backward(dz),
+    runs = {"eager": lambda: eager_z(qkv, H, cos, sin).backward(dz),
             "compiled": lambda: attention_cpp.causal_attention(qkv, H, cos, sin).backward(dz)}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for r in range(rounds + 1):

@@ -218,7 +218,7 @@ class Trainer:
                 self.last_later_loss = float(loss)
             else:
                 later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
-                self.last_later_loss = float(per_target.view(later.shape)[later].mean())
+                self.last_later_loss = float(per_target[later].mean())
         self.step += 1
         return loss.item()
 
