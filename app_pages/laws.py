@@ -1,11 +1,11 @@
 """Laws of the drop: how the drop step moves with context, batch and vocabulary over many seeds, set beside
 the published predictions; the clamps; the Causal page's readings over training seeds. Reads the shipped
-tables (checkpoints/laws/, core.pool.laws), and a small sweep of the student's own, trained through the
+tables (checkpoints/laws/, core.laws), and a small sweep of the student's own, trained through the
 server's training pool like the Train page's runs (core.pool.page_sweep)."""
 import pandas as pd
 import streamlit as st
 
-from core.pool import laws
+from core.laws import clamps, drop, readings, stats
 from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
 from core.training.config import LOG_SEQS, TrainConfig
@@ -56,8 +56,8 @@ CHART_NOTE = (
 
 def vocab_note() -> str:
     """The vocab chart's note, its numbers (the drop threshold, how often a token repeats inside a pattern)
-    computed from the vocab table's settings (core.pool.laws.vocab_effects)."""
-    eff = laws.vocab_effects()
+    computed from the vocab table's settings (core.laws.drop.vocab_effects)."""
+    eff = drop.vocab_effects()
     lo, hi = eff[min(eff)], eff[max(eff)]
     return (
         "**Vocabulary size.** V symbols to copy: the later-copy loss starts from ln V, and the drop is where it "
@@ -75,25 +75,25 @@ def vocab_note() -> str:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _law(name: str, mtime: float):
-    law = laws.LAWS[name]
-    result = laws.read_law(law.path, law)
-    runs, lines = laws.chart_frames(result)
-    return result, runs, lines, laws.sentences(result)
+    law = drop.LAWS[name]
+    result = drop.read_law(law.path, law)
+    runs, lines = drop.chart_frames(result)
+    return result, runs, lines, drop.sentences(result)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _sweeps_caption(tables: tuple) -> str:
-    """laws.sweeps_caption() of the tables as they are: (name, mtime) of each, so a new table is read again."""
-    return laws.sweeps_caption()
+    """drop.sweeps_caption() of the tables as they are: (name, mtime) of each, so a new table is read again."""
+    return drop.sweeps_caption()
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _groups(path: str, column: str, mtime: float) -> dict:
-    return laws.groups(path, column)
+    return stats.groups(path, column)
 
 
 def law_section(name: str) -> None:
-    law = laws.LAWS[name]
+    law = drop.LAWS[name]
     st.subheader(TITLES[name])
     if not law.path.is_file():
         st.info(f"Not measured yet: checkpoints/laws/{name}.csv is not installed with this copy of the lab.")
@@ -122,47 +122,47 @@ def depth_and_start_section() -> None:
     lines = []
     if STUDY_FILE.is_file():
         for blocks, point in _groups(str(STUDY_FILE), "blocks", STUDY_FILE.stat().st_mtime).items():
-            lines.append(laws.group_sentence(f"{blocks} block{'s' if blocks > 1 else ''} (the transition study)",
+            lines.append(stats.group_sentence(f"{blocks} block{'s' if blocks > 1 else ''} (the transition study)",
                                              point))
-    init = laws.LAWS_DIR / "init.csv"
+    init = stats.LAWS_DIR / "init.csv"
     if init.is_file():
         names = {"shared": "Enlarged start (the default)", "plain": "Plain start"}
         for value, point in _groups(str(init), "init", init.stat().st_mtime).items():
-            lines.append(laws.group_sentence(f"{names.get(value, value)}, 2 blocks", point))
+            lines.append(stats.group_sentence(f"{names.get(value, value)}, 2 blocks", point))
     if not lines:
         st.info("Not measured yet: neither the transition study nor checkpoints/laws/init.csv is installed.")
         return
     st.markdown("\n".join(f"- {s}" for s in lines))
-    two = _two_blocks(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv"))))
+    two = _two_blocks(tuple((p.name, p.stat().st_mtime) for p in sorted(stats.LAWS_DIR.glob("*.csv"))))
     st.markdown(
         "One block has no second layer to read what a previous-token head wrote, so it cannot build the "
         "induction circuit (Olsson et al., 2022) and its later-copy loss stays near ln V. " + two + " The "
         "*enlarged* start multiplies the initial embedding by 3 and adds one shared direction to every row "
         "(docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one, trained here as "
         "long as the other sweeps' runs, and its plateau outlasts that cap.")
-    if STUDY_FILE.is_file() and (laws.LAWS_DIR / "init.csv").is_file():
+    if STUDY_FILE.is_file() and (stats.LAWS_DIR / "init.csv").is_file():
         python_panel(snippets.law_depth_and_start(), shows={"said": lines, "two_blocks": two})
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _two_blocks(tables: tuple) -> str:
-    """laws.two_block_sentence() of the tables as they are ((name, mtime) of each)."""
-    return laws.two_block_sentence()
+    """drop.two_block_sentence() of the tables as they are ((name, mtime) of each)."""
+    return drop.two_block_sentence()
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
 def _clamps(mtime: float):
-    return laws.clamp_sentences(), laws.clamp_frame(), laws.table_command(laws.CLAMPS_FILE)
+    return clamps.clamp_sentences(), clamps.clamp_frame(), stats.table_command(clamps.CLAMPS_FILE)
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
 def _readings(mtime: float):
-    return laws.readings_sentences(), laws.table_command(laws.READINGS_FILE)
+    return readings.readings_sentences(), stats.table_command(readings.READINGS_FILE)
 
 
 def clamps_section() -> None:
     st.subheader("Clamps")
-    path = laws.CLAMPS_FILE
+    path = clamps.CLAMPS_FILE
     if not path.is_file():
         st.info("Not measured yet: checkpoints/laws/clamps.csv is not installed with this copy of the lab.")
         return
@@ -196,7 +196,7 @@ def clamps_section() -> None:
 
 def readings_section() -> None:
     st.subheader("Replication of the circuit readings across seeds")
-    path = laws.READINGS_FILE
+    path = readings.READINGS_FILE
     if not path.is_file():
         st.info("Not measured yet: checkpoints/laws/readings.csv is not installed with this copy of the lab.")
         return
@@ -276,7 +276,7 @@ def _sweep_results(sweep: ps.PageSweep) -> None:
     st.markdown("\n".join(f"- {s}" for s in said))
     if result is None:
         return
-    runs, lines = laws.chart_frames(result)
+    runs, lines = drop.chart_frames(result)
     chart, note = st.columns([3, 2])
     draw(chart, law_chart(runs, lines, result.law.axis_name, height=300), width="stretch")
     note.caption(CHART_NOTE)
@@ -349,8 +349,8 @@ st.markdown(
     "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
     "is under each chart): nothing trains when you open it. Each chart's 🐍 panel holds the `core` calls that "
     "compute it from its table.")
-st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(laws.LAWS_DIR.glob("*.csv")))))
-for name in laws.LAWS:
+st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(stats.LAWS_DIR.glob("*.csv")))))
+for name in drop.LAWS:
     law_section(name)
 laws_sections.stages_section()
 laws_sections.power_section()

@@ -23,7 +23,7 @@ corruption, no position sweeps. One row per seed:
   at least core.training.transition.INDUCTION_HEAD on the evaluation batch;
 - gap: M(clean) - M(corrupted); drop_step: the run's drop step (core.model.drop.drop_step, every 10 steps).
 
-The Laws page reads the table (core.pool.laws.replication): on how many seeds each reading holds and the
+The Laws page reads the table (core.laws.readings.readings_sentences): on how many seeds each reading holds and the
 spread of its number. The table starts with '#' comment lines: the command that regenerates it.
 """
 from __future__ import annotations

@@ -9,6 +9,8 @@ Subpackages, each importing only those listed before it (tests/test_layout.py ch
 - core.training: training (config, initial weights, interventions, the Trainer), the presets, the
   timeline and the transition study, the in-context-learning checks, the Home page's overview.
 - core.pool: trainings in worker processes: the pool that runs them, training slots, seed series.
+- core.laws: the Laws page's tables read: the fits of the drop step, clamps, readings, stages, Markov onsets
+  (it reads core.pool's sweep tables; core.pool.page_sweep reads its runs as a law, the one way back).
 - core.quiz: the predict-then-reveal questions, built from measured numbers.
 
 The modules at this level are the command lines README gives: `python -m core.train`,
@@ -32,7 +34,7 @@ _API = {
     "TrainConfig": "core.training.config",
     "Trainer": "core.training.trainer",
 }
-_SUBPACKAGES = ("model", "reading", "causal", "archetypes", "training", "pool", "quiz")
+_SUBPACKAGES = ("model", "reading", "causal", "archetypes", "training", "pool", "laws", "quiz")
 
 __all__ = sorted(_API)
 

@@ -1,4 +1,4 @@
-"""The laws of the drop (core.pool.laws): the log-log fit recovers slopes planted in synthetic sweep
+"""The laws of the drop (core.laws): the log-log fit recovers slopes planted in synthetic sweep
 tables, never-dropped runs are counted, bad tables are refused, and each shipped table is what its
 header's command makes."""
 import math
@@ -9,27 +9,10 @@ import numpy as np
 import pytest
 
 import core.pool.sweep as sweep_module
-from core.pool.laws import (
-    AOYAMA,
-    LAWS,
-    LAWS_DIR,
-    MUSAT,
-    SINGH,
-    Law,
-    clamp_arms,
-    clamp_sentences,
-    fit_points,
-    groups,
-    median_ratio,
-    paired,
-    read_law,
-    readings_sentences,
-    seed_rank_correlation,
-    seed_slopes,
-    sentences,
-    table_command,
-    verdict,
-)
+from core.laws.clamps import clamp_arms, clamp_sentences, median_ratio
+from core.laws.drop import AOYAMA, LAWS, MUSAT, SINGH, Law, read_law, sentences, verdict
+from core.laws.readings import readings_sentences
+from core.laws.stats import LAWS_DIR, fit_points, groups, paired, seed_rank_correlation, seed_slopes, table_command
 from core.pool.sweep import COLUMNS, read_table, write_table
 from core.pool.sweep_grid import RunSpec
 
@@ -266,7 +249,7 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
     elif path.stem == "clamps":
         assert len(clamp_arms(path)) >= 3 and all(p.n >= 5 for p in clamp_arms(path).values())
     elif path.stem == "targets":
-        from core.pool.laws import stage_frame, targets_table
+        from core.laws.stages import stage_frame, targets_table
 
         frame = stage_frame(targets_table(path))
         assert len(frame) == 18 and (frame["n"] >= 5).all()
@@ -320,8 +303,8 @@ def test_later_copy_targets_per_sequence_are_what_the_task_masks():
     """later_targets against the task's own later-copy mask on a large sampled batch (an independent count)."""
     import torch
 
+    from core.laws.stages import later_targets
     from core.model.task import TaskConfig, copy_masks, sample_batch
-    from core.pool.laws import later_targets
 
     for T in (64, 96, 160):
         task = TaskConfig(period_min=16, period_max=32, seq_len=T)
@@ -333,7 +316,7 @@ def test_later_copy_targets_per_sequence_are_what_the_task_masks():
 
 def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
     """Planted: along T completion falls as T^-1, the onset is flat; the sentences say so, from the fits."""
-    from core.pool.laws import stage_fits, stage_frame, stage_sentences, targets_table
+    from core.laws.stages import stage_fits, stage_frame, stage_sentences, targets_table
 
     table = targets_table(_stages_table(tmp_path / "targets.csv"))
     assert set(table["targets_per_step"]) == {32 * 40.0, 32 * 72.0, 32 * 136.0, 8 * 72.0, 16 * 72.0, 64 * 72.0}
@@ -356,7 +339,7 @@ def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
 def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(tmp_path):
     """The spec's joint key "seq_len, batch_size, steps" gives one point a longer cap (targets.json does, for
     B = 8); the sentences say each cap and name every run that never reached a stage, by point and seed."""
-    from core.pool.laws import caps_text, stage_points, stage_sentences, targets_table
+    from core.laws.stages import caps_text, stage_points, stage_sentences, targets_table
     from core.pool.sweep_grid import grid
 
     specs = grid({"seq_len, batch_size, steps": [(96, 32, 2000), (96, 8, 6000)], "seed": [0, 1]})
@@ -383,7 +366,7 @@ def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(
 
 
 def test_a_power_is_never_rounded_across_the_power_asked_for():
-    from core.pool.laws import power_percent
+    from core.laws.stages import power_percent
 
     assert power_percent(0.795) == "79.5%" and power_percent(0.7999) == "79.99%"
     assert [power_percent(x) for x in (0.8, 0.804, 0.61, 0.4, 0.999, 1.0)] == ["80%", "80%", "61%", "40%", "99.9%",
@@ -391,7 +374,7 @@ def test_a_power_is_never_rounded_across_the_power_asked_for():
 
 
 def test_a_decaying_table_is_not_read_as_a_constant_rate_one(tmp_path):
-    from core.pool.laws import targets_table
+    from core.laws.stages import targets_table
 
     path = planted(tmp_path / "t.csv", -0.5)
     with pytest.raises(ValueError, match="decaying rate|lacks"):
@@ -403,7 +386,8 @@ def test_a_decaying_table_is_not_read_as_a_constant_rate_one(tmp_path):
 def test_the_power_of_a_slope_test_follows_the_seed_spread():
     """Without noise any number of seeds tells -0.5 from 0; with a spread, power grows with the seeds, and a
     slope of 0 is 'told apart' from 0 only at the test's own level (about 5%)."""
-    from core.pool.laws import Point, seeds_needed, slope_power
+    from core.laws.stages import seeds_needed, slope_power
+    from core.laws.stats import Point
 
     xs = (64.0, 96.0, 160.0)
     exact = tuple(Point(x, tuple(range(6)), tuple(300 * (x / 96) ** -0.5 for _ in range(6)), 2000) for x in xs)

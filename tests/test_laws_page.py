@@ -1,5 +1,5 @@
 """The Laws of the drop page (app_pages/laws.py) through AppTest: one render, every sentence pinned to the
-shipped tables' numbers, computed here from the CSV files with pandas and numpy (not core.pool.laws)."""
+shipped tables' numbers, computed here from the CSV files with pandas and numpy (not core.laws)."""
 import math
 import re
 
@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from core.pool.laws import CLAMPS_FILE, LAWS, LAWS_DIR, READINGS_FILE, clamp_arms, median_ratio, read_law
+from core.laws.clamps import CLAMPS_FILE, clamp_arms, median_ratio
+from core.laws.drop import LAWS, read_law
+from core.laws.readings import READINGS_FILE
+from core.laws.stats import LAWS_DIR
 
 from helpers import ROOT, open_app
 
@@ -49,7 +52,7 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
         text = next(m.value for m in at.markdown if f"Against {law.axis_label}," in m.value)  # its sentences
         m = {x: y for x, y in medians(law.path, law.axis).items() if math.isfinite(y)}
         slope = np.polyfit(np.log(list(m)), np.log(list(m.values())), 1)[0]
-        fit = read_law(law.path, law).fit  # its interval: the bootstrap is core.pool.laws's own
+        fit = read_law(law.path, law).fit  # its interval: the bootstrap is core.laws's own
         assert f"log-log slope is {signed(slope)} (95% interval {signed(fit.low)} to {signed(fit.high)}" in text
         for source, predicted in PREDICTED[law.name].items():
             inside = fit.low <= predicted <= fit.high if source != "Singh" else fit.low > 0
@@ -138,7 +141,7 @@ def test_the_two_block_runs_that_did_not_drop_are_counted_from_the_tables(page):
     study = pd.read_csv(ROOT / "checkpoints" / "transition_study.csv", comment="#")
     study = study[study["blocks"] == 2]
     runs = pd.concat([pd.read_csv(p, comment="#").assign(table=p.stem) for p in sorted(LAWS_DIR.glob("*.csv"))
-                      if p.stem != "readings"]).drop_duplicates("run_id")
+                      if p.stem not in ("readings", "markov")]).drop_duplicates("run_id")  # the drop sweeps
     runs = runs[runs["n_layers"] == 2]
     total = len(study) + len(runs)
     dropped = int(study["dropped"].sum()) + int(runs["drop_step"].notna().sum())
@@ -162,7 +165,7 @@ def test_the_caption_states_what_the_tables_trained(page):
 
     at, _ = page
     tables = pd.concat([t for t in (pd.read_csv(p, comment="#") for p in sorted(LAWS_DIR.glob("*.csv")))
-                        if "steps" in t.columns  # the sweep tables (readings.csv is not one) at the default schedule
+                        if {"steps", "drop_step"} <= set(t.columns)  # the drop sweeps (not readings, markov)
                         and not ("decay_steps" in t.columns and (t["decay_steps"] == 0).all())])
     (steps,) = set(tables["steps"])
     settings = ["n_layers", "period_min", "period_max", "seq_len", "vocab_size", "batch_size", "lr", "warmup_steps",
@@ -185,7 +188,7 @@ def test_the_clamps_are_read_from_their_table(page):
     med = {k: float(np.median(g["drop_step"].fillna(math.inf))) for k, g in table.groupby(["hold", "clamp"])}
     base = med[("none", "none")]
     assert f"No clamp: median drop step {base:.0f}" in text
-    arms = clamp_arms(CLAMPS_FILE)  # the intervals: the bootstrap is core.pool.laws's own
+    arms = clamp_arms(CLAMPS_FILE)  # the intervals: the bootstrap is core.laws's own
     earlier = {}
     for key, m in med.items():
         if key != ("none", "none") and math.isfinite(m):

@@ -21,7 +21,8 @@ ALLOWED = {
     "causal": {"model", "reading"},
     "archetypes": {"model", "reading"},
     "training": {"model", "reading"},
-    "pool": {"model", "reading", "training"},
+    "pool": {"model", "reading", "training", "laws"},  # laws: page_sweep alone, which reads its runs as a law
+    "laws": {"model", "reading", "training", "pool"},
     "quiz": {"model", "reading", "causal", "training"},
 }
 

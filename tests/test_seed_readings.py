@@ -7,7 +7,9 @@ import shlex
 import pandas as pd
 import pytest
 
-from core.pool.laws import CLAMPS_FILE, READINGS_FILE, table_command
+from core.laws.clamps import CLAMPS_FILE
+from core.laws.readings import READINGS_FILE
+from core.laws.stats import table_command
 from core.pool.sweep import read_table
 from core.pool.sweep_grid import RunSpec, int_list
 from exercises.planted import TASK, planted_induction_model, random_model

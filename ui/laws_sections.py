@@ -1,10 +1,10 @@
-"""The Laws of the drop page's constant-rate sections (checkpoints/laws/targets.csv, core.pool.laws): onset,
+"""The Laws of the drop page's constant-rate sections (checkpoints/laws/targets.csv, core.laws.stages): onset,
 drop and completion on the same runs, and how many seeds a slope needs."""
 from __future__ import annotations
 
 import streamlit as st
 
-from core.pool import laws
+from core.laws import stages, stats
 from core.pool.sweep import COMPLETE
 from core.training.onset import RISING
 from ui import snippets
@@ -15,9 +15,9 @@ from ui.python_panel import python_panel
 
 @st.cache_data(show_spinner=False, max_entries=2)
 def _stages(mtime: float):
-    table = laws.targets_table()
-    return (laws.stage_sentences(table), laws.stage_chart_frame(table), laws.stage_frame(table),
-            laws.power_frame(table), laws.table_command(laws.TARGETS_FILE))
+    table = stages.targets_table()
+    return (stages.stage_sentences(table), stages.stage_chart_frame(table), stages.stage_frame(table),
+            stages.power_frame(table), stats.table_command(stages.TARGETS_FILE))
 
 
 STAGES_NOTE = (
@@ -33,7 +33,7 @@ STAGES_NOTE = (
 def stages_section() -> None:
     """Onset, drop and completion on the same constant-rate runs: sentences, chart, table, command."""
     st.subheader("Onset, drop and completion at a constant rate")
-    path = laws.TARGETS_FILE
+    path = stages.TARGETS_FILE
     if not path.is_file():
         st.info("Not measured yet: checkpoints/laws/targets.csv is not installed with this copy of the lab.")
         return
@@ -80,7 +80,7 @@ def stages_section() -> None:
 
 def power_section() -> None:
     """How many seeds a slope of −0.5 needs to be told from 0, from the constant-rate table's seed spread."""
-    path = laws.TARGETS_FILE
+    path = stages.TARGETS_FILE
     if not path.is_file():
         return
     try:
@@ -97,7 +97,7 @@ def power_section() -> None:
         "under slope 0 the fitted slopes give the range a 95% test would accept, and the share of experiments "
         "under −0.5 outside it is the power. Resampling more seeds than were measured assumes the measured ones "
         "show the spread well.")
-    power_said = laws.power_sentence(power)
+    power_said = stages.power_sentence(power)
     if power_said:
         st.markdown(power_said)
     st.dataframe(power.rename(columns={
@@ -111,7 +111,7 @@ def power_section() -> None:
     st.caption("**What am I looking at?** One row per series and stage: how many seeds reached it at every point "
                "(their spread is the noise resampled), the spread (the standard deviation of a seed's log step about "
                "its point's log median), the power with 5 and 12 seeds a point, and the fewest seeds a point from "
-               f"which the power stays at {laws.POWER:.0%} or more (empty: not within {laws.MAX_SEEDS}). A series "
+               f"which the power stays at {stages.POWER:.0%} or more (empty: not within {stages.MAX_SEEDS}). A series "
                "spanning a wider "
                "range of x needs fewer seeds: the same slope moves its ends further apart.")
     python_panel(snippets.law_power(), shows={"needed": power["needed"], "said": power_said})

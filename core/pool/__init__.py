@@ -4,7 +4,7 @@ tests; ray_backend: Ray actors, when a cluster is configured), its training slot
 worker's loop (worker), trainings one after another in the background (series; its variants: several
 seeds of one setting, seed_series, and the Laws page's small capped sweep, page_sweep), and sweeps: a
 grid of trainings on local processes or Ray into one results table (sweep, sweep_grid;
-`python -m core.sweep`), and the laws read from those tables (laws).
+`python -m core.sweep`; core.laws reads those tables).
 
 May import core.model, core.reading and core.training. Ray only inside ray_backend's functions.
 """

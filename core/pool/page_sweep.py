@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from core.laws import drop as laws
+from core.laws.drop import LAWS, LawResult
+from core.laws.stats import Point, fit_points
 from core.model.drop import drop_threshold
-from core.pool import laws
-from core.pool.laws import LAWS, LawResult, Point, fit_points
 from core.pool.series import RunSeries
 from core.pool.status import RunStatus
 from core.training import live

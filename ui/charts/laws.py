@@ -1,4 +1,4 @@
-"""The Laws of the drop page's chart: drop step against one setting on log-log axes (core.pool.laws)."""
+"""The Laws of the drop page's chart: drop step against one setting on log-log axes (core.laws)."""
 from __future__ import annotations
 
 import altair as alt
@@ -15,7 +15,7 @@ RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped 
 def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
     """Every run's drop step (a dot; a hollow triangle at the cap for a run that never dropped), each
     point's quartiles (a bar) and median (a tick), the fit through the medians and the predicted slopes
-    (core.pool.laws.chart_frames makes both frames)."""
+    (core.laws.drop.chart_frames makes both frames)."""
     xs = sorted(runs["x"].unique().tolist())
     x_scale = alt.Scale(type="log", domain=[xs[0] / 1.3, xs[-1] * 1.3], nice=False)
     x = alt.X("x:Q", title=x_title, scale=x_scale, axis=alt.Axis(values=xs, format="~g"))
@@ -54,7 +54,7 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
 def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
     """Every run's drop step by clamp (one row per arm, in the frame's order): a dot per seed (a hollow triangle
     at the cap for a run that never dropped), the arm's quartiles (a bar) and median (a tick), on a log axis
-    (core.pool.laws.clamp_frame makes the frame)."""
+    (core.laws.clamps.clamp_frame makes the frame)."""
     arms = list(dict.fromkeys(runs["arm"]))
     y = alt.Y("arm:N", title=None, sort=arms, axis=alt.Axis(labelLimit=420))
     x_scale = alt.Scale(type="log", nice=False, domain=[max(1.0, float(runs["y"].min()) / 1.4),
@@ -84,7 +84,7 @@ STAGE_COLOURS = [OKABE_ITO[4], OKABE_ITO[2], OKABE_ITO[5]]  # onset (blue), drop
 def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
     """Each point's median step of each stage against its later-copy targets per step, log-log: a dot per point,
     its quartiles as a bar, a line per series and stage (solid: T varied, dashed: B varied); the frame is
-    core.pool.laws.stage_chart_frame's."""
+    core.laws.stages.stage_chart_frame's."""
     xs = sorted(frame["targets_per_step"].unique().tolist())
     x_scale = alt.Scale(type="log", domain=[xs[0] / 1.3, xs[-1] * 1.3], nice=False)
     x = alt.X("targets_per_step:Q", title="later-copy targets per step (log)", scale=x_scale,

@@ -1,5 +1,5 @@
 """Snippets of the Laws of the drop page (how a piece is written: ui/snippets/fill.py). They read the
-shipped tables under checkpoints/laws/ (and the transition study) with core.pool.laws, as the page does;
+shipped tables under checkpoints/laws/ (and the transition study) with core.laws, as the page does;
 nothing trains."""
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from ui.snippets.load import snippet
 
 
 def _law(NAME):
-    from core.pool import laws
+    from core.laws import drop, stats
 
-    law = laws.LAWS[NAME]
-    result = laws.read_law(law.path, law)  # checkpoints/laws/NAME.csv: every seed's drop step at every point
+    law = drop.LAWS[NAME]
+    result = drop.read_law(law.path, law)  # checkpoints/laws/NAME.csv: every seed's drop step at every point
     for p in result.points:
         print(f"{law.axis} = {p.x:g}: drop steps {p.steps} (None: not within {p.cap} steps), median {p.median}")
     fit = result.fit  # least squares through (log x, log median); its interval a paired bootstrap over seeds
     print(f"slope {fit.slope:+.3f}, 95% interval {fit.low:+.3f} to {fit.high:+.3f} ({fit.resamples} resamples kept)")
-    print("seed rank correlation across points:", laws.seed_rank_correlation(result.points))
-    print("each seed's own slope:", laws.seed_slopes(result.points))
-    runs, lines = laws.chart_frames(result)  # the chart: one row per run; the fit's and the predictions' lines
-    said = laws.sentences(result)
+    print("seed rank correlation across points:", stats.seed_rank_correlation(result.points))
+    print("each seed's own slope:", stats.seed_slopes(result.points))
+    runs, lines = drop.chart_frames(result)  # the chart: one row per run; the fit's and the predictions' lines
+    said = drop.sentences(result)
     print("\n".join(said))
     return {"fit": [fit.slope, fit.low, fit.high], "drop": runs["y"], "lines": lines["y"], "said": said}
 
@@ -31,15 +31,15 @@ def law_sweep(name: str) -> Snippet:
 
 
 def _depth_and_start():
-    from core.pool import laws
+    from core.laws import drop, stats
     from core.training.transition import STUDY_FILE
 
-    said = [laws.group_sentence(f"{blocks} block{'s' if blocks > 1 else ''} (the transition study)", point)
-            for blocks, point in laws.groups(STUDY_FILE, "blocks").items()]
+    said = [stats.group_sentence(f"{blocks} block{'s' if blocks > 1 else ''} (the transition study)", point)
+            for blocks, point in stats.groups(STUDY_FILE, "blocks").items()]
     names = {"shared": "Enlarged start (the default)", "plain": "Plain start"}
-    said += [laws.group_sentence(f"{names.get(value, value)}, 2 blocks", point)
-             for value, point in laws.groups(laws.LAWS_DIR / "init.csv", "init").items()]
-    two = laws.two_block_sentence()  # every 2-block run of the page's tables, counted once
+    said += [stats.group_sentence(f"{names.get(value, value)}, 2 blocks", point)
+             for value, point in stats.groups(stats.LAWS_DIR / "init.csv", "init").items()]
+    two = drop.two_block_sentence()  # every 2-block run of the page's tables, counted once
     print("\n".join(said + [two]))
     return {"said": said, "two_blocks": two}
 
@@ -51,14 +51,14 @@ def law_depth_and_start() -> Snippet:
 
 
 def _clamps():
-    from core.pool import laws
+    from core.laws import clamps
 
-    arms = laws.clamp_arms()  # checkpoints/laws/clamps.csv by (hold, clamp)
+    arms = clamps.clamp_arms()  # checkpoints/laws/clamps.csv by (hold, clamp)
     for (hold, clamp), p in arms.items():
-        r = laws.median_ratio(p, arms[("none", "none")])  # seeds resampled together in both arms
+        r = clamps.median_ratio(p, arms[("none", "none")])  # seeds resampled together in both arms
         print(f"hold {hold}, clamp {clamp}: drop steps {p.steps}; median x{r.ratio:.2f} ({r.low:.2f} to {r.high:.2f})")
-    runs = laws.clamp_frame()  # the chart's rows
-    said = laws.clamp_sentences()  # reads checkpoints/laws/readings.csv too: each seed's own previous-token head
+    runs = clamps.clamp_frame()  # the chart's rows
+    said = clamps.clamp_sentences()  # reads checkpoints/laws/readings.csv too: each seed's own previous-token head
     print("\n".join(said))
     return {"drop": runs["y"], "said": said}
 
@@ -72,11 +72,11 @@ def law_clamps() -> Snippet:
 def _readings():
     import pandas as pd
 
-    from core.pool import laws
+    from core.laws import readings
 
-    table = pd.read_csv(laws.READINGS_FILE, comment="#", dtype={"prev_head": str, "key_sender": str})
+    table = pd.read_csv(readings.READINGS_FILE, comment="#", dtype={"prev_head": str, "key_sender": str})
     print(table[["seed", "prev_head", "prev_token", "prev_noise", "prev_key", "block2_effect", "block2_sum"]])
-    said = laws.readings_sentences()
+    said = readings.readings_sentences()
     print("\n".join(said))
     return {"said": said}
 
@@ -87,15 +87,15 @@ def law_readings() -> Snippet:
 
 
 def _stages():
-    from core.pool import laws
+    from core.laws import stages
 
-    table = laws.targets_table()  # checkpoints/laws/targets.csv, with the later-copy targets per step added
-    frame = laws.stage_frame(table)  # per point (T, B) and stage: median step, quartiles, runs that reached it
+    table = stages.targets_table()  # checkpoints/laws/targets.csv, with the later-copy targets per step added
+    frame = stages.stage_frame(table)  # per point (T, B) and stage: median step, quartiles, runs that reached it
     print(frame[["seq_len", "batch_size", "targets_per_step", "stage", "median", "q25", "q75", "reached"]])
-    fits = laws.stage_fits(table)  # (series, stage) -> the log-log fit of the median steps, paired bootstrap
+    fits = stages.stage_fits(table)  # (series, stage) -> the log-log fit of the median steps, paired bootstrap
     for (series, stage), fit in fits.items():
         print(series, stage, None if fit is None else (round(fit.slope, 3), round(fit.low, 3), round(fit.high, 3)))
-    said = laws.stage_sentences(table)
+    said = stages.stage_sentences(table)
     print("\n".join(said))
     return {"median": frame["median"], "said": said}
 
@@ -107,15 +107,15 @@ def law_stages() -> Snippet:
 
 
 def _power():
-    from core.pool import laws
+    from core.laws import stages
 
-    table = laws.targets_table()
-    frame = laws.power_frame(table)  # per series and stage: the seeds it takes to tell a slope of -0.5 from 0
+    table = stages.targets_table()
+    frame = stages.power_frame(table)  # per series and stage: the seeds it takes to tell a slope of -0.5 from 0
     print(frame)
-    runs = laws.series_table(table, "seq_len")
-    curve = laws.slope_power(laws.stage_points(runs, "completion_step", "seq_len"))  # power against seeds a point
+    runs = stages.series_table(table, "seq_len")
+    curve = stages.slope_power(stages.stage_points(runs, "completion_step", "seq_len"))  # power against seeds a point
     print(curve)
-    said = laws.power_sentence(frame)
+    said = stages.power_sentence(frame)
     print(said)
     return {"needed": frame["needed"], "said": said}
 
