@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from core.model import attention
-from core.model.attention import fused_qkv
+from core.model.attention import fused_qkv, project
 from core.model.attention_cpp import causal_attention
 from core.model.config import ModelConfig
 from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
@@ -97,39 +97,43 @@ class AttentionBlock(nn.Module):
         self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (kept: the
         # checkpoint's train entry records it as hold_prev_head and read_checkpoint restores it)
 
-    def _project(self, h: torch.Tensor):
-        """Fused projection: h [N, T, D] -> q, k, v each [N, H, T, d_head], before rotary."""
+    def _project(self, h: torch.Tensor, embedded=None):
+        """Fused projection: h [N, T, D] -> q, k, v each [N, H, T, d_head], before rotary (embedded: see
+        core.model.attention.project)."""
         N, T, D = h.shape
         H, dh = self.cfg.n_heads, self.cfg.d_head
         W = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * dh)
-        qkv = h @ W
-        if self.cfg.bias:
-            qkv = qkv + torch.cat([self.b_Q, self.b_K, self.b_V], 0).reshape(-1)
-        return qkv.view(N, T, 3, H, dh).permute(2, 0, 3, 1, 4)
+        b = torch.cat([self.b_Q, self.b_K, self.b_V], 0).reshape(-1) if self.cfg.bias else None
+        return project(h, W, b, embedded).view(N, T, 3, H, dh).permute(2, 0, 3, 1, 4)
 
-    def forward(self, h: torch.Tensor, hooks: Hooks | None = None, name: str = "") -> torch.Tensor:
+    def forward(self, h: torch.Tensor, hooks: Hooks | None = None, name: str = "",
+                embedded: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """h [N, T, D] -> h + attention output [N, T, D]. `hooks` edit and record this block's hook
         points, named name + point (name = "blocks.{l}."). With none touched and the compiled kernel
-        chosen (core.model.attention.kernel_choice), the fused compiled path; else the hook points' own."""
-        if (hooks is None or not hooks.touches(name)) and attention.compiled_trains(h, self.cfg.n_heads):
-            return self._compiled(h)
-        return self._hooked(h, hooks if hooks is not None else Hooks(), name)
+        chosen (core.model.attention.kernel_choice), the fused compiled path; else the hook points' own.
+        embedded=(W_E, tokens) says h is W_E[tokens]: the projection is then taken over the vocabulary
+        (core.model.attention.project), unless a hook touches this block."""
+        untouched = hooks is None or not hooks.touches(name)
+        if untouched and attention.compiled_trains(h, self.cfg.n_heads):
+            return self._compiled(h, embedded)
+        return self._hooked(h, hooks if hooks is not None else Hooks(), name, embedded if untouched else None)
 
-    def _compiled(self, h: torch.Tensor) -> torch.Tensor:
+    def _compiled(self, h: torch.Tensor, embedded=None) -> torch.Tensor:
         """The same block through core.model.attention_cpp: one fused QKV product, then rotary, attention
         and the hold in the compiled kernel with its own backward."""
         c = self.cfg
-        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()))
+        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else (None,) * 3),
+                        embedded=embedded)
         cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
         z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head]
         out = z @ self.W_O.reshape(-1, h.shape[-1])
         return h + (out + self.b_O if c.bias else out)
 
-    def _hooked(self, h: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
+    def _hooked(self, h: torch.Tensor, hooks: Hooks, name: str, embedded=None) -> torch.Tensor:
         """The same block, per head, through its hook points. The pattern is formed only when it is edited
         or recorded, each head's output only when hook_result is."""
         h = hooks(name + "hook_resid_pre", h)
-        q, k, v = (hooks(f"{name}attn.hook_{n}", x) for n, x in zip("qkv", self._project(h)))
+        q, k, v = (hooks(f"{name}attn.hook_{n}", x) for n, x in zip("qkv", self._project(h, embedded)))
         cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
         q = hooks(name + "attn.hook_rot_q", apply_rope(q, cos, sin))
         k = hooks(name + "attn.hook_rot_k", apply_rope(k, cos, sin))
@@ -195,8 +199,8 @@ class TinyCharLM(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, T] (long) -> logits [B, T, V]. The training path: every block fused."""
         h = self.W_E[tokens]
-        for block in self.blocks:
-            h = block(h)
+        for layer, block in enumerate(self.blocks):
+            h = block(h, embedded=(self.W_E, tokens) if layer == 0 else None)
         return h @ self.W_E.T
 
     def run_with_hooks(self, tokens: torch.Tensor | None = None, *, edits: dict[str, Edit] | None = None,
