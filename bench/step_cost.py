@@ -56,7 +56,7 @@ def stepper(module, state: dict, cfg, hold: int | None, tokens: torch.Tensor):
     """A function running one training step of module.TinyCharLM with weights `state`."""
     model = module.TinyCharLM(module.ModelConfig(**dataclasses.asdict(cfg)))
     model.load_state_dict(state)
-    model.blocks[0].prev_head = hold
+    model.hold_previous(hold)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     V = cfg.vocab_size

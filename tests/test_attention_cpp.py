@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from core.model import attention, attention_cpp, cpu, tinycharlm
 from core.model.attention import fused_qkv, pair_order
 from core.model.config import ModelConfig
-from core.model.hooks import Hooks
+from core.model.hooks import HoldPrevious, Hooks
 from core.model.tinycharlm import AttentionBlock, TinyCharLM, rope_cos_sin
 
 from naive import rope_batched
@@ -117,9 +117,8 @@ def test_pattern_is_the_hooked_paths_pattern(lib, hold):
     block = AttentionBlock(ModelConfig(d_model=128, n_heads=4, bias=True))
     for p in block.parameters():
         torch.nn.init.normal_(p, 0.0, 0.3)
-    block.prev_head = hold
     h = torch.randn(2, 50, 128)
-    hooks = Hooks(cache=["attn.hook_pattern"])
+    hooks = Hooks({} if hold is None else {"attn.hook_pattern": HoldPrevious(hold)}, cache=["attn.hook_pattern"])
     block(h, hooks)
     qkv = fused_qkv(h, block.W_Q, block.W_K, block.W_V, block.b_Q, block.b_K, block.b_V)
     _, P = lib.causal_attention(qkv, 4, *rope_cos_sin(50, 32, BASE), hold, need_pattern=True)
@@ -150,7 +149,7 @@ def test_model_with_the_switch_on_matches_the_eager_model(lib, monkeypatch, bias
             if bias:
                 for b in (block.b_Q, block.b_K, block.b_V, block.b_O):
                     b.normal_(0.0, 0.5, generator=g)
-    model.blocks[0].prev_head = hold
+    model.hold_previous(hold)
     tokens = torch.randint(0, 20, (4, 40), generator=g)
     weight = torch.randn(4, 40, 20, generator=g)
     calls = []

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from core.model.attention import pair_order
 from core.model.config import MAX_LAYERS, ModelConfig
+from core.model.hooks import HoldPrevious, Hooks
 from core.model.task import sample_batch
 from core.model.tinycharlm import AttentionBlock, TinyCharLM
 from core.training.presets import PRESETS
@@ -41,14 +42,14 @@ def oracle_forward(model: TinyCharLM, tokens: torch.Tensor) -> torch.Tensor:
     c = model.cfg
     h = model.W_E[tokens]
     T = tokens.shape[1]
-    for block in model.blocks:
+    for layer, block in enumerate(model.blocks):
         q, k, v = (torch.einsum("btd,hde->bhte", h, W) for W in (block.W_Q, block.W_K, block.W_V))
         if c.bias:
             q, k, v = q + block.b_Q[:, None], k + block.b_K[:, None], v + block.b_V[:, None]
         z = F.scaled_dot_product_attention(oracle_rope(q, c.rope_base), oracle_rope(k, c.rope_base), v,
                                            is_causal=True)
-        if block.prev_head is not None:
-            hd = block.prev_head
+        if layer == 0 and model.held_head is not None:
+            hd = model.held_head
             held = torch.cat([v[:, hd, :1], v[:, hd, :T - 1]], 1)  # query i reads value i-1 (0 reads 0)
             z = torch.cat([z[:, :hd], held[:, None], z[:, hd + 1:]], 1)
         h = h + torch.einsum("bhte,hed->btd", z, block.W_O) + (block.b_O if c.bias else 0.0)
@@ -67,7 +68,7 @@ def random_model(cfg: ModelConfig, hold: int | None, dtype=torch.float32, seed: 
                 for b in (block.b_Q, block.b_K, block.b_V, block.b_O):
                     b.normal_(0.0, 0.5, generator=g)
     if hold is not None and cfg.n_layers:
-        model.blocks[0].prev_head = hold
+        model.hold_previous(hold)
     return model.to(dtype)
 
 
@@ -118,9 +119,9 @@ def test_gradcheck_float64(bias, hold):
     block = AttentionBlock(ModelConfig(d_model=12, n_heads=3, bias=bias)).double()
     for p in block.parameters():
         torch.nn.init.normal_(p, 0.0, 0.5)
-    block.prev_head = hold
+    hooks = Hooks({} if hold is None else {"attn.hook_pattern": HoldPrevious(hold)})
     h = torch.randn(2, 7, 12, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, *_: block(x), (h, *block.parameters()))
+    assert torch.autograd.gradcheck(lambda x, *_: block(x, hooks), (h, *block.parameters()))
 
 
 @pytest.mark.parametrize("bias", [False, True])

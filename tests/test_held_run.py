@@ -47,7 +47,7 @@ def _same(row: dict, fresh: dict) -> None:
 
 def test_the_model_a_held_worker_run_hands_back_is_the_one_its_history_reports(trained):
     model, info = read_checkpoint(final_checkpoint(trained), name="The trained model")
-    assert model.blocks[0].prev_head == 1 and info["train"]["hold_prev_head"] == 1
+    assert model.held_head == 1 and info["train"]["hold_prev_head"] == 1
     tokens, periods = eval_batch(info["task"], CFG.vocab_size, TRAIN.eval_size)
     fresh = evaluate(model, tokens, periods)
     _same(info["history"][-1], fresh)  # the banner shows this row
@@ -72,7 +72,7 @@ def test_snapshots_and_the_timeline_keep_the_hold(trained):
     for snap in info["snapshots"]:
         if snap["step"] in by_step:  # float16 snapshots: close to the row logged at that step
             m = model_at_step(model, info, snap["step"])
-            assert m.blocks[0].prev_head == 1
+            assert m.held_head == 1
             got = evaluate(m, tokens, periods)
             assert got["prev_token"][0][1] == pytest.approx(1.0)
             assert got["loss_later_copies"] == pytest.approx(by_step[snap["step"]]["loss_later_copies"], abs=2e-2)

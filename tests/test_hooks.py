@@ -137,7 +137,7 @@ def test_the_hold_is_the_previous_token_pattern_edit_fused_and_per_head_with_gra
     tokens = random_tokens(B, T)
     free = tiny_model(2, True, seed=2, dtype=torch.float64)
     held = tiny_model(2, True, seed=2, dtype=torch.float64)
-    held.blocks[0].prev_head = 1
+    held.hold_previous(1)
 
     def hold_by_hand(A):
         A = A.clone()

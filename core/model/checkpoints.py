@@ -243,7 +243,7 @@ def _restore_hold(model: TinyCharLM, train: dict | None, name: str) -> None:
         return
     if type(hold) is not int or model.cfg.n_layers < 1 or not 0 <= hold < model.cfg.n_heads:
         raise CheckpointError(f"{name} records a held head (hold_prev_head {hold!r}) that is not a head of block 1.")
-    model.blocks[0].prev_head = hold
+    model.hold_previous(hold)
 
 
 def load_checkpoint(path) -> TinyCharLM:

@@ -1,11 +1,12 @@
 """The intervention point's parts below the model (core.model.tinycharlm.TinyCharLM.run_with_hooks):
 the hook points' names and shapes, Hooks (one run's edits and recorded activations), `attend` (the
-lab's attention) and the held previous-token head, in its two forms.
+lab's attention) and the held previous-token head (HoldPrevious, an edit on a pattern).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -63,6 +64,21 @@ class Hooks:
     def wants(self, name: str) -> bool:
         return name in self._touched
 
+    def held(self, name: str) -> int | None:
+        """The head a HoldPrevious edit at `name` (a hook_pattern) holds, when that is the whole of what
+        this run does there (the fused paths then hold z instead of forming the pattern); else None."""
+        edit = self.edits.get(name)
+        return edit.head if isinstance(edit, HoldPrevious) and name not in self.names else None
+
+    def fused(self, prefix: str) -> tuple[bool, int | None]:
+        """Whether block `prefix` may run its fused path (nothing there edited or recorded but a held
+        head), and the held head or None."""
+        touched = [n for n in self._touched if n.startswith(prefix)]
+        if not touched:
+            return True, None
+        hold = self.held(prefix + "attn.hook_pattern")
+        return (True, hold) if hold is not None and len(touched) == 1 else (False, None)
+
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
         if name not in self._touched:
             return x
@@ -91,9 +107,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edit_pattern: Edit
 
 
 # The held previous-token head (core.training.interventions): its pattern row i is one-hot on i-1 (row
-# 0 on position 0). One hold in two forms: on the pattern when the pattern is formed, and on z (z_i =
-# v_{i-1}, the same product) on the fused path, which never forms the pattern; tests/test_hooks.py
-# checks that they agree, with gradients.
+# 0 on position 0). One edit, HoldPrevious, on a block's hook_pattern; where a run forms no pattern the
+# same hold is applied to z (z_i = v_{i-1}, the same product: hold_z, and the compiled kernel's own);
+# tests/test_hooks.py checks that the forms agree, with gradients.
 
 def previous_token_pattern(T: int, device=None) -> torch.Tensor:
     """The held pattern [T, T]: row i one-hot on i-1, row 0 on position 0."""
@@ -104,11 +120,23 @@ def previous_token_pattern(T: int, device=None) -> torch.Tensor:
 
 
 def hold_pattern(pattern: torch.Tensor, head: int | None) -> torch.Tensor:
-    """pattern [N, H, T, T] with head `head` held on the previous token (unchanged if None)."""
+    """pattern [*, H, T, T] with head `head` held on the previous token (unchanged if None)."""
     if head is None:
         return pattern
     held = previous_token_pattern(pattern.shape[-1], pattern.device).to(pattern.dtype)
-    return torch.cat([pattern[:, :head], held.expand_as(pattern[:, head:head + 1]), pattern[:, head + 1:]], 1)
+    return torch.cat([pattern[..., :head, :, :], held.expand_as(pattern[..., head:head + 1, :, :]),
+                      pattern[..., head + 1:, :, :]], -3)
+
+
+@dataclass(frozen=True)
+class HoldPrevious:
+    """The held previous-token head as an edit on a hook_pattern [*, H, T, T]: head `head`'s rows one-hot
+    on the previous position. A held run's model keeps it as a standing edit (TinyCharLM.standing), so
+    every run of that model, the training's included, makes it."""
+    head: int
+
+    def __call__(self, pattern: torch.Tensor) -> torch.Tensor:
+        return hold_pattern(pattern, self.head)
 
 
 def hold_z(z: torch.Tensor, v: torch.Tensor, head: int | None) -> torch.Tensor:

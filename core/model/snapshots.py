@@ -75,11 +75,10 @@ def state_bytes(state_dict: dict[str, torch.Tensor]) -> int:
 
 def snapshot_model(model: TinyCharLM, state_dict: dict[str, torch.Tensor]) -> TinyCharLM:
     """A new TinyCharLM of `model`'s config holding a snapshot's weights (as float32), in eval mode.
-    A held head (AttentionBlock.prev_head, core.training.interventions) is part of the model and carries over."""
+    The model's standing edits (a held head, core.training.interventions) are part of it and carry over."""
     out = TinyCharLM(model.cfg)
     out.load_state_dict({k: v.float() for k, v in state_dict.items()})
-    for mine, theirs in zip(out.blocks, model.blocks):
-        mine.prev_head = theirs.prev_head
+    out.standing = dict(model.standing)
     return out.eval()
 
 

@@ -8,8 +8,9 @@ and analysis (W_Q [H, D, d_head], W_O [H, d_head, D]); the training forward fuse
 One intervention point (docs/DESIGN.md "The intervention point"): TinyCharLM.run_with_hooks takes edits
 {hook name: fn(activation) -> activation} at TransformerLens-named activations (core.model.hooks), records
 any of them, may start at a block from a given stream and stop at one, and takes any leading batch
-dims (a patch dim G: streams [G, B, T, D] run G patches in one call). Ablation, the held head,
-patching, path patching, noising, attribution and the logit lens are all edits on it; the attention
+dims (a patch dim G: streams [G, B, T, D] run G patches in one call). Ablation, the held head (kept
+by the model as a standing edit, applied before a run's own), patching, path patching, noising,
+attribution and the logit lens are all edits on it; the attention
 is computed in `attend` (core.model.hooks), the one definition of the lab's attention. With nothing
 edited or recorded and the compiled kernel measured faster here (core.model.attention), a block runs
 the compiled path instead (one QKV product, then rotary, attention and the hold in C++ with a
@@ -27,7 +28,7 @@ from core.model import attention
 from core.model.attention import fused_qkv, project
 from core.model.attention_cpp import causal_attention
 from core.model.config import ModelConfig
-from core.model.hooks import Edit, Hooks, attend, hold_pattern, hold_z, hook_name, hook_points
+from core.model.hooks import Edit, HoldPrevious, Hooks, attend, hold_z, hook_name, hook_points
 
 # ---------------------------------------------------------------------------------------------
 # Rotary embedding (rotate-half convention: pairs (j, j + d_head/2), angle t * base^(-2j/d_head))
@@ -94,8 +95,6 @@ class AttentionBlock(nn.Module):
             self.b_K = nn.Parameter(torch.zeros(H, dh))
             self.b_V = nn.Parameter(torch.zeros(H, dh))
             self.b_O = nn.Parameter(torch.zeros(D))
-        self.prev_head: int | None = None  # a training experiment: this head's pattern held on i-1 (kept: the
-        # checkpoint's train entry records it as hold_prev_head and read_checkpoint restores it)
 
     def _project(self, h: torch.Tensor, embedded=None):
         """Fused projection: h [N, T, D] -> q, k, v each [N, H, T, d_head], before rotary (embedded: see
@@ -109,38 +108,43 @@ class AttentionBlock(nn.Module):
     def forward(self, h: torch.Tensor, hooks: Hooks | None = None, name: str = "",
                 embedded: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """h [N, T, D] -> h + attention output [N, T, D]. `hooks` edit and record this block's hook
-        points, named name + point (name = "blocks.{l}."). With none touched and the compiled kernel
-        chosen (core.model.attention.kernel_choice), the fused compiled path; else the hook points' own.
-        embedded=(W_E, tokens) says h is W_E[tokens]: the projection is then taken over the vocabulary
-        (core.model.attention.project), unless a hook touches this block."""
-        untouched = hooks is None or not hooks.touches(name)
-        if untouched and attention.compiled_trains(h, self.cfg.n_heads):
-            return self._compiled(h, embedded)
-        return self._hooked(h, hooks if hooks is not None else Hooks(), name, embedded if untouched else None)
+        points, named name + point (name = "blocks.{l}."). With none touched but a held head
+        (Hooks.fused) and the compiled kernel chosen (core.model.attention.kernel_choice), the fused
+        compiled path; else the hook points' own. embedded=(W_E, tokens) says h is W_E[tokens]: the
+        projection is then taken over the vocabulary (core.model.attention.project), unless a hook
+        touches this block."""
+        hooks = hooks if hooks is not None else Hooks()
+        fused, hold = hooks.fused(name)
+        if fused and attention.compiled_trains(h, self.cfg.n_heads):
+            return self._compiled(h, hold, embedded)
+        return self._hooked(h, hooks, name, embedded if fused else None)
 
-    def _compiled(self, h: torch.Tensor, embedded=None) -> torch.Tensor:
+    def _compiled(self, h: torch.Tensor, hold: int | None = None, embedded=None) -> torch.Tensor:
         """The same block through core.model.attention_cpp: one fused QKV product, then rotary, attention
-        and the hold in the compiled kernel with its own backward."""
+        and the held head `hold` in the compiled kernel with its own backward."""
         c = self.cfg
         qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else (None,) * 3),
                         embedded=embedded)
         cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
-        z = causal_attention(qkv, c.n_heads, cos, sin, self.prev_head)  # [N, T, H d_head]
+        z = causal_attention(qkv, c.n_heads, cos, sin, hold)  # [N, T, H d_head]
         out = z @ self.W_O.reshape(-1, h.shape[-1])
         return h + (out + self.b_O if c.bias else out)
 
     def _hooked(self, h: torch.Tensor, hooks: Hooks, name: str, embedded=None) -> torch.Tensor:
         """The same block, per head, through its hook points. The pattern is formed only when it is edited
-        or recorded, each head's output only when hook_result is."""
+        (beyond a held head, which holds z instead) or recorded, each head's output only when hook_result is."""
         h = hooks(name + "hook_resid_pre", h)
         q, k, v = (hooks(f"{name}attn.hook_{n}", x) for n, x in zip("qkv", self._project(h, embedded)))
         cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
         q = hooks(name + "attn.hook_rot_q", apply_rope(q, cos, sin))
         k = hooks(name + "attn.hook_rot_k", apply_rope(k, cos, sin))
-        if hooks.wants(name + "attn.hook_pattern"):
-            z = attend(q, k, v, lambda A: hooks(name + "attn.hook_pattern", hold_pattern(A, self.prev_head)))
+        pattern, hold = name + "attn.hook_pattern", hooks.held(name + "attn.hook_pattern")
+        if hold is not None:
+            z = hold_z(attend(q, k, v), v, hold)
+        elif hooks.wants(pattern):
+            z = attend(q, k, v, lambda A: hooks(pattern, A))
         else:
-            z = hold_z(attend(q, k, v), v, self.prev_head)
+            z = attend(q, k, v)
         z = hooks(name + "attn.hook_z", z)
         if hooks.wants(name + "attn.hook_result"):
             out = hooks(name + "attn.hook_result", torch.einsum("bhtd,hdm->bhtm", z, self.W_O)).sum(1)
@@ -168,6 +172,15 @@ class AttentionBlock(nn.Module):
         return out, c["attn.hook_pattern"], c.get("attn.hook_result"), c["attn.hook_v"]
 
 
+def with_standing(standing: dict[str, Edit], edits: dict[str, Edit] | None) -> dict[str, Edit]:
+    """A run's edits after the model's standing ones: where both edit a point, the run's edit sees the
+    standing edit's result (a patch of a held model's pattern starts from the held pattern)."""
+    out = dict(standing)
+    for name, edit in (edits or {}).items():
+        out[name] = edit if name not in standing else (lambda x, first=standing[name], then=edit: then(first(x)))
+    return out
+
+
 class TinyCharLM(nn.Module):
     """Attention-only character LM. model(tokens [B, T]) -> logits [B, T, V]."""
 
@@ -176,7 +189,26 @@ class TinyCharLM(nn.Module):
         self.cfg = cfg or ModelConfig()
         self.W_E = nn.Parameter(torch.empty(self.cfg.vocab_size, self.cfg.d_model))
         self.blocks = nn.ModuleList(AttentionBlock(self.cfg) for _ in range(self.cfg.n_layers))
+        self.standing: dict[str, Edit] = {}  # edits every run of this model makes (hold_previous)
         self.reset_parameters()
+
+    def hold_previous(self, head: int | None, layer: int = 0) -> None:
+        """Hold (head None: release) a head's pattern on the previous position in every run of this
+        model, as the standing edit HoldPrevious at blocks.{layer}.attn.hook_pattern. A training
+        experiment (core.training.interventions): a held run's checkpoint records it, and reading the
+        checkpoint holds it again."""
+        name = hook_name(layer, "attn.hook_pattern")
+        self.standing.pop(name, None)
+        if head is not None:
+            if not (0 <= layer < self.cfg.n_layers and 0 <= head < self.cfg.n_heads):
+                raise ValueError(f"no head {head} in block {layer} of this model to hold.")
+            self.standing[name] = HoldPrevious(int(head))
+
+    @property
+    def held_head(self) -> int | None:
+        """The head of block 0 held on the previous position, or None."""
+        edit = self.standing.get(hook_name(0, "attn.hook_pattern"))
+        return edit.head if isinstance(edit, HoldPrevious) else None
 
     def reset_parameters(self, generator: torch.Generator | None = None):
         """Initialise so that the embedding has unit-scale rows and each block starts near identity.
@@ -199,8 +231,9 @@ class TinyCharLM(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, T] (long) -> logits [B, T, V]. The training path: every block fused."""
         h = self.W_E[tokens]
+        hooks = Hooks(self.standing) if self.standing else None
         for layer, block in enumerate(self.blocks):
-            h = block(h, embedded=(self.W_E, tokens) if layer == 0 else None)
+            h = block(h, hooks, f"blocks.{layer}.", embedded=(self.W_E, tokens) if layer == 0 else None)
         return h @ self.W_E.T
 
     def run_with_hooks(self, tokens: torch.Tensor | None = None, *, edits: dict[str, Edit] | None = None,
@@ -224,6 +257,7 @@ class TinyCharLM(nn.Module):
         unknown = (set(edits or {}) | set(cache)) - set(hook_points(L))
         if unknown:
             raise ValueError(f"no hook point {', '.join(sorted(unknown))} in this model (see hook_points).")
+        edits = with_standing(self.standing, edits)
         if resid is None:
             lead = tokens.shape[:-1]
             hooks = Hooks(edits, cache, lead)

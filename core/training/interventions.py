@@ -11,11 +11,12 @@ held head's values and output, still train. clamp_induction_head is the counterp
 
 - hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
-  W_Q and W_K get no gradient. The hold is a change to the head's computation (AttentionBlock.prev_head),
-  not to its weights: a softmax head never puts exactly all of its attention on one key, so no weights
-  would reproduce it. It is written once, in core.model.hooks (hold_pattern, the same edit on
-  hook_pattern any run could make, and hold_z, its form where the pattern is not formed; the compiled
-  attention applies the same hold itself). As in Singh
+  W_Q and W_K get no gradient. The hold is a change to the head's computation, not to its weights: a
+  softmax head never puts exactly all of its attention on one key, so no weights would reproduce it.
+  It is an edit like any other, core.model.hooks.HoldPrevious on blocks.0.attn.hook_pattern, which the
+  model keeps as a standing edit (TinyCharLM.hold_previous) so that every run of it, the training
+  forward's included, makes it; the fused paths hold z instead of forming the pattern (hooks.hold_z,
+  and the compiled attention's own). As in Singh
   et al.'s code (one clamped forward for training and evaluation), the hold stays part of the model:
   the checkpoint's train entry records hold_prev_head, read_checkpoint and snapshot_model restore it,
   and the history rows, the Train page's banner, the timeline and every other page measure that same
@@ -81,7 +82,7 @@ def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Paramet
 
     frozen = []
     if train.hold_prev_head != -1:
-        model.blocks[0].prev_head = train.hold_prev_head
+        model.hold_previous(train.hold_prev_head)
     if train.knockout_layer != -1:
         block, h = model.blocks[train.knockout_layer], train.knockout_head
         block.W_O[h] = 0.0
@@ -121,8 +122,8 @@ def clamp_edits(train, tokens: torch.Tensor) -> dict:
 def release(model: TinyCharLM) -> TinyCharLM:
     """The model as its weights alone compute it: any held pattern switched off (in place). Not the
     model a held run keeps (that one keeps the hold); for comparing the two."""
-    for block in model.blocks:
-        block.prev_head = None
+    for layer in range(model.cfg.n_layers):
+        model.hold_previous(None, layer)
     return model
 
 
