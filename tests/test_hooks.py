@@ -160,6 +160,20 @@ def test_the_hold_is_the_previous_token_pattern_edit_fused_and_per_head_with_gra
     assert torch.all(b0.W_Q.grad[1] == 0) and torch.all(b0.W_K.grad[1] == 0) and b0.W_V.grad[1].abs().sum() > 0
 
 
+def test_a_run_edit_on_a_held_models_pattern_starts_from_the_held_pattern():
+    tokens = random_tokens(B, T)
+    held = tiny_model(2, True, seed=2, dtype=torch.float64)
+    held.hold_previous(1)
+    seen = []
+    held.run_with_hooks(tokens, edits={hook_name(0, "attn.hook_pattern"): lambda A: seen.append(A) or A})
+    assert torch.equal(seen[0][:, 1], previous_token_pattern(T).double().expand(B, T, T))
+    assert not torch.equal(seen[0][:, 0], previous_token_pattern(T).double().expand(B, T, T))
+    held.hold_previous(None)
+    assert held.held_head is None and not held.standing
+    with pytest.raises(ValueError, match="no head 7 in block 0"):
+        held.hold_previous(7)
+
+
 # ---------------------------------------------------------------------------------------------
 # Attention is computed in core/model only
 
