@@ -354,6 +354,7 @@ for name in drop.LAWS:
     law_section(name)
 laws_sections.stages_section()
 laws_sections.power_section()
+laws_sections.markov_section()
 own_sweep_section()
 depth_and_start_section()
 clamps_section()

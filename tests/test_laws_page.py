@@ -44,7 +44,7 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
     shipped = [law for law in LAWS.values() if law.path.is_file()]
     assert shipped, "no laws table is shipped"
     assert len(at.get("vega_lite_chart")) == len(shipped) + CLAMPS_FILE.is_file() + (
-        LAWS_DIR / "targets.csv").is_file()  # and the clamps' chart, the constant-rate stages' chart
+        LAWS_DIR / "targets.csv").is_file() + (LAWS_DIR / "markov.csv").is_file()  # and the clamps', stages', Markov's
     codes = [c.value for c in at.code]
     for law in shipped:
         header = [line for line in law.path.read_text().splitlines() if line.startswith("# command:")]

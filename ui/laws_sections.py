@@ -1,16 +1,18 @@
-"""The Laws of the drop page's constant-rate sections (checkpoints/laws/targets.csv, core.laws.stages): onset,
-drop and completion on the same runs, and how many seeds a slope needs."""
+"""The Laws of the drop page's sections on stages: the constant-rate table (checkpoints/laws/targets.csv,
+core.laws.stages: onset, drop and completion on the same runs, and how many seeds a slope needs) and the
+Markov-chain table (checkpoints/laws/markov.csv, core.laws.markov: the unigram and bigram onsets)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from core.laws import stages, stats
+from core.laws import markov, stages, stats
 from core.pool.sweep import COMPLETE
 from core.training.onset import RISING
 from ui import snippets
 from ui.charts.kept import draw
-from ui.charts.laws import stages_chart
+from ui.charts.laws import markov_chart, stages_chart
 from ui.python_panel import python_panel
+from ui.snippets.laws import law_markov
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
@@ -115,3 +117,51 @@ def power_section() -> None:
                "spanning a wider "
                "range of x needs fewer seeds: the same slope moves its ends further apart.")
     python_panel(snippets.law_power(), shows={"needed": power["needed"], "said": power_said})
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def _markov(mtime: float):
+    table = markov.read_markov()
+    return table, markov.markov_sentences(table), markov.markov_frame(table), markov.fit_line(table)
+
+
+MARKOV_NOTE = (
+    "**What am I looking at?** One dot per run and stage at the step its stage began: blue the unigram stage "
+    "(the model's predictions nearest to the in-context token counts), vermillion the bigram stage (nearest to "
+    "the in-context transition counts: the statistical induction head). The dots of one setting are moved a "
+    "little sideways by stage and seed so that equal steps stay visible. A run that never reached the bigram "
+    "stage within its cap is a triangle at the cap: it counts as later than the cap, never as missing. "
+    "The pale bar spans each point's middle half of the seeds, the tick is the median; the dashed black curve "
+    "is the least-squares line through the medians of the bigram onset on log-log axes, drawn here on linear "
+    "ones.")
+
+
+def markov_section() -> None:
+    """The Markov-chain stage onsets against one setting: sentences, chart, every run, command."""
+    st.subheader("Markov chains: when the unigram and bigram stages begin")
+    path = markov.MARKOV_FILE
+    if not path.is_file():
+        st.info("Not measured yet: checkpoints/laws/markov.csv is not installed with this copy of the lab.")
+        return
+    try:
+        table, said, runs, line = _markov(path.stat().st_mtime)
+    except ValueError as e:
+        st.warning(f"checkpoints/laws/markov.csv cannot be read: {e}")
+        return
+    st.markdown(
+        "The second task of the lab (Train page: Markov chains): every sequence comes from its own Markov chain, "
+        "its transition rows drawn afresh from a Dirichlet prior, so the only way to predict well is to count in "
+        "context. Edelman et al. (2024) find that a 2-layer attention-only transformer passes through stages: "
+        "uniform, then unigram (predicting from how often each token has occurred), then bigram (from how often "
+        "each token has followed the current one). Each run below is the lab's 2-block Markov preset with one "
+        f"setting changed, the {table.axis_name}, and records when each stage began. More states means more "
+        "transitions to count from the same 100 tokens.")
+    st.markdown("\n".join(f"- {x}" for x in said))
+    chart, note = st.columns([3, 2])
+    draw(chart, markov_chart(runs, line, table.axis_name), width="stretch")
+    note.caption(MARKOV_NOTE)
+    python_panel(law_markov(), shows={"onset": runs["y"], "said": said})
+    with st.expander("Every run of checkpoints/laws/markov.csv"):
+        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
+    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
+    st.code(table.command, language="bash")

@@ -5,4 +5,5 @@
 - clamps: the clamps table, each clamped arm against the unclamped one.
 - readings: the Causal page's readings over training seeds.
 - stages: the constant-rate table's onset, drop and completion, and the seeds a slope needs.
+- markov: the Markov-chain table's unigram and bigram onsets against the number of states.
 """

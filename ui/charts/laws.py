@@ -107,3 +107,45 @@ def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
         x=x, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q", color=colour)
     return (alt.layer(spread, lines, dots).properties(height=height)
             .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=420))
+
+
+MARKOV_COLOURS = [OKABE_ITO[4], OKABE_ITO[5]]  # unigram stage (blue), bigram stage (vermillion)
+
+
+@kept
+def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
+    """Every run's unigram and bigram onset against the setting (a dot per seed, moved a little sideways by stage
+    and seed; a hollow triangle at the cap for a run that never reached the stage), each point's quartiles (a bar)
+    and median (a tick) per stage, and the bigram onset's fit through the medians (core.laws.markov.markov_frame
+    and fit_line make the frames)."""
+    xs = sorted(runs["x"].unique().tolist())
+    pad = (xs[-1] - xs[0]) * 0.12
+    x_scale = alt.Scale(domain=[xs[0] - pad, xs[-1] + pad], nice=False)
+    x = alt.X("x_shown:Q", title=x_title, scale=x_scale, axis=alt.Axis(values=xs, format="~g"))
+    y_scale = alt.Scale(domain=[0, float(runs["y"].max()) * 1.05], nice=False)
+    y = alt.Y("y:Q", title="onset step", scale=y_scale)
+    stages = list(dict.fromkeys(runs["stage"]))
+    colour = alt.Color("stage:N", title="stage", scale=alt.Scale(domain=stages, range=MARKOV_COLOURS[:len(stages)]))
+    kinds = ["reached", "not reached (at the cap)"]
+    runs = runs.assign(run=runs["reached"].map({True: kinds[0], False: kinds[1]}))
+    tip = [alt.Tooltip("x:Q", title=x_title), "seed:Q", "stage:N", alt.Tooltip("step:Q", title="onset step"), "run:N"]
+    dots = alt.Chart(runs).mark_point(size=45, opacity=0.8).encode(
+        x=x, y=y, color=colour, fill=colour,
+        shape=alt.Shape("run:N", title="run", scale=alt.Scale(domain=kinds, range=["circle", "triangle-up"])),
+        tooltip=tip)
+    medians = runs.drop_duplicates(["x", "stage"]).assign(
+        x_mid=lambda f: f["x"] * (1 + (f["stage"].map({s: i for i, s in enumerate(stages)}) - 0.5) * 0.06))
+    mx = alt.X("x_mid:Q", scale=x_scale)
+    spread = alt.Chart(medians).mark_rule(strokeWidth=4, opacity=0.3).encode(
+        x=mx, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q", color=colour,
+        tooltip=["stage:N", alt.Tooltip("q25:Q", title="25%"), alt.Tooltip("median:Q", title="median"),
+                 alt.Tooltip("q75:Q", title="75%")])
+    ticks = alt.Chart(medians.dropna(subset=["median"])).mark_tick(thickness=3, size=22).encode(
+        x=mx, y=alt.Y("median:Q", scale=y_scale), color=colour,
+        tooltip=["stage:N", alt.Tooltip("median:Q", title="median onset step")])
+    layers = [spread, dots, ticks]
+    if len(line):
+        layers.append(alt.Chart(line).mark_line(strokeWidth=2, color="#000000", strokeDash=[6, 3]).encode(
+            x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
+    return (alt.layer(*layers).properties(height=height)
+            .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))

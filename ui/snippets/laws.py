@@ -123,3 +123,25 @@ def _power():
 def law_power() -> Snippet:
     return snippet("How many seeds it takes to tell a slope of −0.5 from 0: the measured seed spread resampled, "
                    "each experiment's slope fitted as the page fits it.", None, _power)
+
+
+def _markov():
+    from core.laws import markov
+
+    table = markov.read_markov()  # checkpoints/laws/markov.csv: each seed's unigram and bigram onset per setting
+    print(table.table[[table.axis, "seed", "unigram_step", "bigram_step", "steps_run"]])
+    for p in markov.onset_points(table, "bigram_step"):  # None: no bigram stage within the cap (censored)
+        print(f"{table.axis} = {p.x:g}: bigram onsets {p.steps}, median {p.median}")
+    fits = markov.fits(table)  # the log-log fits of the median bigram onset and of the unigram stage's length
+    for name, fit in fits.items():
+        print(name, None if fit is None else (round(fit.slope, 3), round(fit.low, 3), round(fit.high, 3)))
+    runs = markov.markov_frame(table)  # the chart: one row per run and stage
+    said = markov.markov_sentences(table)
+    print("\n".join(said))
+    return {"onset": runs["y"], "said": said}
+
+
+def law_markov() -> Snippet:
+    return snippet("The Markov-chain stage onsets: each seed's unigram and bigram onset against the setting, the "
+                   "log-log fit of the median bigram onset with its paired bootstrap, and the sentences.", None,
+                   _markov)

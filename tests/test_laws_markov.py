@@ -1,0 +1,216 @@
+"""The Markov-chain table of the Laws page (core.laws.markov, checkpoints/laws/markov.csv): every sentence pinned to
+the shipped table's numbers, computed here from the CSV with pandas and numpy; planted tables for the fit, the
+censored and the skipped runs; bad tables refused; the header's command is the table's; the page shows it."""
+import math
+import re
+import shlex
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.laws.markov import MARKOV_FILE, fits, markov_frame, markov_sentences, onset_points, read_markov
+
+from helpers import ROOT, open_app
+
+COLUMNS = ["n_states", "concentration", "seq_len", "n_layers", "seed", "steps", "steps_run", "unigram_step",
+           "bigram_step", "kl_uniform", "kl_unigram", "kl_bigram", "cpu_s", "cpu"]
+shipped = pytest.mark.skipif(not MARKOV_FILE.is_file(), reason="checkpoints/laws/markov.csv is not installed")
+
+
+def signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def table() -> pd.DataFrame:
+    return pd.read_csv(MARKOV_FILE, comment="#")
+
+
+def median(steps: pd.Series) -> float:
+    """The median with a censored run (NaN) counted as later than any: inf when half the runs or more are."""
+    v = np.sort(steps.fillna(math.inf).to_numpy(float))
+    k = len(v)
+    return float(v[k // 2] if k % 2 else (v[k // 2 - 1] + v[k // 2]) / 2)
+
+
+def write(path, rows, command="python bench/markov_onsets.py --setting n_states --values 2,3 --seeds 0-1"):
+    with open(path, "w") as f:
+        f.write(f"# test table\n# command: {command}\n")
+        pd.DataFrame(rows, columns=COLUMNS).to_csv(f, index=False)
+    return path
+
+
+def planted(path, slope=1.5, ks=(2, 3, 4, 6), seeds=8, noise=0.05, cap=100000, skip=None):
+    """A table whose bigram onset is 50 k^slope times lognormal noise and whose unigram onset is a fifth of it;
+    `skip` {k: seeds} of runs that never were nearest to the unigram strategy."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for k in ks:
+        for s in range(seeds):
+            bigram = round(50 * k ** slope * math.exp(noise * rng.standard_normal()))
+            unigram = None if s in (skip or {}).get(k, ()) else round(bigram / 5)
+            rows.append([k, 1.0, 100, 2, s, cap, bigram + 10, unigram, bigram, 0.1, 0.05, 0.01, 1.0, "test"])
+    return write(path, rows)
+
+
+def test_the_fit_recovers_a_planted_slope_and_the_unigram_stage_length(tmp_path):
+    mt = read_markov(planted(tmp_path / "m.csv", slope=1.5))
+    assert mt.axis == "n_states"
+    f = fits(mt)
+    assert f["bigram_step"].low <= 1.5 <= f["bigram_step"].high and abs(f["bigram_step"].slope - 1.5) < 0.1
+    assert f["length"].low <= 1.5 <= f["length"].high  # 4/5 of the bigram onset: the same slope
+    said = markov_sentences(mt)
+    assert "Every run reached the bigram stage within the cap, so none is censored" in said[0]
+    assert f"slope is {signed(f['bigram_step'].slope)}" in said[2] and "comes later as k grows" in said[2]
+
+
+def test_a_skipped_unigram_stage_is_said_and_not_counted_late(tmp_path):
+    mt = read_markov(planted(tmp_path / "m.csv", skip={6: (1, 5)}))
+    said = markov_sentences(mt)
+    assert "2 went from the uniform strategy straight to the bigram one" in said[0]
+    assert "(at k = 6: seeds 1 and 5)" in said[0]
+    (six,) = [p for p in onset_points(mt, "unigram_step") if p.x == 6]
+    assert six.n == 6 and six.n_dropped == 6  # left out, not censored
+    (big,) = [p for p in onset_points(mt, "bigram_step") if p.x == 6]
+    assert big.n == 8
+
+
+def test_a_point_censored_at_its_median_is_left_out_of_the_fit_and_said(tmp_path):
+    path = planted(tmp_path / "m.csv", cap=1000)
+    t = pd.read_csv(path, comment="#")
+    t.loc[(t["n_states"] == 6) & (t["seed"] < 4), ["bigram_step"]] = np.nan  # 4 of 8: the median is censored
+    write(path, t.to_numpy().tolist())
+    mt = read_markov(path)
+    assert fits(mt)["bigram_step"].xs == (2.0, 3.0, 4.0)
+    said = markov_sentences(mt)
+    assert "4 never reached the bigram stage within the cap (k = 6: seeds 0, 1, 2 and 3)" in said[0]
+    assert "k = 6, above the cap of 1000 steps (4 of 8 runs never reached it)" in said[1]
+    assert "The point at k = 6 has no median" in said[2]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.drop(columns=["bigram_step"]), "lacks bigram_step"),
+    (lambda t: t.assign(concentration=[0.3, 1.0] * (len(t) // 2)), "varies n_states, concentration"),
+    (lambda t: t[t["n_states"] == 2], "varies nothing"),
+    (lambda t: t[~((t["n_states"] == 3) & (t["seed"] > 0))], "n_states = 3 has 1 seed(s)"),
+    (lambda t: pd.concat([t, t.iloc[:1]]), "seed 0 appears twice at n_states = 2"),
+])
+def test_bad_tables_are_refused_with_what_is_wrong(tmp_path, change, message):
+    t = pd.read_csv(planted(tmp_path / "m.csv", ks=(2, 3), seeds=4), comment="#")
+    bad = change(t)
+    path = tmp_path / "bad.csv"
+    path.write_text("# command: x\n" + bad.to_csv(index=False))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_markov(path)
+    with pytest.raises(ValueError, match="no table at"):
+        read_markov(tmp_path / "missing.csv")
+
+
+@shipped
+def test_the_shipped_table_is_what_its_header_command_makes():
+    """The header's command names the table's setting, values, seeds and cap (bench/markov_onsets.py's flags)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import markov_onsets
+
+    mt = read_markov()
+    argv = shlex.split(mt.command)
+    assert argv[:2] == ["python", "bench/markov_onsets.py"]
+    t = table()
+    opts = dict(zip(argv[2::2], argv[3::2]))
+    assert opts["--out"] == "checkpoints/laws/markov.csv" and opts["--setting"] == mt.axis
+    assert sorted(t[mt.axis].unique()) == sorted(float(v) for v in opts["--values"].split(","))
+    assert set(t["seed"]) == set(markov_onsets.seeds_of(opts["--seeds"]))
+    assert (t["steps"] == int(opts["--steps"])).all()
+    assert len(t) == t[mt.axis].nunique() * t["seed"].nunique()
+
+
+@pytest.mark.slow
+@shipped
+def test_a_shipped_run_is_trained_again_to_the_same_onsets():
+    """The cheapest run of the table, trained again by the script's own function: the same onsets and stop."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import markov_onsets
+
+    mt = read_markov()
+    row = mt.table.sort_values("steps_run").iloc[0]
+    again = markov_onsets.run(mt.axis, float(row[mt.axis]), int(row["seed"]), int(row["steps"]))
+    assert (again["unigram_step"], again["bigram_step"], again["steps_run"]) == (
+        row["unigram_step"], row["bigram_step"], row["steps_run"])
+
+
+@shipped
+def test_every_shipped_sentence_is_the_tables_numbers():
+    t = table()
+    axis = "n_states" if t["n_states"].nunique() > 1 else "concentration"
+    k = "k" if axis == "n_states" else "α"
+    said = markov_sentences()
+    values = sorted(t[axis].unique())
+    censored = t[t["bigram_step"].isna()]
+    skip = t[t["unigram_step"].isna() & t["bigram_step"].notna()]
+    first = said[0]
+    assert first.startswith(f"{len(t)} runs of the 2-block Markov preset ({t.groupby(axis)['seed'].nunique().max()} "
+                            f"seeds at each of {len(values)} values")
+    assert f"cap of {int(t['steps'].max())} steps" in first
+    if len(censored):
+        assert f"{len(censored)} never reached the bigram stage within the cap (" in first
+        for x, g in censored.groupby(axis):
+            seeds = sorted(int(s) for s in g["seed"])
+            listed = str(seeds[0]) if len(seeds) == 1 else ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}"
+            assert f"{k} = {x:g}: seed{'s' if len(seeds) > 1 else ''} {listed}" in first
+    assert (f"{len(skip)} went from the uniform strategy straight to the bigram one" in first) == bool(len(skip))
+    for x, g in t.groupby(axis):
+        m = median(g["bigram_step"])
+        if math.isfinite(m):
+            low, high = np.quantile(g["bigram_step"].fillna(math.inf), [0.25, 0.75], method="nearest")
+            high_text = f"{high:g}" if math.isfinite(high) else f"above {int(g['steps'].max())}"
+            assert f"{k} = {x:g}, step {m:g} (quartiles {low:g} to {high_text})" in said[1], x
+        else:
+            n_never = int(g["bigram_step"].isna().sum())
+            assert f"{k} = {x:g}, above the cap of {int(g['steps'].max())} steps ({n_never} of {len(g)} runs" in said[1]
+        u = g[g["unigram_step"].notna() | g["bigram_step"].isna()]["unigram_step"]
+        assert f"{k} = {x:g}, step {median(u):g}" in said[1].split("Median unigram onset")[1], x
+    # the slope: least squares on the finite log medians, written independently with numpy
+    med = {x: median(g["bigram_step"]) for x, g in t.groupby(axis)}
+    fitted = {x: m for x, m in med.items() if math.isfinite(m)}
+    slope = np.polyfit(np.log(list(fitted)), np.log(list(fitted.values())), 1)[0]
+    fit = fits(read_markov())["bigram_step"]  # the interval: the bootstrap is core.laws's own
+    assert fit.slope == pytest.approx(slope, abs=1e-9) and fit.low < slope < fit.high
+    assert (f"the median bigram onset's log-log slope is {signed(slope)} (95% interval {signed(fit.low)} to "
+            f"{signed(fit.high)}, over {len(fitted)} points") in said[2]
+    verdict = "comes later" if fit.low > 0 else "comes earlier" if fit.high < 0 else "shows no clear trend"
+    assert f"the bigram stage {verdict} as {k} grows" in said[2]
+    # Edelman et al.: the order, the share of the steps before the bigram onset spent in the unigram stage
+    reached = t[t["bigram_step"].notna()]
+    first_count = int((reached["unigram_step"] < reached["bigram_step"]).sum())
+    assert f"on {first_count} of the {len(reached)} runs that reached the bigram stage, the unigram stage came first" \
+        in said[3]
+    both = reached[reached["unigram_step"].notna()]
+    share = float(np.median((both["bigram_step"] - both["unigram_step"]) / both["bigram_step"]))
+    assert f"it lasted a median {share:.0%} of the steps before the bigram onset" in said[3]
+    zero = int((reached["unigram_step"] == 0).sum())
+    assert (f"({zero} of them from step 0" in said[3]) == bool(zero)
+    assert "What it cannot tell is whether the bigram stage would come sooner without the unigram one" in said[4]
+    assert "The paper's setting beside the lab's" in said[5]
+
+
+@shipped
+def test_the_chart_frame_holds_every_run_and_draws_a_censored_one_at_the_cap():
+    t = table()
+    frame = markov_frame()
+    skip = int((t["unigram_step"].isna() & t["bigram_step"].notna()).sum())
+    assert len(frame) == 2 * len(t) - skip
+    never = frame[~frame["reached"]]
+    assert (never["y"] == int(t["steps"].max())).all()
+    assert int((~frame[frame["stage"] == "bigram stage"]["reached"]).sum()) == int(t["bigram_step"].isna().sum())
+
+
+@pytest.mark.app
+@shipped
+def test_the_laws_page_shows_the_markov_section_from_its_table():
+    at = open_app("app_pages/laws.py")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Markov chains: when the unigram and bigram stages begin" in [h.value for h in at.subheader]
+    for sentence in markov_sentences():
+        assert sentence in text
+    assert any("bench/markov_onsets.py --setting" in c.value for c in at.code)
