@@ -200,7 +200,7 @@ def main(argv=None) -> int:
                   if r[path]["cpu"] is not None and r[path]["drop_step"]]
         out[f"{path}_cpu_seconds"] = summary([r[path]["cpu"] for r in rows])
         out[f"{path}_over_bound"] = summary(ratios)
-        out[f"{path}_over_done_bound"] = summary([r * done / flops for r in ratios])
+        out[f"{path}_over_done_bound"] = summary([r * flops / done for r in ratios])
     out["logs_share_of_bare"] = summary([r["bare"]["logs_cpu"] / r["bare"]["cpu"] for r in rows])
     if args.json:
         print(json.dumps(out, indent=1))
