@@ -3,7 +3,7 @@
 Constructing the first torch.optim optimizer imports about 830 modules (torch.optim.Optimizer's
 dynamo-disable wrappers import torch._dynamo, and with it sympy and mpmath): about 72 MB in every
 process that trains, and in the forkserver that preloads it for the workers (bench/README.md,
-"Session 10"). This class is the update torch.optim.AdamW(params, lr, weight_decay, betas, eps=1e-8,
+"A training process's memory"). This class is the update torch.optim.AdamW(params, lr, weight_decay, betas, eps=1e-8,
 foreach=True) makes on the CPU, written from torch's documented algorithm (decoupled weight decay,
 bias-corrected moments) and its multi-tensor implementation (torch/optim/adam.py, _multi_tensor_adam,
 capturable=False), op for op, so that the parameters are bit-identical to torch's step after step

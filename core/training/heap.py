@@ -3,11 +3,11 @@
 A step allocates and frees the same few-MB tensors every time. By default glibc hands blocks that
 big out as fresh mmaps, or trims them off the top of its heap as soon as they are freed, so the next
 step faults every page in again: about 1,000-1,300 page faults and 2-4 ms of kernel time in a default
-step of 42-49 ms (bench/README.md, issue #29). After keep_freed_memory() blocks under 32 MB come from
+step of 42-49 ms (bench/README.md, "Training speed"). After keep_freed_memory() blocks under 32 MB come from
 the heap and up to 256 MB of free heap stays mapped. The floats do not change (checked bit for bit
 over 300 steps), nor did the worker's peak PSS (bench/memory.py --worker: 244 MB before, 240-248 after).
 
-The pool's worker used to hand its free heap back after every log (malloc_trim, issue #30). That
+The pool's worker used to hand its free heap back after every log (malloc_trim). That
 only lowered the PSS read just after a log: the next step faulted it all in again (about 16,000
 pages, 600-700 faults a step on average), and the worker's peak PSS was the same with or without it
 (247 and 248 MB over a default run, bench/memory.py --worker). So it is gone: a worker holds its
@@ -15,8 +15,8 @@ working set until it exits.
 
 MKL (torch's BLAS on x86) keeps buffers of its own between calls, its "fast memory manager": in a
 worker's 2-thread default step they held about 34 MB of heap for good (mallinfo2: in use after the step
-156.5 MB against 119.9 with MKL_DISABLE_FAST_MM=1; bench/README.md, session 9). MKL reads that variable
-when it starts, so TRAINING_ENV goes into a training process's environment before torch runs
+156.5 MB against 119.9 with MKL_DISABLE_FAST_MM=1; bench/README.md, "A training process's memory").
+MKL reads that variable when it starts, so TRAINING_ENV goes into a training process's environment before torch runs
 (core.pool.worker.context, before the forkserver starts; Ray's runtime_env). MKL then asks malloc for
 its buffers each call, and the kept heap above serves them without page faults. The floats do not
 change (300 steps at seed 0, one thread: parameter hash 088c9c64dbe79608 either way).

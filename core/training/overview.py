@@ -1,7 +1,7 @@
 """What the Home page shows about one model: its settings and headline measurements.
 
 What the page reads (Overview, top_head, settings_rows) needs no torch: the measuring functions import it
-when they run, so a server that reads stored overviews never does (issue #30)."""
+when they run, so a server that reads stored overviews never does (docs/DESIGN.md, "A reading server without torch")."""
 from __future__ import annotations
 
 from dataclasses import dataclass

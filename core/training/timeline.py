@@ -51,7 +51,7 @@ def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor,
     position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence.
     `chunk` sequences at a time, keeping only the patterns: the whole 128-sequence batch at once, with the
     stream and v kept too, took about 150 MB for a moment, in the server at the end of every Train-page run
-    (bench/README.md, session 11); each sequence's floats are the same either way."""
+    (bench/README.md, "Server memory"); each sequence's floats are the same either way."""
     names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
     T, per, pattern0 = tokens.shape[1], [], None
     for i in range(0, tokens.shape[0], chunk):

@@ -9,7 +9,7 @@ change them: run(7) then run(13) gives exactly the model and history of run(20).
 Two kinds of evaluation, both on the fixed evaluation batch of the default task:
 - a *log* every `log_every` steps: the copy metrics plus each head's prev_token, induction and
   induction_any score (`evaluate`), one history row, on the batch's first LOG_SEQS sequences (a log
-  on all 128 cost 12% of a default run to the drop, issue #29; docs/DESIGN.md "What a log measures");
+  on all 128 cost 12% of a default run to the drop; docs/DESIGN.md "What a log measures");
 - a *stop check* (only with `run(..., stop_at_loss=X)`): loss_later_copies alone, from the fused
   forward pass. It runs every `check_every` steps, and on a step whose training batch already has
   a later-copy loss within `check_margin` nats of X (that loss comes free with the step), at most once
@@ -195,7 +195,7 @@ class Trainer:
         Also sets last_later_loss, the batch's mean loss over later-copy targets (before the update).
         Denormal floats are flushed to zero on this thread: a sharp pattern's far-off weights underflow
         to denormals, which made the attention's forward and backward 3 times slower (bench/README.md,
-        issue #29); no float32 number the lab shows is that small."""
+        "Training speed"); no float32 number the lab shows is that small."""
         torch.set_flush_denormal(True)
         tokens, periods = next(self.batches)
         logits = self.logits(tokens)

@@ -28,7 +28,7 @@ STUDY_FILE = Path(__file__).resolve().parents[2] / "checkpoints" / "transition_s
 COLUMNS = ["blocks", "seed", "steps_run", "dropped", "abrupt", "drop_step", "drop_start", "drop_end", "width",
            "plateau_loss", "final_loss_later"]
 HEAD_COLUMNS = ["prev_token_block1", "induction_heads", "induction_any_max", "induction_any_2nd"]  # optional
-if TYPE_CHECKING:  # pandas is imported where it is used: a training process never imports it (issue #30)
+if TYPE_CHECKING:  # pandas is imported where it is used: a training process never imports it (its memory)
     import pandas as pd
 
 INDUCTION_HEAD = 0.6  # an induction head: induction_any at least this
