@@ -148,4 +148,4 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str, height: i
         layers.append(alt.Chart(line).mark_line(strokeWidth=2, color="#000000", strokeDash=[6, 3]).encode(
             x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
     return (alt.layer(*layers).properties(height=height)
-            .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))
+            .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, symbolOpacity=1))
