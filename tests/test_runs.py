@@ -136,7 +136,8 @@ def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(poo
         for name, w in want["state_dict"].items():
             assert torch.equal(got["state_dict"][name], w), (got["step"], name)
     assert torch.count_nonzero(model.blocks[1].W_O[3]) == 0, "the knocked-out head writes nothing"
-    assert model.held_head == 0 and list(model.standing) == ["blocks.0.attn.hook_pattern"], "the hold is part of the kept model"
+    assert model.held_head == 0, "the hold is part of the kept model"
+    assert list(model.standing) == ["blocks.0.attn.hook_pattern"]
     train = info["train"]
     assert (train["hold_prev_head"], train["knockout_layer"], train["knockout_head"]) == (0, 1, 3)
 
