@@ -31,8 +31,8 @@ _shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (t
 
 RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
 # and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). A new row's charts
-# were 0.1-0.15 s of Altair; since session 10 they are kept specs with new datasets (ui.charts.kept.swapped,
-# about 10 ms for the three), and a redraw in between only sends what _live_figures keeps (issue #30)
+# would be 0.1-0.15 s of Altair each; they are kept specs given new datasets (ui.charts.kept.swapped,
+# about 10 ms for the three), and a redraw in between only sends what _live_figures keeps
 CHARTS_EVERY = 5.0
 
 
@@ -64,8 +64,8 @@ def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference
     in the form Streamlit sends them (Vega-Lite specs, PNG tiles). Built once per new row (every 25
     steps) and reused by the redraws in between, which then cost only the sending; each chart's spec is
     converted by Altair once per run and shape, a new row only replacing its data (ui.charts.kept.swapped).
-    Only the latest are kept, in the session: they go with it (a server-wide cache kept 32 of them,
-    6.1 MB after the session had ended: bench/README.md "Session 12")."""
+    Only the latest are kept, in the session, so they go with it (a server-wide cache would keep up to
+    32 of them, about 6 MB, after their sessions had ended)."""
     signature = (run.id, n_rows, n_frames, span, reference is not None)
     kept = st.session_state.get("_live_figures")
     if kept is not None and kept[0] == signature:
@@ -161,7 +161,7 @@ def live_panel(drawn_active: bool) -> None:
 
 def live_charts_panel() -> None:
     """The run's charts and film strip: a fragment of its own, redrawn every CHARTS_EVERY seconds,
-    not with every progress tick (issue #30: the redraw's cost is mostly the charts)."""
+    not with every progress tick (the redraw's cost is mostly the charts)."""
     run = st.session_state.get("train_run")
     if run is not None and run.settings.task == "markov":
         markov_train.live_markov_charts(run)

@@ -84,7 +84,7 @@ def test_zero_grad_and_the_interface_the_trainer_uses():
 def test_a_training_imports_no_dynamo_nor_sympy():
     """A worker's whole path (the pool's worker module, a Trainer, a checkpoint) in a fresh interpreter
     leaves torch._dynamo, torch._inductor, sympy, mpmath and pandas out of sys.modules (the forkserver
-    preloads what a worker imports, and every worker shares half of it in its PSS: issue #30)."""
+    preloads what a worker imports, and every worker shares half of it in its PSS)."""
     code = """
 import sys
 from dataclasses import replace

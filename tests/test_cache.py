@@ -96,7 +96,7 @@ def _session_script():
 
 
 def test_a_sessions_own_views_are_cached_for_that_session_only_and_go_when_it_disconnects():
-    """Issue #30: the views of a session's own model are in a session-scoped cache, which Streamlit
+    """The views of a session's own model are in a session-scoped cache, which Streamlit
     clears when the session disconnects (AppSession.clear_session_caches, called here as the
     session manager does). Two reruns compute once; after the disconnect's clearing the view is
     computed again, so nothing of it was in the server-wide cache either."""

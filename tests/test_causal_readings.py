@@ -1,4 +1,4 @@
-"""Issue 23: what the Causal page says follows from what it measured. The resample corruption, which
+"""What the Causal page says follows from what it measured. The resample corruption, which
 path-patching rows each corruption can test, the 'more than the previous token' sentence, and no
 interpretive sentence or question where the gap is small or an effect is within its noise
 (core.causal.readings, core.quiz.causal), on the shipped 2-block file."""
@@ -131,7 +131,7 @@ def test_the_blank_embedding_row_is_explained_by_a_measured_window(swept):
 
 def test_noising_direct_effects_and_attribution_on_the_shipped_file(swept, first_copy):
     """Noising per head, direct effects into the logits and attribution patching against the exact sweep
-    (issue 23's 'what a researcher would expect')."""
+    (what a researcher would expect beside the exact sweep)."""
     noise = first_copy.noise.set_index("label")
     # the last block has nothing above it: its noising and direct effects are the same measurement
     for h in ("2.1", "2.2", "2.3", "2.4"):
@@ -207,7 +207,7 @@ def _planted(gap, effects):
     (0.3, {"1.1": (0.2, 0.1, 0.3), "1.2": (0.8, 0.7, 0.9), "1.3": (0.95, 0.9, 1.0)}, None),  # the gap is too small
 ])
 def test_the_key_path_sentence_and_question_agree(gap, effects, answer):
-    """Issue 28: the page's sentence (core.causal.readings) and its question (core.quiz.causal) on the same
+    """The page's sentence (core.causal.readings) and its question (core.quiz.causal) on the same
     numbers: one rule (core.causal.clarity) decides both, so either both answer, naming the same head, or
     neither does. Each planted case sits where the two rules differed before."""
     res = _planted(gap, effects)
@@ -220,7 +220,7 @@ def test_the_key_path_sentence_and_question_agree(gap, effects, answer):
 
 
 def test_per_position_cells_add_up_for_the_last_block_only(swept):
-    """Issue 32: a last-block head's per-position cells sum to its section-1 effect (its write at p reaches
+    """A last-block head's per-position cells sum to its section-1 effect (its write at p reaches
     only p's logits); an earlier-block head's need not. The page's sentence states what the frame holds."""
     res = swept
     whole = res.heads.set_index("label")["patch_effect"]
@@ -236,7 +236,7 @@ def test_per_position_cells_add_up_for_the_last_block_only(swept):
 
 
 def test_attribution_reports_sums_sign_and_scale_beside_the_correlation(swept):
-    """Issue 32: the correlation alone hid that the estimate's largest difference exceeds the largest exact
+    """The correlation alone hid that the estimate's largest difference exceeds the largest exact
     cell, that block-1 heads' summed estimates have the wrong sign, and that the right-signed ones are too
     large. Each figure of the sentence is recomputed here from the two grids."""
     res = swept
@@ -265,7 +265,7 @@ def test_attribution_reports_sums_sign_and_scale_beside_the_correlation(swept):
 
 
 def test_direct_effects_are_untestable_where_the_corruption_forces_them(first_copy, resampled):
-    """Issue 32: under first-copy a block-1 head's output at the scored positions hardly changes, so its
+    """Under first-copy a block-1 head's output at the scored positions hardly changes, so its
     'share kept when only the direct path is noised' of 1 is forced: the page says untestable there."""
     fc, rs = first_copy.noise.set_index("label"), resampled.noise.set_index("label")
     block1, block2 = ["1.1", "1.2", "1.3", "1.4"], ["2.1", "2.2", "2.3", "2.4"]
@@ -276,7 +276,7 @@ def test_direct_effects_are_untestable_where_the_corruption_forces_them(first_co
 
 
 def test_the_checks_say_what_each_corruption_must_give(first_copy, resampled):
-    """Issue 32: under resample patching every head leaves each scored token's embedding corrupted, so it
+    """Under resample patching every head leaves each scored token's embedding corrupted, so it
     falls short of 1; the stream entering the last block is the clean run's under both."""
     assert first_copy.all_heads == pytest.approx(1, abs=1e-5) and first_copy.resid_last == pytest.approx(1, abs=1e-6)
     assert resampled.resid_last == pytest.approx(1, abs=1e-6) and resampled.all_heads < 1 - 1e-4
@@ -286,7 +286,7 @@ def test_the_checks_say_what_each_corruption_must_give(first_copy, resampled):
 
 
 def test_the_atp_star_sentence_states_the_signs_of_the_sums(swept):
-    """Issue 32: AtP* beside plain attribution on the page; the heads named come from the summed grids."""
+    """AtP* beside plain attribution on the page; the heads named come from the summed grids."""
     res = swept
     exact = res.head_positions.sum(1)
     star = res.attribution["star"].sum(1)
@@ -333,8 +333,8 @@ def test_the_circuit_as_a_whole_uses_one_reference(first_copy, resampled):
 
 
 def test_weight_composition_beside_path_patching(first_copy, shipped):
-    """Issue 32: path patching ranks 1.4 first for every block-2 head, the weights agree for none of the four
-    (on the files of session 10's regeneration with the compiled attention; for one on the files before it);
+    """Path patching ranks 1.4 first for every block-2 head, the weights agree for none of the four on the
+    shipped files (how many agree depends on the files: it is read from them, not a property of the method);
     each number is the weights' composition score and one minus the path table's effect."""
     from core.causal import composition
     from core.reading.composition import composition_matrix
@@ -357,7 +357,7 @@ def test_weight_composition_beside_path_patching(first_copy, shipped):
 
 
 def test_the_right_token_and_the_left_out_target_under_each_corruption(shipped):
-    """Issue 32, docs/DESIGN.md (the metric) and the page's opening: the right token is the clean one; under
+    """docs/DESIGN.md (the metric) and the page's opening: the right token is the clean one; under
     first-copy it is also the corrupted run's at every scored target, under resample only by chance (2.6% of
     them at the defaults; the old text said "every token differs"). The target t = L is left out because even
     the clean run cannot predict it (the old reason, its corrupted predecessor, does not hold under resample)."""
@@ -376,7 +376,7 @@ def test_the_right_token_and_the_left_out_target_under_each_corruption(shipped):
 
 
 def test_zero_blocks_tie_exactly_under_first_copy_only():
-    """Issue 32, docs/DESIGN.md (patch effect) and the page's zero-block note: M(clean) = M(corrupted) holds
+    """docs/DESIGN.md (patch effect) and the page's zero-block note: M(clean) = M(corrupted) holds
     under first-copy only; under resample the current token changes and the two differ by 0.00038 nats."""
     model, info = read_checkpoint(ROOT / "checkpoints" / "zero-block.pt")
     first = patching.task_runs(model, info["task"], N_SEQS, 0, PERIOD)
@@ -386,7 +386,7 @@ def test_zero_blocks_tie_exactly_under_first_copy_only():
 
 
 def test_a_typed_texts_intervals_are_over_its_corruptions(shipped):
-    """Issue 32: for typed text the rows are one sequence against its corruptions, so the page's intervals are
+    """For typed text the rows are one sequence against its corruptions, so the page's intervals are
     over corruptions, not sequences (readings.interval_unit, in every interval the page shows)."""
     from core.model.symbols import encode_text
 

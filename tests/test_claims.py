@@ -52,7 +52,7 @@ def _heads(report, layer):
     return [h for h in report["heads"] if h["layer"] == layer]
 
 
-# ---- Issue 13 "It must show": the report of the shipped 2-block model -------------------------
+# ---- What the report of the shipped 2-block model must show -------------------------
 
 def test_every_block2_head_copies_and_is_an_induction_head_and_block1_heads_are_not(two_block_report):
     """`python -m core.report checkpoints/variable-period-2block.pt --json`: every block-2 head has
@@ -140,8 +140,7 @@ ONSET = ("block 1's best previous-token score starts rising between step 150 (0.
 
 def test_previous_token_head_starts_rising_before_the_drop_and_crosses_half_during_it(two_block):
     """Train page (embedding help, computed by core.training.onset.onset_sentence), README, docs/DESIGN.md,
-    core.training.initial, bench/README (issue 23: it used to say the head forms "with the drop, not before
-    it"): ONSET above."""
+    core.training.initial, bench/README (the head starts forming before the drop, not with it): ONSET above."""
     from core.training.onset import onset_sentence, prev_head_onset
 
     model, info = two_block
@@ -155,7 +154,7 @@ def test_previous_token_head_starts_rising_before_the_drop_and_crosses_half_duri
 
 
 def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence(two_block, two_block_timeline):
-    """Train page, timeline caption (issue 23): "Olsson et al. take token 500 minus token 50; these
+    """Train page, timeline caption: "Olsson et al. take token 500 minus token 50; these
     are the scaled-down choice ... Position 10 is in the first copy of every sequence and 90 in a later
     copy of every one". Positions come from the run's period range, so a short range the Train page allows
     moves them (periods 4-8 in 24 tokens: 3 and 23)."""
@@ -170,7 +169,7 @@ def test_icl_score_positions_lie_in_the_first_and_a_later_copy_of_every_sequence
 
 
 def test_before_the_drop_curve_sits_on_the_plateau_50_steps_before_the_drop(two_block_timeline):
-    """Train page, loss by position (issue 23: it used drop_start, already inside the fall): "at step 160,
+    """Train page, loss by position (a step before the drop's start, which is already inside the fall): "at step 160,
     50 steps before the drop's start at step 210" (the snapshots' curve, at 10-step resolution)."""
     t = two_block_timeline
     b, a = t["before_after"]
@@ -181,7 +180,7 @@ def test_before_the_drop_curve_sits_on_the_plateau_50_steps_before_the_drop(two_
 
 
 def test_before_the_drop_the_loss_varies_with_position_by_less_than_the_drop_takes_off(two_block_timeline):
-    """Train page, loss by position (issue 32: it said "every position costs about the same", but before the
+    """Train page, loss by position (positions do not cost about the same: before the
     drop positions 1-10 cost more than positions from 32 on). The caption gives both figures, computed
     (core.training.timeline position_change): on the shipped file 1.00 nats across positions at step 160,
     against 3.53 nats taken off on average at positions from 32 on by step 280."""
@@ -219,7 +218,7 @@ def _into_block2(res, path, direction):
 
 
 def test_causal_page_sentences_on_the_shipped_file(causal_first_copy, causal_resample):
-    """Causal page at its defaults (period 24, 32 sequences, seed 0), issue 23; the page computes each
+    """Causal page at its defaults (period 24, 32 sequences, seed 0); the page computes each
     number, these pin them on the shipped file. Section 2: "Restoring positions 8-10 together gives 0.027;
     one of the L-1 second-copy targets is 0.043 of them". Section 4: denoising "the largest ... 0.090
     (value from 1.1), the lowest -0.173 (key from 1.4)"; "head 1.2 puts 0.92 of its attention two positions
@@ -377,7 +376,7 @@ def test_the_stored_plateau_curves_are_what_training_gives(two_block):
 
 
 def test_readme_item_5_path_patching_beside_the_score_split(causal_resample):
-    """README item 5 (issue 32): under resample the most needed query path into block 2 is the previous-token
+    """README item 5: under resample the most needed query path into block 2 is the previous-token
     head's (1.4), and the key side needs the head that looks two back (1.2) as well as 1.4."""
     from core.causal import readings
 
@@ -396,7 +395,7 @@ if __name__ == "__main__":
 
 
 def test_design_regeneration_paragraph_gives_the_shipped_figures():
-    """docs/DESIGN.md "Presets ... and shipped checkpoints" (session 10's regeneration): "2 blocks: later
+    """docs/DESIGN.md "Presets ... and shipped checkpoints" (the shipped files): "2 blocks: later
     copies 0.126 nats at accuracy 0.979, a block-1 previous-token head at 0.965, four block-2 induction heads;
     1 block: 3.63 nats", "225 at the default seed", "drop at steps 100-260, median 165"."""
     from core.training.transition import load_study, summarize
@@ -416,7 +415,7 @@ def test_design_regeneration_paragraph_gives_the_shipped_figures():
             f"{s.loc[2, 'drop_step_median']:.0f}") in text
 
 
-# ---- Issue 44: the Causal page's newest tools say only what the shipped file shows ----------------
+# ---- The Causal page's circuit tools say only what the shipped file shows ----------------
 
 def test_attribution_is_poorest_through_m_itself_not_only_through_attention(causal_first_copy):
     """Causal page, section 3 (readings.first_order_sentence): "1.1 and 1.3 act on block 2 only through its

@@ -1,4 +1,5 @@
-"""core.training.heap: a training process's malloc keeps the memory a step frees (issue #29).
+"""core.training.heap: a training process's malloc keeps the memory a step frees, so the next step
+reuses it instead of asking the system again.
 
 Run in a bare interpreter each (the settings are process-wide): allocate and free 16 MB in 4 MB
 blocks, touching every page, as a training step's tensors do. glibc's default trims the freed blocks
@@ -83,7 +84,8 @@ MATMULS = textwrap.dedent("""
 def test_the_training_environment_keeps_mkl_from_holding_buffers():
     """With core.training.heap.TRAINING_ENV, the heap still in use after two-thread matmuls is what
     they returned (nothing); without it MKL may keep buffers of its own, how many depends on the CPU's
-    code path (18 MB on session 9's Intel host, 1.2 MB on session 10's AMD EPYC)."""
+    code path (MKL held 34 MB after a two-thread step on an Intel host, 1.2 MB on an AMD EPYC:
+    bench/README.md "A training process's memory")."""
     import os
 
     import torch

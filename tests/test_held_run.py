@@ -1,4 +1,4 @@
-"""Issue 23, the false item: a run trained with a held previous-token head (core.training.interventions)
+"""A run trained with a held previous-token head (core.training.interventions)
 must hand back the model whose numbers it reports. The hold is part of the kept model: its checkpoint
 records it (train.hold_prev_head), read_checkpoint and snapshot_model restore it, and the history's last
 row, the Train page's banner (that row), the command line's closing line and the timeline measure it."""

@@ -67,7 +67,7 @@ def test_kept_builds_once_per_content_and_never_gives_an_old_chart(monkeypatch):
 
 
 def test_sessions_asking_at_once_wait_for_one_build_and_one_conversion(monkeypatch):
-    """Issue #30: a class opening pages on a new server asks for each chart from many sessions at once;
+    """A class opening pages on a new server asks for each chart from many sessions at once;
     one builds it and converts it, the others wait and take the same chart and spec (before: each built
     and converted its own; 20 readers' first pages on a cold server, p95 9.5 -> 6.8 s)."""
     import threading

@@ -279,7 +279,7 @@ def test_home_snippet_2block():
 @pytest.mark.app
 def test_causal_snippet_task_2block():
     """Every section's snippet, the per-position path patching's (behind its button), GradDrop's and the
-    RoPE-aware composition's included (issue 32)."""
+    RoPE-aware composition's included."""
     period = f"cz_period_{shipped_key('variable-period-2block.pt')}"  # 16, not 24: the position sweeps cost T^2
     shown = page_snippets("app_pages/causal.py", "variable-period-2block.pt",
                           [("number_input", period, 16), ("number_input", "cz_seed", 1),

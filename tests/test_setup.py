@@ -1,5 +1,5 @@
-"""ui/setup.py's lab_script: a server whose visitors only read pages holds no training machinery
-(issue #30): no forkserver and no resource tracker until the first training starts one; its heap
+"""ui/setup.py's lab_script: a server whose visitors only read pages holds no training machinery:
+no forkserver and no resource tracker until the first training starts one; its heap
 maps big blocks on their own however many it has freed (glibc's mmap threshold, fixed); and the pages
 only the imports read are paged out once the first script run has ended."""
 from __future__ import annotations
@@ -72,7 +72,7 @@ print(json.dumps({"advised": advised, "same": before == after}))
 
 @pytest.mark.worker  # a subprocess that imports torch: the rest tier
 def test_paging_out_the_libraries_read_only_pages_leaves_the_process_working():
-    """The idle server's page out (issue #30) is advice on read-only file pages only: torch's code runs on
+    """The idle server's page out is advice on read-only file pages only: torch's code runs on
     afterwards and computes the same numbers; on Linux the libraries' mappings took the advice."""
     out = subprocess.run([sys.executable, "-c", _PAGE_OUT], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -112,7 +112,7 @@ with tempfile.NamedTemporaryFile(suffix=".pt", dir=sys.argv[1]) as f:  # mapped 
 @pytest.mark.worker  # a subprocess that imports torch and waits for the trimmer (5 s): the rest tier
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RssFile and MADV_PAGEOUT are Linux's")
 def test_file_pages_read_after_the_first_page_out_are_paged_out_again():
-    """Issue #30: each page's first visit reads more library code after the first run's page out (53 MB
+    """Each page's first visit reads more library code after the first run's page out (53 MB
     over a walk); once PAGE_OUT_GROWTH more file pages are resident, the trimmer pages out again, without
     waiting for a quiet minute, and the pages read back as they were."""
     folder = ROOT / "test-artifacts"  # on the repository's disk: /tmp may be a tmpfs, whose pages are not file pages

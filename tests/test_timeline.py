@@ -139,7 +139,7 @@ def test_strip_pngs_are_the_strip_tiles_encoded_and_each_tile_is_encoded_once():
 
 def test_a_timeline_step_measured_in_chunks_is_the_whole_batch_measured_at_once():
     """measure_step takes the evaluation batch CHUNK sequences at a time (the server's memory at the end of a
-    run, bench/README.md session 11): on the shipped 2-block run's snapshots its numbers are, bit for bit, those
+    run, bench/README.md "Server memory"): on the shipped 2-block run's snapshots its numbers are, bit for bit, those
     of the whole batch through run_with_cache at once, as the timeline measured them before."""
     import torch.nn.functional as F
 

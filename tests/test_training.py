@@ -196,7 +196,7 @@ def test_default_training_config_is_the_live_default():
 def _load(preset: str):
     path = CKPT / f"{preset}.pt"
     assert path.is_file(), f"missing shipped checkpoint {path.name}"
-    assert path.stat().st_size <= 10 * 10**6  # format v2 with snapshots: at most 10 MB (issue 14)
+    assert path.stat().st_size <= 10 * 10**6  # format v2 with snapshots: at most 10 MB, so a clone stays small
     return read_checkpoint(path)
 
 

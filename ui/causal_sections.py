@@ -1,4 +1,4 @@
-"""Sections of the Causal page that test a whole circuit and its measurements (issue 32): the metric, weight
+"""Sections of the Causal page that test a whole circuit and its measurements: the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
 as a whole, drawn from core.causal.experiments.Experiments and core.causal.checks."""
 from __future__ import annotations
@@ -76,7 +76,7 @@ def research_checks(entry: LabModel, period: int | None, text: str | None, seed:
 def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
             corruption: str, name: str):
     """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
-    spent a quarter of its CPU reading the same sentences off the same tables (issue #30)."""
+    spent a quarter of its CPU reading the same sentences off the same tables."""
     return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption))
 
 
