@@ -123,7 +123,7 @@ def comparison_panel(settings) -> None:
 
 
 def result_markov(run: LiveRun) -> None:
-    """A finished or stopped Markov run: its numbers and its checkpoint (the reading pages do not take it yet)."""
+    """A finished or stopped Markov run: its numbers and its checkpoint (also in the sidebar picker)."""
     if run.status == RunStatus.DIVERGED:
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning rate.")
         return
@@ -140,8 +140,8 @@ def result_markov(run: LiveRun) -> None:
     kl = ", ".join(f"{n} {last.get(f'kl_{n}', math.nan):.4f}" for n in run.task_cfg.strategies)
     st.success(f"{run.status.capitalize()} at step {run.step}: KL to each strategy {kl} nats. "
                + mk.stage_sentence(hist, run.task_cfg))
-    st.caption("The reading pages (attention, circuits, patching) do not take Markov-chain models yet, so this "
-               "model is not put in the sidebar picker; download it to keep it.")
+    st.caption("This model is now in the sidebar picker: the Attention page shows its patterns and which heads "
+               "count transitions, the Causal page patches it with another chain. Download it to keep it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-markov-step{run.step}.pt",
                        mime="application/octet-stream", key="tr_download")
 
@@ -164,5 +164,5 @@ def shipped_panel() -> None:
                      f"{final['kl_bigram']:.4f} nats, loss {final['loss']:.3f} against the optimum "
                      f"{final['loss_optimal']:.3f}.")
     st.markdown("**The shipped Markov-chain runs** (checkpoints/markov/, default settings):\n" + "\n".join(lines))
-    st.caption("Train the default settings with seed 0 to watch the same run. The reading pages do not take these "
-               "models yet; each file's command in checkpoints/markov/manifest.json trains it again.")
+    st.caption("Train the default settings with seed 0 to watch the same run. Both are in the sidebar picker for the "
+               "Attention and Causal pages; each file's command in checkpoints/markov/manifest.json trains it again.")

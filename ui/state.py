@@ -166,9 +166,44 @@ def shipped_digest(file: str) -> str | None:
     return _SHIPPED_DIGESTS[file]
 
 
+MARKOV_DIR = "markov"  # checkpoints/markov/: the Markov-chain runs, with their own manifest (core.training.markov)
+
+
+def markov_files() -> list[dict]:
+    """Manifest rows of the shipped Markov-chain checkpoints that exist, "file" relative to checkpoints/
+    ("markov/markov-2block.pt"). Kept apart from shipped_files: their views are not shipped data."""
+    manifest = CHECKPOINT_DIR / MARKOV_DIR / "manifest.json"
+    try:
+        rows = json.loads(manifest.read_text()).get("checkpoints", [])
+    except (OSError, ValueError):
+        return []
+    rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in rows if isinstance(r, dict) and "file" in r]
+    return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
+
+
 def shipped_models() -> list[LabModel]:
-    """The shipped checkpoints, none of them loaded (ShippedModel)."""
-    return [ShippedModel(row["file"], f"{row.get('preset', row['file'])} (shipped)") for row in shipped_files()]
+    """The shipped checkpoints, none of them loaded (ShippedModel): the repeat task's, then the Markov runs."""
+    return [ShippedModel(row["file"], f"{row.get('preset', row['file'])} (shipped)")
+            for row in [*shipped_files(), *markov_files()]]
+
+
+def is_markov(entry: LabModel) -> bool:
+    """Whether the model was trained on the Markov-chain task (core.model.markov), not the repeat task."""
+    from core.model.markov import is_markov as markov_task  # no torch: core.model.markov imports it lazily
+
+    return markov_task(entry.info["task"])
+
+
+def repeat_task_only(entry: LabModel, why: str) -> None:
+    """Stop a page whose readings belong to the repeat task when the model is a Markov-chain one: `why` says
+    in one sentence why, and the pages that do read it are linked."""
+    if not is_markov(entry):
+        return
+    st.info(f"**{entry.label}** was trained on the Markov-chain task. {why}")
+    c1, c2 = st.columns(2)
+    c1.page_link("app_pages/attention.py", label="Its attention patterns and head scores", icon="👀")
+    c2.page_link("app_pages/causal.py", label="Patching it with another chain", icon="🔧")
+    st.stop()
 
 
 def session_models() -> dict[str, LabModel]:
@@ -244,6 +279,10 @@ def model_summary(entry: LabModel) -> str:
     cfg, task = entry.info["config"], entry.info["task"]
     from core.training.overview import initial_embedding_label
 
+    if is_markov(entry):
+        return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads, d_model "
+                f"{cfg.d_model}; Markov chains of {task.n_states} states (order {task.order}, Dirichlet "
+                f"{task.concentration:g}), length {task.seq_len}")
     bias = ", bias" if cfg.bias else ""
     return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
             f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "

@@ -86,8 +86,8 @@ def session_owner() -> str:
 
 def register(run: LiveRun) -> bool:
     """Put a finished or stopped run's model in the sidebar picker (once) and pick it; True if it did now."""
-    if run.result is None or run.registered_key or run.settings.task == "markov":
-        return False  # a Markov-chain model: the reading pages do not take it yet (ui.markov_train says so)
+    if run.result is None or run.registered_key:
+        return False
     model, info, _ = run.result
     n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
     entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",

@@ -4,6 +4,10 @@
   longer be read from the context, but what sits at the second-copy positions is unchanged.
 - "resample": the donor is another task sequence of the same period (Heimersheim & Nanda, 2024), so
   every position is drawn afresh, the queries' own tokens included (equal to the clean token only by chance).
+- "another-chain" (the Markov-chain task, core.model.markov): the donor is a sequence of the same length
+  drawn from another chain, a transition table drawn afresh from the same prior; every position is drawn
+  afresh, as in "resample". The corrupted run's context holds another chain's transition counts, so a
+  model that counts in context predicts that chain's next tokens, not the clean one's.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
 
 
 CORRUPTIONS = ("first-copy", "resample")
+MARKOV_CORRUPTIONS = ("another-chain",)
 
 
 def resample(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
@@ -38,3 +43,13 @@ def corrupted_tokens(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: in
     if corruption == "resample":
         return resample(tokens, periods, vocab_size, generator)
     raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {corruption!r}.")
+
+
+def another_chain(tokens: torch.Tensor, task, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The "another-chain" donor of Markov-chain sequences tokens [B, T]: for each row a sequence of the
+    same length from a freshly drawn chain of the same task (core.model.markov.MarkovTask)."""
+    from core.model.markov import sample_markov
+
+    if tokens.dim() != 2 or tokens.shape[1] != task.seq_len:
+        raise ValueError(f"tokens must be [B, {task.seq_len}] sequences of this task, got {tuple(tokens.shape)}.")
+    return sample_markov(task, tokens.shape[0], generator)[0]

@@ -218,3 +218,31 @@ def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: 
                       "effect_low": float(a), "effect_high": float(b)}
                      for (l, h), e, a, b in zip(senders, eff, lo, hi)]
     return pd.DataFrame(rows, columns=cols)
+
+
+@torch.no_grad()
+def markov_patch_view(model: TinyCharLM, task, n_seqs: int = 16, seed: int = 0) -> dict:
+    """Head patching on the Markov-chain task (core.model.markov): clean runs are n_seqs sequences of fresh
+    chains (seeded), corrupted runs the "another-chain" donors (core.causal.corruptions.another_chain), the
+    metrics metrics.MARKOV_METRICS against the clean sequences' bigram strategy. Returns {"heads":
+    metrics.effect_frame rows, "clean", "corrupted": {metric: value}, "clean_tokens", "corrupted_tokens":
+    the first pair [T], "n_seqs"}. ValueError when the model cannot run this task's sequences."""
+    from core.causal.corruptions import another_chain
+    from core.model.markov import strategy_probs
+    from core.reading.markov import check_model, sample
+
+    check_model(model, task)
+    clean, _ = sample(task, n_seqs, seed)
+    corrupted = another_chain(clean, task, torch.Generator().manual_seed(int(seed) + 1))
+    bigram = strategy_probs(clean, task)["bigram"]
+
+    def measure(logits):
+        return metrics.markov_metric_values(logits, clean, bigram, task.n_states)
+
+    c_logits, c_cache = model.run_with_cache(clean)
+    k_logits, k_cache = model.run_with_cache(corrupted)
+    base = {k: float(v) for k, v in measure(c_logits).items()}
+    corr = {k: float(v) for k, v in measure(k_logits).items()}
+    heads = metrics.effect_frame(model, c_cache, k_cache, base, corr, measure, metrics.MARKOV_METRICS)
+    return {"heads": heads, "clean": base, "corrupted": corr, "clean_tokens": clean[0].numpy(),
+            "corrupted_tokens": corrupted[0].numpy(), "n_seqs": n_seqs}

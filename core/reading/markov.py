@@ -1,0 +1,117 @@
+"""Readings of a model trained on the Markov-chain task (core.model.markov): its attention patterns on
+sequences of fresh chains, the head scores that fit the task, and which heads count transitions.
+
+A statistical induction head (Edelman et al. 2024) is two heads: a block-1 head that attends to the
+previous position (so each position's stream holds its previous token), feeding a block-2 head that
+attends to the keys whose previous token is the current token (the tokens that followed earlier
+occurrences of it, which the bigram strategy counts: "successor" below). `transition_heads` names them
+from the scores, against what a head that spreads its attention evenly would score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from core.model import markov
+from core.model.markov import MarkovTask
+from core.model.symbols import head_label
+from core.model.tinycharlm import TinyCharLM
+
+SCORE_SEQS = 16  # sequences the head scores and KLs average over (the first is the one shown)
+PREV_MIN = 0.5  # a previous-token head puts at least half its attention on the previous position
+SUCCESSOR_MARGIN = 2.0  # a successor head scores at least twice what even attention scores
+
+
+def check_model(model: TinyCharLM, task: MarkovTask) -> None:
+    """ValueError saying what is wrong when this model cannot be read on this task's sequences."""
+    task.validate(model.cfg.vocab_size)
+    if model.cfg.n_layers == 0:
+        raise ValueError("This model has no attention blocks: there are no heads to read.")
+
+
+def sample(task: MarkovTask, n_seqs: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """n_seqs sequences, each from its own fresh chain, seeded: (tokens [B, T], tables)."""
+    if n_seqs < 1:
+        raise ValueError(f"n_seqs must be at least 1, got {n_seqs}.")
+    return markov.sample_markov(task, n_seqs, torch.Generator().manual_seed(int(seed)))
+
+
+def even_successor(tokens: torch.Tensor) -> float:
+    """The successor score of a head that attends evenly to every key j <= i: the mean share of qualifying
+    keys (x_{j-1} = x_i) over the queries that have one (the baseline a successor head must beat)."""
+    from core.reading.detectors import detector_mask
+
+    mask = detector_mask("induction", tokens).double()  # [B, T, T]
+    T = tokens.shape[1]
+    share = mask.sum(-1) / torch.arange(1, T + 1, dtype=torch.float64)
+    rows = mask.sum(-1) > 0
+    return float(share[rows].mean()) if rows.any() else float("nan")
+
+
+@dataclass
+class MarkovView:
+    """What the Attention page shows of one Markov model on seeded sequences."""
+
+    tokens: np.ndarray  # [T] the shown sequence (the first of the batch)
+    labels: list[str]  # position labels of the shown sequence
+    raw: np.ndarray  # [L, H, T, T] patterns on the shown sequence
+    scores: pd.DataFrame  # label, layer, head, prev_token, successor (mean over n_seqs sequences)
+    kl: pd.DataFrame  # strategy, kl (mean over positions and sequences, nats)
+    even: float  # even_successor of the batch
+    prev_heads: list[str]
+    successor_heads: list[str]
+    sentence: str  # which heads count transitions, from the numbers above
+    n_seqs: int
+
+
+def transition_heads(scores: pd.DataFrame, even: float) -> tuple[list[str], list[str], str]:
+    """(previous-token heads of block 1, successor heads above block 1, the sentence saying which heads
+    count transitions) from head scores (label, layer, head, prev_token, successor)."""
+    prev = scores[(scores["layer"] == 0) & (scores["prev_token"] >= PREV_MIN)]
+    succ = scores[(scores["layer"] >= 1) & (scores["successor"] >= SUCCESSOR_MARGIN * even)]
+    prev_l = list(prev.sort_values("prev_token", ascending=False)["label"])
+    succ_l = list(succ.sort_values("successor", ascending=False)["label"])
+    n_layers = int(scores["layer"].max()) + 1 if len(scores) else 0
+    if n_layers < 2:
+        best = scores.loc[scores["successor"].idxmax()] if len(scores) else None
+        return prev_l, [], ("One block cannot count transitions: no earlier head can copy the previous token into "
+                            "a key for it to match on" + (f" (its best successor score, head {best['label']}, is "
+                                                          f"{best['successor']:.2f} against {even:.2f} for even "
+                                                          "attention)." if best is not None else "."))
+    if prev_l and succ_l:
+        ps, ss = "s" if len(prev_l) > 1 else "", "s" if len(succ_l) > 1 else ""
+        return prev_l, succ_l, (f"Head{ps} {', '.join(prev_l)} attend{'' if ps else 's'} to the previous position "
+                                f"(prev_token ≥ {PREV_MIN}) and head{ss} {', '.join(succ_l)} to the tokens that "
+                                f"followed the current one (successor ≥ {SUCCESSOR_MARGIN:g} × {even:.2f}, even "
+                                "attention's score): together they count transitions, a statistical induction "
+                                "head.")
+    missing = [] if prev_l else [f"no block-1 head has prev_token ≥ {PREV_MIN}"]
+    if not succ_l:
+        missing.append(f"no later head has a successor score ≥ {SUCCESSOR_MARGIN:g} × {even:.2f} (even attention)")
+    return prev_l, succ_l, "No pair of heads counts transitions here: " + " and ".join(missing) + "."
+
+
+@torch.no_grad()
+def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0, n_seqs: int = SCORE_SEQS) -> MarkovView:
+    """Patterns of the first of n_seqs seeded sequences, the head scores and the KL to each strategy over all."""
+    check_model(model, task)
+    tokens, _ = sample(task, n_seqs, seed)
+    logits, cache = model.run_with_cache(tokens)
+    rows = []
+    for layer, pattern in enumerate(cache["pattern"]):
+        s = markov.head_scores(pattern.double(), tokens)
+        for h in range(pattern.shape[1]):
+            rows.append({"label": head_label(layer, h), "layer": layer, "head": h,
+                         "prev_token": float(s["prev_token"][h]), "successor": float(s["induction"][h])})
+    scores = pd.DataFrame(rows)
+    even = even_successor(tokens)
+    prev_l, succ_l, sentence = transition_heads(scores, even)
+    kl = markov.strategy_kl(logits, tokens, task)
+    return MarkovView(
+        tokens=tokens[0].numpy(), labels=[f"{t}·{int(x)}" for t, x in enumerate(tokens[0])],
+        raw=np.stack([p[0].double().numpy() for p in cache["pattern"]]), scores=scores,
+        kl=pd.DataFrame([{"strategy": n, "kl": kl[n]["mean"]} for n in task.strategies]), even=even,
+        prev_heads=prev_l, successor_heads=succ_l, sentence=sentence, n_seqs=n_seqs)
