@@ -7,6 +7,7 @@ from core.model.symbols import token_char
 from core.quiz import questions as quiz
 from core.reading import score_groups
 from ui import depth_text, share, snippets
+from ui import state as state_guard
 from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.charts.kept import draw
@@ -26,6 +27,9 @@ st.markdown(
     "of block 1 *and then* a head of block 2.")
 
 entry = require_model()
+state_guard.repeat_task_only(entry, (
+    "This page's path sums are scored on the repeat task's second copy, which Markov-chain sequences "
+    "do not have."))
 task, cfg = entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]

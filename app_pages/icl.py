@@ -8,6 +8,7 @@ from core.quiz import questions as quiz
 from core.reading import restarts
 from core.training import icl
 from ui import snippets
+from ui import state as state_guard
 from ui.cache import per_model
 from ui.charts import icl as charts
 from ui.charts.kept import draw
@@ -28,6 +29,9 @@ st.markdown(
     "large language models.")
 
 entry = require_model()
+state_guard.repeat_task_only(entry, (
+    "This page's in-context curves measure how a copied pattern is picked up after a restart, which "
+    "Markov-chain sequences do not have."))
 task, cfg = entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
 SYMBOLS = symbols.alphabet(V)

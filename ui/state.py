@@ -196,13 +196,11 @@ def is_markov(entry: LabModel) -> bool:
 
 def repeat_task_only(entry: LabModel, why: str) -> None:
     """Stop a page whose readings belong to the repeat task when the model is a Markov-chain one: `why` says
-    in one sentence why, and the pages that do read it are linked."""
+    in one sentence why, and the pages that do read it are named."""
     if not is_markov(entry):
         return
-    st.info(f"**{entry.label}** was trained on the Markov-chain task. {why}")
-    c1, c2 = st.columns(2)
-    c1.page_link("app_pages/attention.py", label="Its attention patterns and head scores", icon="👀")
-    c2.page_link("app_pages/causal.py", label="Patching it with another chain", icon="🔧")
+    st.info(f"**{entry.label}** was trained on the Markov-chain task. {why} The **Attention** page shows its "
+            "patterns and which heads count transitions; the **Causal** page patches it with another chain.")
     st.stop()
 
 
