@@ -150,6 +150,8 @@ if not state.all_models():
     st.info("No model to score yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
 else:
     entry = state.require_model()
+    state.repeat_task_only(entry, "Its heads are matched here against archetypes scored on a repeated pattern, "
+                                  "which Markov-chain sequences do not have.")
     cfg = entry.info["config"]
     if cfg.n_layers == 0:
         st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "

@@ -9,7 +9,7 @@ from ui import python_panel, snippets
 from ui.cache import per_model
 from ui.pages import PATH
 from ui.quiz import ask
-from ui.state import LabModel, selected_model
+from ui.state import LabModel, is_markov, selected_model
 
 N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
@@ -84,6 +84,10 @@ def _home_model():
     entry = selected_model()
     if entry is None:
         st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
+        return
+    if is_markov(entry):
+        st.info(f"**{entry.label}** was trained on the Markov-chain task: this overview measures copying a repeated "
+                "pattern, which its sequences do not have; the Attention and Causal pages read it.")
         return
     ov = _overview(entry)
     m, heads = ov.metrics, ov.heads
