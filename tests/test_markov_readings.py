@@ -1,0 +1,96 @@
+"""The reading pages' computations on Markov-chain models (core.reading.markov, the another-chain
+corruption and head patching in core.causal), against planted numbers and the shipped Markov runs."""
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+import torch
+
+from core.causal.corruptions import another_chain
+from core.causal.views import markov_patch_view
+from core.model.checkpoints import read_checkpoint
+from core.model.markov import MarkovTask
+from core.reading.markov import even_successor, markov_view, transition_heads
+
+from helpers import ROOT
+
+MARKOV = ROOT / "checkpoints" / "markov"
+
+
+@pytest.fixture(scope="module")
+def two_block():
+    return read_checkpoint(MARKOV / "markov-2block.pt")
+
+
+def test_another_chain_gives_each_row_a_fresh_chains_sequence_of_the_same_shape():
+    task = MarkovTask(n_states=3, seq_len=40)
+    g = torch.Generator().manual_seed(0)
+    clean = another_chain(torch.zeros(5, 40, dtype=torch.long), task, g)
+    donor = another_chain(clean, task, torch.Generator().manual_seed(1))
+    assert donor.shape == clean.shape and donor.min() >= 0 and donor.max() < 3
+    assert not torch.equal(donor, clean)
+    with pytest.raises(ValueError, match=r"\[B, 40\]"):
+        another_chain(clean[:, :10], task)
+
+
+def test_even_successor_is_the_mean_share_of_qualifying_keys_counted_by_hand():
+    tokens = torch.tensor([[0, 1, 0, 1, 1, 0], [2, 2, 2, 0, 1, 2]])
+    shares = []
+    for row in tokens.tolist():
+        for i in range(len(row)):
+            keys = [j for j in range(1, i + 1) if row[j - 1] == row[i]]
+            if keys:
+                shares.append(len(keys) / (i + 1))
+    assert even_successor(tokens) == pytest.approx(sum(shares) / len(shares))
+
+
+def _scores(rows):
+    return pd.DataFrame(rows, columns=["label", "layer", "head", "prev_token", "successor"])
+
+
+def test_transition_heads_names_exactly_the_planted_pair():
+    scores = _scores([("1.1", 0, 0, 0.9, 0.1), ("1.2", 0, 1, 0.2, 0.1),
+                      ("2.1", 1, 0, 0.1, 0.8), ("2.2", 1, 1, 0.1, 0.5)])
+    prev, succ, sentence = transition_heads(scores, even=0.3)
+    assert (prev, succ) == (["1.1"], ["2.1"])  # 0.5 < 2 x 0.3
+    assert "1.1" in sentence and "2.1" in sentence and "2.2" not in sentence
+    prev, succ, sentence = transition_heads(scores.assign(prev_token=0.1), even=0.3)
+    assert prev == [] and sentence.startswith("No pair of heads")
+    _, succ, sentence = transition_heads(scores[scores["layer"] == 0], even=0.3)
+    assert succ == [] and sentence.startswith("One block cannot count transitions")
+
+
+def test_the_shipped_two_block_run_has_a_statistical_induction_head_and_one_block_none(two_block):
+    model, info = two_block
+    view = markov_view(model, info["task"])
+    assert view.prev_heads and all(h.startswith("1.") for h in view.prev_heads)
+    assert view.successor_heads and all(h.startswith("2.") for h in view.successor_heads)
+    assert view.kl.set_index("strategy")["kl"]["bigram"] < view.kl.set_index("strategy")["kl"]["unigram"]
+    one, info1 = read_checkpoint(MARKOV / "markov-1block.pt")
+    assert markov_view(one, info1["task"]).successor_heads == []
+
+
+def test_patching_a_head_that_writes_nothing_moves_nothing_and_the_clean_run_is_nearer_the_bigram(two_block):
+    model, info = two_block
+    silent = copy.deepcopy(model)
+    with torch.no_grad():
+        silent.blocks[1].W_O[0] = 0.0
+    out = markov_patch_view(silent, info["task"], n_seqs=4)
+    heads = out["heads"]
+    assert out["clean"]["neg_kl_bigram"] > out["corrupted"]["neg_kl_bigram"]
+    zero = heads[(heads["layer"] == 1) & (heads["head"] == 0)]
+    assert (zero["patched"] - zero["corrupted"]).abs().max() < 1e-9
+    assert heads[(heads["layer"] == 1) & (heads["head"] == 1)]["patch_effect"].abs().max() > 0.01
+
+
+def test_a_model_without_blocks_or_with_too_few_states_is_refused_clearly(two_block):
+    model, info = two_block
+    from core.model.config import ModelConfig
+    from core.model.tinycharlm import TinyCharLM
+
+    with pytest.raises(ValueError, match="no attention blocks"):
+        markov_view(TinyCharLM(ModelConfig(vocab_size=model.cfg.vocab_size, n_layers=0)), info["task"])
+    with pytest.raises(ValueError):
+        markov_view(TinyCharLM(ModelConfig(vocab_size=2, d_model=16, n_heads=2)), info["task"])
