@@ -94,3 +94,24 @@ def test_a_model_without_blocks_or_with_too_few_states_is_refused_clearly(two_bl
         markov_view(TinyCharLM(ModelConfig(vocab_size=model.cfg.vocab_size, n_layers=0)), info["task"])
     with pytest.raises(ValueError):
         markov_view(TinyCharLM(ModelConfig(vocab_size=2, d_model=16, n_heads=2)), info["task"])
+
+
+MARKOV_2 = "markov/markov-2block.pt"
+
+
+@pytest.mark.app
+def test_the_attention_and_causal_pages_read_a_markov_model_and_the_others_say_why_not(two_block):
+    from helpers import open_app
+
+    model, info = two_block
+    view = markov_view(model, info["task"])
+    at = open_app("app_pages/attention.py", MARKOV_2)
+    shown = " ".join(x.value for x in [*at.markdown, *at.info, *at.caption])
+    assert view.sentence in shown
+    at.switch_page("app_pages/causal.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.dataframe or at.get("vega_lite_chart")
+    for page in ("app_pages/circuits.py", "app_pages/icl.py", "app_pages/depth.py"):
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert "was trained on the Markov-chain task" in " ".join(x.value for x in at.info), page
