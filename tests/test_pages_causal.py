@@ -147,7 +147,7 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
 
 
 @pytest.mark.app
-def test_issue_32_checks_show_cores_sentences_and_the_positions_wait_for_a_click(two_block_page):
+def test_the_circuit_checks_show_cores_sentences_and_the_positions_wait_for_a_click(two_block_page):
     """GradDrop and the RoPE-aware score are drawn with the page (the RoPE sentence is core's, recomputed here);
     path patching per position waits for its button, then draws four grids and its sentence."""
     from core.causal import check_readings, checks, patching, views
