@@ -38,7 +38,7 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 
 
-@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
 def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
     from core.causal import views
