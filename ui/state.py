@@ -90,22 +90,26 @@ class ShippedModel(LabModel):
         return _load_shipped(self.file)[1]
 
 
-_MANIFEST: list = [None, []]  # (path, mtime_ns, size) of manifest.json and the rows read from it then
+_MANIFESTS: dict[str, tuple] = {}  # manifest path -> ((mtime_ns, size), the rows read from it then)
 
 
-def _manifest_rows() -> list[dict]:
-    """manifest.json's rows, read again only when the file changes (every script run asks, several times)."""
-    manifest = CHECKPOINT_DIR / "manifest.json"
+def _manifest_rows(folder: str = "") -> list[dict]:
+    """The rows of checkpoints/<folder>/manifest.json, read again only when the file changes (every script
+    run asks, several times); [] without a readable manifest."""
+    manifest = CHECKPOINT_DIR / folder / "manifest.json"
     try:
         stat = manifest.stat()
     except OSError:
         return []
-    seen, rows = _MANIFEST
-    now = (str(manifest), stat.st_mtime_ns, stat.st_size)
-    if seen != now:
-        rows = json.loads(manifest.read_text()).get("checkpoints", [])
-        _MANIFEST[:] = [now, rows]  # one assignment: another thread sees both or neither
-    return [dict(r) for r in rows]
+    now = (stat.st_mtime_ns, stat.st_size)
+    seen = _MANIFESTS.get(str(manifest))
+    if seen is None or seen[0] != now:
+        try:
+            seen = (now, json.loads(manifest.read_text()).get("checkpoints", []))
+        except (OSError, ValueError, AttributeError):
+            return []
+        _MANIFESTS[str(manifest)] = seen  # one assignment: another thread sees both or neither
+    return [dict(r) for r in seen[1] if isinstance(r, dict)]
 
 
 def shipped_files() -> list[dict]:
@@ -172,12 +176,7 @@ MARKOV_DIR = "markov"  # checkpoints/markov/: the Markov-chain runs, with their 
 def markov_files() -> list[dict]:
     """Manifest rows of the shipped Markov-chain checkpoints that exist, "file" relative to checkpoints/
     ("markov/markov-2block.pt"). Kept apart from shipped_files: their views are not shipped data."""
-    manifest = CHECKPOINT_DIR / MARKOV_DIR / "manifest.json"
-    try:
-        rows = json.loads(manifest.read_text()).get("checkpoints", [])
-    except (OSError, ValueError):
-        return []
-    rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in rows if isinstance(r, dict) and "file" in r]
+    rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in _manifest_rows(MARKOV_DIR) if "file" in r]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 
 

@@ -57,10 +57,6 @@ class Hooks:
         self.cache: dict[str, torch.Tensor] = {}
         self._touched = self.names | set(self.edits)
 
-    def touches(self, prefix: str) -> bool:
-        """Whether any edited or recorded name starts with prefix (a block's fused path needs neither)."""
-        return any(n.startswith(prefix) for n in self._touched)
-
     def wants(self, name: str) -> bool:
         return name in self._touched
 

@@ -113,17 +113,16 @@ class AttentionBlock(nn.Module):
         compiled path; else the hook points' own. embedded=(W_E, tokens) says h is W_E[tokens]: the
         projection is then taken over the vocabulary (core.model.attention.project), unless a hook
         touches this block."""
-        hooks = hooks if hooks is not None else Hooks()
-        fused, hold = hooks.fused(name)
+        fused, hold = (True, None) if hooks is None else hooks.fused(name)
         if fused and attention.compiled_trains(h, self.cfg.n_heads):
             return self._compiled(h, hold, embedded)
-        return self._hooked(h, hooks, name, embedded if fused else None)
+        return self._hooked(h, hooks if hooks is not None else Hooks(), name, embedded if fused else None)
 
     def _compiled(self, h: torch.Tensor, hold: int | None = None, embedded=None) -> torch.Tensor:
         """The same block through core.model.attention_cpp: one fused QKV product, then rotary, attention
         and the held head `hold` in the compiled kernel with its own backward."""
         c = self.cfg
-        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else (None,) * 3),
+        qkv = fused_qkv(h, self.W_Q, self.W_K, self.W_V, *((self.b_Q, self.b_K, self.b_V) if c.bias else ()),
                         embedded=embedded)
         cos, sin = rope_cos_sin(h.shape[1], c.d_head, c.rope_base, h.dtype)
         z = causal_attention(qkv, c.n_heads, cos, sin, hold)  # [N, T, H d_head]
@@ -138,7 +137,8 @@ class AttentionBlock(nn.Module):
         cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
         q = hooks(name + "attn.hook_rot_q", apply_rope(q, cos, sin))
         k = hooks(name + "attn.hook_rot_k", apply_rope(k, cos, sin))
-        pattern, hold = name + "attn.hook_pattern", hooks.held(name + "attn.hook_pattern")
+        pattern = name + "attn.hook_pattern"
+        hold = hooks.held(pattern)
         if hold is not None:
             z = hold_z(attend(q, k, v), v, hold)
         elif hooks.wants(pattern):
