@@ -33,7 +33,7 @@ def test_a_shipped_markov_file_holds_the_figures_of_its_row(row):
     assert len(steps) > 10 and steps == sorted(steps) and steps[0] == 0 and steps[-1] >= preset.train.steps - 10
     assert mk.figures(info["history"], info["task"]) == row["figures"]
     argv = shlex.split(row["command"])
-    assert argv[:3] == ["python", "-m", "core.training.markov"]
+    assert argv[:3] == ["python", "-m", "core.train"] and argv[argv.index("--preset") + 1] == row["preset"]
     assert argv[argv.index("--out") + 1] == f"checkpoints/markov/{row['file']}"
 
 

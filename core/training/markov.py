@@ -141,7 +141,7 @@ def train_preset(name: str, out, seed: int = 0, manifest=None):
         path = Path(manifest)
         data = json.loads(path.read_text()) if path.is_file() else {"checkpoints": []}
         row = {"file": Path(out).name, "preset": name, "seed": seed,
-               "command": f"python -m core.training.markov --preset {name} --seed {seed} --out {out} "
+               "command": f"python -m core.train --preset {name} --seed {seed} --out {out} "
                           f"--manifest {manifest}",
                "figures": figures(trainer.history, p.task)}
         data["checkpoints"] = sorted([r for r in data["checkpoints"] if r["file"] != row["file"]] + [row],
@@ -150,23 +150,3 @@ def train_preset(name: str, out, seed: int = 0, manifest=None):
                         "a strategy is the nearest (stages); final is the last log on the fixed evaluation batch.")
         path.write_text(json.dumps(data, indent=1) + "\n")
     return trainer
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m core.training.markov",
-                                 description="Train a Markov-chain preset and write its checkpoint.")
-    ap.add_argument("--preset", required=True, choices=list(MARKOV_PRESETS))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--manifest")
-    args = ap.parse_args(argv)
-    trainer = train_preset(args.preset, args.out, args.seed, args.manifest)
-    print(f"{args.preset}: {trainer.step} steps in {trainer.seconds:.1f} s; "
-          + stage_sentence(trainer.history, trainer.task_cfg) + f" -> {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,8 +2,10 @@
 
     python -m core.train --preset variable-period-2block --out m.pt
     python -m core.train --layers 2 --period-min 16 --period-max 32 --stop-at-loss 0.5 --out m.pt
+    python -m core.train --preset markov-2block --seed 0 --out m.pt     # a Markov-chain preset
 
-Flags given explicitly override the preset's values.
+Flags given explicitly override the preset's values. A Markov-chain preset (core.training.markov) takes
+only --seed, --out and --manifest: its settings are the preset's.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from core.model.task import TaskConfig
 from core.training.config import TrainConfig
 from core.training.heap import keep_freed_memory
 from core.training.interventions import check_interventions
+from core.training.markov import MARKOV_PRESETS
 from core.training.presets import PRESETS, get_preset
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m core.train", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--preset", help=f"one of: {', '.join([*PRESETS, *MARKOV_PRESETS])}")
     p.add_argument("--out", required=True, help="checkpoint file to write")
     p.add_argument("--layers", type=int, help="number of attention blocks (0-6)")
     p.add_argument("--period-min", type=int)
@@ -175,6 +178,8 @@ def _preset_names() -> list[str]:
 def main(argv=None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.preset in MARKOV_PRESETS:
+        return _train_markov(args, raw)
     model_cfg, task_cfg, train_cfg = configs_from_args(args)
     out = Path(args.out)
     if not out.parent.exists():
@@ -191,4 +196,23 @@ def main(argv=None) -> int:
         print(f"trained {trainer.step} steps in {trainer.seconds:.1f} s: loss_first_copy "
               f"{last['loss_first_copy']:.3f}, loss_later_copies {last['loss_later_copies']:.3f}, "
               f"acc_later_copies {last['acc_later_copies']:.3f} -> {out}")
+    return 0
+
+
+def _train_markov(args, raw: list[str]) -> int:
+    """A Markov-chain preset: its own settings, seed, checkpoint and manifest row (core.training.markov)."""
+    from core.training.markov import stage_sentence, train_preset
+
+    allowed = {"--preset", "--seed", "--out", "--manifest", "--quiet"}
+    extra = sorted({a.split("=")[0] for a in raw if a.startswith("--")} - allowed)
+    if extra:
+        raise UsageError(f"a Markov-chain preset takes only --seed, --out and --manifest (not {', '.join(extra)}).")
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise UsageError(f"the folder {out.parent} for --out does not exist.")
+    keep_freed_memory()
+    trainer = train_preset(args.preset, args.out, args.seed or 0, args.manifest)
+    if not args.quiet:
+        print(f"{args.preset}: {trainer.step} steps in {trainer.seconds:.1f} s; "
+              + stage_sentence(trainer.history, trainer.task_cfg) + f" -> {args.out}")
     return 0
