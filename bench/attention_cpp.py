@@ -9,11 +9,11 @@ One torch thread, the heap kept as in the pool's workers (core.training.heap), C
     this process, one with ATTENTION_LAB_ATTENTION=cpp: CPU ms a step (median; a log step counts as
     a step with its log, the median leaves them out) and the step's ratio to its bound
     (time_to_induction.step_flops at the best 1024^2 product rate, matmul_peak);
-(c) the build: CPU-seconds of the compiler at first use (into a fresh cache folder) and of a load
-    from the cache in a fresh process;
+(c) the build: CPU-seconds of the compiler at first use (into an empty $ATTENTION_LAB_CACHE/ext) and
+    of a load from that folder in a fresh process;
 (d) drift: after --steps interleaved steps, the largest parameter difference between the two
     Trainers and each one's drop step (core.training.live.drop_step on its logs);
-(e) where the compiled attention's time goes in situ (session 10): during (b)'s compiled steps, the
+(e) where the compiled attention's time goes in situ: during (b)'s compiled steps, the
     CPU ms a step inside the kernel's forward and backward calls (ctypes, all blocks) and in the
     autograd.Function around them (its forward and backward minus the calls: allocations, checks,
     saving, ctypes conversion), medians over the steps.
@@ -53,7 +53,7 @@ SWITCH = attention_cpp.ENV_SWITCH
 
 
 def build_cost() -> dict:
-    """(c): the compiler's CPU-seconds into an empty cache folder, then a fresh process's load from it."""
+    """(c): the compiler's CPU-seconds into an empty build folder, then a fresh process's load from it."""
     with tempfile.TemporaryDirectory(prefix="attention-cpp-bench-") as tmp:
         env = dict(os.environ, ATTENTION_LAB_CACHE=tmp, PYTHONPATH=str(ROOT))
         code = ("import time, resource; from core.model import attention_cpp as a; c = time.process_time(); "

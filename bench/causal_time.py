@@ -1,13 +1,14 @@
-"""The causal analyses' cost before and after a change to the forwards they run, in the same run (issue #28).
+"""The causal analyses' cost before and after a change to the forwards they run, in the same run.
 
     python bench/causal_time.py [--before REV] [--rounds 5] [--seqs 32] [--threads 1] [--json]
 
-Extracts core/ as it was at REV (default: the commit before the intervention point) into a temporary
-folder and times each analysis below on the shipped default model (checkpoints/variable-period-2block.pt,
-the same task sequences and corruption) once with that code and once with today's, in alternating
-rounds of child processes (one per side and round, so each side imports only its own core), at one
-thread: CPU milliseconds, median over the rounds, and the ratio after / before. The analyses agree
-between the two to float32 tolerance (tests/test_patching.py, test_paths.py); this times them.
+Extracts core/ as it was at REV (default: a565317, the last commit whose forwards were written by hand,
+before TinyCharLM.run_with_hooks) into a temporary folder and times each analysis below on the shipped
+default model (checkpoints/variable-period-2block.pt, the same task sequences and corruption) once with
+that code and once with today's, in alternating rounds of child processes (one per side and round, so
+each side imports only its own core), at one thread: CPU milliseconds, median over the rounds, and the
+ratio after / before. The analyses agree between the two to float32 tolerance (tests/test_patching.py,
+test_paths.py); this times them.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A browser session without a browser: Streamlit's own websocket protocol (BackMsg out, ForwardMsg in),
-rendering nothing (issue #30). bench/class.py's light students and bench/memory.py --sessions use it.
+rendering nothing. bench/class.py's light students and bench/memory.py --sessions use it.
 
 What it does as Streamlit 1.67's frontend does (its App.tsx, read from the shipped bundle):
 - `open(page)` asks for a whole run of the page (ClientState.page_name) and waits for its end;

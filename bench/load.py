@@ -1,5 +1,5 @@
 """The lab under load, in real Chromium: how fast a training shows its drop, and what other students
-cost it (issue 12's scenarios).
+cost it.
 
     python bench/load.py [--json] [--seeds 0 1 2] [--window 20]
 

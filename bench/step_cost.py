@@ -1,14 +1,15 @@
-"""A training step's cost before and after a change to the model module, in the same run (issue #28).
+"""A training step's cost before and after a change to the model module, in the same run.
 
     python bench/step_cost.py [--before REV] [--rounds 15] [--steps 10] [--threads 1] [--json]
 
-Imports core/model/tinycharlm.py as it was at REV (default: the commit before the intervention point)
-from a temporary copy, next to today's module, builds both models of the default preset from the same
-weights and times a training step of each (forward, cross-entropy, backward, AdamW step, on the
-preset's batch size and training length) in alternating rounds, at one thread by default: a shared
-machine's drift falls on both alike, so the ratio of the medians is the figure to quote. Also the
-held run (block 1's head 1 held on the previous token, core.training.interventions), the other
-training path. Prints the float32 1024x1024 matmul rate measured in the same run.
+Imports core/model/tinycharlm.py as it was at REV (default: a565317, the last commit whose forwards
+were written by hand, before TinyCharLM.run_with_hooks) from a temporary copy, next to today's module,
+builds both models of the default preset from the same weights and times a training step of each
+(forward, cross-entropy, backward, AdamW step, on the preset's batch size and training length) in
+alternating rounds, at one thread by default: a shared machine's drift falls on both alike, so the ratio
+of the medians is the figure to quote. Also the held run (block 1's head 1 held on the previous token,
+core.training.interventions), the other training path. Prints the float32 1024x1024 matmul rate
+measured in the same run.
 """
 from __future__ import annotations
 
