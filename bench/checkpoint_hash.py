@@ -5,8 +5,8 @@ clock is replaced by one that ticks 50 ms a reading, so the history's "seconds" 
 
     python bench/checkpoint_hash.py [--steps 800] [--budget MB] [--root TREE]
 
-A change to how a worker holds its snapshots must not change these bytes (issue #30, bench/README.md
-session 11): run it on both trees (--root: another checkout, e.g. /work/main) on one machine. --budget
+A change to how a worker holds its snapshots must not change these bytes: run it on both trees (--root:
+another checkout, e.g. /work/main) on one machine (bench/README.md, "Reproducible floats"). --budget
 lowers the live snapshot budget (core.model.snapshots.MEMORY_BUDGET) so a short run thins its snapshots
 while it trains, as a long one does at the default 30 MB. Prints the CPU-seconds of the run and the
 one-thread 1024² matmul rate beside them.

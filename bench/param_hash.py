@@ -7,11 +7,10 @@ A change that must not move a training's numbers (an optimizer rewritten, an all
 same hash before and after; run it on both trees (e.g. `git archive` of the old commit) on one machine.
 By default the run is TrainSettings.defaults() (800 steps planned, so the last 300 decay) stopped after
 --steps; --full trains a run of exactly --steps steps instead (its schedule decays over those).
-Session 10 (bench/README.md): 300 steps, the default run: cc3e05572873f0f0 with torch.optim.AdamW and with
-core.training.adamw; --full: 7761754a9c165b8d. Both were the eager kernel's (ATTENTION_LAB_ATTENTION=eager
-gives them still); the compiled attention, the default since, gives de5589cc098bce00 for 300 steps on
-session 11's AMD EPYC host, before and after that session's kernel changes (-march=native: another
-CPU may round differently).
+The run takes the kernel the lab trains with (core.model.attention.kernel_choice; ATTENTION_LAB_ATTENTION=eager
+or cpp forces one), and the hash depends on it and on the CPU's model (the compiled kernel is built
+-march=native, MKL picks its code path by the model): compare hashes from one machine. bench/README.md
+("Reproducible floats") holds the ones measured, with their host.
 """
 from __future__ import annotations
 
