@@ -1,19 +1,18 @@
-"""A warm page's cost to the server: CPU-seconds of each page's script run, and where they go (issue #30).
+"""A page's cost to the server, first visit and warm: CPU-seconds of each page's script run, and where they go.
 
-    python bench/page_cost.py [--rounds 5] [--cache-dir DIR] [--json]
+    python bench/page_cost.py [--rounds 5] [--json]
     python bench/page_cost.py --profile [--top 25]      # plus a sampled profile of every page's runs
     python bench/page_cost.py --profile-first [--top 25] # plus one of every page's first visit in a new process
 
-Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server) reading the
-shipped data (checkpoints/data/) as on a fresh clone, then drives it with
-bench/memory.py's LightSession (Streamlit's websocket protocol, no browser): one walk over every page to
-fill the server's memory caches (its per-page costs are printed too: a new process's first visits, the
-views read from the shipped data), then --rounds walks, each
-page's cost being the server's utime + stime from /proc across its script run and the 0.3 s after
-it (what the server sends after the run counts too; the trimmer thread's idle rate, measured first,
-is taken off). Prints each page's median over the rounds, the warm walk (the sum of the nine reading
-pages' medians: every page but Train) and the server's PSS after the walks, with the one-thread
-1024² matmul rate.
+Starts `streamlit run dashboard.py` (through this file, so it can profile inside the server), which reads
+every page's default views from the shipped data (checkpoints/data/) as on a fresh clone, then drives it
+with bench/light.py's LightSession (Streamlit's websocket protocol, no browser): one walk over every page
+to fill the server's memory caches (its per-page costs are printed too: a new process's first visits, the
+views read from the shipped data, the charts built), then --rounds walks, each page's cost being the
+server's utime + stime from /proc across its script run and the 0.3 s after it (what the server sends
+after the run counts too; the trimmer thread's idle rate, measured first, is taken off). Prints each
+page's median over the rounds, the warm walk (the sum of the nine reading pages' medians: every page but
+Train) and the server's PSS after the walks, with the one-thread 1024² matmul rate.
 
 --profile: a thread in the server samples the script-run thread's stack every millisecond and sums,
 per page, the share of samples in which each function is on the stack (inclusive) and at its top
@@ -137,11 +136,11 @@ def serve(argv: list[str]) -> None:
 # The driver
 
 
-def start(cache: Path, profile: Path | None) -> tuple[subprocess.Popen, str]:
-    """The server, started through this file's `serve` (which can profile it) on the cache folder."""
+def start(profile: Path | None) -> tuple[subprocess.Popen, str]:
+    """The server, started through this file's `serve` (which can profile it)."""
     extra = ("--profile", str(profile)) if profile else ()
     launcher = (str(Path(__file__).resolve()), "serve", *extra, "--")
-    return start_server({"ATTENTION_LAB_CACHE": str(cache)}, launcher=launcher)
+    return start_server({}, launcher=launcher)
 
 
 async def _walks(url: str, pid: int, rounds: int, profile: Path | None,
@@ -175,8 +174,8 @@ async def _walks(url: str, pid: int, rounds: int, profile: Path | None,
     return costs, loop, errors, idle, cold
 
 
-def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool = False) -> dict:
-    proc, url = start(cache, profile)
+def measure(rounds: int, profile: Path | None = None, first: bool = False) -> dict:
+    proc, url = start(profile)
     try:
         costs, loop, errors, idle, cold = asyncio.run(_walks(url, proc.pid, rounds, profile, first))
         if first:
@@ -192,11 +191,6 @@ def measure(cache: Path, rounds: int, profile: Path | None = None, first: bool =
             "event_loop": {p: round(statistics.median(v), 3) for p, v in loop.items()},
             "warm_walk_reading": round(sum(medians[p or "home"] for p in READING), 3),
             "idle_cores": round(idle, 4), "pss_mb": round(pss, 1), "errors": errors}
-
-
-def warm_folder(cache: Path) -> None:
-    """Nothing to fill: the shipped data (checkpoints/data/, ui/shipped_data.py) holds every page's defaults,
-    read as a fresh clone's server reads them; `cache` only takes what the server builds ($ATTENTION_LAB_CACHE)."""
 
 
 def report_profile(folder: Path, top: int) -> dict:
@@ -222,25 +216,19 @@ def main(argv=None) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--cache-dir", type=Path, help="a view cache folder (default: an empty temporary one)")
     p.add_argument("--profile", action="store_true", help="also profile every page in a second server")
     p.add_argument("--profile-first", action="store_true",
                    help="also profile every page's first visit in a second, new server")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        cache = args.cache_dir or Path(tmp) / "cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        warm_folder(cache)
-        rate0 = matmul_rate()
-        result = measure(cache, args.rounds)
-        if args.profile or args.profile_first:
-            folder = Path(tmp) / "profile"
-            folder.mkdir()
-            measure(cache, args.rounds, profile=folder, first=args.profile_first)
-            result["profile"] = report_profile(folder, args.top)
-        result["matmul_gflops"] = [round(rate0, 1), round(matmul_rate(), 1)]
+    rate0 = matmul_rate()
+    result = measure(args.rounds)
+    if args.profile or args.profile_first:
+        with tempfile.TemporaryDirectory() as folder:
+            measure(args.rounds, profile=Path(folder), first=args.profile_first)
+            result["profile"] = report_profile(Path(folder), args.top)
+    result["matmul_gflops"] = [round(rate0, 1), round(matmul_rate(), 1)]
     if args.json:
         print(json.dumps(result, indent=1))
         return 0

@@ -1,6 +1,6 @@
-"""Where a reading server's memory is after a walk over every page (issue #30): PSS broken down in the server.
+"""Where a reading server's memory is after a walk over every page: PSS broken down in the server.
 
-    python bench/server_memory.py [--walks 2] [--cache-dir DIR] [--train] [--holders] [--json]
+    python bench/server_memory.py [--walks 2] [--train] [--holders] [--env NAME=VALUE ...] [--json]
 
 Starts `streamlit run dashboard.py` through this file (its `serve`: a SIGUSR1 handler in the server writes a
 probe to a file), walks every page --walks times with bench/light.py's LightSession (no browser), waits for
@@ -12,10 +12,12 @@ the session to end (the TTL and ui/sessions.py's MARGIN, then ui/setup.py's next
 - what the garbage collector reaches: torch storages, numpy arrays, bytes, by count and MB;
 - the anonymous memory by where it lives (glibc's main heap, large anonymous mappings, the rest) and
   Arrow's allocator; with --holders, who holds the largest buffers (the first path from a module's
-  namespace or a thread's frame to each).
-With --train the walk also trains the default settings once on the Train page, and the total PSS of the
-server with its helper processes (forkserver, resource tracker, a kept worker) is read after the run
-and again after the walk (target 3 of session 11). Prints the one-thread 1024² matmul rate.
+  namespace or a thread's frame to each);
+then, after that idle time, opens every page once more in a new session: its CPU-seconds and the PSS
+after. With --train the walk also trains the default settings once on the Train page, and the total PSS
+of the server with its helper processes (forkserver, resource tracker, a kept worker) is read after the
+run and again after the walk. --env adds a variable to the server's environment (e.g. ATTENTION_LAB_ATTENTION,
+or MALLOC_ARENA_MAX to try an allocator setting). Prints the one-thread 1024² matmul rate.
 """
 from __future__ import annotations
 
@@ -323,7 +325,6 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--walks", type=int, default=2)
-    ap.add_argument("--cache-dir", help="the view cache folder (filled for the default model if empty)")
     ap.add_argument("--ttl", type=float, default=5.0)
     ap.add_argument("--settle", type=float, default=65.0, help="seconds after the session ended")
     ap.add_argument("--train", action="store_true", help="train the default settings once before the walks")
@@ -334,15 +335,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from machine import matmul_rate
     from memory import _ended, start_server
-    from page_cost import warm_folder
 
     log = (lambda m: None) if args.json else print
-    cache = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="server-memory-"))
-    cache.mkdir(parents=True, exist_ok=True)
-    warm_folder(cache)
     out_file = Path(tempfile.mkdtemp(prefix="probe-")) / "probe.json"
-    env = {"ATTENTION_LAB_CACHE": str(cache), **({"BENCH_HOLDERS": "1"} if args.holders else {}),
-           **dict(e.split("=", 1) for e in args.env)}
+    env = {**({"BENCH_HOLDERS": "1"} if args.holders else {}), **dict(e.split("=", 1) for e in args.env)}
     proc, url = start_server(env, ("--server.disconnectedSessionTTL", str(int(args.ttl))),
                              launcher=(str(Path(__file__).resolve()), "serve", str(out_file), "--"))
     try:

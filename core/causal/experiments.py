@@ -1,83 +1,248 @@
-"""What the Causal experiments page reads of its experiments: the Experiments dataclass core.causal.views
-computes (stored on disk as it is) and the position sweeps' budget. Apart from the computation, so that a page
-reading a stored view imports no torch (core/model/lazy.py)."""
+"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
+and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
+corrupted several times.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
-import numpy as np
 import pandas as pd
+import torch
 
-POSITION_BUDGET = 4 * 2 * 5 * 64 ** 2  # four times the shipped 2-block model's sweep at its longest period
+from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
+from core.causal.corruptions import corrupted_tokens
+from core.causal.experiments import POSITION_BUDGET, Experiments
+from core.causal.patching import effect_interval
+from core.model.symbols import head_label, token_labels, with_labels
+from core.model.task import TaskConfig
+from core.model.tinycharlm import TinyCharLM
 
 
-@dataclass
-class Experiments:
-    """Every experiment of the Causal page on one pair of runs (experiments()). The patching experiments
-    see the sequences cut after their second copy; the logit lens sees them whole."""
+def text_period(tokens: torch.Tensor) -> int | None:
+    """The smallest L with tokens[t] == tokens[t - L] for every t >= L and a complete second copy
+    (2L <= T), or None when the sequence does not repeat that way."""
+    T = len(tokens)
+    for L in range(1, T // 2 + 1):
+        if torch.equal(tokens[L:], tokens[:-L]):
+            return L
+    return None
 
-    m_clean: float
-    """M, the mean log-probability of the right second-copy token, on the clean run."""
-    m_corrupted: float
-    """M on the corrupted run."""
-    n_seqs: int
-    """Sequences (clean and corrupted pairs) measured."""
-    period: int | None
-    """Their period, None if the periods differ."""
-    clean: list[str]
-    """The first clean sequence's tokens as labels (cut after its second copy)."""
-    corrupted: list[str]
-    """The first corrupted sequence's tokens as labels."""
-    heads: pd.DataFrame
-    """One row per head (label, layer, head, patch_effect, effect_low, effect_high): its clean output
-    patched alone into the corrupted run, with the 95% bootstrap interval over the sequences."""
-    all_heads: float
-    """Effect of patching every head at once (NaN without heads)."""
-    resid_last: float
-    """Effect of patching the whole stream entering the last block (NaN without blocks)."""
-    resid: np.ndarray | None
-    """[n_layers, T] the clean stream before each block restored at one position; None without the sweeps."""
-    resid_noise: np.ndarray | None
-    """[n_layers, T] the same, noising (the corrupted stream into the clean run); None without the sweeps."""
-    head_positions: np.ndarray | None
-    """[n_layers * H, T] one head's clean output at one position (rows head_rows); None without the sweeps."""
-    position_cost: int
-    """Relative cost of the position sweeps (position_sweep_cost), against POSITION_BUDGET."""
-    embedding_window: dict | None
-    """embedding_window(): a few neighbouring embeddings restored together; None without the sweeps."""
-    noise: pd.DataFrame
-    """noising.head_noise_effects per head with its label first: noising and direct effects, intervals,
-    and direct_testable (_noise_frame)."""
-    attribution: dict | None
-    """atp.attribution_agreement() against the exact sweep; None without the sweeps."""
-    head_rows: list[str]
-    """The label of each row of head_positions."""
-    paths: pd.DataFrame
-    """path_patching.path_patch_table from the block-1 heads into the block-2 heads, with sender and
-    receiver labels and testable (the sender's output differs between the runs where the path reads it)."""
-    corruption: str
-    """The corruption (core.causal.corruptions.CORRUPTIONS)."""
-    senders: pd.DataFrame | None
-    """sender_frame(): how much each block-1 head's output differs between the runs; None for one block."""
-    offsets: pd.DataFrame | None
-    """block1_offsets(): how far back each block-1 head looks; None for one block."""
-    lens: pd.DataFrame
-    """The logit lens on the first clean sequence, whole, with token and target_token labels."""
-    lens_by_copy: pd.DataFrame
-    """The logit lens on every clean sequence, whole, by copy (logit_lens.lens_by_copy)."""
-    by_metric: pd.DataFrame | None = None
-    """metrics.head_effects_by_metric: section 1's head patching under log-prob, logit difference, probability."""
-    circuit: dict | None = None
-    """circuit.page_circuit: the circuit chosen and scored with one reference (the mean over the corrupted runs),
-    with "elements" (their labels), its knockouts, greedy growth and the corrupted-run reference's circuit
-    beside it ("other"). None unless 2 blocks."""
-    composition: pd.DataFrame | None = None
-    """composition.composition_vs_paths: weight K-composition beside key-path noising per receiver; None
-    unless 2 or more blocks."""
-    typed: bool = False
-    """One typed sequence against many corruptions (text_experiments): the intervals are over corruptions."""
 
-    @property
-    def gap(self) -> float:
-        """M(clean) - M(corrupted): below core.causal.clarity.MIN_GAP no patch effect means much."""
-        return float(self.m_clean - self.m_corrupted)
+def typed_runs(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+               corruption: str = "first-copy") -> patching.PatchRuns:
+    """One typed sequence tokens [T] as the clean run (repeated), n_corruptions corrupted runs (fresh first
+    copies, or with corruption="resample" other sequences of the same period).
+    ValueError with a message a student can act on when the text has no repeat to corrupt."""
+    tokens = torch.as_tensor(tokens, dtype=torch.long)
+    L = text_period(tokens)
+    if L is None:
+        raise ValueError("This text does not repeat: type a pattern followed by at least one full copy of it "
+                         "(for example `abcdefabcdef`), so there is a second copy whose tokens the first one "
+                         "predicts.")
+    patching.check_period(L, len(tokens))
+    clean = tokens[None].repeat(n_corruptions, 1)
+    periods = torch.full((n_corruptions,), L, dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    corrupted = corrupted_tokens(clean, periods, model.cfg.vocab_size, corruption, g)
+    return patching.prepare(model, clean, corrupted, periods, corruption)
+
+
+def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """Path patching from the block-1 heads into the block-2 heads (each, and all at once): the pair of
+    blocks an induction circuit needs. Deeper models get the same pair, not every pair of blocks (on
+    a 4-block model that was 90 patched runs per direction and path instead of 30)."""
+    H = model.cfg.n_heads
+    receivers = [(1, h) for h in [*range(H), None]] if model.cfg.n_layers >= 2 else []
+    df = path_patching.path_patch_table(model, runs, receivers=receivers, senders=[(0, h) for h in range(H)])
+    df["sender"] = [head_label(l, h) for l, h in zip(df["sender_layer"], df["sender_head"])]
+    df["receiver"] = [head_label(l, h) for l, h in zip(df["receiver_layer"], df["receiver_head"])]  # "2.all": h < 0
+    df["testable"] = pd.Series(dtype=bool)
+    if len(df):
+        changes = path_patching.sender_changes(model, runs, [(0, h) for h in range(H)]).set_index("sender_head")
+        df["testable"] = [bool(changes.loc[h, f"testable_{p}"]) for h, p in zip(df["sender_head"], df["path"])]
+    return df
+
+
+def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """path_patching.sender_changes of the block-1 heads, with a sender label."""
+    df = path_patching.sender_changes(model, runs, [(0, h) for h in range(model.cfg.n_heads)])
+    df.insert(0, "sender", [head_label(0, h) for h in df["sender_head"]])
+    return df
+
+
+def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFrame:
+    """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..max_offset
+    (query i on key i - d, over every query i >= max_offset of every sequence). Rows: sender, offset,
+    mass; the offset with the most mass is `top` (True on that row)."""
+    P = runs.clean_cache["pattern"][0]  # [B, H, T, T]
+    T = P.shape[-1]
+    i = torch.arange(max_offset, T)
+    rows = []
+    for h in range(P.shape[1]):
+        masses = [float(P[:, h, i, i - d].mean()) for d in range(max_offset + 1)]
+        top = max(range(len(masses)), key=masses.__getitem__)
+        rows += [{"sender": head_label(0, h), "sender_head": h, "offset": d, "mass": m, "top": d == top}
+                 for d, m in enumerate(masses)]
+    return pd.DataFrame(rows)
+
+
+def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
+    """Relative cost of the two one-position-at-a-time sweeps: blocks x (heads + 1) patched runs per
+    position, each a forward pass over the cut sequences, so it grows with T^2."""
+    T = runs.clean.shape[1]
+    return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
+
+
+def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> Experiments:
+    """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
+    position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
+    on a large model they cost minutes (position_sweep_cost)."""
+    cfg = model.cfg
+    periods = runs.periods.unique()
+    out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
+    heads = with_labels(patching.head_patch_effects(model, runs))
+    every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    full = runs.clean_full if runs.clean_full is not None else runs.clean
+    paths = _path_frame(model, runs)
+    seq = full[0]
+    lens = logit_lens.lens_sequence(model, seq)
+    labels = token_labels(seq)
+    lens["token"] = [labels[i] for i in lens["position"]]
+    lens["target_token"] = [labels[i] for i in lens["target"]]
+    return Experiments(
+        m_clean=runs.m_clean, m_corrupted=runs.m_corrupted, n_seqs=int(runs.clean.shape[0]),
+        period=int(periods[0]) if len(periods) == 1 else None,
+        clean=labels[:runs.clean.shape[1]], corrupted=token_labels(runs.corrupted[0]),
+        heads=heads,
+        all_heads=float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
+        resid_last=(patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
+                    if cfg.n_layers else float("nan")),
+        resid=patching.resid_patch_effects(model, runs) if positions else None,
+        resid_noise=patching.resid_patch_effects(model, runs, noising=True) if positions else None,
+        head_positions=(out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
+                        if out_positions is not None else None),
+        position_cost=position_sweep_cost(model, runs),
+        embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
+        noise=_noise_frame(model, runs),
+        attribution=atp.attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
+        head_rows=[head_label(l, h) for l, h in every],
+        paths=paths,
+        corruption=runs.corruption,
+        senders=sender_frame(model, runs) if cfg.n_layers >= 2 else None,
+        offsets=block1_offsets(runs) if cfg.n_layers >= 2 else None,
+        lens=lens,
+        lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
+        by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
+        circuit=circuit.page_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
+        composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
+    )
+
+
+def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
+    """noising.head_noise_effects with the head's label first, and direct_testable: the head's direct path
+    reads its output at the scored positions (the second copy's queries), so its direct effect can show
+    something only where that output differs between the runs there (path_patching.sender_changes's
+    testable_q). Under first-copy a block-1 head that reads the last few tokens hardly changes there, so a
+    direct effect of 1 is forced by the corruption, not measured."""
+    df = with_labels(noising.head_noise_effects(model, runs))
+    every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+    changes = path_patching.sender_changes(model, runs, every)
+    df["direct_testable"] = changes["testable_q"].astype(bool).to_numpy() if len(df) else pd.Series(dtype=bool)
+    return df
+
+
+def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
+    """The clean stream before block 1 (the token embeddings) restored at `width` neighbouring first-copy
+    positions together, starting at L // 3: {positions, effect, one_target} (one_target = 1 / (L - 1), the
+    share of M's targets one sequence position can hold). None when the sequences' periods differ."""
+    periods = runs.periods.unique()
+    if len(periods) != 1:
+        return None
+    L = int(periods[0])
+    start = L // 3
+    where = [p for p in range(start, start + width) if p < L]
+    return {"positions": where, "effect": patching.resid_positions_effect(model, runs, 0, where),
+            "one_target": 1 / (L - 1)}
+
+
+def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None, budget: int) -> bool:
+    """None: run the position sweeps only when they cost at most `budget` (position_sweep_cost)."""
+    return position_sweep_cost(model, runs) <= budget if positions is None else positions
+
+
+def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
+                     positions: bool | None = None, budget: int = POSITION_BUDGET,
+                     corruption: str = "first-copy") -> Experiments:
+    """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
+    True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
+    corruption: core.causal.corruptions.CORRUPTIONS)."""
+    runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
+    return experiments(model, runs, _positions(model, runs, positions, budget))
+
+
+def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+                     positions: bool | None = None, budget: int = POSITION_BUDGET,
+                     corruption: str = "first-copy") -> Experiments:
+    """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
+    corruption as in task_experiments)."""
+    runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
+    return replace(experiments(model, runs, _positions(model, runs, positions, budget)), typed=True)
+
+
+def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,
+                            corruption: str = "first-copy", paths: tuple[str, ...] = ("k", "v")) -> pd.DataFrame:
+    """Path patching at every snapshot of a checkpoint (core.model.snapshots) and at its final weights:
+    noising each block-1 head's `paths` into all of block 2, on the same sequences at every step, so the
+    timeline shows which part of the circuit forms first. Rows: step, gap (M(clean) - M(corrupted)),
+    sender, path, patch_effect, effect_low, effect_high. Empty for fewer than two blocks or no snapshots."""
+    from core.model.snapshots import snapshot_model
+
+    cols = ["step", "gap", "sender", "path", "patch_effect", "effect_low", "effect_high"]
+    snaps = info.get("snapshots") or []
+    if model.cfg.n_layers < 2 or not snaps:
+        return pd.DataFrame(columns=cols)
+    final = (info.get("train") or {}).get("steps_done")
+    models = [(s["step"], snapshot_model(model, s["state_dict"])) for s in snaps]
+    if isinstance(final, int) and final > snaps[-1]["step"]:
+        models.append((final, model))
+    senders = [(0, h) for h in range(model.cfg.n_heads)]
+    rows = []
+    for step, m in models:
+        runs = patching.task_runs(m, info["task"], n_seqs, seed, period, corruption)
+        gap = runs.m_clean - runs.m_corrupted
+        for path in paths:
+            mp, by_seq = path_patching.path_patch(m, runs, senders, (1, None), path, "noising", by_seq=True)
+            eff = runs.effect(mp.numpy())
+            lo, hi = effect_interval(runs, by_seq.double().numpy())
+            rows += [{"step": step, "gap": gap, "sender": head_label(l, h), "path": path, "patch_effect": float(e),
+                      "effect_low": float(a), "effect_high": float(b)}
+                     for (l, h), e, a, b in zip(senders, eff, lo, hi)]
+    return pd.DataFrame(rows, columns=cols)
+
+
+@torch.no_grad()
+def markov_patch_view(model: TinyCharLM, task, n_seqs: int = 16, seed: int = 0) -> dict:
+    """Head patching on the Markov-chain task (core.model.markov): clean runs are n_seqs sequences of fresh
+    chains (seeded), corrupted runs the "another-chain" donors (core.causal.corruptions.another_chain), the
+    metrics metrics.MARKOV_METRICS against the clean sequences' bigram strategy. Returns {"heads":
+    metrics.effect_frame rows, "clean", "corrupted": {metric: value}, "clean_tokens", "corrupted_tokens":
+    the first pair [T], "n_seqs"}. ValueError when the model cannot run this task's sequences."""
+    from core.causal.corruptions import another_chain
+    from core.model.markov import strategy_probs
+    from core.reading.markov import check_model, sample
+
+    check_model(model, task)
+    clean, _ = sample(task, n_seqs, seed)
+    corrupted = another_chain(clean, task, torch.Generator().manual_seed(int(seed) + 1))
+    bigram = strategy_probs(clean, task)["bigram"]
+
+    def measure(logits):
+        return metrics.markov_metric_values(logits, clean, bigram, task.n_states)
+
+    c_logits, c_cache = model.run_with_cache(clean)
+    k_logits, k_cache = model.run_with_cache(corrupted)
+    base = {k: float(v) for k, v in measure(c_logits).items()}
+    corr = {k: float(v) for k, v in measure(k_logits).items()}
+    heads = metrics.effect_frame(model, c_cache, k_cache, base, corr, measure, metrics.MARKOV_METRICS)
+    return {"heads": heads, "clean": base, "corrupted": corr, "clean_tokens": clean[0].numpy(),
+            "corrupted_tokens": corrupted[0].numpy(), "n_seqs": n_seqs}
