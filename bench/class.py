@@ -1,4 +1,4 @@
-"""A simulated class on this machine (issue #30): students in headless Chromium tabs against one server.
+"""A simulated class on this machine: students in headless Chromium tabs against one server.
 
     python bench/class.py readers [--students 20]      # students who only read: every page, in turn
     python bench/class.py watch [--window 20]          # one student trains and watches the Train page
@@ -8,9 +8,11 @@
     ... [--think SECONDS] [--arrive SECONDS] [--awake] [--land spread|home|PAGE] [--json] [--cache-dir DIR]
         [--client light [--light-watch reload]]
 
-Starts `streamlit run dashboard.py` (bench/memory.py's start_server; the view cache is
-$ATTENTION_LAB_CACHE or --cache-dir, else the repository's .cache/attention-lab: warm it first with
-`python -m ui.cache --warm` for the hosted case). One Chromium (Debian's, at nice 19) holds a browser
+Starts `streamlit run dashboard.py` (bench/memory.py's start_server), which reads every page's default views
+from the shipped data (checkpoints/data/), as the hosted app does. --cache-dir sets $ATTENTION_LAB_CACHE for
+the server and its trainings: where the compiled attention is built and its kernel choice recorded
+(core/model/attention_cpp.py; unset, ~/.cache/attention-lab), so with an empty folder the first training's
+processes build and measure it, as on a new machine. One Chromium (Debian's, at nice 19) holds a browser
 context per student, driven concurrently with Playwright's async API. Per student: the page
 latencies (from navigation to the script's end; median, p95), errors (a page's exception box or a
 timeout) and, for trainers, the wait in line (Train to "steps/s" on screen) and the time from Train
@@ -38,7 +40,7 @@ printed over the lone student's (median, max).
 Streamlit's websocket protocol and renders nothing, so 20 students cost the machine almost nothing
 beside the server. A light trainer follows its run as a tab does, through the Train page's fragment
 reruns (the server's auto_rerun messages); `--light-watch reload` opens the whole page again every
-second instead (the session-8 client, a whole script a poll). The class scenarios need a quiet machine, e.g.
+second instead (the old light client, a whole script a poll). The class scenarios need a quiet machine, e.g.
 
     nice -n 10 python bench/class.py readers --client light --students 20 --think 5 --json
     nice -n 10 python bench/class.py trainers --client light --students 10 --json
@@ -439,7 +441,9 @@ def main(argv=None) -> int:
                          "'home' or a page's url path: every student there first (the link the class was given; "
                          "Home is the app's address), then the others in turn")
     ap.add_argument("--window", type=float, default=20.0, help="watch: seconds measured")
-    ap.add_argument("--cache-dir", type=Path, help="ATTENTION_LAB_CACHE for the server")
+    ap.add_argument("--cache-dir", type=Path,
+                    help="ATTENTION_LAB_CACHE for the server: where the compiled attention is built (an empty "
+                         "folder: the first training builds it)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--client", choices=("chromium", "light"), default="chromium",
                     help="light: Streamlit's websocket protocol without a browser (bench/light.py)")
