@@ -255,7 +255,7 @@ def test_no_module_outside_core_model_computes_attention_or_runs_blocks():
 
 
 def test_the_scan_finds_a_hand_written_forward(tmp_path):
-    """The scan above is not vacuous: the pre-#28 patching module (its partial forward) is caught."""
+    """The scan above is not vacuous: a patching module with a partial forward of its own is caught."""
     (tmp_path / "core" / "causal").mkdir(parents=True)
     (tmp_path / "exercises").mkdir()
     (tmp_path / "exercises" / "planted.py").write_text("")

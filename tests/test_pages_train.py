@@ -320,7 +320,7 @@ def test_a_killed_training_process_gives_a_message_and_the_session_keeps_its_mod
     rerun_until(at, lambda r: not r.active, 30, "the page to notice")
     at.run()
     assert not at.exception, at.exception
-    assert run.status == RunStatus.FAILED and run.step > 0 and run.step % 25 == 0  # its last logged step (#30)
+    assert run.status == RunStatus.FAILED and run.step > 0 and run.step % 25 == 0  # its last logged step
     assert any("killed by signal 9" in e.value and "Nothing else in your session changed" in e.value
                for e in at.error)
     assert any(s.value.startswith(f"Kept at step {run.step}:") for s in at.success)

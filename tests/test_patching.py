@@ -1,6 +1,6 @@
 """Activation patching, path patching and the logit lens (DESIGN.md "Causal experiments").
 
-Two kinds of oracle: a naive per-sequence, per-head loop written from the issue's definitions (float64,
+Two kinds of oracle: a naive per-sequence, per-head loop written from DESIGN.md's definitions (float64,
 full-length sequences, nothing from core/ but the weights), which the fast batched code must match to
 1e-5; and a planted two-block induction circuit (exercises/planted.py) whose answers are known by
 construction."""

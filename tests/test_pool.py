@@ -1,4 +1,4 @@
-"""Issues 21 and 28: a training pool that cannot freeze, and identical runs computed once (core.pool.runs).
+"""A training pool that cannot freeze, and identical runs computed once (core.pool.runs).
 
 The monitor outlives a connection closed between its snapshot and wait() and any exception in a
 round; a monitor that died is started again on the next script run, one stuck in a round is replaced

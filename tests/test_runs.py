@@ -1,6 +1,7 @@
 """Trainings in workers (core.pool.runs, core.pool.worker): rows stream in, Stop keeps the model of the
 last finished step, a dead or silent worker gives a sentence, owners' runs end with their sessions,
-the limit and one thread per worker, and no worker outlives its server (tests/test_pool.py: issues 21, 28).
+the limit and one thread per worker, and no worker outlives its server (tests/test_pool.py: a pool that
+cannot freeze, shared runs).
 
 Most tests run the pool on core.pool.backend.ThreadBackend (the same worker loop and messages, in a
 thread: the fast tier); the `worker`-marked ones start real processes (forkserver, a SIGKILL, a
