@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from core.causal import readings
-from core.causal.experiments import POSITION_BUDGET
+from core.causal.results import POSITION_BUDGET
 from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
@@ -29,9 +29,9 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
 
 @per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
 def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
-    from core.causal import views  # a view's computation is imported in the view: it imports torch
+    from core.causal import experiments  # imported in the view: it imports torch
 
-    return views.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
+    return experiments.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
 
 
 st.title("Causal experiments")

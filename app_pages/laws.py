@@ -1,13 +1,13 @@
 """Laws of the drop: how the drop step moves with context, batch and vocabulary over many seeds, set beside
 the published predictions; the clamps; the Causal page's readings over training seeds. Reads the shipped
 tables (checkpoints/laws/, core.laws), and a small sweep of the student's own, trained through the
-server's training pool like the Train page's runs (core.pool.page_sweep)."""
+server's training pool like the Train page's runs (core.series.page_sweep)."""
 import pandas as pd
 import streamlit as st
 
 from core.laws import clamps, drop, readings, stats
-from core.pool import page_sweep as ps
 from core.pool.status import RunStatus
+from core.series import page_sweep as ps
 from core.training.config import LOG_SEQS, TrainConfig
 from core.training.transition import STUDY_FILE
 from ui import laws_sections, snippets

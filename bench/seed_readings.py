@@ -2,10 +2,10 @@
 
     python bench/seed_readings.py [--seeds 0-4] [--steps 600] [--out checkpoints/laws/readings.csv]
 
-Each seed trains the sweep's default point, core.pool.sweep_grid.RunSpec.defaults(steps=..., seed=...)
+Each seed trains the sweep's default point, core.sweeps.grid.RunSpec.defaults(steps=..., seed=...)
 (the variable-period-2block preset; at one torch thread bit for bit the model behind the plain rows of
 checkpoints/laws/clamps.csv and init.csv, whose run_id the row repeats), keeps the model in memory only, and
-runs the Causal page's experiments on it as the page opens them: core.causal.views.task_experiments on
+runs the Causal page's experiments on it as the page opens them: core.causal.experiments.task_experiments on
 N_SEQS = 32 sequences of the task's middle period (the page's default), sample seed 0, the first-copy
 corruption, no position sweeps. One row per seed:
 
@@ -42,16 +42,16 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from core.causal.clarity import NEEDED, clear_gap  # noqa: E402
+from core.causal.experiments import task_experiments  # noqa: E402
 from core.causal.readings import LOOKS_BACK, key_paths, most_needed_key_path  # noqa: E402
-from core.causal.views import task_experiments  # noqa: E402
 from core.model.drop import drop_step  # noqa: E402
 from core.model.symbols import head_label  # noqa: E402
 from core.model.task import TaskConfig  # noqa: E402
 from core.model.tinycharlm import TinyCharLM  # noqa: E402
 from core.pool.live_run import code_version  # noqa: E402
-from core.pool.sweep import trained  # noqa: E402
-from core.pool.sweep_grid import RunSpec, int_list  # noqa: E402
 from core.quiz.causal import best_patched_block  # noqa: E402
+from core.sweeps.grid import RunSpec, int_list  # noqa: E402
+from core.sweeps.run import trained  # noqa: E402
 from core.training.trainer import eval_batch, evaluate  # noqa: E402
 from core.training.transition import INDUCTION_HEAD  # noqa: E402
 

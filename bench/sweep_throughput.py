@@ -4,7 +4,7 @@
 
 Each round trains the same `--runs` sweep runs (the default 2-block settings, `--steps` steps each,
 seeds 0..runs-1, one torch thread each; at 140 steps a run costs about 10.5 CPU-seconds here) into a
-fresh table, once through core.pool.sweep's LocalRunner (one process per core) and once through its
+fresh table, once through core.sweeps.run's LocalRunner (one process per core) and once through its
 RayRunner, alternating local and Ray round by round so both see the same load. The Ray cluster is a
 local one started here (ray.init in a temporary directory, token authentication on), once, before the
 first round; its start-up is reported apart from the rounds. Reported:
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
-from core.pool.sweep import TIMES, LocalRunner, RayRunner, read_table, sweep  # noqa: E402
-from core.pool.sweep_grid import grid  # noqa: E402
+from core.sweeps.grid import grid  # noqa: E402
+from core.sweeps.run import TIMES, LocalRunner, RayRunner, read_table, sweep  # noqa: E402
 
 
 def load() -> str:

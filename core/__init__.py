@@ -8,14 +8,15 @@ Subpackages, each importing only those listed before it (tests/test_layout.py ch
 - core.archetypes: GPT-2 small's head archetypes, their detectors on text, and IOI's head groups.
 - core.training: training (config, initial weights, interventions, the Trainer), the presets, the
   timeline and the transition study, the in-context-learning checks, the Home page's overview.
-- core.pool: trainings in worker processes: the pool that runs them, training slots, seed series.
-- core.laws: the Laws page's tables read: the fits of the drop step, clamps, readings, stages, Markov onsets
-  (it reads core.pool's sweep tables; core.pool.page_sweep reads its runs as a law, the one way back).
+- core.pool: trainings in worker processes: the pool that runs them, its backends, training slots.
+- core.sweeps: grids of trainings on local processes or Ray into resumable results tables.
+- core.laws: the Laws page's tables read: the fits of the drop step, clamps, readings, stages, Markov onsets.
+- core.series: runs one after another through the pool: several seeds, the Laws page's small sweep.
 - core.quiz: the predict-then-reveal questions, built from measured numbers.
 
 The modules at this level are the command lines README gives: `python -m core.train`,
-`python -m core.report`, `python -m core.patch`. Importing `core` itself loads nothing: the short
-public API below (README's and docs/DESIGN.md's examples) imports its submodule on first access.
+`python -m core.report`, `python -m core.patch`, `python -m core.sweep`. Importing `core` itself loads
+nothing: the short public API below (README's and docs/DESIGN.md's examples) imports its submodule on first access.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ _API = {
     "TrainConfig": "core.training.config",
     "Trainer": "core.training.trainer",
 }
-_SUBPACKAGES = ("model", "reading", "causal", "archetypes", "training", "pool", "laws", "quiz")
+_SUBPACKAGES = ("model", "reading", "causal", "archetypes", "training", "pool", "sweeps", "laws", "series", "quiz")
 
 __all__ = sorted(_API)
 

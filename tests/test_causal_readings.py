@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.causal import corruptions, patching, readings
-from core.causal import views as causal
+from core.causal import experiments as causal
 from core.model.checkpoints import read_checkpoint
 from core.model.snapshots import model_at_step
 from core.quiz import causal as quiz_causal
@@ -195,7 +195,7 @@ def _planted(gap, effects):
     paths = pd.DataFrame([{"sender": s, "path": "k", "direction": "noising", "receiver_head": -1, "patch_effect": e,
                            "effect_low": lo, "effect_high": hi, "testable": True}
                           for s, (e, lo, hi) in effects.items()])
-    return SimpleNamespace(gap=gap, paths=paths, offsets=None)  # the fields of views.Experiments they read
+    return SimpleNamespace(gap=gap, paths=paths, offsets=None)  # the fields of results.Experiments they read
 
 
 @pytest.mark.parametrize("gap, effects, answer", [

@@ -198,18 +198,18 @@ def test_before_the_drop_the_loss_varies_with_position_by_less_than_the_drop_tak
 
 @pytest.fixture(scope="module")
 def causal_first_copy(two_block):
-    from core.causal import views
+    from core.causal import experiments
 
     model, info = two_block
-    return views.task_experiments(model, info["task"], 24, 32, 0, positions=True)
+    return experiments.task_experiments(model, info["task"], 24, 32, 0, positions=True)
 
 
 @pytest.fixture(scope="module")
 def causal_resample(two_block):
-    from core.causal import views
+    from core.causal import experiments
 
     model, info = two_block
-    return views.task_experiments(model, info["task"], 24, 32, 0, positions=False, corruption="resample")
+    return experiments.task_experiments(model, info["task"], 24, 32, 0, positions=False, corruption="resample")
 
 
 def _into_block2(res, path, direction):

@@ -98,14 +98,14 @@ def test_bad_inputs_are_refused():
 def test_on_the_shipped_file_only_the_rope_aware_score_separates_the_heads_that_look_back():
     """The shipped 2-block file at the page's defaults: the sentence's counts and ranges recomputed from the
     frame, and the separation checked on the two score matrices directly."""
-    from core.causal import check_readings, checks, views
+    from core.causal import check_readings, checks, experiments
     from core.model.checkpoints import read_checkpoint
 
     from helpers import ROOT
 
     model, info = read_checkpoint(ROOT / "checkpoints" / "variable-period-2block.pt")
     runs = patching.task_runs(model, info["task"], 32, 0, 24)
-    paths, offsets = views._path_frame(model, runs), views.block1_offsets(runs)
+    paths, offsets = experiments._path_frame(model, runs), experiments.block1_offsets(runs)
     frame = checks.rope_composition(model, runs, paths)
     said = check_readings.rope_sentence(frame, offsets, runs.m_clean - runs.m_corrupted)
     rope = C.rope_composition(model, C.receiver_offsets(runs, 1))
@@ -127,11 +127,11 @@ def test_the_page_checks_come_with_the_experiments_they_sit_beside():
     composition frame carries both scores; a 1-block model gets neither."""
     from dataclasses import replace
 
-    from core.causal import checks, views
+    from core.causal import checks, experiments
 
     model = tiny_model(2, seed=3)
     runs = patching.task_runs(model, TASK, 3, seed=0, period=4)
-    res = views.experiments(model, runs, positions=True)
+    res = experiments.experiments(model, runs, positions=True)
     got = checks.all_checks(model, runs, res)
     star = res.attribution["star"].reshape(2, 4, -1).sum(-1)
     assert got["graddrop"]["star_sum"].to_numpy() == pytest.approx(star.reshape(-1), abs=1e-6)

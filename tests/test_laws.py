@@ -8,13 +8,13 @@ from dataclasses import asdict, replace
 import numpy as np
 import pytest
 
-import core.pool.sweep as sweep_module
+import core.sweeps.run as sweep_module
 from core.laws.clamps import clamp_arms, clamp_sentences, median_ratio
 from core.laws.drop import AOYAMA, LAWS, MUSAT, SINGH, Law, read_law, sentences, verdict
 from core.laws.readings import readings_sentences
 from core.laws.stats import LAWS_DIR, fit_points, groups, paired, seed_rank_correlation, seed_slopes, table_command
-from core.pool.sweep import COLUMNS, read_table, write_table
-from core.pool.sweep_grid import RunSpec
+from core.sweeps.grid import RunSpec
+from core.sweeps.run import COLUMNS, read_table, write_table
 
 BATCH = Law("batch", "batch_size", "batch size B", "batch size B", (AOYAMA,))
 
@@ -340,7 +340,7 @@ def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(
     """The spec's joint key "seq_len, batch_size, steps" gives one point a longer cap (targets.json does, for
     B = 8); the sentences say each cap and name every run that never reached a stage, by point and seed."""
     from core.laws.stages import caps_text, stage_points, stage_sentences, targets_table
-    from core.pool.sweep_grid import grid
+    from core.sweeps.grid import grid
 
     specs = grid({"seq_len, batch_size, steps": [(96, 32, 2000), (96, 8, 6000)], "seed": [0, 1]})
     assert [(s.batch_size, s.steps, s.seed) for s in specs] == [(32, 2000, 0), (32, 2000, 1),

@@ -236,7 +236,7 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     steps: each is later than the cap), the chart and the computed sentences."""
     import time
 
-    from core.pool import page_sweep
+    from core.series import page_sweep
 
     at = open_app("app_pages/laws.py")
     charts = len(at.get("vega_lite_chart"))

@@ -21,8 +21,10 @@ ALLOWED = {
     "causal": {"model", "reading"},
     "archetypes": {"model", "reading"},
     "training": {"model", "reading"},
-    "pool": {"model", "reading", "training", "laws"},  # laws: page_sweep alone, which reads its runs as a law
-    "laws": {"model", "reading", "training", "pool"},
+    "pool": {"model", "reading", "training"},
+    "sweeps": {"model", "reading", "training", "pool"},
+    "laws": {"model", "reading", "training", "pool", "sweeps"},
+    "series": {"model", "reading", "training", "pool", "sweeps", "laws"},
     "quiz": {"model", "reading", "causal", "training"},
 }
 

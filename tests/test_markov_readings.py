@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from core.causal.corruptions import another_chain
-from core.causal.views import markov_patch_view
+from core.causal.experiments import markov_patch_view
 from core.model.checkpoints import read_checkpoint
 from core.model.markov import MarkovTask
 from core.reading.markov import even_successor, markov_view, transition_heads

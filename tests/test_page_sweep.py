@@ -1,4 +1,4 @@
-"""The Laws page's own sweep (core.pool.page_sweep): the cap, the runs it makes, and finished runs' planted
+"""The Laws page's own sweep (core.series.page_sweep): the cap, the runs it makes, and finished runs' planted
 histories read back as drop steps, points and a fit, through a stand-in pool (the real pool's Train-page
 runs are tested in test_pages_train and test_runs; the page itself in test_laws_page)."""
 import math
@@ -8,9 +8,9 @@ import threading
 import numpy as np
 import pytest
 
-from core.pool import page_sweep as ps
 from core.pool.live_run import run_key
 from core.pool.status import RunStatus
+from core.series import page_sweep as ps
 
 
 class PlantedRun:

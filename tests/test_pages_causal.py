@@ -73,7 +73,7 @@ def test_page_on_every_shipped_checkpoint(file, request):
 
 @pytest.mark.app
 def test_page_numbers_are_core_numbers(two_block_page):
-    from core.causal import views as causal
+    from core.causal import experiments as causal
     from core.model.checkpoints import read_checkpoint
 
     at = at_defaults(two_block_page)
@@ -116,11 +116,11 @@ def test_nonsense_corruptions_get_a_message(two_block_page):
 def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
     """A model whose one-position-at-a-time sweeps exceed the budget gets the other sections at once, a
     note and a button; the click draws the two sweep charts."""
-    import core.causal.experiments
+    import core.causal.results
 
     # every model is "large" (the budget is in the cache key); the 1-block file has both sweeps too, and
     # draws in a third of the 2-block file's time
-    monkeypatch.setattr(core.causal.experiments, "POSITION_BUDGET", 1)
+    monkeypatch.setattr(core.causal.results, "POSITION_BUDGET", 1)
     at = open_on("variable-period-1block.pt")
     assert "patch one position at a time" in texts(at, "info")
     charts_before = len(at.get("vega_lite_chart"))
@@ -130,19 +130,19 @@ def test_position_sweeps_wait_for_a_click_where_they_would_be_slow(monkeypatch):
 
 
 def test_core_leaves_the_sweeps_out_only_over_the_budget():
-    import core.causal.views
+    import core.causal.experiments
     from core.model.config import ModelConfig
     from core.model.task import TaskConfig
     from core.model.tinycharlm import TinyCharLM
 
     model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
     task = TaskConfig(period_min=4, period_max=6, seq_len=16)
-    small = core.causal.views.task_experiments(model, task, 5, 4, 0)
+    small = core.causal.experiments.task_experiments(model, task, 5, 4, 0)
     assert small.resid.shape == (2, 10) and small.head_positions.shape == (4, 10)
-    cut = core.causal.views.task_experiments(model, task, 5, 4, 0, budget=small.position_cost - 1)
+    cut = core.causal.experiments.task_experiments(model, task, 5, 4, 0, budget=small.position_cost - 1)
     assert cut.resid is None and cut.head_positions is None
     assert cut.heads["patch_effect"].tolist() == small.heads["patch_effect"].tolist()
-    forced = core.causal.views.task_experiments(model, task, 5, 4, 0, positions=True)
+    forced = core.causal.experiments.task_experiments(model, task, 5, 4, 0, positions=True)
     assert (forced.resid == small.resid).all()
 
 
@@ -150,15 +150,15 @@ def test_core_leaves_the_sweeps_out_only_over_the_budget():
 def test_the_circuit_checks_show_cores_sentences_and_the_positions_wait_for_a_click(two_block_page):
     """GradDrop and the RoPE-aware score are drawn with the page (the RoPE sentence is core's, recomputed here);
     path patching per position waits for its button, then draws four grids and its sentence."""
-    from core.causal import check_readings, checks, patching, views
+    from core.causal import check_readings, checks, experiments, patching
     from core.model.checkpoints import read_checkpoint
 
     at = at_defaults(two_block_page)
     model, info = read_checkpoint(ROOT / "checkpoints" / TWO_BLOCK)
     period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
     runs = patching.task_runs(model, info["task"], 32, 0, period)
-    rope = check_readings.rope_sentence(checks.rope_composition(model, runs, views._path_frame(model, runs)),
-                                       views.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
+    rope = check_readings.rope_sentence(checks.rope_composition(model, runs, experiments._path_frame(model, runs)),
+                                       experiments.block1_offsets(runs), runs.m_clean - runs.m_corrupted)
     md = texts(at, "markdown")
     assert rope in md and "so nothing cancels: GradDrop's score is" in md
     assert "keeps **45%** of the span" in md and "1.1 → q (77%), then 2.4 (92%)" in md  # the circuit

@@ -1,4 +1,4 @@
-"""Trainings and sweeps on a real local Ray cluster (core.pool.ray_backend, core.pool.sweep's RayRunner),
+"""Trainings and sweeps on a real local Ray cluster (core.pool.ray_backend, core.sweeps.run's RayRunner),
 started by these tests with `ray start --head` in a temporary directory, token authentication on, and
 stopped at the end with no process of it left: a training through Ray equals a local one bit for bit
 at one thread; Stop keeps the last finished step; a killed actor gives a sentence and the pool trains
@@ -25,8 +25,8 @@ import torch
 from core.pool.backend import ProcessBackend
 from core.pool.runs import RunPool
 from core.pool.status import RunStatus
-from core.pool.sweep import TIMES, LocalRunner, read_table, sweep
-from core.pool.sweep_grid import grid
+from core.sweeps.grid import grid
+from core.sweeps.run import TIMES, LocalRunner, read_table, sweep
 from core.training.train_settings import TrainSettings
 
 from helpers import wait_until
@@ -206,7 +206,7 @@ class Counting:
 
 
 def test_a_sweep_on_ray_gives_the_table_of_local_processes_and_resumes(cluster, tmp_path):
-    from core.pool.sweep import RayRunner
+    from core.sweeps.run import RayRunner
 
     specs = grid({"n_layers": [0, 1], "steps": [6], "every": [3], "seed": [0, 1]})
     sweep(specs, tmp_path / "local.csv", "x", LocalRunner(jobs=2), progress=None)

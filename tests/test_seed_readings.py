@@ -10,8 +10,8 @@ import pytest
 from core.laws.clamps import CLAMPS_FILE
 from core.laws.readings import READINGS_FILE
 from core.laws.stats import table_command
-from core.pool.sweep import read_table
-from core.pool.sweep_grid import RunSpec, int_list
+from core.sweeps.grid import RunSpec, int_list
+from core.sweeps.run import read_table
 from exercises.planted import TASK, planted_induction_model, random_model
 
 from helpers import ROOT

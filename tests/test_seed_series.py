@@ -1,4 +1,4 @@
-"""Several seeds on the Train page (core.pool.seed_series, ui/seeds.py): the seeds train one after
+"""Several seeds on the Train page (core.series.seeds, ui/seeds.py): the seeds train one after
 another in workers (threads here, core.pool.backend.ThreadBackend; processes on the page), each row
 is that seed's own run (checked against the same run trained here), Cancel ends the series, and the
 series never ends the session's ordinary run."""
@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 from test_runs import thread_pool
 
-from core.pool.seed_series import SeedSeries
 from core.pool.status import RunStatus
+from core.series.seeds import SeedSeries
 from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 

@@ -19,7 +19,7 @@ def test_every_shipped_checkpoint_and_table_is_rebuilt_by_its_own_command():
     made = set()
     for path, argv in todo:
         assert argv[0] == sys.executable
-        if path is None and _arg(argv, "--preset") in MARKOV_PRESETS:  # a Markov run, by the command its manifest records
+        if path is None and _arg(argv, "--preset") in MARKOV_PRESETS:  # a Markov run, by its manifest command
             name = _arg(argv, "--preset")
             assert name in MARKOV_PRESETS and _arg(argv, "--out") == f"checkpoints/markov/{name}.pt"
             assert _arg(argv, "--manifest") == "checkpoints/markov/manifest.json"

@@ -1,4 +1,4 @@
-"""Sweeps (core.pool.sweep, core.pool.sweep_grid): the grid, run ids, the table, resuming, local
+"""Sweeps (core.sweeps.run, core.sweeps.grid): the grid, run ids, the table, resuming, local
 processes equal to in-process runs, and Ray imported only when asked for. The Ray runner's own
 checks are in tests/test_ray.py (a real local cluster)."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from core.model.drop import drop_step
 from core.pool.live_run import code_version
-from core.pool.sweep import COLUMNS, TIMES, LocalRunner, main, read_table, run_one, sweep
-from core.pool.sweep_grid import RunSpec, grid, int_list, period_list
+from core.sweeps.grid import RunSpec, grid, int_list, period_list
+from core.sweeps.run import COLUMNS, TIMES, LocalRunner, main, read_table, run_one, sweep
 
 from helpers import ROOT
 
@@ -108,7 +108,7 @@ def test_a_table_written_before_the_clamp_existed_reads_as_unclamped(tmp_path):
 def test_the_shipped_tables_run_ids_survive_the_settings_added_since():
     """A setting added after tables were shipped (ADDED: clamp, decay_steps, stop_below) is left out of the run
     id at the value those tables ran, so every shipped row's id is still its settings' id (and resuming skips it)."""
-    from core.pool.sweep_grid import SETTINGS
+    from core.sweeps.grid import SETTINGS
 
     for name in ("init", "clamps", "batch"):
         table = read_table(ROOT / f"checkpoints/laws/{name}.csv")
@@ -133,7 +133,7 @@ def test_a_constant_rate_run_and_its_stop():
 
 
 def test_completion_and_the_head_score_onset_read_off_a_curve():
-    from core.pool.sweep import first_below, onset_step
+    from core.sweeps.run import first_below, onset_step
 
     steps = [0, 10, 20, 30, 40, 50]
     assert first_below(steps, [4.1, 3.0, 2.0, 0.6, 0.49, 0.3], 0.5) == 40
@@ -206,7 +206,7 @@ def test_the_command_line_writes_the_table_with_its_command(tmp_path):
 @pytest.mark.worker  # a fresh interpreter that builds the pool: the rest tier
 def test_ray_is_imported_only_when_asked_for():
     code = ("import os, sys; os.environ.pop('ATTENTION_LAB_RAY_ADDRESS', None)\n"
-            "import core.sweep, core.pool.sweep, core.pool.ray_backend, ui.training\n"
+            "import core.sweep, core.sweeps.run, core.pool.ray_backend, ui.training\n"
             "pool = ui.training.run_pool()\n"
             "print(type(pool.backend).__name__, 'ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -1,6 +1,6 @@
 """Sections of the Causal page that test a whole circuit and its measurements: the metric, weight
 composition beside path patching (plain and RoPE-aware), GradDrop, path patching per position, and the circuit
-as a whole, drawn from core.causal.experiments.Experiments and core.causal.checks."""
+as a whole, drawn from core.causal.results.Experiments and core.causal.checks."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -28,11 +28,11 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
             n_seqs: int):
     """The pair of runs (core.causal.patching.PatchRuns) the page's experiments measured: sampled at `period`,
     or the typed `text` corrupted. For views that are not stored: patching imports torch."""
-    from core.causal import patching, views
+    from core.causal import experiments, patching
 
     if text is None:
         return patching.task_runs(entry.model, entry.task, n_seqs, seed, period, corruption)
-    return views.typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
+    return experiments.typed_runs(entry.model, encode_text(text, entry.model.cfg.vocab_size), n_seqs, seed, corruption)
 
 
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
@@ -41,18 +41,18 @@ N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 @per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
 def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
-    from core.causal import views
+    from core.causal import experiments
 
-    return views.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
+    return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
 
 
 @per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
 def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
-    from core.causal import views
+    from core.causal import experiments
 
     tokens = encode_text(text, entry.model.cfg.vocab_size)
-    return views.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
+    return experiments.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
 
 
 def experiments(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.laws import markov, stages, stats
-from core.pool.sweep import COMPLETE
+from core.sweeps.run import COMPLETE
 from core.training.onset import RISING
 from ui import snippets
 from ui.charts.kept import draw

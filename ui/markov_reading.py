@@ -1,5 +1,5 @@
 """The reading pages' Markov-chain parts: what the Attention and Causal pages show of a model trained on the
-Markov-chain task (core.model.markov), computed by core.reading.markov and core.causal.views."""
+Markov-chain task (core.model.markov), computed by core.reading.markov and core.causal.experiments."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -26,7 +26,7 @@ def attention_view(entry: LabModel, seed: int):
 
 @per_model(show_spinner="Patching every head…", max_entries=16)
 def patch_view(entry: LabModel, seed: int) -> dict:
-    from core.causal.views import markov_patch_view  # here, not at the top: it imports torch
+    from core.causal.experiments import markov_patch_view  # here, not at the top: it imports torch
 
     return markov_patch_view(entry.model, entry.task, seed=seed)
 

@@ -1,13 +1,13 @@
 """The Train page's "several seeds" section: the page's settings trained with 3-5 seeds, one after
-another in the background (core.pool.seed_series through the server's pool of worker processes), and the
+another in the background (core.series.seeds through the server's pool of worker processes), and the
 spread of their drop steps next to the shipped transition study."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from core.pool.seed_series import MAX_SEEDS, MIN_SEEDS, SeedSeries
 from core.pool.status import RunStatus
+from core.series.seeds import MAX_SEEDS, MIN_SEEDS, SeedSeries
 from core.training import transition
 from core.training.train_settings import TrainSettings
 from ui.charts.kept import draw

@@ -135,7 +135,7 @@ def reset() -> None:
 
 
 def follow_series(key: str, drawn_key: str, draw) -> None:
-    """The body of a page's once-a-second fragment for the background series (core.pool.series) in
+    """The body of a page's once-a-second fragment for the background series (core.series.run_series) in
     st.session_state[key]: draw(series); when it has ended, rerun the whole page once, so that its buttons
     are enabled again (`drawn_key` remembers whether the last drawing saw it active)."""
     series = st.session_state.get(key)

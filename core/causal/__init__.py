@@ -1,5 +1,6 @@
 """Causal experiments on a trained model: activation patching (patching), path patching, the logit
-lens, and the runs the Causal page shows (views); `python -m core.patch` lives in patch.
+lens, and the Causal page's experiments on one pair of runs (experiments computes them, results holds
+them without torch); `python -m core.patch` lives in patch_report.
 
 May import core.model and core.reading.
 """

@@ -117,7 +117,7 @@ def _separates(frame: pd.DataFrame, score: str, back: list[str], self_: list[str
 def rope_sentence(frame: pd.DataFrame, offsets: pd.DataFrame | None, gap: float) -> str | None:
     """The RoPE-aware score (checks.rope_composition) against the plain one and key-path patching: how often
     each names the most needed key writer, and whether it separates the block-1 heads that look back (top
-    offset >= 1 in views.block1_offsets) from those that attend to their own position."""
+    offset >= 1 in experiments.block1_offsets) from those that attend to their own position."""
     if frame is None or not len(frame) or "k_rope" not in frame or not clarity.clear_gap(gap):
         return None
     plain, rope = top_senders(frame, "k_score"), top_senders(frame, "k_rope")

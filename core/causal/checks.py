@@ -1,4 +1,4 @@
-"""The researcher's checks on one pair of runs, beside core.causal.views.Experiments: path patching
+"""The researcher's checks on one pair of runs, beside core.causal.experiments.Experiments: path patching
 per position and with a mean reference, GradDrop beside AtP*, and the RoPE-aware K-composition score. Each
 returns numpy or pandas objects (0-based layer and head, labels from core.model.symbols); the Causal page
 draws them and core.causal.check_readings says what they show.
@@ -50,7 +50,7 @@ def whole_paths(positions: pd.DataFrame) -> pd.DataFrame:
 
 def graddrop(model: TinyCharLM, runs: PatchRuns, exact, star) -> pd.DataFrame:
     """atp.graddrop_table against the exact one-head-one-position sweep and AtP* (both [n_layers, n_heads, T],
-    as views.Experiments holds them: head_positions and attribution["star"], reshaped)."""
+    as results.Experiments holds them: head_positions and attribution["star"], reshaped)."""
     L, H = model.cfg.n_layers, model.cfg.n_heads
     return atp.graddrop_table(model, runs, exact.reshape(L, H, -1), star.reshape(L, H, -1))
 
@@ -67,7 +67,7 @@ def rope_composition(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) ->
 
 
 def all_checks(model: TinyCharLM, runs: PatchRuns, res) -> dict:
-    """The cheap checks beside views.Experiments `res` (measured on these runs): {"graddrop": graddrop() or None
+    """The cheap checks beside results.Experiments `res` (measured on these runs): {"graddrop": graddrop() or None
     without the position sweeps, "rope": rope_composition() or None}; both None below two blocks."""
     if model.cfg.n_layers < 2:
         return {"graddrop": None, "rope": None}

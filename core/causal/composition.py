@@ -89,14 +89,14 @@ def composition_vs_paths(model: TinyCharLM, paths: pd.DataFrame, rope: torch.Ten
     """One row per block-1 sender and block-2 receiver: sender, receiver (labels), k_score (weights), k_lost
     (1 - the noising effect of the sender's key path into that receiver: the share of M lost), testable; with
     rope ([H, H], rope_composition) also k_rope after k_score.
-    paths: views.Experiments.paths (path_patching.path_patch_table with sender/receiver labels).
+    paths: results.Experiments.paths (path_patching.path_patch_table with sender/receiver labels).
     ValueError for fewer than two blocks or a paths frame without the key noising rows."""
     if model.cfg.n_layers < 2:
         raise ValueError("Composition needs two blocks: this model has fewer.")
     k = paths[(paths["path"] == "k") & (paths["direction"] == "noising") & (paths["receiver_layer"] == 1)
               & (paths["receiver_head"] >= 0)] if len(paths) else paths
     if not len(k):
-        raise ValueError("paths has no key-path noising rows into block 2 (use views.Experiments.paths).")
+        raise ValueError("paths has no key-path noising rows into block 2 (use results.Experiments.paths).")
     scores = composition_matrix(model, "K", 0, 1)
     rows = []
     for r in k.itertuples():

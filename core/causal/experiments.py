@@ -1,6 +1,6 @@
-"""Everything the Causal experiments page shows, as numpy arrays and pandas frames (0-based layer and head,
-and labels from core.model.symbols). Runs on sampled task sequences at one period, or on one typed sequence
-corrupted several times.
+"""The causal experiments on one pair of runs (clean, corrupted) that the Causal page shows, as numpy arrays
+and pandas frames (0-based layer and head, labels from core.model.symbols), collected in core.causal.results'
+Experiments. Runs on sampled task sequences at one period, or on one typed sequence corrupted several times.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 
 from core.causal import atp, circuit, composition, logit_lens, metrics, noising, patching, path_patching
 from core.causal.corruptions import corrupted_tokens
-from core.causal.experiments import POSITION_BUDGET, Experiments
 from core.causal.patching import effect_interval
+from core.causal.results import POSITION_BUDGET, Experiments
 from core.model.symbols import head_label, token_labels, with_labels
 from core.model.task import TaskConfig
 from core.model.tinycharlm import TinyCharLM

@@ -1,5 +1,5 @@
 """What the Causal experiments page may say in words, decided from the numbers it just measured
-(core.causal.views.Experiments). An interpretive sentence is shown only when the runs differ enough
+(core.causal.experiments.Experiments). An interpretive sentence is shown only when the runs differ enough
 for ratios to mean something and the effect it reads is clearly beyond its noise, by the rules of
 core.causal.clarity, which the page's questions (core.quiz.causal) use too. Otherwise each function
 returns None and the page says that this model gives no clear answer. Heads are written as
@@ -15,7 +15,7 @@ from core.causal import clarity
 from core.causal.clarity import MIN_GAP, NEEDED  # noqa: F401  (the page reads them here)
 
 if TYPE_CHECKING:
-    from core.causal.views import Experiments
+    from core.causal.experiments import Experiments
 
 LOOKS_BACK = 0.5  # a block-1 head "looks d positions back" with at least this much attention at offset d
 
@@ -222,7 +222,7 @@ def direct_cell(row) -> str:
 
 
 def mechanism_sentence(mech: pd.DataFrame) -> str | None:
-    """Which paths of views.mechanism_over_training are needed (noising interval ending below NEEDED) at the
+    """Which paths of experiments.mechanism_over_training are needed (noising interval ending below NEEDED) at the
     first step whose gap is at least MIN_GAP and at the last, and from which step each path needed at the end
     has been needed. None when no step has the gap."""
     ok = mech[mech["gap"] >= MIN_GAP] if mech is not None and len(mech) else None

@@ -1,4 +1,4 @@
-"""What the Causal experiments page reads of its experiments: the Experiments dataclass core.causal.views
+"""What the Causal experiments page reads of its experiments: the Experiments dataclass core.causal.experiments
 computes (stored on disk as it is) and the position sweeps' budget. Apart from the computation, so that a page
 reading a stored view imports no torch (core/model/lazy.py)."""
 from __future__ import annotations

@@ -27,9 +27,9 @@ from core.laws.stats import (
     with_inf,
 )
 from core.model.drop import HIGH, LOW
-from core.pool.sweep import read_table
-from core.pool.sweep_grid import SETTINGS
 from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT, resample_indices
+from core.sweeps.grid import SETTINGS
+from core.sweeps.run import read_table
 
 CLAMPS_FILE = LAWS_DIR / "clamps.csv"
 CLAMP_COLUMNS = ["hold", "clamp"]

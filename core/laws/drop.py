@@ -1,4 +1,4 @@
-"""The laws of the drop: how the drop step of a sweep (core.pool.sweep's table) moves with the one setting
+"""The laws of the drop: how the drop step of a sweep (core.sweeps.run's table) moves with the one setting
 the sweep varied, set beside the published predictions.
 
 A table's runs are grouped into points by the settings that vary (seeds aside); each point keeps every
@@ -36,9 +36,9 @@ from core.laws.stats import (
     table_command,
     trend,
 )
-from core.pool.sweep import read_table
-from core.pool.sweep_grid import SETTINGS
 from core.reading.bootstrap import N_BOOT
+from core.sweeps.grid import SETTINGS
+from core.sweeps.run import read_table
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def vocab_effects(path: str | Path | None = None) -> dict[int, dict[str, float]]
 
 
 def sweep_tables(paths=None) -> list[tuple[Path, pd.DataFrame]]:
-    """(path, table) of every shipped table that core.pool.sweep wrote (default: checkpoints/laws/*.csv), those
+    """(path, table) of every shipped table that core.sweeps.run wrote (default: checkpoints/laws/*.csv), those
     with runs that have a drop step and a cap: not readings.csv (a reading per seed) nor markov.csv (stage
     onsets, no drop)."""
     out = []

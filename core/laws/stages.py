@@ -2,7 +2,7 @@
 how many seeds a slope needs.
 
 The table trains two series with the learning rate never decayed and a cap long enough that few runs are
-censored, each run stopped once its later-copy loss is below 0.5 nats (core.pool.sweep's stop_below):
+censored, each run stopped once its later-copy loss is below 0.5 nats (core.sweeps.run's stop_below):
 sequence length T at batch 32, and batch B at T = 96. Each run records three steps: the head-score onset
 (block 1's best previous-token score at or above core.training.onset.RISING from then on), the drop
 (ln V / 2) and completion (0.5 nats). Along T each sequence holds more later-copy targets; along B each step
@@ -30,8 +30,8 @@ from core.laws.stats import (
     signed,
     trend,
 )
-from core.pool.sweep import read_table
 from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT
+from core.sweeps.run import read_table
 
 TARGETS_FILE = LAWS_DIR / "targets.csv"
 STAGES = {"onset_step": "head-score onset", "drop_step": "drop (ln V / 2)", "completion_step": "completion (0.5 nats)"}

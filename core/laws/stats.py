@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.pool.sweep import read_table
 from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT, resample_indices
+from core.sweeps.run import read_table
 
 LAWS_DIR = Path(__file__).resolve().parents[2] / "checkpoints" / "laws"
 MIN_SEEDS = 2  # per point: fewer gives no spread and nothing to resample

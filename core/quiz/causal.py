@@ -1,4 +1,4 @@
-"""Predict-then-reveal questions about the causal experiments (core.causal.views's frames), answered from
+"""Predict-then-reveal questions about the causal experiments (core.causal.experiments's frames), answered from
 the experiment on screen. When an answer is clear is decided by core.causal.clarity, as for the page's
 sentences (core.causal.readings); core.quiz.questions has the Question type."""
 from __future__ import annotations
@@ -50,7 +50,7 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
 
 
 def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question:
-    """heads: core.causal.views's per-head patch effects (label, layer, head, patch_effect, and its
+    """heads: core.causal.experiments's per-head patch effects (label, layer, head, patch_effect, and its
     interval effect_low, effect_high)."""
     prompt = "Which head, its clean output patched alone into the corrupted run, brings back most of M?"
     vals = dict(zip(heads["label"], heads["patch_effect"].astype(float)))
@@ -72,7 +72,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
 
 
 def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
-    """paths: core.causal.views's path frame (sender, path, direction, receiver_head < 0 for all of
+    """paths: core.causal.experiments's path frame (sender, path, direction, receiver_head < 0 for all of
     block 2, patch_effect, effect_low, effect_high). Which sender's key path into the whole of block 2 is
     most needed? Clear only as core.causal.clarity.most_needed decides (the page's sentence uses it too)."""
     prompt = "Noising which block-1 head's output, only where the block-2 heads read it as keys, hurts most?"

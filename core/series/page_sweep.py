@@ -1,6 +1,6 @@
 """A small sweep a student starts on the Laws of the drop page: one setting at 2-3 values times
 2-3 seeds, trained one run after another through the server's training pool (core.pool.runs.RunPool, the
-Train page's slots and line), and the finished runs' drop steps read as one law of core.pool.laws.
+Train page's slots and line), and the finished runs' drop steps read as one law of core.laws.drop.
 
 The cap (MAX_RUNS runs of at most MAX_STEPS steps) is there because the app's machine is shared: every
 student's trainings take turns on the same few slots (ATTENTION_LAB_MAX_TRAININGS, 2 by default), so a
@@ -19,7 +19,7 @@ step where the loss crosses the line slowly.
     specs = sweep_settings("batch_size", [16, 32, 64], seeds=2, steps=300)     # ValueError: what to change
     sweep = PageSweep(pool, specs, "batch_size", owner=f"{owner}|sweep").start()
     sweep.done, sweep.queued, sweep.current        # progress; sweep.cancel() ends it
-    result = law_result(sweep.results, "batch_size")  # a core.pool.laws.LawResult: sentences, chart_frames
+    result = law_result(sweep.results, "batch_size")  # a core.laws.drop.LawResult: sentences, chart_frames
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from core.laws import drop as laws
 from core.laws.drop import LAWS, LawResult
 from core.laws.stats import Point, fit_points
 from core.model.drop import drop_threshold
-from core.pool.series import RunSeries
 from core.pool.status import RunStatus
+from core.series.run_series import RunSeries
 from core.training import live
 from core.training.config import LOG_SEQS, TrainConfig
 from core.training.presets import DEFAULT_PRESET
@@ -42,7 +42,7 @@ CHOICES = {  # the setting varied -> the values a student may pick (the shipped 
     "vocab_size": (32, 64, 128),
 }
 NAMES = {"batch_size": "batch size B", "seq_len": "sequence length C", "vocab_size": "vocabulary size V"}
-LAW_OF = {"batch_size": "batch", "seq_len": "seqlen", "vocab_size": "vocab"}  # its law in core.pool.laws.LAWS
+LAW_OF = {"batch_size": "batch", "seq_len": "seqlen", "vocab_size": "vocab"}  # its law in core.laws.drop.LAWS
 MIN_VALUES, MAX_VALUES = 2, 3  # a slope needs two points
 MIN_SEEDS, MAX_SEEDS = 2, 3  # a point needs two seeds for a spread
 MAX_RUNS = 6
@@ -115,7 +115,7 @@ def summarize(run, setting: str) -> dict:
 
 
 def points(results: list[dict]) -> tuple[Point, ...]:
-    """The finished runs (status finished) as core.pool.laws Points, one per value, seeds in order; a run
+    """The finished runs (status finished) as core.laws.stats Points, one per value, seeds in order; a run
     that never dropped counts as later than its steps, as in the tables."""
     done = [r for r in results if r["status"] == RunStatus.FINISHED]
     out = []
@@ -128,8 +128,8 @@ def points(results: list[dict]) -> tuple[Point, ...]:
 
 
 def law_result(results: list[dict], setting: str) -> LawResult | None:
-    """The finished runs read as the law of `setting` (core.pool.laws.LAWS), fitted as the shipped tables are
-    (fit_points: medians, log-log, seeds resampled), over the values with at least core.pool.laws.MIN_SEEDS
+    """The finished runs read as the law of `setting` (core.laws.drop.LAWS), fitted as the shipped tables are
+    (fit_points: medians, log-log, seeds resampled), over the values with at least core.laws.stats.MIN_SEEDS
     finished seeds (a stopped sweep's values with one are left out: one seed has no spread to resample);
     None when no value has that many."""
     pts = tuple(p for p in points(results) if p.n >= laws.MIN_SEEDS)
@@ -187,7 +187,7 @@ def _step(step: int | None) -> str:
 
 
 def sentences(results: list[dict], setting: str, result: LawResult | None, path=None) -> list[str]:
-    """What the page says about an ended page sweep (`result`: law_result of its runs): core.pool.laws.sentences
+    """What the page says about an ended page sweep (`result`: law_result of its runs): core.laws.drop.sentences
     of its law when two values or more have their seeds, else what is missing; then how its runs compare with
     the shipped table's runs of the same seeds, and how many the server had trained already."""
     from core.pool.live_run import code_version

@@ -1,6 +1,6 @@
 """Trainings run one after another through the server's pool (core.pool.runs.RunPool) in a background
-thread: the one mechanism behind the Train page's several seeds (core.pool.seed_series) and the Laws
-page's small sweep (core.pool.page_sweep), which differ only in what they keep of a run and when they stop.
+thread: the one mechanism behind the Train page's several seeds (core.series.seeds) and the Laws
+page's small sweep (core.series.page_sweep), which differ only in what they keep of a run and when they stop.
 
 A series trains each of its settings under its own owner name (RunPool.start ends an owner's earlier
 runs, so it is never the session's Train-page name), waits for the run to end, keeps a row (`row`) and

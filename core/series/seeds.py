@@ -1,7 +1,7 @@
 """Several seeds of the same Train-page settings, trained one after another in worker processes
 (core.pool.runs), to see how much the drop step moves from seed to seed.
 
-A SeedSeries (core.pool.series.RunSeries) owns a background thread: it starts seed 1 in the pool,
+A SeedSeries (core.series.run_series.RunSeries) owns a background thread: it starts seed 1 in the pool,
 waits for that run to end, keeps a summary of its curve (core.training.transition.describe_curve on the
 logged history) and drops the model, then starts the next seed. The series uses its own owner name in
 the pool, so it never ends the session's ordinary run (RunPool.start ends the owner's earlier runs) and
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from core.pool.series import RunSeries
+from core.series.run_series import RunSeries
 from core.training.train_settings import TrainSettings
 from core.training.transition import describe_curve
 

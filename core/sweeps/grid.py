@@ -1,4 +1,4 @@
-"""What one run of a sweep (core.pool.sweep) trains: a RunSpec, the configs it makes, its run id, and
+"""What one run of a sweep (core.sweeps.run) trains: a RunSpec, the configs it makes, its run id, and
 the grid of RunSpecs that `python -m core.sweep`'s flags describe.
 
     specs = grid({"n_layers": [1, 2], "seed": [0, 1, 2]})     # every other field: the preset's

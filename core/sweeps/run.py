@@ -1,10 +1,10 @@
-"""Sweeps: a grid of trainings (core.pool.sweep_grid), run on local processes or on Ray, written to
+"""Sweeps: a grid of trainings (core.sweeps.grid), run on local processes or on Ray, written to
 one results table (CSV, one row per run), resumable. `python -m core.sweep` is its command line.
 
 Each run trains its RunSpec at `threads` torch threads (1 by default: every core busy with its own
 run, and bit-identical results wherever it runs) and measures loss_later_copies on the fixed
 evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
-- run_id (a hash of the settings, the seed and `code`), the settings (core.pool.sweep_grid.SETTINGS);
+- run_id (a hash of the settings, the seed and `code`), the settings (core.sweeps.grid.SETTINGS);
 - steps_run (less than steps when the run stopped at stop_below), and the curve's figures as
   core.training.transition.describe_curve defines them: drop_step (THE drop step, core.model.drop.drop_step:
   the first measured step with loss_later_copies < ln V / 2; empty if it never fell that far), dropped,
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from core.pool.sweep_grid import ADDED, SETTINGS, RunSpec, label
+from core.sweeps.grid import ADDED, SETTINGS, RunSpec, label
 from core.training.train_settings import machine_cores
 from core.training.transition import describe_curve, head_figures
 
@@ -137,7 +137,7 @@ class LocalRunner:
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         ctx = mp.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["core.pool.sweep"])
+            ctx.set_forkserver_preload(["core.sweeps.run"])
         with ProcessPoolExecutor(min(self.jobs, len(specs)), mp_context=ctx, initializer=_one_thread) as pool:
             # the executor starts its processes inside submit(): with the main script hidden, a process
             # does not run the parent's script again (a Streamlit page, or dashboard.py after an AppTest)
@@ -191,7 +191,7 @@ def write_table(path: str | Path, rows: list[dict], command: str) -> None:
     """All rows (sorted by settings and seed) under the header comments, written whole then renamed."""
     path = Path(path)
     frame = pd.DataFrame(rows, columns=COLUMNS).sort_values(SETTINGS, kind="stable")
-    header = ["# Sweep results: one row per run (core/pool/sweep.py defines every column).",
+    header = ["# Sweep results: one row per run (core/sweeps/run.py defines every column).",
               f"# command: {command}",
               "# drop_step: the first measured step with loss_later_copies < ln V / 2 (core.model.drop.drop_step)."]
     tmp = path.with_name(path.name + ".tmp")
@@ -259,7 +259,7 @@ def grid_values(args) -> dict:
     """The grid's field -> values from parsed flags (and a --spec JSON file, which flags override)."""
     import json
 
-    from core.pool.sweep_grid import int_list, period_list
+    from core.sweeps.grid import int_list, period_list
 
     parse = {"ints": int_list, "periods": period_list, "words": lambda t: [w.strip() for w in t.split(",")],
              "floats": lambda t: [float(x) for x in t.split(",")]}
@@ -276,7 +276,7 @@ def main(argv=None) -> int:
     import shlex
 
     from core.model.cli import UsageError
-    from core.pool.sweep_grid import grid
+    from core.sweeps.grid import grid
 
     ap = argparse.ArgumentParser(prog="python -m core.sweep", description="Run a grid of trainings (every "
                                  "combination of the values given; the rest as the preset), resumably, into one CSV.")

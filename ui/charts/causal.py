@@ -1,5 +1,5 @@
 """Charts for the Causal experiments page: patch effects per head, per position, per path, and the
-logit lens. Inputs are numpy arrays and pandas frames (core.causal.views: 0-based layer and head, and label).
+logit lens. Inputs are numpy arrays and pandas frames (core.causal.experiments: 0-based layer and head, and label).
 
 Patch effects share one diverging scale clamped to [-1, 1] (0 = no recovery, white; 1 = full, orange;
 below 0 = the patch made things worse, blue), so every heatmap on the page reads the same way.
@@ -121,7 +121,7 @@ def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log
 
 @kept
 def mechanism(df: pd.DataFrame, min_gap: float, title: str) -> alt.Chart:
-    """df: core.causal.views.mechanism_over_training -> effect against training step, one line per sender,
+    """df: core.causal.experiments.mechanism_over_training -> effect against training step, one line per sender,
     one panel per path; steps whose gap is below min_gap (ratios of small differences) are left out."""
     shown = df[df["gap"] >= min_gap].assign(path=lambda d: d["path"].map({"q": "query", "k": "keys", "v": "values"}))
     base = alt.Chart().encode(

@@ -6,7 +6,7 @@ from ui.snippets.load import snippet
 
 
 def _task_run(model, task, PERIOD, N_SEQS, SEED, SWEEPS, CORRUPTION):
-    from core.causal import views as causal
+    from core.causal import experiments as causal
     # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET)
     res = causal.task_experiments(model, task, period=PERIOD, n_seqs=N_SEQS, seed=SEED, positions=SWEEPS,
                                   corruption=CORRUPTION)
@@ -14,7 +14,7 @@ def _task_run(model, task, PERIOD, N_SEQS, SEED, SWEEPS, CORRUPTION):
 
 
 def _text_run(model, TEXT, N_SEQS, SEED, SWEEPS, CORRUPTION):
-    from core.causal import views as causal
+    from core.causal import experiments as causal
     from core.model.symbols import encode_text
     tokens = encode_text(TEXT, model.cfg.vocab_size)
     # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET)
@@ -30,7 +30,7 @@ def _task_pair(model, task, PERIOD, N_SEQS, SEED, CORRUPTION):
 
 
 def _text_pair(model, TEXT, N_SEQS, SEED, CORRUPTION):
-    from core.causal.views import typed_runs
+    from core.causal.experiments import typed_runs
     from core.model.symbols import encode_text
     runs = typed_runs(model, encode_text(TEXT, model.cfg.vocab_size), N_SEQS, SEED, CORRUPTION)  # as res's
     return runs
@@ -114,7 +114,7 @@ NEEDS_RUNS = {"graddrop", "rope", "path_positions"}  # sections that also take t
 def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str,
            corruption: str = "first-copy") -> Snippet:
     """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
-    position sweeps run only where they are quick, core.causal.views.POSITION_BUDGET); corruption:
+    position sweeps run only where they are quick, core.causal.experiments.POSITION_BUDGET); corruption:
     core.causal.corruptions.CORRUPTIONS."""
     title, show = CAUSAL_SECTIONS[section]
     run = _task_run if text is None else _text_run
