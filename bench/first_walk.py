@@ -1,16 +1,18 @@
-"""First visitor and warm walk: the server's CPU-seconds per page and its memory after (issue #30).
+"""A new server's first visitor and a second visitor, in Chromium: the server's CPU-seconds per page and its
+memory after.
 
-    python bench/first_walk.py [--json] [--cache-dir DIR]
+    python bench/first_walk.py [--json]
 
-Starts `streamlit run dashboard.py` twice on the same view cache folder (core/disk_cache.py; a fresh
-temporary folder unless --cache-dir): the first server meets an empty folder (cold: every view is
-computed), the second starts after it stopped (a restart, or an app woken from sleep: every view of
-the shipped default model is read from disk). Against each server one Chromium session opens all
-nine pages (the first walk), then a second session opens them again (the warm walk: the server's
-memory caches). Per page it reads the server's CPU time (utime + stime from /proc, so the other load
-on the machine does not count) and the wall time of Home; after both walks, nobody training, the
-PSS of the server and of every process under it (smaps_rollup). Chromium runs at nice 19. The one-
-thread 1024² matmul rate is printed beside the figures (the machine's speed in the same run).
+Starts `streamlit run dashboard.py` (a new process, as a fresh clone's or a Community Cloud app woken from
+sleep). One Chromium session opens every page (the first walk: each page's default views of the default
+model are read from the shipped data, checkpoints/data/, and its charts built; nothing is computed, so no
+torch is imported: tests/test_torch_free.py), then a second session opens them again (the second walk:
+the views and charts come from the server's memory caches, st.cache_data and ui/charts/kept.py). Per page
+it reads the server's CPU time (utime + stime from /proc, so the other load on the machine does not count)
+and the wall time of Home; after both walks, nobody training, whether torch is mapped into the server and the PSS of the
+server and of every process under it (smaps_rollup). Chromium runs at nice 19. The one-thread 1024²
+matmul rate is printed beside the figures (the machine's speed in the same run).
+bench/reading_server.py measures the first walk with the light client, page by page.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +62,11 @@ def process_memory(pid: int) -> list[dict]:
     return rows
 
 
+def torch_mapped(pid: int) -> bool:
+    """Whether torch's library is mapped into the process (a computed view imports torch; a read one does not)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def nice_children() -> None:
     """Nice 19 for the Chromium processes under this one (not the server)."""
     for p in descendants(os.getpid()):
@@ -84,23 +90,23 @@ def walk(browser, url: str, pid: int) -> dict:
     return {"cpu_s": cpu, "cpu_total_s": round(sum(cpu.values()), 2), "wall_s": wall}
 
 
-def one_server(folder: Path) -> dict:
+def two_walks() -> dict:
     from playwright.sync_api import sync_playwright
 
-    proc, url = start_server({"ATTENTION_LAB_CACHE": str(folder)})
+    proc, url = start_server({})
     try:
-        out = {"entries_before": len(list(folder.glob("*.view")))}
+        out = {}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             nice_children()
             out["first_walk"] = walk(browser, url, proc.pid)
-            out["warm_walk"] = walk(browser, url, proc.pid)
+            out["second_walk"] = walk(browser, url, proc.pid)
             time.sleep(2)  # the malloc trimmer runs every second
+            out["torch_mapped"] = torch_mapped(proc.pid)
             out["processes"] = process_memory(proc.pid)
             out["pss_server_mb"] = out["processes"][0]["pss_mb"]
             out["pss_all_mb"] = round(sum(r["pss_mb"] for r in out["processes"]), 1)
             browser.close()
-        out["entries_after"] = len(list(folder.glob("*.view")))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -108,30 +114,23 @@ def one_server(folder: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--cache-dir", type=Path, help="the view cache folder (default: a fresh temporary one)")
     args = ap.parse_args(argv)
-    folder = args.cache_dir or Path(tempfile.mkdtemp(prefix="attention-lab-walk-"))
-    out = {"gflops_before": round(matmul_rate(), 2), "cache_dir": str(folder)}
-    out["cold_disk"] = one_server(folder)
-    out["warm_disk"] = one_server(folder)
-    out["gflops_after"] = round(matmul_rate(), 2)
+    out = {"gflops_before": round(matmul_rate(), 2), **two_walks(), "gflops_after": round(matmul_rate(), 2)}
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"matmul 1 thread: {out['gflops_before']} GFLOP/s before, {out['gflops_after']} after")
-    for name in ("cold_disk", "warm_disk"):
-        r = out[name]
-        print(f"{name} ({r['entries_before']} entries at start, {r['entries_after']} after):")
-        for walk_name in ("first_walk", "warm_walk"):
-            w = r[walk_name]
-            print(f"  {walk_name}: server {w['cpu_total_s']:.1f} CPU-s; Home {w['wall_s']['home']:.1f} s wall; "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in w["cpu_s"].items()))
-        print(f"  after both walks, nobody training: server {r['pss_server_mb']:.0f} MB PSS, "
-              f"{r['pss_all_mb']:.0f} MB with {len(r['processes']) - 1} processes under it")
-        for p in r["processes"][1:]:
-            print(f"    {p['pss_mb']:.0f} MB  {p['cmd']}")
+    for name in ("first_walk", "second_walk"):
+        w = out[name]
+        print(f"{name}: server {w['cpu_total_s']:.1f} CPU-s; Home {w['wall_s']['home']:.1f} s wall; "
+              + ", ".join(f"{k} {v:.1f}" for k, v in w["cpu_s"].items()))
+    print(f"after both walks, nobody training: torch mapped {out['torch_mapped']}; server "
+          f"{out['pss_server_mb']:.0f} MB PSS, {out['pss_all_mb']:.0f} MB with {len(out['processes']) - 1} "
+          "processes under it")
+    for p in out["processes"][1:]:
+        print(f"  {p['pss_mb']:.0f} MB  {p['cmd']}")
     return 0
 
 

@@ -1,13 +1,14 @@
-"""A reading server, page by page (issue #30): a new `streamlit run dashboard.py` on an empty view folder over
-the shipped views (as a fresh clone or a woken Community Cloud app), one light session (bench/light.py) opening
-the pages in order with `--wait` seconds after each. Prints the server's CPU-seconds for each page's first
-visit, its PSS after each page with the session still connected (the issue's "after every page"), whether
-torch is mapped into it, and the one-thread 1024² matmul rate before and after.
+"""A reading server, page by page: a new `streamlit run dashboard.py` (as a fresh clone or a woken Community
+Cloud app: every page's default views read from the shipped data, checkpoints/data/), one light session
+(bench/light.py) opening the pages in order with `--wait` seconds after each. Prints the server's
+CPU-seconds for each page's first visit, its PSS after each page with the session still connected, whether
+torch is mapped into it (a computed view imports torch; a read one does not), and the one-thread 1024²
+matmul rate before and after.
 
     python bench/reading_server.py [--pages all|ROUTE ...] [--wait 2] [--json]
 
-Run it from another checkout's bench/ to compare two trees on the same minutes (session 15 did so with a
-worktree of the commit before).
+Run it from another checkout's bench/ (e.g. a git worktree of an older commit) to compare two trees on the
+same minutes.
 """
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from first_walk import torch_mapped  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 from memory import LightSession, start_server  # noqa: E402
 from page_cost import cpu_seconds  # noqa: E402
@@ -37,10 +38,6 @@ def rollup(pid: int) -> dict:
         if key in ("Pss:", "Pss_Anon:", "Pss_File:"):
             out[key[:-1]] = round(int(value[0]) / 1024, 1)
     return out
-
-
-def torch_mapped(pid: int) -> bool:
-    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
 
 
 async def walk(url: str, pid: int, pages: list[str], wait: float) -> dict:
@@ -66,14 +63,13 @@ def main(argv=None) -> int:
     pages = ([pg.url_path for pg in ALL_PAGES] if args.pages == ["all"] else
              ["" if r == "home" else r for r in args.pages])
     before = round(matmul_rate(), 1)
-    with tempfile.TemporaryDirectory() as folder:
-        proc, url = start_server({"ATTENTION_LAB_CACHE": folder})
-        try:
-            out = {"server_start_cpu_s": round(cpu_seconds(proc.pid), 2), **asyncio.run(walk(url, proc.pid, pages,
-                                                                                            args.wait))}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    proc, url = start_server({})
+    try:
+        out = {"server_start_cpu_s": round(cpu_seconds(proc.pid), 2), **asyncio.run(walk(url, proc.pid, pages,
+                                                                                        args.wait))}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
     out["matmul_gflops"] = [before, round(matmul_rate(), 1)]
     if args.json:
         print(json.dumps(out))
