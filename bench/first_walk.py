@@ -9,9 +9,9 @@ model are read from the shipped data, checkpoints/data/, and its charts built; n
 torch is imported: tests/test_torch_free.py), then a second session opens them again (the second walk:
 the views and charts come from the server's memory caches, st.cache_data and ui/charts/kept.py). Per page
 it reads the server's CPU time (utime + stime from /proc, so the other load on the machine does not count)
-and the wall time of Home; after both walks, nobody training, whether torch is mapped into the server and the PSS of the
-server and of every process under it (smaps_rollup). Chromium runs at nice 19. The one-thread 1024²
-matmul rate is printed beside the figures (the machine's speed in the same run).
+and the wall time of Home; after both walks, nobody training, whether torch is mapped into the server and
+the PSS of the server and of every process under it (smaps_rollup). Chromium runs at nice 19. The
+one-thread 1024² matmul rate is printed beside the figures (the machine's speed in the same run).
 bench/reading_server.py measures the first walk with the light client, page by page.
 """
 from __future__ import annotations
