@@ -1,4 +1,4 @@
-"""Do the Causal page's headline readings hold beyond one training seed? (issue 31)
+"""Do the Causal page's headline readings hold beyond one training seed?
 
     python bench/seed_readings.py [--seeds 0-4] [--steps 600] [--out checkpoints/laws/readings.csv]
 
