@@ -12,8 +12,8 @@ cached before it but what is shipped in checkpoints/data/; views missing there a
 the second walk).
 
 For every shipped checkpoint it opens the app in AppTest, picks that model in the sidebar, and for
-every page (home and the six pages) runs it once cold, once more to warm up, then `--repeats`
-times, and reports the median of those as the warm rerun time. The budget (docs/DESIGN.md) is 1 s per
+every page (ui.pages.ALL_PAGES: Home and the nine others) runs it once cold, once more to warm up, then
+`--repeats` times, and reports the median of those as the warm rerun time. The budget (docs/DESIGN.md) is 1 s per
 page once warm. AppTest time includes parsing the page's messages, so it slightly overstates what a
 browser waits for the server. Timings on a shared machine are noisy: read them, do not assert them.
 """
