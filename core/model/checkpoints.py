@@ -31,6 +31,7 @@ FORMAT = "tinycharlm"
 VERSION = 2
 VERSIONS = (1, 2)  # versions this lab reads
 CONFIG_KEYS = ("vocab_size", "d_model", "n_heads", "n_layers", "bias", "rope_base")
+OPTIONAL_CONFIG = {"smeared_keys": False}  # entries a file may omit (older files have none of them)
 TASK_KEYS = ("period_min", "period_max", "seq_len")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -51,6 +52,8 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
             for name in ("b_Q", "b_K", "b_V"):
                 shapes[f"blocks.{l}.{name}"] = (H, dh)
             shapes[f"blocks.{l}.b_O"] = (D,)
+        if cfg.smeared_keys:
+            shapes[f"blocks.{l}.smear"] = (H,)
     return shapes
 
 
@@ -130,14 +133,15 @@ def _config(obj: dict, name: str) -> ModelConfig:
         raise CheckpointError(f"{name} lacks the config entries {', '.join(missing)}.")
     ints = ("vocab_size", "d_model", "n_heads", "n_layers")
     if any(not isinstance(cfg[k], int) or isinstance(cfg[k], bool) for k in ints) or \
-            not isinstance(cfg["bias"], bool) or not isinstance(cfg["rope_base"], (int, float)):
+            not isinstance(cfg["bias"], bool) or not isinstance(cfg["rope_base"], (int, float)) or \
+            any(not isinstance(cfg.get(k, v), bool) for k, v in OPTIONAL_CONFIG.items()):
         raise CheckpointError(f"{name} has a config whose entries are not of the right types.")
     if cfg["d_model"] < 1 or not math.isfinite(cfg["rope_base"]):
         raise CheckpointError(f"{name} has an invalid config: d_model must be positive and rope_base finite.")
     if cfg["n_layers"] > MAX_LAYERS or cfg["vocab_size"] > 4096 or cfg["d_model"] > 2048:
         raise CheckpointError(f"{name} describes a model larger than this lab handles.")
     try:
-        return ModelConfig(**{k: cfg[k] for k in CONFIG_KEYS})
+        return ModelConfig(**{k: cfg[k] for k in CONFIG_KEYS}, **{k: cfg.get(k, v) for k, v in OPTIONAL_CONFIG.items()})
     except ValueError as e:
         raise CheckpointError(f"{name} has an invalid config: {e}") from None
 
@@ -164,6 +168,13 @@ def _state_dict(obj: dict, name: str, cfg: ModelConfig) -> dict[str, torch.Tenso
     if not isinstance(sd, dict):
         raise CheckpointError(f"{name} has no state_dict.")
     shapes = expected_shapes(cfg)
+    smear = sorted(k for k in {*shapes, *sd} if isinstance(k, str) and k.endswith(".smear"))
+    if cfg.smeared_keys and not all(k in sd for k in smear):
+        raise CheckpointError(f"{name} says its keys are smeared (config smeared_keys) but lacks the smear "
+                              f"weights {', '.join(k for k in smear if k not in sd)[:200]}.")
+    if not cfg.smeared_keys and smear:
+        raise CheckpointError(f"{name} holds smear weights ({', '.join(smear[:4])}) but its config does not say "
+                              "smeared_keys: it is not a plain model, and no config here describes it.")
     missing = sorted(set(shapes) - set(sd))
     if missing:
         raise CheckpointError(f"{name} is missing the weights {', '.join(missing[:4])}.")

@@ -16,6 +16,9 @@ class ModelConfig:
     n_layers: int = 2
     bias: bool = False
     rope_base: float = 10000.0
+    # Olsson et al.'s (2022) smeared keys: each head's key at j mixes in the key at j - 1 by a trained
+    # weight (AttentionBlock.smear), so one block can match on a position's previous token.
+    smeared_keys: bool = False
 
     def __post_init__(self):
         if self.vocab_size < 2:
@@ -34,4 +37,8 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The config as a file holds it; a model without smeared keys has the entries files always had."""
+        out = asdict(self)
+        if not self.smeared_keys:
+            del out["smeared_keys"]
+        return out

@@ -17,6 +17,8 @@ import torch.nn.functional as F
 #   hook_embed                   W_E[x]                                        [*, T, D]
 #   blocks.{l}.hook_resid_pre    the stream entering block l                   [*, T, D]
 #   blocks.{l}.attn.hook_q/k/v   per-head q, k, v before rotary (bias in)      [*, H, T, d_head]
+#   blocks.{l}.attn.hook_smeared_k  k mixed with the previous position's k    [*, H, T, d_head]
+#                                (smeared-key models only, before rotary: tinycharlm.smear_keys)
 #   blocks.{l}.attn.hook_rot_q/k q, k after rotary                             [*, H, T, d_head]
 #   blocks.{l}.attn.hook_pattern A (query i, key j), the hold applied          [*, H, T, T]
 #   blocks.{l}.attn.hook_z       each head's mixed values A v                  [*, H, T, d_head]
@@ -36,9 +38,14 @@ def hook_name(layer: int, point: str) -> str:
     return f"blocks.{layer}.{point}"
 
 
-def hook_points(n_layers: int) -> list[str]:
-    """Every hook name of a model with n_layers blocks, in the order a run meets them."""
-    return ["hook_embed", *(hook_name(l, p) for l in range(n_layers) for p in BLOCK_POINTS),
+SMEARED_POINT = "attn.hook_smeared_k"  # after hook_k in a model with smeared keys
+
+
+def hook_points(n_layers: int, smeared_keys: bool = False) -> list[str]:
+    """Every hook name of a model with n_layers blocks (and smeared keys or not), in the order a run meets them."""
+    points = BLOCK_POINTS if not smeared_keys else \
+        (*BLOCK_POINTS[:4], SMEARED_POINT, *BLOCK_POINTS[4:])
+    return ["hook_embed", *(hook_name(l, p) for l in range(n_layers) for p in points),
             "hook_resid_final", "hook_logits"]
 
 

@@ -15,6 +15,7 @@ is computed in `attend` (core.model.hooks), the one definition of the lab's atte
 edited or recorded and the compiled kernel measured faster here (core.model.attention), a block runs
 the compiled path instead (one QKV product, then rotary, attention and the hold in C++ with a
 hand-written backward), which is then the training forward; tests check it against `attend`.
+A model with smeared keys (ModelConfig.smeared_keys, smear_keys) always trains on the hook points' path.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from core.model import attention
 from core.model.attention import fused_qkv, project
 from core.model.attention_cpp import causal_attention
 from core.model.config import ModelConfig
-from core.model.hooks import Edit, HoldPrevious, Hooks, attend, hold_z, hook_name, hook_points
+from core.model.hooks import SMEARED_POINT, Edit, HoldPrevious, Hooks, attend, hold_z, hook_name, hook_points
 
 # ---------------------------------------------------------------------------------------------
 # Rotary embedding (rotate-half convention: pairs (j, j + d_head/2), angle t * base^(-2j/d_head))
@@ -79,6 +80,15 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return _Rotary.apply(x, cos, sin)
 
 
+def smear_keys(k: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """Olsson et al.'s (2022) smeared keys: k [N, H, T, d_head] -> k' with k'_j = sigma(a_h) k_j +
+    (1 - sigma(a_h)) k_{j-1} for each head h (k'_0 = k_0), a [H] one trained scalar per head. Applied before
+    rotary, so the mixed key is rotated at its own position j. a_h starts at 0 (sigma 0.5, an even mix; the
+    paper's starting value was not found); sigma(a_h) = 1 is the plain key."""
+    previous = torch.cat([k[..., :1, :], k[..., :-1, :]], -2)
+    return k + (1 - torch.sigmoid(a).to(k.dtype))[:, None, None] * (previous - k)  # k'_0 = k_0 exactly
+
+
 class AttentionBlock(nn.Module):
     """One attention-only block: n_heads heads, each q/k/v of width d_head, summed into the stream."""
 
@@ -90,6 +100,8 @@ class AttentionBlock(nn.Module):
         self.W_K = nn.Parameter(torch.empty(H, D, dh))
         self.W_V = nn.Parameter(torch.empty(H, D, dh))
         self.W_O = nn.Parameter(torch.empty(H, dh, D))
+        if cfg.smeared_keys:
+            self.smear = nn.Parameter(torch.zeros(H))  # a_h: see smear_keys
         if cfg.bias:
             self.b_Q = nn.Parameter(torch.zeros(H, dh))
             self.b_K = nn.Parameter(torch.zeros(H, dh))
@@ -114,7 +126,7 @@ class AttentionBlock(nn.Module):
         projection is then taken over the vocabulary (core.model.attention.project), unless a hook
         touches this block."""
         fused, hold = (True, None) if hooks is None else hooks.fused(name)
-        if fused and attention.compiled_trains(h, self.cfg.n_heads):
+        if fused and not self.cfg.smeared_keys and attention.compiled_trains(h, self.cfg.n_heads):
             return self._compiled(h, hold, embedded)
         return self._hooked(h, hooks if hooks is not None else Hooks(), name, embedded if fused else None)
 
@@ -134,6 +146,8 @@ class AttentionBlock(nn.Module):
         (beyond a held head, which holds z instead) or recorded, each head's output only when hook_result is."""
         h = hooks(name + "hook_resid_pre", h)
         q, k, v = (hooks(f"{name}attn.hook_{n}", x) for n, x in zip("qkv", self._project(h, embedded)))
+        if self.cfg.smeared_keys:
+            k = hooks(name + SMEARED_POINT, smear_keys(k, self.smear))
         cos, sin = rope_cos_sin(h.shape[1], self.cfg.d_head, self.cfg.rope_base, h.dtype)
         q = hooks(name + "attn.hook_rot_q", apply_rope(q, cos, sin))
         k = hooks(name + "attn.hook_rot_k", apply_rope(k, cos, sin))
@@ -224,6 +238,8 @@ class TinyCharLM(nn.Module):
                 for W in (block.W_Q, block.W_K, block.W_V):
                     W.normal_(0.0, D ** -0.5, generator=generator)
                 block.W_O.normal_(0.0, (H * dh) ** -0.5 / math.sqrt(2 * L), generator=generator)
+                if self.cfg.smeared_keys:
+                    block.smear.zero_()  # drawn from no generator: W_* are those of the plain model's seed
                 if self.cfg.bias:
                     for b in (block.b_Q, block.b_K, block.b_V, block.b_O):
                         b.zero_()
@@ -254,7 +270,7 @@ class TinyCharLM(nn.Module):
         if not 0 <= start <= end <= L:
             raise ValueError(f"need 0 <= start <= stop <= {L}, got start={start}, stop={stop}.")
         cache = list(cache)
-        unknown = (set(edits or {}) | set(cache)) - set(hook_points(L))
+        unknown = (set(edits or {}) | set(cache)) - set(hook_points(L, self.cfg.smeared_keys))
         if unknown:
             raise ValueError(f"no hook point {', '.join(sorted(unknown))} in this model (see hook_points).")
         edits = with_standing(self.standing, edits)
