@@ -23,6 +23,7 @@ entry = heads_at_step("cir", (  # every number below is this step's
 state_guard.repeat_task_only(entry, (
     "Its QK and OV circuits are read here against a copied pattern's period and its ablations "
     "measure second-copy accuracy, which Markov-chain sequences do not have."))
+state_guard.plain_keys_only(entry, "the QK circuits and composition scores")
 task, cfg = entry.task, entry.info["config"]
 
 

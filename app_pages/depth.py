@@ -30,6 +30,7 @@ entry = require_model()
 state_guard.repeat_task_only(entry, (
     "This page's path sums are scored on the repeat task's second copy, which Markov-chain sequences "
     "do not have."))
+state_guard.plain_keys_only(entry, "its skip-trigrams and path terms' QK scores")
 task, cfg = entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]

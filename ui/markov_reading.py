@@ -54,6 +54,12 @@ def attention_section(entry: LabModel) -> None:
         "(the bigram strategy; Edelman et al. 2024). A model does that with a *statistical induction head*: a "
         "block-1 head that attends to the previous position, feeding a block-2 head that attends to the tokens "
         "that followed earlier occurrences of the current token.")
+    if getattr(cfg, "smeared_keys", False):
+        st.markdown(
+            "This model's keys are **smeared** (Olsson et al. 2022): each head's key at position j is "
+            "σ(a)·k_j + (1 − σ(a))·k_{j−1}, with one trained weight a per head (the **smear** column below is its "
+            "σ(a), the share of the key from its own position). A head whose key is mostly the previous "
+            "position's matches on the token before each key itself, so one block can do both heads' jobs.")
     c1, c2 = st.columns([1, 3])
     seed = c1.number_input("Sample seed", 0, share.SEED_MAX, 0, key="att_mk_seed",
                            help="Each seed draws new chains (one per sequence) and a sequence from each.")
@@ -90,15 +96,19 @@ def attention_section(entry: LabModel) -> None:
 
     st.subheader("Head scores")
     cols = ["prev_token", "successor"]
-    st.dataframe(charts.styled_scores(view.scores.drop(columns=["layer", "head"]), cols), hide_index=True,
-                 width="stretch")
+    table = charts.styled_scores(view.scores.drop(columns=["layer", "head"]), cols)
+    if "smear" in view.scores:
+        table = table.format("{:.3f}", subset=["smear"])
+    st.dataframe(table, hide_index=True, width="stretch")
     st.caption(
         f"**What am I looking at?** Averaged over {view.n_seqs} sequences, each from its own chain. **prev_token** = "
         "mean A[i, i−1]; **successor** = the attention a query puts on the keys j whose previous token equals its "
         "own token (x_{j−1} = x_i: the tokens that followed earlier occurrences of it), over the queries that have "
         f"such a key. A head attending evenly scores {view.even:.2f} on successor here (about 1/{task.n_states} of "
         "the keys qualify), so that, not 0, is the baseline. The repeat task's scores (induction at a period, "
-        "duplicate, the period-shift probe) need a repeated pattern, which these sequences do not have.")
+        "duplicate, the period-shift probe) need a repeated pattern, which these sequences do not have."
+        + (" **smear** = σ(a), the weight of each head's key on its own position (1 − σ(a) on the previous one)."
+           if getattr(cfg, "smeared_keys", False) else ""))
     st.download_button("Download the scores (CSV)", view.scores.to_csv(index=False).encode(),
                        file_name="head_scores_markov.csv", mime="text/csv", key="att_mk_csv")
     paper_panel(entry)

@@ -106,7 +106,8 @@ def comparison_table(run_or_settings) -> pd.DataFrame:
     model, task, train = run_or_settings.configs() if hasattr(run_or_settings, "configs") else run_or_settings
     lab = {"states": str(task.n_states), "prior": f"Dirichlet({task.concentration:g}) per row",
            "sequence length": str(task.seq_len), "first token": "uniform",
-           "model": f"{model.n_layers} attention-only blocks, {model.n_heads} heads, width {model.d_model}, rotary",
+           "model": f"{model.n_layers} attention-only blocks, {model.n_heads} heads, width {model.d_model}, rotary"
+                    + (", smeared keys (Olsson et al. 2022)" if getattr(model, "smeared_keys", False) else ""),
            "optimizer": f"AdamW, lr {train.lr:g}, batch {train.batch_size}",
            "strategies": f"add-{task.concentration:g} counts (the prior's posterior mean)",
            "distance": "KL(strategy ‖ model), mean over positions"}
@@ -164,5 +165,6 @@ def shipped_panel() -> None:
                      f"{final['kl_bigram']:.4f} nats, loss {final['loss']:.3f} against the optimum "
                      f"{final['loss_optimal']:.3f}.")
     st.markdown("**The shipped Markov-chain runs** (checkpoints/markov/, default settings):\n" + "\n".join(lines))
-    st.caption("Train the default settings with seed 0 to watch the same run. Both are in the sidebar picker for the "
-               "Attention and Causal pages; each file's command in checkpoints/markov/manifest.json trains it again.")
+    st.caption("Train the default settings with seed 0 to watch the same run (the smeared one: Depth 1 and "
+               "Smeared keys under Advanced). Every one is in the sidebar picker for the Attention and Causal "
+               "pages; each file's command in checkpoints/markov/manifest.json trains it again.")

@@ -203,6 +203,18 @@ def repeat_task_only(entry: LabModel, why: str) -> None:
     st.stop()
 
 
+def plain_keys_only(entry: LabModel, reads: str) -> None:
+    """Stop a page that reads the heads' QK circuits from the weights (`reads`: what it reads) when the model has
+    smeared keys (ModelConfig.smeared_keys): W_Q W_Kᵀ takes each key from its own position, and a smeared key
+    mixes in the previous position's, so the reading would describe another model."""
+    if not getattr(entry.info["config"], "smeared_keys", False):
+        return
+    st.info(f"**{entry.label}** has smeared keys (Olsson et al. 2022): each head's key mixes in the previous "
+            f"position's. This page reads {reads} from W_Q and W_K as if each key came from its own position alone, "
+            "so it would not describe this model. The **Attention** and **Causal** pages run the model itself.")
+    st.stop()
+
+
 def session_models() -> dict[str, LabModel]:
     """This session's trained and uploaded models, by key."""
     return st.session_state.setdefault("lab_models", {})

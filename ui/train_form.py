@@ -41,7 +41,7 @@ def _shipped_onset() -> str | None:
 
 WIDGET_KEYS = ("tr_task", "tr_layers", "tr_periods", "tr_seq_len", "tr_bias", "tr_shared", "tr_lr", "tr_batch",
                "tr_steps", "tr_seed", "tr_hold", "tr_knock", "tr_states", "tr_alpha", "tr_mk_len", "tr_mk_shared",
-               "tr_mk_steps")
+               "tr_mk_steps", "tr_mk_smear")
 TASK_NAMES = {"repeat": "Repeated random patterns (induction heads)",
               "markov": "Markov chains (statistical induction heads)"}
 ALPHA_CHOICES = [0.1, 0.3, 1.0, 3.0, 10.0]
@@ -86,6 +86,12 @@ def settings_widgets() -> TrainSettings:
             a.checkbox("Enlarged shared embedding", saved.get("tr_mk_shared", False), key="tr_mk_shared",
                        help="Off by default on this task: the plain embedding starts the model near the uniform "
                             "strategy, the first stage; the enlarged one starts it betting on particular tokens.")
+            a.checkbox("Smeared keys", saved.get("tr_mk_smear", False), key="tr_mk_smear",
+                       help="Olsson et al. (2022): each head's key at position j becomes σ(a)·k_j + "
+                            "(1 − σ(a))·k_{j−1}, with one trained weight a per head (starting at σ(a) = 0.5). "
+                            "The key then carries the previous token, so one block can attend to the tokens that "
+                            "followed the current one, which a plain block cannot. The shipped "
+                            "markov-1block-smeared run is one block with it.")
         else:
             a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
                    key="tr_shared",
@@ -130,7 +136,8 @@ def settings_from_state() -> TrainSettings:
                              -1 if hold == NO_HEAD else parse_head_label(hold)[1],
                              (-1, -1) if knock == NO_HEAD else parse_head_label(knock), task="markov",
                              n_states=int(get("tr_states", MARKOV_TASK.n_states)),
-                             concentration=float(get("tr_alpha", MARKOV_TASK.concentration)))
+                             concentration=float(get("tr_alpha", MARKOV_TASK.concentration)),
+                             smeared_keys=bool(get("tr_mk_smear", False)))
     return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),

@@ -5,7 +5,10 @@ A statistical induction head (Edelman et al. 2024) is two heads: a block-1 head 
 previous position (so each position's stream holds its previous token), feeding a block-2 head that
 attends to the keys whose previous token is the current token (the tokens that followed earlier
 occurrences of it, which the bigram strategy counts: "successor" below). `transition_heads` names them
-from the scores, against what a head that spreads its attention evenly would score.
+from the scores, against what a head that spreads its attention evenly would score. In a model with smeared
+keys (Olsson et al. 2022; core.model.tinycharlm.smear_keys) a head's key at j mixes in the key at j - 1 by
+its weight sigma(a_h): a head whose key is mostly its previous position's matches on the previous token
+itself, the part a block-1 previous-token head plays, so one block can hold the whole circuit.
 """
 from __future__ import annotations
 
@@ -58,7 +61,8 @@ class MarkovView:
     tokens: np.ndarray  # [T] the shown sequence (the first of the batch)
     labels: list[str]  # position labels of the shown sequence
     raw: np.ndarray  # [L, H, T, T] patterns on the shown sequence
-    scores: pd.DataFrame  # label, layer, head, prev_token, successor (mean over n_seqs sequences)
+    scores: pd.DataFrame  # label, layer, head, prev_token, successor (mean over n_seqs sequences), smear
+    # (sigma(a_h), a model with smeared keys only)
     kl: pd.DataFrame  # strategy, kl (mean over positions and sequences, nats)
     even: float  # even_successor of the batch
     prev_heads: list[str]
@@ -67,9 +71,59 @@ class MarkovView:
     n_seqs: int
 
 
-def transition_heads(scores: pd.DataFrame, even: float) -> tuple[list[str], list[str], str]:
+def smear_weights(model: TinyCharLM) -> dict[str, float]:
+    """{head label: sigma(a_h)}, the weight each head's key gives its own position (1 - sigma(a_h) the previous
+    position's), for a model with smeared keys; {} for a plain one."""
+    if not model.cfg.smeared_keys:
+        return {}
+    return {head_label(l, h): float(torch.sigmoid(block.smear[h].detach().double()))
+            for l, block in enumerate(model.blocks) for h in range(model.cfg.n_heads)}
+
+
+def _smeared_heads(scores: pd.DataFrame, even: float, smear: dict[str, float]) -> tuple[list[str], list[str], str]:
+    """transition_heads for a model with smeared keys: heads whose key is mostly the previous position's (1 -
+    sigma(a_h) >= PREV_MIN), the successor heads among them, and the sentence."""
+    keyed = sorted((label for label, s in smear.items() if 1 - s >= PREV_MIN), key=smear.get)
+    margin = SUCCESSOR_MARGIN * even
+    succ = scores[scores["label"].isin(keyed) & (scores["successor"] >= margin)]
+    succ_l = list(succ.sort_values("successor", ascending=False)["label"])
+
+    def heads(labels):
+        return ("head " if len(labels) == 1 else "heads ") + ", ".join(labels)
+
+    if succ_l:
+        many = len(succ_l) > 1
+        score = ", ".join(f"{float(scores.set_index('label')['successor'][lab]):.2f}" for lab in succ_l)
+        own = ", ".join(f"{smear[lab]:.2f}" for lab in succ_l)
+        return keyed, succ_l, (
+            f"{heads(succ_l).capitalize()} attend{'' if many else 's'} to the tokens that followed the current one "
+            f"(successor {score} ≥ {SUCCESSOR_MARGIN:g} × {even:.2f}, even attention's score) with no "
+            f"previous-token head before {'them' if many else 'it'}: {'their keys are' if many else 'its key is'} "
+            f"smeared, σ(a) = {own} of {'each' if many else 'it'} from its own position and "
+            "the rest from the previous one, so the smear carries the previous token into the key, the part a "
+            "block-1 previous-token head plays in two blocks.")
+    if not keyed:
+        most = min(smear, key=smear.get)
+        return [], [], ("No head counts transitions here: no head's smeared key is mostly its previous position's "
+                        f"(σ(a) ≤ {1 - PREV_MIN:g}; the least, head {most}, has σ(a) = {smear[most]:.2f}).")
+    best = scores[scores["label"].isin(keyed)].sort_values("successor", ascending=False).iloc[0]
+    weights = " and ".join(f"{lab} (σ(a) = {smear[lab]:.2f})" for lab in keyed)
+    return keyed, [], (
+        f"No head counts transitions here by these scores: the smeared keys of head{'s' if len(keyed) > 1 else ''} "
+        f"{weights} are mostly the previous position's, but the best of them, head {best['label']}, scores "
+        f"{best['successor']:.2f} on successor, short of {SUCCESSOR_MARGIN:g} × {even:.2f} (even attention's score).")
+
+
+def transition_heads(scores: pd.DataFrame, even: float,
+                     smear: dict[str, float] | None = None) -> tuple[list[str], list[str], str]:
     """(previous-token heads of block 1, successor heads above block 1, the sentence saying which heads
-    count transitions) from head scores (label, layer, head, prev_token, successor)."""
+    count transitions) from head scores (label, layer, head, prev_token, successor). With `smear`
+    ({label: sigma(a_h)}, smear_weights) the model's keys are smeared: the first list is then the heads whose
+    key is mostly the previous position's, the second the successor heads among them (any block)."""
+    if smear:
+        keyed, succ_l, sentence = _smeared_heads(scores, even, smear)
+        if succ_l or scores["layer"].max() < 1:
+            return keyed, succ_l, sentence
     prev = scores[(scores["layer"] == 0) & (scores["prev_token"] >= PREV_MIN)]
     succ = scores[(scores["layer"] >= 1) & (scores["successor"] >= SUCCESSOR_MARGIN * even)]
     prev_l = list(prev.sort_values("prev_token", ascending=False)["label"])
@@ -108,7 +162,10 @@ def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0, n_seqs: int 
                          "prev_token": float(s["prev_token"][h]), "successor": float(s["induction"][h])})
     scores = pd.DataFrame(rows)
     even = even_successor(tokens)
-    prev_l, succ_l, sentence = transition_heads(scores, even)
+    smear = smear_weights(model)
+    if smear:
+        scores["smear"] = scores["label"].map(smear)
+    prev_l, succ_l, sentence = transition_heads(scores, even, smear)
     kl = markov.strategy_kl(logits, tokens, task)
     return MarkovView(
         tokens=tokens[0].numpy(), labels=[f"{t}·{int(x)}" for t, x in enumerate(tokens[0])],

@@ -51,14 +51,17 @@ MARKOV_PRESETS: dict[str, MarkovPreset] = {
         MarkovPreset("markov-1block", "One block on 3-state Markov chains: it cannot find the tokens that "
                      "followed the current one, so it stops at the unigram strategy.",
                      model=replace(MARKOV_MODEL, n_layers=1)),
+        MarkovPreset("markov-1block-smeared", "One block with smeared keys (Olsson et al. 2022): each head's key "
+                     "mixes in the previous position's, so one block can match on the token before a key.",
+                     model=replace(MARKOV_MODEL, n_layers=1, smeared_keys=True)),
     ]
 }
 DEFAULT_MARKOV = "markov-2block"
 
 
-def model_for(task: MarkovTask, n_layers: int, bias: bool = False) -> ModelConfig:
+def model_for(task: MarkovTask, n_layers: int, bias: bool = False, smeared_keys: bool = False) -> ModelConfig:
     """The lab's model for a Markov task: its states are the vocabulary."""
-    return replace(MARKOV_MODEL, vocab_size=task.n_states, n_layers=n_layers, bias=bias)
+    return replace(MARKOV_MODEL, vocab_size=task.n_states, n_layers=n_layers, bias=bias, smeared_keys=smeared_keys)
 
 
 def stages(history: list[dict] | None, task: MarkovTask, confirm: int = 2) -> dict:

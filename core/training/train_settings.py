@@ -35,6 +35,7 @@ class TrainSettings:
     task: str = "repeat"  # or "markov": then seq_len, n_states and concentration make the task, the periods unused
     n_states: int = 3
     concentration: float = 1.0
+    smeared_keys: bool = False  # Olsson et al.'s smeared keys (ModelConfig.smeared_keys), on the Markov task only
 
     @classmethod
     def defaults(cls, preset: str = DEFAULT_PRESET) -> TrainSettings:
@@ -51,6 +52,9 @@ class TrainSettings:
             raise ValueError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}.")
         if self.task == "markov":
             return self._markov_configs()
+        if self.smeared_keys:
+            raise ValueError("Smeared keys are offered on the Markov-chain task only: the repeat task's readings "
+                             "(its QK circuits) take each key from its own position.")
         p = get_preset(preset)
         model = replace(p.model, n_layers=self.n_layers, bias=self.bias)
         task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
@@ -73,7 +77,7 @@ class TrainSettings:
         from core.training.markov import MARKOV_TRAIN, model_for
 
         task = MarkovTask(n_states=self.n_states, concentration=self.concentration, seq_len=self.seq_len).validate()
-        model = model_for(task, self.n_layers, self.bias)
+        model = model_for(task, self.n_layers, self.bias, self.smeared_keys)
         train = replace(MARKOV_TRAIN, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed,
                         hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
                         knockout_head=self.knockout[1])
@@ -95,7 +99,8 @@ class TrainSettings:
 
     def label(self) -> str:
         if self.task == "markov":
-            return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{', bias' if self.bias else ''}, "
+            return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{', bias' if self.bias else ''}"
+                    f"{', smeared keys' if self.smeared_keys else ''}, "
                     f"Markov chains of {self.n_states} states, Dirichlet {self.concentration:g}, length "
                     f"{self.seq_len}, seed {self.seed}")
         bias = ", bias" if self.bias else ""
