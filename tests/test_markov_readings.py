@@ -115,3 +115,42 @@ def test_the_attention_and_causal_pages_read_a_markov_model_and_the_others_say_w
         at.switch_page(page).run()
         assert not at.exception, (page, [e.value for e in at.exception])
         assert "was trained on the Markov-chain task" in " ".join(x.value for x in at.info), page
+
+
+@pytest.mark.app
+def test_the_remaining_pages_and_the_step_slider_on_a_markov_model(two_block):
+    """Archetypes, Home and the exercises open on the Markov run without an exception; the Attention page's
+    training-step slider reads a snapshot (its sentence is that snapshot's, computed again)."""
+    from core.model.snapshots import model_at_step
+    from helpers import open_app
+
+    model, info = two_block
+    at = open_app("app_pages/archetypes.py", MARKOV_2)
+    assert "was trained on the Markov-chain task" in " ".join(x.value for x in at.info)
+    for page in ("app_pages/home.py", "app_pages/exercise_page.py"):
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    at.switch_page("app_pages/attention.py").run()
+    early = next(s for s in info["snapshots"] if s["step"] > 0)
+    at.select_slider(key="att_step").set_value(early["step"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    then = markov_view(model_at_step(model, info, early["step"]), info["task"])
+    shown = " ".join(x.value for x in [*at.markdown, *at.info, *at.caption])
+    assert then.sentence in shown and then.sentence != markov_view(model, info["task"]).sentence
+
+
+@pytest.mark.app
+def test_a_link_to_a_markov_model_opens_it_and_ignores_the_repeat_tasks_parameters():
+    from streamlit.testing.v1 import AppTest
+
+    from helpers import ROOT
+    from ui.model_keys import shipped_key
+
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/attention.py")
+    at.query_params.update({"model": "markov/markov-2block", "head": "9.9", "period": "x", "seq": "text"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["picked_model"] == shipped_key(MARKOV_2)
+    assert "transition" in " ".join(x.value for x in [*at.markdown, *at.info]).lower()

@@ -274,14 +274,14 @@ def test_the_code_version_names_the_attention_kernel_and_its_source(monkeypatch)
     """The compiled attention's floats are not the eager kernel's: a table or a shared run made with one is not
     the other's, so the kernel a process trains with, and the C++ source, are part of the code version."""
     import core.pool.live_run as lr
-    from core.model import attention_cpp
+    from core.model import attention, attention_cpp
 
     versions = {}
     for kernel in ("eager", "cpp"):
         monkeypatch.setenv(attention_cpp.ENV_SWITCH, kernel)
         monkeypatch.setattr(attention_cpp, "_compiler", lambda: "/usr/bin/g++")
         lr.code_version.cache_clear()
-        versions[attention_cpp.planned()] = lr.code_version()
+        versions[attention.kernel_choice().kernel] = lr.code_version()
     lr.code_version.cache_clear()
     assert set(versions) == {"eager", "compiled"} and versions["eager"] != versions["compiled"]
     cpp = Path(attention_cpp.__file__).with_name("causal_attention.cpp")

@@ -198,15 +198,6 @@ def record_choice(record: dict) -> None:
         pass
 
 
-def planned() -> str:
-    """The kernel a training in this process uses ("compiled" or "eager"): core.model.attention.kernel_choice's,
-    which builds and measures once per machine. Its floats differ from the eager path's, so
-    core.pool.live_run.code_version counts it."""
-    from core.model.attention import kernel_choice  # that module imports this one
-
-    return kernel_choice().kernel
-
-
 def supports(h: torch.Tensor, n_heads: int) -> bool:
     """Whether the kernel takes a block's stream h [B, T, D] with n_heads heads (else the eager path runs)."""
     return (h.device.type == "cpu" and h.dtype in (torch.float32, torch.float64) and h.dim() == 3

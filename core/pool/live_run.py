@@ -29,10 +29,10 @@ def code_version() -> str:
     attention's C++ source, the attention kernel this process trains with, torch's version), computed once
     per server process. The source and the kernel count since the compiled attention's floats differ from
     the eager kernel's (a table's runs from one kernel are not bit for bit the other's)."""
-    from core.model import attention_cpp
+    from core.model.attention import kernel_choice
 
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + attention_cpp.planned().encode())
+    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + kernel_choice().kernel.encode())
     for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py"), *root.glob("model/*.cpp")]):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
