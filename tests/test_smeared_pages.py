@@ -26,16 +26,19 @@ def test_the_reading_pages_on_the_shipped_smeared_run():
     shown = _text(at)
     assert view.sentence in shown and "σ(a)" in view.sentence
     assert "keys are **smeared**" in shown
+    assert "1 block × 2 heads, smeared keys" in " ".join(c.value for c in at.sidebar.caption)
     scores = next(d.value for d in at.dataframe if "smear" in d.value.columns)
     sigma = torch.sigmoid(model.blocks[0].smear.detach().double()).tolist()
     assert list(scores["smear"]) == pytest.approx(sigma)
     at.switch_page("app_pages/causal.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.dataframe
-    for page in ("app_pages/circuits.py", "app_pages/icl.py", "app_pages/depth.py"):
+    for page in ("app_pages/circuits.py", "app_pages/icl.py", "app_pages/depth.py", "app_pages/archetypes.py"):
         at.switch_page(page).run()
         assert not at.exception, (page, [e.value for e in at.exception])
         assert "was trained on the Markov-chain task" in " ".join(x.value for x in at.info), page
+    at.switch_page("app_pages/home.py").run()
+    assert not at.exception, [e.value for e in at.exception]
 
 
 @pytest.mark.app
@@ -81,3 +84,5 @@ def test_the_train_page_trains_a_smeared_markov_model():
     assert run.step == 10 and run.model_cfg.smeared_keys and run.model_cfg.n_layers == 1
     assert "blocks.0.smear" in run.result[0].state_dict()
     assert "smeared keys" in at.dataframe[0].value.set_index("")["this lab"]["model"]
+    notes = " ".join(m.value for m in at.markdown)
+    assert "This model's keys are smeared" in notes and "One block cannot do the match" not in notes

@@ -60,7 +60,10 @@ def live_markov_charts(run: LiveRun) -> None:
         "of its attention on the previous position. Bottom row: the share on tokens whose *previous* token is "
         "the current one, i.e. the tokens that followed earlier occurrences of it, which is what the bigram "
         "strategy counts. A statistical induction head needs both: a block-1 head that copies each position's "
-        "previous token into it, and a block-2 head that matches on that copy. One block cannot do the match. "
+        "previous token into it, and a block-2 head that matches on that copy. "
+        + ("This model's keys are smeared (Olsson et al. 2022): each key mixes in the previous position's, so a "
+           "head of one block can match on the previous token without a previous-token head before it. "
+           if getattr(run.model_cfg, "smeared_keys", False) else "One block cannot do the match. ") +
         f"With {task.n_states} states about 1/{task.n_states} of the keys qualify, so a head that spreads its "
         "attention evenly already scores that much on the bottom row.")
 

@@ -288,11 +288,12 @@ def model_summary(entry: LabModel) -> str:
     cfg, task = entry.info["config"], entry.info["task"]
     from core.training.overview import initial_embedding_label
 
+    smeared = ", smeared keys" if getattr(cfg, "smeared_keys", False) else ""
     if is_markov(entry):
-        return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads, d_model "
+        return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{smeared}, d_model "
                 f"{cfg.d_model}; Markov chains of {task.n_states} states (order {task.order}, Dirichlet "
                 f"{task.concentration:g}), length {task.seq_len}")
-    bias = ", bias" if cfg.bias else ""
+    bias = (", bias" if cfg.bias else "") + smeared
     return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
             f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "
             f"length {task.seq_len}; "
