@@ -7,7 +7,7 @@ from exercises import build
 from exercises.catalogue import EXERCISES, SECTIONS, in_section, rating
 from ui.model_keys import shipped_file
 from ui.pages import PATH
-from ui.state import selected_model
+from ui.state import is_markov, selected_model
 
 PAGES = {p.file: p for p in PATH}
 
@@ -48,6 +48,11 @@ entry = selected_model()
 shipped = entry is not None and shipped_file(entry.key) is not None
 model_path = f"checkpoints/{shipped_file(entry.key)}" if shipped else None
 model_label = entry.label if entry is not None else "the default model"
+if entry is not None and is_markov(entry):
+    st.info(f"**{model_label}** was trained on the Markov-chain task, and every exercise here computes on the "
+            "repeat task's batches: the notebooks check on the default model instead (pick a repeat-task model "
+            "in the sidebar to check on it).")
+    entry, model_label = None, "the default model"
 if entry is None:
     model_path = "checkpoints/variable-period-2block.pt"
 elif not shipped:

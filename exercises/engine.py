@@ -66,10 +66,15 @@ _PICKED: dict = {}
 
 
 def use_model(path) -> None:
-    """Check on this checkpoint file (a shipped one, or a model you trained and downloaded)."""
+    """Check on this checkpoint file (a shipped one, or a model you trained and downloaded). ValueError for a
+    model of the Markov-chain task: the checks' cases are the repeat task's batches."""
     from core.model.checkpoints import read_checkpoint
+    from core.model.markov import is_markov
 
     model, info = read_checkpoint(str(path))
+    if is_markov(info["task"]):
+        raise ValueError(f"{Path(path).name} was trained on the Markov-chain task; the exercises check on a model "
+                         f"of the repeat task (e.g. {DEFAULT_MODEL.relative_to(ROOT)}, or one you trained on it).")
     _PICKED.update(model=model.eval(), task=info["task"], info=info, label=Path(path).name)
 
 

@@ -643,6 +643,13 @@ def test_solutions_pass_on_every_shipped_file_and_the_planted_models(file):
         checks.use_model(ROOT / "checkpoints" / DEFAULT)
 
 
+def test_a_markov_model_is_refused_with_what_to_pick_and_the_picked_model_stays():
+    before = checks.picked()["label"]
+    with pytest.raises(ValueError, match="Markov-chain task.*repeat task"):
+        checks.use_model(ROOT / "checkpoints" / "markov" / "markov-2block.pt")
+    assert checks.picked()["label"] == before
+
+
 def test_untouched_templates_say_not_written_yet():
     for name in NAMES:
         verdict = checks.check(name, template(name))

@@ -122,6 +122,7 @@ def test_the_remaining_pages_and_the_step_slider_on_a_markov_model(two_block):
     """Archetypes, Home and the exercises open on the Markov run without an exception; the Attention page's
     training-step slider reads a snapshot (its sentence is that snapshot's, computed again)."""
     from core.model.snapshots import model_at_step
+
     from helpers import open_app
 
     model, info = two_block
@@ -130,6 +131,9 @@ def test_the_remaining_pages_and_the_step_slider_on_a_markov_model(two_block):
     for page in ("app_pages/home.py", "app_pages/exercise_page.py"):
         at.switch_page(page).run()
         assert not at.exception, (page, [e.value for e in at.exception])
+    assert "the notebooks check on the default model" in " ".join(x.value for x in at.info)
+    notebooks = [b.label for b in at.get("download_button") if "Notebook" in b.label]
+    assert notebooks and all(label == "📓 Notebook for the default model" for label in notebooks)
     at.switch_page("app_pages/attention.py").run()
     early = next(s for s in info["snapshots"] if s["step"] > 0)
     at.select_slider(key="att_step").set_value(early["step"]).run()
@@ -143,8 +147,9 @@ def test_the_remaining_pages_and_the_step_slider_on_a_markov_model(two_block):
 def test_a_link_to_a_markov_model_opens_it_and_ignores_the_repeat_tasks_parameters():
     from streamlit.testing.v1 import AppTest
 
-    from helpers import ROOT
     from ui.model_keys import shipped_key
+
+    from helpers import ROOT
 
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
     at.run()
