@@ -5,7 +5,7 @@
 One block's attention forward + backward at the default training sizes (B 32, T 96, 4 heads, d_head
 32), from the fused projection qkv to z (rotary included, as a training step needs it), one torch
 thread, this thread's CPU ms, medians over alternating rounds:
-- eager:     the model's eager path, PyTorch's own ops: per-head views, core.model.tinycharlm.apply_rope,
+- eager:     the model's eager path, PyTorch's own ops: per-head views, core.model.rope.apply_rope,
              then core.model.hooks.attend (F.scaled_dot_product_attention(is_causal=True)) with
              autograd's backward
 - compiled:  core.model.attention_cpp (the C++ kernel, built for this kind)
@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from machine import matmul_rate  # noqa: E402
 
 from core.model import attention, attention_cpp  # noqa: E402
-from core.model.tinycharlm import rope_cos_sin  # noqa: E402
+from core.model.rope import rope_cos_sin  # noqa: E402
 
 B, T, H, DH = 32, 96, 4, 32
 

@@ -11,7 +11,7 @@ import math  # noqa: F401
 
 import torch  # noqa: F401
 
-from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: F401
+from core.model.rope import apply_rope, rope_cos_sin  # noqa: F401
 
 
 def tile_patterns(patterns: torch.Tensor, periods: torch.Tensor, seq_len: int) -> torch.Tensor:

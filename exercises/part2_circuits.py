@@ -12,7 +12,7 @@ import math  # noqa: F401
 import torch  # noqa: F401
 import torch.nn.functional as F  # noqa: F401
 
-from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: F401
+from core.model.rope import apply_rope, rope_cos_sin  # noqa: F401
 from core.reading.composition import composition_baseline  # noqa: F401
 
 

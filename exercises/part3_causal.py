@@ -13,7 +13,7 @@ import math  # noqa: F401
 import torch  # noqa: F401
 
 from core.causal.patching import metric  # noqa: F401
-from core.model.tinycharlm import apply_rope, rope_cos_sin  # noqa: F401
+from core.model.rope import apply_rope, rope_cos_sin  # noqa: F401
 
 
 def logit_lens(model, tokens: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import torch
 
 from core.model.config import ModelConfig
+from core.model.rope import rope_cos_sin
 from core.model.task import TaskConfig
-from core.model.tinycharlm import TinyCharLM, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 
 V, D, H = 16, 128, 4
 SLOT = 32  # first dim of the previous-token slot

@@ -24,7 +24,8 @@ from core.model import attention, attention_cpp, cpu, tinycharlm
 from core.model.attention import fused_qkv, pair_order
 from core.model.config import ModelConfig
 from core.model.hooks import HoldPrevious, Hooks
-from core.model.tinycharlm import AttentionBlock, TinyCharLM, rope_cos_sin
+from core.model.rope import rope_cos_sin
+from core.model.tinycharlm import AttentionBlock, TinyCharLM
 
 from naive import rope_batched
 

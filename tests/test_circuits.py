@@ -6,8 +6,9 @@ import torch
 
 from core.model.checkpoints import read_checkpoint
 from core.model.config import ModelConfig
+from core.model.rope import apply_rope, rope_cos_sin
 from core.model.task import TaskConfig
-from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 from core.reading.circuits import direct_path, head_qk_vectors, ov_circuit, qk_circuit, rotary_profile
 from core.reading.composition import composition_baseline, composition_table
 from core.reading.copying import (

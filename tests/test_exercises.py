@@ -76,7 +76,7 @@ def _mask_full(periods, seq_len):
 def _pattern(q, k, rope=True, scale=True, axis=-1):
     T, dh = q.shape[-2], q.shape[-1]
     if rope:
-        from core.model.tinycharlm import apply_rope, rope_cos_sin
+        from core.model.rope import apply_rope, rope_cos_sin
         cos, sin = rope_cos_sin(T, dh, 10000.0)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     s = q @ k.transpose(-1, -2) / (math.sqrt(dh) if scale else 1)
@@ -137,7 +137,7 @@ def _copy_count(C):
 
 
 def _rot(q, k, n_offsets, rotate="q", scale=True):
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
     dh = q.shape[-1]
     cos, sin = rope_cos_sin(n_offsets, dh, 10000.0)
     qq, kk = q.expand(n_offsets, dh), k.expand(n_offsets, dh)
@@ -193,7 +193,7 @@ def _path(model, clean, corrupted, periods, sender, receiver, which="k", directi
     """The solution's path patch with the patched inputs ("k", "qv", ...), the direction and the biases as
     parameters."""
     from core.causal.patching import metric
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
     (sl, sh), (rl, rh) = sender, receiver
     cl, cc = model.run_with_cache(clean)
     kl, kc = model.run_with_cache(corrupted)
@@ -334,7 +334,7 @@ def _qk_of(model, layer, head):
 
 
 def _parts_wrong(model, tokens, head, rope=True, scale=True, mask=False, swap=False):
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
     _, cache = model.run_with_cache(tokens[None])
     parts = torch.cat([model.W_E[tokens][None], cache["head_out"][0][0]])
     T, dh = tokens.shape[0], model.cfg.d_head
@@ -395,7 +395,7 @@ def _path_in(model, clean, corrupted, periods, sender, receiver, path, inputs=No
 def _faith_wrong(model, clean, corrupted, periods, circuit, replace="corrupted-mean", result="share"):
     """circuit_faithfulness with the replacement and what is returned as parameters."""
     from core.causal.patching import metric
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
     H, T, dh = model.cfg.n_heads, clean.shape[1], model.cfg.d_head
     cl, cc = model.run_with_cache(clean)
     kl, kc = model.run_with_cache(corrupted)

@@ -149,3 +149,40 @@ def test_the_layout_checks_see_the_modules():
     found = {_owner(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in SOURCES}
     assert {f"core.{name}" for name in ALLOWED} | {"ui", "dashboard"} <= found
     assert any(m == "streamlit" for p in SOURCES for m, _ in _imports(p))
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """core's and ui's modules -> the ones of them each imports, at any depth (an import inside a function
+    is as much a dependency as one at the top; hiding a cycle in a function does not remove it)."""
+    names = {}
+    for path in [*(ROOT / "core").rglob("*.py"), *(ROOT / "ui").rglob("*.py")]:
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        names[name] = path
+    graph = {}
+    for name, path in names.items():
+        graph[name] = set()
+        for module, taken in _imports(path):
+            found = [f"{module}.{t}" for t in taken if f"{module}.{t}" in names]
+            graph[name] |= set(found) or ({module} & set(names))
+        graph[name].discard(name)  # ui.cache's __main__ imports the module copy of itself: no cycle
+    return graph
+
+
+def test_no_import_cycle_among_core_and_ui_modules():
+    graph = _module_graph()
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 200  # the graph is read, not empty
+    cycles, done = [], set()
+
+    def visit(node, path):
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, path + [node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    assert not cycles, [" -> ".join(c) for c in cycles]

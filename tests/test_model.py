@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from core.model.config import ModelConfig
+from core.model.rope import apply_rope, rope_cos_sin
 from core.model.task import TaskConfig
-from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 from core.training.config import TrainConfig
 from core.training.trainer import Trainer
 

@@ -19,8 +19,9 @@ import pandas as pd
 import torch
 
 from core.causal.patching import PatchRuns, target_mask
+from core.model.rope import rope_cos_sin
 from core.model.symbols import head_label
-from core.model.tinycharlm import TinyCharLM, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 from core.reading.composition import composition_matrix, composition_score
 
 MIN_WEIGHT = 1e-3  # offsets with less attention mass than this are left out of the average

@@ -1,6 +1,6 @@
 """Which attention trains, and the layout of the fused path.
 
-The lab has one attention: core.model.hooks.attend (rotary q and k from core.model.tinycharlm.apply_rope,
+The lab has one attention: core.model.hooks.attend (rotary q and k from core.model.rope.apply_rope,
 a causal softmax, A v; the held head by hooks.hold_z or hooks.hold_pattern), which every hooked run and
 the eager training forward compute with PyTorch's own ops. Where a C++ compiler is found, the same
 computation is also compiled (core.model.attention_cpp: rotary, attention, the hold and the backward in
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from core.model import attention_cpp
+from core.model.rope import apply_rope, rope_cos_sin
 
 
 def pair_order(d_head: int) -> torch.Tensor:
@@ -96,7 +97,6 @@ def eager_z(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tenso
     """What AttentionBlock's eager path computes from a projection qkv [B, T, 3 H dh] (plain column order)
     to z [B, T, H dh]: per-head views, apply_rope, hooks.attend. The measurements' eager side."""
     from core.model.hooks import attend
-    from core.model.tinycharlm import apply_rope  # tinycharlm imports this module
 
     B, T, width = qkv.shape
     dh = width // (3 * n_heads)
@@ -106,7 +106,6 @@ def eager_z(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tenso
 
 def _measure(sizes, rounds: int, n: int) -> dict[str, float]:
     from core.model.config import ModelConfig
-    from core.model.tinycharlm import rope_cos_sin  # tinycharlm imports this module
 
     B, T, H, dh = sizes
     g = torch.Generator().manual_seed(0)

@@ -270,7 +270,7 @@ class CompiledCausalAttention(torch.autograd.Function):
 def causal_attention(qkv: torch.Tensor, n_heads: int, cos: torch.Tensor, sin: torch.Tensor,
                      hold: int | None = None, need_pattern: bool = False):
     """z [B, T, H dh] (and with need_pattern the pattern [B, H, T, T]) from qkv [B, T, 3 H dh] in
-    fused_qkv's layout; cos, sin [T, dh] (core.model.tinycharlm.rope_cos_sin); hold: a head whose pattern
+    fused_qkv's layout; cos, sin [T, dh] (core.model.rope.rope_cos_sin); hold: a head whose pattern
     is one-hot on i - 1 (its q and k get no gradient). The caller has checked available() and supports()."""
     cs, sn = rotary_tables(cos, sin, qkv.dtype)
     hold = -1 if hold is None or not 0 <= hold < n_heads else int(hold)

@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+from core.model.rope import apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 from core.reading.copying import ov_copying_matrix
 from core.reading.factored import FactoredMatrix
 

@@ -10,8 +10,9 @@ import math
 
 import torch
 
+from core.model.rope import apply_rope, rope_cos_sin
 from core.model.task import TaskConfig, sample_batch
-from core.model.tinycharlm import TinyCharLM, apply_rope, rope_cos_sin
+from core.model.tinycharlm import TinyCharLM
 from core.reading.paths import stream_paths
 
 

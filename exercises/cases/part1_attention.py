@@ -83,7 +83,7 @@ def _pattern_cases(model, task, label):
 
 
 def _pattern_ref(q, k, rope=True, scale=True, axis=-1, mask=1, transpose=False):
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
 
     T, dh = q.shape[-2], q.shape[-1]
     if rope:

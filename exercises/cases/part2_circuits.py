@@ -152,7 +152,7 @@ def _rotary_cases(model, task, label):
 
 
 def _rotary(q, k, n_offsets, which="q", scale=True, start=0):
-    from core.model.tinycharlm import apply_rope, rope_cos_sin
+    from core.model.rope import apply_rope, rope_cos_sin
 
     dh = q.shape[-1]
     cos, sin = rope_cos_sin(n_offsets + start, dh, 10000.0, q.dtype)
@@ -350,7 +350,7 @@ def _parts(model, tokens, head, rope=True, scale=True, mask=False):
     block, T, dh = model.blocks[1], tokens.shape[0], model.cfg.d_head
     q, k = parts @ block.W_Q[head], parts @ block.W_K[head]
     if rope:
-        from core.model.tinycharlm import apply_rope, rope_cos_sin
+        from core.model.rope import apply_rope, rope_cos_sin
 
         cos, sin = rope_cos_sin(T, dh, 10000.0)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from core.model.tinycharlm import apply_rope, rope_cos_sin
+from core.model.rope import apply_rope, rope_cos_sin
 
 
 def tile_patterns(patterns: torch.Tensor, periods: torch.Tensor, seq_len: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from core.model.tinycharlm import apply_rope, rope_cos_sin
+from core.model.rope import apply_rope, rope_cos_sin
 from core.reading.composition import composition_baseline
 
 

@@ -5,7 +5,7 @@ import math
 import torch
 
 from core.causal.patching import metric
-from core.model.tinycharlm import apply_rope, rope_cos_sin
+from core.model.rope import apply_rope, rope_cos_sin
 
 
 def logit_lens(model, tokens: torch.Tensor) -> torch.Tensor:
