@@ -59,7 +59,7 @@ def test_transition_heads_names_exactly_the_planted_pair():
     prev, succ, sentence = transition_heads(scores.assign(prev_token=0.1), even=0.3)
     assert prev == [] and sentence.startswith("No pair of heads")
     _, succ, sentence = transition_heads(scores[scores["layer"] == 0], even=0.3)
-    assert succ == [] and sentence.startswith("One block cannot count transitions")
+    assert succ == [] and sentence.startswith("One block with plain keys cannot count transitions")
 
 
 def test_the_shipped_two_block_run_has_a_statistical_induction_head_and_one_block_none(two_block):
@@ -159,3 +159,16 @@ def test_a_link_to_a_markov_model_opens_it_and_ignores_the_repeat_tasks_paramete
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["picked_model"] == shipped_key(MARKOV_2)
     assert "transition" in " ".join(x.value for x in [*at.markdown, *at.info]).lower()
+
+
+def test_when_no_head_clears_the_bar_but_the_outputs_are_bigram_the_sentence_says_both():
+    from core.reading.markov import _outputs_sentence
+
+    kl = {"uniform": 0.2, "unigram": 0.12, "bigram": 0.03}
+    said = _outputs_sentence([], kl)
+    assert "nearest the bigram strategy (KL 0.030 nats, against 0.120 to unigram)" in said
+    assert _outputs_sentence(["1.1"], kl) == ""  # a head named: the head sentence says it
+    assert _outputs_sentence([], {"uniform": 0.2, "unigram": 0.05, "bigram": 0.08}) == ""  # not at bigram
+    model, info = read_checkpoint(ROOT / "checkpoints" / "markov" / "markov-1block-smeared.pt")
+    view = markov_view(model, info["task"], seed=0)  # the page's default sample: the bar is missed, by 0.02
+    assert view.successor_heads == [] and "nonetheless nearest the bigram strategy" in view.sentence

@@ -131,10 +131,10 @@ def transition_heads(scores: pd.DataFrame, even: float,
     n_layers = int(scores["layer"].max()) + 1 if len(scores) else 0
     if n_layers < 2:
         best = scores.loc[scores["successor"].idxmax()] if len(scores) else None
-        return prev_l, [], ("One block cannot count transitions: no earlier head can copy the previous token into "
-                            "a key for it to match on" + (f" (its best successor score, head {best['label']}, is "
-                                                          f"{best['successor']:.2f} against {even:.2f} for even "
-                                                          "attention)." if best is not None else "."))
+        told = (f" (its best successor score, head {best['label']}, is {best['successor']:.2f} against {even:.2f} "
+                "for even attention)." if best is not None else ".")
+        return prev_l, [], ("One block with plain keys cannot count transitions: no earlier head can copy the "
+                            "previous token into a key for it to match on" + told)
     if prev_l and succ_l:
         ps, ss = "s" if len(prev_l) > 1 else "", "s" if len(succ_l) > 1 else ""
         return prev_l, succ_l, (f"Head{ps} {', '.join(prev_l)} attend{'' if ps else 's'} to the previous position "
@@ -146,6 +146,17 @@ def transition_heads(scores: pd.DataFrame, even: float,
     if not succ_l:
         missing.append(f"no later head has a successor score ≥ {SUCCESSOR_MARGIN:g} × {even:.2f} (even attention)")
     return prev_l, succ_l, "No pair of heads counts transitions here: " + " and ".join(missing) + "."
+
+
+def _outputs_sentence(successor_heads: list[str], kl: dict[str, float]) -> str:
+    """When no head clears the successor bar but the model's predictions are nearest the bigram strategy, a
+    sentence saying so (the scores and the outputs tell apart; the page must not leave the first alone)."""
+    nearest = min(kl, key=kl.get)
+    if successor_heads or nearest != "bigram":
+        return ""
+    runner = min((n for n in kl if n != "bigram"), key=kl.get)
+    return (f" Its predictions are nonetheless nearest the bigram strategy (KL {kl['bigram']:.3f} nats, against "
+            f"{kl[runner]:.3f} to {runner}): it uses the transitions, but no single head's score clears the bar.")
 
 
 @torch.no_grad()
@@ -167,6 +178,7 @@ def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0, n_seqs: int 
         scores["smear"] = scores["label"].map(smear)
     prev_l, succ_l, sentence = transition_heads(scores, even, smear)
     kl = markov.strategy_kl(logits, tokens, task)
+    sentence += _outputs_sentence(succ_l, {n: kl[n]["mean"] for n in task.strategies})
     return MarkovView(
         tokens=tokens[0].numpy(), labels=[f"{t}·{int(x)}" for t, x in enumerate(tokens[0])],
         raw=np.stack([p[0].double().numpy() for p in cache["pattern"]]), scores=scores,
