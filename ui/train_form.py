@@ -60,7 +60,8 @@ def settings_widgets() -> TrainSettings:
     markov = task == "markov"
     left, right = st.columns(2)
     left.slider("Depth: attention blocks", 0, UI_MAX_LAYERS, saved.get("tr_layers", d.n_layers), key="tr_layers",
-                help="0 blocks = embedding only (bigram statistics); induction needs 2.")
+                help="0 blocks = embedding only (bigram statistics); induction needs 2 (or 1 with smeared keys, "
+                     "a Markov-task option under Advanced).")
     if markov:
         a, b = right.columns(2)
         a.slider("States", 2, 8, saved.get("tr_states", MARKOV_TASK.n_states), key="tr_states",
