@@ -51,8 +51,15 @@ def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
     rows = {r["preset"]: r for r in json.loads((ROOT / mk.MANIFEST).read_text())["checkpoints"]}
     assert f"bigram from step {rows['markov-2block']['figures']['onset']['bigram']}" in shipped
     assert "bigram never" in shipped  # the 1-block run
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "this lab" in d.value.columns)
     assert list(table["this lab"])[:3] == ["3", "Dirichlet(1) per row", "30"]
+    # the finished run beside the paper's run, in training sequences (step x batch 4), and the shipped run's too
+    rows_, sentence = mk.beside_paper(run.history(), run.task_cfg, 4)
+    assert sentence and sentence in notes
+    beside = next(d.value for d in at.dataframe if "this run" in d.value.columns)
+    assert list(beside["this run"]) == [r["this run"] for r in rows_]
+    onset = rows["markov-2block"]["figures"]["onset"]
+    assert f"after {onset['unigram'] * 32:,} and {onset['bigram'] * 32:,}" in notes
     # back to the repeat task: its period range is the one set before
     at.radio(key="tr_task").set_value("repeat").run()
     assert not at.exception, at.exception

@@ -13,6 +13,7 @@ from core.causal.experiments import markov_patch_view
 from core.model.checkpoints import read_checkpoint
 from core.model.markov import MarkovTask
 from core.reading.markov import even_successor, markov_view, transition_heads
+from core.training import markov as mk
 
 from helpers import ROOT
 
@@ -108,6 +109,7 @@ def test_the_attention_and_causal_pages_read_a_markov_model_and_the_others_say_w
     at = open_app("app_pages/attention.py", MARKOV_2)
     shown = " ".join(x.value for x in [*at.markdown, *at.info, *at.caption])
     assert view.sentence in shown
+    assert mk.beside_paper(info["history"], info["task"], info["train"]["batch_size"])[1] in shown
     at.switch_page("app_pages/causal.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.dataframe or at.get("vega_lite_chart")

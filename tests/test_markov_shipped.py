@@ -59,6 +59,27 @@ def test_one_block_with_smeared_keys_reaches_the_bigram_stage_that_one_plain_blo
     assert smeared["final"]["kl_bigram"] < one["final"]["kl_bigram"] / 4
 
 
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_a_shipped_run_beside_the_papers_run(row):
+    """The pages' table beside Edelman et al.'s 3-state run holds the row's onsets in sequences seen, and what
+    docs/DESIGN.md says of it: every shipped run reaches each stage it reaches in fewer sequences than the
+    paper's run, and while nearest to the unigram strategy its KLs are within 0.03 of the paper's plateau."""
+    _, info = read_checkpoint(ROOT / "checkpoints" / "markov" / row["file"])
+    batch = info["train"]["batch_size"]
+    table, sentence = mk.beside_paper(info["history"], info["task"], batch)
+    cells = {r[""]: r["this run"] for r in table}
+    for name in ("unigram", "bigram"):
+        step = row["figures"]["onset"][name]
+        assert cells[f"{name} stage from (training sequences)"] == (f"{step * batch:,} (step {step} x batch {batch})"
+                                                                    if step is not None else "not reached")
+        if step is not None:
+            assert step * batch < mk.PAPER_RUN["onset_sequences"][name]
+    plateau = [float(x) for x in cells["KL to uniform / unigram / bigram, nearest to unigram"].split(" (")[0]
+               .split(" / ")]
+    assert all(abs(a - b) <= 0.03 for a, b in zip(plateau, mk.PAPER_RUN["unigram_stage_kl"].values()))
+    assert ("never reached" in sentence) == (row["figures"]["onset"]["bigram"] is None)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
 def test_the_command_of_a_row_trains_its_figures_again(row, tmp_path):

@@ -86,6 +86,29 @@ def test_stages_are_read_from_the_logged_rows():
     assert list(mk.stage_frame(rows, MarkovTask())["step"]) == [0, 20, 40]
 
 
+def test_a_run_is_set_beside_the_papers_run_in_training_sequences():
+    rows = [{"step": s, "kl_uniform": u, "kl_unigram": a, "kl_bigram": b}
+            for s, u, a, b in [(0, 0.01, 0.2, 0.3), (10, 0.1, 0.02, 0.15), (20, 0.12, 0.01, 0.14),
+                               (30, 0.2, 0.1, 0.05), (40, 0.25, 0.15, 0.02)]]
+    table, sentence = mk.beside_paper(rows, MarkovTask(), batch_size=25)
+    cells = {r[""]: r["this run"] for r in table}
+    paper = mk.PAPER_RUN
+    assert cells["unigram stage from (training sequences)"] == "250 (step 10 x batch 25)"
+    assert cells["bigram stage from (training sequences)"] == "750 (step 30 x batch 25)"
+    # the unigram-stage KLs are read where the run is closest to the unigram strategy (step 20), the last at the end
+    assert cells["KL to uniform / unigram / bigram, nearest to unigram"] == "0.120 / 0.010 / 0.140 (step 20)"
+    assert cells["KL to uniform / unigram / bigram, at the end"] == "0.250 / 0.150 / 0.020 (1,000 sequences)"
+    ratio = round(paper["onset_sequences"]["bigram"] / 750)
+    assert f"after 750 training sequences, about {ratio} times fewer than" in sentence
+    assert "0.020 nats from the bigram strategy" in sentence and "not comparable" not in sentence
+    # another number of states is said to make the steps incomparable; a run that never got there says so
+    _, other = mk.beside_paper(rows, MarkovTask(n_states=5), batch_size=25)
+    assert "It has 5 states, the paper's run 3" in other
+    _, never = mk.beside_paper(rows[:3], MarkovTask(), batch_size=25)
+    assert never.startswith("This run never reached the bigram stage in 500 training sequences")
+    assert mk.beside_paper([], MarkovTask(), 25) == ([], "")
+
+
 def test_the_pool_dedupes_and_stops_markov_runs():
     pool = thread_pool()
     try:

@@ -13,7 +13,7 @@ from ui.cache import per_model
 from ui.charts import attention as charts
 from ui.charts.kept import draw
 from ui.layout import chart_and_note
-from ui.markov_train import comparison_table
+from ui.markov_train import comparison_table, paper_run_panel
 from ui.state import LabModel
 
 
@@ -40,6 +40,8 @@ def paper_panel(entry: LabModel) -> None:
         st.dataframe(comparison_table(settings), hide_index=True, width="stretch")
         st.caption("The same table as on the Train page, filled in from this checkpoint. Where the lab and "
                    "Edelman et al. (2024) differ, both are shown.")
+    if isinstance(train.get("batch_size"), int):
+        paper_run_panel(entry.info.get("history"), entry.task, train["batch_size"])
 
 
 def _bump(key: str) -> None:

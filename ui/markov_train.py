@@ -124,6 +124,40 @@ def comparison_panel(settings) -> None:
         st.caption("Where the two differ, both are shown: the lab's model and optimizer are chosen to reach the "
                    "bigram stage in seconds on a CPU; the uniform first token makes the count strategies exactly "
                    "Bayes-optimal (the paper draws it from the chain's stationary distribution).")
+        st.markdown(_shipped_beside_paper())
+
+
+def _shipped_beside_paper() -> str:
+    """The paper's 3-state run's stages beside the shipped 2-block run's (its manifest row), in sequences seen."""
+    paper = mk.PAPER_RUN["onset_sequences"]
+    text = (f"The paper's 3-state run is nearest to the unigram strategy after about {paper['unigram']:,} training "
+            f"sequences and to the bigram strategy after about {paper['bigram']:,} ({mk.PAPER_RUN['source']}).")
+    row = next((r for r in _shipped_rows() if r["preset"] == mk.DEFAULT_MARKOV), None)
+    onset = row["figures"]["onset"] if row else {}
+    if onset.get("unigram") is not None and onset.get("bigram") is not None:
+        b = mk.MARKOV_PRESETS[mk.DEFAULT_MARKOV].train.batch_size
+        text += (f" The shipped {mk.DEFAULT_MARKOV} run (these default settings, seed {row['seed']}): after "
+                 f"{onset['unigram'] * b:,} and {onset['bigram'] * b:,} (steps {onset['unigram']} and "
+                 f"{onset['bigram']} at batch {b}). A finished run sets its own stages beside the paper's.")
+    return text
+
+
+def _shipped_rows() -> list[dict]:
+    return json.loads(SHIPPED.read_text())["checkpoints"] if SHIPPED.is_file() else []
+
+
+def paper_run_panel(history: list[dict] | None, task, batch_size: int) -> None:
+    """A run's stages and KLs beside the paper's 3-state run (mk.beside_paper), in training sequences seen."""
+    rows, sentence = mk.beside_paper(history, task, batch_size)
+    if not rows:
+        return
+    with st.expander("This run's stages beside the paper's run"):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.markdown(sentence)
+        st.caption(f"The paper's column is {mk.PAPER_RUN['source']}: its own model, rate and batch "
+                   "(the settings table), x = training sequences seen, each sequence 100 tokens as here. The lab's "
+                   "column is this run's logged history, its stages read as on the Train page's chart (the nearest "
+                   "strategy at two logs in a row); the unigram plateau's KLs at the log closest to unigram.")
 
 
 def result_markov(run: LiveRun) -> None:
@@ -144,6 +178,7 @@ def result_markov(run: LiveRun) -> None:
     kl = ", ".join(f"{n} {last.get(f'kl_{n}', math.nan):.4f}" for n in run.task_cfg.strategies)
     st.success(f"{run.status.capitalize()} at step {run.step}: KL to each strategy {kl} nats. "
                + mk.stage_sentence(hist, run.task_cfg))
+    paper_run_panel(hist, run.task_cfg, run.settings.batch_size)
     st.caption("This model is now in the sidebar picker: the Attention page shows its patterns and which heads "
                "count transitions, the Causal page patches it with another chain. Download it to keep it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-markov-step{run.step}.pt",
@@ -156,7 +191,7 @@ SHIPPED = Path(__file__).resolve().parent.parent / mk.MANIFEST
 def shipped_panel() -> None:
     """The shipped Markov runs' stages, as their manifest rows record them (read from each file's history by
     core.training.markov.figures when it was written; tests/test_markov_shipped.py checks they still are)."""
-    rows = json.loads(SHIPPED.read_text())["checkpoints"] if SHIPPED.is_file() else []
+    rows = _shipped_rows()
     if not rows:
         st.caption("No shipped Markov-chain run is installed with this copy of the lab.")
         return

@@ -19,8 +19,8 @@ from core.training.config import TrainConfig
 # training_pipeline.py, datasets.py, utils.py) and a summary of its experiment section; the Train page shows them
 # beside the lab's. Each entry: (the paper's setting, where it was read).
 PAPER = {
-    "states": ("2 in the code's default run configuration (the figures' own k was not read here)",
-               "training_pipeline.py: vocab_size = 2"),
+    "states": ("3 in the authors' figures of a run (2 in the code's default run configuration)",
+               "the authors' blog post's figures; training_pipeline.py: vocab_size = 2"),
     "prior": ("Dirichlet(1) per row (uniform over all rows)", "datasets.py: np.random.dirichlet(np.ones(k))"),
     "sequence length": ("100", "training_pipeline.py: block_size = 100"),
     "first token": ("drawn from the chain's stationary distribution", "datasets.py"),
@@ -29,6 +29,21 @@ PAPER = {
     "strategies": ("add-one counts (Laplace), i.e. the Dirichlet(1) posterior mean", "utils.py: mean_alg, statistical"),
     "distance": ("cross-entropy of the model against each strategy, per position", "utils.py: compare_test"),
 }
+
+# Edelman et al.'s 3-state run as the authors show it in their blog post on the paper ("The Evolution of
+# Statistical Induction Heads", 2024): one figure of the KL to each strategy over training (and one of the test
+# loss), x = training sequences seen, shaded by the nearest strategy. Read off the figure by eye, so each number
+# is "about"; the post and the paper text available here give no table of them.
+PAPER_RUN = {
+    "states": 3,
+    "source": ("read by eye from the authors' figure of a 3-state run's KL to each strategy, in their blog post on "
+               "the paper"),
+    "onset_sequences": {"unigram": 4_000, "bigram": 100_000},
+    "unigram_stage_kl": {"uniform": 0.10, "unigram": 0.02, "bigram": 0.15},
+    "end_sequences": 125_000,
+    "end_kl": {"uniform": 0.23, "unigram": 0.15, "bigram": 0.025},
+}
+COMPARED = ("uniform", "unigram", "bigram")  # the paper's figure's strategies
 
 MARKOV_MODEL = ModelConfig(vocab_size=3, d_model=64, n_heads=2, n_layers=2)
 MARKOV_TASK = MarkovTask()
@@ -82,6 +97,59 @@ def stage_sentence(history: list[dict] | None, task: MarkovTask) -> str:
         onset = st["onset"][name]
         parts.append(f"{name} from step {onset}" if onset is not None else f"{name} not reached")
     return "Nearest strategy: " + "; ".join(parts) + "."
+
+
+def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) -> tuple[list[dict], str]:
+    """A run's stages and KLs beside PAPER_RUN's, in the paper's unit (training sequences seen = step x batch).
+
+    Returns (rows, sentence): rows {"": what, "this run": ..., "Edelman et al. (2024)": ...} for the states, each
+    stage's onset, the KL to each strategy where the run is closest to the unigram strategy (the paper's
+    plateau; its step) and at its last log; the sentence says, computed, how far the two differ. An empty history gives
+    ([], "")."""
+    rows_in = [r for r in history or [] if all(isinstance(r.get(f"kl_{n}"), (int, float)) for n in COMPARED)]
+    if not rows_in:
+        return [], ""
+    paper = PAPER_RUN
+    st_ = stages(rows_in, task)
+    onset = {n: st_["onset"].get(n) for n in ("unigram", "bigram")}
+
+    def seqs(step):
+        return f"{step * batch_size:,} (step {step} x batch {batch_size})"
+
+    def kls(row):
+        return " / ".join(f"{row[f'kl_{n}']:.3f}" for n in COMPARED)
+
+    at_unigram = next(r for r in rows_in if r["step"] == st_["closest_step"]["unigram"])
+    last = rows_in[-1]
+    rows = [{"": "states", "this run": str(task.n_states), "Edelman et al. (2024)": str(paper["states"])}]
+    for name in ("unigram", "bigram"):
+        rows.append({"": f"{name} stage from (training sequences)",
+                     "this run": seqs(onset[name]) if onset[name] is not None else "not reached",
+                     "Edelman et al. (2024)": f"about {paper['onset_sequences'][name]:,}"})
+    rows.append({"": "KL to uniform / unigram / bigram, nearest to unigram",
+                 "this run": f"{kls(at_unigram)} (step {at_unigram['step']})",
+                 "Edelman et al. (2024)": "about " + " / ".join(f"{paper['unigram_stage_kl'][n]:.2f}"
+                                                                for n in COMPARED)})
+    rows.append({"": "KL to uniform / unigram / bigram, at the end",
+                 "this run": f"{kls(last)} ({last['step'] * batch_size:,} sequences)",
+                 "Edelman et al. (2024)": "about " + " / ".join(f"{paper['end_kl'][n]:g}" for n in COMPARED)
+                 + f" ({paper['end_sequences']:,})"})
+    b = onset["bigram"]
+    if b is None:
+        text = (f"This run never reached the bigram stage in {last['step'] * batch_size:,} training sequences (step "
+                f"{last['step']} x batch {batch_size}); the paper's 3-state run reached it after about "
+                f"{paper['onset_sequences']['bigram']:,}.")
+    else:
+        ratio = paper["onset_sequences"]["bigram"] / max(b * batch_size, 1)
+        text = (f"This run reached the bigram stage after {b * batch_size:,} training sequences, "
+                + (f"about {ratio:.0f} times fewer than" if ratio >= 1.5 else
+                   f"about {1 / ratio:.0f} times more than" if ratio <= 1 / 1.5 else "about as many as")
+                + f" the paper's 3-state run (about {paper['onset_sequences']['bigram']:,}), and ended "
+                + f"{last['kl_bigram']:.3f} nats from the bigram strategy against the paper's about "
+                + f"{paper['end_kl']['bigram']:g}.")
+    if task.n_states != paper["states"]:
+        text += f" It has {task.n_states} states, the paper's run {paper['states']}: the steps are not comparable."
+    return rows, text
 
 
 def kl_frame(history: list[dict] | None, task: MarkovTask):
