@@ -107,6 +107,8 @@ def test_a_run_is_set_beside_the_papers_run_in_training_sequences():
     _, never = mk.beside_paper(rows[:3], MarkovTask(), batch_size=25)
     assert never.startswith("This run never reached the bigram stage in 500 training sequences")
     assert mk.beside_paper([], MarkovTask(), 25) == ([], "")
+    diverged = [dict(r, kl_bigram=float("nan")) for r in rows]  # a diverged run: nothing to set beside
+    assert mk.beside_paper(diverged, MarkovTask(), 25) == ([], "")
 
 
 def test_the_pool_dedupes_and_stops_markov_runs():

@@ -104,9 +104,12 @@ def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) 
 
     Returns (rows, sentence): rows {"": what, "this run": ..., "Edelman et al. (2024)": ...} for the states, each
     stage's onset, the KL to each strategy where the run is closest to the unigram strategy (the paper's
-    plateau; its step) and at its last log; the sentence says, computed, how far the two differ. An empty history gives
-    ([], "")."""
-    rows_in = [r for r in history or [] if all(isinstance(r.get(f"kl_{n}"), (int, float)) for n in COMPARED)]
+    plateau; its step) and at its last log; the sentence says, computed, how far the two differ. Rows with a
+    non-finite KL (a diverged run) are left out; a history without a finite row gives ([], "")."""
+    import math
+
+    rows_in = [r for r in history or [] if all(isinstance(r.get(f"kl_{n}"), (int, float))
+                                               and math.isfinite(r[f"kl_{n}"]) for n in COMPARED)]
     if not rows_in:
         return [], ""
     paper = PAPER_RUN
