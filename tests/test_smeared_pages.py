@@ -83,6 +83,7 @@ def test_the_train_page_trains_a_smeared_markov_model():
     assert not at.exception, at.exception
     assert run.step == 10 and run.model_cfg.smeared_keys and run.model_cfg.n_layers == 1
     assert "blocks.0.smear" in run.result[0].state_dict()
-    assert "smeared keys" in at.dataframe[0].value.set_index("")["this lab"]["model"]
+    settings = next(d.value for d in at.dataframe if "this lab" in d.value.columns)
+    assert "smeared keys" in settings.set_index("")["this lab"]["model"]
     notes = " ".join(m.value for m in at.markdown)
     assert "This model's keys are smeared" in notes and "One block cannot do the match" not in notes
