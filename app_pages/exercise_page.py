@@ -4,7 +4,7 @@ a click. The app never runs a student's code: the checks run on the student's ma
 import streamlit as st
 
 from exercises import build
-from exercises.catalogue import EXERCISES, SECTIONS, in_section, rating
+from exercises.catalogue import EXERCISES, MARKOV_MODEL, MARKOV_SECTION, SECTIONS, in_section, rating
 from ui.model_keys import shipped_file
 from ui.pages import PATH
 from ui.state import is_markov, selected_model
@@ -39,25 +39,28 @@ st.markdown(
     "wrong place.")
 st.markdown(
     "**Two ways to work.** *Plain Python files:* in a copy of the repository, write the functions in "
-    "`exercises/part1_attention.py` … `part4_training.py` and run `python -m pytest exercises` from its root "
+    "`exercises/part1_attention.py` … `part5_markov.py` and run `python -m pytest exercises` from its root "
     "folder (`ATTENTION_LAB_MODEL=my-model.pt` checks on your own model). *Notebooks:* download a section's "
-    "notebook below (it checks on the model picked in the sidebar), save it in the repository's root folder "
-    "and run it top to bottom. Both use the same checks. This app never runs the code you write.")
+    "notebook below (it checks on the model picked in the sidebar; part 5's on a Markov-chain model), save it "
+    "in the repository's root folder and run it top to bottom. Both use the same checks. This app never runs "
+    "the code you write.")
 
+DEFAULT_MODEL = "checkpoints/variable-period-2block.pt"
 entry = selected_model()
+markov = entry is not None and is_markov(entry)
 shipped = entry is not None and shipped_file(entry.key) is not None
-model_path = f"checkpoints/{shipped_file(entry.key)}" if shipped else None
-model_label = entry.label if entry is not None else "the default model"
-if entry is not None and is_markov(entry):
-    st.info(f"**{model_label}** was trained on the Markov-chain task, and every exercise here computes on the "
-            "repeat task's batches: the notebooks check on the default model instead (pick a repeat-task model "
-            "in the sidebar to check on it).")
-    entry, model_label = None, "the default model"
-if entry is None:
-    model_path = "checkpoints/variable-period-2block.pt"
-elif not shipped:
-    st.info(f"The notebooks check on **{model_label}**, a model of this session: download it (Train page, or "
-            "the sidebar), save it beside the notebook and put its file name in the notebook's first code cell.")
+picked = (f"checkpoints/{shipped_file(entry.key)}" if shipped else None, entry.label) if entry is not None else None
+# Which model each section's notebook checks on: parts 1-4 on a repeat-task model, part 5 on a Markov-chain one.
+repeat_target = picked if entry is not None and not markov else (DEFAULT_MODEL, "the default model")
+markov_target = picked if markov else (MARKOV_MODEL, "the shipped Markov run")
+if markov:
+    st.info(f"**{entry.label}** was trained on the Markov-chain task: part 5's notebook checks on it. Parts 1-4 "
+            "compute on the repeat task's batches, so their notebooks check on the default model instead (pick a "
+            "repeat-task model in the sidebar to check them on it).")
+if entry is not None and not shipped:
+    which = "Part 5's notebook checks" if markov else "The notebooks of parts 1-4 check"
+    st.info(f"{which} on **{entry.label}**, a model of this session: download it (Train page, or the sidebar), "
+            "save it beside the notebook and put its file name in the notebook's first code cell.")
 st.caption("Difficulty 🔴 and importance 🔵 out of 5; the minutes are a guide for a first attempt. "
            "Every exercise names the page where you see its result on screen.")
 
@@ -69,6 +72,10 @@ st.dataframe([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, 
               for ex in EXERCISES], hide_index=True, width="stretch", height="content")
 for section, title in SECTIONS.items():
     st.header(title)
+    model_path, model_label = markov_target if section == MARKOV_SECTION else repeat_target
+    if section == MARKOV_SECTION:
+        st.caption("These check on a Markov-chain model: the one picked in the sidebar when it is of that task, "
+                   f"else the shipped run `{MARKOV_MODEL}`.")
     left, right = st.columns(2)
     left.download_button(f"📓 Notebook for {model_label}", _notebook(section, model_path, model_label),
                          file_name=f"attention-lab-exercises-{section}.ipynb", mime="application/x-ipynb+json",

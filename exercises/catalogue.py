@@ -15,7 +15,12 @@ SECTIONS = {  # module name -> title, in the order of the path
     "part2_circuits": "Part 2: circuits and ablations",
     "part3_causal": "Part 3: the logit lens, attribution, patching and detectors",
     "part4_training": "Part 4: training and the drop",
+    "part5_markov": "Part 5: Markov chains and statistical induction heads",
 }
+# Part 5 checks on a Markov-chain model: the picked one when it is of that task, else this shipped run
+# (exercises/engine.py); parts 1-4 check on a model of the repeat task and refuse a Markov-chain one.
+MARKOV_SECTION = "part5_markov"
+MARKOV_MODEL = "checkpoints/markov/markov-2block.pt"
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def rating(n: int, filled: str) -> str:
     return filled * n + "⚪" * (5 - n)
 
 
-P1, P2, P3, P4 = SECTIONS
+P1, P2, P3, P4, P5 = SECTIONS
 EXERCISES = (
     Exercise("tile_patterns", P1, "A repeated-sequence batch", "app_pages/train.py", 1, 3, 5, (
         "`torch.arange(seq_len) % periods[:, None]` gives, for each sequence, which pattern entry sits at "
@@ -204,6 +209,23 @@ EXERCISES = (
     Exercise("find_drop", P4, "The loop that finds the drop", "app_pages/train.py", 1, 3, 5, (
         "`math.log` is the natural log: ln 64 / 2 = 2.08 nats.",
         "Walk `zip(steps, losses)` and return at the first loss below the line.")),
+    Exercise("bigram_strategy", P5, "The bigram strategy: counting transitions in context", "app_pages/train.py",
+             2, 4, 15, (
+        "Keep a [B, k, k] table of the transitions seen so far and walk t = 0..T-1: first add the transition "
+        "x_{t-1} -> x_t (`counts[torch.arange(B), tokens[:, t - 1], tokens[:, t]] += 1`), then read row x_t.",
+        "The row of the current token is `counts[torch.arange(B), tokens[:, t]]` [B, k]; the prediction is "
+        "`(row + alpha) / (row.sum(-1, keepdim=True) + k * alpha)`.")),
+    Exercise("strategy_kl", P5, "A model's KL to a strategy, position by position", "app_pages/train.py",
+             1, 4, 10, (
+        "`k = strategy_probs.shape[-1]`; `torch.log_softmax(logits[..., :k], -1)` is log p_model over the states.",
+        "`torch.xlogy(p, p)` is p log p with 0 log 0 = 0; subtract `p * log_model`, sum over the states (the last "
+        "axis), then `.mean(0)` over the batch.")),
+    Exercise("successor_score", P5, "The successor score of a statistical induction head", "app_pages/attention.py",
+             2, 5, 15, (
+        "`tokens[:, None, :-1] == tokens[:, :, None]` is [B, T, T-1]: entry (i, j-1) says tokens[j-1] == "
+        "tokens[i]; put it in columns 1..T-1 of a [B, T, T] mask and keep j <= i (`.tril()`).",
+        "`(pattern * mask[:, None]).sum(-1)` is each query's attention on its successor keys [B, H, T]; the "
+        "queries that count are `mask.any(-1)` [B, T]: sum over them and divide by how many there are.")),
 )
 BY_NAME = {ex.name: ex for ex in EXERCISES}
 

@@ -3,6 +3,8 @@ picked model and on small planted models, compares it with the lab's own computa
 core), and says in one sentence what is wrong. A function that raises gets a sentence of its own.
 
 The picked model: `use_model(path)`, else $ATTENTION_LAB_MODEL, else checkpoints/variable-period-2block.pt.
+Part 5 (Markov chains) checks on the picked model when it is of the Markov-chain task, else on the shipped
+checkpoints/markov/markov-2block.pt; parts 1-4 refuse a Markov-chain model.
 The engine is exercises/engine.py; each section's cases, answers and typical mistakes are in
 exercises/cases/<section>.py.
 """

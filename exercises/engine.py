@@ -3,6 +3,9 @@ lab's, and says in one sentence what is wrong. What each exercise computes (its 
 typical mistakes) lives in exercises/cases/; exercises/checks.py is the student's entry point.
 
 The picked model: `use_model(path)`, else $ATTENTION_LAB_MODEL, else checkpoints/variable-period-2block.pt.
+Parts 1-4 check on a model of the repeat task and refuse a Markov-chain model (ValueError saying what to
+pick). Part 5 (the Markov chains) checks on a Markov-chain model: the picked one when it is of that task,
+else the shipped checkpoints/markov/markov-2block.pt, whatever repeat-task model is picked.
 Every check has a list of typical mistakes, each a wrong computation with its sentence: when the
 student's answer matches one, that sentence is the verdict. The match is tried on the failing case
 with the largest reference values, where mistakes differ most (on a block whose scores are all near 0
@@ -21,10 +24,11 @@ from pathlib import Path
 
 import torch
 
-from exercises import planted
+from exercises import catalogue, planted
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = ROOT / "checkpoints" / "variable-period-2block.pt"
+MARKOV_MODEL = ROOT / catalogue.MARKOV_MODEL  # part 5's cases when a repeat-task model is picked
 MODEL_ENV = "ATTENTION_LAB_MODEL"
 NOT_WRITTEN = "not written yet"
 TOL = 1e-4
@@ -54,6 +58,7 @@ class Check:
     mistakes: list = field(default_factory=list)  # [(sentence, fn(**args) -> a wrong answer)]
     run: Callable | None = None  # (student fn, **args) -> what is compared; default fn(**args)
     grad: bool = False  # run with autograd on (a training step)
+    task: str = "repeat"  # "markov": cases from a Markov-chain model (markov_source), the planted ones included
 
     def autograd(self):
         return torch.enable_grad() if self.grad else torch.no_grad()
@@ -66,15 +71,11 @@ _PICKED: dict = {}
 
 
 def use_model(path) -> None:
-    """Check on this checkpoint file (a shipped one, or a model you trained and downloaded). ValueError for a
-    model of the Markov-chain task: the checks' cases are the repeat task's batches."""
+    """Check on this checkpoint file (a shipped one, or a model you trained and downloaded). A model of the
+    Markov-chain task is checked by part 5 only: parts 1-4 refuse it (their cases are the repeat task's)."""
     from core.model.checkpoints import read_checkpoint
-    from core.model.markov import is_markov
 
     model, info = read_checkpoint(str(path))
-    if is_markov(info["task"]):
-        raise ValueError(f"{Path(path).name} was trained on the Markov-chain task; the exercises check on a model "
-                         f"of the repeat task (e.g. {DEFAULT_MODEL.relative_to(ROOT)}, or one you trained on it).")
     _PICKED.update(model=model.eval(), task=info["task"], info=info, label=Path(path).name)
 
 
@@ -82,6 +83,34 @@ def picked():
     if not _PICKED:
         use_model(os.environ.get(MODEL_ENV) or DEFAULT_MODEL)
     return _PICKED
+
+
+def refuse_markov(name: str) -> None:
+    """ValueError when the picked model is of the Markov-chain task: exercise `name` computes on the repeat
+    task's batches."""
+    from core.model.markov import is_markov
+
+    p = picked()
+    if is_markov(p["task"]):
+        raise ValueError(f"{p['label']} was trained on the Markov-chain task; {name} checks on a model of the "
+                         f"repeat task (e.g. {DEFAULT_MODEL.relative_to(ROOT)}, or one you trained on it). "
+                         "Part 5's exercises check on a Markov-chain model.")
+
+
+def markov_source():
+    """(model, task, label) that part 5's checks run on: the picked model when it is of the Markov-chain task,
+    else the shipped MARKOV_MODEL (read once)."""
+    from core.model.checkpoints import read_checkpoint
+    from core.model.markov import is_markov
+
+    p = picked()
+    if is_markov(p["task"]):
+        return p["model"], p["task"], f"the picked model {p['label']}"
+    if "markov" not in _CASES:
+        model, info = read_checkpoint(str(MARKOV_MODEL))
+        _CASES["markov"] = (model.eval(), info["task"])
+    model, task = _CASES["markov"]
+    return model, task, f"the shipped Markov run {MARKOV_MODEL.name}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,7 +243,10 @@ def check(name: str, spec: Check, fn) -> Verdict:
     if failures:
         return Verdict(name, False, diagnose(spec, failures))
     p = picked()
-    if not any(label.startswith("the picked model") for label in passed):
+    if spec.task == "markov":
+        if not any(label.startswith("the picked model") for label in passed):
+            passed.append(f"not on the picked model {p['label']}, a model of the repeat task")
+    elif not any(label.startswith("the picked model") for label in passed):
         passed.append(f"not on the picked model {p['label']}, which lacks what this exercise needs "
                       "(attention blocks, or a logged history)")
     return Verdict(name, True, f"passed on {', '.join(passed)}.")
@@ -240,7 +272,16 @@ _CASES: dict = {}
 
 def cases(name: str, spec: Check) -> list[Case]:
     """Every case of one exercise: the picked model first (when it has what the exercise needs), then
-    the planted models. Built once per picked model (each run gets fresh copies of the tensors)."""
+    the planted models. Built once per picked model (each run gets fresh copies of the tensors). Part 5's
+    come from markov_source's model alone: its cases function adds planted cases of its own."""
+    if spec.task == "markov":
+        model, task, label = markov_source()
+        key = (name, id(model))
+        if key not in _CASES:
+            with torch.no_grad():
+                _CASES[key] = spec.cases(model, task, label)
+        return _CASES[key]
+    refuse_markov(name)
     p = picked()
     key = (name, id(p["model"]))
     if key not in _CASES:

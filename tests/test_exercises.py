@@ -449,6 +449,59 @@ def _detectors_wrong(pattern, tokens, sink_all=False, self_back=0, per_row=False
     return tuple(out)
 
 
+def _bigram_student(tokens, n_states, alpha, ahead=0, prior=True, unigram=False, k_alpha=True):
+    """A student's bigram loop: counts[b, a, j] of the transitions seen through token t + ahead."""
+    B, T = tokens.shape
+    out = torch.zeros(B, T, n_states, dtype=torch.float64)
+    for b in range(B):
+        x = tokens[b].tolist()
+        for t in range(T):
+            row = torch.zeros(n_states, dtype=torch.float64)
+            if unigram:
+                for i in range(t + 1):
+                    row[x[i]] += 1
+            else:
+                for i in range(min(t + ahead, T - 1)):
+                    if x[i] == x[t]:
+                        row[x[i + 1]] += 1
+            if not prior:
+                out[b, t] = row / row.sum()
+            else:
+                out[b, t] = (row + alpha) / (row.sum() + (n_states if k_alpha else 1) * alpha)
+    return out
+
+
+def _kl_student(logits, strategy_probs, reverse=False, renormalise=True, naive_log=False, over_t=False):
+    k = strategy_probs.shape[-1]
+    log_q = F.log_softmax(logits[..., :k].double(), -1) if renormalise else F.log_softmax(logits.double(), -1)[..., :k]
+    p = strategy_probs.double()
+    if reverse:
+        kl = (log_q.exp() * (log_q - p.log())).sum(-1)
+    elif naive_log:
+        kl = (p * (p.log() - log_q)).sum(-1)
+    else:
+        kl = (torch.xlogy(p, p) - p * log_q).sum(-1)
+    return kl.mean() if over_t else kl.mean(0)
+
+
+def _successor_student(pattern, tokens, back=1, strict=False, every_query=False, roll=False):
+    """A student's successor score: keys j <= i (j < i when strict) with tokens[j - back] == tokens[i]."""
+    B, H, T, _ = pattern.shape
+    total, count = torch.zeros(H), 0
+    for b in range(B):
+        x = tokens[b].roll(back).tolist() if roll else None
+        for i in range(T):
+            top = i if strict else i + 1
+            if roll:
+                keys = [j for j in range(top) if x[j] == int(tokens[b, i])]
+            else:
+                keys = [j for j in range(top) if 0 <= j - back < T and int(tokens[b, j - back]) == int(tokens[b, i])]
+            if keys or every_query:
+                total += pattern[b, :, i, keys].sum(-1) if keys else 0.0
+                count += 1
+    return total / count
+
+
 WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must get)]
     "tile_patterns": [
         ("longest-period", _tile_longest, "Every row is tiled with the longest period"),
@@ -602,6 +655,28 @@ WRONG = {  # exercise -> [(id, wrong function, the start of the sentence it must
         ("zero", lambda **a: _faith_wrong(**a, replace="zero"), "Zero-ablated"),
         ("clean-mean", lambda **a: _faith_wrong(**a, replace="clean-mean"), "Averaged over the clean run"),
         ("gap", lambda **a: _faith_wrong(**a, result="gap"), "Normalised by the patching gap")],
+    "bigram_strategy": [
+        ("no-prior", lambda **a: _bigram_student(**a, prior=False), "No pseudo-count"),
+        ("future", lambda **a: _bigram_student(**a, ahead=1), "Looking at the future"),
+        ("unigram", lambda **a: _bigram_student(**a, unigram=True), "That counts the occurrences of j"),
+        ("alpha-once", lambda **a: _bigram_student(**a, k_alpha=False), "The prior adds alpha to each of the k"),
+        ("one-short", lambda **a: sol("bigram_strategy")(**a)[:, :-1], "Wrong shape: axis 1 (T, the position t)")],
+    "strategy_kl": [
+        ("reversed", lambda **a: _kl_student(**a, reverse=True), "The KL the wrong way round"),
+        ("not-renormalised", lambda **a: _kl_student(**a, renormalise=False), "Not renormalised over the states"),
+        ("mean-over-T", lambda **a: _kl_student(**a, over_t=True), "Averaged over the positions too"),
+        ("nan-at-zero", lambda **a: _kl_student(**a, naive_log=True), "A strategy probability of 0 gives")],
+    "successor_score": [
+        ("duplicate", lambda pattern, tokens: _successor_student(pattern, tokens, back=0, strict=True),
+         "That is the duplicate-token score"),
+        ("every-query", lambda pattern, tokens: _successor_student(pattern, tokens, every_query=True),
+         "Averaged over every query"),
+        ("key-before", lambda pattern, tokens: _successor_student(pattern, tokens, back=-1),
+         "Off by one position: that is the key before"),
+        ("strict", lambda pattern, tokens: _successor_student(pattern, tokens, strict=True),
+         "Off by one position: the key j = i counts too"),
+        ("roll", lambda pattern, tokens: _successor_student(pattern, tokens, roll=True),
+         "Key 0 has no previous token")],
     "attention_detectors": [
         ("sink-query-0", lambda pattern, tokens: _detectors_wrong(pattern, tokens, sink_all=True),
          "The sink mask counts query 0"),
@@ -643,11 +718,72 @@ def test_solutions_pass_on_every_shipped_file_and_the_planted_models(file):
         checks.use_model(ROOT / "checkpoints" / DEFAULT)
 
 
-def test_a_markov_model_is_refused_with_what_to_pick_and_the_picked_model_stays():
-    before = checks.picked()["label"]
-    with pytest.raises(ValueError, match="Markov-chain task.*repeat task"):
-        checks.use_model(ROOT / "checkpoints" / "markov" / "markov-2block.pt")
-    assert checks.picked()["label"] == before
+MARKOV_FILES = sorted(p.name for p in (ROOT / "checkpoints" / "markov").glob("*.pt"))
+
+
+@pytest.mark.parametrize("file", MARKOV_FILES)
+def test_a_markov_model_runs_part_5_on_itself_and_parts_1_to_4_refuse_it(file):
+    """A Markov-chain model picked: part 5's solutions pass on it (every block) and on the planted cases; every
+    exercise of parts 1-4 refuses it with a sentence naming what to pick."""
+    from core.model.checkpoints import read_checkpoint
+    from exercises.catalogue import MARKOV_SECTION
+
+    assert len(MARKOV_FILES) >= 3
+    checks.use_model(ROOT / "checkpoints" / "markov" / file)
+    try:
+        for ex in EXERCISES:
+            if ex.section == MARKOV_SECTION:
+                verdict = checks.check(ex.name, solution_function(ex))
+                assert verdict.ok and f"the picked model {file}" in verdict.message, verdict
+                assert "planted" in verdict.message, verdict
+            else:
+                with pytest.raises(ValueError, match=f"{file} was trained on the Markov-chain task; {ex.name} checks "
+                                                     "on a model of the repeat task"):
+                    checks.check(ex.name, solution_function(ex))
+        n_layers = read_checkpoint(ROOT / "checkpoints" / "markov" / file)[0].cfg.n_layers
+        verdict = checks.check("successor_score", sol("successor_score"))
+        assert verdict.message.count(f"the picked model {file}, block") == n_layers, verdict
+    finally:
+        checks.use_model(ROOT / "checkpoints" / DEFAULT)
+
+
+def test_part_5_on_a_repeat_model_checks_on_the_shipped_markov_run():
+    verdict = checks.check("successor_score", sol("successor_score"))
+    assert verdict.ok, verdict
+    assert "the shipped Markov run markov-2block.pt, block 2" in verdict.message, verdict
+    assert f"not on the picked model {DEFAULT}, a model of the repeat task" in verdict.message, verdict
+    model, task, label = engine.markov_source()
+    assert label == "the shipped Markov run markov-2block.pt" and task.n_states == model.cfg.vocab_size == 3
+
+
+def test_part_5_solutions_agree_with_core_and_the_planted_answers():
+    """bigram_strategy is core's bigram strategy (each row sums to 1, a state never left is uniform);
+    strategy_kl at the positions with a target is core's strategy_kl, and 0 for a model that predicts the
+    strategy; the planted pattern's successor scores are 1 (exactly on a successor key) and 0 (on key 0)."""
+    from core.model.markov import MarkovTask, head_scores, sample_markov, strategy_kl, strategy_probs
+    from exercises.cases import part5_markov as p5
+
+    task = MarkovTask(n_states=4, concentration=0.5, seq_len=40)
+    tokens, _ = sample_markov(task, 6, generator=torch.Generator().manual_seed(2))
+    probs = sol("bigram_strategy")(tokens, 4, 0.5)
+    assert torch.allclose(probs, strategy_probs(tokens, task)["bigram"])
+    assert torch.allclose(probs.sum(-1), torch.ones(6, 40, dtype=torch.float64))
+    assert torch.allclose(probs[:, 0], torch.full((6, 4), 0.25, dtype=torch.float64))  # nothing seen yet
+    # by hand: tokens 0 1 0 1 1, alpha 1, 2 states; at t = 4 (x = 1) the transitions out of 1 seen are 1->0, 1->1
+    hand = sol("bigram_strategy")(torch.tensor([[0, 1, 0, 1, 1]]), 2, 1.0)
+    assert hand[0, 4].tolist() == pytest.approx([2 / 4, 2 / 4]) and hand[0, 2].tolist() == pytest.approx([1 / 3, 2 / 3])
+    logits = torch.randn(6, 40, 7, generator=torch.Generator().manual_seed(3))
+    kl = sol("strategy_kl")(logits, probs)
+    assert kl.shape == (40,)
+    assert torch.allclose(kl[:-1], strategy_kl(logits, tokens, task)["bigram"]["per_position"])
+    exact = torch.cat([probs.log(), torch.randn(6, 40, 2, dtype=torch.float64)], -1)
+    assert float(sol("strategy_kl")(exact, probs).abs().max()) < 1e-12
+    planted_tokens = p5.markov_batch(MarkovTask(n_states=3, seq_len=30), n=4, seed=3)
+    pattern = p5._planted_pattern(planted_tokens)
+    score = sol("successor_score")(pattern, planted_tokens)
+    assert score[:2].tolist() == pytest.approx([1.0, 0.0])
+    assert torch.allclose(score, head_scores(pattern, planted_tokens)["induction"])
+    assert torch.allclose(p5._successor(pattern, planted_tokens), score)
 
 
 def test_untouched_templates_say_not_written_yet():
@@ -802,7 +938,32 @@ def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
     assert sum(d.startswith("📓") for d in downloads) == len(SECTIONS) == sum(d.startswith("🐍") for d in downloads)
     text = " ".join(m.value for m in at.markdown)
     assert "difficulty 🔴" in text and "python -m pytest exercises" in text
+    notebooks = [d for d in downloads if d.startswith("📓")]
+    assert len(set(notebooks[:4])) == 1 and notebooks[4] == "📓 Notebook for the shipped Markov run", notebooks
+    assert "checkpoints/markov/markov-2block.pt" in " ".join(c.value for c in at.caption)
     assert not at.exception
+
+
+@pytest.mark.app
+def test_exercises_page_with_a_markov_model_offers_part_5_on_it():
+    """markov/markov-2block.pt picked: part 5's notebook checks on it, parts 1-4's on the default model."""
+    at = open_app("app_pages/exercise_page.py", "markov/markov-2block.pt")
+    label = at.session_state["picked_model"]
+    info = " ".join(x.value for x in at.info)
+    assert "was trained on the Markov-chain task: part 5's notebook checks on it" in info, info
+    notebooks = [b.proto.label for b in at.get("download_button") if b.proto.label.startswith("📓")]
+    assert notebooks[:4] == ["📓 Notebook for the default model"] * 4, notebooks
+    assert len(notebooks) == 5 and notebooks[4] != notebooks[0] and "default" not in notebooks[4], (label, notebooks)
+    assert [h.value for h in at.header][-1] == SECTIONS["part5_markov"]
+    assert not at.exception
+
+
+def test_the_part_5_notebook_picks_the_markov_model_it_is_made_for():
+    nb = build.notebook("part5_markov", "checkpoints/markov/markov-1block.pt", "the 1-block Markov run")
+    setup = "".join(nb["cells"][1]["source"])
+    assert 'checks.use_model("checkpoints/markov/markov-1block.pt")' in setup
+    assert [ex.name for ex in EXERCISES if ex.section == "part5_markov"] == [
+        "bigram_strategy", "strategy_kl", "successor_score"]
 
 
 def test_the_notebook_for_a_session_model_asks_for_its_file():
