@@ -158,6 +158,12 @@ def test_nearest_strategies_reads_stages_from_rows():
     ({"seq_len": 5000}, "above this lab's limit"),
     ({"n_states": 3.5}, "whole number"),
     ({"n_states": 64, "order": 4}, "transition rows"),
+    ({"prior": "uniform"}, "prior must be one of dirichlet, doubly_stochastic"),
+    ({"prior": "doubly_stochastic", "order": 3}, "needs a bigram chain"),
+    ({"unigram_share": 0.25, "order": 3}, "needs a bigram chain"),
+    ({"unigram_share": 1.0}, "unigram_share must be a number from 0"),
+    ({"unigram_share": -0.1}, "unigram_share must be a number from 0"),
+    ({"unigram_share": True}, "unigram_share must be a number from 0"),
 ])
 def test_bad_settings_are_refused(fields, words):
     with pytest.raises(ValueError, match=words):
@@ -204,3 +210,54 @@ def test_head_scores_of_planted_patterns():
     assert scores["prev_token"][0].item() == pytest.approx(1.0) and scores["prev_token"][1].item() < 0.5
     assert scores["induction"][1].item() == pytest.approx(1.0)
     assert scores["induction"][0].item() == 0.0
+
+
+def test_the_new_priors_are_written_only_when_not_the_defaults_and_read_back():
+    """A Dirichlet task's entry is what it was before the priors existed (checkpoints, manifests and sweep ids stay
+    the same); the others carry their prior and share and read back to the same task."""
+    assert MarkovTask().to_dict() == {"kind": "markov", "n_states": 3, "concentration": 1.0, "seq_len": 100,
+                                      "order": 2}
+    ds = MarkovTask(prior="doubly_stochastic")
+    assert ds.to_dict()["prior"] == "doubly_stochastic" and "unigram_share" not in ds.to_dict()
+    mix = MarkovTask(prior="doubly_stochastic", unigram_share=0.25)
+    assert mix.to_dict()["unigram_share"] == 0.25
+    for task in (MarkovTask(), ds, mix, MarkovTask(unigram_share=0.5)):
+        assert markov.task_from_dict(task.to_dict()) == task
+    assert MarkovTask().standard and not ds.standard and not MarkovTask(unigram_share=0.1).standard
+
+
+def test_sinkhorn_balances_rows_and_columns_and_refuses_what_cannot_be():
+    import numpy as np
+
+    t = np.random.default_rng(0).dirichlet(np.ones(4), size=(6, 4))
+    d = markov.sinkhorn(t)
+    assert np.abs(d.sum(-1) - 1).max() <= 1e-9 and np.abs(d.sum(-2) - 1).max() <= 1e-9
+    assert (d > 0).all() and not np.allclose(d, t)
+    # a row scaling and a column scaling of t (Sinkhorn's theorem: the balanced matrix is D1 t D2)
+    ratio = d / t
+    assert np.allclose(ratio / ratio[:, :, :1], (ratio / ratio[:, :, :1])[:, :1, :])
+    with pytest.raises(RuntimeError, match="did not reach"):  # no doubly stochastic matrix has this zero pattern
+        markov.sinkhorn(np.array([[1.0, 1.0], [0.0, 1.0]]) + np.array([[0, 0], [1e-300, 0]]))
+
+
+def test_doubly_stochastic_and_unigram_optimal_chains_are_sampled_as_said():
+    """The doubly stochastic prior's tables are the Sinkhorn balance of the Dirichlet draw the same seed gives; the
+    last round(share x B) tables of a batch repeat one row; the tokens follow each sequence's table; seeded."""
+    g = lambda: torch.Generator().manual_seed(7)  # noqa: E731
+    _, plain = sample_markov(MarkovTask(), 16, g())
+    tokens, ds = sample_markov(MarkovTask(prior="doubly_stochastic"), 16, g())
+    assert torch.allclose(ds, torch.from_numpy(markov.sinkhorn(plain.numpy())), atol=0, rtol=0)
+    mix = MarkovTask(prior="doubly_stochastic", unigram_share=0.25)
+    tokens, tables = sample_markov(mix, 16, g())
+    again = sample_markov(mix, 16, g())
+    assert torch.equal(tokens, again[0]) and torch.equal(tables, again[1])
+    assert torch.equal(tables[12:], tables[12:, :1].expand(-1, 3, -1))  # 4 of 16: every row the same
+    assert not torch.allclose(tables[:12], tables[:12, :1].expand(-1, 3, -1))
+    assert torch.allclose(tables[:12].sum(-2), torch.ones(12, 3, dtype=torch.float64), atol=1e-9)  # doubly stochastic
+    assert not torch.allclose(tables[12:].sum(-2), torch.ones(4, 3, dtype=torch.float64), atol=1e-3)
+    # the tokens follow the tables: the empirical transitions of many long unigram-optimal sequences
+    long = MarkovTask(n_states=3, seq_len=2000, unigram_share=0.5)
+    tok, tab = sample_markov(long, 2, g())
+    seq, row = tok[1], tab[1, 0]
+    counts = torch.bincount(seq[1:], minlength=3).double()
+    assert torch.allclose(counts / counts.sum(), row, atol=0.04)

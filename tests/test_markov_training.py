@@ -145,3 +145,18 @@ def test_two_blocks_reach_the_bigram_stage_and_one_block_does_not():
     assert runs["markov-2block"]["unigram"] is not None and runs["markov-2block"]["bigram"] is not None
     assert runs["markov-2block"]["unigram"] < runs["markov-2block"]["bigram"]
     assert runs["markov-1block"]["unigram"] is not None and runs["markov-1block"]["bigram"] is None
+
+
+def test_a_run_on_another_prior_trains_on_it_and_is_measured_on_the_dirichlet_batch():
+    """Edelman et al. (2024) evaluate on the full distribution: the evaluation batch of a run on doubly stochastic
+    or partly unigram-optimal chains is the Dirichlet task's, while its training batches are its own prior's."""
+    from core.training.trainer import eval_batch, training_batches
+
+    plain = MarkovTask()
+    for other in (MarkovTask(prior="doubly_stochastic"), MarkovTask(prior="doubly_stochastic", unigram_share=0.25),
+                  MarkovTask(unigram_share=0.5)):
+        assert torch.equal(eval_batch(other, 3)[0], eval_batch(plain, 3)[0])
+        train = replace(mk.MARKOV_TRAIN, steps=2)
+        assert not torch.equal(next(training_batches(other, 3, train))[0], next(training_batches(plain, 3, train))[0])
+        trainer = Trainer(mk.model_for(other, 2), other, train)
+        assert torch.equal(trainer.log_tokens, eval_batch(plain, 3)[0])

@@ -8,6 +8,16 @@ per sequence. The first n - 1 tokens are uniform and independent of the table (t
 first token from the chain's stationary distribution; a uniform start makes the count predictors
 below exactly Bayes-optimal).
 
+Two other priors test whether the unigram solution delays the bigram one (Edelman et al. 2024 train on
+them for that), order 2 only: `prior="doubly_stochastic"` makes every table's columns sum to 1 as well as its
+rows (each Dirichlet draw Sinkhorn-balanced: rows and columns normalised in turn until both sum to 1 within
+1e-9; not the uniform distribution over doubly stochastic matrices the authors draw from), so the chain's
+stationary distribution is uniform and in-context counts of single tokens predict no better than uniform;
+`unigram_share` s makes round(s x batch) sequences of every batch (the last ones) unigram-optimal: their table
+is one Dirichlet row repeated, the next token independent of the current one. The strategies below stay the
+Dirichlet prior's, Bayes-optimal only under it (a run trained on another prior is evaluated on the Dirichlet
+prior's batch: core.training.trainer.eval_batch).
+
 Strategies: next-token predictors that read only the context. For a target at position t + 1 (the
 model's logits at position t), with alpha the concentration and k = n_states:
 - uniform: 1 / k.
@@ -41,6 +51,9 @@ MAX_STATES = 64  # the lab's model vocabulary: a state is a token
 MAX_ORDER = 4
 MAX_CONTEXTS = 4096  # rows of one sequence's transition table (n_states ** (order - 1))
 MAX_SEQ_LEN = 2048  # as core.model.task: attention patterns are [T, T]
+PRIORS = ("dirichlet", "doubly_stochastic")
+SINKHORN_TOL = 1e-9  # a doubly stochastic table's rows and columns sum to 1 within this
+SINKHORN_MAX_ITER = 10_000
 ORDER_NAMES = {1: "unigram", 2: "bigram", 3: "trigram", 4: "4-gram"}
 
 
@@ -50,6 +63,8 @@ class MarkovTask:
     concentration: float = 1.0
     seq_len: int = 100
     order: int = 2
+    prior: str = "dirichlet"  # or "doubly_stochastic" (order 2 only)
+    unigram_share: float = 0.0  # the share of a batch's sequences whose chain is unigram-optimal (order 2 only)
 
     def validate(self, vocab_size: int | None = None) -> MarkovTask:
         """Raise ValueError saying what to change if no sequence of this task can be made (vocab_size: the
@@ -75,6 +90,15 @@ class MarkovTask:
         if self.seq_len < self.order + 1:
             raise ValueError(f"seq_len {self.seq_len} is too short for an order-{self.order} chain: a sequence "
                              f"needs at least {self.order + 1} tokens to hold one transition after its start.")
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {self.prior!r}.")
+        u = self.unigram_share
+        if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 <= u < 1:
+            raise ValueError(f"unigram_share must be a number from 0 up to (not including) 1, got {u!r}: it is the "
+                             "share of a batch's sequences whose chain is unigram-optimal.")
+        if (self.prior != "dirichlet" or u) and self.order != 2:
+            raise ValueError(f"a doubly stochastic prior or a unigram share needs a bigram chain (order 2), got "
+                             f"order {self.order}: set order to 2 or use the Dirichlet prior with no unigram share.")
         if vocab_size is not None and vocab_size < self.n_states:
             raise ValueError(f"the model's vocabulary ({vocab_size}) is smaller than n_states ({self.n_states}).")
         return self
@@ -84,8 +108,22 @@ class MarkovTask:
         """The strategies' names, simplest first: uniform, unigram, bigram (and the chain's own n-gram)."""
         return ("uniform", *(ORDER_NAMES[n] for n in range(1, self.order + 1)))
 
+    @property
+    def standard(self) -> bool:
+        """Whether every chain is drawn from the Dirichlet prior (the one the strategies are Bayes-optimal for)."""
+        return self.prior == "dirichlet" and not self.unigram_share
+
     def to_dict(self) -> dict:
-        return {"kind": KIND, **asdict(self)}
+        """{"kind": "markov", ...}; prior and unigram_share only when not the defaults, so the entry of a task
+        on the Dirichlet prior is the same as before they existed."""
+        out = {"kind": KIND, **asdict(self)}
+        for name in OPTIONAL:
+            if out[name] == MarkovTask.__dataclass_fields__[name].default:
+                del out[name]
+        return out
+
+
+OPTIONAL = ("prior", "unigram_share")  # fields a task entry may leave out (their defaults)
 
 
 def task_from_dict(entry: dict) -> MarkovTask:
@@ -93,7 +131,22 @@ def task_from_dict(entry: dict) -> MarkovTask:
     names = ("n_states", "concentration", "seq_len", "order")
     if entry.get("kind") != KIND or any(k not in entry for k in names):
         raise ValueError(f"a Markov task entry needs kind 'markov' and {', '.join(names)}.")
-    return MarkovTask(**{k: entry[k] for k in names}).validate()
+    return MarkovTask(**{k: entry[k] for k in (*names, *OPTIONAL) if k in entry}).validate()
+
+
+def sinkhorn(tables, tol: float = SINKHORN_TOL):
+    """Doubly stochastic tables [..., k, k] from positive ones: rows and columns normalised in turn until every
+    row and column sums to 1 within tol (numpy, float64). RuntimeError if that takes more than SINKHORN_MAX_ITER
+    rounds (a table with a zero pattern that no doubly stochastic matrix has)."""
+    import numpy as np
+
+    t = np.asarray(tables, dtype=np.float64).copy()
+    for _ in range(SINKHORN_MAX_ITER):
+        t /= t.sum(-1, keepdims=True)
+        t /= t.sum(-2, keepdims=True)
+        if np.abs(t.sum(-1) - 1).max() <= tol:  # columns sum to 1 exactly after their normalisation
+            return t
+    raise RuntimeError(f"Sinkhorn balancing did not reach {tol} in {SINKHORN_MAX_ITER} rounds.")
 
 
 def is_markov(task) -> bool:
@@ -103,7 +156,8 @@ def is_markov(task) -> bool:
 def sample_markov(task: MarkovTask, batch_size: int, generator: torch.Generator | None = None):
     """Draw fresh sequences: tokens [B, seq_len] (long) and each sequence's transition table
     [B, n_states ** (order - 1), n_states] (float64; row c = the context whose last token is c % k,
-    the one before it c // k % k, ...).
+    the one before it c // k % k, ...), from the task's prior (the last round(unigram_share x B) tables
+    unigram-optimal: every row the same).
 
     Every number comes from `generator` (one seed drawn from it feeds numpy's Dirichlet and the token
     draws), so a seeded generator gives the same batch every time, as core.model.task.sample_batch."""
@@ -118,6 +172,12 @@ def sample_markov(task: MarkovTask, batch_size: int, generator: torch.Generator 
     k, n, T = task.n_states, task.order, task.seq_len
     rows = k ** (n - 1)
     tables = rng.dirichlet(np.full(k, float(task.concentration)), size=(batch_size, rows))  # [B, rows, k]
+    if task.prior == "doubly_stochastic":
+        tables = sinkhorn(tables)
+    n_unigram = round(task.unigram_share * batch_size)
+    if n_unigram:  # the last sequences' chains: one freshly drawn Dirichlet row for every current token
+        tables[batch_size - n_unigram :] = rng.dirichlet(np.full(k, float(task.concentration)),
+                                                         size=(n_unigram, 1))
     cdf = np.cumsum(tables, axis=-1)
     cdf[..., -1] = 1.0  # the last bin ends at exactly 1 (a uniform draw below 1 always lands in a bin)
     tokens = np.empty((batch_size, T), dtype=np.int64)

@@ -23,6 +23,7 @@ plus each head's prev_token and induction score (core.model.markov.head_scores);
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -48,10 +49,14 @@ POSITIONS_EVERY = 5  # a Markov run's logs keep their KL by position every this 
 
 def eval_batch(task: TaskConfig | markov.MarkovTask, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
                period: int | None = None):
-    """A fixed evaluation batch: (tokens [n, T], periods [n]); on the Markov task (tokens [n, T], None)."""
+    """A fixed evaluation batch: (tokens [n, T], periods [n]); on the Markov task (tokens [n, T], None), always
+    drawn from the Dirichlet prior (core.model.markov): a run trained on doubly stochastic or partly
+    unigram-optimal chains is measured on the full distribution, as Edelman et al. (2024) evaluate theirs, and
+    there its strategies are the Bayes-optimal ones."""
     g = torch.Generator().manual_seed(seed)
     if markov.is_markov(task):
-        return markov.sample_markov(task.validate(vocab_size), n_seqs, g)[0], None
+        full = dataclasses.replace(task, prior="dirichlet", unigram_share=0.0)
+        return markov.sample_markov(full.validate(vocab_size), n_seqs, g)[0], None
     return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
 
 
