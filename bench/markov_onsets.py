@@ -2,6 +2,8 @@
 setting of the task, the Dirichlet concentration or the number of states.
 
     python bench/markov_onsets.py --setting concentration --values 0.3,1,3 --seeds 0-9 --out checkpoints/laws/markov.csv
+    python bench/markov_onsets.py --setting prior --values dirichlet,doubly_stochastic,doubly_stochastic+0.25 \
+        --seeds 0-9 --steps 2000 --out checkpoints/laws/markov_prior.csv
 
 Each run is the 2-block Markov preset (core.training.markov: model_for the task, MARKOV_TRAIN) with the one
 setting changed and the seed, trained on one torch thread, a log every 10 steps, until its bigram onset is
@@ -12,6 +14,13 @@ concentration, seq_len, n_layers), seed, steps (the cap), steps_run, unigram_ste
 not reached within steps_run; a run stopped at its bigram onset that was never nearest to the unigram
 strategy before it skipped that stage), kl_uniform, kl_unigram, kl_bigram (the last log's), cpu_s (this
 process's CPU-seconds for the run, time.process_time) and cpu (the CPU kind). Prints one line a run.
+
+`--setting prior` trains on another prior of the 3-state task (core.model.markov: "dirichlet",
+"doubly_stochastic", and either followed by "+s" for a share s of every batch's sequences on unigram-optimal
+chains); every run is still evaluated on the Dirichlet prior's batch. Its table has three more columns: prior,
+unigram_share, and bigram_seqs, the bigram onset in sequences seen that are not unigram-optimal (bigram_step x
+batch x (1 - unigram_share), exact since every batch holds the same number of them: the x axis of Edelman et
+al. 2024, on which the unigram-optimal sequences come free).
 """
 from __future__ import annotations
 
@@ -28,7 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 COLUMNS = ["n_states", "concentration", "seq_len", "n_layers", "seed", "steps", "steps_run", "unigram_step",
            "bigram_step", "kl_uniform", "kl_unigram", "kl_bigram", "cpu_s", "cpu"]
-SETTINGS = ("concentration", "n_states")
+PRIOR_COLUMNS = [*COLUMNS[:4], "prior", "unigram_share", *COLUMNS[4:9], "bigram_seqs", *COLUMNS[9:]]
+SETTINGS = ("concentration", "n_states", "prior")
+
+
+def prior_of(value: str) -> tuple[str, float]:
+    """"doubly_stochastic+0.25" -> ("doubly_stochastic", 0.25); "dirichlet" -> ("dirichlet", 0.0)."""
+    prior, _, share = value.partition("+")
+    return prior, float(share or 0.0)
 
 
 def cpu_kind() -> str:
@@ -43,16 +59,21 @@ def cpu_kind() -> str:
     return f"{name or platform.machine()} ({vector})"
 
 
-def run(setting: str, value: float, seed: int, steps: int, n_layers: int = 2) -> dict:
-    """One run: the 2-block preset with `setting` = value, trained until its bigram onset is confirmed."""
+def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int = 2) -> dict:
+    """One run: the 2-block preset with `setting` = value (a prior: prior_of's spelling), trained until its bigram
+    onset is confirmed."""
     import torch
 
     from core.model.markov import MarkovTask
     from core.training.markov import MARKOV_TASK, MARKOV_TRAIN, model_for, stages
     from core.training.trainer import Trainer
 
-    kind = {"concentration": float, "n_states": int}[setting]
-    task = dataclasses.replace(MARKOV_TASK, **{setting: kind(value)}).validate()
+    if setting == "prior":
+        prior, share = prior_of(str(value))
+        task = dataclasses.replace(MARKOV_TASK, prior=prior, unigram_share=share).validate()
+    else:
+        kind = {"concentration": float, "n_states": int}[setting]
+        task = dataclasses.replace(MARKOV_TASK, **{setting: kind(float(value))}).validate()
     assert isinstance(task, MarkovTask)
     train = dataclasses.replace(MARKOV_TRAIN, seed=seed, steps=steps)
     torch.set_num_threads(1)
@@ -65,7 +86,12 @@ def run(setting: str, value: float, seed: int, steps: int, n_layers: int = 2) ->
             break
     st = stages(trainer.history, task)["onset"]
     last = trainer.history[-1]
-    return {"n_states": task.n_states, "concentration": task.concentration, "seq_len": task.seq_len,
+    extra = {}
+    if setting == "prior":
+        kept = train.batch_size - round(task.unigram_share * train.batch_size)
+        extra = {"prior": task.prior, "unigram_share": task.unigram_share,
+                 "bigram_seqs": None if st["bigram"] is None else st["bigram"] * kept}
+    return {**extra, "n_states": task.n_states, "concentration": task.concentration, "seq_len": task.seq_len,
             "n_layers": n_layers, "seed": seed, "steps": steps, "steps_run": trainer.step,
             "unigram_step": st["unigram"], "bigram_step": st["bigram"],
             **{f"kl_{n}": round(last[f"kl_{n}"], 5) for n in ("uniform", "unigram", "bigram")},
@@ -93,7 +119,7 @@ def main(argv=None) -> int:
     rows = []
     for value in args.values.split(","):
         for seed in seeds_of(args.seeds):
-            r = run(args.setting, float(value), seed, args.steps)
+            r = run(args.setting, value if args.setting == "prior" else float(value), seed, args.steps)
             rows.append(r)
             print(f"{args.setting} {value} seed {seed}: unigram {r['unigram_step']}, bigram {r['bigram_step']} "
                   f"({r['steps_run']} steps, {r['cpu_s']} CPU-s)", flush=True)
@@ -103,7 +129,7 @@ def main(argv=None) -> int:
         with open(args.out, "w", newline="") as f:
             f.write("# Markov-chain stage onsets: one row per run (bench/markov_onsets.py defines every column).\n")
             f.write(f"# command: {shlex.join(argv_shown)}\n")
-            w = csv.DictWriter(f, COLUMNS)
+            w = csv.DictWriter(f, PRIOR_COLUMNS if args.setting == "prior" else COLUMNS)
             w.writeheader()
             w.writerows(rows)
     return 0

@@ -10,7 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.laws.markov import MARKOV_FILE, fits, markov_frame, markov_sentences, onset_points, read_markov
+from core.laws.markov import (
+    MARKOV_FILE,
+    PRIOR_FILE,
+    fits,
+    markov_frame,
+    markov_sentences,
+    onset_points,
+    prior_frame,
+    prior_sentences,
+    read_markov,
+    read_prior,
+)
 
 from helpers import ROOT, open_app
 
@@ -190,7 +201,9 @@ def test_every_shipped_sentence_is_the_tables_numbers():
     assert f"it lasted a median {share:.0%} of the steps before the bigram onset" in said[3]
     zero = int((reached["unigram_step"] == 0).sum())
     assert (f"({zero} of them from step 0" in said[3]) == bool(zero)
-    assert "What it cannot tell is whether the bigram stage would come sooner without the unigram one" in said[4]
+    assert "What this table cannot tell is whether the bigram stage would come sooner without the unigram one" \
+        in said[4]
+    assert ("The prior table below takes that up" in said[4]) == PRIOR_FILE.is_file()
     assert "The paper's setting beside the lab's" in said[5]
 
 
@@ -214,3 +227,202 @@ def test_the_laws_page_shows_the_markov_section_from_its_table():
     for sentence in markov_sentences():
         assert sentence in text
     assert any("bench/markov_onsets.py --setting" in c.value for c in at.code)
+
+
+# The prior table (checkpoints/laws/markov_prior.csv): the same preset on doubly stochastic chains, and on those
+# with unigram-optimal chains mixed in.
+
+PRIOR_COLUMNS = ["n_states", "concentration", "seq_len", "n_layers", "prior", "unigram_share", "seed", "steps",
+                 "steps_run", "unigram_step", "bigram_step", "bigram_seqs", "kl_uniform", "kl_unigram", "kl_bigram",
+                 "cpu_s", "cpu"]
+prior_shipped = pytest.mark.skipif(not PRIOR_FILE.is_file(),
+                                   reason="checkpoints/laws/markov_prior.csv is not installed")
+ARMS = (("dirichlet", 0.0), ("doubly_stochastic", 0.0), ("doubly_stochastic", 0.25))
+
+
+def write_prior(path, bigram: dict, unigram: dict, cap=1000):
+    """A prior table: bigram {arm: [onset step per seed, None: censored]}, unigram {arm: [step or None]}."""
+    rows = []
+    for arm, steps in bigram.items():
+        kept = 32 - round(arm[1] * 32)
+        for seed, b in enumerate(steps):
+            rows.append([3, 1.0, 100, 2, arm[0], arm[1], seed, cap, cap if b is None else b + 10, unigram[arm][seed], b,
+                         None if b is None else b * kept, 0.1, 0.1, 0.1, 1.0, "test"])
+    with open(path, "w") as f:
+        f.write("# test table\n# command: python bench/markov_onsets.py --setting prior\n")
+        pd.DataFrame(rows, columns=PRIOR_COLUMNS).to_csv(f, index=False)
+    return path
+
+
+def planted_prior(path, shift=(0, 100, 250), spread=10, censored_last=True):
+    """Ten seeds an arm, bigram onsets 100 + shift + spread x seed steps; the doubly stochastic runs never nearest
+    to the unigram strategy but two; the mixture's last seed censored."""
+    bigram = {arm: [100 + d + spread * s for s in range(10)] for arm, d in zip(ARMS, shift)}
+    if censored_last:
+        bigram[ARMS[2]][-1] = None
+    unigram = {ARMS[0]: [10] * 10, ARMS[1]: [None] * 8 + [20, 20], ARMS[2]: [10] * 10}
+    return write_prior(path, bigram, unigram)
+
+
+def test_a_planted_prior_table_gives_its_medians_counts_and_verdicts(tmp_path):
+    pt = read_prior(planted_prior(tmp_path / "p.csv"))
+    full, ds, mix = (pt.arm(*a) for a in ARMS)
+    # medians in sequences seen that are not unigram-optimal: 32 a batch, 24 with a quarter unigram-optimal
+    assert full.seqs.median == 145 * 32 and ds.seqs.median == 245 * 32 and mix.seqs.median == 395 * 24
+    assert full.interval()[0] < full.seqs.median < full.interval()[1]
+    assert (ds.skipped, ds.unigram_first, full.unigram_first, mix.unigram_first) == (8, 2, 10, 9)
+    said = prior_sentences(pt)
+    assert said[0].startswith("30 runs of the 2-block Markov preset at k = 3 states, 10 seeds on each of 3 training "
+                              "distributions")
+    assert "1 of 10 on doubly stochastic chains with 25% of each batch unigram-optimal" in said[0]
+    assert "2 of 10 runs on doubly stochastic chains (8 went from the uniform strategy straight to the bigram one)" \
+        in said[1]
+    assert "here 8 of 10 runs made it" in said[1]
+    low, high = full.interval()
+    assert f"the full Dirichlet prior, 4,640 (95% interval {low:,.0f} to {high:,.0f})" in said[2]
+    assert "the median bigram onset was 7,840 sequences on doubly stochastic chains against 4,640 on the full " \
+           "prior (1.69 times as many): the two 95% intervals do not overlap, so on doubly stochastic chains it " \
+           "came later" in said[3]
+    assert "the median bigram onset was 9,480 sequences with 25% of each batch unigram-optimal against 7,840 on " \
+           "doubly stochastic chains alone (1.21 times as many): the two 95% intervals do not overlap" in said[4]
+    assert "Here too the unigram-optimal chains delayed the bigram stage" in said[5]
+    assert "k = 3 states, not their 4" in said[5] and "Sinkhorn-balanced" in said[5]
+    frame = prior_frame(pt)
+    assert len(frame) == 30 and (frame[~frame["reached"]]["y"] == 1000 * 24).all()
+
+
+def test_overlapping_intervals_are_said_to_decide_nothing(tmp_path):
+    """Arms 10 steps apart with seeds spread over 200: the intervals overlap, and the page says no conclusion."""
+    pt = read_prior(planted_prior(tmp_path / "p.csv", shift=(0, 0, 40), spread=20, censored_last=False))
+    said = prior_sentences(pt)
+    assert "the two 95% intervals overlap, so these seeds allow no conclusion" in said[4]
+    assert "Here the intervals overlap, so this table neither supports nor refutes it" in said[5]
+    assert "Every run reached the bigram stage within the cap." in said[0]
+
+
+def test_a_mixture_that_comes_sooner_is_said_to_go_against_the_claim(tmp_path):
+    pt = read_prior(planted_prior(tmp_path / "p.csv", shift=(0, 300, 0), censored_last=False))
+    said = prior_sentences(pt)
+    assert "so with 25% of each batch unigram-optimal it came sooner" in said[4]
+    assert "against the claim, in this lab's setting" in said[5]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.drop(columns=["bigram_seqs"]), "lacks bigram_seqs"),
+    (lambda t: t.assign(n_states=[3, 4] * (len(t) // 2)), "varies n_states"),
+    (lambda t: t.assign(prior="uniform"), "unknown prior: uniform"),
+    (lambda t: t[t["prior"] == "dirichlet"], "has one arm"),
+    (lambda t: t[~((t["prior"] == "dirichlet") & (t["seed"] > 0))], "dirichlet with unigram share 0 has 1 seed(s)"),
+    (lambda t: pd.concat([t, t.iloc[:1]]), "seed 0 appears twice on dirichlet"),
+])
+def test_bad_prior_tables_are_refused_with_what_is_wrong(tmp_path, change, message):
+    t = pd.read_csv(planted_prior(tmp_path / "p.csv"), comment="#")
+    path = tmp_path / "bad.csv"
+    path.write_text("# command: x\n" + change(t).to_csv(index=False))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_prior(path)
+    with pytest.raises(ValueError, match="no table at"):
+        read_prior(tmp_path / "missing.csv")
+
+
+def prior_table() -> pd.DataFrame:
+    return pd.read_csv(PRIOR_FILE, comment="#")
+
+
+@prior_shipped
+def test_the_shipped_prior_table_is_what_its_header_command_makes():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import markov_onsets
+
+    pt = read_prior()
+    argv = shlex.split(pt.command)
+    opts = dict(zip(argv[2::2], argv[3::2]))
+    assert argv[:2] == ["python", "bench/markov_onsets.py"] and opts["--setting"] == "prior"
+    assert opts["--out"] == "checkpoints/laws/markov_prior.csv"
+    t = prior_table()
+    arms = {markov_onsets.prior_of(v) for v in opts["--values"].split(",")}
+    assert set(zip(t["prior"], t["unigram_share"])) == arms
+    assert set(t["seed"]) == set(markov_onsets.seeds_of(opts["--seeds"])) and (t["steps"] == int(opts["--steps"])).all()
+    assert len(t) == len(arms) * t["seed"].nunique()
+    # the onset in sequences seen that are not unigram-optimal: step x batch x (1 - share), exact
+    reached = t[t["bigram_step"].notna()]
+    kept = 32 - (reached["unigram_share"] * 32).round()
+    assert (reached["bigram_seqs"] == reached["bigram_step"] * kept).all()
+
+
+@prior_shipped
+def test_every_shipped_prior_sentence_is_the_tables_numbers():
+    t = prior_table()
+    pt = read_prior()
+    said = prior_sentences()
+    assert said[0].startswith(f"{len(t)} runs of the 2-block Markov preset at k = {int(t['n_states'].iloc[0])} "
+                              f"states, {t['seed'].nunique()} seeds on each of {len(pt.arms)} training distributions")
+    name = {("dirichlet", 0.0): "the full Dirichlet prior", ("doubly_stochastic", 0.0): "doubly stochastic chains",
+            ("doubly_stochastic", 0.25): "doubly stochastic chains with 25% of each batch unigram-optimal"}
+    med = {}
+    for (prior, share), g in t.groupby(["prior", "unigram_share"]):
+        arm = name[(prior, share)]
+        never = int(g["bigram_step"].isna().sum())
+        if t["bigram_step"].isna().any():
+            assert f"{never} of {len(g)} on {arm}" in said[0]
+        skip = int((g["unigram_step"].isna() & g["bigram_step"].notna()).sum())
+        first = int((g["unigram_step"] < g["bigram_step"]).sum())
+        assert f"{first} of {len(g)} runs on {arm}" in said[1]
+        assert (f"{arm} ({skip} went from the uniform strategy straight to the bigram one)" in said[1]) == bool(skip)
+        med[(prior, share)] = m = median(g["bigram_seqs"])
+        low, high = pt.arm(prior, share).interval()  # the bootstrap is core.laws's own; it holds the median
+        assert low <= m <= high
+        shown = f"{m:,.0f}" if math.isfinite(m) else "above the cap"
+        assert f"{arm}, {shown} (95% interval" in said[2]
+    ds_skip = int((t[t["prior"] == "doubly_stochastic"].query("unigram_share == 0")["unigram_step"].isna()).sum())
+    assert f"here {ds_skip} of " in said[1]
+    ds, full, mix = med[("doubly_stochastic", 0.0)], med[("dirichlet", 0.0)], med[("doubly_stochastic", 0.25)]
+    assert f"the median bigram onset was {ds:,.0f} sequences on doubly stochastic chains against {full:,.0f}" in said[3]
+    assert f"was {mix:,.0f} sequences with 25% of each batch unigram-optimal against {ds:,.0f}" in said[4]
+    a, b = pt.arm("doubly_stochastic").interval(), pt.arm("doubly_stochastic", 0.25).interval()
+    apart = b[0] > a[1] or b[1] < a[0]
+    assert ("the two 95% intervals overlap, so these seeds allow no conclusion" in said[4]) == (not apart)
+    assert ("Here the intervals overlap" in said[5]) == (not apart)
+
+
+@prior_shipped
+@shipped
+def test_the_dirichlet_arm_is_the_markov_tables_runs_at_its_states():
+    """The same preset, seeds and deterministic training: the full prior's runs have the onsets the Markov table
+    has at the same number of states (where both reached the bigram stage within their caps)."""
+    t, m = prior_table(), table()
+    arm = t[(t["prior"] == "dirichlet") & (t["unigram_share"] == 0)]
+    k = int(arm["n_states"].iloc[0])
+    same = m[(m["n_states"] == k) & (m["concentration"] == arm["concentration"].iloc[0])]
+    if same.empty or m["n_states"].nunique() == 1:
+        pytest.skip("the Markov table has no runs at the prior table's states")
+    both = arm.merge(same, on="seed", suffixes=("", "_m")).dropna(subset=["bigram_step", "bigram_step_m"])
+    assert len(both) >= 5
+    for col in ("unigram_step", "bigram_step", "steps_run"):
+        assert both[col].tolist() == both[f"{col}_m"].tolist(), col
+
+
+@pytest.mark.slow
+@prior_shipped
+def test_a_shipped_prior_run_is_trained_again_to_the_same_onsets():
+    """The cheapest mixture run, trained again by the script's own function: the same onsets and stop."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import markov_onsets
+
+    t = prior_table()
+    row = t[t["unigram_share"] > 0].sort_values("steps_run").iloc[0]
+    again = markov_onsets.run("prior", f"{row['prior']}+{row['unigram_share']}", int(row["seed"]), int(row["steps"]))
+    assert (again["unigram_step"], again["bigram_step"], again["steps_run"], again["bigram_seqs"]) == (
+        None if pd.isna(row["unigram_step"]) else row["unigram_step"], row["bigram_step"], row["steps_run"],
+        row["bigram_seqs"])
+
+
+@pytest.mark.app
+@prior_shipped
+def test_the_laws_page_shows_the_prior_part_from_its_table():
+    at = open_app("app_pages/laws.py")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Stumbling block or stepping stone?" in text
+    for sentence in prior_sentences():
+        assert sentence in text
+    assert any("bench/markov_onsets.py --setting prior" in c.value for c in at.code)

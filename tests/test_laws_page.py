@@ -44,7 +44,8 @@ def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table
     shipped = [law for law in LAWS.values() if law.path.is_file()]
     assert shipped, "no laws table is shipped"
     assert len(at.get("vega_lite_chart")) == len(shipped) + CLAMPS_FILE.is_file() + (
-        LAWS_DIR / "targets.csv").is_file() + (LAWS_DIR / "markov.csv").is_file()  # and the clamps', stages', Markov's
+        LAWS_DIR / "targets.csv").is_file() + (LAWS_DIR / "markov.csv").is_file() + (  # the clamps', stages', Markov's
+        (LAWS_DIR / "markov.csv").is_file() and (LAWS_DIR / "markov_prior.csv").is_file())  # and Markov's priors
     codes = [c.value for c in at.code]
     for law in shipped:
         header = [line for line in law.path.read_text().splitlines() if line.startswith("# command:")]
@@ -141,7 +142,7 @@ def test_the_two_block_runs_that_did_not_drop_are_counted_from_the_tables(page):
     study = pd.read_csv(ROOT / "checkpoints" / "transition_study.csv", comment="#")
     study = study[study["blocks"] == 2]
     runs = pd.concat([pd.read_csv(p, comment="#").assign(table=p.stem) for p in sorted(LAWS_DIR.glob("*.csv"))
-                      if p.stem not in ("readings", "markov")]).drop_duplicates("run_id")  # the drop sweeps
+                      if p.stem not in ("readings", "markov", "markov_prior")]).drop_duplicates("run_id")  # drop sweeps
     runs = runs[runs["n_layers"] == 2]
     total = len(study) + len(runs)
     dropped = int(study["dropped"].sum()) + int(runs["drop_step"].notna().sum())

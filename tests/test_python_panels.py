@@ -298,13 +298,13 @@ def test_causal_snippet_typed_1block():
 @pytest.mark.app
 def test_laws_snippets():
     """Every chart and table of the Laws page: each law's fit, runs and sentences, the constant-rate stages and the
-    seeds a slope needs, the Markov onsets, depth and the start, the clamps, the readings over seeds, each reproduced
-    from the shipped tables in a fresh interpreter."""
+    seeds a slope needs, the Markov onsets (and on other chains), depth and the start, the clamps, the readings over
+    seeds, each reproduced from the shipped tables in a fresh interpreter."""
     from core.laws import drop, markov, stages
 
     shown = page_snippets("app_pages/laws.py", "variable-period-2block.pt")
     expected = (sum(law.path.is_file() for law in drop.LAWS.values()) + 3 + 2 * stages.TARGETS_FILE.is_file()
-                + markov.MARKOV_FILE.is_file())
+                + markov.MARKOV_FILE.is_file() + (markov.MARKOV_FILE.is_file() and markov.PRIOR_FILE.is_file()))
     assert len(shown) == expected, [s["title"] for s in shown]
     assert all("said" in s["checks"] for s in shown)  # each reproduces the page's sentences word for word
     check_snippets(shown)

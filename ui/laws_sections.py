@@ -1,6 +1,7 @@
 """The Laws of the drop page's sections on stages: the constant-rate table (checkpoints/laws/targets.csv,
 core.laws.stages: onset, drop and completion on the same runs, and how many seeds a slope needs) and the
-Markov-chain table (checkpoints/laws/markov.csv, core.laws.markov: the unigram and bigram onsets)."""
+Markov-chain table (checkpoints/laws/markov.csv, core.laws.markov: the unigram and bigram onsets) with its
+part on other chains (checkpoints/laws/markov_prior.csv: does the unigram solution delay the bigram one?)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -10,9 +11,9 @@ from core.sweeps.run import COMPLETE
 from core.training.onset import RISING
 from ui import snippets
 from ui.charts.kept import draw
-from ui.charts.laws import markov_chart, stages_chart
+from ui.charts.laws import markov_chart, prior_chart, stages_chart
 from ui.python_panel import python_panel
-from ui.snippets.laws import law_markov
+from ui.snippets.laws import law_markov, law_markov_prior
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
@@ -136,6 +137,51 @@ MARKOV_NOTE = (
     "ones.")
 
 
+@st.cache_data(show_spinner=False, max_entries=2)
+def _prior(mtime: float):
+    table = markov.read_prior()
+    return table, markov.prior_sentences(table), markov.prior_frame(table)
+
+
+PRIOR_NOTE = (
+    "**What am I looking at?** One row per training distribution, one dot per seed at its bigram onset, counted in "
+    "training sequences seen that are not unigram-optimal (so on the last row the unigram-optimal quarter of each "
+    "batch comes free, as on Edelman et al.'s axis). A run that never reached the bigram stage within its cap is a "
+    "triangle at the cap. The pale bar is the 95% bootstrap interval of the median over the seeds, the tick the "
+    "median; two rows whose bars overlap cannot be told apart by these seeds. Every run is measured on the full "
+    "Dirichlet prior's chains, whatever it trained on.")
+
+
+def prior_part() -> None:
+    """The same preset on other chains (checkpoints/laws/markov_prior.csv): does the unigram solution delay the
+    bigram one? Nothing when the table is not installed."""
+    path = markov.PRIOR_FILE
+    if not path.is_file():
+        return
+    try:
+        table, said, runs = _prior(path.stat().st_mtime)
+    except ValueError as e:
+        st.warning(f"checkpoints/laws/markov_prior.csv cannot be read: {e}")
+        return
+    st.markdown(
+        "#### Stumbling block or stepping stone?\n"
+        "Edelman et al. (2024) ask whether the unigram stage helps the model towards the bigram one or holds it "
+        "up. They train on *doubly stochastic* chains, whose columns sum to 1 as well as their rows, so every state "
+        "is equally frequent in the long run and counting single tokens is no better than guessing uniformly: no "
+        "unigram solution on offer. Then they mix in *unigram-optimal* chains, whose next token ignores the current "
+        "one, and count only the doubly stochastic sequences: if the bigram stage comes later, the unigram "
+        "solution was in its way. The runs below repeat that with the lab's preset.")
+    st.markdown("\n".join(f"- {x}" for x in said))
+    chart, note = st.columns([3, 2])
+    draw(chart, prior_chart(runs), width="stretch")
+    note.caption(PRIOR_NOTE)
+    python_panel(law_markov_prior(), shows={"onset": runs["y"], "said": said})
+    with st.expander("Every run of checkpoints/laws/markov_prior.csv"):
+        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
+    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
+    st.code(table.command, language="bash")
+
+
 def markov_section() -> None:
     """The Markov-chain stage onsets against one setting: sentences, chart, every run, command."""
     st.subheader("Markov chains: when the unigram and bigram stages begin")
@@ -165,3 +211,4 @@ def markov_section() -> None:
         st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
     st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
     st.code(table.command, language="bash")
+    prior_part()

@@ -15,6 +15,11 @@ unigram solution delays the bigram one, and the sentences test what the table ca
     table = read_markov()                  # ValueError says what is wrong with the table
     fit_points(onset_points(table, "bigram_step"))
     markov_sentences(table)
+
+The prior table (checkpoints/laws/markov_prior.csv, bench/markov_onsets.py --setting prior) holds the same
+preset trained on other chains (core.model.markov's priors): read_prior, prior_sentences and prior_frame
+compare each arm's median bigram onset, in sequences seen that are not unigram-optimal, with its bootstrap
+95% interval over the seeds.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from core.laws.stats import (
     MIN_SEEDS,
     Fit,
     Point,
+    boot_medians,
     decimals,
     fit_points,
     num,
@@ -37,10 +43,12 @@ from core.laws.stats import (
     signed,
     table_command,
     trend,
+    with_inf,
 )
-from core.reading.bootstrap import N_BOOT
+from core.reading.bootstrap import BOOT_SEED, LEVEL, N_BOOT, resample_indices
 
 MARKOV_FILE = LAWS_DIR / "markov.csv"
+PRIOR_FILE = LAWS_DIR / "markov_prior.csv"  # the same preset on other chains (bench/markov_onsets.py --setting prior)
 STAGES = {"unigram_step": "unigram stage", "bigram_step": "bigram stage"}
 AXES = {"n_states": ("number of states k", "k"), "concentration": ("Dirichlet concentration α", "α")}
 HELD = ("n_states", "concentration", "seq_len", "n_layers")  # the task's and model's settings a table records
@@ -160,9 +168,10 @@ def fits(mt: MarkovTable) -> dict[str, Fit | None]:
     return {"bigram_step": fit_points(onset_points(mt, "bigram_step")), "length": fit_points(length_points(mt))}
 
 
-def markov_sentences(mt: MarkovTable | None = None) -> list[str]:
+def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = None) -> list[str]:
     """What the page says about the Markov table, computed from it: the runs and the censored ones, each point's
-    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it."""
+    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it (prior_shown:
+    whether the page shows the prior table after it; None: whether PRIOR_FILE is installed)."""
     from core.training.markov import MARKOV_MODEL, PAPER
 
     mt = read_markov() if mt is None else mt
@@ -232,12 +241,19 @@ def markov_sentences(mt: MarkovTable | None = None) -> list[str]:
                       "overlapping: what the claim predicts, though any account in which both take longer with more "
                       "states predicts it too")
     out.append(claim + ".")
-    out.append("What it cannot tell is whether the bigram stage would come sooner without the unigram one: every run "
-               "here has the unigram solution on offer, so no run measures the bigram onset without it. That takes "
-               "runs on chains whose in-context counts of single tokens say nothing of the next one (for example "
-               "doubly stochastic transition matrices, whose stationary distribution is uniform), which this table "
-               "does not hold. And a run's time at the unigram strategy is part of its time before the bigram stage, "
-               "so the two move together by construction, not necessarily by cause.")
+    cannot = ("What this table cannot tell is whether the bigram stage would come sooner without the unigram one: "
+              "every run here has the unigram solution on offer, so no run in it measures the bigram onset without "
+              "it. ")
+    if PRIOR_FILE.is_file() if prior_shown is None else prior_shown:
+        cannot += ("The prior table below takes that up: runs on doubly stochastic chains, whose stationary "
+                   "distribution is uniform so that in-context counts of single tokens say nothing of the next one, "
+                   "and on those with unigram-optimal chains mixed in. ")
+    else:
+        cannot += ("That takes runs on chains whose in-context counts of single tokens say nothing of the next one "
+                   "(for example doubly stochastic transition matrices, whose stationary distribution is uniform), "
+                   "which this table does not hold. ")
+    out.append(cannot + "And a run's time at the unigram strategy is part of its time before the bigram stage, so "
+               "the two move together by construction, not necessarily by cause.")
     shown = _listed([num(v) for v in values])
     out.append(f"The paper's setting beside the lab's: states, {PAPER['states'][0]}, here {shown}"
                if mt.axis == "n_states" else f"The paper's setting beside the lab's: prior, {PAPER['prior'][0]}, "
@@ -278,3 +294,224 @@ def fit_line(mt: MarkovTable | None = None, n: int = 24) -> pd.DataFrame:
     xs = np.exp(np.linspace(math.log(min(fit.xs)), math.log(max(fit.xs)), n))
     return pd.DataFrame({"x": xs, "y": [fit.predict(x) for x in xs],
                          "line": f"fit through the medians: step ∝ {mt.symbol}^{signed(fit.slope)}"})
+
+
+# The prior table (checkpoints/laws/markov_prior.csv, bench/markov_onsets.py --setting prior): the same preset
+# trained on other chains, every run evaluated on the Dirichlet prior's batch (core.training.trainer.eval_batch).
+# Edelman et al. (2024) test whether the unigram solution is a stumbling block: training on doubly stochastic
+# chains (no unigram solution on offer), then with a share of unigram-optimal chains mixed in, counting only
+# the doubly stochastic sequences seen.
+
+PRIOR_NAMES = {"dirichlet": "the full Dirichlet prior", "doubly_stochastic": "doubly stochastic chains"}
+
+
+def kept_per_batch(unigram_share: float) -> int:
+    """The sequences of a training batch (the preset's batch size) that are not unigram-optimal."""
+    from core.training.markov import MARKOV_TRAIN
+
+    return MARKOV_TRAIN.batch_size - round(unigram_share * MARKOV_TRAIN.batch_size)
+
+
+@dataclass(frozen=True)
+class PriorArm:
+    """One training distribution's runs: its bigram onsets in steps and in sequences seen that are not
+    unigram-optimal (None: censored), how many runs were nearest to the unigram strategy before the bigram one."""
+    prior: str
+    unigram_share: float
+    runs: pd.DataFrame
+    steps: Point  # bigram onset steps (cap: the runs' largest steps_run)
+    seqs: Point  # bigram onset in sequences seen that are not unigram-optimal (cap in the same unit)
+
+    @property
+    def name(self) -> str:
+        base = PRIOR_NAMES[self.prior]
+        if not self.unigram_share:
+            return base
+        return f"{base} with {self.unigram_share:.0%} of each batch unigram-optimal"
+
+    @property
+    def skipped(self) -> int:
+        """Runs that reached the bigram stage without ever being nearest to the unigram strategy."""
+        r = self.runs
+        return int((r["unigram_step"].isna() & r["bigram_step"].notna()).sum())
+
+    @property
+    def unigram_first(self) -> int:
+        r = self.runs
+        return int((r["unigram_step"] < r["bigram_step"]).sum())
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """The median's bootstrap interval (sequences seen) over the seeds: N_BOOT resamples of the seeds with
+        replacement, a censored run ranked last (inf: an end above the cap)."""
+        boot = boot_medians(with_inf(self.seqs.steps), resample_indices(self.seqs.n, BOOT_SEED))
+        a = (1 - level) / 2
+        low, high = np.quantile(boot, [a, 1 - a], method="nearest")
+        return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class PriorTable:
+    table: pd.DataFrame
+    arms: tuple[PriorArm, ...]  # the full prior first, then doubly stochastic, then mixtures by share
+    command: str
+
+    def arm(self, prior: str, unigram_share: float = 0.0) -> PriorArm | None:
+        return next((a for a in self.arms if a.prior == prior and a.unigram_share == unigram_share), None)
+
+
+def read_prior(path: str | Path = PRIOR_FILE) -> PriorTable:
+    """The prior table, checked: one run per arm and seed, at least MIN_SEEDS seeds an arm, at least two arms, the
+    task otherwise fixed; ValueError says what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no table at {path}: run the command in bench/README.md (bench/markov_onsets.py "
+                         "--setting prior).")
+    try:
+        t = pd.read_csv(path, comment="#")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path.name} is not a readable CSV table: {e}") from None
+    need = {*HELD, "prior", "unigram_share", "seed", "steps", "steps_run", "bigram_seqs", *STAGES}
+    missing = sorted(need - set(t.columns))
+    if missing or t.empty:
+        raise ValueError(f"{path.name} lacks {', '.join(missing) or 'runs'}: is it bench/markov_onsets.py "
+                         "--setting prior's table?")
+    varied = [c for c in HELD if t[c].nunique() > 1]
+    if varied:
+        raise ValueError(f"{path.name} varies {', '.join(varied)}: the prior table holds the task otherwise fixed.")
+    unknown = sorted(set(t["prior"]) - set(PRIOR_NAMES))
+    if unknown:
+        raise ValueError(f"{path.name} has an unknown prior: {', '.join(map(str, unknown))}.")
+    keys = ["prior", "unigram_share"]
+    if t.duplicated([*keys, "seed"]).any():
+        row = t[t.duplicated([*keys, "seed"])].iloc[0]
+        raise ValueError(f"seed {row['seed']} appears twice on {row['prior']} with unigram share "
+                         f"{row['unigram_share']}.")
+    arms = []
+    order = {p: i for i, p in enumerate(PRIOR_NAMES)}
+    for (prior, share), g in sorted(t.groupby(keys), key=lambda kv: (kv[0][1], order[kv[0][0]])):
+        g = g.sort_values("seed")
+        if g["seed"].nunique() < MIN_SEEDS:
+            raise ValueError(f"{prior} with unigram share {share:g} has {g['seed'].nunique()} seed(s); every arm "
+                             f"needs at least {MIN_SEEDS}.")
+        cap, kept = int(g["steps"].max()), kept_per_batch(float(share))
+        arms.append(PriorArm(prior, float(share), g.reset_index(drop=True),
+                             _point(0.0, g, g["bigram_step"], cap), _point(0.0, g, g["bigram_seqs"], cap * kept)))
+    if len(arms) < 2:
+        raise ValueError(f"{path.name} has one arm; a comparison needs at least two.")
+    return PriorTable(t, tuple(arms), table_command(path))
+
+
+def _seqs(x: float) -> str:
+    return f"{x:,.0f}" if math.isfinite(x) else "above the cap"
+
+
+def _median_text(arm: PriorArm) -> str:
+    """"9,600 sequences (95% interval 7,040 to 12,800)", or above the cap."""
+    low, high = arm.interval()
+    cap = f"the cap of {arm.seqs.cap:,} sequences"
+    med = _seqs(arm.seqs.median) if math.isfinite(arm.seqs.median) else f"above {cap}"
+    return f"{med} (95% interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
+
+
+def compare(a: PriorArm, b: PriorArm) -> str:
+    """How b's median bigram onset (sequences seen) stands to a's as far as their intervals tell: "overlap" (no
+    conclusion), "later" or "sooner" (b's whole interval above or below a's)."""
+    (alow, ahigh), (blow, bhigh) = a.interval(), b.interval()
+    if blow > ahigh:
+        return "later"
+    if bhigh < alow:
+        return "sooner"
+    return "overlap"
+
+
+def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str) -> str:
+    """"the median bigram onset was 9,600 sequences on B against 7,040 on A (1.36 times as many): ..."."""
+    way = compare(a, b)
+    ratio = b.seqs.median / a.seqs.median if math.isfinite(a.seqs.median) and math.isfinite(b.seqs.median) else None
+    times = f" ({ratio:.2f} times as many)" if ratio is not None else ""
+    text = f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} " \
+           f"{a_name}{times}: "
+    if way == "overlap":
+        return text + "the two 95% intervals overlap, so these seeds allow no conclusion"
+    return text + f"the two 95% intervals do not overlap, so {b_name} it came {way}"
+
+
+def prior_sentences(pt: PriorTable | None = None) -> list[str]:
+    """What the page says about the prior table, computed from it: the runs and the censored ones, how many runs
+    skipped the unigram stage, each arm's median bigram onset with its interval, the two comparisons Edelman et
+    al. (2024) make and what follows for their claim."""
+    pt = read_prior() if pt is None else pt
+    t = pt.table
+    k = int(t["n_states"].iloc[0])
+    seeds = t.groupby(["prior", "unigram_share"])["seed"].nunique()
+    per_arm = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    caps = sorted({a.steps.cap for a in pt.arms})
+    censored = [(a, a.steps.n - a.steps.n_dropped) for a in pt.arms]
+    out = [f"{len(t)} runs of the 2-block Markov preset at k = {k} states, {per_arm} seeds on each of {len(pt.arms)} "
+           f"training distributions: {_listed([a.name for a in pt.arms])}. Every run is measured on the full "
+           "Dirichlet prior's evaluation batch, where the strategies are the Bayes-optimal ones, and trained until "
+           f"its bigram stage was confirmed or its cap of {_listed([f'{c:,}' for c in caps])} steps. "
+           + ("Every run reached the bigram stage within the cap." if not any(n for _, n in censored) else
+              "Never reached the bigram stage within the cap (censored, ranked last): "
+              + "; ".join(f"{n} of {a.steps.n} on {a.name}" for a, n in censored) + ".")]
+    out.append("Nearest to the unigram strategy before the bigram one: "
+               + "; ".join(f"{a.unigram_first} of {a.steps.n} runs on {a.name}"
+                           + (f" ({a.skipped} went from the uniform strategy straight to the bigram one)"
+                              if a.skipped else "") for a in pt.arms) + ".")
+    ds = pt.arm("doubly_stochastic")
+    if ds is not None:
+        out[-1] += (f" {EDELMAN} see a single transition on doubly stochastic chains, from uniform straight to "
+                    f"bigram: here {ds.skipped} of {ds.steps.n} runs made it.")
+    out.append("Median bigram onset in training sequences seen that are not unigram-optimal (step x batch x share "
+               "not unigram-optimal, Edelman et al.'s axis), with its 95% bootstrap interval over the seeds: "
+               + "; ".join(f"{a.name}, {_median_text(a)}" for a in pt.arms) + ".")
+    full = pt.arm("dirichlet")
+    mixes = [a for a in pt.arms if a.prior == "doubly_stochastic" and a.unigram_share]
+    if full is not None and ds is not None:
+        out.append("Without a unigram solution on offer (doubly stochastic chains, where counting single tokens "
+                   "predicts no better than uniform), "
+                   + _versus(full, ds, "on the full prior", "on doubly stochastic chains") + ". The two differ in "
+                   "more than the unigram solution (the Sinkhorn balancing changes every row too), so "
+                   "this compares training distributions; the mixture below changes only the unigram chains.")
+    for mix in mixes if ds is not None else ():
+        out.append("Counting only the doubly stochastic sequences seen, "
+                   + _versus(ds, mix, "on doubly stochastic chains alone",
+                             f"with {mix.unigram_share:.0%} of each batch unigram-optimal") + ".")
+    claim = (f"{EDELMAN} read a delay from the mixture as evidence that the unigram solution is a stumbling block "
+             "for the bigram one, not a stepping stone. ")
+    if ds is not None and mixes:
+        ways = {compare(ds, m) for m in mixes}
+        if ways == {"later"}:
+            claim += ("Here too the unigram-optimal chains delayed the bigram stage, beyond what the seeds' spread "
+                      "explains: what the claim predicts.")
+        elif ways == {"overlap"}:
+            claim += ("Here the intervals overlap, so this table neither supports nor refutes it: more seeds, or a "
+                      "larger unigram share, would be needed to tell.")
+        elif ways == {"sooner"}:
+            claim += ("Here the unigram-optimal chains brought the bigram stage sooner, beyond the seeds' spread: "
+                      "against the claim, in this lab's setting.")
+        else:
+            claim += "Here the mixtures disagree with one another, so the table does not decide it."
+    else:
+        claim += "This table has no mixture of unigram-optimal chains to test it with."
+    out.append(claim + f" The lab departs from the authors: doubly stochastic tables are Sinkhorn-balanced Dirichlet "
+               f"draws, not uniform over doubly stochastic matrices; k = {k} states"
+               f"{', as theirs' if k == 4 else ', not their 4'}; and the lab's "
+               "model and optimizer (core.training.markov), so the sizes of the effects are the lab's.")
+    return out
+
+
+def prior_frame(pt: PriorTable | None = None) -> pd.DataFrame:
+    """One row per run for the chart: arm (its name), seed, seqs (bigram onset in sequences seen that are not
+    unigram-optimal; None: censored), reached, y (seqs, or the cap for a censored run), and its arm's median
+    (None when censored) and 95% interval (low, high: capped at the cap)."""
+    pt = read_prior() if pt is None else pt
+    rows = []
+    for a in pt.arms:
+        low, high = a.interval()
+        for seed, v in zip(a.seqs.seeds, a.seqs.steps):
+            rows.append({"arm": a.name, "seed": seed, "seqs": v, "reached": v is not None,
+                         "y": a.seqs.cap if v is None else v,
+                         "median": a.seqs.median if math.isfinite(a.seqs.median) else None,
+                         "low": min(low, a.seqs.cap), "high": min(high, a.seqs.cap)})
+    return pd.DataFrame(rows)

@@ -149,3 +149,28 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str, height: i
             x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
     return (alt.layer(*layers).properties(height=height)
             .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, symbolOpacity=1))
+
+
+def prior_chart(runs: pd.DataFrame, height: int = 300) -> alt.LayerChart:
+    """The bigram onset of every run, one row per training distribution (core.laws.markov.prior_frame): a dot per
+    seed at the sequences seen that are not unigram-optimal (a hollow triangle at the cap for a run that never got
+    there), its arm's 95% bootstrap interval of the median (a bar) and the median (a tick)."""
+    arms = list(dict.fromkeys(runs["arm"]))
+    y = alt.Y("arm:N", title=None, sort=arms, axis=alt.Axis(labelLimit=360))
+    x_scale = alt.Scale(domain=[0, float(runs["y"].max()) * 1.05], nice=False)
+    x = alt.X("y:Q", title="bigram onset: training sequences seen that are not unigram-optimal", scale=x_scale)
+    kinds = ["reached", "not reached (at the cap)"]
+    runs = runs.assign(run=runs["reached"].map({True: kinds[0], False: kinds[1]}))
+    dots = alt.Chart(runs).mark_point(size=45, opacity=0.8, color=MARKOV_COLOURS[1], filled=True).encode(
+        x=x, y=y, yOffset=alt.YOffset("seed:N"),
+        shape=alt.Shape("run:N", title="run", scale=alt.Scale(domain=kinds, range=["circle", "triangle-up"])),
+        tooltip=["arm:N", "seed:Q", alt.Tooltip("seqs:Q", title="sequences seen", format=",")])
+    arms_frame = runs.drop_duplicates("arm")
+    bars = alt.Chart(arms_frame).mark_rule(strokeWidth=6, opacity=0.3, color="#000000").encode(
+        x=alt.X("low:Q", scale=x_scale), x2="high:Q", y=y,
+        tooltip=["arm:N", alt.Tooltip("low:Q", title="95% interval from", format=","),
+                 alt.Tooltip("high:Q", title="to", format=",")])
+    ticks = alt.Chart(arms_frame.dropna(subset=["median"])).mark_tick(thickness=3, size=26, color="#000000").encode(
+        x=alt.X("median:Q", scale=x_scale), y=y, tooltip=["arm:N", alt.Tooltip("median:Q", format=",")])
+    return (alt.layer(bars, dots, ticks).properties(height=height)
+            .configure_legend(orient="bottom", direction="horizontal", symbolOpacity=1))

@@ -141,6 +141,26 @@ def _markov():
     return {"onset": runs["y"], "said": said}
 
 
+def _markov_prior():
+    from core.laws import markov
+
+    table = markov.read_prior()  # checkpoints/laws/markov_prior.csv: the same preset trained on other chains
+    for arm in table.arms:  # None: no bigram stage within the cap (censored, ranked last)
+        low, high = arm.interval()  # the median's bootstrap over the seeds, 95%
+        print(f"{arm.name}: bigram onsets in sequences seen {arm.seqs.steps}, median {arm.seqs.median} "
+              f"({low} to {high}); {arm.skipped} runs skipped the unigram stage")
+    runs = markov.prior_frame(table)  # the chart: one row per run
+    said = markov.prior_sentences(table)
+    print("\n".join(said))
+    return {"onset": runs["y"], "said": said}
+
+
+def law_markov_prior() -> Snippet:
+    return snippet("The Markov-chain runs on other chains: each arm's bigram onset in sequences seen that are not "
+                   "unigram-optimal, the medians' bootstrap intervals over the seeds, and the sentences.", None,
+                   _markov_prior)
+
+
 def law_markov() -> Snippet:
     return snippet("The Markov-chain stage onsets: each seed's unigram and bigram onset against the setting, the "
                    "log-log fit of the median bigram onset with its paired bootstrap, and the sentences.", None,
