@@ -485,8 +485,12 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
             claim += ("Here too the unigram-optimal chains delayed the bigram stage, beyond what the seeds' spread "
                       "explains: what the claim predicts.")
         elif ways == {"overlap"}:
-            claim += ("Here the intervals overlap, so this table neither supports nor refutes it: more seeds, or a "
-                      "larger unigram share, would be needed to tell.")
+            medians = {"sooner" if m.seqs.median < ds.seqs.median else "later" if m.seqs.median > ds.seqs.median
+                       else "at the same count" for m in mixes}
+            where = medians.pop() if len(medians) == 1 else "both sooner and later"
+            claim += (f"Here the mixture's median came {where} than on doubly stochastic chains alone, but the "
+                      "intervals overlap, so this table neither supports nor refutes it: more seeds, or a larger "
+                      "unigram share, would be needed to tell.")
         elif ways == {"sooner"}:
             claim += ("Here the unigram-optimal chains brought the bigram stage sooner, beyond the seeds' spread: "
                       "against the claim, in this lab's setting.")
