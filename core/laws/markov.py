@@ -472,7 +472,7 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
                    "predicts no better than uniform), "
                    + _versus(full, ds, "on the full prior", "on doubly stochastic chains") + ". The two differ in "
                    "more than the unigram solution (the Sinkhorn balancing changes every row too), so "
-                   "this compares training distributions; the mixture below changes only the unigram chains.")
+                   "this compares training distributions; the next comparison adds only unigram-optimal chains.")
     for mix in mixes if ds is not None else ():
         out.append("Counting only the doubly stochastic sequences seen, "
                    + _versus(ds, mix, "on doubly stochastic chains alone",
