@@ -172,9 +172,8 @@ def prior_part() -> None:
         "one, and count only the doubly stochastic sequences: if the bigram stage comes later, the unigram "
         "solution was in its way. The runs below repeat that with the lab's preset.")
     st.markdown("\n".join(f"- {x}" for x in said))
-    chart, note = st.columns([3, 2])
-    draw(chart, prior_chart(runs), width="stretch")
-    note.caption(PRIOR_NOTE)
+    draw(st, prior_chart(runs), width="stretch")  # full width: the rows' names take a third of it
+    st.caption(PRIOR_NOTE)
     python_panel(law_markov_prior(), shows={"onset": runs["y"], "said": said})
     with st.expander("Every run of checkpoints/laws/markov_prior.csv"):
         st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
