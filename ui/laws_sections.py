@@ -152,6 +152,14 @@ PRIOR_NOTE = (
     "Dirichlet prior's chains, whatever it trained on.")
 
 
+def _runs_and_command(table, name: str) -> None:
+    """A Markov table's every run (in an expander) and the command that measured it."""
+    with st.expander(f"Every run of checkpoints/laws/{name}"):
+        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
+    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
+    st.code(table.command, language="bash")
+
+
 def prior_part() -> None:
     """The same preset on other chains (checkpoints/laws/markov_prior.csv): does the unigram solution delay the
     bigram one? Nothing when the table is not installed."""
@@ -175,10 +183,7 @@ def prior_part() -> None:
     draw(st, prior_chart(runs), width="stretch")  # full width: the rows' names take a third of it
     st.caption(PRIOR_NOTE)
     python_panel(law_markov_prior(), shows={"onset": runs["y"], "said": said})
-    with st.expander("Every run of checkpoints/laws/markov_prior.csv"):
-        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
-    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
-    st.code(table.command, language="bash")
+    _runs_and_command(table, markov.PRIOR_FILE.name)
 
 
 def markov_section() -> None:
@@ -206,8 +211,5 @@ def markov_section() -> None:
     draw(chart, markov_chart(runs, line, table.axis_name), width="stretch")
     note.caption(MARKOV_NOTE)
     python_panel(law_markov(), shows={"onset": runs["y"], "said": said})
-    with st.expander("Every run of checkpoints/laws/markov.csv"):
-        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
-    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
-    st.code(table.command, language="bash")
+    _runs_and_command(table, markov.MARKOV_FILE.name)
     prior_part()
