@@ -13,12 +13,14 @@ import pytest
 from core.laws.markov import (
     MARKOV_FILE,
     PRIOR_FILE,
+    compare,
     fits,
     markov_frame,
     markov_sentences,
     onset_points,
     prior_frame,
     prior_sentences,
+    ratio_interval,
     read_markov,
     read_prior,
 )
@@ -281,24 +283,48 @@ def test_a_planted_prior_table_gives_its_medians_counts_and_verdicts(tmp_path):
     low, high = full.interval()
     assert f"the full Dirichlet prior, 4,640 (95% interval {low:,.0f} to {high:,.0f})" in said[2]
     assert "the median bigram onset was 7,840 sequences on doubly stochastic chains against 4,640 on the full " \
-           "prior (1.69 times as many): the two 95% intervals do not overlap, so on doubly stochastic chains it " \
-           "came later" in said[3]
+           "prior (1.69 times as many; 95% interval of the ratio " in said[3]
+    assert "the seeds resampled together): the interval lies wholly above 1, so on doubly stochastic chains it came " \
+           "later" in said[3]
     assert "the median bigram onset was 9,480 sequences with 25% of each batch unigram-optimal against 7,840 on " \
-           "doubly stochastic chains alone (1.21 times as many): the two 95% intervals do not overlap" in said[4]
+           "doubly stochastic chains alone (1.21 times as many; 95% interval of the ratio " in said[4]
+    assert ratio_interval(ds, mix)[0] > 1 and "the interval lies wholly above 1" in said[4]
     assert "Here too the unigram-optimal chains delayed the bigram stage" in said[5]
     assert "k = 3 states, not their 4" in said[5] and "Sinkhorn-balanced" in said[5]
     frame = prior_frame(pt)
     assert len(frame) == 30 and (frame[~frame["reached"]]["y"] == 1000 * 24).all()
 
 
-def test_overlapping_intervals_are_said_to_decide_nothing(tmp_path):
-    """Arms 40 steps apart with seeds spread over 180: the intervals overlap, and the page says no conclusion."""
-    pt = read_prior(planted_prior(tmp_path / "p.csv", shift=(0, 0, 40), spread=20, censored_last=False))
+def test_the_ratio_of_two_medians_is_resampled_with_the_seeds_paired(tmp_path):
+    """An arm whose every seed takes exactly twice another's: resampling the seeds together, every resample's
+    ratio of medians is 2 (the interval is the point 2); with no seed in common the two arms' draws are
+    independent and the interval is wider."""
+    base = [100 + 10 * s for s in range(10)]
+    arms = {ARMS[0]: base, ARMS[1]: [2 * b for b in base], ARMS[2]: base}
+    pt = read_prior(write_prior(tmp_path / "p.csv", arms, {a: [10] * 10 for a in ARMS}))
+    full, ds = pt.arm(*ARMS[0]), pt.arm(*ARMS[1])
+    assert ratio_interval(full, ds) == (2.0, 2.0) and compare(full, ds) == "later"
+    shifted = pd.read_csv(tmp_path / "p.csv", comment="#")
+    shifted.loc[shifted["prior"] == "doubly_stochastic", "seed"] += 100  # no seed in common: drawn apart
+    path = tmp_path / "q.csv"
+    path.write_text("# command: x\n" + shifted.to_csv(index=False))
+    low, high = ratio_interval(read_prior(path).arm(*ARMS[0]), read_prior(path).arm(*ARMS[1]))
+    assert low < 2 < high
+
+
+def test_a_ratio_whose_interval_holds_1_is_said_to_decide_nothing(tmp_path):
+    """The mixture 40 steps later than doubly stochastic chains, but its seeds in the reverse order: resampled
+    together, the ratio of the medians swings across 1, and the page says no conclusion."""
+    bigram = {ARMS[0]: [100 + 20 * s for s in range(10)], ARMS[1]: [100 + 20 * s for s in range(10)],
+              ARMS[2]: [140 + 20 * (9 - s) for s in range(10)]}
+    pt = read_prior(write_prior(tmp_path / "p.csv", bigram, {a: [10] * 10 for a in ARMS}))
+    low, high = ratio_interval(pt.arm(*ARMS[1]), pt.arm(*ARMS[2]))
+    assert low < 1 < high
     said = prior_sentences(pt)
-    assert "the two 95% intervals overlap, so these seeds allow no conclusion" in said[4]
+    assert "the interval holds 1, so these seeds allow no conclusion" in said[4]
     # 40 steps later, but in doubly stochastic sequences (24 a batch against 32) 5,520 against 6,080: sooner
-    assert "Here the mixture's median came sooner than on doubly stochastic chains alone, but the intervals overlap, " \
-           "so this table neither supports nor refutes it" in said[5]
+    assert "Here the mixture's median came sooner than on doubly stochastic chains alone, but the ratio's interval " \
+           "holds 1, so this table neither supports nor refutes it" in said[5]
     assert "Every run reached the bigram stage within the cap." in said[0]
 
 
@@ -381,10 +407,11 @@ def test_every_shipped_prior_sentence_is_the_tables_numbers():
     ds, full, mix = med[("doubly_stochastic", 0.0)], med[("dirichlet", 0.0)], med[("doubly_stochastic", 0.25)]
     assert f"the median bigram onset was {ds:,.0f} sequences on doubly stochastic chains against {full:,.0f}" in said[3]
     assert f"was {mix:,.0f} sequences with 25% of each batch unigram-optimal against {ds:,.0f}" in said[4]
-    a, b = pt.arm("doubly_stochastic").interval(), pt.arm("doubly_stochastic", 0.25).interval()
-    apart = b[0] > a[1] or b[1] < a[0]
-    assert ("the two 95% intervals overlap, so these seeds allow no conclusion" in said[4]) == (not apart)
-    assert ("but the intervals overlap, so this table neither supports nor refutes it" in said[5]) == (not apart)
+    low, high = ratio_interval(pt.arm("doubly_stochastic"), pt.arm("doubly_stochastic", 0.25))
+    apart = low > 1 or high < 1
+    assert f"95% interval of the ratio {low:.2f} to {high:.2f}, the seeds resampled together" in said[4]
+    assert ("the interval holds 1, so these seeds allow no conclusion" in said[4]) == (not apart)
+    assert ("but the ratio's interval holds 1, so this table neither supports nor refutes it" in said[5]) == (not apart)
     if not apart:
         way = "sooner" if mix < ds else "later" if mix > ds else "at the same count"
         assert f"Here the mixture's median came {way} than on doubly stochastic chains alone" in said[5]

@@ -148,7 +148,8 @@ PRIOR_NOTE = (
     "training sequences seen that are not unigram-optimal (so on the last row the unigram-optimal quarter of each "
     "batch comes free, as on Edelman et al.'s axis). A run that never reached the bigram stage within its cap is a "
     "triangle at the cap. The pale bar is the 95% bootstrap interval of the median over the seeds, the tick the "
-    "median; two rows whose bars overlap cannot be told apart by these seeds. Every run is measured on the full "
+    "median. Whether two rows differ is read from the interval of the ratio of their medians, in the sentences "
+    "above: two bars can overlap while that interval stays clear of 1. Every run is measured on the full "
     "Dirichlet prior's chains, whatever it trained on.")
 
 

@@ -413,27 +413,45 @@ def _median_text(arm: PriorArm) -> str:
     return f"{med} (95% interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
 
 
+def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[float, float]:
+    """The bootstrap interval of b's median bigram onset over a's (sequences seen): N_BOOT resamples of the seeds,
+    drawn together for both arms when they hold the same seeds (seed s's runs start from the same weights), else
+    each arm's on its own; a censored run ranked last (inf), a resample where both medians are censored left out.
+    Two arms differ when this interval lies wholly above or below 1: two medians' own intervals can overlap
+    while their ratio's does not."""
+    ia = resample_indices(a.seqs.n, BOOT_SEED)
+    ib = ia if a.seqs.seeds == b.seqs.seeds else resample_indices(b.seqs.n, BOOT_SEED + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = boot_medians(with_inf(b.seqs.steps), ib) / boot_medians(with_inf(a.seqs.steps), ia)
+    ratio = ratio[~np.isnan(ratio)]
+    q = (1 - level) / 2
+    low, high = np.quantile(ratio, [q, 1 - q], method="nearest") if len(ratio) else (math.nan, math.nan)
+    return float(low), float(high)
+
+
 def compare(a: PriorArm, b: PriorArm) -> str:
-    """How b's median bigram onset (sequences seen) stands to a's as far as their intervals tell: "overlap" (no
-    conclusion), "later" or "sooner" (b's whole interval above or below a's)."""
-    (alow, ahigh), (blow, bhigh) = a.interval(), b.interval()
-    if blow > ahigh:
-        return "later"
-    if bhigh < alow:
-        return "sooner"
-    return "overlap"
+    """How b's median bigram onset (sequences seen) stands to a's: "later" or "sooner" (the ratio's interval,
+    ratio_interval, wholly above or below 1), or "unclear" (it holds 1: no conclusion)."""
+    low, high = ratio_interval(a, b)
+    return "later" if low > 1 else "sooner" if high < 1 else "unclear"
 
 
 def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str) -> str:
-    """"the median bigram onset was 9,600 sequences on B against 7,040 on A (1.36 times as many): ..."."""
+    """"the median bigram onset was 9,600 sequences on B against 7,040 on A (1.36 times as many; 95% interval of
+    the ratio 1.10 to 1.70, ...): ..."."""
     way = compare(a, b)
+    low, high = ratio_interval(a, b)
+    how = "the seeds resampled together" if a.seqs.seeds == b.seqs.seeds else "each arm's seeds resampled on its own"
     ratio = b.seqs.median / a.seqs.median if math.isfinite(a.seqs.median) and math.isfinite(b.seqs.median) else None
-    times = f" ({ratio:.2f} times as many)" if ratio is not None else ""
-    text = f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} " \
-           f"{a_name}{times}: "
-    if way == "overlap":
-        return text + "the two 95% intervals overlap, so these seeds allow no conclusion"
-    return text + f"the two 95% intervals do not overlap, so {b_name} it came {way}"
+    times = f"{ratio:.2f} times as many; " if ratio is not None else ""
+    def bound(x: float) -> str:
+        return f"{x:.2f}" if math.isfinite(x) else "above any finite value"
+
+    text = (f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} "
+            f"{a_name} ({times}95% interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
+    if way == "unclear":
+        return text + "the interval holds 1, so these seeds allow no conclusion"
+    return text + f"the interval lies wholly {'above' if way == 'later' else 'below'} 1, so {b_name} it came {way}"
 
 
 def prior_sentences(pt: PriorTable | None = None) -> list[str]:
@@ -482,18 +500,18 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
     if ds is not None and mixes:
         ways = {compare(ds, m) for m in mixes}
         if ways == {"later"}:
-            claim += ("Here too the unigram-optimal chains delayed the bigram stage, beyond what the seeds' spread "
-                      "explains: what the claim predicts.")
-        elif ways == {"overlap"}:
+            claim += ("Here too the unigram-optimal chains delayed the bigram stage (the ratio's interval wholly above "
+                      "1): what the claim predicts.")
+        elif ways == {"unclear"}:
             medians = {"sooner" if m.seqs.median < ds.seqs.median else "later" if m.seqs.median > ds.seqs.median
                        else "at the same count" for m in mixes}
             where = medians.pop() if len(medians) == 1 else "both sooner and later"
             claim += (f"Here the mixture's median came {where} than on doubly stochastic chains alone, but the "
-                      "intervals overlap, so this table neither supports nor refutes it: more seeds, or a larger "
-                      "unigram share, would be needed to tell.")
+                      "ratio's interval holds 1, so this table neither supports nor refutes it: more seeds, or a "
+                      "larger unigram share, would be needed to tell.")
         elif ways == {"sooner"}:
-            claim += ("Here the unigram-optimal chains brought the bigram stage sooner, beyond the seeds' spread: "
-                      "against the claim, in this lab's setting.")
+            claim += ("Here the unigram-optimal chains brought the bigram stage sooner (the ratio's interval wholly "
+                      "below 1): against the claim, in this lab's setting.")
         else:
             claim += "Here the mixtures disagree with one another, so the table does not decide it."
     else:
