@@ -64,7 +64,7 @@ def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int =
     onset is confirmed."""
     import torch
 
-    from core.model.markov import MarkovTask
+    from core.model.markov import MarkovTask, kept_sequences
     from core.training.markov import MARKOV_TASK, MARKOV_TRAIN, model_for, stages
     from core.training.trainer import Trainer
 
@@ -88,7 +88,7 @@ def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int =
     last = trainer.history[-1]
     extra = {}
     if setting == "prior":
-        kept = train.batch_size - round(task.unigram_share * train.batch_size)
+        kept = kept_sequences(task.unigram_share, train.batch_size)
         extra = {"prior": task.prior, "unigram_share": task.unigram_share,
                  "bigram_seqs": None if st["bigram"] is None else st["bigram"] * kept}
     return {**extra, "n_states": task.n_states, "concentration": task.concentration, "seq_len": task.seq_len,

@@ -243,12 +243,10 @@ def check(name: str, spec: Check, fn) -> Verdict:
     if failures:
         return Verdict(name, False, diagnose(spec, failures))
     p = picked()
-    if spec.task == "markov":
-        if not any(label.startswith("the picked model") for label in passed):
-            passed.append(f"not on the picked model {p['label']}, a model of the repeat task")
-    elif not any(label.startswith("the picked model") for label in passed):
-        passed.append(f"not on the picked model {p['label']}, which lacks what this exercise needs "
-                      "(attention blocks, or a logged history)")
+    if not any(label.startswith("the picked model") for label in passed):
+        why = ("a model of the repeat task" if spec.task == "markov" else
+               "which lacks what this exercise needs (attention blocks, or a logged history)")
+        passed.append(f"not on the picked model {p['label']}, {why}")
     return Verdict(name, True, f"passed on {', '.join(passed)}.")
 
 
@@ -275,12 +273,21 @@ def cases(name: str, spec: Check) -> list[Case]:
     the planted models. Built once per picked model (each run gets fresh copies of the tensors). Part 5's
     come from markov_source's model alone: its cases function adds planted cases of its own."""
     if spec.task == "markov":
-        model, task, label = markov_source()
-        key = (name, id(model))
-        if key not in _CASES:
-            with torch.no_grad():
-                _CASES[key] = spec.cases(model, task, label)
-        return _CASES[key]
+        sources = [markov_source()]
+    else:
+        refuse_markov(name)
+        p = picked()
+        if "planted" not in _CASES:
+            _CASES["planted"] = (planted.planted_induction_model(), planted.random_model())
+        induction, rand = _CASES["planted"]
+        sources = [(p["model"], p["task"], f"the picked model {p['label']}"),
+                   (induction, planted.TASK, "the planted induction model"),
+                   (rand, planted.TASK, "a small random model")]
+    key = (name, id(sources[0][0]))
+    if key not in _CASES:
+        with torch.no_grad():
+            _CASES[key] = [case for model, task, label in sources for case in spec.cases(model, task, label)]
+    return _CASES[key]
     refuse_markov(name)
     p = picked()
     key = (name, id(p["model"]))

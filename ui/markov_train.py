@@ -2,9 +2,7 @@
 explanation and numbers, the lab's settings beside the paper's, and the result of a finished run."""
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -15,6 +13,7 @@ from core.training import live
 from core.training import markov as mk
 from ui.charts import train as charts
 from ui.charts.kept import draw
+from ui.state import MARKOV_DIR, manifest_rows
 
 if TYPE_CHECKING:
     from core.pool.runs import LiveRun
@@ -132,7 +131,7 @@ def _shipped_beside_paper() -> str:
     paper = mk.PAPER_RUN["onset_sequences"]
     text = (f"The paper's 3-state run is nearest to the unigram strategy after about {paper['unigram']:,} training "
             f"sequences and to the bigram strategy after about {paper['bigram']:,} ({mk.PAPER_RUN['source']}).")
-    row = next((r for r in _shipped_rows() if r["preset"] == mk.DEFAULT_MARKOV), None)
+    row = next((r for r in manifest_rows(MARKOV_DIR) if r["preset"] == mk.DEFAULT_MARKOV), None)
     onset = row["figures"]["onset"] if row else {}
     if onset.get("unigram") is not None and onset.get("bigram") is not None:
         b = mk.MARKOV_PRESETS[mk.DEFAULT_MARKOV].train.batch_size
@@ -140,10 +139,6 @@ def _shipped_beside_paper() -> str:
                  f"{onset['unigram'] * b:,} and {onset['bigram'] * b:,} (steps {onset['unigram']} and "
                  f"{onset['bigram']} at batch {b}). A finished run sets its own stages beside the paper's.")
     return text
-
-
-def _shipped_rows() -> list[dict]:
-    return json.loads(SHIPPED.read_text())["checkpoints"] if SHIPPED.is_file() else []
 
 
 def paper_run_panel(history: list[dict] | None, task, batch_size: int) -> None:
@@ -185,13 +180,10 @@ def result_markov(run: LiveRun) -> None:
                        mime="application/octet-stream", key="tr_download")
 
 
-SHIPPED = Path(__file__).resolve().parent.parent / mk.MANIFEST
-
-
 def shipped_panel() -> None:
     """The shipped Markov runs' stages, as their manifest rows record them (read from each file's history by
     core.training.markov.figures when it was written; tests/test_markov_shipped.py checks they still are)."""
-    rows = _shipped_rows()
+    rows = manifest_rows(MARKOV_DIR)
     if not rows:
         st.caption("No shipped Markov-chain run is installed with this copy of the lab.")
         return

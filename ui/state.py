@@ -93,7 +93,7 @@ class ShippedModel(LabModel):
 _MANIFESTS: dict[str, tuple] = {}  # manifest path -> ((mtime_ns, size), the rows read from it then)
 
 
-def _manifest_rows(folder: str = "") -> list[dict]:
+def manifest_rows(folder: str = "") -> list[dict]:
     """The rows of checkpoints/<folder>/manifest.json, read again only when the file changes (every script
     run asks, several times); [] without a readable manifest."""
     manifest = CHECKPOINT_DIR / folder / "manifest.json"
@@ -114,7 +114,7 @@ def _manifest_rows(folder: str = "") -> list[dict]:
 
 def shipped_files() -> list[dict]:
     """Manifest rows (at least {"file", "preset"}) of the shipped checkpoints that exist on disk."""
-    rows = _manifest_rows()
+    rows = manifest_rows()
     if not rows:
         rows = [{"file": p.name, "preset": p.stem} for p in sorted(CHECKPOINT_DIR.glob("*.pt"))]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
@@ -176,7 +176,7 @@ MARKOV_DIR = "markov"  # checkpoints/markov/: the Markov-chain runs, with their 
 def markov_files() -> list[dict]:
     """Manifest rows of the shipped Markov-chain checkpoints that exist, "file" relative to checkpoints/
     ("markov/markov-2block.pt"). Kept apart from shipped_files: their views are not shipped data."""
-    rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in _manifest_rows(MARKOV_DIR) if "file" in r]
+    rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in manifest_rows(MARKOV_DIR) if "file" in r]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 
 

@@ -305,13 +305,6 @@ def fit_line(mt: MarkovTable | None = None, n: int = 24) -> pd.DataFrame:
 PRIOR_NAMES = {"dirichlet": "the full Dirichlet prior", "doubly_stochastic": "doubly stochastic chains"}
 
 
-def kept_per_batch(unigram_share: float) -> int:
-    """The sequences of a training batch (the preset's batch size) that are not unigram-optimal."""
-    from core.training.markov import MARKOV_TRAIN
-
-    return MARKOV_TRAIN.batch_size - round(unigram_share * MARKOV_TRAIN.batch_size)
-
-
 @dataclass(frozen=True)
 class PriorArm:
     """One training distribution's runs: its bigram onsets in steps and in sequences seen that are not
@@ -362,6 +355,9 @@ class PriorTable:
 def read_prior(path: str | Path = PRIOR_FILE) -> PriorTable:
     """The prior table, checked: one run per arm and seed, at least MIN_SEEDS seeds an arm, at least two arms, the
     task otherwise fixed; ValueError says what is wrong."""
+    from core.model.markov import kept_sequences
+    from core.training.markov import MARKOV_TRAIN
+
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no table at {path}: run the command in bench/README.md (bench/markov_onsets.py "
@@ -393,7 +389,7 @@ def read_prior(path: str | Path = PRIOR_FILE) -> PriorTable:
         if g["seed"].nunique() < MIN_SEEDS:
             raise ValueError(f"{prior} with unigram share {share:g} has {g['seed'].nunique()} seed(s); every arm "
                              f"needs at least {MIN_SEEDS}.")
-        cap, kept = int(g["steps"].max()), kept_per_batch(float(share))
+        cap, kept = int(g["steps"].max()), kept_sequences(float(share), MARKOV_TRAIN.batch_size)
         arms.append(PriorArm(prior, float(share), g.reset_index(drop=True),
                              _point(0.0, g, g["bigram_step"], cap), _point(0.0, g, g["bigram_seqs"], cap * kept)))
     if len(arms) < 2:
@@ -429,21 +425,25 @@ def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[floa
     return float(low), float(high)
 
 
-def compare(a: PriorArm, b: PriorArm) -> str:
-    """How b's median bigram onset (sequences seen) stands to a's: "later" or "sooner" (the ratio's interval,
-    ratio_interval, wholly above or below 1), or "unclear" (it holds 1: no conclusion)."""
-    low, high = ratio_interval(a, b)
+def _way(interval: tuple[float, float]) -> str:
+    low, high = interval
     return "later" if low > 1 else "sooner" if high < 1 else "unclear"
 
 
-def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str) -> str:
+def compare(a: PriorArm, b: PriorArm) -> str:
+    """How b's median bigram onset (sequences seen) stands to a's: "later" or "sooner" (the ratio's interval,
+    ratio_interval, wholly above or below 1), or "unclear" (it holds 1: no conclusion)."""
+    return _way(ratio_interval(a, b))
+
+
+def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str, interval: tuple[float, float]) -> str:
     """"the median bigram onset was 9,600 sequences on B against 7,040 on A (1.36 times as many; 95% interval of
-    the ratio 1.10 to 1.70, ...): ..."."""
-    way = compare(a, b)
-    low, high = ratio_interval(a, b)
+    the ratio 1.10 to 1.70, ...): ..."; interval: ratio_interval(a, b)."""
+    way, (low, high) = _way(interval), interval
     how = "the seeds resampled together" if a.seqs.seeds == b.seqs.seeds else "each arm's seeds resampled on its own"
     ratio = b.seqs.median / a.seqs.median if math.isfinite(a.seqs.median) and math.isfinite(b.seqs.median) else None
     times = f"{ratio:.2f} times as many; " if ratio is not None else ""
+
     def bound(x: float) -> str:
         return f"{x:.2f}" if math.isfinite(x) else "above any finite value"
 
@@ -488,17 +488,19 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
     if full is not None and ds is not None:
         out.append("Without a unigram solution on offer (doubly stochastic chains, where counting single tokens "
                    "predicts no better than uniform), "
-                   + _versus(full, ds, "on the full prior", "on doubly stochastic chains") + ". The two differ in "
+                   + _versus(full, ds, "on the full prior", "on doubly stochastic chains", ratio_interval(full, ds))
+                   + ". The two differ in "
                    "more than the unigram solution (the Sinkhorn balancing changes every row too), so "
                    "this compares training distributions; the next comparison adds only unigram-optimal chains.")
-    for mix in mixes if ds is not None else ():
+    against_ds = [(mix, ratio_interval(ds, mix)) for mix in mixes] if ds is not None else []
+    for mix, interval in against_ds:
         out.append("Counting only the doubly stochastic sequences seen, "
                    + _versus(ds, mix, "on doubly stochastic chains alone",
-                             f"with {mix.unigram_share:.0%} of each batch unigram-optimal") + ".")
+                             f"with {mix.unigram_share:.0%} of each batch unigram-optimal", interval) + ".")
     claim = (f"{EDELMAN} read a delay from the mixture as evidence that the unigram solution is a stumbling block "
              "for the bigram one, not a stepping stone. ")
     if ds is not None and mixes:
-        ways = {compare(ds, m) for m in mixes}
+        ways = {_way(interval) for _, interval in against_ds}
         if ways == {"later"}:
             claim += ("Here too the unigram-optimal chains delayed the bigram stage (the ratio's interval wholly above "
                       "1): what the claim predicts.")

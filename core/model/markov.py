@@ -149,6 +149,12 @@ def sinkhorn(tables, tol: float = SINKHORN_TOL):
     raise RuntimeError(f"Sinkhorn balancing did not reach {tol} in {SINKHORN_MAX_ITER} rounds.")
 
 
+def kept_sequences(unigram_share: float, batch_size: int) -> int:
+    """How many of a batch's sequences are not on unigram-optimal chains (sample_markov makes the last
+    round(unigram_share x batch_size) of them unigram-optimal)."""
+    return batch_size - round(unigram_share * batch_size)
+
+
 def is_markov(task) -> bool:
     return isinstance(task, MarkovTask)
 
@@ -174,7 +180,7 @@ def sample_markov(task: MarkovTask, batch_size: int, generator: torch.Generator 
     tables = rng.dirichlet(np.full(k, float(task.concentration)), size=(batch_size, rows))  # [B, rows, k]
     if task.prior == "doubly_stochastic":
         tables = sinkhorn(tables)
-    n_unigram = round(task.unigram_share * batch_size)
+    n_unigram = batch_size - kept_sequences(task.unigram_share, batch_size)
     if n_unigram:  # the last sequences' chains: one freshly drawn Dirichlet row for every current token
         tables[batch_size - n_unigram :] = rng.dirichlet(np.full(k, float(task.concentration)),
                                                          size=(n_unigram, 1))

@@ -9,6 +9,7 @@ and otherwise the repeat task's optimizer settings.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from core.model.config import ModelConfig
@@ -106,8 +107,6 @@ def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) 
     stage's onset, the KL to each strategy where the run is closest to the unigram strategy (the paper's
     plateau; its step) and at its last log; the sentence says, computed, how far the two differ. Rows with a
     non-finite KL (a diverged run) are left out; a history without a finite row gives ([], "")."""
-    import math
-
     rows_in = [r for r in history or [] if all(isinstance(r.get(f"kl_{n}"), (int, float))
                                                and math.isfinite(r[f"kl_{n}"]) for n in COMPARED)]
     if not rows_in:
@@ -157,8 +156,6 @@ def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) 
 
 def kl_frame(history: list[dict] | None, task: MarkovTask):
     """The Train page's KL curves: columns step, seconds, strategy, kl (nats), one row per logged row and strategy."""
-    import math
-
     import pandas as pd
 
     out = []
