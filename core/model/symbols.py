@@ -97,11 +97,6 @@ def head_label(layer: int, head, all_mark: str = "all") -> str:
     return f"{int(layer) + 1}.{int(head) + 1}"
 
 
-def frame_head_label(layer, head) -> str:
-    """The label of a head as a core table gives it (0-based layer and head, head ALL_HEADS for a block)."""
-    return head_label(layer, head)
-
-
 def parse_head_label(label: str) -> tuple[int, int]:
     """'2.3' -> (layer 1, head 2)."""
     block, head = label.split(".")
