@@ -9,8 +9,8 @@ to its instruction set; `native` retrains on this host as it is, the control tha
 bytes), then reads both files with `python -m core.report --json` on this host. It reports, per preset:
 whether the weights are the same bytes, the largest parameter difference, the largest difference of
 any copy metric (core.report's `metrics`) and of any head score (`heads`), and the drop step read from
-each file's logged history (core.training.live.drop_step). docs/DESIGN.md ("One attention, two kernels")
-states the tolerance these figures are held to.
+each file's logged history (core.training.live.drop_step). core.model.cpu.TOLERANCE is the tolerance
+these figures are held to (tests/test_cpu_kinds.py).
 """
 from __future__ import annotations
 

@@ -12,9 +12,10 @@ heads inner: qkv.view(B, T, 3, H, d_head)[:, :, 0] is q, its columns in pair_ord
 so that each rotary pair sits side by side.
 
 Why no third kernel: a hand-written eager kernel (blocked bmm with its own backward) was 0.85-0.88x the
-PyTorch path's time (bench/attention_paths.py) and the compiled one is 0.4-0.6x; torch.compile's
-generated code is 0.95x after a 10-20 CPU-second compile per process. The eager path is what every
-reader meets; the compiled one is an optimisation checked against it (tests/test_attention_cpp.py).
+PyTorch path's time; torch.compile's generated code is 0.87x (AVX-512) / 0.83x (AVX2) of it after a first
+call of 2.4-19.6 CPU-s per process, where the compiled one is 0.41x / 0.42x (bench/attention_paths.py,
+bench/README.md's current figures). The eager path is what every reader meets; the compiled one is an
+optimisation checked against it (tests/test_attention_cpp.py).
 """
 from __future__ import annotations
 

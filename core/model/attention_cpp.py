@@ -11,8 +11,8 @@ It computes what core.model.hooks.attend computes (qkv [B, T, 3 H dh] from core.
 z [B, T, H dh], the held head, the pattern [B, H, T, T] when asked); checked against
 F.scaled_dot_product_attention and the model's hooked path in tests/test_attention_cpp.py. Its floats differ
 from the eager path's (other summation order, its own exp), and between CPU kinds (its vectors are the
-width of the machine's registers, so its lane-wise sums differ); docs/DESIGN.md ("One attention, two
-kernels") says how far a training moves with them.
+width of the machine's registers, so its lane-wise sums differ); core.model.cpu.TOLERANCE says how far
+a retrained checkpoint's figures may move with them, and bench/README.md's current figures how far they moved.
 
 The source is plain C++ called through ctypes, not a torch extension: without torch's headers it
 builds in about 2 CPU-seconds (g++ 12) and needs only a C++ compiler ($CXX, else g++), no ninja. It is

@@ -1,6 +1,6 @@
 // Causal attention of TinyCharLM's training forward, one fused pass per (sequence, head).
 // Built and called by core/model/attention_cpp.py (plain C ABI through ctypes: no torch headers, so
-// the build takes about 2.5 CPU-seconds). Same layout and meaning as core.model.attention.CausalAttention:
+// the build takes about 2.5 CPU-seconds). Computes what core.model.hooks.attend computes, in this layout:
 //
 //   qkv [B, T, 3, H, D]   the fused projection; q and k columns in pair_order (rotary pair (2j, 2j+1))
 //   cs, sn [T, D]         per coordinate of q and k in pair_order: cos(t theta_j) at 2j and 2j+1,
@@ -307,10 +307,7 @@ struct Scratch {
   std::vector<Head<T>> heads;
   std::vector<T> Pl;
   std::vector<Head<T>>& get(int Tn_, int D_, int H_) {
-#ifndef NO_CACHE
-    if (Tn_ != Tn || D_ != D || H_ != H)
-#endif
-    {
+    if (Tn_ != Tn || D_ != D || H_ != H) {
       heads.assign(H_, Head<T>(Tn_, D_));
       Pl.assign((size_t)Tn_ * heads[0].Tp, T(0));
       Tn = Tn_, D = D_, H = H_;
@@ -521,7 +518,6 @@ void backward(const T* qkv, const T* cs, const T* sn, const T* z, const T* stats
 }  // namespace
 
 extern "C" {
-int attn_version() { return 2; }
 void attn_forward_f32(const float* qkv, const float* cs, const float* sn, int B, int T, int H, int D, int hold,
                       float* z, float* P, float* stats) { forward(qkv, cs, sn, B, T, H, D, hold, z, P, stats); }
 void attn_forward_f64(const double* qkv, const double* cs, const double* sn, int B, int T, int H, int D, int hold,

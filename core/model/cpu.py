@@ -82,9 +82,9 @@ def emulate(name: str) -> dict[str, str]:
     return {ENV: name, **EMULATIONS[name][2]}
 
 
-# How far a shipped checkpoint's figures may move when it is retrained on another CPU kind (docs/DESIGN.md,
-# "One attention, and a compiled kernel where it is faster"; measured by bench/cpu_reproduce.py, pinned
-# by tests/test_cpu_kinds.py):
+# How far a shipped checkpoint's figures may move when it is retrained on another CPU kind (measured by
+# bench/cpu_reproduce.py, its figures in bench/README.md's current-figures table; pinned by
+# tests/test_cpu_kinds.py):
 # the drop step is the same; core.report's copy metrics, head scores and OV copy scores within these.
 TOLERANCE = {"metric": 0.02, "head_score": 0.05, "ov_score": 0.15}
 OV_SCORES = ("ov_diag_top1", "ov_copying_eig")

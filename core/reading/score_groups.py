@@ -1,4 +1,4 @@
-"""Group an induction head's attention-score split (core.reading.paths.mean_induction_score_terms) by what
+"""Group an induction head's attention-score split (core.reading.score_terms.mean_induction_score_terms) by what
 each side reads, using the measured roles of the earlier block's heads.
 
 The split's rows are paths into the query, its columns paths into the key: "direct" (the raw token
