@@ -24,12 +24,12 @@ def _pattern_frame(pattern: np.ndarray, labels: list[str]) -> pd.DataFrame:
 
 
 @kept
-def pattern_matrix(pattern: np.ndarray, labels: list[str], title: str = "", size: int | None = None) -> alt.Chart:
+def pattern_matrix(pattern: np.ndarray, labels: list[str], size: int | None = None) -> alt.Chart:
     """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
     T = len(labels)
     side = size or max(300, min(620, 22 * T))  # the grid itself; Streamlit fits axes and legend inside the
     data = _pattern_frame(pattern, labels)      # chart's size, so they are added on below
-    return alt.Chart(data, title=title).mark_rect().encode(
+    return alt.Chart(data, title="").mark_rect().encode(
         x=alt.X("key:N", sort=labels, title="key: the token read (source)",
                 axis=alt.Axis(labelAngle=-60, labelOverlap=T > 45)),
         y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)",
@@ -40,13 +40,12 @@ def pattern_matrix(pattern: np.ndarray, labels: list[str], title: str = "", size
 
 
 @kept
-def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None, min_weight: float = 0.01,
-                 title: str = "") -> alt.Chart:
+def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None) -> alt.Chart:
     """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
-    width and opacity grow with A[i, j]. `focus` keeps only the lines of one query position."""
+    width and opacity grow with A[i, j] (none below 0.01). `focus` keeps only the lines of one query position."""
     T = len(labels)
     data = _pattern_frame(pattern, labels)
-    data = data[data["weight"] >= min_weight]
+    data = data[data["weight"] >= 0.01]
     if focus is not None:
         data = data[data["i"] == focus]
     height = max(220, min(900, 20 * T))
@@ -75,13 +74,12 @@ def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = Non
     right = alt.Chart(tokens).mark_text(align="left", dx=4, fontSize=12).encode(
         x=alt.datum(0.94, scale=x_scale), y=alt.Y("pos:Q", scale=y_scale), text="label:N",
         tooltip=[alt.Tooltip("label:N", title="key"), alt.Tooltip("read:Q", title="attention received", format=".2f")])
-    return alt.layer(lines, left, right, title=title).properties(width=300, height=height)
+    return alt.layer(lines, left, right, title="").properties(width=300, height=height)
 
 
 @kept
 def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_order: list[str],
-                  detector_labels: dict[str, str], row_title: str, own: dict[str, str] | None = None,
-                  title: str = "") -> alt.Chart:
+                  detector_labels: dict[str, str], row_title: str, own: dict[str, str] | None = None) -> alt.Chart:
     """Rows x detectors heatmap of scores in [0, 1] with the value written in each cell.
 
     table has columns `row`, "detector", "score"; `own` maps a row value to its own detector, whose
@@ -104,7 +102,7 @@ def score_heatmap(table: pd.DataFrame, row: str, row_order: list[str], detector_
         text="text:N",
         color=alt.condition("datum.score > 0.55", alt.value("black"), alt.value("white")))
     # sizes include the axes and legend (Streamlit fits the whole chart into them)
-    return alt.layer(cells, outline, text, title=title).properties(
+    return alt.layer(cells, outline, text, title="").properties(
         width=95 * len(detector_order) + 290, height=30 * len(row_order) + 130)
 
 

@@ -24,16 +24,16 @@ def _pattern_scale() -> alt.Scale:
     return alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])
 
 
-def grid_frame(patterns: np.ndarray, min_weight: float = GRID_MIN) -> pd.DataFrame:
+def grid_frame(patterns: np.ndarray) -> pd.DataFrame:
     """Tidy cells {block, head (counted from 1, the grid's axes), query, key, weight} of patterns
-    [L, H, T, T], cells >= min_weight only."""
-    l, h, i, j = np.nonzero(patterns >= min_weight)
+    [L, H, T, T], cells >= GRID_MIN only."""
+    l, h, i, j = np.nonzero(patterns >= GRID_MIN)
     return pd.DataFrame({"block": block_number(l), "head": head_number(h), "query": i, "key": j,
                          "weight": patterns[l, h, i, j].round(3)})
 
 
 @kept
-def pattern_grid(patterns: np.ndarray, cell: int = 165, title: str = "") -> alt.FacetChart:
+def pattern_grid(patterns: np.ndarray) -> alt.FacetChart:
     """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across)."""
     T = patterns.shape[-1]
     data = grid_frame(patterns)
@@ -48,10 +48,10 @@ def pattern_grid(patterns: np.ndarray, cell: int = 165, title: str = "") -> alt.
         tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("query:Q", title="query i"),
                  alt.Tooltip("key:Q", title="key j"), alt.Tooltip("weight:Q", format=".3f")],
     )
-    return base.properties(width=cell, height=cell).facet(
+    return base.properties(width=165, height=165).facet(
         row=alt.Row("block:O", title="block", header=alt.Header(labelFontSize=12)),
         column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=12)),
-        title=title,
+        title="",
     ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
 
 
@@ -63,7 +63,7 @@ def _lookup(labels: list[str], field: str) -> str:
 
 @kept
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
-                 period: int | None = None, size: int = 560, title: str = "") -> alt.LayerChart:
+                 period: int | None = None) -> alt.LayerChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
     weight. With a period, the induction target j = i + 1 - L is outlined for comparison.
 
@@ -94,7 +94,7 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         targets = pd.DataFrame({"qi": np.arange(period, T), "kj": np.arange(period, T) + 1 - period})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
                       .encode(x="kj:O", y="qi:O"))
-    return alt.layer(*layers, title=title).properties(width=size, height=size, autosize=PAD).configure_view(
+    return alt.layer(*layers, title="").properties(width=560, height=560, autosize=PAD).configure_view(
         fill=ZERO_FILL)
 
 

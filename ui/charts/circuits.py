@@ -17,9 +17,9 @@ from .kept import kept
 PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them to nothing
 
 
-def _symmetric(M: np.ndarray, quantile: float = 0.995) -> list[float]:
+def _symmetric(M: np.ndarray) -> list[float]:
     """A colour domain centred on 0 that ignores the most extreme 0.5% (so one outlier does not wash out the rest)."""
-    m = float(np.quantile(np.abs(M), quantile)) if M.size else 1.0
+    m = float(np.quantile(np.abs(M), 0.995)) if M.size else 1.0
     return [-(m or 1.0), m or 1.0]
 
 
@@ -113,7 +113,7 @@ def composition_chart(df: pd.DataFrame, baseline: dict[str, float]) -> alt.Chart
 
 
 @kept
-def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str, fmt: str = ".2f") -> alt.LayerChart:
+def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str) -> alt.LayerChart:
     """Block x head table of one ablation delta, diverging around 0 (orange = the metric went up)."""
     data = numbered(df).astype({"block": str, "head": str})
     m = float(data[value].abs().max()) or 1.0
@@ -125,7 +125,7 @@ def ablation_heatmap(df: pd.DataFrame, value: str, title: str, value_title: str,
                  alt.Tooltip(f"{value}:Q", format=".4f", title=value_title)],
     )
     text = base.mark_text(fontSize=12).encode(
-        text=alt.Text(f"{value}:Q", format=fmt),
+        text=alt.Text(f"{value}:Q", format=".2f"),
         color=alt.condition(f"abs(datum['{value}']) > {0.6 * m}", alt.value("white"), alt.value("black")))
     return alt.layer(rect, text, title=title).properties(width=int(60 * data["head"].nunique()),
                                             height=int(50 * data["block"].nunique()), autosize=PAD)

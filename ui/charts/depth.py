@@ -27,14 +27,14 @@ def _matrix_frame(M: np.ndarray, rows: list[str], cols: list[str]) -> pd.DataFra
 
 @kept
 def token_heatmap(M: np.ndarray, symbols: list[str], title: str, value_title: str, row_title: str,
-                  col_title: str, diverging: bool = True, domain: tuple[float, float] | None = None,
-                  cell: int = 5) -> alt.Chart:
-    """Heatmap of a [V, V] token-by-token matrix (row token, column token)."""
+                  col_title: str, domain: tuple[float, float] | None = None) -> alt.Chart:
+    """Heatmap of a [V, V] token-by-token matrix (row token, column token) on a diverging scale, centred on 0
+    unless `domain` is given."""
     data = _matrix_frame(M, symbols, symbols)
     if domain is None:
         m = float(np.abs(M).max()) or 1.0
-        domain = (-m, m) if diverging else (float(np.min(M)), float(np.max(M)))
-    scale = alt.Scale(scheme=DIVERGING if diverging else SEQUENTIAL, domain=list(domain), clamp=True)
+        domain = (-m, m)
+    scale = alt.Scale(scheme=DIVERGING, domain=list(domain), clamp=True)
     axis = alt.Axis(labelFontSize=8, labelAngle=0)
     return alt.Chart(data, title=title).mark_rect().encode(
         x=alt.X("col:N", sort=symbols, title=col_title, axis=axis),
@@ -42,16 +42,15 @@ def token_heatmap(M: np.ndarray, symbols: list[str], title: str, value_title: st
         color=alt.Color("value:Q", title=value_title, scale=scale),
         tooltip=[alt.Tooltip("row:N", title=row_title), alt.Tooltip("col:N", title=col_title),
                  alt.Tooltip("value:Q", format=".3f", title=value_title)],
-    ).properties(width=alt.Step(cell), height=alt.Step(cell))
+    ).properties(width=alt.Step(5), height=alt.Step(5))
 
 
 @kept
-def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str,
-              top: int = 25, title: str = "") -> alt.Chart:
-    """Horizontal bars of each path's contribution, largest |value| first; paths beyond `top` are
+def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title: str) -> alt.Chart:
+    """Horizontal bars of each path's contribution, largest |value| first; paths beyond the first 25 are
     summed into one 'all other paths' bar so the bars still add up to the total."""
     rows = sorted(zip(labels, kinds, values), key=lambda r: -abs(r[2]))
-    keep, rest = rows[:top], rows[top:]
+    keep, rest = rows[:25], rows[25:]
     if rest:
         keep.append((f"{len(rest)} other paths", "composed" if all(k == "composed" for _, k, _ in rest) else "other",
                      sum(v for _, _, v in rest)))
@@ -59,7 +58,7 @@ def path_bars(labels: list[str], kinds: list[str], values: list[float], x_title:
                          for l, k, v in keep])
     domain = [KIND_TITLES[k] for k in KIND_ORDER] + ["other paths (summed)"]
     colours = KIND_COLOURS + [OKABE_ITO[6]]
-    bars = alt.Chart(data, title=title).mark_bar().encode(
+    bars = alt.Chart(data, title="").mark_bar().encode(
         y=alt.Y("path:N", sort=[r[0] for r in keep], title="path"),
         x=alt.X("value:Q", title=x_title),
         color=alt.Color("kind:N", title="kind of path", scale=alt.Scale(domain=domain, range=colours),

@@ -23,8 +23,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 
 @kept
-def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_title: str = "copy starts",
-                     title: str = "") -> alt.Chart:
+def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_title: str = "copy starts") -> alt.Chart:
     """Two charts stacked: a token strip (the true next token over the model's top prediction,
     green where right, vermillion where wrong) and the probability of the top prediction per position.
     `boundaries` are positions where a copy (or a fresh pattern) begins, drawn as dashed rules."""
@@ -39,7 +38,7 @@ def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_titl
     strip = (base.mark_rect(stroke="white").encode(
         color=alt.Color("outcome:N", title="prediction", scale=OUTCOME), opacity=alt.value(0.85), tooltip=tip)
         + base.mark_text(fontSize=9, color="white", fontWeight="bold").encode(text="sym:N")
-    ).properties(width=width, height=alt.Step(22), title=title)
+    ).properties(width=width, height=alt.Step(22), title="")
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=alt.Y("p_predicted:Q", title="p(top prediction)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("outcome:N", scale=OUTCOME, legend=None), tooltip=tip,

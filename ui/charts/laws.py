@@ -51,7 +51,7 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
 
 
 @kept
-def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
+def clamps_chart(runs: pd.DataFrame) -> alt.LayerChart:
     """Every run's drop step by clamp (one row per arm, in the frame's order): a dot per seed (a hollow triangle
     at the cap for a run that never dropped), the arm's quartiles (a bar) and median (a tick), on a log axis
     (core.laws.clamps.clamp_frame makes the frame)."""
@@ -73,7 +73,7 @@ def clamps_chart(runs: pd.DataFrame, height: int = 220) -> alt.LayerChart:
                  alt.Tooltip("q75:Q", title="75%")])
     ticks = alt.Chart(medians.dropna(subset=["median"])).mark_tick(color="#000000", thickness=2, size=18).encode(
         x=alt.X("median:Q", scale=x_scale), y=y, tooltip=[alt.Tooltip("median:Q", title="median drop step")])
-    return (alt.layer(spread, dots, ticks).properties(height=height)
+    return (alt.layer(spread, dots, ticks).properties(height=220)
             .configure_legend(orient="bottom", direction="horizontal", labelLimit=320))
 
 
@@ -81,7 +81,7 @@ STAGE_COLOURS = [OKABE_ITO[4], OKABE_ITO[2], OKABE_ITO[5]]  # onset (blue), drop
 
 
 @kept
-def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
+def stages_chart(frame: pd.DataFrame) -> alt.LayerChart:
     """Each point's median step of each stage against its later-copy targets per step, log-log: a dot per point,
     its quartiles as a bar, a line per series and stage (solid: T varied, dashed: B varied); the frame is
     core.laws.stages.stage_chart_frame's."""
@@ -105,7 +105,7 @@ def stages_chart(frame: pd.DataFrame, height: int = 360) -> alt.LayerChart:
     dots = alt.Chart(frame).mark_point(filled=True, size=55).encode(x=x, y=y, color=colour, tooltip=tip)
     spread = alt.Chart(frame).mark_rule(strokeWidth=3, opacity=0.3).encode(
         x=x, y=alt.Y("q25:Q", scale=y_scale), y2="q75:Q", color=colour)
-    return (alt.layer(spread, lines, dots).properties(height=height)
+    return (alt.layer(spread, lines, dots).properties(height=360)
             .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=420))
 
 
@@ -113,7 +113,7 @@ MARKOV_COLOURS = [OKABE_ITO[4], OKABE_ITO[5]]  # unigram stage (blue), bigram st
 
 
 @kept
-def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
+def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str) -> alt.LayerChart:
     """Every run's unigram and bigram onset against the setting (a dot per seed, moved a little sideways by stage
     and seed; a hollow triangle at the cap for a run that never reached the stage), each point's quartiles (a bar)
     and median (a tick) per stage, and the bigram onset's fit through the medians (core.laws.markov.markov_frame
@@ -147,11 +147,11 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str, height: i
     if len(line):
         layers.append(alt.Chart(line).mark_line(strokeWidth=2, color="#000000", strokeDash=[6, 3]).encode(
             x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
-    return (alt.layer(*layers).properties(height=height)
+    return (alt.layer(*layers).properties(height=380)
             .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, symbolOpacity=1))
 
 
-def prior_chart(runs: pd.DataFrame, height: int = 300) -> alt.LayerChart:
+def prior_chart(runs: pd.DataFrame) -> alt.LayerChart:
     """The bigram onset of every run, one row per training distribution (core.laws.markov.prior_frame): a dot per
     seed at the sequences seen that are not unigram-optimal (a hollow triangle at the cap for a run that never got
     there), its arm's 95% bootstrap interval of the median (a bar) and the median (a tick)."""
@@ -172,5 +172,5 @@ def prior_chart(runs: pd.DataFrame, height: int = 300) -> alt.LayerChart:
                  alt.Tooltip("high:Q", title="to", format=",")])
     ticks = alt.Chart(arms_frame.dropna(subset=["median"])).mark_tick(thickness=3, size=26, color="#000000").encode(
         x=alt.X("median:Q", scale=x_scale), y=y, tooltip=["arm:N", alt.Tooltip("median:Q", format=",")])
-    return (alt.layer(bars, dots, ticks).properties(height=height)
+    return (alt.layer(bars, dots, ticks).properties(height=300)
             .configure_legend(orient="bottom", direction="horizontal", symbolOpacity=1))

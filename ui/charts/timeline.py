@@ -115,13 +115,13 @@ def _tile_png(pattern: np.ndarray, scale: int) -> bytes:
     return png
 
 
-def strip_pngs(t: dict, scale: int = 2) -> dict[str, tuple[list[bytes], list[str]]]:
+def strip_pngs(t: dict) -> dict[str, tuple[list[bytes], list[str]]]:
     """strip_tiles with every tile encoded as PNG (what st.image sends): {row label: (PNGs, captions)}."""
     out = {}
     for name, pats in t["patterns"].items():
         layer, head = t["heads"][name]
         captions = [f"{f + 1}: step {s}" for f, s in enumerate(t["frames"])]
-        out[f"{name} head {head_label(layer, head)}"] = ([_tile_png(p, scale) for p in pats], captions)
+        out[f"{name} head {head_label(layer, head)}"] = ([_tile_png(p, 2) for p in pats], captions)
     return out
 
 

@@ -74,11 +74,6 @@ def _frame_marks(df: pd.DataFrame | None) -> list[alt.Chart]:
     return [rule, text]
 
 
-def frame_marks(steps: list[int] | None) -> list[alt.Chart]:
-    """Thin dashed rules numbered 1, 2, ... at the film strip's steps (none when steps is None)."""
-    return _frame_marks(_marks_frame(steps))
-
-
 LOSS_TOP = 1.25  # the loss axis ends at LOSS_TOP * ln V
 
 
@@ -102,7 +97,7 @@ def _loss_frames(df: pd.DataFrame, chance: float, drop: int | None, marks: list[
             "marks": _marks_frame(marks)}
 
 
-def _loss_of(frames: dict, chance: float, x_max: int | None, height: int, runs: list[str]) -> alt.LayerChart:
+def _loss_of(frames: dict, chance: float, x_max: int | None, runs: list[str]) -> alt.LayerChart:
     lines = alt.Chart(frames["lines"]).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
         y=_loss_y(chance),
@@ -112,27 +107,27 @@ def _loss_of(frames: dict, chance: float, x_max: int | None, height: int, runs: 
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
     return alt.layer(lines, _chance_rule(frames["chance"]), *_drop_rule(frames.get("drop")),
-                     *_frame_marks(frames.get("marks"))).properties(height=height)
+                     *_frame_marks(frames.get("marks"))).properties(height=260)
 
 
 def loss_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-               height: int = 260, marks: list[int] | None = None) -> alt.LayerChart:
+               marks: list[int] | None = None) -> alt.LayerChart:
     """First- vs later-copy loss (nats) against step; one dash style per run; ln V marked; the film
     strip's steps `marks` numbered."""
-    return _loss_of(_loss_frames(df, chance, drop, marks), chance, x_max, height, _runs(df))
+    return _loss_of(_loss_frames(df, chance, drop, marks), chance, x_max, _runs(df))
 
 
 def loss_spec(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-              height: int = 260, marks: list[int] | None = None) -> dict:
+              marks: list[int] | None = None) -> dict:
     """sent_form(loss_chart(...)) of the same arguments, from a kept template (ui.charts.kept.swapped)."""
-    return swapped(_loss_of, _loss_frames(df, chance, drop, marks), chance, x_max, height, _runs(df))
+    return swapped(_loss_of, _loss_frames(df, chance, drop, marks), chance, x_max, _runs(df))
 
 
 def _accuracy_frames(df: pd.DataFrame, chance: float, drop: int | None) -> dict:
     return {"lines": df, "chance": _chance_frame(chance, "chance (1/V)"), "drop": _drop_frame(drop)}
 
 
-def _accuracy_of(frames: dict, x_max: int | None, height: int, runs: list[str]) -> alt.LayerChart:
+def _accuracy_of(frames: dict, x_max: int | None, runs: list[str]) -> alt.LayerChart:
     lines = alt.Chart(frames["lines"]).mark_line(strokeWidth=2).encode(
         x=_step(x_max),
         y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
@@ -142,26 +137,25 @@ def _accuracy_of(frames: dict, x_max: int | None, height: int, runs: list[str]) 
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
     )
     return alt.layer(lines, _chance_rule(frames["chance"]),
-                     *_drop_rule(frames.get("drop"))).properties(height=height)
+                     *_drop_rule(frames.get("drop"))).properties(height=200)
 
 
-def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-                   height: int = 200) -> alt.LayerChart:
+def accuracy_chart(df: pd.DataFrame, chance: float, drop: int | None = None,
+                   x_max: int | None = None) -> alt.LayerChart:
     """Argmax accuracy on the second and later copies against step; 1/V marked."""
-    return _accuracy_of(_accuracy_frames(df, chance, drop), x_max, height, _runs(df))
+    return _accuracy_of(_accuracy_frames(df, chance, drop), x_max, _runs(df))
 
 
-def accuracy_spec(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None,
-                  height: int = 200) -> dict:
+def accuracy_spec(df: pd.DataFrame, chance: float, drop: int | None = None, x_max: int | None = None) -> dict:
     """sent_form(accuracy_chart(...)) of the same arguments, from a kept template."""
-    return swapped(_accuracy_of, _accuracy_frames(df, chance, drop), x_max, height, _runs(df))
+    return swapped(_accuracy_of, _accuracy_frames(df, chance, drop), x_max, _runs(df))
 
 
 def _head_frames(df: pd.DataFrame, drop: int | None) -> dict:
     return {"heads": numbered(df).assign(drop=drop if drop is not None else float("nan"))}
 
 
-def _head_score_of(frames: dict, dropped: bool, x_max: int | None, width: int, height: int) -> alt.FacetChart:
+def _head_score_of(frames: dict, dropped: bool, x_max: int | None) -> alt.FacetChart:
     df = frames["heads"]
     base = alt.Chart(df)
     lines = base.mark_line(strokeWidth=2).encode(
@@ -169,7 +163,7 @@ def _head_score_of(frames: dict, dropped: bool, x_max: int | None, width: int, h
         y=alt.Y("value:Q", title="attention share", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("head:N", title="head", scale=HEAD_COLOURS),
         tooltip=["block:O", "head:N", "score:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=width, height=height)
+    ).properties(width=220, height=140)
     layers = [lines]
     if dropped:
         layers.append(base.mark_rule(color=OKABE_ITO[5], strokeWidth=1.5).encode(x="mean(drop):Q"))
@@ -179,20 +173,18 @@ def _head_score_of(frames: dict, dropped: bool, x_max: int | None, width: int, h
     )
 
 
-def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
-                     height: int = 140) -> alt.FacetChart:
+def head_score_chart(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None) -> alt.FacetChart:
     """Every head's previous-token and induction score against step: rows = score, columns = block."""
-    return _head_score_of(_head_frames(df, drop), drop is not None, x_max, width, height)
+    return _head_score_of(_head_frames(df, drop), drop is not None, x_max)
 
 
-def head_score_spec(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None, width: int = 220,
-                    height: int = 140) -> dict:
+def head_score_spec(df: pd.DataFrame, drop: int | None = None, x_max: int | None = None) -> dict:
     """sent_form(head_score_chart(...)) of the same arguments, from a kept template."""
-    return swapped(_head_score_of, _head_frames(df, drop), drop is not None, x_max, width, height)
+    return swapped(_head_score_of, _head_frames(df, drop), drop is not None, x_max)
 
 
 @kept
-def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> alt.LayerChart:
+def shipped_runs_chart(df: pd.DataFrame, chance: float) -> alt.LayerChart:
     """Later-copy (solid) and first-copy (dashed) loss of every shipped run; colour = run."""
     runs = list(dict.fromkeys(df["run"])) if len(df) else []
     lines = alt.Chart(df).mark_line(strokeWidth=2).encode(
@@ -204,11 +196,11 @@ def shipped_runs_chart(df: pd.DataFrame, chance: float, height: int = 300) -> al
         detail="part:N",
         tooltip=["run:N", "part:N", "step:Q", alt.Tooltip("loss:Q", format=".3f")],
     )
-    return alt.layer(lines, _chance_rule(_chance_frame(chance, "uniform guess (ln V)"))).properties(height=height)
+    return alt.layer(lines, _chance_rule(_chance_frame(chance, "uniform guess (ln V)"))).properties(height=300)
 
 
 @kept
-def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: int | None = None) -> alt.Chart:
+def transition_runs_chart(runs: pd.DataFrame, high: float, low: float) -> alt.Chart:
     """One bar per seed that dropped, from drop_start to drop_end (the steps the later-copy loss took
     to fall from `high` to below `low` nats), a tick at drop_step; rows sorted by drop_start."""
     df = runs[runs["dropped"]].copy()
@@ -222,14 +214,14 @@ def transition_runs_chart(runs: pd.DataFrame, high: float, low: float, height: i
         x=alt.X("drop_start:Q", title=f"training step (bar: loss falls from {high:g} to below {low:g} nats)"),
         x2="drop_end:Q", y=y, color=colour, tooltip=tip)
     ticks = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(x="drop_step:Q", y=y, tooltip=tip)
-    return (bars + ticks).properties(height=height or max(120, 24 * len(df)))
+    return (bars + ticks).properties(height=max(120, 24 * len(df)))
 
 
 STRATEGY_COLOURS = [OKABE_ITO[i] for i in (7, 0, 4, 2)]  # uniform grey-ish, unigram, bigram, the chain's n-gram
 
 
-def strategy_kl_chart(kl: pd.DataFrame, stages: pd.DataFrame, strategies: tuple[str, ...], x_max: int | None = None,
-                      height: int = 280) -> alt.LayerChart:
+def strategy_kl_chart(kl: pd.DataFrame, stages: pd.DataFrame, strategies: tuple[str, ...],
+                      x_max: int | None = None) -> alt.LayerChart:
     """KL of the model to each strategy (core.training.markov.kl_frame) against step, log scale, with a rule at
     each stage's measured onset (core.training.markov.stage_frame) in the strategy's colour."""
     colours = alt.Scale(domain=list(strategies), range=STRATEGY_COLOURS[: len(strategies)])
@@ -247,4 +239,4 @@ def strategy_kl_chart(kl: pd.DataFrame, stages: pd.DataFrame, strategies: tuple[
         layers.append(alt.Chart(stages).mark_text(align="left", dx=3, fontWeight="bold").encode(
             x="step:Q", y=alt.Y("offset:Q", scale=None, axis=None), text="strategy:N",
             color=alt.Color("strategy:N", scale=colours, sort=list(strategies))))
-    return alt.layer(*layers).properties(height=height)
+    return alt.layer(*layers).properties(height=280)
