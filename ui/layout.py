@@ -25,8 +25,8 @@ def fit_charts() -> None:
     st.html(FIT_CSS)
 
 
-def chart_and_note(note_width: int = 320):
+def chart_and_note():
     """(chart container, note container) in one row that wraps: the note moves below the chart
     when the main column has no room for both."""
     row = st.container(horizontal=True, gap="medium")
-    return row.container(width="content"), row.container(width=note_width)
+    return row.container(width="content"), row.container(width=320)

@@ -20,9 +20,9 @@ def widget_key(q: Question, panel: str = "") -> str:
     return f"quiz_{q.key}_{panel + '_' if panel else ''}{digest}"
 
 
-def ask(q: Question, where=None, panel: str = "") -> None:
-    """Draw question `q` (in `where`, a column or container, if given; `panel`: see widget_key)."""
-    box = (where or st).container(border=True)
+def ask(q: Question, panel: str = "") -> None:
+    """Draw question `q` (`panel`: see widget_key)."""
+    box = st.container(border=True)
     box.markdown(f"**🤔 Predict first.** {q.prompt}")
     if q.answer is None:
         box.info(q.why)
