@@ -70,16 +70,16 @@ def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     return df
 
 
-def block1_offsets(runs: patching.PatchRuns, max_offset: int = 3) -> pd.DataFrame:
-    """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..max_offset
-    (query i on key i - d, over every query i >= max_offset of every sequence). Rows: sender, offset,
+def block1_offsets(runs: patching.PatchRuns) -> pd.DataFrame:
+    """How far back each block-1 head looks on the clean run: its mean attention at offsets 0..3
+    (query i on key i - d, over every query i >= 3 of every sequence). Rows: sender, offset,
     mass; the offset with the most mass is `top` (True on that row)."""
     P = runs.clean_cache["pattern"][0]  # [B, H, T, T]
     T = P.shape[-1]
-    i = torch.arange(max_offset, T)
+    i = torch.arange(3, T)
     rows = []
     for h in range(P.shape[1]):
-        masses = [float(P[:, h, i, i - d].mean()) for d in range(max_offset + 1)]
+        masses = [float(P[:, h, i, i - d].mean()) for d in range(4)]
         top = max(range(len(masses)), key=masses.__getitem__)
         rows += [{"sender": head_label(0, h), "sender_head": h, "offset": d, "mass": m, "top": d == top}
                  for d, m in enumerate(masses)]
@@ -151,8 +151,8 @@ def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     return df
 
 
-def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3) -> dict | None:
-    """The clean stream before block 1 (the token embeddings) restored at `width` neighbouring first-copy
+def embedding_window(model: TinyCharLM, runs: patching.PatchRuns) -> dict | None:
+    """The clean stream before block 1 (the token embeddings) restored at 3 neighbouring first-copy
     positions together, starting at L // 3: {positions, effect, one_target} (one_target = 1 / (L - 1), the
     share of M's targets one sequence position can hold). None when the sequences' periods differ."""
     periods = runs.periods.unique()
@@ -160,7 +160,7 @@ def embedding_window(model: TinyCharLM, runs: patching.PatchRuns, width: int = 3
         return None
     L = int(periods[0])
     start = L // 3
-    where = [p for p in range(start, start + width) if p < L]
+    where = [p for p in range(start, start + 3) if p < L]
     return {"positions": where, "effect": patching.resid_positions_effect(model, runs, 0, where),
             "one_target": 1 / (L - 1)}
 
@@ -190,9 +190,9 @@ def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int
 
 
 def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,
-                            corruption: str = "first-copy", paths: tuple[str, ...] = ("k", "v")) -> pd.DataFrame:
+                            corruption: str = "first-copy") -> pd.DataFrame:
     """Path patching at every snapshot of a checkpoint (core.model.snapshots) and at its final weights:
-    noising each block-1 head's `paths` into all of block 2, on the same sequences at every step, so the
+    noising each block-1 head's key and value paths into all of block 2, on the same sequences at every step, so the
     timeline shows which part of the circuit forms first. Rows: step, gap (M(clean) - M(corrupted)),
     sender, path, patch_effect, effect_low, effect_high. Empty for fewer than two blocks or no snapshots."""
     from core.model.snapshots import snapshot_model
@@ -210,7 +210,7 @@ def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: 
     for step, m in models:
         runs = patching.task_runs(m, info["task"], n_seqs, seed, period, corruption)
         gap = runs.m_clean - runs.m_corrupted
-        for path in paths:
+        for path in ("k", "v"):
             mp, by_seq = path_patching.path_patch(m, runs, senders, (1, None), path, "noising", by_seq=True)
             eff = runs.effect(mp.numpy())
             lo, hi = effect_interval(runs, by_seq.double().numpy())

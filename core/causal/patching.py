@@ -100,7 +100,7 @@ class PatchRuns:
         return (m - self.m_corrupted) / gap if gap != 0 else np.full_like(m, math.nan)
 
 
-def effect_interval(runs: PatchRuns, m_seq, level: float = bootstrap.LEVEL) -> tuple[np.ndarray, np.ndarray]:
+def effect_interval(runs: PatchRuns, m_seq) -> tuple[np.ndarray, np.ndarray]:
     """A bootstrap interval of patch effects over the sequences measured: m_seq [..., B] (metric_by_seq
     of each patched run) -> (low, high), each [...]. Each resample (core.reading.bootstrap) draws B
     sequences with replacement and recomputes the whole ratio, denominator included; NaN where a
@@ -117,7 +117,7 @@ def effect_interval(runs: PatchRuns, m_seq, level: float = bootstrap.LEVEL) -> t
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(gap != 0, (patched - corr) / gap, np.nan)
 
-    return bootstrap.sequence_interval(effect, len(w), level)
+    return bootstrap.sequence_interval(effect, len(w))
 
 
 @torch.no_grad()
@@ -180,23 +180,20 @@ def _lazy_metrics(model, runs: PatchRuns, make, n: int, start: int) -> torch.Ten
 
 
 @torch.no_grad()
-def patch_heads(model: TinyCharLM, runs: PatchRuns, heads: list[tuple[int, int]],
-                positions: list[int] | None = None) -> float:
-    """M of the corrupted run with the clean output of every head in `heads` patched in at `positions`
-    (every position if None) at once: edits on hook_result. The lowest patched block is not rerun (its
+def patch_heads(model: TinyCharLM, runs: PatchRuns, heads: list[tuple[int, int]]) -> float:
+    """M of the corrupted run with the clean output of every head in `heads` patched in at every position,
+    all at once: edits on hook_result. The lowest patched block is not rerun (its
     other heads' outputs are cached): its patch is added to the corrupted stream above it, and the run
     starts there. An empty list gives M(corrupted)."""
     if not heads:
         return runs.m_corrupted
     start = min(l for l, _ in heads)
-    where = torch.zeros(runs.clean.shape[1], dtype=torch.bool)
-    where[positions if positions is not None else slice(None)] = True
     mine = {layer: sorted({hd for l, hd in heads if l == layer}) for layer in {l for l, _ in heads}}
 
     def swap(layer, result):  # result [B, H, T, D] -> the same with the clean outputs of this block's heads
         clean, mine_here = runs.clean_cache["head_out"][layer], mine[layer]
         result = result.clone()
-        result[:, mine_here] = torch.where(where[:, None], clean[:, mine_here], result[:, mine_here])
+        result[:, mine_here] = clean[:, mine_here]
         return result
 
     out = runs.corrupted_cache["head_out"][start]

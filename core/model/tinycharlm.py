@@ -126,17 +126,16 @@ class AttentionBlock(nn.Module):
         out = z.transpose(1, 2).reshape(N, T, H * dh) @ self.W_O.reshape(H * dh, -1)
         return out + self.b_O if self.cfg.bias else out
 
-    def forward_with_cache(self, h: torch.Tensor, per_head: bool = True):
+    def forward_with_cache(self, h: torch.Tensor):
         """This block alone with its pattern, v and per-head outputs recorded (the exercises use it).
 
         Returns (h_out [B, T, D], pattern [B, H, T, T], head_out [B, H, T, D], v [B, H, T, d_head]);
-        head_out is each head's contribution (A_h v_h) W_O[h] (None with per_head=False).
+        head_out is each head's contribution (A_h v_h) W_O[h].
         """
-        names = ["attn.hook_pattern", "attn.hook_v"] + (["attn.hook_result"] if per_head else [])
-        hooks = Hooks(cache=names)
+        hooks = Hooks(cache=["attn.hook_pattern", "attn.hook_v", "attn.hook_result"])
         out = self(h, hooks)
         c = hooks.cache
-        return out, c["attn.hook_pattern"], c.get("attn.hook_result"), c["attn.hook_v"]
+        return out, c["attn.hook_pattern"], c["attn.hook_result"], c["attn.hook_v"]
 
 
 def with_standing(standing: dict[str, Edit], edits: dict[str, Edit] | None) -> dict[str, Edit]:

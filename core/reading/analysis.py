@@ -53,13 +53,12 @@ def _sequence_view(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tenso
         intervals=None if periods is None else heads.score_intervals(cap.pattern, periods))
 
 
-def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0,
-                       n_seqs: int = SCORE_SEQS) -> SequenceView:
-    """n_seqs task sequences at one period (the first is the one shown)."""
+def task_sequence_view(model: TinyCharLM, task: TaskConfig, period: int, seed: int = 0) -> SequenceView:
+    """SCORE_SEQS task sequences at one period (the first is the one shown)."""
     lo, hi = probes.probe_periods(task)
     if not lo <= period <= hi:
         raise ValueError(f"period must be between {lo} and {hi} so that a second copy fits in {task.seq_len} tokens.")
-    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, n_seqs, period=period, seed=seed)
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, SCORE_SEQS, period=period, seed=seed)
     return _sequence_view(model, tokens, periods)
 
 
@@ -68,21 +67,21 @@ def text_view(model: TinyCharLM, text: str) -> SequenceView:
     return _sequence_view(model, torch.tensor([symbols.encode_text(text, model.cfg.vocab_size, min_len=2)]), None)
 
 
-def probe_view(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int = 32) -> dict:
-    """The period-shift probe at one period: {"metrics", "mass": frame (label, layer, head, offset, mass,
-    role)} with role "period - 1" for offset period-1 and "trained offset" for each training L-1."""
+def probe_view(model: TinyCharLM, task: TaskConfig, period: int) -> dict:
+    """The period-shift probe at one period, on 32 sequences: {"metrics", "mass": frame (label, layer, head,
+    offset, mass, role)} with role "period - 1" for offset period-1 and "trained offset" for each training L-1."""
     trained = probes.training_offsets(task)
     shown = sorted({trained[0], trained[-1]})
-    out = probes.period_probe(model, task, period, offsets=shown, n_seqs=n_seqs)
+    out = probes.period_probe(model, task, period, offsets=shown, n_seqs=32)
     mass = out["offset_mass"].copy()
     mass["role"] = np.where(mass["offset"] == period - 1, "probe period − 1 (induction target)",
                             "training period − 1 (fixed-offset rule)")
     return {"metrics": out["metrics"], "mass": mass}
 
 
-def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4) -> pd.DataFrame:
-    """Accuracy and loss at every probe period (core.reading.probes.period_sweep)."""
-    return probes.period_sweep(model, task, n_seqs=n_seqs)
+def sweep_view(model: TinyCharLM, task: TaskConfig) -> pd.DataFrame:
+    """Accuracy and loss at every probe period, 4 sequences each (core.reading.probes.period_sweep)."""
+    return probes.period_sweep(model, task, n_seqs=4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,10 +89,10 @@ def sweep_view(model: TinyCharLM, task: TaskConfig, n_seqs: int = 4) -> pd.DataF
 
 
 @torch.no_grad()
-def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int, seed: int = 0) -> HeadCircuitView:
+def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int) -> HeadCircuitView:
     """Everything the Circuits page shows about one head (HeadCircuitView), for 0-based layer, head."""
     qk_f, ov_f = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
-    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+    tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=0)
     self_attn = copying.measured_self_attention(model, tokens, periods) if layer else None
     resid, _ = model.run_with_hooks(tokens, stop=layer)
     T = task.seq_len
@@ -117,21 +116,21 @@ def head_circuit_view(model: TinyCharLM, task: TaskConfig, layer: int, head: int
         copy_uncentred=copying.ov_copying_eig(C, centred=False), d_head=model.cfg.d_head, vocab=model.cfg.vocab_size)
 
 
-def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None, seed: int = 0) -> pd.DataFrame:
+def copying_table_view(model: TinyCharLM, task: TaskConfig | None = None) -> pd.DataFrame:
     """ov_copying_table (label, layer, head; head "all" for a block's sum); with a task, the
     effective columns weight each earlier head by its self-attention measured on 32 sequences."""
     self_attn = None
     if task is not None and model.cfg.n_layers > 1:
-        tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=seed)
+        tokens, periods = attention.task_sequences(task, model.cfg.vocab_size, 32, seed=0)
         self_attn = copying.measured_self_attention(model, tokens, periods)
     return copying.ov_copying_table(model, self_attn)
 
 
-def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFrame, dict[str, float]]:
+def composition_view(model: TinyCharLM) -> tuple[pd.DataFrame, dict[str, float]]:
     """(scores, baseline): rows {kind, writer, reader, score, baseline, ratio} with heads labelled
     'block.head', and the random-matrix baseline per kind."""
     df = composition.composition_table(model)
-    base = composition.composition_baseline(model.cfg.d_model, model.cfg.d_head, n_draws=n_draws)
+    base = composition.composition_baseline(model.cfg.d_model, model.cfg.d_head)
     out = pd.DataFrame({
         "kind": df["kind"],
         "writer": [symbols.head_label(l, h) for l, h in zip(df.writer_layer, df.writer_head)],
@@ -143,21 +142,19 @@ def composition_view(model: TinyCharLM, n_draws: int = 100) -> tuple[pd.DataFram
     return out, base
 
 
-def _ablation_batch(model: TinyCharLM, task: TaskConfig, n_seqs: int, seed: int):
-    """The ablation views' task sequences (seed 0 by default; not the trainer's eval_batch)."""
-    return attention.task_sequences(task, model.cfg.vocab_size, n_seqs, seed=seed)
+def _ablation_batch(model: TinyCharLM, task: TaskConfig):
+    """The ablation views' EVAL_SEQS task sequences (seed 0; not the trainer's eval_batch)."""
+    return attention.task_sequences(task, model.cfg.vocab_size, EVAL_SEQS, seed=0)
 
 
-def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str],
-                  n_seqs: int = EVAL_SEQS, seed: int = 0) -> pd.DataFrame:
+def ablation_view(model: TinyCharLM, task: TaskConfig, heads_ablated: dict[str, str]) -> pd.DataFrame:
     """Before/after copy metrics with heads {'block.head': 'zero' | 'mean'} ablated (rows = metric)."""
-    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
+    tokens, periods = _ablation_batch(model, task)
     spec = {symbols.parse_head_label(k): mode for k, mode in heads_ablated.items()}
     return ablation.compare_ablation(model, tokens, periods, spec)
 
 
-def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero", n_seqs: int = EVAL_SEQS,
-                       seed: int = 0) -> pd.DataFrame:
+def ablation_grid_view(model: TinyCharLM, task: TaskConfig, mode: str = "zero") -> pd.DataFrame:
     """Each head ablated alone: label, layer, head, loss_later_delta, acc_later_delta."""
-    tokens, periods = _ablation_batch(model, task, n_seqs, seed)
+    tokens, periods = _ablation_batch(model, task)
     return ablation.ablation_table(model, tokens, periods, mode)

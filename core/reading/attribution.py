@@ -30,10 +30,9 @@ def part_labels(model: TinyCharLM) -> list[str]:
 
 
 @torch.no_grad()
-def stream_parts(model: TinyCharLM, tokens: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+def stream_parts(model: TinyCharLM, tokens: torch.Tensor) -> torch.Tensor:
     """The final stream of tokens [B, T] split into part_labels(model)'s parts: [P, B, T, D]."""
-    if cache is None:
-        _, cache = model.run_with_cache(tokens)
+    _, cache = model.run_with_cache(tokens)
     B, T = tokens.shape
     parts = [model.W_E[tokens][None]]
     parts += [cache["head_out"][l].transpose(0, 1) for l in range(model.cfg.n_layers)]  # [H, B, T, D] each

@@ -21,11 +21,6 @@ class FactoredMatrix:
         return (*self.A.shape[:-1], self.B.shape[-1])
 
     @property
-    def inner(self) -> int:
-        """r: the rank can be at most this."""
-        return self.A.shape[-1]
-
-    @property
     def AB(self) -> torch.Tensor:
         """The product [..., m, n]."""
         return self.A @ self.B
@@ -57,10 +52,10 @@ class FactoredMatrix:
             s = torch.cat([s, s.new_zeros(*s.shape[:-1], max(n, 0))], -1)
         return s
 
-    def rank(self, rtol: float = 1e-5) -> int:
-        """Numerical rank: singular values above rtol * the largest (2-D matrices only)."""
+    def rank(self) -> int:
+        """Numerical rank: singular values above 1e-5 * the largest (2-D matrices only)."""
         s = self.S
-        return int((s > rtol * s.max()).sum()) if s.numel() and s.max() > 0 else 0
+        return int((s > 1e-5 * s.max()).sum()) if s.numel() and s.max() > 0 else 0
 
     def norm(self) -> torch.Tensor:
         """Frobenius norm [...]."""

@@ -128,9 +128,10 @@ def sum_by_kind(result: dict) -> dict[str, float]:
 
 
 @torch.no_grad()
-def induction_scores(model: TinyCharLM, task: TaskConfig, layer: int, n_seqs: int = 32, seed: int = 0) -> list[float]:
-    """Each head's induction score (DESIGN.md: mean A[i, i+1-L] over i >= L) in block `layer`."""
-    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))
+def induction_scores(model: TinyCharLM, task: TaskConfig, layer: int) -> list[float]:
+    """Each head's induction score (mean A[i, i+1-L] over i >= L, core.reading.heads.head_scores) in block `layer`,
+    on 32 sequences."""
+    tokens, periods = sample_batch(task, 32, model.cfg.vocab_size, generator=torch.Generator().manual_seed(0))
     _, cache = model.run_with_cache(tokens)
     return head_scores(cache["pattern"][layer], periods)["induction"].tolist()
 

@@ -64,7 +64,7 @@ def period_probe(model: TinyCharLM, task: TaskConfig, period: int, offsets: list
 
 @no_grad
 def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None = None,
-                 n_seqs: int = 16, seed: int = 0, chunk: int = 256) -> pd.DataFrame:
+                 n_seqs: int = 16) -> pd.DataFrame:
     """Copy metrics at each fixed probe period (default: every period the task length allows).
 
     Rows {period, trained (bool: inside the training range), loss_second_copy, acc_second_copy,
@@ -74,10 +74,10 @@ def period_sweep(model: TinyCharLM, task: TaskConfig, periods: list[int] | None 
 
     lo, hi = probe_periods(task)
     periods = list(range(lo, hi + 1)) if periods is None else list(periods)
-    batches = [sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed + P),
+    batches = [sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(P),
                             period=P) for P in periods]
     tokens = torch.cat([t for t, _ in batches])
-    logits = torch.cat([model(tokens[s:s + chunk]) for s in range(0, len(tokens), chunk)])
+    logits = torch.cat([model(tokens[s:s + 256]) for s in range(0, len(tokens), 256)])
     rows = []
     for n, (P, (tok, per)) in enumerate(zip(periods, batches)):
         m = copy_metrics(logits[n * n_seqs:(n + 1) * n_seqs], tok, per)
@@ -91,18 +91,18 @@ FIXED_ACC = 0.2  # later-copy accuracy at a shifted period below this: the model
 WORKS_ACC = 0.5  # ... while at its own training period it is at least this
 
 
-def fixed_distance_verdict(model: TinyCharLM, task: TaskConfig, n_seqs: int = 32, seed: int = 0) -> dict | None:
+def fixed_distance_verdict(model: TinyCharLM, task: TaskConfig) -> dict | None:
     """Whether the period-shift probe says the model copies from a fixed distance back: its later-copy
     accuracy at its shortest training period is at least WORKS_ACC, and at a period a quarter shorter
-    (outside the training range) below FIXED_ACC. Then attention-mass scores such as the induction score
-    measure the trained offset, not a look-up. Returns {"fixed", "trained", "shifted", "acc_trained",
+    (outside the training range) below FIXED_ACC, on 32 sequences each. Then attention-mass scores such as the
+    induction score measure the trained offset, not a look-up. Returns {"fixed", "trained", "shifted", "acc_trained",
     "acc_shifted"}, or None when no shorter period leaves two copies (or the model has no heads)."""
     lo, _ = probe_periods(task)
     trained = task.period_min
     shifted = max(lo, (3 * trained) // 4)
     if model.cfg.n_layers == 0 or shifted >= trained:
         return None
-    acc = {L: float(period_probe(model, task, L, n_seqs=n_seqs, seed=seed)["metrics"]["acc_later_copies"])
+    acc = {L: float(period_probe(model, task, L, n_seqs=32, seed=0)["metrics"]["acc_later_copies"])
            for L in (trained, shifted)}
     return {"fixed": acc[trained] >= WORKS_ACC and acc[shifted] < FIXED_ACC, "trained": trained, "shifted": shifted,
             "acc_trained": acc[trained], "acc_shifted": acc[shifted]}

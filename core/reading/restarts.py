@@ -78,30 +78,31 @@ def sample_restarts(task: TaskConfig, batch_size: int, vocab_size: int, n_restar
     return fill_segments(restart, task, vocab_size, token_generator if token_generator is not None else generator)
 
 
-def restart_example(task: TaskConfig, vocab_size: int, seed: int, max_tries: int = 200) -> dict:
+def restart_example(task: TaskConfig, vocab_size: int, seed: int) -> dict:
     """One restart sequence for display, as plain values: tokens (list), restart (its position),
     old_period, new_period, seed (the one used).
 
     Draws exactly as sample_restarts does, but skips seeds (seed, seed+1, ...) whose restart leaves
-    no room to show both patterns (a whole old period before it; after it, a new period and RUN + 1 tokens).
+    no room to show both patterns (a whole old period before it; after it, a new period and RUN + 1 tokens),
+    for at most 200 seeds.
     """
     import torch
 
     T = task.seq_len
-    for s in range(seed, seed + max_tries):
+    for s in range(seed, seed + 200):
         rb = sample_restarts(task, 1, vocab_size, 1, torch.Generator().manual_seed(s))
         r = int(rb.restart[0].nonzero()[0, 0])
         old, new = int(rb.period[0, 0]), int(rb.period[0, r])
-        if r >= old and r + new + 1 + RUN <= T or s == seed + max_tries - 1:
+        if r >= old and r + new + 1 + RUN <= T or s == seed + 199:
             return {"tokens": rb.tokens[0].tolist(), "restart": r, "old_period": old, "new_period": new, "seed": s}
 
 
 @no_grad
-def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_restarts: int = 1,
-                  seed: int = 0, chunk: int = 256) -> dict:
+def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, seed: int = 0,
+                  chunk: int = 256) -> dict:
     """Accuracy of the next-token prediction against where the target sits in its segment.
 
-    Over n_seqs sampled restart sequences, every target t >= 1 is placed by k = since[t] (tokens
+    Over n_seqs sampled sequences with one restart each, every target t >= 1 is placed by k = since[t] (tokens
     since its pattern began) and by k - period (tokens since that pattern's second copy began).
     Returns numpy-free lists: "k", "acc_restart", "n_restart" (targets after a restart),
     "acc_start", "n_start" (targets in the segment that began at position 0) and the same against
@@ -126,7 +127,7 @@ def restart_curve(model: TinyCharLM, task: TaskConfig, n_seqs: int = 1024, n_res
     recover = []  # (tokens after the restart until predictions are right again, period)
     probe = [0.0, 0.0, 0]  # restart_context_probe's counts on this sample
     for s in range(0, n_seqs, chunk):
-        rb = sample_restarts(task, min(chunk, n_seqs - s), model.cfg.vocab_size, n_restarts, g)
+        rb = sample_restarts(task, min(chunk, n_seqs - s), model.cfg.vocab_size, 1, g)
         logits = model(rb.tokens)
         _, correct = per_target_loss(logits, rb.tokens)  # [b, T-1] targets 1..T-1
         recover += _recoveries(rb, correct)

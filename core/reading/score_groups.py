@@ -35,13 +35,13 @@ GROUP_HELP = {
 
 
 @no_grad
-def head_roles(model: TinyCharLM, task: TaskConfig, layer: int = 0, n_seqs: int = 32, seed: int = 0) -> dict[str, str]:
-    """{"l.h" label (1-based): "self" | "previous" | "other"} for the heads of `layer`."""
+def head_roles(model: TinyCharLM, task: TaskConfig, layer: int = 0) -> dict[str, str]:
+    """{"l.h" label (1-based): "self" | "previous" | "other"} for the heads of `layer`, on 32 sequences."""
     import torch
 
     from core.reading.heads import head_scores
 
-    tokens, periods = sample_batch(task, n_seqs, model.cfg.vocab_size, generator=torch.Generator().manual_seed(seed))
+    tokens, periods = sample_batch(task, 32, model.cfg.vocab_size, generator=torch.Generator().manual_seed(0))
     _, cache = model.run_with_cache(tokens, per_head=False)
     s = head_scores(cache["pattern"][layer], periods)
     roles = {}
