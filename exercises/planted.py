@@ -27,10 +27,11 @@ V, D, H = 16, 128, 4
 SLOT = 32  # first dim of the previous-token slot
 SHARED = 16
 PREV, INDUCTION = (0, 0), (1, 1)
+SHARP, MATCH, COPY = 12.0, 30.0, 12.0  # previous-token query scale, induction query scale, induction output scale
 TASK = TaskConfig(period_min=6, period_max=10, seq_len=30)
 
 
-def planted_induction_model(sharp: float = 12.0, match: float = 30.0, copy: float = 12.0) -> TinyCharLM:
+def planted_induction_model() -> TinyCharLM:
     cfg = ModelConfig(vocab_size=V, d_model=D, n_heads=H, n_layers=2)
     model = TinyCharLM(cfg).eval()
     dh = cfg.d_head
@@ -48,7 +49,7 @@ def planted_induction_model(sharp: float = 12.0, match: float = 30.0, copy: floa
         for W in (b0.W_Q, b0.W_K, b0.W_V):
             W[0].zero_()
         u = torch.zeros(dh)
-        u[list(range(6))] = sharp  # the six fastest rotary pairs (j, j + dh/2)
+        u[list(range(6))] = SHARP  # the six fastest rotary pairs (j, j + dh/2)
         cos, sin = rope_cos_sin(2, dh, cfg.rope_base)
         half = dh // 2
         rot = torch.cat([-u[half:], u[:half]])
@@ -61,10 +62,10 @@ def planted_induction_model(sharp: float = 12.0, match: float = 30.0, copy: floa
             W[1].zero_()
         slow = [j for j in range(half // 2, half)] + [j + half for j in range(half // 2, half)]
         for a in range(V):
-            b1.W_Q[1, a, slow[a]] = match
+            b1.W_Q[1, a, slow[a]] = MATCH
             b1.W_K[1, SLOT + a, slow[a]] = 1.0
         b1.W_V[1, :V, :V] = torch.eye(V)
-        b1.W_O[1, :V, :V] = torch.eye(V) * copy
+        b1.W_O[1, :V, :V] = torch.eye(V) * COPY
     return model
 
 

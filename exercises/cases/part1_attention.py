@@ -47,8 +47,8 @@ def _mask_cases(model, task, label):
     return [Case(f"{label}'s task", {"periods": periods, "seq_len": task.seq_len})]
 
 
-def _later(periods, seq_len, start=1, strict=False):
-    t = torch.arange(start, start + seq_len - 1)[None, :]
+def _later(periods, seq_len, strict=False):
+    t = torch.arange(1, seq_len)[None, :]
     return t > periods[:, None] if strict else t >= periods[:, None]
 
 
@@ -109,10 +109,10 @@ CHECKS["causal_pattern"] = Check(_pattern_cases, _pattern_ref, PATTERN_AXES, [
      lambda q, k: _pattern_ref(q, k, transpose=True))])
 
 
-def _exact(T: int, periods: torch.Tensor, kind: str, H: int = 2) -> torch.Tensor:
-    """A planted pattern [B, H, T, T] with a known score: head 0 exactly `kind`, head 1 uniform over j <= i."""
+def _exact(T: int, periods: torch.Tensor, kind: str) -> torch.Tensor:
+    """A planted pattern [B, 2, T, T] with a known score: head 0 exactly `kind`, head 1 uniform over j <= i."""
     B = len(periods)
-    A = torch.zeros(B, H, T, T)
+    A = torch.zeros(B, 2, T, T)
     A[:, 1] = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
     for b in range(B):
         L = int(periods[b])

@@ -161,13 +161,12 @@ CHECKS["logit_diff_attribution"] = Check(_ld_cases, _ld_ref, (), [
     ("Not normalised: average the terms over the targets, do not sum them", _ld_wrong(pool="sum"))], run=_ld_run)
 
 
-def _patch_inputs(model, task, n=6, seed=0):
+def _patch_inputs(model, task):
     from core.causal.corruptions import corrupt
-
-    g = torch.Generator().manual_seed(seed)
     from core.model.task import sample_batch
 
-    tokens, periods = sample_batch(task, n, model.cfg.vocab_size, generator=g)
+    g = torch.Generator().manual_seed(0)
+    tokens, periods = sample_batch(task, 6, model.cfg.vocab_size, generator=g)
     corrupted = corrupt(tokens, periods, model.cfg.vocab_size, g)
     T = 2 * int(periods.max())
     return tokens[:, :T], corrupted[:, :T], periods
