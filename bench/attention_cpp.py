@@ -68,10 +68,10 @@ def build_cost() -> dict:
     return {"first_use": out[0], "cached": out[1]}
 
 
-def kernel_ms(rounds: int = 5, n: int = 15) -> dict:
+def kernel_ms() -> dict:
     """(a): forward + backward of one block's attention, eager and compiled alternately (the measurement
     core.model.attention.kernel_choice makes, with more rounds)."""
-    ms = measure_kernels((32, 96, 4, 32), rounds=rounds, n=n)
+    ms = measure_kernels((32, 96, 4, 32), rounds=5, n=15)
     return {"eager": round(ms["eager"], 2), "cpp": round(ms["compiled"], 2)}
 
 

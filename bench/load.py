@@ -47,8 +47,8 @@ STEP = re.compile(r"step (\d+) / (\d+)")
 RATE = re.compile(r"([\d.]+) steps/s")
 
 
-def bare_rate(steps: int = 60) -> float:
-    """Steps per second of Trainer.run on the default settings in this process (all cores)."""
+def bare_rate() -> float:
+    """Steps per second of Trainer.run on the default settings in this process (all cores), over 60 steps."""
     import torch
 
     from core.training.train_settings import TrainSettings, machine_cores
@@ -58,8 +58,8 @@ def bare_rate(steps: int = 60) -> float:
     trainer = Trainer(*TrainSettings.defaults().configs())
     trainer.run(5)
     t0 = time.perf_counter()
-    trainer.run(steps)
-    return steps / (time.perf_counter() - t0)
+    trainer.run(60)
+    return 60 / (time.perf_counter() - t0)
 
 
 def progress(app: LabPage) -> tuple[int, float] | None:
@@ -92,14 +92,14 @@ def press(app: LabPage, label: str) -> None:
     app.page.get_by_role("button", name=label, exact=True).click()
 
 
-def wait_step(app: LabPage, at_least: int, timeout: float = 120) -> tuple[int, float]:
-    deadline = time.monotonic() + timeout
+def wait_step(app: LabPage, at_least: int) -> tuple[int, float]:
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         p = progress(app)
         if p and p[0] >= at_least:
             return p
         time.sleep(0.1)
-    raise RuntimeError(f"no step {at_least} within {timeout} s")
+    raise RuntimeError(f"no step {at_least} within 120 s")
 
 
 def cpu_seconds(pid: int) -> float:

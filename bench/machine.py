@@ -1,16 +1,17 @@
 """The machine's speed, printed beside every timing in bench/ (the host's matmul rate moves threefold
-between days): the one-thread float32 1024 x 1024 product rate, mean over `repeats` after a warm-up.
+between days): the one-thread float32 1024 x 1024 product rate, mean over 20 after a warm-up.
 time_to_induction.matmul_peak is the *best* single product instead: the bound a training is held to."""
 from __future__ import annotations
 
 import time
 
 
-def matmul_rate(n: int = 1024, repeats: int = 20, threads: int = 1) -> float:
-    """Mean float32 GFLOP/s of an n x n by n x n product at `threads` torch threads."""
+def matmul_rate() -> float:
+    """Mean float32 GFLOP/s of a 1024 x 1024 by 1024 x 1024 product at one torch thread, over 20 products."""
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
+    n, repeats = 1024, 20
     a = torch.randn(n, n)
     b = a.clone()
     for _ in range(3):
@@ -21,7 +22,7 @@ def matmul_rate(n: int = 1024, repeats: int = 20, threads: int = 1) -> float:
     return repeats * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9
 
 
-def as_cpu(argv: list[str] | None = None) -> str:
+def as_cpu() -> str:
     """`--cpu native|avx2|sse4` for a bench script: with an emulated kind not yet in force, the script runs
     again in a new process with core.model.cpu.emulate's environment (torch reads its switches when it
     loads) and this process exits with its status. Returns the kind this process measures as
@@ -34,7 +35,7 @@ def as_cpu(argv: list[str] | None = None) -> str:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from core.model import cpu
 
-    args = sys.argv[1:] if argv is None else argv
+    args = sys.argv[1:]
     wanted = "native"
     for i, a in enumerate(args):
         if a == "--cpu" and i + 1 < len(args):

@@ -65,7 +65,7 @@ def cpu_seconds(pid: int, stat: str | None = None) -> float:
 # Inside the server
 
 
-def _install_sampler(out: Path, every: float = 0.001) -> None:
+def _install_sampler(out: Path) -> None:
     """Wrap ScriptRunner._run_script: while a run lasts, a thread samples its stack; at the end the
     page's counts are added to out/<page>.json."""
     from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
@@ -85,7 +85,7 @@ def _install_sampler(out: Path, every: float = 0.001) -> None:
         inclusive, top, n = collections.Counter(), collections.Counter(), [0]
 
         def sample():
-            while not done.wait(every):
+            while not done.wait(0.001):
                 frame = sys._current_frames().get(target)
                 if frame is None:
                     continue

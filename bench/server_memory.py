@@ -93,8 +93,11 @@ def _reachable() -> dict:
             "bytes_over_1k_mb": round(blobs / mb, 1), "gc_tracked": len(gc.get_objects())}
 
 
-def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
-    """Who holds the largest buffers (torch storages, numpy arrays, bytes of at least min_bytes): a
+MIN_BYTES = 16 * 1024  # smaller buffers are not named by _holders
+
+
+def _holders() -> list[str]:
+    """Who holds the 15 largest buffers (torch storages, numpy arrays, bytes of at least MIN_BYTES): a
     breadth-first walk from every module's namespace and every thread's frames, each buffer named by
     the first path that reaches it (module, then the types and keys on the way)."""
     import collections
@@ -135,7 +138,7 @@ def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
     while queue:
         obj, path, depth = queue.popleft()
         n = size(obj)
-        if n >= min_bytes:
+        if n >= MIN_BYTES:
             key = obj.untyped_storage().data_ptr() if isinstance(obj, torch.Tensor) else id(obj)
             found.setdefault(key, (n, path))
         if depth >= 40 or isinstance(obj, (str, int, float, bytes, bytearray)):
@@ -147,7 +150,7 @@ def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
     # storages the collector sees that no path from a module or a frame reached
     for obj in gc.get_objects():
         for ref in gc.get_referents(obj):
-            if isinstance(ref, torch.Tensor) and (n := size(ref)) >= min_bytes:
+            if isinstance(ref, torch.Tensor) and (n := size(ref)) >= MIN_BYTES:
                 ptr = ref.untyped_storage().data_ptr()
                 if ptr not in found:
                     found[ptr] = (n, f"unreached, held by a {type(obj).__module__}.{type(obj).__qualname__}")
@@ -156,7 +159,7 @@ def _holders(top: int = 15, min_bytes: int = 16 * 1024) -> list[str]:
         short = " > ".join(path.split(" > ")[:5])
         entry = by_path.setdefault(short, [0, 0, path])
         entry[0], entry[1] = entry[0] + n, entry[1] + 1
-    rows = sorted(by_path.items(), key=lambda kv: -kv[1][0])[:top]
+    rows = sorted(by_path.items(), key=lambda kv: -kv[1][0])[:15]
     return [f"{n / 2 ** 20:.1f} MB in {c}: {path}" + (f" (e.g. {example})" if example != path else "")
             for path, (n, c, example) in rows]
 
@@ -245,10 +248,10 @@ def serve(argv: list[str]) -> None:
 # The driver
 
 
-def _ask(pid: int, out: Path, timeout: float = 120) -> dict:
+def _ask(pid: int, out: Path) -> dict:
     out.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if out.is_file() and out.stat().st_size:
             time.sleep(0.2)

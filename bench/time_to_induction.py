@@ -44,21 +44,22 @@ from core.training.presets import DEFAULT_PRESET, get_preset  # noqa: E402
 from core.training.trainer import Trainer  # noqa: E402
 
 
-def matmul_peak(n: int = 1024, repeats: int = 12) -> float:
-    """Best observed float32 GFLOP/s of an n x n by n x n product at torch's thread count."""
+def matmul_peak() -> float:
+    """Best observed float32 GFLOP/s of a 1024 x 1024 by 1024 x 1024 product at torch's thread count, of 12."""
+    n = 1024
     a, b = torch.randn(n, n), torch.randn(n, n)
     for _ in range(3):
         a @ b
     best = float("inf")
-    for _ in range(repeats):
+    for _ in range(12):
         t0 = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best / 1e9
 
 
-def step_flops(preset: str = DEFAULT_PRESET, done: bool = False) -> float:
-    """Floating-point operations of one training step (forward + backward) at the preset's settings.
+def step_flops(done: bool = False) -> float:
+    """Floating-point operations of one training step (forward + backward) at the default preset's settings.
 
     The bound's yardstick is the model's plain formulation (done=False): every projection over the
     B T rows of its stream, as run_with_hooks computes it. The training forward does less (done=True):
@@ -70,7 +71,7 @@ def step_flops(preset: str = DEFAULT_PRESET, done: bool = False) -> float:
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    p = get_preset(preset)
+    p = get_preset(DEFAULT_PRESET)
     trainer = Trainer(p.model, p.task, p.train)
     tokens, _ = sample_batch(trainer.train_task, p.train.batch_size, p.model.vocab_size,
                              torch.Generator().manual_seed(0))
@@ -86,16 +87,17 @@ def step_flops(preset: str = DEFAULT_PRESET, done: bool = False) -> float:
     return total
 
 
-def time_seed(seed: int, threshold: float, cap: int, preset: str = DEFAULT_PRESET, chunk: int = 25) -> dict:
-    """Train one seed to the threshold in chunks of `chunk` steps; steps, wall seconds, ms per step."""
-    p = get_preset(preset)
+def time_seed(seed: int, threshold: float, cap: int) -> dict:
+    """Train one seed of the default preset to the threshold in chunks of 25 steps; steps, wall seconds, ms per
+    step."""
+    p = get_preset(DEFAULT_PRESET)
     import dataclasses
 
     train = dataclasses.replace(p.train, seed=seed, steps=max(cap, 1))
     trainer = Trainer(p.model, p.task, train)
     t0 = time.perf_counter()
     while not trainer.done and not trainer.stopped_early:
-        trainer.run(chunk, stop_at_loss=threshold)
+        trainer.run(25, stop_at_loss=threshold)
     wall = time.perf_counter() - t0
     reached = trainer.stopped_early
     return {

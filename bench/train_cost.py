@@ -52,14 +52,14 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pool_run(settings: TrainSettings, vocab: int, timeout: float = 600.0) -> dict:
+def pool_run(settings: TrainSettings, vocab: int) -> dict:
     """The page's path: CPU-seconds of the worker process until its rows show the drop."""
     pool = RunPool(capacity=1)
     try:
         run = pool.start(settings, owner="bench", private=True)
         t0 = time.perf_counter()
         cpu, step = None, None
-        while time.perf_counter() - t0 < timeout:
+        while time.perf_counter() - t0 < 600.0:
             pid = run.pid
             step = drop_step(run.history(), vocab)
             if pid and step is not None:
@@ -102,18 +102,19 @@ def bare_run(settings: TrainSettings) -> dict:
             "ms_per_log": 1000 * statistics.median(log_cpu[1:] or log_cpu)}
 
 
-def _median_ms(fn, n: int = 15) -> float:
+def _median_ms(fn) -> float:
+    """Median CPU ms of 15 calls of fn, after one."""
     fn()
     times = []
-    for _ in range(n):
+    for _ in range(15):
         t = time.process_time()
         fn()
         times.append(time.process_time() - t)
     return 1000 * statistics.median(times)
 
 
-def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
-    """ms of CPU per training step by part, each part replayed alone at the step's shapes (median of n;
+def step_breakdown(settings: TrainSettings) -> dict:
+    """ms of CPU per training step by part, each part replayed alone at the step's shapes (median of 15;
     a profiler's per-op overhead would swamp the small ops): matrix products (every mm/addmm of a step,
     listed once by torch.profiler), attention (the kernel this process trains with, forward + backward,
     core.model.attention.measure_kernels), optimizer (AdamW step + zero_grad); "other" is the step less
@@ -126,7 +127,7 @@ def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
     trainer = Trainer(model_cfg, task_cfg, train_cfg)
     for _ in range(3):
         trainer.train_step()
-    step = _median_ms(trainer.train_step, n)
+    step = _median_ms(trainer.train_step)
     with profile(record_shapes=True) as prof:
         trainer.train_step()
     shapes = [e.input_shapes for e in prof.events() if e.name in ("aten::mm", "aten::addmm")]
@@ -134,10 +135,10 @@ def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
     for s in shapes:
         a, b = (s[1], s[2]) if len(s) == 3 else (s[0], s[1])  # addmm(bias, a, b)
         mats.append((torch.randn(a), torch.randn(b)))
-    products = _median_ms(lambda: [x @ y for x, y in mats], n)
+    products = _median_ms(lambda: [x @ y for x, y in mats])
     B, T = train_cfg.batch_size, train_cfg.train_task(task_cfg).seq_len
     H, dh, L = model_cfg.n_heads, model_cfg.d_head, model_cfg.n_layers
-    kernels = measure_kernels((B, T, H, dh), rounds=3, n=max(3, n // 3))
+    kernels = measure_kernels((B, T, H, dh), rounds=3, n=5)
     parts = {"matrix products": products, "attention": L * kernels[kernel_choice().kernel]}
     opt = trainer.optimizer
 
@@ -145,7 +146,7 @@ def step_breakdown(settings: TrainSettings, n: int = 15) -> dict:
         opt.step()
         for p in trainer.model.parameters():
             p.grad = torch.zeros_like(p) if p.grad is None else p.grad
-    parts["optimizer"] = _median_ms(optimizer, n) if opt is not None else 0.0
+    parts["optimizer"] = _median_ms(optimizer) if opt is not None else 0.0
     parts["other"] = step - sum(parts.values())
     parts["step"] = step
     return {k: round(v, 2) for k, v in parts.items()}
