@@ -1,6 +1,7 @@
-"""Weight-level views of a head: QK and OV circuits, the rotary positional profile, the direct path
-and the skip-trigram rules a head reads from the weights (Elhage et al. 2021). The OV copying matrix
-and its scores live in core.reading.copying; composition between heads in core.reading.composition.
+"""Weight-level views of a head: QK and OV circuits, the rotary positional profile and the skip-trigram
+rules a head reads from the weights (Elhage et al. 2021); the direct path W_E W_E^T is
+core.reading.bigrams.gram_logits. The OV copying matrix and its scores live in core.reading.copying;
+composition between heads in core.reading.composition.
 
 Row-vector convention throughout (as the model computes): a head reads x and writes x W_OV with
 W_OV = W_V W_O; its content score between query stream x_i and key stream x_j at offset 0 is
@@ -33,12 +34,6 @@ def ov_circuit(model: TinyCharLM, layer: int, head: int) -> FactoredMatrix:
     """W_OV = W_V[h] W_O[h] as factors: [D, D], rank <= d_head (x -> x W_OV)."""
     b = model.blocks[layer]
     return FactoredMatrix(b.W_V[head], b.W_O[head])
-
-
-def direct_path(model: TinyCharLM) -> FactoredMatrix:
-    """W_E W_E^T: [V, V] (row = current token, column = next-token logit). A 0-block model's logits
-    are exactly its rows: a Gram matrix, so symmetric and positive semidefinite, rank <= min(V, D)."""
-    return FactoredMatrix(model.W_E, model.W_E.T)
 
 
 # ---------------------------------------------------------------------------------------------
