@@ -48,7 +48,7 @@ def lens_sequence(model: TinyCharLM, tokens: torch.Tensor) -> pd.DataFrame:
 
 
 def lens_by_copy(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> pd.DataFrame:
-    """Mean probability and mean rank of the right token per stage and copy (DESIGN.md's first, second
+    """Mean probability and mean rank of the right token per stage and copy (core.model.task.copy_masks' first, second
     and later copies) over a batch tokens [B, T], periods [B]. Rows: stage, stage_label, copy, prob, rank, n."""
     prob, rank = lens(model, tokens)
     masks = copy_masks(periods, tokens.shape[1])

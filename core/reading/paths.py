@@ -141,7 +141,7 @@ def mean_target_contributions(model: TinyCharLM, task: TaskConfig, n_seqs: int =
                               part: str = "later", chunk: int = 32) -> dict:
     """Average each path's centered logit of the *correct* next token over sampled task sequences.
 
-    part: "first" or "later" copies (DESIGN.md). Returns {"labels", "kinds", "values" [P],
+    part: "first" or "later" copies (core.model.task.copy_masks). Returns {"labels", "kinds", "values" [P],
     "total": mean centered logit of the model, "n": targets averaged}.
     """
     g = torch.Generator().manual_seed(seed)
