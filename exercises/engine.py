@@ -288,18 +288,3 @@ def cases(name: str, spec: Check) -> list[Case]:
         with torch.no_grad():
             _CASES[key] = [case for model, task, label in sources for case in spec.cases(model, task, label)]
     return _CASES[key]
-    refuse_markov(name)
-    p = picked()
-    key = (name, id(p["model"]))
-    if key not in _CASES:
-        if "planted" not in _CASES:
-            _CASES["planted"] = (planted.planted_induction_model(), planted.random_model())
-        induction, rand = _CASES["planted"]
-        out = []
-        for model, task, label in ((p["model"], p["task"], f"the picked model {p['label']}"),
-                                   (induction, planted.TASK, "the planted induction model"),
-                                   (rand, planted.TASK, "a small random model")):
-            with torch.no_grad():
-                out += spec.cases(model, task, label)
-        _CASES[key] = out
-    return _CASES[key]
