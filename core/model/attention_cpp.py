@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,11 +56,10 @@ def flags() -> tuple[str, ...]:
 @dataclass
 class Build:
     """How this process got the library: its path, whether it was compiled now, the compiler's
-    CPU-seconds (children's user + system) and wall seconds, or why there is none (reason)."""
+    CPU-seconds (children's user + system), or why there is none (reason)."""
     path: Path | None = None
     compiled: bool = False
     cpu_seconds: float = 0.0
-    wall_seconds: float = 0.0
     reason: str = ""
 
 
@@ -107,7 +105,7 @@ def _build() -> Build:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
     os.close(fd)
-    cpu0, t0 = _children_cpu(), time.perf_counter()
+    cpu0 = _children_cpu()
     try:
         run = subprocess.run([compiler, *flags(), str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
         if run.returncode != 0:
@@ -116,7 +114,7 @@ def _build() -> Build:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return Build(path=path, compiled=True, cpu_seconds=_children_cpu() - cpu0, wall_seconds=time.perf_counter() - t0)
+    return Build(path=path, compiled=True, cpu_seconds=_children_cpu() - cpu0)
 
 
 def _declare(lib: ctypes.CDLL) -> None:
