@@ -5,8 +5,7 @@ entry by the norm of what key j actually writes into the stream through the head
 (the view Elhage et al. 2021 use for their attention figures): a position that is attended to but
 writes almost nothing then fades out. Rows are renormalised to sum to 1 so both views share one scale.
 
-Typed text maps to tokens through ALPHABET: token t is the t-th character of ALPHABET (so a model with
-V = 64 reads a-z, A-Z, 0-9, space and '.'); a model with a smaller vocabulary uses the first V characters.
+Typed text becomes tokens in core.model.symbols (encode_text, ALPHABET).
 """
 from __future__ import annotations
 
