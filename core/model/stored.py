@@ -14,7 +14,7 @@ STORED = {  # stable name -> where the class is defined now ("module:qualified n
     "MarkovTask": "core.model.markov:MarkovTask",
     "SequenceView": "core.reading.views:SequenceView",
     "HeadCircuitView": "core.reading.views:HeadCircuitView",
-    "MarkovView": "core.reading.markov:MarkovView",
+    "MarkovView": "core.reading.views:MarkovView",
     "Experiments": "core.causal.results:Experiments",
     "Overview": "core.training.overview:Overview",
 }
