@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 import importlib
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -233,11 +231,3 @@ def from_payload(payload) -> tuple:
         raise ValueError("bytes after the last buffer")
     return header["value"], buffers
 
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -23,7 +23,6 @@ import streamlit as st
 from core.training.presets import DEFAULT_PRESET
 from ui import shipped_data
 from ui.model_keys import shipped_key, step_key
-from ui.safe_form import file_digest
 
 if TYPE_CHECKING:
     from core.model.tinycharlm import TinyCharLM
@@ -124,6 +123,15 @@ def shipped_files() -> list[dict]:
     if not rows:
         rows = [{"file": p.name, "preset": p.stem} for p in sorted(CHECKPOINT_DIR.glob("*.pt"))]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 _SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of its bytes (those _load_shipped read, once it has)
