@@ -12,7 +12,8 @@ weights per key), so the weights and the info are never hashed:
 
 The name ("<page or section>.<what>", unique: a second declaration of it is an error) is the view's identity in
 the shipped data; the function's own name and the file it sits in are not, so renaming or moving either
-changes nothing stored.
+changes nothing stored. A value may hold numbers, strings, arrays, frames and the core classes that
+core.model.stored names (`--ship` says which class to add there).
 
 Two layers, each kept because a measurement needs it (docs/DESIGN.md "Caching" gives the figures):
 
@@ -44,6 +45,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui import shipped_data
+from ui.safe_form import Unstorable
 from ui.state import ROOT, LabModel, ShippedModel, shipped_models
 
 
@@ -231,6 +233,11 @@ def write_shipped(calls: list) -> dict:
             raise ValueError(f"view {c.view} asked at versions {g['version']} and {c.version} in one walk")
         g["values"].setdefault(c.key, c.value)
         g["read"] &= not c.computed
+    for (sha256, name), g in groups.items():  # every file's form first: a value with none stops before a write
+        try:
+            shipped_data.file_bytes(sha256, name, g["version"], g["values"])
+        except Unstorable as e:
+            raise Unstorable(f"view {name}: {e}") from None
     written, unchanged, keep = [], 0, set()
     for (sha256, name), g in groups.items():
         path = shipped_data.path_of(sha256, name)
@@ -278,7 +285,11 @@ def main(argv=None) -> int:
         p.print_help()
         return 0
     logging.disable(logging.CRITICAL)
-    got = ship(fresh=args.fresh)
+    try:
+        got = ship(fresh=args.fresh)
+    except Unstorable as e:
+        print(f"{shipped_data.DATA_DIR.relative_to(ROOT)} left as it was: {e}")
+        return 1
     for row in got["rows"]:
         if row["exception"]:
             print(f"{row['checkpoint']:<32} {row['page']:<28} {row['exception']}")
