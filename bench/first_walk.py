@@ -106,10 +106,12 @@ class _Counted(logging.Handler):
 
 def serve(argv: list[str]) -> None:
     """`first_walk.py serve <computed file> -- <streamlit run arguments>`: the server, with every view it
-    computes on a shipped checkpoint (ui.cache's INFO record) written to the file."""
-    log = logging.getLogger("ui.cache")
+    computes on a shipped checkpoint (the INFO record "... is not shipped ...: computed") written to the file."""
+    log = logging.getLogger("ui")  # ui.shipped_data's record (ui.cache's in older trees) reaches it
     log.setLevel(logging.INFO)
-    log.addHandler(_Counted(Path(argv[0])))
+    counted = _Counted(Path(argv[0]))
+    counted.addFilter(lambda r: r.name in ("ui.cache", "ui.shipped_data") and "not shipped" in r.getMessage())
+    log.addHandler(counted)
     argv = argv[2:] if argv[1:2] == ["--"] else argv[1:]
     from streamlit.web import cli
 
