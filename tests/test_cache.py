@@ -288,6 +288,10 @@ def test_a_view_name_is_held_by_one_function():
         @cache.per_code(name="test.held")
         def plain(x: int) -> int:
             return x
+    with pytest.raises(ValueError, match="info"):
+        @per_model(name=shipped_data.INFO)
+        def info(e: LabModel) -> str:
+            return e.key
     for bad in ("task_view", "Attention.task_view", "attention/task_view", "attention.task view"):
         with pytest.raises(ValueError, match="not a view name"):
             @per_model(name=bad)

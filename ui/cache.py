@@ -65,6 +65,8 @@ def register(name: str, version: int, fn) -> View:
     function holds it (declaring the same function again, as a page's script run does, replaces it)."""
     if not shipped_data.NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not a view name (lower-case words joined by dots: 'attention.task_view')")
+    if name == shipped_data.INFO:
+        raise ValueError(f"{name!r} is the shipped checkpoints' info (ui.shipped_data.INFO): take another name")
     if type(version) is not int or version < 1:
         raise ValueError(f"view {name}: version {version!r} is not a positive int")
     view = View(name, version, (fn.__code__.co_filename, fn.__qualname__))
