@@ -50,13 +50,13 @@ with info:
         "'name' is a capitalised word that is not a common opener such as *When* or *The*.")
 
 
-@per_code(max_entries=32)
+@per_code(name="archetypes.pattern", max_entries=32)
 def _pattern(name: str, text: str, sharpness: float, rest: float):
     """The generated pattern of archetype `name` on `text` (the same for everyone, whatever model is picked)."""
     return arc.archetype_pattern(name, arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest)).numpy()
 
 
-@per_code(max_entries=32)
+@per_code(name="archetypes.detectors", max_entries=32)
 def _detectors(text: str, sharpness: float, rest: float, score_rows: str):
     """Every archetype scored by every detector on `text`, with what section 2 reads from the table."""
     table = arc.detector_table(arc.tokenize(text), arc.ArchetypeSettings(sharpness, rest), score_rows)
@@ -135,13 +135,13 @@ if tokens is not None:
 st.header("3 · Which of your model's heads fit an archetype?")
 
 
-@per_model(show_spinner=False, max_entries=32)
+@per_model(name="archetypes.model_scores", show_spinner=False, max_entries=32)
 def _model_scores(entry: state.LabModel, text: str, rows: str):
     table, patterns = head_matches.text_detector_table(entry.model, text, rows)
     return table, [p.numpy() for p in patterns]  # [H, T, T] per block
 
 
-@per_code(max_entries=32)
+@per_code(name="archetypes.char_prompt", max_entries=32)
 def _char_prompt(period: int, copies: int, seed: int, vocab_size: int) -> str:
     return head_matches.random_char_prompt(period, copies, seed, vocab_size)
 

@@ -29,28 +29,28 @@ if is_markov(entry):
     st.stop()
 
 
-@per_model(show_spinner="Running the model…", max_entries=64)
+@per_model(name="attention.task_view", show_spinner="Running the model…", max_entries=64)
 def task_view(entry: LabModel, period: int, seed: int) -> views.SequenceView:
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.task_sequence_view(entry.model, entry.task, period, seed)
 
 
-@per_model(show_spinner="Running the model…", max_entries=64)
+@per_model(name="attention.text_view", show_spinner="Running the model…", max_entries=64)
 def text_view(entry: LabModel, text: str) -> views.SequenceView:
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.text_view(entry.model, text)
 
 
-@per_model(show_spinner="Probing every period…", max_entries=16)
+@per_model(name="attention.sweep", show_spinner="Probing every period…", max_entries=16)
 def sweep(entry: LabModel):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.sweep_view(entry.model, entry.task)
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="attention.probe", show_spinner=False, max_entries=64)
 def probe(entry: LabModel, period: int) -> dict:
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 

@@ -27,7 +27,8 @@ CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
 
 
-@per_model(show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
+@per_model(name="causal.mechanism",
+           show_spinner="Path patching at every snapshot of the run (a few seconds)…", max_entries=8)
 def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> object:
     from core.causal import experiments  # imported in the view: it imports torch
 

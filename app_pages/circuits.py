@@ -27,35 +27,35 @@ state_guard.plain_keys_only(entry, "the QK circuits and composition scores")
 task, cfg = entry.task, entry.info["config"]
 
 
-@per_model(show_spinner="Reading the weights…", max_entries=64)
+@per_model(name="circuits.head_view", show_spinner="Reading the weights…", max_entries=64)
 def head_view(entry: LabModel, layer: int, head: int) -> views.HeadCircuitView:
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.head_circuit_view(entry.model, entry.task, layer, head)
 
 
-@per_model(show_spinner=False, max_entries=16)
+@per_model(name="circuits.copying_table", show_spinner=False, max_entries=16)
 def copying_table(entry: LabModel):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.copying_table_view(entry.model, entry.task)
 
 
-@per_model(show_spinner="Scoring composition…", max_entries=16)
+@per_model(name="circuits.composition", show_spinner="Scoring composition…", max_entries=16)
 def composition(entry: LabModel):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.composition_view(entry.model)
 
 
-@per_model(show_spinner="Ablating…", max_entries=64)
+@per_model(name="circuits.ablate", show_spinner="Ablating…", max_entries=64)
 def ablate(entry: LabModel, heads: tuple):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.ablation_view(entry.model, entry.task, dict(heads))
 
 
-@per_model(show_spinner="Ablating each head in turn…", max_entries=16)
+@per_model(name="circuits.ablation_grid", show_spinner="Ablating each head in turn…", max_entries=16)
 def ablation_grid(entry: LabModel, mode: str):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 

@@ -38,7 +38,7 @@ N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
 N_SCORE_SEQS = 8  # sampled sequences behind the induction head's score split
 
 
-@per_model(show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
+@per_model(name="depth.zero_block", show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(entry: LabModel):
     from core.reading import bigrams  # a view's computation is imported in the view: it imports torch
 
@@ -48,7 +48,7 @@ def _zero_block(entry: LabModel):
     return {k: v.numpy() if hasattr(v, "detach") else v for k, v in out.items()}  # stored without torch
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="depth.contributions", show_spinner=False, max_entries=64)
 def _contributions(entry: LabModel, seed, pos, which):
     from core.reading import paths
 
@@ -57,7 +57,7 @@ def _contributions(entry: LabModel, seed, pos, which):
     return paths.logit_contributions(entry.model, tokens, pos, None if which == "top" else target)
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="depth.example", show_spinner=False, max_entries=64)
 def _example(entry: LabModel, seed: int) -> tuple[list[int], int]:
     """The sequence section 2 splits: its tokens and period (core.reading.paths.example_sequence)."""
     from core.reading import paths
@@ -78,7 +78,7 @@ def _first_clear_position(entry: LabModel, seed, start: int, stop: int) -> int:
     return start
 
 
-@per_model(show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
+@per_model(name="depth.mean_paths", show_spinner="Averaging the paths over sampled sequences…", max_entries=8)
 def _mean_paths(entry: LabModel):
     from core.reading import paths
 
@@ -86,7 +86,7 @@ def _mean_paths(entry: LabModel):
     return res, paths.sum_by_kind(res)
 
 
-@per_model(show_spinner=False, max_entries=8)
+@per_model(name="depth.composition", show_spinner=False, max_entries=8)
 def _composition(entry: LabModel):
     from core.reading import composition
     from core.reading.composition import composition_baseline
@@ -96,7 +96,7 @@ def _composition(entry: LabModel):
     return k, v, base
 
 
-@per_model(show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
+@per_model(name="depth.score_terms", show_spinner="Splitting the induction head's scores into paths…", max_entries=16)
 def _score_terms(entry: LabModel, head):
     from core.reading import score_terms
 
@@ -104,7 +104,7 @@ def _score_terms(entry: LabModel, head):
     return {**out, "terms": out["terms"].numpy()}
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="depth.skip_trigrams", show_spinner=False, max_entries=64)
 def _skip_trigrams(entry: LabModel, block, a, b) -> list[tuple]:
     """Per head of `block`: its six strongest skip-trigrams, and the top OV row of token a and QK row of b."""
     from core.reading import circuits
@@ -113,14 +113,14 @@ def _skip_trigrams(entry: LabModel, block, a, b) -> list[tuple]:
              circuits.qk_top(entry.model, block, h, b, k=4)) for h in range(entry.model.cfg.n_heads)]
 
 
-@per_model(show_spinner=False, max_entries=8)
+@per_model(name="depth.induction", show_spinner=False, max_entries=8)
 def _induction(entry: LabModel):
     from core.reading import paths
 
     return paths.induction_scores(entry.model, entry.task, 1)
 
 
-@per_model(show_spinner=False, max_entries=8)
+@per_model(name="depth.roles", show_spinner=False, max_entries=8)
 def _roles(entry: LabModel):
     return score_groups.head_roles(entry.model, entry.task, 0)
 

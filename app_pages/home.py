@@ -14,12 +14,13 @@ from ui.state import LabModel, is_markov, selected_model
 N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
 
-@per_model(show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
+@per_model(name="home.overview",
+           show_spinner=f"Measuring the picked model on {N_OVERVIEW} fresh sequences…", max_entries=32)
 def _overview(entry: LabModel) -> dict:
     return model_overview(entry.model, entry.task, n_seqs=N_OVERVIEW, seed=0)
 
 
-@per_model(show_spinner="Running the period-shift probe…", max_entries=32)
+@per_model(name="home.fixed_distance", show_spinner="Running the period-shift probe…", max_entries=32)
 def _fixed_distance(entry: LabModel) -> dict | None:
     from core.reading.probes import fixed_distance_verdict  # imported on a miss only: it imports torch
 

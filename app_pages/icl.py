@@ -50,28 +50,28 @@ if cfg.n_layers < 2:
             "below. Pick **variable-period-2block** in the sidebar to see the skill.")
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="icl.random_pattern", show_spinner=False, max_entries=64)
 def _random_pattern(entry: LabModel, drawn_from: tuple, length: int, seed: int) -> list[int]:
     """icl.random_pattern, a view like the others (torch draws it): stored for the defaults with the model's."""
     return icl.random_pattern(list(drawn_from), length, seed)
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="icl.restart_example", show_spinner=False, max_entries=64)
 def _restart_example(entry: LabModel, seed: int) -> dict:
     return restarts.restart_example(entry.task, entry.info["config"].vocab_size, seed)
 
 
-@per_model(show_spinner=False, max_entries=64)
+@per_model(name="icl.predict", show_spinner=False, max_entries=64)
 def _predict(entry: LabModel, tokens: tuple, period):
     return icl.predict_each(entry.model, list(tokens), period)
 
 
-@per_model(show_spinner="Sampling restart sequences…", max_entries=8)
+@per_model(name="icl.curve", show_spinner="Sampling restart sequences…", max_entries=8)
 def _curve(entry: LabModel):
     return restarts.restart_curve(entry.model, entry.task, n_seqs=N_CURVE, seed=0)
 
 
-@per_model(show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
+@per_model(name="icl.check", show_spinner="Replaying training sequences and sampling fresh ones…", max_entries=8)
 def _check(entry: LabModel):
     return icl.in_context_check(entry.model, entry.task, entry.info.get("train"), n_seqs=N_CHECK)
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,23 +92,80 @@ def walk(browser, url: str, pid: int) -> dict:
     return {"cpu_s": cpu, "cpu_total_s": round(sum(cpu.values()), 2), "wall_s": wall}
 
 
-def two_walks() -> dict:
-    from playwright.sync_api import sync_playwright
+class _Counted(logging.Handler):
+    """Appends each record's message to a file, one line each."""
 
-    proc, url = start_server({})
+    def __init__(self, path: Path):
+        super().__init__(logging.INFO)
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with open(self.path, "a") as f:
+            f.write(record.getMessage().replace("\n", " ") + "\n")
+
+
+def serve(argv: list[str]) -> None:
+    """`first_walk.py serve <computed file> -- <streamlit run arguments>`: the server, with every view it
+    computes on a shipped checkpoint (the INFO record "... is not shipped ...: computed") written to the file."""
+    log = logging.getLogger("ui")  # ui.shipped_data's record (ui.cache's in older trees) reaches it
+    log.setLevel(logging.INFO)
+    counted = _Counted(Path(argv[0]))
+    counted.addFilter(lambda r: r.name in ("ui.cache", "ui.shipped_data") and "not shipped" in r.getMessage())
+    log.addHandler(counted)
+    argv = argv[2:] if argv[1:2] == ["--"] else argv[1:]
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", *argv]
+    cli.main()
+
+
+def light_walk(url: str, pid: int) -> dict:
+    """walk() with bench/light.py's session (the websocket protocol, no browser): every page's script run,
+    no chart drawn."""
+    import asyncio
+
+    from light import LightSession
+
+    async def run() -> dict:
+        cpu = {}
+        async with LightSession(url) as s:
+            for path in PAGES:
+                c0 = cpu_seconds(pid)
+                await s.open(path)
+                await asyncio.sleep(0.5)
+                cpu[path or "home"] = round(cpu_seconds(pid) - c0, 2)
+        return {"cpu_s": cpu, "cpu_total_s": round(sum(cpu.values()), 2), "errors": list(s.errors)}
+    return asyncio.run(run())
+
+
+def two_walks(light: bool) -> dict:
+    computed = Path(tempfile.mkdtemp(prefix="first-walk-")) / "computed.txt"
+    computed.touch()
+    proc, url = start_server({}, launcher=(str(Path(__file__).resolve()), "serve", str(computed), "--"))
     try:
-        out = {}
-        with sync_playwright() as pw:
+        out = {"client": "light" if light else "chromium"}
+        if light:
+            out["first_walk"] = light_walk(url, proc.pid)
+            out["first_walk"]["computed"] = computed.read_text().splitlines()
+            out["second_walk"] = light_walk(url, proc.pid)
+            browser = None
+        else:
+            from playwright.sync_api import sync_playwright
+
+            pw = sync_playwright().start()
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             nice_children()
             out["first_walk"] = walk(browser, url, proc.pid)
+            out["first_walk"]["computed"] = computed.read_text().splitlines()
             out["second_walk"] = walk(browser, url, proc.pid)
-            time.sleep(2)  # the malloc trimmer runs every second
-            out["torch_mapped"] = torch_mapped(proc.pid)
-            out["processes"] = process_memory(proc.pid)
-            out["pss_server_mb"] = out["processes"][0]["pss_mb"]
-            out["pss_all_mb"] = round(sum(r["pss_mb"] for r in out["processes"]), 1)
+        time.sleep(2)  # the malloc trimmer runs every second
+        out["torch_mapped"] = torch_mapped(proc.pid)
+        out["processes"] = process_memory(proc.pid)
+        out["pss_server_mb"] = out["processes"][0]["pss_mb"]
+        out["pss_all_mb"] = round(sum(r["pss_mb"] for r in out["processes"]), 1)
+        if browser is not None:
             browser.close()
+            pw.stop()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -114,18 +173,28 @@ def two_walks() -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        serve(argv[1:])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--light", action="store_true", help="walk with bench/light.py's session, no browser (the "
+                    "default where Chromium is not installed)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    out = {"gflops_before": round(matmul_rate(), 2), **two_walks(), "gflops_after": round(matmul_rate(), 2)}
+    light = args.light or not Path(CHROMIUM).exists()
+    out = {"gflops_before": round(matmul_rate(), 2), **two_walks(light), "gflops_after": round(matmul_rate(), 2)}
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"matmul 1 thread: {out['gflops_before']} GFLOP/s before, {out['gflops_after']} after")
     for name in ("first_walk", "second_walk"):
         w = out[name]
-        print(f"{name}: server {w['cpu_total_s']:.1f} CPU-s; Home {w['wall_s']['home']:.1f} s wall; "
+        home = f"Home {w['wall_s']['home']:.1f} s wall; " if "wall_s" in w else ""
+        print(f"{name} ({out['client']}): server {w['cpu_total_s']:.1f} CPU-s; {home}"
               + ", ".join(f"{k} {v:.1f}" for k, v in w["cpu_s"].items()))
+    first = out["first_walk"]["computed"]
+    print(f"views computed in the first walk: {len(first)}" + "".join(f"\n  {c}" for c in first[:10]))
     print(f"after both walks, nobody training: torch mapped {out['torch_mapped']}; server "
           f"{out['pss_server_mb']:.0f} MB PSS, {out['pss_all_mb']:.0f} MB with {len(out['processes']) - 1} "
           "processes under it")

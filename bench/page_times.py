@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-import ui.cache  # noqa: E402
+import ui.shipped_data  # noqa: E402
 import ui.state  # noqa: E402
 from ui.model_keys import shipped_key  # noqa: E402
 from ui.pages import ALL_PAGES  # noqa: E402
@@ -90,7 +90,7 @@ def first_walk(files: list[str], kept: bool = True) -> dict:
         from ui.charts import kept as kept_module
 
         kept_module.draw = lambda where, chart, **kw: where.altair_chart(chart, **kw)  # noqa: E731
-    calls = ui.cache.recorded = []
+    calls = ui.shipped_data.recorded = []
     rows = []
     for visitor in ("first", "second"):  # the second: another session on the same server, after the first
         for file in files:
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     if args.checkpoint_dir:
         ui.state.CHECKPOINT_DIR = args.checkpoint_dir.resolve()
     logging.disable(logging.CRITICAL)  # a page's exception is reported in the table instead
-    files = [r["file"] for r in ui.state.shipped_files()]
+    files = [m.file for m in ui.state.shipped_models()]  # the Markov runs too
     if not files:
         print(f"no shipped checkpoints in {ui.state.CHECKPOINT_DIR}", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
-"""ui/cache.py's per_model: a view is computed once per model key and argument values, and the
-model itself (its weights, its info) is never hashed."""
+"""ui/cache.py's per_model: a view is computed once per model key and argument values, the model itself (its
+weights, its info) is never hashed, and each view is registered under one name."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +19,7 @@ def entry(key: str, model=None) -> LabModel:
 def counted():
     calls = []
 
-    @per_model(show_spinner=False, max_entries=8)
+    @per_model(name="test.counted", show_spinner=False, max_entries=8)
     def view(e: LabModel, period: int) -> tuple:
         calls.append((e.key, period))
         return e.key, period, float(e.model.W_E.detach().sum())
@@ -42,7 +42,7 @@ def test_a_view_is_reused_for_the_same_model_key_and_recomputed_for_another(coun
 
 def test_the_model_is_not_hashed():
     """A model object st.cache_data cannot hash (a lambda) passes: only the key counts."""
-    @per_model()
+    @per_model(name="test.unhashed")
     def view(e: LabModel) -> str:
         return e.key
 
@@ -56,7 +56,7 @@ def test_max_entries_bounds_the_cache():
     """per_model's max_entries reaches st.cache_data: with 1 it keeps one view."""
     calls = []
 
-    @per_model(max_entries=1)
+    @per_model(name="test.bounded", max_entries=1)
     def view(e: LabModel) -> str:
         calls.append(e.key)
         return e.key
@@ -82,7 +82,7 @@ def _session_script():
 
     from helpers import tiny_model
 
-    @per_model()
+    @per_model(name="test.session")
     def view(e: LabModel, period: int) -> dict:
         test_cache.SESSION_CALLS.append(e.key)
         return {"key": e.key, "period": period}
@@ -124,6 +124,7 @@ import os  # noqa: E402
 import ui.cache as cache  # noqa: E402
 from ui import shipped_data  # noqa: E402
 from ui.model_keys import shipped_key  # noqa: E402
+from ui.state import shipped_digest  # noqa: E402
 
 from helpers import ROOT, SHIPPED, TWO_BLOCK, assert_same  # noqa: E402
 
@@ -132,17 +133,18 @@ from helpers import ROOT, SHIPPED, TWO_BLOCK, assert_same  # noqa: E402
 def data(tmp_path, monkeypatch):
     """An empty checkpoints/data/ and the calls that reach past the memory cache, recorded."""
     monkeypatch.setattr(shipped_data, "DATA_DIR", tmp_path / "data")
-    monkeypatch.setattr(cache, "recorded", [])
+    monkeypatch.setattr(shipped_data, "recorded", [])
     return tmp_path / "data"
 
 
-def shipped(file=TWO_BLOCK, model=None) -> LabModel:
+def shipped(file=TWO_BLOCK, model=None, sha256=None) -> LabModel:
+    """An entry of a shipped checkpoint (its file and its bytes' sha256), with a stand-in model."""
     return LabModel(shipped_key(file), file, tiny_model(1, seed=0) if model is None else model, {"task": None},
-                    "shipped")
+                    "shipped", file, None, sha256 or shipped_digest(file))
 
 
 def _view(calls: list, version: int = 1, scale: float = 1.0):
-    @per_model(version=version)
+    @per_model(name="test.planted", version=version)
     def planted(e: LabModel, period: int) -> dict:
         calls.append((e.key, period))
         return {"sum": np.float32(e.model.W_E.detach().sum().item() * scale), "period": period,
@@ -152,11 +154,11 @@ def _view(calls: list, version: int = 1, scale: float = 1.0):
 
 def _ship_calls(*views_and_args) -> dict:
     """What `python -m ui.cache --ship` writes after a walk that made these calls (the real checkpoints' info too)."""
-    cache.recorded = []
+    shipped_data.recorded = []
     for view, args in views_and_args:
         view.clear()
         view(*args)
-    return cache.write_shipped(cache.recorded)
+    return cache.write_shipped(shipped_data.recorded)
 
 
 def test_a_shipped_view_is_read_for_its_checkpoint_and_version_and_nothing_else_counts(data, monkeypatch):
@@ -166,13 +168,13 @@ def test_a_shipped_view_is_read_for_its_checkpoint_and_version_and_nothing_else_
     calls = []
     view = _view(calls)
     got = _ship_calls((view, (shipped(), 4)))
-    path = shipped_data.path_of(TWO_BLOCK, view.view_name)
-    assert path in got["written"] and path.parent.name == "variable-period-2block" and len(calls) == 1
+    path = shipped_data.path_of(shipped_digest(TWO_BLOCK), "test.planted")
+    assert got["written"] == [path] and path.parent.name == shipped_digest(TWO_BLOCK)[:16] and len(calls) == 1
     first = view(shipped(), 4)
     view.clear()
-    cache.recorded = []
+    shipped_data.recorded = []
     assert_same(view(shipped(), 4), first)
-    assert len(calls) == 1 and [c.computed for c in cache.recorded] == [False]  # read, not computed
+    assert len(calls) == 1 and [c.computed for c in shipped_data.recorded] == [False]  # read, not computed
 
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.13.0" if name == "torch" else real(name))
@@ -187,8 +189,7 @@ def test_a_shipped_view_is_read_for_its_checkpoint_and_version_and_nothing_else_
     view(shipped(), 5)
     assert len(calls) == 3  # another argument: not shipped
     view.clear()
-    monkeypatch.setitem(cache.shipped_digest.__globals__["_SHIPPED_DIGESTS"], TWO_BLOCK, "0" * 64)
-    view(shipped(), 4)
+    view(shipped(sha256="0" * 64), 4)
     assert len(calls) == 4  # the checkpoint made again: its old data is not read
     view.clear()
 
@@ -200,14 +201,14 @@ def test_an_edit_that_changes_no_number_writes_no_file_and_a_view_no_page_asks_f
     view, other = _view(calls), _view(calls, scale=2.0)  # one function to st.cache_data, two files (two checkpoints)
     _ship_calls((view, (shipped(), 4)), (other, (shipped(SHIPPED[0]), 3)))
     files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in shipped_data.shipped_paths()}
-    assert len(files) == 2 + len(SHIPPED)  # the two views and every checkpoint's info
+    assert len(files) == 2  # one file per checkpoint and view
     again = _ship_calls((view, (shipped(), 4)), (other, (shipped(SHIPPED[0]), 3)))
     assert again["written"] == [] and again["removed"] == [] and again["unchanged"] == len(files)
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in shipped_data.shipped_paths()} == files
 
     fewer = _ship_calls((view, (shipped(), 4)), (view, (shipped(), 6)))
-    assert fewer["removed"] == [shipped_data.path_of(SHIPPED[0], other.view_name)]
-    assert fewer["written"] == [shipped_data.path_of(TWO_BLOCK, view.view_name)]
+    assert fewer["removed"] == [shipped_data.path_of(shipped_digest(SHIPPED[0]), "test.planted")]
+    assert fewer["written"] == [shipped_data.path_of(shipped_digest(TWO_BLOCK), "test.planted")]
     assert sorted(shipped_data.describe(fewer["written"][0]).entries) == [
         '[["e","model",null],["period",4]]', '[["e","model",null],["period",6]]']
 
@@ -216,7 +217,7 @@ def test_a_damaged_or_foreign_file_is_computed_and_a_sessions_own_model_is_never
     calls = []
     view = _view(calls)
     _ship_calls((view, (shipped(), 4)))
-    path = shipped_data.path_of(TWO_BLOCK, view.view_name)
+    path = shipped_data.path_of(shipped_digest(TWO_BLOCK), "test.planted")
     good = path.read_bytes()
     for damaged in (good[:-3], good[:40] + bytes([good[40] ^ 1]) + good[41:], b"", good[32:]):
         path.write_bytes(damaged)
@@ -227,10 +228,10 @@ def test_a_damaged_or_foreign_file_is_computed_and_a_sessions_own_model_is_never
     path.write_bytes(good)
     os.utime(path)
     view.clear()
-    cache.recorded = []
+    shipped_data.recorded = []
     view(LabModel("session:mine", "mine", tiny_model(1), {"task": None}, "trained"), 4)
-    assert cache.recorded == []  # neither read nor recorded for the shipped data
-    assert shipped_data.read(None, None, view.view_name, 1, "[]") is shipped_data.MISS
+    assert shipped_data.recorded == []  # neither read nor recorded for the shipped data
+    assert shipped_data.read(None, "test.planted", 1, "[]") is shipped_data.MISS
 
 
 def test_the_ui_modules_import_one_another_without_a_cycle():
@@ -262,3 +263,63 @@ def test_the_ui_modules_import_one_another_without_a_cycle():
         if name not in done:
             visit(name, [name])
     assert not cycles, cycles
+
+
+# ---------------------------------------------------------------------------------------------
+# A view's name: given where it is declared, held by one function
+
+
+def test_a_view_name_is_held_by_one_function():
+    """Declaring the same function again (a page's script run) keeps its name; another function asking for
+    a name already held is an error where it is declared, and so is a name that is not one."""
+    def declare():
+        @per_model(name="test.held")
+        def view(e: LabModel) -> str:
+            return e.key
+        return view
+
+    assert declare().view == declare().view == cache.VIEWS["test.held"]
+
+    with pytest.raises(ValueError, match="registered twice"):
+        @per_model(name="test.held")
+        def another(e: LabModel) -> str:
+            return e.key
+    with pytest.raises(ValueError, match="registered twice"):
+        @cache.per_code(name="test.held")
+        def plain(x: int) -> int:
+            return x
+    with pytest.raises(ValueError, match="info"):
+        @per_model(name=shipped_data.INFO)
+        def info(e: LabModel) -> str:
+            return e.key
+    for bad in ("task_view", "Attention.task_view", "attention/task_view", "attention.task view"):
+        with pytest.raises(ValueError, match="not a view name"):
+            @per_model(name=bad)
+            def named(e: LabModel) -> str:
+                return e.key
+
+
+def _declared_views() -> list[tuple[str, int, str]]:
+    """(file, line, name) of every per_model/per_code declaration in the pages and ui/, None for a name that
+    is not a string literal."""
+    found = []
+    for path in [*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            for dec in getattr(node, "decorator_list", []):
+                if isinstance(dec, ast.Call) and getattr(dec.func, "id", None) in ("per_model", "per_code"):
+                    name = next((k.value for k in dec.keywords if k.arg == "name"), None)
+                    found.append((str(path.relative_to(ROOT)), dec.lineno,
+                                  name.value if isinstance(name, ast.Constant) else None))
+    return found
+
+
+def test_every_view_of_the_pages_declares_its_own_literal_name():
+    """The pages' views are declared across files that one process runs in any order: every name is written
+    where its view is (a string, no computed name) and no two declarations share one, so a clash shows here
+    rather than on whichever page a visitor opens second."""
+    declared = _declared_views()
+    assert len(declared) >= 30, declared  # the scan sees the pages' views
+    assert not [d for d in declared if d[2] is None], [d for d in declared if d[2] is None]
+    names = [d[2] for d in declared]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+    assert all(shipped_data.NAME.fullmatch(n) for n in names), names

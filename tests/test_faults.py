@@ -136,7 +136,6 @@ def test_every_view_comes_from_memory_when_the_shipped_data_is_missing_or_damage
     page, every view computed, and the second visit is served from memory (no view computed again)."""
     import shutil
 
-    import ui.cache as cache
     from ui import shipped_data
 
     data = tmp_path / "data"
@@ -146,15 +145,15 @@ def test_every_view_comes_from_memory_when_the_shipped_data_is_missing_or_damage
             f.write_bytes(f.read_bytes()[:-7])
     monkeypatch.setattr(shipped_data, "DATA_DIR", data)
     st.cache_data.clear()
-    monkeypatch.setattr(cache, "recorded", [])
+    monkeypatch.setattr(shipped_data, "recorded", [])
     at = open_app(file=TWO_BLOCK, timeout=300)
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()
         assert not at.exception, at.exception
         assert not at.error, [e.value for e in at.error]
-    computed = len(cache.recorded)
-    assert computed >= 2 and all(c.computed for c in cache.recorded)
+    computed = len(shipped_data.recorded)
+    assert computed >= 2 and all(c.computed for c in shipped_data.recorded)
     for page in ("app_pages/home.py", "app_pages/attention.py"):
         at.switch_page(page).run()
         assert not at.exception, at.exception
-    assert len(cache.recorded) == computed  # from st.cache_data: the shipped data was not asked again
+    assert len(shipped_data.recorded) == computed  # from st.cache_data: the shipped data was not asked again

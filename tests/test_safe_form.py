@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import io
 import json
 import pickle
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from core.model.stored import STORED
 from core.model.task import TaskConfig
 from ui import shipped_data
 from ui.safe_form import Unstorable, decode, encode, from_payload, to_payload
@@ -52,8 +54,36 @@ def test_objects_without_a_safe_form_are_refused():
     class NotCore:  # a dataclass outside core/ would decode by importing whatever module it names
         a: int = 1
 
-    with pytest.raises(Unstorable):
+    with pytest.raises(Unstorable, match="no stored name"):
         encode(NotCore())
+    UnderCore = dataclasses.make_dataclass("UnderCore", [("a", int)], namespace={"__module__": "core.model.task"})
+    with pytest.raises(Unstorable, match="core.model.stored"):  # under core, but not given a stored name
+        encode(UnderCore(1))
+
+
+def test_a_class_is_stored_by_its_stable_name_and_only_a_listed_name_decodes():
+    """The tree names TaskConfig by its name in core.model.stored, not by its module; a tree naming a class by
+    its module path, or a name the list does not hold, is refused (nothing is imported for it)."""
+    tree, buffers = encode(TaskConfig())
+    assert tree[:2] == ["dataclass", "TaskConfig"] and "core." not in json.dumps(tree)
+    for forged in ("core.model.task:TaskConfig", "os:system", "NotAStoredName", ["TaskConfig"]):
+        with pytest.raises(ValueError, match="refusing class"):
+            decode((["dataclass", forged, {}], buffers))
+        with pytest.raises(ValueError, match="refusing class"):
+            decode((["enum", forged, 1], buffers))
+
+
+def test_every_stored_name_is_a_class_under_core_that_stores_by_that_name():
+    """Each entry of core.model.stored points at a dataclass, enum or named tuple defined under core where it
+    says (a class moved without its line moved fails here), and names are one per class."""
+    import enum
+
+    assert len(set(STORED.values())) == len(STORED)
+    for name, where in STORED.items():
+        module, _, qualname = where.partition(":")
+        cls = getattr(importlib.import_module(module), qualname)
+        assert module.startswith("core.") and f"{cls.__module__}:{cls.__qualname__}" == where, name
+        assert dataclasses.is_dataclass(cls) or issubclass(cls, enum.Enum) or hasattr(cls, "_fields"), name
 
 
 @pytest.mark.parametrize("form", ["pickle", "torch.save"])
@@ -67,7 +97,7 @@ def test_a_shipped_file_that_holds_code_is_refused_and_never_run(tmp_path, monke
             return (open, (str(marker), "w"))
 
     monkeypatch.setattr(shipped_data, "DATA_DIR", tmp_path)
-    path = shipped_data.path_of(None, "x.py:view")
+    path = shipped_data.path_of(None, "test.view")
     path.parent.mkdir()
     if form == "pickle":
         payload = pickle.dumps({"value": Planted()})
@@ -76,11 +106,11 @@ def test_a_shipped_file_that_holds_code_is_refused_and_never_run(tmp_path, monke
         torch.save({"value": Planted()}, buf)
         payload = buf.getvalue()
     path.write_bytes(hashlib.sha256(payload).digest() + payload)
-    assert shipped_data.read(None, None, "x.py:view", 1, "[]") is shipped_data.MISS
+    assert shipped_data.read(None, "test.view", 1, "[]") is shipped_data.MISS
     assert not marker.exists()
-    good = shipped_data.file_bytes(None, None, "x.py:view", 1, {"[]": {"v": 1}})
+    good = shipped_data.file_bytes(None, "test.view", 1, {"[]": {"v": 1}})
     path.write_bytes(good)  # the same place, a real file: read
-    assert shipped_data.read(None, None, "x.py:view", 1, "[]") == {"v": 1}
+    assert shipped_data.read(None, "test.view", 1, "[]") == {"v": 1}
 
 
 @pytest.mark.parametrize("damage", ["header past the end", "buffer past the end", "trailing bytes", "not a dict"])
@@ -108,13 +138,14 @@ def test_a_reader_of_shipped_data_needs_no_torch(tmp_path):
 import sys, numpy as np, pandas as pd
 from pathlib import Path
 from ui import shipped_data
+from core.model.stored import STORED
 from core.model.task import TaskConfig
 shipped_data.DATA_DIR = Path({str(tmp_path)!r})
 v = {{"a": np.arange(6.0).reshape(2, 3), "f": pd.DataFrame({{"x": [1, 2]}}), "task": TaskConfig()}}
-assert shipped_data.write("x.pt", "ab", "v.py:f", 1, {{"[]": v}})
-got = shipped_data.read("x.pt", "ab", "v.py:f", 1, "[]")
+assert shipped_data.write("ab", "test.f", 1, {{"[]": v}})
+got = shipped_data.read("ab", "test.f", 1, "[]")
 assert got is not shipped_data.MISS and (got["a"] == v["a"]).all() and got["task"] == v["task"]
-assert got["a"].flags.writeable and shipped_data.read("x.pt", "ab", "v.py:f", 2, "[]") is shipped_data.MISS
+assert got["a"].flags.writeable and shipped_data.read("ab", "test.f", 2, "[]") is shipped_data.MISS
 assert "torch" not in sys.modules, "torch was imported"
 print("ok")
 """

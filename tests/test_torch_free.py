@@ -32,22 +32,21 @@ class NoTorch(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoTorch())
 logging.disable(logging.CRITICAL)
 from streamlit.testing.v1 import AppTest
-import ui.cache
-from ui.model_keys import shipped_key
-from ui.state import shipped_files
+import ui.shipped_data
+from ui.state import shipped_models
 
 rows = []
-ui.cache.recorded = []
-for row in shipped_files():
+ui.shipped_data.recorded = []
+for entry in shipped_models():
     at = AppTest.from_file(sys.argv[1], default_timeout=120)
     at.run()
-    at.selectbox(key="picked_model").set_value(shipped_key(row["file"]))
+    at.selectbox(key="picked_model").set_value(entry.key)
     for page in json.loads(sys.argv[2]):
         at.switch_page(page).run()
-        rows.append([row["file"], page, [str(e.value)[:200] for e in at.exception]])
-computed = sorted({f"{c.view} on {c.checkpoint}" for c in ui.cache.recorded if c.computed})
+        rows.append([entry.file, page, [str(e.value)[:200] for e in at.exception]])
+computed = sorted({f"{c.view} on {c.checkpoint}" for c in ui.shipped_data.recorded if c.computed})
 print(json.dumps({"rows": rows, "asked": asked, "loaded": "torch" in sys.modules, "computed": computed,
-                  "read": len(ui.cache.recorded)}))
+                  "read": len(ui.shipped_data.recorded)}))
 """
 
 

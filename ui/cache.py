@@ -1,12 +1,19 @@
-"""`per_model` and `per_code`: the caches of what a page computes, and the command that ships the defaults.
+"""`per_model` and `per_code`: the caches of what a page computes, each view registered under a stable name, and
+the command that ships the defaults.
 
 A view of a model (its patterns, circuits, patch effects, headline numbers) is computed once per model and
-argument values. The function takes the model's entry (ui.state.LabModel) as an argument, counted by its
-`key` alone (ui/model_keys.py: one set of weights per key), so the weights and the info are never hashed:
+argument values. It is declared with its name and, once its numbers change, its version; the function takes
+the model's entry (ui.state.LabModel) as an argument, counted by its `key` alone (ui/model_keys.py: one set of
+weights per key), so the weights and the info are never hashed:
 
-    @per_model(show_spinner="Probing every period…", max_entries=16)
+    @per_model(name="attention.sweep", show_spinner="Probing every period…", max_entries=16)
     def sweep(entry: LabModel):
         return analysis.sweep_view(entry.model, entry.task)
+
+The name ("<page or section>.<what>", unique: a second declaration of it is an error) is the view's identity in
+the shipped data; the function's own name and the file it sits in are not, so renaming or moving either
+changes nothing stored. A value may hold numbers, strings, arrays, frames and the core classes that
+core.model.stored names (`--ship` says which class to add there).
 
 Two layers, each kept because a measurement needs it (docs/DESIGN.md "Caching" gives the figures):
 
@@ -16,9 +23,9 @@ Two layers, each kept because a measurement needs it (docs/DESIGN.md "Caching" g
   for the server's life, and nobody else can ask for it). Outside a script run (tests, benches) both go
   to the global cache.
 - shipped data, checkpoints/data/ (ui/shipped_data.py): on a memory miss, a view of a shipped checkpoint
-  is read from there when that checkpoint's bytes and the view's version are the ones it was shipped for.
-  Every page's defaults on every shipped checkpoint are there, so a server on a fresh clone (a hosted app
-  woken from sleep) computes none of them and, reading them, imports no torch.
+  is read from there when it holds the view's name and version for that checkpoint's sha256. Every page's
+  defaults on every shipped checkpoint (the Markov runs too) are there, so a server on a fresh clone (a
+  hosted app woken from sleep) computes none of them and, reading them, imports no torch.
 
 A view's `version` (1 unless raised) is its part of the shipped data's key: raise it when the view's
 numbers change (tests/test_shipped_views.py recomputes every shipped entry and says so), then
@@ -38,36 +45,37 @@ from pathlib import Path
 import streamlit as st
 
 from ui import shipped_data
-from ui.model_keys import shipped_file, split_step_key
-from ui.state import ROOT, LabModel, ShippedModel, shipped_digest, shipped_files
-
-_log = logging.getLogger(__name__)
-read_shipped = True  # False: every view is computed (`--ship --fresh`, tests/test_shipped_views.py)
+from ui.safe_form import Unstorable
+from ui.state import ROOT, LabModel, ShippedModel, shipped_models
 
 
-@dataclasses.dataclass
-class Call:
-    """One view asked of a shipped checkpoint (or of no model) past the memory cache (`recorded`)."""
-    view: str  # "app_pages/attention.py:_patterns"
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A registered view: its name and version (the shipped data's key) and where it is declared."""
+    name: str
     version: int
-    fn: object  # the view's own function (not cached)
-    args: tuple
-    kwargs: dict
-    checkpoint: str | None  # the shipped file, None for a view of plain values alone
-    sha256: str | None
-    key: str  # the argument key in the shipped data (shipped_data.args_key)
-    value: object
-    computed: bool  # False: read from the shipped data
+    declared: tuple  # (file, qualified name) of the function: a page script run again declares it again
 
 
-recorded: list[Call] | None = None  # a list: every such call is appended (the ship walk, tests, bench/page_times.py)
+VIEWS: dict[str, View] = {}  # every view declared so far in this process, by name
 
 
-def view_name(fn) -> str:
-    """'app_pages/attention.py:_patterns': the file (in the repository) and the qualified name of a view."""
-    source = Path(fn.__code__.co_filename).resolve()
-    where = source.relative_to(ROOT).as_posix() if source.is_relative_to(ROOT) else source.name
-    return f"{where}:{fn.__qualname__}"
+def register(name: str, version: int, fn) -> View:
+    """Register `fn` as view `name` at `version`. ValueError when the name is not a view name or another
+    function holds it (declaring the same function again, as a page's script run does, replaces it)."""
+    if not shipped_data.NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a view name (lower-case words joined by dots: 'attention.task_view')")
+    if name == shipped_data.INFO:
+        raise ValueError(f"{name!r} is the shipped checkpoints' info (ui.shipped_data.INFO): take another name")
+    if type(version) is not int or version < 1:
+        raise ValueError(f"view {name}: version {version!r} is not a positive int")
+    view = View(name, version, (fn.__code__.co_filename, fn.__qualname__))
+    held = VIEWS.get(name)
+    if held is not None and held.declared != view.declared:
+        raise ValueError(f"view name {name!r} is registered twice: by {held.declared[1]} in {held.declared[0]} "
+                         f"and by {view.declared[1]} in {view.declared[0]}")
+    VIEWS[name] = view
+    return view
 
 
 def _plain(value) -> bool:
@@ -82,47 +90,32 @@ def shipped_place(fn, args: tuple, kwargs: dict, model_free: bool = False) -> tu
     model_free, a per_code view) no model at all."""
     bound = inspect.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
-    parts, files = [], set()
+    parts, models = [], set()
     for name, value in bound.arguments.items():
         if isinstance(value, LabModel):
-            base, step = split_step_key(value.key)
-            file = shipped_file(base)
-            if file is None:
+            if value.sha256 is None:
                 return None
-            files.add(file)
-            parts.append([name, "model", step])
+            models.add((value.file, value.sha256))
+            parts.append([name, "model", value.step])
         elif _plain(value):
             parts.append([name, value])
         else:
             return None
-    if len(files) > 1 or not (files or model_free):
+    if len(models) > 1 or not (models or model_free):
         return None
-    file = next(iter(files), None)
-    digest = None if file is None else shipped_digest(file)
-    if file is not None and digest is None:
-        return None
+    file, digest = next(iter(models), (None, None))
     return file, digest, shipped_data.args_key(parts)
 
 
-def _shipped_first(fn, version: int, model_free: bool = False):
+def _shipped_first(fn, view: View, model_free: bool = False):
     """fn, read from the shipped data first where it can be there."""
-    name = view_name(fn)
-
     @functools.wraps(fn)
-    def view(*args, **kwargs):
+    def shipped(*args, **kwargs):
         place = shipped_place(fn, args, kwargs, model_free)
-        value = shipped_data.MISS
-        if place is not None and read_shipped:
-            value = shipped_data.read(place[0], place[1], name, version, place[2])
-        computed = value is shipped_data.MISS
-        if computed:
-            if place is not None and read_shipped:
-                _log.info("%s on %s is not shipped (python -m ui.cache --ship): computed", name, place[0] or "no model")
-            value = fn(*args, **kwargs)
-        if recorded is not None and place is not None:
-            recorded.append(Call(name, version, fn, args, kwargs, *place, value, computed))
-        return value
-    return view
+        if place is None:
+            return fn(*args, **kwargs)
+        return shipped_data.first(view.name, view.version, *place, fn, args, kwargs)
+    return shipped
 
 
 def _in_a_session() -> bool:
@@ -133,26 +126,27 @@ def _in_a_session() -> bool:
 
 
 def own_model(fn, args: tuple, kwargs: dict) -> bool:
-    """Whether a model argument of fn(*args, **kwargs) is a session's own ("session:...", at any step)."""
+    """Whether a model argument of fn(*args, **kwargs) is a session's own (not a shipped file, at any step)."""
     bound = inspect.signature(fn).bind(*args, **kwargs)
-    return any(isinstance(v, LabModel) and shipped_file(split_step_key(v.key)[0]) is None
-               for v in bound.arguments.values())
+    return any(isinstance(v, LabModel) and v.file is None for v in bound.arguments.values())
 
 
 def _entry_key(entry: LabModel) -> str:
     return entry.key
 
 
-def per_model(*, show_spinner: bool | str = False, max_entries: int | None = None, version: int = 1):
-    """st.cache_data(show_spinner, max_entries) for a function of model entries and plain values: each LabModel
-    argument counts by its key, every other argument as st.cache_data hashes it. A shipped model's view is read
-    from the shipped data at `version` first; a session's own model's views are in a session-scoped cache."""
+def per_model(*, name: str, version: int = 1, show_spinner: bool | str = False, max_entries: int | None = None):
+    """st.cache_data(show_spinner, max_entries) for a function of model entries and plain values, registered as
+    view `name` at `version`: each LabModel argument counts by its key, every other argument as st.cache_data
+    hashes it. A shipped model's view is read from the shipped data first; a session's own model's views are in
+    a session-scoped cache."""
     options = {"show_spinner": show_spinner, "max_entries": max_entries,
                "hash_funcs": {LabModel: _entry_key, ShippedModel: _entry_key}}
     shared, own = st.cache_data(**options), st.cache_data(scope="session", **options)
 
     def wrap(fn):
-        shipped, session = shared(_shipped_first(fn, version)), own(fn)
+        registered = register(name, version, fn)
+        shipped, session = shared(_shipped_first(fn, registered)), own(fn)
 
         @functools.wraps(fn)
         def view(*args, **kwargs):
@@ -163,17 +157,19 @@ def per_model(*, show_spinner: bool | str = False, max_entries: int | None = Non
             if _in_a_session():
                 session.clear()
 
-        view.clear, view.version, view.view_name = clear, version, view_name(fn)
+        view.clear, view.view = clear, registered
         return view
     return wrap
 
 
-def per_code(*, show_spinner: bool | str = False, max_entries: int | None = None, version: int = 1):
+def per_code(*, name: str, version: int = 1, show_spinner: bool | str = False, max_entries: int | None = None):
     """st.cache_data for a view of plain values alone, the same whatever model is picked (the Archetypes page's
-    generated patterns), shipped like per_model's views under checkpoints/data/no-model/."""
+    generated patterns), registered and shipped like per_model's views (under checkpoints/data/no-model/)."""
     def wrap(fn):
-        view = st.cache_data(show_spinner=show_spinner, max_entries=max_entries)(_shipped_first(fn, version, True))
-        view.version, view.view_name = version, view_name(fn)
+        registered = register(name, version, fn)
+        view = st.cache_data(show_spinner=show_spinner, max_entries=max_entries)(
+            _shipped_first(fn, registered, True))
+        view.view = registered
         return view
     return wrap
 
@@ -192,71 +188,65 @@ def forget_in_memory() -> None:
 
 
 def walk(files: list[str] | None = None) -> list[dict]:
-    """Open every page on each shipped checkpoint (all by default) in AppTest, as a visitor who changes no
-    widget does. Returns one row per checkpoint and page: its exception, if any."""
+    """Open every page on each shipped checkpoint (all of them, the Markov runs too, by default) in AppTest, as
+    a visitor who changes no widget does. Returns one row per checkpoint and page: its exception, if any."""
     from streamlit.testing.v1 import AppTest
 
-    from ui.model_keys import shipped_key
     from ui.pages import ALL_PAGES
 
     rows = []
-    for file in files or [r["file"] for r in shipped_files()]:
+    for entry in shipped_models():
+        if files is not None and entry.file not in files:
+            continue
         at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=600)
         at.run()
-        at.selectbox(key="picked_model").set_value(shipped_key(file))
+        at.selectbox(key="picked_model").set_value(entry.key)
         for page in ALL_PAGES:
             if page.file is not None:
                 at.switch_page(page.file)
             at.run()
-            rows.append({"checkpoint": file, "page": page.file or "home",
+            rows.append({"checkpoint": entry.file, "page": page.file or "home",
                          "exception": str(at.exception[0].value)[:200] if at.exception else None})
     return rows
 
 
-def recorded_walk(fresh: bool = False) -> tuple[list[dict], list[Call]]:
-    """walk() from empty memory caches, every shipped view it asks for recorded (fresh: computed, not read)."""
-    global recorded, read_shipped
+def recorded_walk(fresh: bool = False, files: list[str] | None = None) -> tuple[list[dict], list]:
+    """walk() from empty memory caches, every value it asks of the shipped data recorded (shipped_data.Call;
+    fresh: computed, not read)."""
     forget_in_memory()
-    recorded, read_shipped = [], not fresh
+    shipped_data.recorded, shipped_data.read_shipped = [], not fresh
     try:
-        rows = walk()
+        rows = walk(files)
     finally:
-        calls, recorded, read_shipped = recorded, None, True
+        calls, shipped_data.recorded, shipped_data.read_shipped = shipped_data.recorded, None, True
         forget_in_memory()
     return rows, calls
 
 
-def write_shipped(calls: list[Call], fresh: bool = False) -> dict:
-    """checkpoints/data/ made to hold exactly the views in `calls` and every shipped checkpoint's info. A file
-    all of whose entries were read from it, and only those, is left as it is (so an edit that changes no
-    number changes no file); the others are written; a file no call names is removed. Returns the paths
-    written and removed, and how many files were left as they were."""
-    from core.model.checkpoints import read_checkpoint
-    from ui.state import CHECKPOINT_DIR
-
+def write_shipped(calls: list) -> dict:
+    """checkpoints/data/ made to hold exactly the values in `calls` (shipped_data.Call: views and each
+    checkpoint's info). A file all of whose entries were read from it, and only those, is left as it is (so an
+    edit that changes no number changes no file); the others are written; a file no call names is removed.
+    Returns the paths written and removed, and how many files were left as they were."""
     groups: dict[tuple, dict] = {}
     for c in calls:
-        g = groups.setdefault((c.checkpoint, c.view), {"version": c.version, "sha256": c.sha256, "values": {},
-                                                       "read": True})
+        g = groups.setdefault((c.sha256, c.view), {"version": c.version, "values": {}, "read": True})
+        if g["version"] != c.version:
+            raise ValueError(f"view {c.view} asked at versions {g['version']} and {c.version} in one walk")
         g["values"].setdefault(c.key, c.value)
         g["read"] &= not c.computed
-    for row in shipped_files():
-        file = row["file"]
-        digest = shipped_digest(file)
-        info = shipped_data.MISS if fresh else shipped_data.read(file, digest, shipped_data.INFO,
-                                                                 shipped_data.INFO_VERSION, "[]")
-        read = info is not shipped_data.MISS
-        if not read:
-            info = shipped_data.info_view(read_checkpoint(CHECKPOINT_DIR / file)[1])
-        groups[(file, shipped_data.INFO)] = {"version": shipped_data.INFO_VERSION, "sha256": digest,
-                                            "values": {"[]": info}, "read": read}
+    for (sha256, name), g in groups.items():  # every file's form first: a value with none stops before a write
+        try:
+            shipped_data.file_bytes(sha256, name, g["version"], g["values"])
+        except Unstorable as e:
+            raise Unstorable(f"view {name}: {e}") from None
     written, unchanged, keep = [], 0, set()
-    for (checkpoint, view), g in groups.items():
-        path = shipped_data.path_of(checkpoint, view)
+    for (sha256, name), g in groups.items():
+        path = shipped_data.path_of(sha256, name)
         keep.add(path)
         if g["read"] and _entries(path) == set(g["values"]):
             unchanged += 1
-        elif shipped_data.write(checkpoint, g["sha256"], view, g["version"], g["values"]):
+        elif shipped_data.write(sha256, name, g["version"], g["values"]):
             written.append(path)
         else:
             unchanged += 1
@@ -282,7 +272,7 @@ def ship(fresh: bool = False) -> dict:
     rows, calls = recorded_walk(fresh)
     if any(r["exception"] for r in rows):
         return {"rows": rows, "written": [], "removed": [], "unchanged": 0}
-    return {"rows": rows, **write_shipped(calls, fresh)}
+    return {"rows": rows, **write_shipped(calls)}
 
 
 def main(argv=None) -> int:
@@ -297,7 +287,11 @@ def main(argv=None) -> int:
         p.print_help()
         return 0
     logging.disable(logging.CRITICAL)
-    got = ship(fresh=args.fresh)
+    try:
+        got = ship(fresh=args.fresh)
+    except Unstorable as e:
+        print(f"{shipped_data.DATA_DIR.relative_to(ROOT)} left as it was: {e}")
+        return 1
     for row in got["rows"]:
         if row["exception"]:
             print(f"{row['checkpoint']:<32} {row['page']:<28} {row['exception']}")
@@ -315,7 +309,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    # the module the pages import, not this __main__ copy of it: recorded_walk sets that one's `recorded`
+    # the module the pages import, not this __main__ copy of it: its views registry is the pages' one
     from ui import cache
 
     sys.exit(cache.main())

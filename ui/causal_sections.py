@@ -38,7 +38,8 @@ def runs_of(entry: LabModel, period: int | None, text: str | None, seed: int, co
 N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 
 
-@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
+@per_model(name="causal.task_experiments",
+           show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
 def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
     from core.causal import experiments
@@ -46,7 +47,8 @@ def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | 
     return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
 
 
-@per_model(show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
+@per_model(name="causal.text_experiments",
+           show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
 def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
                      corruption: str) -> dict:
     from core.causal import experiments
@@ -62,7 +64,7 @@ def experiments(entry: LabModel, period: int | None, text: str | None, seed: int
             text_experiments(entry, text, seed, positions, budget, corruption))
 
 
-@per_model(show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
+@per_model(name="causal.research_checks", show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
 def research_checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
                     budget: int, corruption: str) -> dict:
     """checks.all_checks on the runs of the page's experiments (the cached ones)."""
@@ -72,7 +74,7 @@ def research_checks(entry: LabModel, period: int | None, text: str | None, seed:
     return checks.all_checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
 
 
-@per_model(show_spinner=False, max_entries=256)
+@per_model(name="causal.reading", show_spinner=False, max_entries=256)
 def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
             corruption: str, name: str):
     """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
@@ -80,7 +82,8 @@ def reading(entry: LabModel, period: int | None, text: str | None, seed: int, po
     return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption))
 
 
-@per_model(show_spinner="Path patching at every position, under both references (about half a minute)…",
+@per_model(name="causal.path_positions",
+           show_spinner="Path patching at every position, under both references (about half a minute)…",
            max_entries=8)
 def _path_positions(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
                     n_seqs: int) -> dict:

@@ -17,14 +17,14 @@ from ui.markov_train import comparison_table, paper_run_panel
 from ui.state import LabModel
 
 
-@per_model(show_spinner="Running the model on fresh chains…", max_entries=64)
+@per_model(name="markov.attention_view", show_spinner="Running the model on fresh chains…", max_entries=64)
 def attention_view(entry: LabModel, seed: int):
     from core.reading.markov import markov_view  # here, not at the top: it imports torch
 
     return markov_view(entry.model, entry.task, seed)
 
 
-@per_model(show_spinner="Patching every head…", max_entries=16)
+@per_model(name="markov.patch_view", show_spinner="Patching every head…", max_entries=16)
 def patch_view(entry: LabModel, seed: int) -> dict:
     from core.causal.experiments import markov_patch_view  # here, not at the top: it imports torch
 

@@ -2,7 +2,8 @@
 
 A value is turned into a tree of JSON values and numbered byte buffers (`encode`): every container a list
 whose first item names its kind, every array's bytes a buffer. Reading runs json.loads and np.frombuffer,
-nothing else; dataclasses and enums come back only for classes defined under `core.` (`decode`). Neither
+nothing else. A dataclass, enum or named tuple is stored under its stable name (core.model.stored.STORED), never
+its module, and comes back only for a name listed there (`decode`): moving a class stales nothing. Neither
 needs torch: a server whose pages read stored views never imports it (torch is half a reading server's
 memory and most of its first page's time); torch is imported only to decode a value that holds a tensor.
 
@@ -13,15 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 import importlib
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-_SAFE_MODULES = ("core.",)  # dataclasses and enums decode only from these packages
+from core.model.stored import NAMES, STORED
+
 _ALIGN = 16  # every buffer starts at a multiple of this in the payload (numpy reads it in place)
 
 
@@ -33,17 +33,20 @@ class Unstorable(TypeError):
 # Values <-> a tree of JSON values and byte buffers
 
 
-def _class_path(cls) -> str:
-    path = f"{cls.__module__}:{cls.__qualname__}"
-    if not cls.__module__.startswith(_SAFE_MODULES):
-        raise Unstorable(f"{path} is not under {_SAFE_MODULES}")
-    return path
+def _stored_name(cls) -> str:
+    """The stable name of a class a value may hold (core.model.stored)."""
+    where = f"{cls.__module__}:{cls.__qualname__}"
+    if where not in NAMES:
+        raise Unstorable(f"{where} has no stored name: add it to core.model.stored.STORED")
+    return NAMES[where]
 
 
-def _safe_class(path: str):
-    module, _, qualname = path.partition(":")
-    if not module.startswith(_SAFE_MODULES):
-        raise ValueError(f"refusing class {path}")
+def _stored_class(name: str):
+    """The class stored under `name`; ValueError for a name core.model.stored does not list."""
+    where = STORED.get(name) if isinstance(name, str) else None
+    if where is None or not where.startswith("core."):
+        raise ValueError(f"refusing class {name!r}: not a stored name (core.model.stored)")
+    module, _, qualname = where.partition(":")
     obj = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
@@ -70,7 +73,7 @@ def _encode(value, buffers: list):
     # torch and pandas are looked up, not imported: a value cannot hold their objects unless they are loaded
     torch, pd = sys.modules.get("torch"), sys.modules.get("pandas")
     if isinstance(value, enum.Enum):
-        return ["enum", _class_path(type(value)), _encode(value.value, buffers)]
+        return ["enum", _stored_name(type(value)), _encode(value.value, buffers)]
     if isinstance(value, np.generic):
         return ["np_scalar", value.dtype.str, value.item()]
     if isinstance(value, np.ndarray):
@@ -103,10 +106,10 @@ def _encode(value, buffers: list):
     if pd is not None and isinstance(value, pd.Index) and not isinstance(value, pd.MultiIndex):
         return ["index", _encode(value.to_numpy(), buffers), _encode(value.name, buffers), str(value.dtype)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return ["dataclass", _class_path(type(value)),
+        return ["dataclass", _stored_name(type(value)),
                 {f.name: _encode(getattr(value, f.name), buffers) for f in dataclasses.fields(value)}]
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return ["namedtuple", _class_path(type(value)), [_encode(v, buffers) for v in value]]
+        return ["namedtuple", _stored_name(type(value)), [_encode(v, buffers) for v in value]]
     if type(value) is tuple:
         return ["tuple", [_encode(v, buffers) for v in value]]
     if type(value) is list:
@@ -160,11 +163,11 @@ def _decode(tree, buffers):
     if kind in ("dataframe", "series", "range_index", "index"):
         return _decode_pandas(kind, rest, buffers)
     if kind == "enum":
-        return _safe_class(rest[0])(_decode(rest[1], buffers))
+        return _stored_class(rest[0])(_decode(rest[1], buffers))
     if kind == "namedtuple":
-        return _safe_class(rest[0])(*(_decode(v, buffers) for v in rest[1]))
+        return _stored_class(rest[0])(*(_decode(v, buffers) for v in rest[1]))
     if kind == "dataclass":
-        cls = _safe_class(rest[0])
+        cls = _stored_class(rest[0])
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise ValueError(f"{rest[0]} is not a dataclass")
         obj = object.__new__(cls)  # no __init__/__post_init__: the fields are restored as they were
@@ -228,11 +231,3 @@ def from_payload(payload) -> tuple:
         raise ValueError("bytes after the last buffer")
     return header["value"], buffers
 
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -5,7 +5,8 @@ computes a view of one: their info (config, task, training settings and history,
 data (ui/shipped_data.py), so a server whose pages read shipped views never imports torch. Models trained or
 uploaded in a session live only in that session's st.session_state, so one user never sees another's. Every
 model carries a `key` that is unique across the server (ui/model_keys.py): anything computed from the model
-is cached by it (ui/cache.py's `per_model`).
+is cached by it (ui/cache.py's `per_model`); a shipped checkpoint's entry also carries its file and sha256,
+the key of its views in the shipped data.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import streamlit as st
 from core.training.presets import DEFAULT_PRESET
 from ui import shipped_data
 from ui.model_keys import shipped_key, step_key
-from ui.safe_form import file_digest
 
 if TYPE_CHECKING:
     from core.model.tinycharlm import TinyCharLM
@@ -39,6 +39,9 @@ class LabModel:
     model: TinyCharLM
     info: dict  # config, task (TaskConfig), train, history, snapshots (core.model.checkpoints.read_checkpoint)
     source: str  # "shipped", "trained" or "uploaded"
+    file: str | None = None  # a shipped checkpoint's file (relative to checkpoints/), None for a session's own
+    step: int | None = None  # the snapshot of its training this entry is at (at_step), None: as trained
+    sha256: str | None = None  # of the shipped file's bytes: with the step, where its views are in the shipped data
 
     @property
     def task(self):
@@ -63,7 +66,8 @@ class LabModel:
         from core.model.snapshots import model_at_step
 
         return LabModel(step_key(self.key, step), f"{self.label} at step {step}",
-                        model_at_step(self.model, self.full_info, step), self.info, self.source)
+                        model_at_step(self.model, self.full_info, step), self.info, self.source, self.file, step,
+                        self.sha256)
 
 
 class ShippedModel(LabModel):
@@ -73,6 +77,7 @@ class ShippedModel(LabModel):
 
     def __init__(self, file: str, label: str):
         self.key, self.label, self.source, self.file = shipped_key(file), label, "shipped", file
+        self.step, self.sha256 = None, shipped_digest(file)
 
     def __repr__(self) -> str:  # the dataclass's would load the weights to show them
         return f"ShippedModel({self.file!r})"
@@ -83,7 +88,7 @@ class ShippedModel(LabModel):
 
     @functools.cached_property
     def info(self) -> dict:
-        return _shipped_info(self.file, shipped_digest(self.file))
+        return _shipped_info(self.file, self.sha256)
 
     @property
     def full_info(self) -> dict:
@@ -120,6 +125,15 @@ def shipped_files() -> list[dict]:
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 
 
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 _SHIPPED_DIGESTS: dict[str, str] = {}  # file -> sha256 of its bytes (those _load_shipped read, once it has)
 
 
@@ -150,11 +164,17 @@ def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
     return out
 
 
+def _info_of(file: str) -> dict:
+    return shipped_data.info_view(_load_shipped(file)[1])
+
+
 @st.cache_data(show_spinner=False)
 def _shipped_info(file: str, digest: str | None) -> dict:
-    """The shipped info of the file whose bytes have `digest` (ui/shipped_data.py), else read from the file."""
-    info = shipped_data.read(file, digest, shipped_data.INFO, shipped_data.INFO_VERSION, "[]")
-    return shipped_data.info_view(_load_shipped(file)[1]) if info is shipped_data.MISS else info
+    """The info of the file whose bytes have `digest`: shipped data (a view like the others, of no arguments),
+    else read from the file."""
+    if digest is None:  # a file that cannot be read: read_checkpoint says why
+        return _info_of(file)
+    return shipped_data.first(shipped_data.INFO, shipped_data.INFO_VERSION, file, digest, "[]", _info_of, (file,))
 
 
 def shipped_digest(file: str) -> str | None:
@@ -175,7 +195,7 @@ MARKOV_DIR = "markov"  # checkpoints/markov/: the Markov-chain runs, with their 
 
 def markov_files() -> list[dict]:
     """Manifest rows of the shipped Markov-chain checkpoints that exist, "file" relative to checkpoints/
-    ("markov/markov-2block.pt"). Kept apart from shipped_files: their views are not shipped data."""
+    ("markov/markov-2block.pt"); their views are shipped data like shipped_files' (shipped_models has both)."""
     rows = [{**r, "file": f"{MARKOV_DIR}/{r['file']}"} for r in manifest_rows(MARKOV_DIR) if "file" in r]
     return [r for r in rows if (CHECKPOINT_DIR / r["file"]).is_file()]
 

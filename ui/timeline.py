@@ -13,7 +13,7 @@ from ui.python_panel import python_panel
 from ui.state import LabModel
 
 
-@per_model(show_spinner="Measuring every snapshot of the run…", max_entries=8)
+@per_model(name="training.timeline", show_spinner="Measuring every snapshot of the run…", max_entries=8)
 def _timeline(entry: LabModel) -> dict | None:
     from core.training import timeline as tl  # a view's computation is imported in the view: it imports torch
 

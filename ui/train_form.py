@@ -18,7 +18,7 @@ LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 BATCH_CHOICES = [4, 8, 16, 32, 64, 128]
 
 
-@per_code()
+@per_code(name="train.init_bias")
 def _init_bias(enlarged: bool) -> float:
     """Std over tokens of the per-token logit bias of the default model at step 0 (core.training.overview)."""
     p = get_preset(DEFAULT_PRESET)

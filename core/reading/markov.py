@@ -12,8 +12,6 @@ itself, the part a block-1 previous-token head plays, so one block can hold the 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import torch
@@ -22,6 +20,7 @@ from core.model import markov
 from core.model.markov import MarkovTask
 from core.model.symbols import head_label
 from core.model.tinycharlm import TinyCharLM
+from core.reading.views import MarkovView
 
 SCORE_SEQS = 16  # sequences the head scores and KLs average over (the first is the one shown)
 PREV_MIN = 0.5  # a previous-token head puts at least half its attention on the previous position
@@ -52,23 +51,6 @@ def even_successor(tokens: torch.Tensor) -> float:
     share = mask.sum(-1) / torch.arange(1, T + 1, dtype=torch.float64)
     rows = mask.sum(-1) > 0
     return float(share[rows].mean()) if rows.any() else float("nan")
-
-
-@dataclass
-class MarkovView:
-    """What the Attention page shows of one Markov model on seeded sequences."""
-
-    tokens: np.ndarray  # [T] the shown sequence (the first of the batch)
-    labels: list[str]  # position labels of the shown sequence
-    raw: np.ndarray  # [L, H, T, T] patterns on the shown sequence
-    scores: pd.DataFrame  # label, layer, head, prev_token, successor (mean over n_seqs sequences), smear
-    # (sigma(a_h), a model with smeared keys only)
-    kl: pd.DataFrame  # strategy, kl (mean over positions and sequences, nats)
-    even: float  # even_successor of the batch
-    prev_heads: list[str]
-    successor_heads: list[str]
-    sentence: str  # which heads count transitions, from the numbers above
-    n_seqs: int
 
 
 def smear_weights(model: TinyCharLM) -> dict[str, float]:

@@ -1,6 +1,6 @@
-"""What the Attention and Circuits pages draw of a model: the views core.reading.analysis computes, as numpy
-arrays and pandas frames. Apart from the computation, so that a page reading a stored view imports no torch
-(core/model/lazy.py)."""
+"""What the Attention and Circuits pages draw of a model: the views core.reading.analysis (and, for a Markov-chain
+model, core.reading.markov) computes, as numpy arrays and pandas frames. Apart from the computation, so that a
+page reading a stored view imports no torch (core/model/lazy.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,3 +53,20 @@ class HeadCircuitView:
     copy_uncentred: float  # the head's eigenvalue score without centring
     d_head: int
     vocab: int
+
+
+@dataclass
+class MarkovView:
+    """What the Attention page shows of one Markov model on seeded sequences."""
+
+    tokens: np.ndarray  # [T] the shown sequence (the first of the batch)
+    labels: list[str]  # position labels of the shown sequence
+    raw: np.ndarray  # [L, H, T, T] patterns on the shown sequence
+    scores: pd.DataFrame  # label, layer, head, prev_token, successor (mean over n_seqs sequences), smear
+    # (sigma(a_h), a model with smeared keys only)
+    kl: pd.DataFrame  # strategy, kl (mean over positions and sequences, nats)
+    even: float  # even_successor of the batch
+    prev_heads: list[str]
+    successor_heads: list[str]
+    sentence: str  # which heads count transitions, from the numbers above
+    n_seqs: int
