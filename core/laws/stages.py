@@ -24,6 +24,7 @@ from core.laws.stats import (
     Point,
     decimals,
     fit_points,
+    interval_text,
     lsq_slope,
     num,
     paired,
@@ -133,8 +134,9 @@ def stage_fits(table: pd.DataFrame) -> dict[tuple[str, str], Fit | None]:
 def _fit_text(fit: Fit | None) -> str:
     if fit is None:
         return "no slope (fewer than two points reached it within the cap)"
-    d = decimals((fit.low, fit.high), [0.0, -0.5, -1.0])
-    return f"{signed(fit.slope)} (95% interval {signed(fit.low, d)} to {signed(fit.high, d)})"
+    d = decimals([e for e in (fit.low, fit.high) if math.isfinite(e)], [0.0, -0.5, -1.0])
+    censored = f"; {fit.censored} of {N_BOOT} resamples met a censored median" if fit.censored else ""
+    return f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}{censored})"
 
 
 def caps_text(table: pd.DataFrame) -> str:
