@@ -337,6 +337,9 @@ def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
     assert "never reached" not in said
     # the onset is flat in both series, so against targets per step both slopes are 0: the series agree
     assert "the head-score onset's slope is +0.00" in said
+    # flat against targets per step too, pooled: the runs cannot tell "targets count" from "only steps count"
+    assert ('the pooled slope\'s interval holds 0, so they cannot tell "what counts is how many targets a step holds" '
+            'from "only the steps count" either') in said
     both = stage_sentences(targets_table(_stages_table(tmp_path / "b.csv", onset_slope=-1.0)))
     assert "the steps to 0.5 nats and the onset both fall with T" in " ".join(both)
 
