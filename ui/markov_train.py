@@ -26,7 +26,9 @@ INTRO = (
     "current one earlier in this same sequence. Edelman et al. (2024, \"The evolution of statistical "
     "induction heads\") found that a 2-layer attention-only transformer gets there in stages: first a "
     "uniform guess, then the in-context token frequencies (unigram), then the in-context transition "
-    "counts (bigram), the job of a *statistical induction head*. Press **Train** and watch the stages.")
+    "counts (bigram), the job of a *statistical induction head*. Here, at 3 states, the uniform stage is only the "
+    "untrained model's first one to three logs (over the ten seeds of the Laws page's Markov table), no plateau; "
+    "the unigram and bigram stages are the ones to watch. Press **Train** and watch the stages.")
 
 
 def live_markov_charts(run: LiveRun) -> None:
