@@ -153,24 +153,29 @@ def differences(task: MarkovTask, batch_size: int, lr: float | None = None) -> l
     return out
 
 
-def seed_spread(table=None) -> dict | None:
-    """The bigram onsets, in training sequences, of the lab's Markov table's runs at PAPER_RUN's number of states
-    (core.laws.markov, checkpoints/laws/markov.csv: the 2-block preset over seeds), with PAPER_RUN's bigram onset
-    over each: {"seqs": [...], "censored": n, "ratios": [...], "batch": B}; None without such runs."""
-    from core.laws.markov import read_markov
+SEEDS_TABLE = "checkpoints/laws/markov.csv"  # the Markov table (core.laws.markov): the 2-block preset over seeds
 
-    try:
-        t = (read_markov() if table is None else table).table
-    except ValueError:
+
+def seed_spread(path=None) -> dict | None:
+    """The bigram onsets, in training sequences, of the Markov table's runs at PAPER_RUN's number of states and
+    concentration (SEEDS_TABLE, read here as a CSV: core.laws.markov reads it with its checks), with PAPER_RUN's
+    bigram onset over each: {"seqs": [...], "censored": n, "ratios": [...], "batch": B}; None without the table
+    or such runs."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(path) if path is not None else Path(__file__).resolve().parents[2] / SEEDS_TABLE
+    if not path.is_file():
         return None
-    if "n_states" not in t.columns:
+    t = pd.read_csv(path, comment="#")
+    if not {"n_states", "concentration", "bigram_step"} <= set(t.columns):
         return None
     runs = t[(t["n_states"] == PAPER_RUN["states"]) & (t["concentration"] == PAPER_RUN["concentration"])]
     if runs.empty:
         return None
     batch = MARKOV_TRAIN.batch_size
-    reached = runs["bigram_step"].dropna()
-    seqs = sorted(int(s) * batch for s in reached)
+    seqs = sorted(int(s) * batch for s in runs["bigram_step"].dropna())
     return {"seqs": seqs, "censored": int(runs["bigram_step"].isna().sum()), "batch": batch,
             "ratios": [PAPER_RUN["onset_sequences"]["bigram"] / s for s in seqs if s > 0]}
 
