@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from core.pool.status import RunStatus
-from core.reading import markov as markov_reading
 from core.training import live
 from core.training import markov as mk
 from ui.charts import train as charts
@@ -67,8 +66,14 @@ def live_markov_charts(run: LiveRun) -> None:
            "head of one block can match on the previous token without a previous-token head before it. "
            if getattr(run.model_cfg, "smeared_keys", False) else "One block cannot do the match. ") +
         f"With {task.n_states} states a head that spreads its attention evenly already scores "
-        f"{markov_reading.even_share(task):.2f} on the bottom row on this batch (the share of keys that qualify: "
+        f"{_even_share(task):.2f} on the bottom row on this batch (the share of keys that qualify: "
         f"1/{task.n_states} only if the states were independent and uniform).")
+
+
+def _even_share(task) -> float:
+    from core.reading.markov import even_share  # here, not at the top: it imports torch
+
+    return even_share(task)
 
 
 def _numbers(st_: dict, last: dict, task) -> str:
