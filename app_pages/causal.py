@@ -328,7 +328,7 @@ if cfg.n_layers:
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
                                      N_SEQS, snippet)
         sections.composition_section(res, gap, checks["rope"], snippet)
-        sections.circuit_section(res, snippet)
+        sections.circuit_section(res, snippet, checks.get("circuit_fresh"))
         if entry.info.get("snapshots") and period is not None:
             st.subheader("The same paths over training")
             if st.session_state.get("cz_mechanism"):

@@ -332,6 +332,38 @@ def test_the_circuit_as_a_whole_uses_one_reference(first_copy, resampled):
     assert "only the mean reference" not in said
 
 
+def test_the_circuit_is_scored_again_on_fresh_sequences_and_minimality_says_what_it_rests_on(first_copy, shipped):
+    """The circuit chosen on the page's sequences, scored again on sequences of another seed (the page's seed plus
+    ui.causal_sections.FRESH_SEED): its elements are the chosen ones, F(all) is M(clean) of the fresh runs, and the
+    sentence gives both shares. Minimality: an element of the circuit whose minimality is 0 or below is named with
+    what knocking it out of the whole model costs, and the circuit's share of the span beside it."""
+    from core.causal import check_readings, circuit, patching
+
+    model, info = shipped
+    fc = first_copy.circuit
+    assert sorted(circuit.describe(e) for e in circuit.chosen(fc)) == sorted(fc["elements"])
+    fresh_runs = patching.task_runs(model, info["task"], N_SEQS, 10_000, PERIOD)
+    fresh = circuit.fresh_report(model, fresh_runs, circuit.chosen(fc))
+    assert fresh["f_model"] == pytest.approx(fresh_runs.m_clean, abs=1e-5) and fresh["n_seqs"] == N_SEQS
+    assert fresh["recovered"] != fc["recovered"]  # other sequences, another share
+    said = check_readings.fresh_sentence(fc, fresh, first_copy.n_seqs)
+    assert (f"Chosen and scored on the same {N_SEQS} sequences, the circuit keeps {fc['recovered']:.0%} of the span; "
+            f"scored again on {N_SEQS} fresh sequences drawn with another seed, which it was not chosen on, it keeps "
+            f"{fresh['recovered']:.0%}") in said
+    rows = fc["rows"][fc["rows"]["element"].notna()]
+    low = rows[rows["minimality"] <= 0]
+    said = check_readings.minimality_sentence(fc)
+    assert (said is None) == low.empty
+    k = fc["knockouts"].set_index("label")
+    for r in low.itertuples():
+        assert (f"{r.label}: minimality {check_readings.signed(r.minimality)} nats, yet knocked out of the whole "
+                f"model alone it costs {k.loc[r.label, 'lost_nats']:.2f} nats ({1 - k.loc[r.label, 'kept']:.0%} of "
+                "the span)") in said
+    if not low.empty:
+        assert f"this one keeps {fc['recovered']:.0%} of the span" in said
+        assert ("the most of all 20 elements" in said) == (k["lost_nats"].idxmax() in set(low["label"]))
+
+
 def test_weight_composition_beside_path_patching(first_copy, shipped):
     """Path patching ranks 1.4 first for every block-2 head, the weights agree for none of the four on the
     shipped files (how many agree depends on the files: it is read from them, not a property of the method);

@@ -138,5 +138,5 @@ def test_the_page_checks_come_with_the_experiments_they_sit_beside():
     assert {"k_score", "k_rope", "k_lost", "receiver_offset"} <= set(got["rope"].columns)
     assert checks.all_checks(model, runs, replace(res, attribution=None))["graddrop"] is None  # no sweeps
     one = tiny_model(1)
-    assert checks.all_checks(one, patching.task_runs(one, TASK, 2, seed=0, period=4), res) == {"graddrop": None,
-                                                                                              "rope": None}
+    assert checks.all_checks(one, patching.task_runs(one, TASK, 2, seed=0, period=4), res) == {
+        "graddrop": None, "rope": None, "circuit_fresh": None}

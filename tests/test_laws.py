@@ -198,7 +198,9 @@ def test_the_interval_resamples_whole_seeds_across_points(tmp_path):
 def test_a_shipped_laws_interval_is_the_paired_bootstrap_over_its_seeds():
     """The batch table's interval, recomputed here from the CSV with numpy: one draw of seed indices per
     resample (core.reading.bootstrap's generator and seed), used at every point; a never-dropped run
-    counts as later than any; the slope quantiles over the resamples whose medians are all finite."""
+    counts as later than any, so a resample whose median at B = 8 (left of the mean log B) is censored has the
+    slope -inf: every resample is kept, the censored ones rank first, and with more than 2.5% of them the lower
+    end is open."""
     law = LAWS["batch"]
     if not law.path.is_file():
         pytest.skip("checkpoints/laws/batch.csv is not shipped")
@@ -208,10 +210,13 @@ def test_a_shipped_laws_interval_is_the_paired_bootstrap_over_its_seeds():
     idx = np.random.default_rng(0).integers(0, len(wide), (1000, len(wide)))
     medians = np.median(wide.to_numpy()[idx], axis=1)  # [1000, points]
     ok = np.isfinite(medians).all(axis=1)
-    slopes = np.polyfit(xs, np.log(medians[ok]).T, 1)[0]
+    assert np.isinf(medians[~ok][:, 1:]).sum() == 0  # only B = 8 is ever censored
+    slopes = np.full(len(medians), -np.inf)
+    slopes[ok] = np.polyfit(xs, np.log(medians[ok]).T, 1)[0]
     fit = read_law(law.path, law).fit
-    assert fit.resamples == ok.sum()
-    assert (fit.low, fit.high) == pytest.approx(tuple(np.quantile(slopes, [0.025, 0.975])), abs=1e-9)
+    assert fit.resamples == 1000 and fit.censored == (~ok).sum() > 25
+    assert fit.low == -np.inf and fit.open
+    assert fit.high == pytest.approx(np.quantile(slopes, 0.975), abs=1e-9)
 
 
 def test_the_readings_say_on_how_many_seeds_each_holds(tmp_path):
@@ -332,6 +337,9 @@ def test_the_stages_recover_planted_slopes_and_say_which_fall(tmp_path):
     assert "never reached" not in said
     # the onset is flat in both series, so against targets per step both slopes are 0: the series agree
     assert "the head-score onset's slope is +0.00" in said
+    # flat against targets per step too, pooled: the runs cannot tell "targets count" from "only steps count"
+    assert ('the pooled slope\'s interval holds 0, so they cannot tell "what counts is how many targets a step holds" '
+            'from "only the steps count" either') in said
     both = stage_sentences(targets_table(_stages_table(tmp_path / "b.csv", onset_slope=-1.0)))
     assert "the steps to 0.5 nats and the onset both fall with T" in " ".join(both)
 
@@ -408,3 +416,49 @@ def test_the_power_of_a_slope_test_follows_the_seed_spread():
 
     wobbly = pd.DataFrame({"n": [3, 5, 7, 9], "power": [0.9, 0.7, 0.85, 0.9]})
     assert seeds_needed(wobbly) == 7 and seeds_needed(wobbly.assign(power=0.5)) is None
+
+
+def test_a_bootstrap_that_meets_censored_medians_keeps_every_resample_and_opens_an_end(tmp_path):
+    """3 of 7 runs at B = 64 never drop: the point keeps a median (4 dropped), but a resample that draws 4 or more
+    of those 3 seeds has a censored median there, later than any step, so its slope (B = 64 is right of the mean
+    log B) is +inf. Every resample is kept and counted; the share of such resamples, about 29%, is far above the
+    2.5% tail, so the upper end is open, and the sentences say so and what the open end rests on."""
+    law = read_law(planted(tmp_path / "t.csv", -0.5, never={64: 3}, steps=20000), Law(
+        "x", "batch_size", "B", "B", (AOYAMA, MUSAT)))
+    fit = law.fit
+    steps = np.array([[math.inf if s is None else s for s in p.steps] for p in law.points]).T  # [seeds, points]
+    idx = np.random.default_rng(0).integers(0, 7, (1000, 7))
+    censored = int(np.isinf(np.median(steps[idx], axis=1)).any(axis=1).sum())
+    assert 200 < censored < 400 and fit.censored == censored and fit.resamples == 1000
+    assert fit.high == math.inf and math.isfinite(fit.low) and fit.open
+    said = " ".join(sentences(law))
+    assert f"to +inf, over 4 points of 7 seeds, the same seeds resampled together at every point, 1000 times; " \
+           f"{censored} of them met a censored median" in said
+    # the open end holds +2.00 only through the censored runs: the sentence places them at 1, 2 and 4 caps
+    assert "These runs cannot rule it out, nor confirm it: +2.00 is inside the interval only through its open end" \
+        in said
+    assert "The open end rests on the 3 runs that never dropped (B = 64, seed 0; B = 64, seed 1; B = 64, seed 2)" \
+        in said
+    for m in (1, 2, 4):
+        assert f"at step {m * 20000}" in said
+    # dropping the censored resamples, as a fit that leaves them out would, gives a closed and narrower interval
+    ok = np.isfinite(np.median(steps[idx], axis=1)).all(axis=1)
+    dropped = np.polyfit(np.log([8, 16, 32, 64]), np.log(np.median(steps[idx][ok], axis=1)).T, 1)[0]
+    assert np.quantile(dropped, 0.975) < 2.0
+
+
+def test_points_missing_a_seed_are_still_resampled_together(tmp_path):
+    """A seed late at one point is late at all (x3 between seeds) with an exact slope; one point lacks seed 6.
+    The seeds are drawn together at every point (a drawn seed a point lacks left out there), so the interval stays
+    tight around the slope, as with every seed everywhere."""
+    rows = []
+    for x in (8, 16, 32, 64):
+        for seed in range(7 if x != 16 else 6):
+            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
+                "dropped": True})
+    write_table(tmp_path / "t.csv", rows, "x")
+    law = read_law(tmp_path / "t.csv", BATCH)
+    assert not paired(law.points) and law.fit.paired
+    assert law.fit.low <= -0.5 <= law.fit.high and law.fit.high - law.fit.low < 0.2

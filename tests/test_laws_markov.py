@@ -81,7 +81,7 @@ def test_the_fit_recovers_a_planted_slope_and_the_unigram_stage_length(tmp_path)
 def test_a_skipped_unigram_stage_is_said_and_not_counted_late(tmp_path):
     mt = read_markov(planted(tmp_path / "m.csv", skip={6: (1, 5)}))
     said = markov_sentences(mt)
-    assert "2 went from the uniform strategy straight to the bigram one" in said[0]
+    assert "2 were never the nearest to the unigram strategy before their bigram stage" in said[0]
     assert "(at k = 6: seeds 1 and 5)" in said[0]
     (six,) = [p for p in onset_points(mt, "unigram_step") if p.x == 6]
     assert six.n == 6 and six.n_dropped == 6  # left out, not censored
@@ -171,7 +171,13 @@ def test_every_shipped_sentence_is_the_tables_numbers():
             seeds = sorted(int(s) for s in g["seed"])
             listed = str(seeds[0]) if len(seeds) == 1 else ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}"
             assert f"{k} = {x:g}: seed{'s' if len(seeds) > 1 else ''} {listed}" in first
-    assert (f"{len(skip)} went from the uniform strategy straight to the bigram one" in first) == bool(len(skip))
+    assert (f"{len(skip)} were never the nearest to the unigram strategy before their bigram stage" in first) == \
+        bool(len(skip))
+    # the rate the capped runs had: held, then falling to 10% over the last decay_steps (TrainConfig's schedule)
+    held = int(t["steps"].max()) - 300
+    late = int((t["bigram_step"] >= held).sum())
+    assert (f"held for {held} steps and then falls linearly to 10% of it over steps {held}-{int(t['steps'].max())}"
+            in first) and f"({late} bigram onset{'' if late == 1 else 's'} came at step {held} or later" in first
     for x, g in t.groupby(axis):
         m = median(g["bigram_step"])
         if math.isfinite(m):
@@ -189,8 +195,18 @@ def test_every_shipped_sentence_is_the_tables_numbers():
     slope = np.polyfit(np.log(list(fitted)), np.log(list(fitted.values())), 1)[0]
     fit = fits(read_markov())["bigram_step"]  # the interval: the bootstrap is core.laws's own
     assert fit.slope == pytest.approx(slope, abs=1e-9) and fit.low < slope < fit.high
+    # every resample kept: those that meet a censored median (k = 4 is the largest fitted k, right of the mean
+    # log k) have the slope +inf, so with more than 25 of them the upper end is open
+    wide = t.pivot(index="seed", columns=axis, values="bigram_step")[list(fitted)].astype(float).fillna(math.inf)
+    idx = np.random.default_rng(0).integers(0, len(wide), (1000, len(wide)))
+    censored = int(np.isinf(np.median(wide.to_numpy()[idx], axis=1)).any(axis=1).sum())
+    assert fit.censored == censored and fit.resamples == 1000
+    assert (fit.high == math.inf) == (censored > 25)
+    high = "+inf" if fit.high == math.inf else signed(fit.high)
     assert (f"the median bigram onset's log-log slope is {signed(slope)} (95% interval {signed(fit.low)} to "
-            f"{signed(fit.high)}, over {len(fitted)} points") in said[2]
+            f"{high}, over {len(fitted)} points") in said[2]
+    if censored:
+        assert f"in {censored} of them a point's median was censored" in said[2]
     verdict = "comes later" if fit.low > 0 else "comes earlier" if fit.high < 0 else "shows no clear trend"
     assert f"the bigram stage {verdict} as {k} grows" in said[2]
     # Edelman et al.: the order, the share of the steps before the bigram onset spent in the unigram stage
@@ -277,9 +293,9 @@ def test_a_planted_prior_table_gives_its_medians_counts_and_verdicts(tmp_path):
     assert said[0].startswith("30 runs of the 2-block Markov preset at k = 3 states, 10 seeds on each of 3 training "
                               "distributions")
     assert "1 of 10 on doubly stochastic chains with 25% of each batch unigram-optimal" in said[0]
-    assert "2 of 10 runs on doubly stochastic chains (8 went from the uniform strategy straight to the bigram one)" \
+    assert "2 of 10 runs on doubly stochastic chains (8 reached the bigram stage without it)" \
         in said[1]
-    assert "here 8 of 10 runs made it" in said[1]
+    assert "here 8 of 10 runs were never the nearest to the unigram strategy before their bigram stage" in said[1]
     low, high = full.interval()
     assert f"the full Dirichlet prior, 4,640 (95% interval {low:,.0f} to {high:,.0f})" in said[2]
     assert "the median bigram onset was 7,840 sequences on doubly stochastic chains against 4,640 on the full " \
@@ -290,7 +306,8 @@ def test_a_planted_prior_table_gives_its_medians_counts_and_verdicts(tmp_path):
            "doubly stochastic chains alone (1.21 times as many; 95% interval of the ratio " in said[4]
     assert ratio_interval(ds, mix)[0] > 1 and "the interval lies wholly above 1" in said[4]
     assert "Here too the unigram-optimal chains delayed the bigram stage" in said[5]
-    assert "k = 3 states, not their 4" in said[5] and "Sinkhorn-balanced" in said[5]
+    assert "k = 3 states as in the authors' public code for the mixture experiment" in said[5]
+    assert "Sinkhorn-balanced" in said[5]
     frame = prior_frame(pt)
     assert len(frame) == 30 and (frame[~frame["reached"]]["y"] == 1000 * 24).all()
 
@@ -321,7 +338,13 @@ def test_a_ratio_whose_interval_holds_1_is_said_to_decide_nothing(tmp_path):
     low, high = ratio_interval(pt.arm(*ARMS[1]), pt.arm(*ARMS[2]))
     assert low < 1 < high
     said = prior_sentences(pt)
-    assert "the interval holds 1, so these seeds allow no conclusion" in said[4]
+    assert "the interval holds 1, so by it alone these seeds allow no conclusion" in said[4]
+    # the paired test, from the same seeds in sequences seen (the mixture's 24 of 32 a batch): 24 (140 + 20 (9 - s))
+    # - 32 (100 + 20 s) = 4480 - 1120 s, later on seeds 0-3, a tie at seed 4 left out; p from every sign pattern
+    p, later, n = exact_signed_rank(pt.arm(*ARMS[1]).seqs.steps, pt.arm(*ARMS[2]).seqs.steps)
+    assert (later, n) == (4, 9) and p > 0.05
+    assert f"on 4 of 9 seeds that differ; a paired Wilcoxon signed-rank test gives p = {p:.3f}" in said[4]
+    assert "So the paired test" not in said[4]
     # 40 steps later, but in doubly stochastic sequences (24 a batch against 32) 5,520 against 6,080: sooner
     assert "Here the mixture's median came sooner than on doubly stochastic chains alone, but the ratio's interval " \
            "holds 1, so this table neither supports nor refutes it" in said[5]
@@ -378,6 +401,29 @@ def test_the_shipped_prior_table_is_what_its_header_command_makes():
     assert (reached["bigram_seqs"] == reached["bigram_step"] * kept).all()
 
 
+def exact_signed_rank(x, y):
+    """The exact two-sided Wilcoxon signed-rank p of y against x (no censored runs), written here by listing
+    every sign pattern with itertools: (p, seeds where y is later, seeds that differ)."""
+    import itertools
+
+    d = [b - a for a, b in zip(x, y) if b != a]
+    order = sorted(range(len(d)), key=lambda i: abs(d[i]))
+    ranks = [0.0] * len(d)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and abs(d[order[j + 1]]) == abs(d[order[i]]):
+            j += 1
+        for m in range(i, j + 1):
+            ranks[order[m]] = (i + j) / 2 + 1
+        i = j + 1
+    observed = sum(r for r, v in zip(ranks, d) if v > 0)
+    mean = sum(ranks) / 2
+    sums = [sum(r for r, s in zip(ranks, signs) if s) for signs in itertools.product((0, 1), repeat=len(d))]
+    p = sum(abs(w - mean) >= abs(observed - mean) - 1e-9 for w in sums) / len(sums)
+    return p, sum(v > 0 for v in d), len(d)
+
+
 @prior_shipped
 def test_every_shipped_prior_sentence_is_the_tables_numbers():
     t = prior_table()
@@ -396,21 +442,37 @@ def test_every_shipped_prior_sentence_is_the_tables_numbers():
         skip = int((g["unigram_step"].isna() & g["bigram_step"].notna()).sum())
         first = int((g["unigram_step"] < g["bigram_step"]).sum())
         assert f"{first} of {len(g)} runs on {arm}" in said[1]
-        assert (f"{arm} ({skip} went from the uniform strategy straight to the bigram one)" in said[1]) == bool(skip)
+        assert (f"{arm} ({skip} reached the bigram stage without it)" in said[1]) == bool(skip)
         med[(prior, share)] = m = median(g["bigram_seqs"])
         low, high = pt.arm(prior, share).interval()  # the bootstrap is core.laws's own; it holds the median
         assert low <= m <= high
         shown = f"{m:,.0f}" if math.isfinite(m) else "above the cap"
         assert f"{arm}, {shown} (95% interval" in said[2]
     ds_skip = int((t[t["prior"] == "doubly_stochastic"].query("unigram_share == 0")["unigram_step"].isna()).sum())
-    assert f"here {ds_skip} of " in said[1]
+    assert f"here {ds_skip} of " in said[1] and "were never the nearest to the unigram strategy" in said[1]
     ds, full, mix = med[("doubly_stochastic", 0.0)], med[("dirichlet", 0.0)], med[("doubly_stochastic", 0.25)]
     assert f"the median bigram onset was {ds:,.0f} sequences on doubly stochastic chains against {full:,.0f}" in said[3]
     assert f"was {mix:,.0f} sequences with 25% of each batch unigram-optimal against {ds:,.0f}" in said[4]
     low, high = ratio_interval(pt.arm("doubly_stochastic"), pt.arm("doubly_stochastic", 0.25))
     apart = low > 1 or high < 1
     assert f"95% interval of the ratio {low:.2f} to {high:.2f}, the seeds resampled together" in said[4]
-    assert ("the interval holds 1, so these seeds allow no conclusion" in said[4]) == (not apart)
+    assert ("the interval holds 1, so by it alone these seeds allow no conclusion" in said[4]) == (not apart)
+    # the paired test and the direction, each comparison: computed here from the table by sign flips
+    for sentence, (a, b) in ((said[3], (("dirichlet", 0.0), ("doubly_stochastic", 0.0))),
+                             (said[4], (("doubly_stochastic", 0.0), ("doubly_stochastic", 0.25)))):
+        x = t[(t["prior"] == a[0]) & (t["unigram_share"] == a[1])].sort_values("seed")["bigram_seqs"].to_numpy()
+        y = t[(t["prior"] == b[0]) & (t["unigram_share"] == b[1])].sort_values("seed")["bigram_seqs"].to_numpy()
+        p, later, n = exact_signed_rank(x, y)
+        assert (f"on {later} of {n} seeds that differ; a paired Wilcoxon signed-rank test gives p = {p:.3f}"
+                in sentence)
+    direction = "later" if ds > full else "sooner"
+    assert f"The direction, {direction} without a unigram solution on offer" in said[3]
+    # where the ratio's interval holds 1 and the paired test does not, the sentence says which says what
+    low, high = ratio_interval(pt.arm("dirichlet"), pt.arm("doubly_stochastic"))
+    p = exact_signed_rank(*(t[(t["prior"] == a) & (t["unigram_share"] == 0)].sort_values("seed")["bigram_seqs"]
+                            .to_numpy() for a in ("dirichlet", "doubly_stochastic")))[0]
+    assert ("So the paired test, which uses each seed's pairing seed by seed, finds it later on doubly stochastic "
+            "chains" in said[3]) == (low <= 1 <= high and p < 0.05 and ds > full)
     assert ("but the ratio's interval holds 1, so this table neither supports nor refutes it" in said[5]) == (not apart)
     if not apart:
         way = "sooner" if mix < ds else "later" if mix > ds else "at the same count"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pandas as pd
 import pytest
 
 from core.model.checkpoints import read_checkpoint
@@ -61,23 +62,30 @@ def test_one_block_with_smeared_keys_reaches_the_bigram_stage_that_one_plain_blo
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
 def test_a_shipped_run_beside_the_papers_run(row):
-    """The pages' table beside Edelman et al.'s 3-state run holds the row's onsets in sequences seen, and what
-    docs/DESIGN.md says of it: every shipped run reaches each stage it reaches in fewer sequences than the
-    paper's run, and while nearest to the unigram strategy its KLs are within 0.03 of the paper's plateau."""
+    """The pages' table beside Edelman et al.'s 3-state run holds the row's onsets in sequences seen; the spread
+    of the lab's ten 3-state seeds against the paper's figure is the Markov table's own; the two measures (the
+    mean over positions, the last position) are both read from the run's logs."""
     _, info = read_checkpoint(ROOT / "checkpoints" / "markov" / row["file"])
     batch = info["train"]["batch_size"]
-    table, sentence = mk.beside_paper(info["history"], info["task"], batch)
+    table, sentence = mk.beside_paper(info["history"], info["task"], batch, info["train"]["lr"])
     cells = {r[""]: r["this run"] for r in table}
     for name in ("unigram", "bigram"):
         step = row["figures"]["onset"][name]
         assert cells[f"{name} stage from (training sequences)"] == (f"{step * batch:,} (step {step} x batch {batch})"
                                                                     if step is not None else "not reached")
-        if step is not None:
-            assert step * batch < mk.PAPER_RUN["onset_sequences"][name]
-    plateau = [float(x) for x in cells["KL to uniform / unigram / bigram, nearest to unigram"].split(" (")[0]
-               .split(" / ")]
-    assert all(abs(a - b) <= 0.03 for a, b in zip(plateau, mk.PAPER_RUN["unigram_stage_kl"].values()))
+    last = info["history"][-1]
+    assert cells["KL to uniform / unigram / bigram at the end, last position (the paper's)"].startswith(
+        " / ".join(f"{last['kl_positions'][n][-1]:.3f}" for n in mk.COMPARED))
     assert ("never reached" in sentence) == (row["figures"]["onset"]["bigram"] is None)
+    laws = ROOT / "checkpoints" / "laws" / "markov.csv"
+    if laws.is_file():
+        t = pd.read_csv(laws, comment="#")
+        k3 = t[(t["n_states"] == 3) & (t["concentration"] == 1.0)]["bigram_step"].dropna() * 32
+        ratios = mk.PAPER_RUN["onset_sequences"]["bigram"] / k3
+        assert (f"reached it after {int(k3.min()):,} to {int(k3.max()):,} sequences (median {k3.median():,.0f}), "
+                f"{ratios.min():.1f} to {ratios.max():.1f} times fewer than that figure (median "
+                f"{ratios.median():.1f})") in sentence
+    assert f"learning rate {info['train']['lr']:.0e}".replace("e-0", "e-") in sentence
 
 
 @pytest.mark.slow

@@ -64,14 +64,20 @@ def experiments(entry: LabModel, period: int | None, text: str | None, seed: int
             text_experiments(entry, text, seed, positions, budget, corruption))
 
 
-@per_model(name="causal.research_checks", show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32)
+FRESH_SEED = 10_000  # added to the page's seed: the sequences the circuit is scored on again, never chosen on
+
+
+@per_model(name="causal.research_checks", show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32,
+           version=2)
 def research_checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
                     budget: int, corruption: str) -> dict:
-    """checks.all_checks on the runs of the page's experiments (the cached ones)."""
+    """checks.all_checks on the runs of the page's experiments (the cached ones), the circuit scored again on
+    N_SEQS sampled sequences of seed + FRESH_SEED (none for a typed text: it has no other sequences)."""
     from core.causal import checks
 
     res = experiments(entry, period, text, seed, positions, budget, corruption)
-    return checks.all_checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res)
+    fresh = runs_of(entry, period, None, seed + FRESH_SEED, corruption, N_SEQS) if text is None else None
+    return checks.all_checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res, fresh)
 
 
 @per_model(name="causal.reading", show_spinner=False, max_entries=256)
@@ -157,9 +163,10 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
                 "rope": rope[["k_score", "k_rope", "k_lost", "receiver_offset", "offset_mass"]]})
 
 
-def circuit_section(res, snippet: SnippetOf | None = None) -> None:
+def circuit_section(res, snippet: SnippetOf | None = None, fresh: dict | None = None) -> None:
     """The circuit as a whole (res.circuit, core.causal.circuit.page_circuit): chosen and scored with one
-    reference, the mean over the corrupted runs; with its snippet when `snippet` is given."""
+    reference, the mean over the corrupted runs, and scored again on fresh sequences (`fresh`, research_checks'
+    "circuit_fresh"); with its snippet when `snippet` is given."""
     circ = res.circuit
     if circ is None:
         return
@@ -201,13 +208,19 @@ def circuit_section(res, snippet: SnippetOf | None = None) -> None:
         "K = {v} (one element removed) and K = C (the last row), not searched over subsets of the circuit as they "
         "do. *Completeness* |F(C∖v) − F(M∖v)|: remove the same element from the circuit and from the whole model; a "
         "complete circuit behaves like the model under every such knockout (small values). *Minimality* F(C) − "
-        "F(C∖v): how much the circuit loses without that element; near 0 or below, it is not needed in the circuit. "
-        "Why the mean: under first-copy "
+        "F(C∖v): how much the circuit loses without that element, taken at K = {} only (Wang et al. take the "
+        "largest loss over subsets K of the circuit removed first, which can only be larger); near 0 or below, the "
+        "rest of the circuit does as well without it, which says the element is not needed only for a circuit "
+        "that keeps most of the span. Unlike theirs, the elements are paths (a block-1 head into one input of "
+        "block 2, or into the logits) and block-2 heads, not heads; the circuit is chosen by single knockouts, "
+        "not searched; and it is chosen and scored on the same sequences, so it is also scored on fresh ones "
+        "below. Why the mean: under first-copy "
         "each corrupted run keeps its sequence's second copy, so a reference made per sequence leaves every query "
         "path untouched and can neither choose nor score one.")
-    said = _circuit_sentence(circ, res.gap, res.corruption)
-    if said:
-        st.markdown(said)
+    for said in (check_readings.minimality_sentence(circ), check_readings.fresh_sentence(circ, fresh, res.n_seqs),
+                 _circuit_sentence(circ, res.gap, res.corruption)):
+        if said:
+            st.markdown(said)
     if snippet is not None:
         python_panel(snippet("circuit"), shows={"completeness": rows["completeness"], "minimality": rows["minimality"]})
 

@@ -73,8 +73,11 @@ def attention_section(entry: LabModel) -> None:
         return
     c2.markdown(f"**Which heads count transitions?** {view.sentence}")
     kl = ", ".join(f"{r.strategy} {r.kl:.3f}" for r in view.kl.itertuples())
-    c2.caption(f"KL(strategy ‖ model) over these {view.n_seqs} sequences, nats: {kl} (the nearest strategy is "
-               "the one the model has learned).")
+    near = view.kl.sort_values("kl")
+    c2.caption(f"KL(strategy ‖ model) over these {view.n_seqs} sequences, nats: {kl}. The model's predictions are "
+               f"nearest {near['strategy'].iloc[0]}, {near['kl'].iloc[1] - near['kl'].iloc[0]:.3f} nats closer than "
+               f"to {near['strategy'].iloc[1]}; an untrained model is nearest some strategy too, so the nearest "
+               "says which the model resembles most, and the margin how clearly.")
 
     st.subheader("Every head")
     st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads), on the first of the "

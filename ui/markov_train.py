@@ -25,7 +25,9 @@ INTRO = (
     "current one earlier in this same sequence. Edelman et al. (2024, \"The evolution of statistical "
     "induction heads\") found that a 2-layer attention-only transformer gets there in stages: first a "
     "uniform guess, then the in-context token frequencies (unigram), then the in-context transition "
-    "counts (bigram), the job of a *statistical induction head*. Press **Train** and watch the stages.")
+    "counts (bigram), the job of a *statistical induction head*. Here, at 3 states, the uniform stage is only the "
+    "untrained model's first one to three logs (over the ten seeds of the Laws page's Markov table), no plateau; "
+    "the unigram and bigram stages are the ones to watch. Press **Train** and watch the stages.")
 
 
 def live_markov_charts(run: LiveRun) -> None:
@@ -63,8 +65,15 @@ def live_markov_charts(run: LiveRun) -> None:
         + ("This model's keys are smeared (Olsson et al. 2022): each key mixes in the previous position's, so a "
            "head of one block can match on the previous token without a previous-token head before it. "
            if getattr(run.model_cfg, "smeared_keys", False) else "One block cannot do the match. ") +
-        f"With {task.n_states} states about 1/{task.n_states} of the keys qualify, so a head that spreads its "
-        "attention evenly already scores that much on the bottom row.")
+        f"With {task.n_states} states a head that spreads its attention evenly already scores "
+        f"{_even_share(task):.2f} on the bottom row on this batch (the share of keys that qualify: "
+        f"1/{task.n_states} only if the states were independent and uniform).")
+
+
+def _even_share(task) -> float:
+    from core.reading.markov import even_share  # here, not at the top: it imports torch
+
+    return even_share(task)
 
 
 def _numbers(st_: dict, last: dict, task) -> str:
@@ -149,10 +158,12 @@ def paper_run_panel(history: list[dict] | None, task, batch_size: int) -> None:
     with st.expander("This run's stages beside the paper's run"):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         st.markdown(sentence)
-        st.caption(f"The paper's column is {mk.PAPER_RUN['source']}: its own model, rate and batch "
-                   "(the settings table), x = training sequences seen, each sequence 100 tokens as here. The lab's "
-                   "column is this run's logged history, its stages read as on the Train page's chart (the nearest "
-                   "strategy at two logs in a row); the unigram plateau's KLs at the log closest to unigram.")
+        st.caption(f"The paper's column is {mk.PAPER_RUN['source']}: its own model, rate, batch and sequence "
+                   "length (the settings table; the sentence above names each that differs), x = training "
+                   "sequences seen. The lab's column is this run's logged history, its stages read as on the Train "
+                   "page's chart (the nearest strategy at two logs in a row); the unigram stage's KLs are the "
+                   "median over its logs, in the lab's measure (mean over positions) and the paper's (last "
+                   "position).")
 
 
 def result_markov(run: LiveRun) -> None:

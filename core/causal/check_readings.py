@@ -168,3 +168,38 @@ def circuit_sentence(circ: dict | None, gap: float, corruption: str) -> str | No
         out += (" Under first-copy the corrupted runs keep each second copy as it was, so a sequence's own corrupted "
                 f"run leaves the query paths untouched: only the mean reference can find {_heads(queries)} needed.")
     return out
+
+
+def minimality_sentence(circ: dict | None) -> str | None:
+    """What a minimality near 0 or below says in this circuit (core.causal.circuit.page_circuit): the rule "not
+    needed in the circuit" holds only for a circuit that keeps most of the span; each such element's cost knocked
+    out of the whole model alone, beside it. None without a circuit or without such an element."""
+    if circ is None or "knockouts" not in circ:
+        return None
+    rows = circ["rows"]
+    each = rows[rows["element"].notna()]
+    low = each[each["minimality"] <= 0.0]
+    if not len(low):
+        return None
+    cost = circ["knockouts"].set_index("label")
+    parts = [f"{r.label}: minimality {signed(r.minimality)} nats, yet knocked out of the whole model alone it costs "
+             f"{cost.loc[r.label, 'lost_nats']:.2f} nats ({1 - cost.loc[r.label, 'kept']:.0%} of the span)"
+             for r in low.itertuples()]
+    most = cost["lost_nats"].idxmax()
+    rank = f", the most of all {len(cost)} elements" if most in set(low["label"]) else ""
+    return ("Minimality near 0 or below reads \"not needed in the circuit\" only for a circuit that does the model's "
+            f"job; this one keeps {circ['recovered']:.0%} of the span, so a small loss without an element may mean "
+            "the rest of the circuit already falls short, not that the element does nothing. "
+            + "; ".join(parts) + rank + ".")
+
+
+def fresh_sentence(circ: dict | None, fresh: dict | None, n_seqs: int) -> str | None:
+    """The circuit scored again on sequences it was not chosen on (core.causal.circuit.fresh_report) beside its
+    score on the n_seqs sequences it was chosen on. None without either."""
+    if circ is None or fresh is None:
+        return None
+    return (f"Chosen and scored on the same {n_seqs} sequences, the circuit keeps {circ['recovered']:.0%} of the "
+            f"span; scored again on {fresh['n_seqs']} fresh sequences drawn with another seed, which it was not "
+            f"chosen on, it keeps {fresh['recovered']:.0%} "
+            f"(M {fresh['f_circuit']:.2f} against {fresh['f_model']:.2f} nats, {fresh['f_none']:.2f} with "
+            "everything at its mean).")

@@ -66,11 +66,16 @@ def rope_composition(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame) ->
     return frame
 
 
-def all_checks(model: TinyCharLM, runs: PatchRuns, res) -> dict:
+def all_checks(model: TinyCharLM, runs: PatchRuns, res, fresh: PatchRuns | None = None) -> dict:
     """The cheap checks beside results.Experiments `res` (measured on these runs): {"graddrop": graddrop() or None
-    without the position sweeps, "rope": rope_composition() or None}; both None below two blocks."""
+    without the position sweeps, "rope": rope_composition() or None, "circuit_fresh": res.circuit's elements scored
+    on `fresh` runs (circuit.fresh_report; None without fresh runs or a circuit)}; all None below two blocks."""
+    from core.causal import circuit
+
     if model.cfg.n_layers < 2:
-        return {"graddrop": None, "rope": None}
+        return {"graddrop": None, "rope": None, "circuit_fresh": None}
     return {"graddrop": graddrop(model, runs, res.head_positions, res.attribution["star"])
             if res.attribution is not None else None,
-            "rope": rope_composition(model, runs, res.paths) if len(res.paths) else None}
+            "rope": rope_composition(model, runs, res.paths) if len(res.paths) else None,
+            "circuit_fresh": circuit.fresh_report(model, fresh, circuit.chosen(res.circuit))
+            if fresh is not None and res.circuit is not None else None}

@@ -18,8 +18,14 @@ F(C) is M with only C intact; F(all) = M(clean); recovered = (F(C) - F(none)) / 
   the share of the span kept has a 95% interval over the sequences ending below clarity.NEEDED.
 - completeness: for each element v of C, |F(C minus v) - F(all minus v)| (Wang et al.'s K = {v}), and K = C:
   |F(none) - F(all minus C)|. Small = the circuit behaves like the model under the same knockouts.
-- minimality: for each v in C, F(C) - F(C minus v). Large = v is needed in C.
+- minimality: for each v in C, F(C) - F(C minus v). Large = v is needed in C. Taken at K = {} only: Wang et al.
+  take the largest F(C minus (K + v)) - F(C minus K) over subsets K of C, which can only be larger.
 Both in nats and as shares of the span.
+
+How this differs from Wang et al. besides: the elements are paths (a block-1 head into one input of block 2, or
+into the logits) and block-2 heads, not heads alone; the circuit is chosen by single knockouts, not searched; and
+it is chosen and scored on the same sequences, so `fresh_report` scores the chosen elements again on sequences
+drawn with another seed.
 """
 from __future__ import annotations
 
@@ -195,6 +201,20 @@ def circuit_report(model: TinyCharLM, runs: PatchRuns, circuit, reference: str =
         table[f"{c}_share"] = table[c] / span if span else np.nan
     return {"reference": reference, "f_model": f_model, "f_circuit": f_c, "f_none": f_none, "span": span,
             "recovered": (f_c - f_none) / span if span else float("nan"), "rows": table}
+
+
+def fresh_report(model: TinyCharLM, fresh: PatchRuns, circuit, reference: str = "mean") -> dict:
+    """The chosen circuit scored again on `fresh` runs (sequences it was not chosen on): circuit_report's figures
+    {reference, f_model, f_circuit, f_none, span, recovered} and its rows, plus n_seqs."""
+    rep = circuit_report(model, fresh, circuit, reference)
+    rep["n_seqs"] = int(fresh.clean.shape[0])
+    return rep
+
+
+def chosen(circ: dict) -> frozenset:
+    """The elements of page_circuit's circuit (its report's rows, the whole-circuit row aside)."""
+    rows = circ["rows"]
+    return frozenset(rows.loc[rows["element"].notna(), "element"])
 
 
 def page_circuit(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame | None = None) -> dict:

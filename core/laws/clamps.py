@@ -24,6 +24,7 @@ from core.laws.stats import (
     groups,
     num,
     paired,
+    quantiles,
     with_inf,
 )
 from core.model.drop import HIGH, LOW
@@ -46,12 +47,15 @@ def arm_name(hold: str, clamp: str) -> str:
 class Ratio:
     """An arm's median drop step over the unclamped arm's, with a bootstrap interval over the seeds:
     paired (one draw of seed indices for both arms) when the arms hold the same seeds, which start from the
-    same initial weights in both; otherwise each arm's seeds drawn on their own. Resamples where either
-    median is censored are left out; `resamples` counts the rest. inf: the arm's median is above its cap."""
+    same initial weights in both; otherwise each arm's seeds drawn on their own. Every resample is kept: a
+    censored median is later than any step, so the ratio is inf where only the arm's is censored and 0 where only
+    the base's is (both: no ratio, left out); `censored` counts the resamples with a censored median, and an end
+    is open (inf) when they decide it. `resamples`: those with a ratio. inf: the arm's median is above its cap."""
     ratio: float
     low: float
     high: float
     resamples: int
+    censored: int = 0
 
 
 def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT_SEED) -> Ratio:
@@ -59,11 +63,12 @@ def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT
     shared = resample_indices(base.n, seed) if paired((base, arm)) else None
     boot = [boot_medians(with_inf(p.steps), shared if shared is not None else resample_indices(p.n, seed + i))
             for i, p in enumerate((base, arm))]
-    ok = np.isfinite(boot[0]) & np.isfinite(boot[1])
-    ratios = boot[1][ok] / boot[0][ok]
+    with np.errstate(invalid="ignore"):
+        ratios = boot[1] / boot[0]  # inf / finite = inf, finite / inf = 0, inf / inf = NaN
     a = (1 - level) / 2
-    low, high = np.quantile(ratios, [a, 1 - a]) if ok.any() else (math.nan, math.nan)
-    return Ratio(arm.median / base.median, float(low), float(high), int(ok.sum()))
+    low, high = quantiles(ratios, [a, 1 - a])
+    censored = int((np.isinf(boot[0]) | np.isinf(boot[1])).sum())
+    return Ratio(arm.median / base.median, low, high, int((~np.isnan(ratios)).sum()), censored)
 
 
 def clamp_arms(path: str | Path = CLAMPS_FILE) -> dict[tuple[str, str], Point]:
@@ -135,8 +140,11 @@ def clamp_sentences(path: str | Path = CLAMPS_FILE, readings: str | Path | None 
             continue
         how = "the same seeds resampled together in both arms" if paired((base, point)) else \
             "each arm's seeds resampled on their own"
+        high = f"{r.high:.2f}" if math.isfinite(r.high) else "inf"
+        open_end = (f"; in {r.censored} of them a median was censored, so the upper end is open" if math.isinf(r.high)
+                    else f"; in {r.censored} of them a median was censored" if r.censored else "")
         out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one (95% "
-                   f"interval {r.low:.2f} to {r.high:.2f}, {how}, {N_BOOT} times): "
+                   f"interval {r.low:.2f} to {high}, {how}, {N_BOOT} times{open_end}): "
                    + {"earlier": "the drop comes clearly earlier.", "later": "the drop comes clearly later.",
                       "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
     claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "

@@ -28,8 +28,10 @@ from core.laws.stats import (
     Point,
     decimals,
     fit_points,
+    interval_text,
     num,
     paired,
+    placed_fit,
     seed_rank_correlation,
     seed_slopes,
     signed,
@@ -164,6 +166,62 @@ def verdict(fit: Fit, prediction: Prediction) -> str:
     return "above" if fit.low > prediction.slope else "below"
 
 
+PLACEMENTS = (1, 2, 4)  # a censored run placed at these multiples of its cap, to show what an open end rests on
+
+
+def crossing(points: tuple[Point, ...], mark: float, cap: int, every: int = 10) -> float | None:
+    """The step (to `every` steps) at which placing the censored runs moves the interval's open end across `mark`:
+    below it the interval stays on one side of `mark`. None when even the cap, or 1000 caps, leaves it where it is."""
+    def beyond(step: float) -> bool:
+        f = placed_fit(points, step)
+        return f.low <= mark <= f.high
+
+    lo, hi = float(cap), 1000.0 * cap
+    if beyond(lo) or not beyond(hi):
+        return None
+    while hi - lo > every:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if beyond(mid) else (mid, hi)
+    return float(round(hi / every) * every)
+
+
+def _inside_placed(result: LawResult, mark: float) -> bool:
+    """Whether `mark` is inside the interval with every censored run placed at its cap (the closed interval an
+    open one shrinks to if they had dropped right after the cap)."""
+    cap = max(p.cap for p in result.points)
+    f = placed_fit(result.points, cap)
+    return f.low <= mark <= f.high
+
+
+def depends_text(result: LawResult, pred: Prediction) -> str:
+    """What an open interval's verdict on `pred` rests on: the censored runs placed at 1, 2 and 4 times their cap,
+    the interval at each, and the step before which they would have to come for the interval to leave `pred` out."""
+    fit, law = result.fit, result.law
+    censored = [(p, seed) for p in result.points for seed, s in zip(p.seeds, p.steps) if s is None]
+    if fit is None or not fit.open or not censored or pred.slope is None:
+        return ""
+    if not ((math.isinf(fit.high) and pred.slope > fit.low) or (math.isinf(fit.low) and pred.slope < fit.high)):
+        return ""  # the mark lies beyond the closed end: the open one does not touch the verdict
+    cap = max(p.cap for p, _ in censored)
+    where = "; ".join(f"{law.axis_name.split()[-1]} = {num(p.x)}, seed {seed}" for p, seed in censored)
+    d = decimals([e for m in PLACEMENTS for e in (placed_fit(result.points, m * cap).low,
+                                                   placed_fit(result.points, m * cap).high)], [pred.slope])
+    at = ", ".join(f"{interval_text(placed_fit(result.points, m * cap), d)} at step {m * cap}"
+                   f"{' (the cap)' if m == 1 else ''}" for m in PLACEMENTS)
+    runs = "the run" if len(censored) == 1 else f"the {len(censored)} runs"
+    text = (f" The open end rests on {runs} that never dropped ({where}): {fit.censored} of the {N_BOOT} resamples "
+            f"drew {'it' if len(censored) == 1 else 'them'} often enough to make a median censored. Placed at a "
+            f"step, {runs} would give the interval {at}")
+    step = crossing(result.points, pred.slope, cap)
+    if _inside_placed(result, pred.slope):
+        return text + f"; {signed(pred.slope)} is inside at every placement."
+    if step is None:
+        return text + f"; {signed(pred.slope)} stays outside at every placement up to 1000 times the cap."
+    return text + (f"; so the whole interval leaves {signed(pred.slope)} out only if {runs} "
+                   f"{'drops' if len(censored) == 1 else 'drop'} before about step {num(step)}, which these runs "
+                   "cannot tell.")
+
+
 def sentences(result: LawResult) -> list[str]:
     """What the page says about one law, computed from its table: the points, the fit, and each
     prediction's verdict."""
@@ -183,9 +241,12 @@ def sentences(result: LawResult) -> list[str]:
     d = decimals((fit.low, fit.high), [0.0, *(p.slope for p in law.predictions if p.slope is not None)])
     how = ("the same seeds resampled together at every point" if paired(result.points)
            else "each point's seeds resampled on their own")
+    censored = (f"; {fit.censored} of them met a censored median, whose slope ranks beyond every finite one, so an "
+                f"end is open" if fit.open else f"; {fit.censored} of them met a censored median, too few to open an "
+                "end" if fit.censored else "")
     out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {signed(fit.slope)} "
-               f"(95% interval {signed(fit.low, d)} to {signed(fit.high, d)}, over {len(fit.xs)} points of "
-               f"{'/'.join(map(str, seeds))} seeds, {how}, {N_BOOT} times): the drop {trend(fit)} as "
+               f"(95% interval {interval_text(fit, d)}, over {len(fit.xs)} points of "
+               f"{'/'.join(map(str, seeds))} seeds, {how}, {N_BOOT} times{censored}): the drop {trend(fit)} as "
                f"{axis} grows.")
     rho = seed_rank_correlation(result.points)
     if rho is not None:
@@ -206,17 +267,32 @@ def sentences(result: LawResult) -> list[str]:
             continue
         if v == "agrees" and pred.slope != 0 and fit.low <= 0 <= fit.high:
             v = "weakly"
-        text = {"agrees": f"TinyCharLM agrees: the predicted slope {signed(pred.slope)} is inside the interval.",
+        if v in ("agrees", "weakly") and fit.open and not _inside_placed(result, pred.slope):
+            v = "open"
+        text = {"open": f"These runs cannot rule it out, nor confirm it: {signed(pred.slope)} is inside the interval "
+                        "only through its open end.",
+                "agrees": f"TinyCharLM agrees: the predicted slope {signed(pred.slope)} is inside the interval.",
                 "weakly": f"TinyCharLM agrees only weakly: the predicted slope {signed(pred.slope)} is inside the "
                           "interval, but so is 0 (no trend at all).",
                 "above": f"TinyCharLM does not agree: the whole interval is above {signed(pred.slope)}.",
                 "below": f"TinyCharLM does not agree: the whole interval is below {signed(pred.slope)}."}[v]
-        out.append(f"{pred.source} predict a slope of {signed(pred.slope)} ({pred.claim}). {text}")
+        out.append(f"{pred.source} predict a slope of {signed(pred.slope)} ({pred.claim}). {text}"
+                   + depends_text(result, pred))
     sloped = [p for p in law.predictions if p.slope is not None]
     if len(sloped) > 1:
         agree = [p.source.split(" ")[0].rstrip(",") for p in sloped if verdict(fit, p) == "agrees"]
+        through = [p.source.split(" ")[0].rstrip(",") for p in sloped
+                   if verdict(fit, p) == "agrees" and fit.open and not _inside_placed(result, p.slope)]
         if not agree:
             out.append("Neither predicted slope fits TinyCharLM here.")
+        elif len(agree) == len(sloped):
+            out.append("Both predicted slopes are inside the interval"
+                       + (f" ({' and '.join(through)}'s only through its open end)" if through else "")
+                       + ": these runs tell neither from the other"
+                       + (", nor from no trend." if fit.low <= 0 <= fit.high else "."))
+        elif through:
+            out.append(f"Only {' and '.join(agree)}'s slope is inside the interval, and only through its open end: "
+                       "these runs rule the other out without confirming it.")
         elif fit.low <= 0 <= fit.high:
             out.append(f"Only {' and '.join(agree)}'s slope is inside the interval, but no trend is too: these runs "
                        "rule the other out without confirming it.")

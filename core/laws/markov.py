@@ -24,7 +24,7 @@ compare each arm's median bigram onset, in sequences seen that are not unigram-o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +38,11 @@ from core.laws.stats import (
     boot_medians,
     decimals,
     fit_points,
+    interval_text,
     num,
     paired,
     signed,
+    signed_rank,
     table_command,
     trend,
     with_inf,
@@ -153,12 +155,16 @@ def _step(p: Point) -> str:
 
 
 def _fit_text(fit: Fit, points: tuple[Point, ...]) -> str:
-    d = decimals((fit.low, fit.high), [0.0])
+    d = decimals([e for e in (fit.low, fit.high) if math.isfinite(e)], [0.0])
     seeds = "/".join(map(str, sorted({p.n for p in points if p.x in fit.xs})))
-    how = ("the same seeds resampled together at every point" if paired(points)
+    how = ("the same seeds resampled together at every point" if paired(points) else
+           "the seeds resampled together at every point, a seed a point lacks left out there" if fit.paired
            else "each point's seeds resampled on their own")
-    return (f"{signed(fit.slope)} (95% interval {signed(fit.low, d)} to {signed(fit.high, d)}, over {len(fit.xs)} "
-            f"points of {seeds} seeds, {how}, {N_BOOT} times)")
+    censored = (f"; in {fit.censored} of them a point's median was censored, a slope beyond every finite one, so the "
+                "interval is open" if fit.open else f"; in {fit.censored} of them a point's median was censored"
+                if fit.censored else "")
+    return (f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}, over {len(fit.xs)} "
+            f"points of {seeds} seeds, {how}, {N_BOOT} times{censored})")
 
 
 def fits(mt: MarkovTable) -> dict[str, Fit | None]:
@@ -166,6 +172,23 @@ def fits(mt: MarkovTable) -> dict[str, Fit | None]:
     None where fewer than two points have a median. The unigram onset is not fitted: it is step 0 on runs whose
     untrained model is already nearest to the unigram strategy, and a log scale has no 0."""
     return {"bigram_step": fit_points(onset_points(mt, "bigram_step")), "length": fit_points(length_points(mt))}
+
+
+def _rate_text(mt: MarkovTable) -> str:
+    """The learning-rate schedule the table's capped runs had (MARKOV_TRAIN's, at the table's cap) and how many
+    bigram onsets came while it fell."""
+    from core.training.markov import MARKOV_TRAIN
+
+    cfg = replace(MARKOV_TRAIN, steps=mt.cap)
+    held = max(cfg.steps - cfg.decay_steps, cfg.warmup_steps)
+    if cfg.schedule != "linear_decay" or not cfg.decay_steps or held >= cfg.steps:
+        return ""
+    late = int((mt.table["bigram_step"] >= held).sum())
+    return (f"The learning rate ({cfg.lr:g}) is held for {held} steps and then falls linearly to "
+            f"{cfg.lr_at(cfg.steps - 1) / cfg.lr:.0%} of it over steps {held}-{cfg.steps}, so a run still short of "
+            f"its bigram stage at step {held} trains on at a falling rate ({late} bigram onset"
+            f"{'' if late == 1 else 's'} came at step {held} or later; a censored run spent its last "
+            f"{cfg.steps - held} steps so). ")
 
 
 def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = None) -> list[str]:
@@ -185,7 +208,7 @@ def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = N
     text = (f"{len(t)} runs of the 2-block Markov preset ({per_point} seeds at each of {len(values)} values of the "
             f"{mt.axis_name}: {', '.join(num(v) for v in values)}), each trained on one torch thread until its bigram "
             f"stage was confirmed (the bigram strategy the nearest at two logs in a row, a log every 10 steps) or its "
-            f"cap of {mt.cap} steps. ")
+            f"cap of {mt.cap} steps. " + _rate_text(mt))
     if len(censored):
         text += (f"{len(censored)} never reached the bigram stage within the cap ({_where(mt, censored)}). A run that "
                  f"never reached it is censored: its bigram stage, if it comes, comes after step {mt.cap}, so it ranks "
@@ -193,8 +216,8 @@ def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = N
     else:
         text += "Every run reached the bigram stage within the cap, so none is censored"
     if len(skip):
-        text += (f"; {len(skip)} went from the uniform strategy straight to the bigram one, never the nearest to the "
-                 f"unigram strategy (at {_where(mt, skip)}), and are left out of the unigram stage's numbers")
+        text += (f"; {len(skip)} were never the nearest to the unigram strategy before their bigram stage (at "
+                 f"{_where(mt, skip)}), and are left out of the unigram stage's numbers")
     out.append(text + ".")
     bigram, unigram, length = onset_points(mt, "bigram_step"), onset_points(mt, "unigram_step"), length_points(mt)
     out.append("Median bigram onset: " + "; ".join(f"{k} = {num(p.x)}, {_step(p)}" for p in bigram) + ". "
@@ -261,7 +284,8 @@ def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = N
     out[-1] += (f"; model, {PAPER['model'][0]}, here {MARKOV_MODEL.n_layers} attention-only blocks of "
                 f"{MARKOV_MODEL.n_heads} heads, width {MARKOV_MODEL.d_model}, no dropout; optimizer, "
                 f"{PAPER['optimizer'][0]}, here the lab's (core.training.markov). So the onset steps are the lab's, "
-                "not the paper's; the order of the stages and their trend with the setting are what carry over.")
+                "not the paper's, and whether the order of the stages or their trend with the setting would carry "
+                "over to the paper's model and optimizer, no run here measures.")
     return out
 
 
@@ -409,20 +433,40 @@ def _median_text(arm: PriorArm) -> str:
     return f"{med} (95% interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
 
 
+def _ratios(a: PriorArm, b: PriorArm) -> np.ndarray:
+    """b's median over a's in each of N_BOOT resamples (ratio_interval's draw); NaN where both are censored."""
+    ia = resample_indices(a.seqs.n, BOOT_SEED)
+    ib = ia if a.seqs.seeds == b.seqs.seeds else resample_indices(b.seqs.n, BOOT_SEED + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return boot_medians(with_inf(b.seqs.steps), ib) / boot_medians(with_inf(a.seqs.steps), ia)
+
+
 def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[float, float]:
     """The bootstrap interval of b's median bigram onset over a's (sequences seen): N_BOOT resamples of the seeds,
     drawn together for both arms when they hold the same seeds (seed s's runs start from the same weights), else
     each arm's on its own; a censored run ranked last (inf), a resample where both medians are censored left out.
     Two arms differ when this interval lies wholly above or below 1: two medians' own intervals can overlap
     while their ratio's does not."""
-    ia = resample_indices(a.seqs.n, BOOT_SEED)
-    ib = ia if a.seqs.seeds == b.seqs.seeds else resample_indices(b.seqs.n, BOOT_SEED + 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = boot_medians(with_inf(b.seqs.steps), ib) / boot_medians(with_inf(a.seqs.steps), ia)
+    ratio = _ratios(a, b)
     ratio = ratio[~np.isnan(ratio)]
     q = (1 - level) / 2
     low, high = np.quantile(ratio, [q, 1 - q], method="nearest") if len(ratio) else (math.nan, math.nan)
     return float(low), float(high)
+
+
+def share_above_one(a: PriorArm, b: PriorArm) -> float:
+    """The share of ratio_interval's resamples in which b's median is above a's."""
+    ratio = _ratios(a, b)
+    ratio = ratio[~np.isnan(ratio)]
+    return float((ratio > 1).mean()) if len(ratio) else math.nan
+
+
+def paired_test(a: PriorArm, b: PriorArm) -> tuple[float, int, int] | None:
+    """core.laws.stats.signed_rank of b's bigram onsets (sequences seen) against a's, seed by seed; None when the
+    arms do not hold the same seeds (nothing to pair)."""
+    if a.seqs.seeds != b.seqs.seeds:
+        return None
+    return signed_rank(a.seqs.steps, b.seqs.steps)
 
 
 def _way(interval: tuple[float, float]) -> str:
@@ -438,7 +482,8 @@ def compare(a: PriorArm, b: PriorArm) -> str:
 
 def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str, interval: tuple[float, float]) -> str:
     """"the median bigram onset was 9,600 sequences on B against 7,040 on A (1.36 times as many; 95% interval of
-    the ratio 1.10 to 1.70, ...): ..."; interval: ratio_interval(a, b)."""
+    the ratio 1.10 to 1.70, ...): ..., and what a paired test and the direction say"; interval:
+    ratio_interval(a, b)."""
     way, (low, high) = _way(interval), interval
     how = "the seeds resampled together" if a.seqs.seeds == b.seqs.seeds else "each arm's seeds resampled on its own"
     ratio = b.seqs.median / a.seqs.median if math.isfinite(a.seqs.median) and math.isfinite(b.seqs.median) else None
@@ -450,8 +495,33 @@ def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str, interval: tuple[
     text = (f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} "
             f"{a_name} ({times}95% interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
     if way == "unclear":
-        return text + "the interval holds 1, so these seeds allow no conclusion"
-    return text + f"the interval lies wholly {'above' if way == 'later' else 'below'} 1, so {b_name} it came {way}"
+        text += "the interval holds 1, so by it alone these seeds allow no conclusion"
+    else:
+        text += f"the interval lies wholly {'above' if way == 'later' else 'below'} 1, so {b_name} it came {way}"
+    test = paired_test(a, b)
+    if test is not None:
+        p, later, n = test
+        text += (f". Seed by seed (each seed's two runs start from the same weights), it came later {b_name} on "
+                 f"{later} of {n} seeds that differ; a paired Wilcoxon signed-rank test gives p = {p:.3f} (exact, "
+                 f"two-sided), {'below' if p < 0.05 else 'above'} 0.05; and {share_above_one(a, b):.1%} of the "
+                 "bootstrap's ratios are above 1")
+        if way == "unclear" and p < 0.05:
+            text += (f". So the paired test, which uses each seed's pairing seed by seed, finds it later {b_name}, "
+                     "where the interval of the ratio of medians is too wide to tell")
+    return text
+
+
+MIXTURE_STATES = 3  # the authors' public mixture experiment (plots.ipynb: vocab_size=3, graphing_pipeline.mixtures)
+
+
+def _direction(full: PriorArm, ds: PriorArm) -> str:
+    """Which way the doubly stochastic arm's median moved against the full prior's, beside the authors' result."""
+    if ds.seqs.median > full.seqs.median:
+        return (f"The direction, later without a unigram solution on offer, is the opposite of {EDELMAN}'s stated "
+                "result, that taking away the unigrams' usefulness speeds up learning the bigram solution.")
+    if ds.seqs.median < full.seqs.median:
+        return f"The direction, sooner without a unigram solution on offer, is {EDELMAN}'s stated result."
+    return "The two medians are equal."
 
 
 def prior_sentences(pt: PriorTable | None = None) -> list[str]:
@@ -474,12 +544,13 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
               + "; ".join(f"{n} of {a.steps.n} on {a.name}" for a, n in censored) + ".")]
     out.append("Nearest to the unigram strategy before the bigram one: "
                + "; ".join(f"{a.unigram_first} of {a.steps.n} runs on {a.name}"
-                           + (f" ({a.skipped} went from the uniform strategy straight to the bigram one)"
+                           + (f" ({a.skipped} reached the bigram stage without it)"
                               if a.skipped else "") for a in pt.arms) + ".")
     ds = pt.arm("doubly_stochastic")
     if ds is not None:
         out[-1] += (f" {EDELMAN} see a single transition on doubly stochastic chains, from uniform straight to "
-                    f"bigram: here {ds.skipped} of {ds.steps.n} runs made it.")
+                    f"bigram: here {ds.skipped} of {ds.steps.n} runs were never the nearest to the unigram strategy "
+                    "before their bigram stage (the table records the onsets only, not every log's nearest strategy).")
     out.append("Median bigram onset in training sequences seen that are not unigram-optimal (step x batch x share "
                "not unigram-optimal, Edelman et al.'s axis), with its 95% bootstrap interval over the seeds: "
                + "; ".join(f"{a.name}, {_median_text(a)}" for a in pt.arms) + ".")
@@ -489,7 +560,7 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
         out.append("Without a unigram solution on offer (doubly stochastic chains, where counting single tokens "
                    "predicts no better than uniform), "
                    + _versus(full, ds, "on the full prior", "on doubly stochastic chains", ratio_interval(full, ds))
-                   + ". The two differ in "
+                   + ". " + _direction(full, ds) + " The two differ in "
                    "more than the unigram solution (the Sinkhorn balancing changes every row too), so "
                    "this compares training distributions; the next comparison adds only unigram-optimal chains.")
     against_ds = [(mix, ratio_interval(ds, mix)) for mix in mixes] if ds is not None else []
@@ -520,7 +591,8 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
         claim += "This table has no mixture of unigram-optimal chains to test it with."
     out.append(claim + f" The lab departs from the authors: doubly stochastic tables are Sinkhorn-balanced Dirichlet "
                f"draws, not uniform over doubly stochastic matrices; k = {k} states"
-               f"{', as theirs' if k == 4 else ', not their 4'}; and the lab's "
+               f"{' as in' if k == MIXTURE_STATES else ', where'} the authors' public code for the mixture experiment"
+               f"{'' if k == MIXTURE_STATES else f' uses {MIXTURE_STATES}'}; and the lab's "
                "model and optimizer (core.training.markov), so the sizes of the effects are the lab's.")
     return out
 

@@ -24,6 +24,7 @@ from core.laws.stats import (
     Point,
     decimals,
     fit_points,
+    interval_text,
     lsq_slope,
     num,
     paired,
@@ -133,8 +134,9 @@ def stage_fits(table: pd.DataFrame) -> dict[tuple[str, str], Fit | None]:
 def _fit_text(fit: Fit | None) -> str:
     if fit is None:
         return "no slope (fewer than two points reached it within the cap)"
-    d = decimals((fit.low, fit.high), [0.0, -0.5, -1.0])
-    return f"{signed(fit.slope)} (95% interval {signed(fit.low, d)} to {signed(fit.high, d)})"
+    d = decimals([e for e in (fit.low, fit.high) if math.isfinite(e)], [0.0, -0.5, -1.0])
+    censored = f"; {fit.censored} of {N_BOOT} resamples met a censored median" if fit.censored else ""
+    return f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}{censored})"
 
 
 def caps_text(table: pd.DataFrame) -> str:
@@ -208,12 +210,20 @@ def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
             continue
         overlap = a.low <= b.high and b.low <= a.high
         pooled = fits[("targets", s)]
+        flat = pooled is not None and pooled.low <= 0 <= pooled.high
+        if not overlap:
+            read = ("the two series disagree (their intervals do not overlap), so longer sequences and more "
+                    "sequences are not interchangeable here")
+        elif flat:
+            read = ("their intervals overlap, so these runs cannot tell longer sequences from more sequences; and the "
+                    "pooled slope's interval holds 0, so they cannot tell \"what counts is how many targets a step "
+                    "holds\" from \"only the steps count\" either")
+        else:
+            read = ("their intervals overlap, so these runs cannot tell longer sequences from more sequences, and the "
+                    "pooled slope's interval leaves 0 out: as far as they show, what counts is how many targets a "
+                    "step holds")
         out.append(f"Against the later-copy targets per step, the {STAGES[s]}'s slope is {_fit_text(a)} along T "
-                   f"and {_fit_text(b)} along B: "
-                   + ("their intervals overlap, so these runs cannot tell longer sequences from more sequences: "
-                      "as far as they show, what counts is how many targets a step holds" if overlap else
-                      "the two series disagree (their intervals do not overlap), so longer sequences and more "
-                      "sequences are not interchangeable here")
+                   f"and {_fit_text(b)} along B: " + read
                    + (f"; all {len(pooled.xs)} points together: {_fit_text(pooled)}." if pooled else "."))
     return out
 

@@ -9,13 +9,19 @@ its interval is a paired bootstrap over the seeds, with core.reading.bootstrap's
 level. Paired, because a seed's runs at two points are not unrelated: the seed sets the initial weights
 (identical at every point of a sweep whose settings leave the weights' shapes alone) and the data
 stream, and a seed that is late at one point tends to be late at the others (seed_rank_correlation). So
-each resample draws seed indices once and uses them at every point; a table whose points do not share
-their seeds falls back to resampling each point's seeds on its own.
+each resample draws seeds once and uses them at every point (a drawn seed a point does not hold is left
+out there); a table whose points share too few seeds falls back to resampling each point's seeds on its own.
+
+Every resample is kept. One in which a fitted point's median is censored has a slope that is not a number
+but a direction: the censored medians are later than any step, so the slope is +inf when they sit right of
+the points' mean log x (-inf when left of it), ranked last (first) as a censored run is. The interval then
+has an open end wherever more than its tail's share of resamples met a censored median, and Fit.censored
+says how many did: the table cannot say where that end is, only that it is beyond any finite slope.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +69,14 @@ class Fit:
     low: float
     high: float
     xs: tuple[float, ...]  # the points fitted (those with a median)
-    resamples: int  # bootstrap resamples whose every fitted point kept a median
+    resamples: int  # bootstrap resamples with a slope (every one, unless censored medians met on both sides)
+    censored: int = 0  # resamples in which a fitted point's median was censored (slope +inf or -inf)
+    paired: bool = True  # the seeds were drawn together at every point
+
+    @property
+    def open(self) -> bool:
+        """Whether an end of the interval is infinite (censored medians decided it)."""
+        return math.isinf(self.low) or math.isinf(self.high)
 
     def predict(self, x: float) -> float:
         return math.exp(self.intercept) * x ** self.slope
@@ -110,27 +123,112 @@ def boot_medians(steps: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return values[:, k // 2] if k % 2 else (values[:, k // 2 - 1] + values[:, k // 2]) / 2
 
 
+def shared_seeds(points: tuple[Point, ...]) -> tuple[int, ...] | None:
+    """The seeds to draw together at every point: all the points' seeds when at least MIN_SEEDS of them are held at
+    every point (a point lacking a drawn seed leaves it out), else None (the points share too few seeds)."""
+    common = set.intersection(*(set(p.seeds) for p in points))
+    if len(common) < MIN_SEEDS:
+        return None
+    return tuple(sorted(set().union(*(p.seeds for p in points))))
+
+
+def masked_medians(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The median of values[idx] per row, NaN entries (seeds a point lacks) left out, inf ranked last (_median's
+    rule); NaN for a row with no value."""
+    drawn = np.sort(values[idx], axis=1)  # NaN sorts after inf
+    count = np.isfinite(drawn).sum(axis=1) + np.isinf(drawn).sum(axis=1)
+    lo = np.take_along_axis(drawn, np.maximum((count - 1) // 2, 0)[:, None], axis=1)[:, 0]
+    hi = np.take_along_axis(drawn, np.maximum(count // 2, 0)[:, None], axis=1)[:, 0]
+    with np.errstate(invalid="ignore"):
+        out = np.where(count % 2 == 1, lo, (lo + hi) / 2)
+    return np.where(count > 0, out, np.nan)
+
+
+def boot_slopes(logx: np.ndarray, medians: np.ndarray) -> np.ndarray:
+    """The least-squares slope of log(medians) [N, P] on logx [P] per row; a row with censored (inf) medians gets
+    +inf or -inf, the sign of the censored points' summed distance from mean log x (the limit as those medians
+    grow together), NaN if that sum is 0 or a median is missing."""
+    dx = logx - logx.mean()
+    censored = np.isinf(medians)
+    finite = np.where(censored | np.isnan(medians), 1.0, medians)
+    slopes, _ = lsq_slope(logx, np.log(finite))
+    side = (censored * dx).sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        slopes = np.where(censored.any(axis=1), np.sign(side) * np.inf, slopes)
+    slopes = np.where(censored.any(axis=1) & (side == 0), np.nan, slopes)
+    return np.where(np.isnan(medians).any(axis=1), np.nan, slopes)
+
+
+def quantiles(values: np.ndarray, qs) -> list[float]:
+    """numpy's linear quantiles, NaN left out, where an infinite value is an open end: a quantile that falls on or
+    next to +inf (-inf) is +inf (-inf), not an interpolation with it."""
+    v = np.sort(values[~np.isnan(values)])
+    if not len(v):
+        return [math.nan for _ in qs]
+    out = []
+    for q in qs:
+        pos = q * (len(v) - 1)
+        lo, hi = v[int(math.floor(pos))], v[int(math.ceil(pos))]
+        if lo == hi or not (math.isfinite(lo) and math.isfinite(hi)):
+            out.append(float(hi if math.isinf(hi) and hi > 0 else lo))
+        else:
+            out.append(float(lo + (hi - lo) * (pos - math.floor(pos))))
+    return out
+
+
 def fit_points(points: tuple[Point, ...], level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
     """The log-log fit of the medians (None if fewer than two points have one) and its interval: each
     of N_BOOT resamples draws the seeds with replacement (resample_indices) and refits. The draw is
-    paired: one draw of seed indices for every point, when all points hold the same seeds (see the
-    module's docstring); otherwise one draw per point. Resamples in which a fitted point's median is
-    censored are left out."""
+    paired: one draw of seeds for every point, when the points share their seeds (shared_seeds; see the
+    module's docstring); otherwise one draw per point. Every resample is kept: one that meets a censored
+    median has an infinite slope (boot_slopes), counted in Fit.censored, and can make an end open."""
     used = [p for p in points if math.isfinite(p.median)]
     if len(used) < 2:
         return None
     logx = np.log([p.x for p in used])
     slope, intercept = lsq_slope(logx, np.log([p.median for p in used]))
     boot = np.empty((N_BOOT, len(used)))
-    shared = resample_indices(used[0].n, seed) if paired(points) else None
-    for i, p in enumerate(used):
-        idx = shared if shared is not None else resample_indices(p.n, seed + i)
-        boot[:, i] = boot_medians(with_inf(p.steps), idx)
-    ok = np.isfinite(boot).all(axis=1)
-    slopes, _ = lsq_slope(logx, np.log(boot[ok]))
+    together = paired(points)
+    if together:
+        shared = resample_indices(used[0].n, seed)
+        for i, p in enumerate(used):
+            boot[:, i] = boot_medians(with_inf(p.steps), shared)
+    elif (union := shared_seeds(tuple(used))) is not None:
+        together = True
+        idx = resample_indices(len(union), seed)
+        for i, p in enumerate(used):
+            at = dict(zip(p.seeds, with_inf(p.steps)))
+            boot[:, i] = masked_medians(np.array([at.get(s, np.nan) for s in union]), idx)
+    else:
+        for i, p in enumerate(used):
+            boot[:, i] = boot_medians(with_inf(p.steps), resample_indices(p.n, seed + i))
+    slopes = boot_slopes(logx, boot)
     a = (1 - level) / 2
-    low, high = (np.quantile(slopes, [a, 1 - a]) if ok.any() else (math.nan, math.nan))
-    return Fit(float(slope), float(intercept), float(low), float(high), tuple(p.x for p in used), int(ok.sum()))
+    low, high = quantiles(slopes, [a, 1 - a])
+    return Fit(float(slope), float(intercept), low, high, tuple(p.x for p in used), int((~np.isnan(slopes)).sum()),
+               int(np.isinf(boot).any(axis=1).sum()), together)
+
+
+def placed_fit(points: tuple[Point, ...], step: float, level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
+    """fit_points with every censored run placed at `step` (a step past its cap where it might have come): what
+    an open end or a verdict depends on, read at a few such steps."""
+    return fit_points(tuple(replace(p, steps=tuple(step if s is None else s for s in p.steps)) for p in points),
+                      level, seed)
+
+
+def interval_text(fit: Fit, digits: int = 2) -> str:
+    """"+0.72 to +inf" (an open end printed as ±inf)."""
+    def end(x: float) -> str:
+        return ("+inf" if x > 0 else "−inf") if math.isinf(x) else signed(x, digits)
+    return f"{end(fit.low)} to {end(fit.high)}"
+
+
+def censored_text(fit: Fit) -> str:
+    """"; 142 of the 1000 resamples met a censored median, their slope +inf (ranked last)", or ""."""
+    if not fit.censored:
+        return ""
+    return (f"; {fit.censored} of the {N_BOOT} resamples met a censored median, their slope infinite (ranked beyond "
+            "every finite one)")
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
@@ -232,3 +330,29 @@ def group_sentence(name: str, point: Point) -> str:
     median = num(point.median) if math.isfinite(point.median) else f"above {point.cap}"
     return (f"{name}: median drop step {median} (quartiles {spread}); {point.n_dropped} of {point.n} runs dropped "
             f"within {point.cap} steps.")
+
+
+def signed_rank(a, b) -> tuple[float, int, int]:
+    """The paired Wilcoxon signed-rank test of b against a, seed by seed (None: censored, later than any step):
+    (two-sided exact p, seeds where b is later, seeds that differ). The differences b - a are ranked by size, ties
+    at their mean rank (a censored run against a finite one is the largest difference; two censored runs, or two
+    equal steps, are no difference and are left out); p is the share of the 2^n equally likely sign patterns (no
+    difference between the arms: each seed's sign a coin toss) whose rank sum is at least as far from its mean as
+    the one measured. n is at most 20 here (2^20 patterns)."""
+    x, y = with_inf(a), with_inf(b)
+    with np.errstate(invalid="ignore"):
+        d = y - x
+    d = d[~np.isnan(d) & (d != 0)]
+    n = len(d)
+    if not n:
+        return 1.0, 0, 0
+    if n > 20:
+        raise ValueError(f"{n} paired seeds: the exact signed-rank test here enumerates at most 20.")
+    mag = np.where(np.isinf(d), np.inf, np.abs(d))
+    ranks = _ranks(mag)
+    observed = ranks[d > 0].sum()
+    mean = ranks.sum() / 2
+    signs = (np.arange(2 ** n)[:, None] >> np.arange(n)) & 1  # every sign pattern
+    sums = signs @ ranks
+    p = float((np.abs(sums - mean) >= abs(observed - mean) - 1e-9).mean())
+    return p, int((d > 0).sum()), n

@@ -22,7 +22,9 @@ Strategies: next-token predictors that read only the context. For a target at po
 model's logits at position t), with alpha the concentration and k = n_states:
 - uniform: 1 / k.
 - unigram: (N_t(j) + alpha) / (t + 1 + k alpha), N_t(j) the count of j among tokens 0..t: the posterior
-  mean of a single distribution under the same Dirichlet prior, i.e. the best guess that ignores order.
+  mean of a single distribution under the same Dirichlet prior, i.e. the Bayes-optimal guess if the tokens were
+  drawn independently from one such distribution. On these chains the counts of single tokens carry more than
+  that (how often a token is followed by itself, say), so it is not the best guess from them.
 - bigram: (N_t(x_t -> j) + alpha) / (N_t(x_t ->) + k alpha), N_t(a -> j) the count of i < t with
   x_i = a, x_{i+1} = j: the posterior mean of the current token's transition row, the Bayes-optimal
   prediction of a bigram chain (the statistical induction head's job).

@@ -53,6 +53,22 @@ def even_successor(tokens: torch.Tensor) -> float:
     return float(share[rows].mean()) if rows.any() else float("nan")
 
 
+_EVEN: dict[str, float] = {}
+
+
+def even_share(task: MarkovTask) -> float:
+    """even_successor on the task's evaluation batch (core.training.trainer.eval_batch, the batch the Train page's
+    head scores are logged on): what a head that attends evenly scores there. It is 1/k only for independent,
+    uniform tokens; Dirichlet rows are uneven, so a token is followed by itself or by its likely successor more
+    often and more keys qualify."""
+    from core.training.trainer import eval_batch
+
+    key = repr(task)
+    if key not in _EVEN:
+        _EVEN[key] = even_successor(eval_batch(task, task.n_states)[0])
+    return _EVEN[key]
+
+
 def smear_weights(model: TinyCharLM) -> dict[str, float]:
     """{head label: sigma(a_h)}, the weight each head's key gives its own position (1 - sigma(a_h) the previous
     position's), for a model with smeared keys; {} for a plain one."""
@@ -90,10 +106,13 @@ def _smeared_heads(scores: pd.DataFrame, even: float, smear: dict[str, float]) -
                         f"(σ(a) ≤ {1 - PREV_MIN:g}; the least, head {most}, has σ(a) = {smear[most]:.2f}).")
     best = scores[scores["label"].isin(keyed)].sort_values("successor", ascending=False).iloc[0]
     weights = " and ".join(f"{lab} (σ(a) = {smear[lab]:.2f})" for lab in keyed)
+    gap = margin - float(best["successor"])
     return keyed, [], (
-        f"No head counts transitions here by these scores: the smeared keys of head{'s' if len(keyed) > 1 else ''} "
-        f"{weights} are mostly the previous position's, but the best of them, head {best['label']}, scores "
-        f"{best['successor']:.2f} on successor, short of {SUCCESSOR_MARGIN:g} × {even:.2f} (even attention's score).")
+        f"No head clears the successor bar here, head {best['label']} missing it by {gap:.3f}: the smeared keys of "
+        f"head{'s' if len(keyed) > 1 else ''} {weights} are mostly the previous position's (head {best['label']}'s "
+        f"{1 - smear[best['label']]:.0%}), and head {best['label']} scores {best['successor']:.3f} on successor "
+        f"against the bar of {SUCCESSOR_MARGIN:g} × {even:.3f} = {margin:.3f} (even attention's score, doubled). A "
+        "score this near the bar says little either way.")
 
 
 def transition_heads(scores: pd.DataFrame, even: float,
@@ -119,14 +138,21 @@ def transition_heads(scores: pd.DataFrame, even: float,
                             "previous token into a key for it to match on" + told)
     if prev_l and succ_l:
         ps, ss = "s" if len(prev_l) > 1 else "", "s" if len(succ_l) > 1 else ""
+        by = scores.set_index("label")
+        prev_s = ", ".join(f"{by['prev_token'][lab]:.2f}" for lab in prev_l)
+        succ_s = ", ".join(f"{by['successor'][lab]:.3f}" for lab in succ_l)
         return prev_l, succ_l, (f"Head{ps} {', '.join(prev_l)} attend{'' if ps else 's'} to the previous position "
-                                f"(prev_token ≥ {PREV_MIN}) and head{ss} {', '.join(succ_l)} to the tokens that "
-                                f"followed the current one (successor ≥ {SUCCESSOR_MARGIN:g} × {even:.2f}, even "
-                                "attention's score): together they count transitions, a statistical induction "
-                                "head.")
-    missing = [] if prev_l else [f"no block-1 head has prev_token ≥ {PREV_MIN}"]
+                                f"(prev_token {prev_s} ≥ {PREV_MIN}) and head{ss} {', '.join(succ_l)} to the tokens "
+                                f"that followed the current one (successor {succ_s} ≥ {SUCCESSOR_MARGIN:g} × "
+                                f"{even:.3f} = {SUCCESSOR_MARGIN * even:.3f}, even attention's score doubled): "
+                                "together they count transitions, a statistical induction head.")
+    first, later = scores[scores["layer"] == 0], scores[scores["layer"] >= 1]
+    missing = [] if prev_l else [f"no block-1 head has prev_token ≥ {PREV_MIN} (the highest "
+                                 f"{first['prev_token'].max():.2f})"]
     if not succ_l:
-        missing.append(f"no later head has a successor score ≥ {SUCCESSOR_MARGIN:g} × {even:.2f} (even attention)")
+        missing.append(f"no later head has a successor score ≥ {SUCCESSOR_MARGIN:g} × {even:.3f} = "
+                       f"{SUCCESSOR_MARGIN * even:.3f} (even attention's, doubled; the highest "
+                       f"{later['successor'].max():.3f})")
     return prev_l, succ_l, "No pair of heads counts transitions here: " + " and ".join(missing) + "."
 
 

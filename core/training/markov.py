@@ -4,8 +4,9 @@ run, read off its logged KL curves.
 The settings are the lab's, not the paper's (docs/DESIGN.md "The Markov-chain task" sets them side by
 side): a smaller TinyCharLM than the repeat task's (d_model 64, 2 heads a block; the vocabulary is the
 states), the plain initial embedding (the enlarged one bets on a token from step 0, so the model would
-not start at the uniform strategy), a log every 10 steps (the uniform stage lasts a few tens of steps)
-and otherwise the repeat task's optimizer settings.
+not start at the uniform strategy), a log every 10 steps (at 3 states the untrained model is nearest the
+uniform strategy and the unigram one is nearest from step 10 to 30 on the ten seeds of checkpoints/laws/
+markov.csv: the uniform stage is one to three logs, no plateau) and otherwise the repeat task's optimizer settings.
 """
 from __future__ import annotations
 
@@ -17,28 +18,38 @@ from core.model.markov import MarkovTask, nearest_strategies
 from core.training.config import TrainConfig
 
 # The paper's settings as read from its public code (github.com/EzraEdelman/Evolution-of-Statistical-Induction-Heads:
-# training_pipeline.py, datasets.py, utils.py) and a summary of its experiment section; the Train page shows them
-# beside the lab's. Each entry: (the paper's setting, where it was read).
+# training_pipeline.py, datasets.py, utils.py, test_error.py, graphing_pipeline.py, mingpt/trainer.py) and a summary
+# of its experiment section; the Train page shows them beside the lab's. Each entry: (the paper's setting, where it
+# was read).
 PAPER = {
-    "states": ("3 in the authors' figures of a run (2 in the code's default run configuration)",
-               "the authors' blog post's figures; training_pipeline.py: vocab_size = 2"),
+    "states": ("3 in the authors' figures of a run and their mixture experiment (2 in the code's default run "
+               "configuration)", "the authors' blog post's figures; plots.ipynb: vocab_size=3; training_pipeline.py: "
+                                 "vocab_size = 2"),
     "prior": ("Dirichlet(1) per row (uniform over all rows)", "datasets.py: np.random.dirichlet(np.ones(k))"),
     "sequence length": ("100", "training_pipeline.py: block_size = 100"),
     "first token": ("drawn from the chain's stationary distribution", "datasets.py"),
     "model": ("2 attention-only layers, 1 head each, width 16, dropout 0.1", "training_pipeline.py"),
-    "optimizer": ("AdamW, lr 3e-5 (the experiment section's figure), batch 64", "paper, experiment setup; code"),
+    "optimizer": ("AdamW, lr 3e-5 in the paper's text, 5e-4 in its code (not overridden by the runs read here), "
+                  "batch 64", "paper, experiment setup; mingpt/trainer.py: learning_rate = 5e-4"),
     "strategies": ("add-one counts (Laplace), i.e. the Dirichlet(1) posterior mean", "utils.py: mean_alg, statistical"),
-    "distance": ("cross-entropy of the model against each strategy, per position", "utils.py: compare_test"),
+    "distance": ("KL(strategy ‖ model) at the last position of each sequence only",
+                 "test_error.py: test_last_token; graphing_pipeline.py: similarity"),
 }
+PAPER_LR = {"the paper's text": 3e-5, "its code": 5e-4}
 
 # Edelman et al.'s 3-state run as the authors show it in their blog post on the paper ("The Evolution of
-# Statistical Induction Heads", 2024): one figure of the KL to each strategy over training (and one of the test
-# loss), x = training sequences seen, shaded by the nearest strategy. Read off the figure by eye, so each number
-# is "about"; the post and the paper text available here give no table of them.
+# Statistical Induction Heads", 2024): one figure of the KL to each strategy over training, x = training sequences
+# seen, shaded by the nearest strategy. Read off that figure by eye: an order-of-magnitude reference, not a
+# measurement. Its measure is the authors' (PAPER["distance"]: the last position only), not the lab's position
+# average; its settings are PAPER's (100 tokens, Dirichlet(1), batch 64, the paper's model and rate).
 PAPER_RUN = {
     "states": 3,
-    "source": ("read by eye from the authors' figure of a 3-state run's KL to each strategy, in their blog post on "
-               "the paper"),
+    "seq_len": 100,
+    "concentration": 1.0,
+    "batch": 64,
+    "source": ("an order-of-magnitude reference read by eye from the authors' figure of a 3-state run's KL to each "
+               "strategy in their blog post on the paper, whose measure is KL(strategy ‖ model) at the last "
+               "position"),
     "onset_sequences": {"unigram": 4_000, "bigram": 100_000},
     "unigram_stage_kl": {"uniform": 0.10, "unigram": 0.02, "bigram": 0.15},
     "end_sequences": 125_000,
@@ -63,7 +74,8 @@ class MarkovPreset:
 MARKOV_PRESETS: dict[str, MarkovPreset] = {
     p.name: p
     for p in [
-        MarkovPreset("markov-2block", "Two blocks on 3-state Markov chains: uniform, then unigram, then bigram."),
+        MarkovPreset("markov-2block", "Two blocks on 3-state Markov chains: nearest the uniform strategy at the "
+                     "start, then the unigram one, then the bigram one."),
         MarkovPreset("markov-1block", "One block on 3-state Markov chains: it cannot find the tokens that "
                      "followed the current one, so it stops at the unigram strategy.",
                      model=replace(MARKOV_MODEL, n_layers=1)),
@@ -100,13 +112,85 @@ def stage_sentence(history: list[dict] | None, task: MarkovTask) -> str:
     return "Nearest strategy: " + "; ".join(parts) + "."
 
 
-def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) -> tuple[list[dict], str]:
+def _stage_window(rows: list[dict], onset: dict) -> list[dict]:
+    """The logs of the unigram stage: from its onset up to the bigram onset (or the end); [] if never reached."""
+    u, b = onset.get("unigram"), onset.get("bigram")
+    if u is None:
+        return []
+    return [r for r in rows if r["step"] >= u and (b is None or r["step"] < b)]
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
+def _rate(x: float) -> str:
+    """A learning rate as "3e-5"."""
+    return f"{x:.0e}".replace("e-0", "e-").replace("e+0", "e")
+
+
+def differences(task: MarkovTask, batch_size: int, lr: float | None = None) -> list[str]:
+    """Every setting of a run that differs from PAPER_RUN's, in words (the model always does)."""
+    out = []
+    if task.n_states != PAPER_RUN["states"]:
+        out.append(f"{task.n_states} states against {PAPER_RUN['states']}")
+    if task.seq_len != PAPER_RUN["seq_len"]:
+        out.append(f"sequences of {task.seq_len} tokens against {PAPER_RUN['seq_len']}")
+    if task.concentration != PAPER_RUN["concentration"]:
+        out.append(f"a Dirichlet({task.concentration:g}) prior against Dirichlet({PAPER_RUN['concentration']:g})")
+    if getattr(task, "prior", "dirichlet") != "dirichlet" or getattr(task, "unigram_share", 0.0):
+        out.append("other training chains than the Dirichlet prior's")
+    if batch_size != PAPER_RUN["batch"]:
+        out.append(f"batch {batch_size} against {PAPER_RUN['batch']}")
+    rates = " and ".join(f"{_rate(v)} in {k}" for k, v in PAPER_LR.items())
+    if lr is None:
+        out.append(f"the lab's learning rate (the settings table) against {rates}")
+    else:
+        out.append(f"learning rate {_rate(lr)} against {rates} ("
+                   + " and ".join(f"{lr / v:.0f} times" for v in PAPER_LR.values()) + ")")
+    out.append("the lab's model (the settings table)")
+    return out
+
+
+SEEDS_TABLE = "checkpoints/laws/markov.csv"  # the Markov table (core.laws.markov): the 2-block preset over seeds
+
+
+def seed_spread(path=None) -> dict | None:
+    """The bigram onsets, in training sequences, of the Markov table's runs at PAPER_RUN's number of states and
+    concentration (SEEDS_TABLE, read here as a CSV: core.laws.markov reads it with its checks), with PAPER_RUN's
+    bigram onset over each: {"seqs": [...], "censored": n, "ratios": [...], "batch": B}; None without the table
+    or such runs."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(path) if path is not None else Path(__file__).resolve().parents[2] / SEEDS_TABLE
+    if not path.is_file():
+        return None
+    t = pd.read_csv(path, comment="#")
+    if not {"n_states", "concentration", "bigram_step"} <= set(t.columns):
+        return None
+    runs = t[(t["n_states"] == PAPER_RUN["states"]) & (t["concentration"] == PAPER_RUN["concentration"])]
+    if runs.empty:
+        return None
+    batch = MARKOV_TRAIN.batch_size
+    seqs = sorted(int(s) * batch for s in runs["bigram_step"].dropna())
+    return {"seqs": seqs, "censored": int(runs["bigram_step"].isna().sum()), "batch": batch,
+            "ratios": [PAPER_RUN["onset_sequences"]["bigram"] / s for s in seqs if s > 0]}
+
+
+def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int, lr: float | None = None,
+                 spread: dict | None | bool = True) -> tuple[list[dict], str]:
     """A run's stages and KLs beside PAPER_RUN's, in the paper's unit (training sequences seen = step x batch).
 
-    Returns (rows, sentence): rows {"": what, "this run": ..., "Edelman et al. (2024)": ...} for the states, each
-    stage's onset, the KL to each strategy where the run is closest to the unigram strategy (the paper's
-    plateau; its step) and at its last log; the sentence says, computed, how far the two differ. Rows with a
-    non-finite KL (a diverged run) are left out; a history without a finite row gives ([], "")."""
+    Returns (rows, sentence): rows {"": what, "this run": ..., "Edelman et al. (2024)": ...} for the settings,
+    each stage's onset, the KL to each strategy over the unigram stage (the median over its logs, a window: one log
+    swings) and at the last log, each in the lab's measure (the mean over positions) and the paper's (the last
+    position, from the logs that keep the KL by position); the sentence says, computed, how the run's bigram onset
+    and the lab's seeds at 3 states (seed_spread; spread=True reads it, None or a dict gives it) stand to the
+    paper's figure and every setting that differs (differences). Rows with a non-finite KL (a diverged run) are left
+    out; a history without a finite row gives ([], "")."""
     rows_in = [r for r in history or [] if all(isinstance(r.get(f"kl_{n}"), (int, float))
                                                and math.isfinite(r[f"kl_{n}"]) for n in COMPARED)]
     if not rows_in:
@@ -118,39 +202,64 @@ def beside_paper(history: list[dict] | None, task: MarkovTask, batch_size: int) 
     def seqs(step):
         return f"{step * batch_size:,} (step {step} x batch {batch_size})"
 
-    def kls(row):
-        return " / ".join(f"{row[f'kl_{n}']:.3f}" for n in COMPARED)
+    def mean_kls(rs):
+        return " / ".join(f"{_median([r[f'kl_{n}'] for r in rs]):.3f}" for n in COMPARED)
 
-    at_unigram = next(r for r in rows_in if r["step"] == st_["closest_step"]["unigram"])
+    def last_kls(rs, window=False):
+        rs = [r for r in rs if isinstance(r.get("kl_positions"), dict)
+              and all(r["kl_positions"].get(n) for n in COMPARED)]
+        if not rs:
+            return "not logged"
+        kls = " / ".join(f"{_median([r['kl_positions'][n][-1] for r in rs]):.3f}" for n in COMPARED)
+        return f"{kls} (median of the {len(rs)} logs of the stage that keep the KL by position)" if window else kls
+
     last = rows_in[-1]
-    rows = [{"": "states", "this run": str(task.n_states), "Edelman et al. (2024)": str(paper["states"])}]
+    rows = [{"": "states, sequence length, prior, batch",
+             "this run": f"{task.n_states}, {task.seq_len}, Dirichlet({task.concentration:g}), {batch_size}",
+             "Edelman et al. (2024)": f"{paper['states']}, {paper['seq_len']}, "
+                                      f"Dirichlet({paper['concentration']:g}), {paper['batch']}"}]
     for name in ("unigram", "bigram"):
         rows.append({"": f"{name} stage from (training sequences)",
                      "this run": seqs(onset[name]) if onset[name] is not None else "not reached",
-                     "Edelman et al. (2024)": f"about {paper['onset_sequences'][name]:,}"})
-    rows.append({"": "KL to uniform / unigram / bigram, nearest to unigram",
-                 "this run": f"{kls(at_unigram)} (step {at_unigram['step']})",
-                 "Edelman et al. (2024)": "about " + " / ".join(f"{paper['unigram_stage_kl'][n]:.2f}"
-                                                                for n in COMPARED)})
-    rows.append({"": "KL to uniform / unigram / bigram, at the end",
-                 "this run": f"{kls(last)} ({last['step'] * batch_size:,} sequences)",
+                     "Edelman et al. (2024)": f"about {paper['onset_sequences'][name]:,} (read by eye)"})
+    window = _stage_window(rows_in, onset)
+    if window:
+        where = f"median of {len(window)} logs, steps {window[0]['step']}-{window[-1]['step']}"
+        rows.append({"": "KL to uniform / unigram / bigram over the unigram stage, mean over positions (the lab's)",
+                     "this run": f"{mean_kls(window)} ({where})", "Edelman et al. (2024)": "not shown"})
+        rows.append({"": "KL to uniform / unigram / bigram over the unigram stage, last position (the paper's)",
+                     "this run": f"{last_kls(window, True)}",
+                     "Edelman et al. (2024)": "about " + " / ".join(f"{paper['unigram_stage_kl'][n]:.2f}"
+                                                                    for n in COMPARED) + " (read by eye)"})
+    rows.append({"": "KL to uniform / unigram / bigram at the end, mean over positions (the lab's)",
+                 "this run": f"{mean_kls([last])} ({last['step'] * batch_size:,} sequences)",
+                 "Edelman et al. (2024)": "not shown"})
+    rows.append({"": "KL to uniform / unigram / bigram at the end, last position (the paper's)",
+                 "this run": f"{last_kls([last])} ({last['step'] * batch_size:,} sequences)",
                  "Edelman et al. (2024)": "about " + " / ".join(f"{paper['end_kl'][n]:g}" for n in COMPARED)
-                 + f" ({paper['end_sequences']:,})"})
+                 + f" ({paper['end_sequences']:,}, read by eye)"})
     b = onset["bigram"]
+    ref = (f"the paper's figure shows about {paper['onset_sequences']['bigram']:,}, a reference for the order of "
+           "magnitude read by eye")
     if b is None:
         text = (f"This run never reached the bigram stage in {last['step'] * batch_size:,} training sequences (step "
-                f"{last['step']} x batch {batch_size}); the paper's 3-state run reached it after about "
-                f"{paper['onset_sequences']['bigram']:,}.")
+                f"{last['step']} x batch {batch_size}); {ref}.")
     else:
-        ratio = paper["onset_sequences"]["bigram"] / max(b * batch_size, 1)
-        text = (f"This run reached the bigram stage after {b * batch_size:,} training sequences, "
-                + (f"about {ratio:.0f} times fewer than" if ratio >= 1.5 else
-                   f"about {1 / ratio:.0f} times more than" if ratio <= 1 / 1.5 else "about as many as")
-                + f" the paper's 3-state run (about {paper['onset_sequences']['bigram']:,}), and ended "
-                + f"{last['kl_bigram']:.3f} nats from the bigram strategy against the paper's about "
-                + f"{paper['end_kl']['bigram']:g}.")
-    if task.n_states != paper["states"]:
-        text += f" It has {task.n_states} states, the paper's run {paper['states']}: the steps are not comparable."
+        text = f"This run reached the bigram stage after {b * batch_size:,} training sequences; {ref}."
+    spread = seed_spread() if spread is True else spread
+    if spread and spread["ratios"]:
+        s, r = spread["seqs"], spread["ratios"]
+        text += (f" The lab's {len(s) + spread['censored']} seeds at {paper['states']} states (checkpoints/laws/"
+                 f"markov.csv, the 2-block preset at batch {spread['batch']}) reached it after {s[0]:,} to {s[-1]:,} "
+                 f"sequences (median {_median(s):,.0f}), {min(r):.1f} to {max(r):.1f} times fewer than that figure "
+                 f"(median {_median(r):.1f})"
+                 + (f"; {spread['censored']} never reached it within the cap" if spread["censored"] else "") + ".")
+    text += (" The settings differ in " + "; ".join(differences(task, batch_size, lr)) + ", so the counts of "
+             "sequences compare orders of magnitude, not runs.")
+    if isinstance(last.get("kl_positions"), dict) and last["kl_positions"].get("bigram"):
+        text += (f" At its last log it is {last['kl_bigram']:.3f} nats from the bigram strategy averaged over "
+                 f"positions and {last['kl_positions']['bigram'][-1]:.3f} at the last position (the paper's "
+                 f"measure; its figure ends at about {paper['end_kl']['bigram']:g}).")
     return rows, text
 
 
