@@ -228,7 +228,36 @@ def draw(where, chart, **kwargs):
                                 _bytes += entry.size
                                 _evict()
     # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
-    return where.vega_lite_chart(spec=copy.deepcopy(spec), **kwargs)
+    return where.vega_lite_chart(spec=on_canvas_if_gradient(copy.deepcopy(spec)), **kwargs)
+
+
+_CONTINUOUS = ("quantitative", "temporal")
+_COLOUR_CHANNELS = ("color", "fill", "stroke")
+
+
+def has_gradient_legend(spec) -> bool:
+    """Whether any view of the Vega-Lite spec colours by a continuous field with a legend, which Vega draws
+    as a gradient."""
+    if isinstance(spec, list):
+        return any(has_gradient_legend(s) for s in spec)
+    if not isinstance(spec, dict):
+        return False
+    for channel in _COLOUR_CHANNELS:
+        enc = (spec.get("encoding") or {}).get(channel)
+        if isinstance(enc, dict) and enc.get("type") in _CONTINUOUS and enc.get("legend", {}) is not None:
+            return True
+    return any(has_gradient_legend(spec.get(k)) for k in ("layer", "hconcat", "vconcat", "concat", "spec"))
+
+
+def on_canvas_if_gradient(spec: dict) -> dict:
+    """The spec drawn on a canvas when it has a gradient legend. Vega's SVG renderer points a gradient's fill at
+    the page's address as it was when the chart was drawn (url(<address>#gradient_0), vega/vega#3948); once the
+    address bar's query changes (ui/share.py keeps it in step with the page's settings), that reference no longer
+    resolves and the colour bar is drawn empty. A canvas has no such reference."""
+    if has_gradient_legend(spec):
+        meta = spec.setdefault("usermeta", {})
+        meta.setdefault("embedOptions", {})["renderer"] = "canvas"
+    return spec
 
 
 MAX_TEMPLATES = 32
