@@ -8,6 +8,7 @@ Reads the files' text only: no network, no installed metadata.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -28,18 +29,19 @@ DISTRIBUTION = {
 }
 
 
-def tracked_python_files() -> list[Path]:
+@functools.cache
+def tracked_python_files() -> tuple[Path, ...]:
     out = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [ROOT / f for f in out.stdout.split()]
+    return tuple(ROOT / f for f in out.stdout.split())
 
 
-def local_names(files: list[Path]) -> set[str]:
+def local_names(files) -> set[str]:
     """Top-level names the repository itself provides (packages, modules, and the modules that
     sys.path entries such as tests/ and exercises/ make importable)."""
     return {f.relative_to(ROOT).parts[0].removesuffix(".py") for f in files} | {f.stem for f in files}
 
 
-def third_party_imports(files: list[Path], local: set[str]) -> dict[str, str]:
+def third_party_imports(files, local: set[str]) -> dict[str, str]:
     """Top-level module -> the first file importing it, for every absolute import outside the
     standard library and the `local` names."""
     found: dict[str, str] = {}
@@ -86,15 +88,14 @@ def test_every_third_party_import_is_named_in_a_requirements_file():
         "; ".join(f"{mod} (first in {f}, distribution {DISTRIBUTION.get(mod, mod)})" for mod, f in missing.items())
 
 
-def test_the_check_sees_an_undeclared_import(tmp_path, monkeypatch):
+def test_the_check_sees_an_undeclared_import(tmp_path):
     """A planted file importing a module no requirements file names is reported; the names the
     check must not report (the standard library, the repository's own packages, relative imports)
     are not."""
     planted = tmp_path / "planted.py"
     planted.write_text("import json\nimport core.model\nfrom . import sibling\nimport streamlit as st\n"
                        "from yaml import safe_load\nimport PIL.Image\n")
-    files = tracked_python_files()
-    found = third_party_imports([*files, planted], local_names(files))
+    found = third_party_imports([planted], local_names(tracked_python_files()))
     assert {"yaml", "PIL", "streamlit"} <= set(found)
     assert not {"json", "core", "sibling"} & set(found)
     named = named_distributions()
