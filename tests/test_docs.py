@@ -1,5 +1,5 @@
-"""Documentation that runs: every ```python block of README.md and docs/DESIGN.md runs in a fresh
-interpreter from the repository root, and every dotted `core.` name the two files give exists.
+"""Documentation that runs: every ```python block of README.md and docs/*.md runs in a fresh
+interpreter from the repository root, and every dotted `core.` name those files give exists.
 
 A block that trains is marked slow (the rest tier); the others take an interpreter start each.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from helpers import ROOT
 
-DOCS = ("README.md", "docs/DESIGN.md")
+DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 TRAINS = ("Trainer(", "train_to_file(")  # a block calling one of these is a training: slow
 
 
