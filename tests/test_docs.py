@@ -1,5 +1,5 @@
-"""Documentation that runs: every ```python block of README.md and docs/DESIGN.md runs in a fresh
-interpreter from the repository root, and every dotted `core.` name the two files give exists.
+"""Documentation that runs: every ```python block of README.md and docs/*.md runs in a fresh
+interpreter from the repository root, and every dotted `core.` name those files give exists.
 
 A block that trains is marked slow (the rest tier); the others take an interpreter start each.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from helpers import ROOT
 
-DOCS = ("README.md", "docs/DESIGN.md")
+DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 TRAINS = ("Trainer(", "train_to_file(")  # a block calling one of these is a training: slow
 
 
@@ -99,3 +99,18 @@ def test_the_public_api_loads_lazily():
     assert all(getattr(core, name).__name__ == name for name in core.__all__)
     with pytest.raises(AttributeError, match="no_such_name"):
         core.no_such_name  # noqa: B018
+
+
+def test_ci_runs_readmes_test_commands_in_a_fresh_environment():
+    """.ci/run runs README's test line verbatim, after building a new virtual environment from the
+    requirements files alone (a package left on the machine must not hide a missing line)."""
+    readme = (ROOT / "README.md").read_text()
+    line = re.search(r"^(python -m pytest .*?)\s+# run the tests$", readme, re.M)
+    assert line, "README's first bash block has no line ending in '# run the tests'"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert line.group(1).strip() in [c.strip() for c in ci]
+    venv = next(i for i, c in enumerate(ci) if " -m venv " in c)
+    install = next(i for i, c in enumerate(ci) if "pip install" in c)
+    tests = ci.index(line.group(1).strip())
+    assert any(c.startswith("rm -rf") for c in ci[:venv]) and venv < install < tests
+    assert "activate" in "\n".join(ci[venv:install])
