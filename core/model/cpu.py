@@ -86,5 +86,7 @@ def emulate(name: str) -> dict[str, str]:
 # bench/cpu_reproduce.py, its figures in bench/README.md's current-figures table; pinned by
 # tests/test_cpu_kinds.py):
 # the drop step is the same; core.report's copy metrics, head scores and OV copy scores within these.
-TOLERANCE = {"metric": 0.02, "head_score": 0.05, "ov_score": 0.15}
+# Copy metrics moved at most 0.011 on an Intel AVX-512 host emulating AVX2, 0.0203 on an AMD EPYC one
+# (variable-period-2block's first-copy loss; MKL takes other code paths on AMD): 0.03 holds both.
+TOLERANCE = {"metric": 0.03, "head_score": 0.05, "ov_score": 0.15}
 OV_SCORES = ("ov_diag_top1", "ov_copying_eig")
