@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from core.model.task import TaskConfig
+from core.model.task import LOG_SEQS, TaskConfig  # noqa: F401 -- LOG_SEQS: its public path
 
 SCHEDULES = ("linear_decay", "cosine")
 OLD_SCHEDULE_NAMES = {"constant": "linear_decay"}  # what checkpoints written before the rename store
-
-
-LOG_SEQS = 32  # a log measures this many sequences of the trainer's evaluation batch (its first ones)
 
 
 @dataclass(frozen=True)
