@@ -49,8 +49,10 @@ class LabModel:
     def held_head(self) -> int | None:
         """The block-1 head (0-based) held on the previous position during training, part of the model as
         trained (core.model.checkpoints restores the hold from info["train"]), or None."""
-        hold = (self.info.get("train") or {}).get("hold_prev_head", -1)
-        return None if hold is None or hold == -1 else hold
+        from core.training.config import TrainConfig
+
+        hold = TrainConfig.from_dict(self.info.get("train") or {}).head("hold")
+        return None if hold is None else hold[1]
 
     @property
     def full_info(self) -> dict:

@@ -24,6 +24,7 @@ import torch
 from core.model import tasks
 from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.snapshots import check_snapshots
+from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
 from core.model.tasks import Task
 from core.model.tinycharlm import TinyCharLM
@@ -250,13 +251,25 @@ def read_checkpoint(source, name: str | None = None, mmap: bool = False) -> tupl
 
 def _restore_hold(model: TinyCharLM, train: dict | None, name: str) -> None:
     """A run trained with a held previous-token head (core.training.interventions) keeps the hold: it is
-    part of the model as trained and measured, recorded as the train entry's hold_prev_head (0-based
-    block-1 head, -1 = none). Every page then analyses the model its training history describes."""
-    hold = (train or {}).get("hold_prev_head", -1)
-    if hold is None or hold == -1:
-        return
+    part of the model as trained and measured, recorded as the train entry's "hold" (a head label, "1.2"; files
+    written before heads were labels: hold_prev_head, the 0-based block-1 head, -1 = none). Every page then
+    analyses the model its training history describes."""
+    train = train or {}
+    label = train.get("hold")
+    if label not in (None, "", "none"):
+        try:
+            layer, hold = parse_head_label(str(label))
+        except ValueError:
+            layer, hold = -1, -1
+        if layer != 0:
+            raise CheckpointError(f"{name} records a held head ({label!r}) that is not a head of block 1.")
+    else:
+        hold = train.get("hold_prev_head", -1)
+        if hold is None or hold == -1:
+            return
     if type(hold) is not int or model.cfg.n_layers < 1 or not 0 <= hold < model.cfg.n_heads:
-        raise CheckpointError(f"{name} records a held head (hold_prev_head {hold!r}) that is not a head of block 1.")
+        raise CheckpointError(f"{name} records a held head ({label or f'hold_prev_head {hold!r}'}) that is not a "
+                              "head of block 1.")
     model.hold_previous(hold)
 
 

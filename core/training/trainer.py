@@ -57,8 +57,7 @@ def eval_batch(task: Task, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_
 def training_batches(task: Task, vocab_size: int, train: TrainConfig | dict):
     """The exact stream of training batches a Trainer with these settings draws, step after step:
     yields the task's batches (tokens [batch_size, T_train], extra). T_train is train.train_task(task).seq_len."""
-    cfg = train if isinstance(train, TrainConfig) else TrainConfig(
-        **{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig.from_dict(train)
     task = cfg.train_task(task)
     g = torch.Generator().manual_seed(cfg.seed + 1)
     task.validate(vocab_size)
