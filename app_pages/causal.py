@@ -54,7 +54,7 @@ st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{
 
 modes = share.SEQ_MODES["causal"]  # link value -> the radio option
 source = st.radio("Sequences", list(modes.values()), horizontal=True, key="cz_source")
-corruption = st.radio("Corruption", list(CORRUPTION_LABELS), format_func=CORRUPTION_LABELS.get, horizontal=True,
+corruption = st.radio("Corruption", list(task.corruptions), format_func=CORRUPTION_LABELS.get, horizontal=True,
                       key="cz_corruption",
                       help="First copy: only positions 0 … L−1 change, so a path that reads the second copy's "
                            "positions sees nearly the same input in both runs. Resample: the whole sequence changes.")

@@ -17,6 +17,9 @@ TASKS = ("repeat", "markov")  # the repeated-pattern task (core.model.task), Mar
 # the fields the page reads itself (the rest set the model's, the task's or TrainConfig's field of the same name);
 # the Markov task's own fields are read by _markov_configs
 PAGE_ONLY = {"task", "shared_embedding", "n_states", "concentration"}
+# on the Markov task the model and task come from core.training.markov (model_for), and the periods are unused
+MARKOV_PAGE_ONLY = {"task", "shared_embedding", "period_min", "period_max", "n_layers", "bias", "smeared_keys",
+                    "n_states", "concentration", "seq_len"}
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,8 @@ class TrainSettings:
 
         task = MarkovTask(n_states=self.n_states, concentration=self.concentration, seq_len=self.seq_len).validate()
         model = model_for(task, self.n_layers, self.bias, self.smeared_keys)
-        train = replace(MARKOV_TRAIN, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed,
-                        hold=self.hold, knockout=self.knockout)
+        settings = {k: v for k, v in asdict(self).items() if k not in MARKOV_PAGE_ONLY}  # the rest: TrainConfig's
+        _, _, train = with_settings(settings, model, task, MARKOV_TRAIN)
         if self.shared_embedding:
             train = replace(train, embed_scale=TrainConfig.embed_scale, embed_shared=TrainConfig.embed_shared)
         check_interventions(model, train)
