@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from core.model.symbols import head_label, parse_head_label
+from core.model.symbols import block_label, head_label, parse_head_label
 from core.model.task import LOG_SEQS, TaskConfig  # noqa: F401 -- LOG_SEQS: its public path
 
 SCHEDULES = ("linear_decay", "cosine")
@@ -111,7 +111,7 @@ class TrainConfig:
         for name, block in HEAD_FIELDS.items():
             where = self.head(name)
             if block is not None and where is not None and where[0] != block:
-                raise ValueError(f"{name} takes a head of block {block + 1}, e.g. {EXAMPLE[name]}, "
+                raise ValueError(f"{name} takes a head of {block_label(block)}, e.g. {EXAMPLE[name]}, "
                                  f"got {getattr(self, name)!r}.")
         return self
 
