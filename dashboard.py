@@ -2,11 +2,12 @@
 
 The thin shell every page runs in: the server's setup, the navigation over ui/pages.py's list, the
 sidebar model picker shared by every page, and what wraps each page's run (a shared link's settings
-first; the notebook download and the address after). The pages are the files in app_pages/.
+first; the page's title, and whether the picked model's task gets the page (ui/task_pages.py); the notebook
+download and the address after). The pages are the files in app_pages/.
 """
 import streamlit as st
 
-from ui import layout, notebook, python_panel, share
+from ui import layout, notebook, python_panel, share, task_pages
 from ui.pages import ALL_PAGES, HOME
 from ui.setup import lab_script, script_ended
 from ui.state import sidebar_picker
@@ -17,12 +18,15 @@ lab_script()
 page = st.navigation([st.Page(p.file, title=p.title, icon=p.icon, default=True) if p is HOME else
                       st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path) for p in ALL_PAGES])
 share.apply_link(page.url_path)  # a shared link's settings, before any widget is drawn
-sidebar_picker()
+entry = sidebar_picker()
 layout.fit_charts()  # every chart stays inside its column, at any width
 python_panel.begin_run()
+lab_page = next(p for p in ALL_PAGES if p.url_path == page.url_path)
 try:
-    page.run()
-    notebook.download_button(page.title, page.url_path)
+    st.title(lab_page.heading)
+    if task_pages.page_runs(lab_page, entry):
+        page.run()
+        notebook.download_button(page.title, page.url_path)
 finally:  # also after st.stop(): the address bar always holds the view on screen
     share.publish(page.url_path)
     script_ended()

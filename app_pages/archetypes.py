@@ -8,14 +8,13 @@ from core.model import symbols
 from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading.detectors import SCORE_ROWS
-from ui import share, snippets, state
+from ui import share, snippets, state, task_pages
 from ui.cache import per_code, per_model
 from ui.charts import archetypes as charts
 from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
 
-st.title("Head archetypes & the IOI circuit")
 st.markdown(
     "Trained transformers keep reinventing a handful of attention **routing patterns**. Below, six of them "
     "are generated on a sentence of your choice, a set of detectors is checked against them, and the same "
@@ -150,10 +149,10 @@ if not state.all_models():
     st.info("No model to score yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
 else:
     entry = state.require_model()
-    state.repeat_task_only(entry, "Its heads are matched here against archetypes scored on a repeated pattern, "
-                                  "which Markov-chain sequences do not have.")
     cfg = entry.info["config"]
-    if cfg.n_layers == 0:
+    if not task_pages.offered(entry, "head archetypes"):
+        pass  # the note says why
+    elif cfg.n_layers == 0:
         st.info(f"**{entry.label}** has 0 blocks, so it has no attention heads to score: its prediction comes "
                 "from the token embedding alone (bigram statistics). Pick a model with blocks in the sidebar.")
     else:

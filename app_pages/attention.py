@@ -8,25 +8,18 @@ from core.model.task import DEFAULT_PERIOD
 from core.quiz import questions as quiz
 from core.reading import views
 from core.reading.probes import probe_periods
-from ui import markov_reading, share, snippets
+from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import attention as charts
 from ui.charts.kept import draw
 from ui.layout import chart_and_note
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.state import LabModel, is_markov
+from ui.state import LabModel
 from ui.steps import heads_at_step
 
-st.title("Attention patterns")
-entry = heads_at_step("att", (  # every number below is this step's
-    "This model has **no attention blocks**, so there are no heads and no patterns to show. Its guess "
-    "for the next token depends on the current token alone, through the embedding's Gram matrix W_E "
-    "W_Eᵀ. The depth page shows what that can and cannot learn."))
+entry = heads_at_step("att")  # every number below is this step's
 task, cfg = entry.task, entry.info["config"]
-if is_markov(entry):
-    markov_reading.attention_section(entry)
-    st.stop()
 
 
 @per_model(name="attention.task_view", show_spinner="Running the model…", max_entries=64)

@@ -9,13 +9,13 @@ from core.causal.results import POSITION_BUDGET
 from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
-from ui import markov_reading, share, snippets
+from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.charts.kept import draw
 from ui.python_panel import python_panel
 from ui.quiz import ask
-from ui.state import LabModel, is_markov, require_model
+from ui.state import LabModel, require_model
 
 N_SEQS = sections.N_SEQS
 DEFAULT_TEXT = "induction " * 3
@@ -35,16 +35,8 @@ def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> obje
     return experiments.mechanism_over_training(entry.model, entry.full_info, period, N_SEQS, seed, corruption)
 
 
-st.title("Causal experiments")
 entry = require_model()
 task, cfg = entry.info["task"], entry.info["config"]
-if is_markov(entry):
-    st.markdown("Patching runs the model twice, on a **clean** input and a **corrupted** one, copies one activation "
-                "from the clean run into the corrupted one and measures how much of the clean behaviour comes back "
-                "(Vig et al., 2020; Meng et al., 2022; Heimersheim & Nanda, 2024).")
-    markov_reading.causal_section(entry)
-    st.stop()
-
 st.markdown(
     "Ablation asks *what breaks when a head is removed*. Patching asks a sharper question: run the model twice, "
     "once on a **clean** input it gets right and once on a **corrupted** input it gets wrong, then copy one "
@@ -63,7 +55,7 @@ st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{
 
 modes = share.SEQ_MODES["causal"]  # link value -> the radio option
 source = st.radio("Sequences", list(modes.values()), horizontal=True, key="cz_source")
-corruption = st.radio("Corruption", list(CORRUPTION_LABELS), format_func=CORRUPTION_LABELS.get, horizontal=True,
+corruption = st.radio("Corruption", list(task.corruptions), format_func=CORRUPTION_LABELS.get, horizontal=True,
                       key="cz_corruption",
                       help="First copy: only positions 0 … L−1 change, so a path that reads the second copy's "
                            "positions sees nearly the same input in both runs. Resample: the whole sequence changes.")

@@ -6,7 +6,6 @@ from core.model import symbols
 from core.quiz import questions as quiz
 from core.reading import views
 from ui import snippets
-from ui import state as state_guard
 from ui.cache import per_model
 from ui.charts import circuits as charts
 from ui.charts.kept import draw
@@ -15,15 +14,7 @@ from ui.quiz import ask
 from ui.state import LabModel
 from ui.steps import heads_at_step
 
-st.title("Circuits & ablations")
-entry = heads_at_step("cir", (  # every number below is this step's
-    "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
-    "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
-    "depth page takes that apart."))
-state_guard.repeat_task_only(entry, (
-    "Its QK and OV circuits are read here against a copied pattern's period and its ablations "
-    "measure second-copy accuracy, which Markov-chain sequences do not have."))
-state_guard.plain_keys_only(entry, "the QK circuits and composition scores")
+entry = heads_at_step("cir")  # every number below is this step's
 task, cfg = entry.task, entry.info["config"]
 
 

@@ -7,7 +7,6 @@ from core.model.symbols import token_char
 from core.quiz import questions as quiz
 from core.reading import score_groups
 from ui import depth_text, share, snippets
-from ui import state as state_guard
 from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.charts.kept import draw
@@ -17,7 +16,6 @@ from ui.state import LabModel, require_model
 
 MAX_PATH_BLOCKS = 2  # (H+1)^blocks paths: beyond two blocks the list stops being readable
 
-st.title("What depth can express")
 st.markdown(
     "TinyCharLM has no MLPs and no LayerNorm, so once every attention pattern is **held fixed**, each "
     "block is a linear map of its input stream. Multiplying the blocks out turns the logits into an exact "
@@ -27,10 +25,6 @@ st.markdown(
     "of block 1 *and then* a head of block 2.")
 
 entry = require_model()
-state_guard.repeat_task_only(entry, (
-    "This page's path sums are scored on the repeat task's second copy, which Markov-chain sequences "
-    "do not have."))
-state_guard.plain_keys_only(entry, "its skip-trigrams and path terms' QK scores")
 task, cfg = entry.info["task"], entry.info["config"]
 V, n_blocks = cfg.vocab_size, cfg.n_layers
 SYMBOLS = [token_char(i) for i in range(V)]

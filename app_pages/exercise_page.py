@@ -7,7 +7,7 @@ from exercises import build
 from exercises.catalogue import EXERCISES, MARKOV_MODEL, MARKOV_SECTION, SECTIONS, in_section, rating
 from ui.model_keys import shipped_file
 from ui.pages import PATH
-from ui.state import is_markov, selected_model
+from ui.state import selected_model
 
 PAGES = {p.file: p for p in PATH}
 
@@ -29,7 +29,6 @@ def _texts(name: str) -> tuple[str, str]:
     return ex.statement(), ex.solution()
 
 
-st.title("Exercises that check themselves")
 st.markdown(
     "Reading a circuit is one skill; computing it yourself is the one that sticks. Each exercise below is one "
     "function you write: a computation the other pages make, from the task's batches to path patching. Its "
@@ -47,11 +46,12 @@ st.markdown(
 
 DEFAULT_MODEL = "checkpoints/variable-period-2block.pt"
 entry = selected_model()
-markov = entry is not None and is_markov(entry)
+task = entry.task.name if entry is not None else None  # core.model.tasks: parts 1-4 are the repeat task's, 5 Markov's
+markov = task == "markov"
 shipped = entry is not None and shipped_file(entry.key) is not None
 picked = (f"checkpoints/{shipped_file(entry.key)}" if shipped else None, entry.label) if entry is not None else None
 # Which model each section's notebook checks on: parts 1-4 on a repeat-task model, part 5 on a Markov-chain one.
-repeat_target = picked if entry is not None and not markov else (DEFAULT_MODEL, "the default model")
+repeat_target = picked if task == "repeat" else (DEFAULT_MODEL, "the default model")
 markov_target = picked if markov else (MARKOV_MODEL, "the shipped Markov run")
 if markov:
     st.info(f"**{entry.label}** was trained on the Markov-chain task: part 5's notebook checks on it. Parts 1-4 "

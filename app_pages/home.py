@@ -9,7 +9,7 @@ from ui import python_panel, snippets
 from ui.cache import per_model
 from ui.pages import PATH
 from ui.quiz import ask
-from ui.state import LabModel, is_markov, selected_model
+from ui.state import LabModel, selected_model
 
 N_OVERVIEW = 64  # fresh task sequences behind the home page's headline numbers
 
@@ -86,9 +86,8 @@ def _home_model():
     if entry is None:
         st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
         return
-    if is_markov(entry):
-        st.info(f"**{entry.label}** was trained on the Markov-chain task: this overview measures copying a repeated "
-                "pattern, which its sequences do not have; the Attention and Causal pages read it.")
+    if not entry.task.offers("overview"):
+        st.info(f"**{entry.label}** was trained on {entry.task.title}: {entry.task.why_not('overview')}.")
         return
     ov = _overview(entry)
     m, heads = ov.metrics, ov.heads
@@ -145,7 +144,6 @@ def _home_model():
         "how much the later-copy loss rises when the head's output is set to zero.")
 
 
-st.title("Attention Lab")
 st.markdown(
     "Train **TinyCharLM**, a small transformer made only of attention, on your own CPU, watch it "
     "discover how to look things up in its context, and then take it apart. Every number and chart "

@@ -8,7 +8,6 @@ from core.quiz import questions as quiz
 from core.reading import restarts
 from core.training import icl
 from ui import snippets
-from ui import state as state_guard
 from ui.cache import per_model
 from ui.charts import icl as charts
 from ui.charts.kept import draw
@@ -18,7 +17,6 @@ from ui.state import LabModel, require_model
 
 N_CURVE, N_CHECK = 512, 256  # sequences sampled for the restart curve and per set of the check
 
-st.title("In-context learning in miniature")
 st.markdown(
     "Every training sequence of TinyCharLM is a freshly drawn random pattern repeated, so there is no "
     "pattern to memorise: to predict the second copy the model must *read the first one from its context*. "
@@ -29,9 +27,6 @@ st.markdown(
     "large language models.")
 
 entry = require_model()
-state_guard.repeat_task_only(entry, (
-    "This page's in-context curves measure how a copied pattern is picked up after a restart, which "
-    "Markov-chain sequences do not have."))
 task, cfg = entry.info["task"], entry.info["config"]
 V, T = cfg.vocab_size, task.seq_len
 SYMBOLS = symbols.alphabet(V)

@@ -342,7 +342,6 @@ def _sweep_live() -> None:
     follow_series(SWEEP, "lw_sw_drawn_active", _sweep_draw)
 
 
-st.title("Laws of the drop")
 st.markdown(
     "Train TinyCharLM many times, changing one setting at a time, and ask how the step where the later-copy "
     "loss drops moves with it. Three published results make predictions you can check here. Every number on "

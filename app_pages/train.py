@@ -11,7 +11,7 @@ from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
 from core.training import live, transition
 from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
-from ui import markov_train, snippets, text
+from ui import snippets, task_pages, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
 from ui.charts.kept import draw, kept
@@ -163,8 +163,9 @@ def live_charts_panel() -> None:
     """The run's charts and film strip: a fragment of its own, redrawn every CHARTS_EVERY seconds,
     not with every progress tick (the redraw's cost is mostly the charts)."""
     run = st.session_state.get("train_run")
-    if run is not None and run.settings.task == "markov":
-        markov_train.live_markov_charts(run)
+    own = task_pages.own(run.settings.task, "train_live") if run is not None else None
+    if own is not None:
+        own(run)
     elif run is not None:
         live_charts(run, shipped_runs().get(REFERENCE_PRESET))
 
@@ -186,8 +187,9 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
 
 
 def result_panel(run: LiveRun) -> None:
-    if run.settings.task == "markov":
-        markov_train.result_markov(run)
+    own = task_pages.own(run.settings.task, "train_result")
+    if own is not None:
+        own(run)
         return
     if run.status == RunStatus.FAILED:
         st.error(run.error)
@@ -299,9 +301,8 @@ def transition_panel() -> None:
             st.code(study["command"], language="bash")
 
 
-st.title("Train TinyCharLM")
 chosen = st.session_state.get("tr_task", st.session_state.get("tr_saved", {}).get("tr_task", "repeat"))
-st.markdown(markov_train.INTRO if chosen == "markov" else
+st.markdown(task_pages.own(chosen, "train_intro") or
     "Each training sequence repeats a freshly drawn random pattern, so the first copy is pure noise and every "
     "later token can be found earlier in the context. A model can only beat chance on the repeats by "
     "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "
@@ -339,11 +340,9 @@ if run is not None and not run.active:
     result_panel(run)
 st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
 st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
-if settings.task == "markov":
-    if not bad:  # the lab's settings beside the paper's, for settings that can be trained (else the error above)
-        markov_train.comparison_panel(settings)
-    if not active:
-        markov_train.shipped_panel()
+own_panels = task_pages.own(settings.task, "train_panels")
+if own_panels is not None:
+    own_panels(settings, bad, active)
 else:
     if not active:
         shipped_panel()

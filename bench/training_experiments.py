@@ -60,8 +60,8 @@ def main(argv=None) -> int:
         prev = base["prev_token"][0]
         knock = max(range(len(prev)), key=prev.__getitem__)
         runs = {"ordinary": base,
-                f"(a) head 1.{knock + 1} held on the previous token": run(seed, hold_prev_head=knock),
-                f"(b) head 1.{knock + 1} knocked out": run(seed, knockout_layer=0, knockout_head=knock),
+                f"(a) head 1.{knock + 1} held on the previous token": run(seed, hold=f"1.{knock + 1}"),
+                f"(b) head 1.{knock + 1} knocked out": run(seed, knockout=f"1.{knock + 1}"),
                 "(c) plain initial embedding": run(seed, embed_scale=1.0, embed_shared=0.0)}
         for name, r in runs.items():
             rows.append({"seed": seed, "run": name, "drop_step": r["drop_step"], "drop_end": r["drop_end"],

@@ -32,10 +32,10 @@ def _torch_twin(model_cfg, task_cfg, train_cfg) -> Trainer:
 @pytest.mark.parametrize("train_cfg", [
     # linear decay over the last 60 steps after a warm-up, weight decay, a frozen W_O head (a gradient mask)
     TrainConfig(steps=180, batch_size=8, lr=2e-2, warmup_steps=20, decay_steps=60, weight_decay=0.1,
-                log_every=100, eval_size=16, knockout_layer=1, knockout_head=0, seed=3),
+                log_every=100, eval_size=16, knockout="2.1", seed=3),
     # cosine schedule, another beta2, no weight decay, a held block-1 head
     TrainConfig(steps=200, batch_size=8, lr=1e-2, schedule="cosine", warmup_steps=10, weight_decay=0.0,
-                beta2=0.95, log_every=100, eval_size=16, hold_prev_head=1, seed=5),
+                beta2=0.95, log_every=100, eval_size=16, hold="1.2", seed=5),
 ], ids=["decay-mask", "cosine-hold"])
 def test_the_trainers_adamw_gives_torchs_parameters_bit_for_bit(train_cfg):
     """Two Trainers of the same settings, one with torch.optim.AdamW(foreach=True), step by step: every

@@ -92,7 +92,7 @@ def test_the_public_api_loads_lazily():
             "print(before, after, set(core.__all__) <= set(dir(core)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[]", "['core.model',", "'core.model.task']", "True"]
+    assert out.stdout.split() == ["[]", "['core.model',", "'core.model.task',", "'core.model.tasks']", "True"]
     import core
     from core.model.checkpoints import load_checkpoint
     assert core.load_checkpoint is load_checkpoint

@@ -1,6 +1,6 @@
 """A run trained with a held previous-token head (core.training.interventions)
 must hand back the model whose numbers it reports. The hold is part of the kept model: its checkpoint
-records it (train.hold_prev_head), read_checkpoint and snapshot_model restore it, and the history's last
+records it (train.hold), read_checkpoint and snapshot_model restore it, and the history's last
 row, the Train page's banner (that row), the command line's closing line and the timeline measure it."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from helpers import TINY
 
 TASK = TaskConfig(4, 8, 24)
 CFG = ModelConfig(**TINY, n_layers=2)
-TRAIN = TrainConfig(steps=30, batch_size=8, log_every=10, eval_size=16, seed=0, hold_prev_head=1)
+TRAIN = TrainConfig(steps=30, batch_size=8, log_every=10, eval_size=16, seed=0, hold="1.2")
 
 KEYS = ("loss_first_copy", "loss_later_copies", "acc_later_copies", "prev_token", "induction_any")
 
@@ -47,7 +47,7 @@ def _same(row: dict, fresh: dict) -> None:
 
 def test_the_model_a_held_worker_run_hands_back_is_the_one_its_history_reports(trained):
     model, info = read_checkpoint(final_checkpoint(trained), name="The trained model")
-    assert model.held_head == 1 and info["train"]["hold_prev_head"] == 1
+    assert model.held_head == 1 and info["train"]["hold"] == "1.2"
     tokens, periods = eval_batch(info["task"], CFG.vocab_size, TRAIN.eval_size)
     fresh = evaluate(model, tokens, periods)
     _same(info["history"][-1], fresh)  # the banner shows this row

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-import core.training.trainer as trainer_mod
+import core.model.task as task_mod
 from core.model.checkpoints import read_checkpoint
 from core.model.config import ModelConfig
 from core.model.task import TaskConfig
@@ -97,16 +97,17 @@ def test_restart_curve_counts_every_target():
 
 
 def test_replay_gives_the_sequences_the_trainer_drew(monkeypatch):
-    """The replay mirrors core.training.trainer exactly: record what the trainer samples and compare."""
+    """The replay mirrors core.training.trainer exactly: record what the trainer samples (through the task,
+    core.model.task.TaskConfig.sample) and compare."""
     drawn = []
-    real = trainer_mod.sample_batch
+    real = task_mod.sample_batch
 
     def recording(task, batch_size, vocab_size, generator=None, period=None):
         out = real(task, batch_size, vocab_size, generator=generator, period=period)
         drawn.append((generator, out[0]))
         return out
 
-    monkeypatch.setattr(trainer_mod, "sample_batch", recording)
+    monkeypatch.setattr(task_mod, "sample_batch", recording)
     cfg = TrainConfig(steps=5, batch_size=3, seed=4, log_every=100, eval_size=4)
     t = Trainer(ModelConfig(vocab_size=16, d_model=32, n_heads=4, n_layers=1), TASK, cfg)
     t.run(5)

@@ -27,7 +27,7 @@ def _run(steps=12, **kw):
 
 
 def test_a_held_head_attends_to_the_previous_position_throughout():
-    t = _run(hold_prev_head=2)
+    t = _run(hold="1.3")
     for row in t.history:
         assert row["prev_token"][0][2] == pytest.approx(1.0)  # every logged step, from step 0
     tokens = torch.randint(0, 16, (3, 24), generator=torch.Generator().manual_seed(0))
@@ -72,7 +72,7 @@ def test_the_ideal_induction_pattern_follows_earlier_copies_of_the_token():
 
 
 def test_a_clamped_head_computes_with_the_ideal_pattern_and_its_queries_and_keys_learn_nothing():
-    t = _run(clamp_induction_head=1)
+    t = _run(clamp="2.2")
     tokens = torch.randint(0, 16, (3, 24), generator=torch.Generator().manual_seed(0))
     ideal = torch.stack([ideal_induction(seq) for seq in tokens.tolist()])
 
@@ -105,7 +105,7 @@ def ideal_pattern_of(t):
 
 
 def test_a_knocked_out_head_writes_nothing_for_the_whole_run():
-    t = _run(knockout_layer=1, knockout_head=3)
+    t = _run(knockout="2.4")
     assert torch.equal(t.model.blocks[1].W_O[3], torch.zeros_like(t.model.blocks[1].W_O[3]))
     assert t.model.blocks[1].W_O[2].abs().sum() > 0
     tokens = torch.randint(0, 16, (2, 24), generator=torch.Generator().manual_seed(0))
@@ -116,17 +116,17 @@ def test_a_knocked_out_head_writes_nothing_for_the_whole_run():
 
 
 def test_ordinary_runs_are_unchanged_by_the_experiment_code():
-    a, b = _run(), _run(hold_prev_head=-1, clamp_induction_head=-1, knockout_layer=-1, knockout_head=-1)
+    a, b = _run(), _run(hold=None, clamp="none", knockout="")
     for k, v in a.model.state_dict().items():
         assert torch.equal(v, b.model.state_dict()[k])
-    c = _run(knockout_layer=0, knockout_head=0)
+    c = _run(knockout="1.1")
     assert not torch.equal(a.model.W_E, c.model.W_E)
 
 
 @pytest.mark.parametrize("argv, fields", [
-    (["--hold-prev-head", "1.2"], {"hold_prev_head": 1}),
-    (["--clamp-induction-head", "2.3"], {"clamp_induction_head": 2}),
-    (["--knockout", "2.4"], {"knockout_layer": 1, "knockout_head": 3}),
+    (["--hold-prev-head", "1.2"], {"hold": "1.2"}),
+    (["--clamp-induction-head", "2.3"], {"clamp": "2.3"}),
+    (["--knockout", "2.4"], {"knockout": "2.4"}),
     (["--plain-embedding"], {"embed_scale": 1.0, "embed_shared": 0.0}),
 ])
 def test_flags_set_the_experiment(argv, fields):

@@ -32,7 +32,7 @@ def test_settings_build_the_markov_task_and_refuse_bad_ones():
     assert "n_states must be between 2" in replace(MARKOV, n_states=1).problem()
     assert "too short" in replace(MARKOV, seq_len=2).problem()
     assert "task must be one of" in replace(MARKOV, task="chess").problem()
-    assert "not a head of block 1" in replace(MARKOV, hold_prev_head=3).problem()  # 2 heads a block here
+    assert "not a head of block 1" in replace(MARKOV, hold="1.4").problem()  # 2 heads a block here
     assert "Markov chains of 3 states" in MARKOV.label()
 
 

@@ -264,7 +264,7 @@ def test_the_run_key_names_every_setting_and_the_code():
     key = live_run.run_key(TINY, 1)
     assert key == live_run.run_key(replace(TINY), 1)
     assert key != live_run.run_key(TINY, 2)
-    for change in (dict(seed=1), dict(lr=TINY.lr * 2), dict(steps=31), dict(knockout=(0, 1)),
+    for change in (dict(seed=1), dict(lr=TINY.lr * 2), dict(steps=31), dict(knockout="1.2"),
                    dict(shared_embedding=False)):
         assert live_run.run_key(replace(TINY, **change), 1) != key, change
     assert len(live_run.code_version()) == 16

@@ -124,7 +124,7 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
 def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
     """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
     and the experiments (core.training.interventions) travel with it: the same as the same run trained here."""
-    settings = replace(TINY, n_layers=2, steps=40, hold_prev_head=0, knockout=(1, 3))
+    settings = replace(TINY, n_layers=2, steps=40, hold="1.1", knockout="2.4")
     run = pool.start(settings, "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
     assert run.status == RunStatus.FINISHED and run.step == 40, run.error
@@ -140,7 +140,7 @@ def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(poo
     assert model.held_head == 0, "the hold is part of the kept model"
     assert list(model.standing) == ["blocks.0.attn.hook_pattern"]
     train = info["train"]
-    assert (train["hold_prev_head"], train["knockout_layer"], train["knockout_head"]) == (0, 1, 3)
+    assert (train["hold"], train["knockout"]) == ("1.1", "2.4")
 
 
 @pytest.mark.worker

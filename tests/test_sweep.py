@@ -77,10 +77,10 @@ def test_spec_configs_carry_every_swept_field():
     assert (model.n_layers, model.vocab_size) == (1, 32)
     assert (train.batch_size, train.lr, train.warmup_steps, train.steps) == (8, 3e-3, 5, 7)
     assert (train.embed_scale, train.embed_shared) == (1.0, 0.0)
-    assert (train.knockout_layer, train.knockout_head, train.hold_prev_head) == (0, 1, 2)
+    assert (train.knockout, train.hold) == ("1.2", "1.3")
     with pytest.raises(ValueError, match="hold takes a head of block 1"):
         replace(spec, hold="2.1").configs()
-    assert RunSpec.defaults(clamp="2.3").configs()[2].clamp_induction_head == 2
+    assert RunSpec.defaults(clamp="2.3").configs()[2].clamp == "2.3"
     with pytest.raises(ValueError, match="clamp takes a head of block 2"):
         RunSpec.defaults(clamp="1.1").configs()
     with pytest.raises(ValueError, match="not a head of block 2"):

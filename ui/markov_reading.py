@@ -15,6 +15,7 @@ from ui.charts.kept import draw
 from ui.layout import chart_and_note
 from ui.markov_train import comparison_table, paper_run_panel
 from ui.state import LabModel
+from ui.steps import heads_at_step
 
 
 @per_model(name="markov.attention_view", show_spinner="Running the model on fresh chains…", max_entries=64)
@@ -46,6 +47,19 @@ def paper_panel(entry: LabModel) -> None:
 
 def _bump(key: str) -> None:
     st.session_state[key] = min(int(st.session_state.get(key, 0)) + 1, share.SEED_MAX)
+
+
+def attention_page(entry: LabModel) -> None:
+    """The Attention page of a Markov-chain model (ui.task_pages): its step slider, then the section."""
+    attention_section(heads_at_step("att"))  # every number below is this step's
+
+
+def causal_page(entry: LabModel) -> None:
+    """The Causal page of a Markov-chain model (ui.task_pages)."""
+    st.markdown("Patching runs the model twice, on a **clean** input and a **corrupted** one, copies one activation "
+                "from the clean run into the corrupted one and measures how much of the clean behaviour comes back "
+                "(Vig et al., 2020; Meng et al., 2022; Heimersheim & Nanda, 2024).")
+    causal_section(entry)
 
 
 def attention_section(entry: LabModel) -> None:

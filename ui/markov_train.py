@@ -209,3 +209,12 @@ def shipped_panel() -> None:
     st.caption("Train the default settings with seed 0 to watch the same run (the smeared one: Depth 1 and "
                "Smeared keys under Advanced). Every one is in the sidebar picker for the Attention and Causal "
                "pages; each file's command in checkpoints/markov/manifest.json trains it again.")
+
+
+def settings_panels(settings, bad: str | None, active: bool) -> None:
+    """The Train page's panels below a Markov-chain run (ui.task_pages): the lab's settings beside the paper's,
+    for settings that can be trained (else the page's error says why not), and the shipped runs."""
+    if not bad:
+        comparison_panel(settings)
+    if not active:
+        shipped_panel()

@@ -52,8 +52,10 @@ class LabModel:
     def held_head(self) -> int | None:
         """The block-1 head (0-based) held on the previous position during training, part of the model as
         trained (core.model.checkpoints restores the hold from info["train"]), or None."""
-        hold = (self.info.get("train") or {}).get("hold_prev_head", -1)
-        return None if hold is None or hold == -1 else hold
+        from core.training.config import TrainConfig
+
+        hold = TrainConfig.from_dict(self.info.get("train") or {}).head("hold")
+        return None if hold is None else hold[1]
 
     @property
     def full_info(self) -> dict:
@@ -206,35 +208,6 @@ def shipped_models() -> list[LabModel]:
             for row in [*shipped_files(), *markov_files()]]
 
 
-def is_markov(entry: LabModel) -> bool:
-    """Whether the model was trained on the Markov-chain task (core.model.markov), not the repeat task."""
-    from core.model.markov import is_markov as markov_task  # no torch: core.model.markov imports it lazily
-
-    return markov_task(entry.info["task"])
-
-
-def repeat_task_only(entry: LabModel, why: str) -> None:
-    """Stop a page whose readings belong to the repeat task when the model is a Markov-chain one: `why` says
-    in one sentence why, and the pages that do read it are named."""
-    if not is_markov(entry):
-        return
-    st.info(f"**{entry.label}** was trained on the Markov-chain task. {why} The **Attention** page shows its "
-            "patterns and which heads count transitions; the **Causal** page patches it with another chain.")
-    st.stop()
-
-
-def plain_keys_only(entry: LabModel, reads: str) -> None:
-    """Stop a page that reads the heads' QK circuits from the weights (`reads`: what it reads) when the model has
-    smeared keys (ModelConfig.smeared_keys): W_Q W_Kᵀ takes each key from its own position, and a smeared key
-    mixes in the previous position's, so the reading would describe another model."""
-    if not getattr(entry.info["config"], "smeared_keys", False):
-        return
-    st.info(f"**{entry.label}** has smeared keys (Olsson et al. 2022): each head's key mixes in the previous "
-            f"position's. This page reads {reads} from W_Q and W_K as if each key came from its own position alone, "
-            "so it would not describe this model. The **Attention** and **Causal** pages run the model itself.")
-    st.stop()
-
-
 def session_models() -> dict[str, LabModel]:
     """This session's trained and uploaded models, by key."""
     return st.session_state.setdefault("lab_models", {})
@@ -309,14 +282,11 @@ def model_summary(entry: LabModel) -> str:
     from core.training.overview import initial_embedding_label
 
     smeared = ", smeared keys" if getattr(cfg, "smeared_keys", False) else ""
-    if is_markov(entry):
-        return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{smeared}, d_model "
-                f"{cfg.d_model}; Markov chains of {task.n_states} states (order {task.order}, Dirichlet "
-                f"{task.concentration:g}), length {task.seq_len}")
+    blocks = f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads"
+    if task.name != "repeat":  # the repeat task's line also gives the bias, V and the initial embedding
+        return f"{blocks}{smeared}, d_model {cfg.d_model}; {task.summary()}"
     bias = (", bias" if cfg.bias else "") + smeared
-    return (f"{cfg.n_layers} block{'s' if cfg.n_layers != 1 else ''} × {cfg.n_heads} heads{bias}, "
-            f"d_model {cfg.d_model}, V={cfg.vocab_size}; periods {task.period_min}–{task.period_max}, "
-            f"length {task.seq_len}; "
+    return (f"{blocks}{bias}, d_model {cfg.d_model}, V={cfg.vocab_size}; {task.summary()}; "
             f"initial embedding {_start(initial_embedding_label(entry.info.get('train') or {}))}")
 
 

@@ -42,9 +42,19 @@ def step_control(entry: LabModel, key: str) -> LabModel:
     return entry.at_step(pick)
 
 
-def heads_at_step(prefix: str, no_heads: str) -> LabModel:
+NO_HEADS = {  # key prefix of a page about heads -> what it says of a 0-block model
+    "att": "This model has **no attention blocks**, so there are no heads and no patterns to show. Its guess "
+           "for the next token depends on the current token alone, through the embedding's Gram matrix W_E "
+           "W_Eᵀ. The depth page shows what that can and cannot learn.",
+    "cir": "This model has **no attention blocks**, so it has no heads, no QK or OV circuits and nothing to "
+           "ablate. All it has is the direct path: logits W_E[x] W_Eᵀ, a Gram matrix of the embeddings. The "
+           "depth page takes that apart.",
+}
+
+
+def heads_at_step(prefix: str) -> LabModel:
     """The picked model of a page about heads, at the step its slider (key prefix `prefix`) picks. Stops the
-    page with a message when there is no model, and with `no_heads` for a 0-block model."""
+    page with a message when there is no model, and with NO_HEADS[prefix] for a 0-block model."""
     entry = require_model()
-    require_heads(entry, no_heads)
+    require_heads(entry, NO_HEADS[prefix])
     return step_control(entry, prefix)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from core.model.symbols import head_labels, parse_head_label
+from core.model.symbols import head_labels
 from core.training.markov import MARKOV_TASK, MARKOV_TRAIN
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
@@ -134,8 +134,7 @@ def settings_from_state() -> TrainSettings:
                              int(get("tr_mk_len", MARKOV_TASK.seq_len)), get("tr_bias", d.bias), get("tr_lr", d.lr),
                              get("tr_batch", d.batch_size), int(get("tr_mk_steps", MARKOV_TRAIN.steps)),
                              int(get("tr_seed", d.seed)), bool(get("tr_mk_shared", False)),
-                             -1 if hold == NO_HEAD else parse_head_label(hold)[1],
-                             (-1, -1) if knock == NO_HEAD else parse_head_label(knock), task="markov",
+                             None if hold == NO_HEAD else hold, None if knock == NO_HEAD else knock, task="markov",
                              n_states=int(get("tr_states", MARKOV_TASK.n_states)),
                              concentration=float(get("tr_alpha", MARKOV_TASK.concentration)),
                              smeared_keys=bool(get("tr_mk_smear", False)))
@@ -143,8 +142,7 @@ def settings_from_state() -> TrainSettings:
                               get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
                               int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
                               bool(get("tr_shared", d.shared_embedding)),
-                              -1 if hold == NO_HEAD else parse_head_label(hold)[1],
-                              (-1, -1) if knock == NO_HEAD else parse_head_label(knock))
+                              None if hold == NO_HEAD else hold, None if knock == NO_HEAD else knock)
 
 
 def experiment_widgets(saved: dict) -> None:

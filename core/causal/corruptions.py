@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from core.model.task import TaskConfig
+
 
 def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
             generator: torch.Generator | None = None) -> torch.Tensor:
@@ -22,7 +24,7 @@ def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
     return torch.where(first, fresh, tokens)
 
 
-CORRUPTIONS = ("first-copy", "resample")
+CORRUPTIONS = TaskConfig.corruptions  # the repeat task's: ("first-copy", "resample")
 MARKOV_CORRUPTIONS = ("another-chain",)
 
 

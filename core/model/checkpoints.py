@@ -21,10 +21,12 @@ from pathlib import Path
 
 import torch
 
-from core.model import markov
+from core.model import tasks
 from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.snapshots import check_snapshots
+from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
+from core.model.tasks import Task
 from core.model.tinycharlm import TinyCharLM
 
 FORMAT = "tinycharlm"
@@ -57,12 +59,12 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def save_checkpoint(model: TinyCharLM, path, task: TaskConfig | markov.MarkovTask | dict | None = None,
+def save_checkpoint(model: TinyCharLM, path, task: Task | dict | None = None,
                     train: dict | None = None, history: list | None = None, snapshots: list | None = None) -> None:
     """Write `model` (and optional task, train settings, history, snapshots [{"step", "state_dict"}])
     as a version-2 file at `path` (a path or a writable binary file object)."""
     task = task if task is not None else TaskConfig()
-    task_dict = task.to_dict() if isinstance(task, (TaskConfig, markov.MarkovTask)) else dict(task)
+    task_dict = task.to_dict() if isinstance(task, Task) else dict(task)
     payload = {
         "format": FORMAT,
         "version": VERSION,
@@ -146,21 +148,23 @@ def _config(obj: dict, name: str) -> ModelConfig:
         raise CheckpointError(f"{name} has an invalid config: {e}") from None
 
 
-def _task(obj: dict, name: str, cfg: ModelConfig) -> TaskConfig | markov.MarkovTask:
-    """The repeat task (the entry's period_min, period_max, seq_len) or, for an entry of kind "markov",
-    the Markov-chain task (core.model.markov)."""
+def _task(obj: dict, name: str, cfg: ModelConfig) -> Task:
+    """The task of the file's entry (core.model.tasks: the task its "kind" names; the repeat task, with integer
+    period_min, period_max and seq_len, when it names none)."""
     task = obj.get("task")
-    if isinstance(task, dict) and task.get("kind") == markov.KIND:
-        try:
-            return markov.task_from_dict(task).validate(cfg.vocab_size)
-        except (ValueError, TypeError) as e:
-            raise CheckpointError(f"{name} has an impossible Markov task: {e}") from None
-    if not isinstance(task, dict) or any(not isinstance(task.get(k), int) for k in TASK_KEYS):
+    kind = task.get("kind", tasks.DEFAULT) if isinstance(task, dict) else tasks.DEFAULT
+    if kind == tasks.DEFAULT and (not isinstance(task, dict) or any(not isinstance(task.get(k), int)
+                                                                    for k in TASK_KEYS)):
         raise CheckpointError(f"{name} lacks a task entry with integer {', '.join(TASK_KEYS)}.")
     try:
-        return TaskConfig(**{k: task[k] for k in TASK_KEYS}).validate(cfg.vocab_size)
+        cls = tasks.task_class(kind)
     except ValueError as e:
-        raise CheckpointError(f"{name} has an impossible task: {e}") from None
+        raise CheckpointError(f"{name} has a task this lab does not know: {e}") from None
+    what = "task" if kind == tasks.DEFAULT else f"{kind.capitalize()} task"
+    try:
+        return cls.from_dict(task).validate(cfg.vocab_size)
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{name} has an impossible {what}: {e}") from None
 
 
 def _state_dict(obj: dict, name: str, cfg: ModelConfig) -> dict[str, torch.Tensor]:
@@ -247,13 +251,25 @@ def read_checkpoint(source, name: str | None = None, mmap: bool = False) -> tupl
 
 def _restore_hold(model: TinyCharLM, train: dict | None, name: str) -> None:
     """A run trained with a held previous-token head (core.training.interventions) keeps the hold: it is
-    part of the model as trained and measured, recorded as the train entry's hold_prev_head (0-based
-    block-1 head, -1 = none). Every page then analyses the model its training history describes."""
-    hold = (train or {}).get("hold_prev_head", -1)
-    if hold is None or hold == -1:
-        return
+    part of the model as trained and measured, recorded as the train entry's "hold" (a head label, "1.2"; files
+    written before heads were labels: hold_prev_head, the 0-based block-1 head, -1 = none). Every page then
+    analyses the model its training history describes."""
+    train = train or {}
+    label = train.get("hold")
+    if label not in (None, "", "none"):
+        try:
+            layer, hold = parse_head_label(str(label))
+        except ValueError:
+            layer, hold = -1, -1
+        if layer != 0:
+            raise CheckpointError(f"{name} records a held head ({label!r}) that is not a head of block 1.")
+    else:
+        hold = train.get("hold_prev_head", -1)
+        if hold is None or hold == -1:
+            return
     if type(hold) is not int or model.cfg.n_layers < 1 or not 0 <= hold < model.cfg.n_heads:
-        raise CheckpointError(f"{name} records a held head (hold_prev_head {hold!r}) that is not a head of block 1.")
+        raise CheckpointError(f"{name} records a held head ({label or f'hold_prev_head {hold!r}'}) that is not a "
+                              "head of block 1.")
     model.hold_previous(hold)
 
 

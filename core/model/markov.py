@@ -42,8 +42,10 @@ Torch is imported by the functions that use it (core/model/lazy.py).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+from core.model.tasks import Task
 
 if TYPE_CHECKING:
     import torch
@@ -59,8 +61,28 @@ SINKHORN_MAX_ITER = 10_000
 ORDER_NAMES = {1: "unigram", 2: "bigram", 3: "trigram", 4: "4-gram"}
 
 
+NOT_A_REPEAT = "which Markov-chain sequences do not have."
+
+
 @dataclass
-class MarkovTask:
+class MarkovTask(Task):
+    name: ClassVar[str] = KIND
+    title: ClassVar[str] = "the Markov-chain task"
+    corruptions: ClassVar[tuple[str, ...]] = ("another-chain",)  # core.causal.corruptions.another_chain
+    not_offered: ClassVar[dict[str, str]] = {
+        "circuits": "Its QK and OV circuits are read here against a copied pattern's period and its ablations "
+                    f"measure second-copy accuracy, {NOT_A_REPEAT}",
+        "depth": f"This page's path sums are scored on the repeat task's second copy, {NOT_A_REPEAT}",
+        "icl": "This page's in-context curves measure how a copied pattern is picked up after a restart, "
+               f"{NOT_A_REPEAT}",
+        "head archetypes": "Its heads are matched here against archetypes scored on a repeated pattern, "
+                           f"{NOT_A_REPEAT}",
+        "overview": "this overview measures copying a repeated pattern, which its sequences do not have; the "
+                    "Attention and Causal pages read it",
+    }
+    read_instead: ClassVar[str] = ("The **Attention** page shows its patterns and which heads count transitions; "
+                                   "the **Causal** page patches it with another chain.")
+
     n_states: int = 3
     concentration: float = 1.0
     seq_len: int = 100
@@ -123,6 +145,41 @@ class MarkovTask:
             if out[name] == MarkovTask.__dataclass_fields__[name].default:
                 del out[name]
         return out
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> MarkovTask:
+        return task_from_dict(entry)
+
+    @property
+    def train_plots(self) -> tuple[str, ...]:
+        """The Train page's curves: the KL to each strategy, and each head's prev_token and induction score."""
+        return (*(f"kl_{name}" for name in self.strategies), "prev_token", "induction")
+
+    def summary(self) -> str:
+        return (f"Markov chains of {self.n_states} states (order {self.order}, Dirichlet {self.concentration:g}), "
+                f"length {self.seq_len}")
+
+    def sample(self, batch_size: int, vocab_size: int, generator: torch.Generator | None = None) -> tuple:
+        """(tokens [B, seq_len], None): sample_markov's tokens (the tables are not needed by any score)."""
+        self.validate(vocab_size)
+        return sample_markov(self, batch_size, generator)[0], None
+
+    def eval_task(self) -> MarkovTask:
+        """This task on the Dirichlet prior: a run trained on doubly stochastic or partly unigram-optimal chains
+        is measured on the full distribution, as Edelman et al. (2024) evaluate theirs, and there its strategies
+        are the Bayes-optimal ones."""
+        return replace(self, prior="dirichlet", unigram_share=0.0)
+
+    def evaluate(self, model, tokens: torch.Tensor, extra, edits: dict | None = None,
+                 cache: dict | None = None) -> dict:
+        """log_row; the strategies' predictions on a fixed batch are computed once (kept in `cache`)."""
+        if cache is not None and "strategies" not in cache:
+            cache["strategies"] = strategy_probs(tokens, self)
+        return log_row(model, tokens, self, edits, None if cache is None else cache["strategies"])
+
+    def head_scores(self, pattern: torch.Tensor, tokens: torch.Tensor, extra) -> dict:
+        """prev_token and induction on the sequence's own tokens (head_scores below)."""
+        return head_scores(pattern, tokens)
 
 
 OPTIONAL = ("prior", "unigram_share")  # fields a task entry may leave out (their defaults)
@@ -319,3 +376,34 @@ def head_scores(pattern: torch.Tensor, tokens: torch.Tensor) -> dict[str, torch.
     per_query = (pattern * mask).sum(-1)  # [B, H, T]
     rows = (mask.sum(-1) > 0).to(pattern.dtype)  # [B, 1, T]
     return {"prev_token": prev, "induction": (per_query * rows).sum((0, 2)) / rows.sum((0, 2))}
+
+
+def log_row(model, tokens: torch.Tensor, task: MarkovTask, edits: dict | None = None,
+            strategies: dict | None = None) -> dict:
+    """A Markov-task training log's measurements: "loss" (mean cross-entropy on targets 1..T-1), "loss_optimal"
+    (the chain's Bayes-optimal strategy's, the floor), "kl_<strategy>" for each strategy, "kl_positions"
+    ({strategy: [T - 1] list}) and each head's prev_token and induction score ([layer][head] lists).
+    strategies: strategy_probs(tokens, task), when already computed."""
+    import torch
+    import torch.nn.functional as F
+
+    from core.model.hooks import hook_name
+
+    with torch.no_grad():
+        was_training = model.training
+        model.eval()
+        names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+        logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
+        model.train(was_training)
+        probs = strategies if strategies is not None else strategy_probs(tokens, task)
+        targets = tokens[:, 1:]
+        best = probs[task.strategies[-1]][:, :-1].gather(-1, targets[..., None]).squeeze(-1)
+        row = {"loss": float(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1))),
+               "loss_optimal": float(-best.log().mean())}
+        kl = strategy_kl(logits, tokens, task, probs)
+        row.update({f"kl_{name}": value["mean"] for name, value in kl.items()})
+        row["kl_positions"] = {name: [round(float(v), 5) for v in value["per_position"]] for name, value in kl.items()}
+        scores = [head_scores(cache[n], tokens) for n in names]
+    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
+    row["induction"] = [s["induction"].tolist() for s in scores]
+    return row

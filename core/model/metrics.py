@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from core.model.task import copy_masks
-
 METRIC_NAMES = (
     "loss_first_copy",
     "loss_second_copy",
@@ -67,3 +65,38 @@ def later_copy_floor(period_min: int, period_max: int, seq_len: int, vocab_size:
     Ls = range(period_min, period_max + 1)
     share = len(Ls) / sum(seq_len - L for L in Ls)  # one such target per sequence, pooled over targets
     return {"share": share, "loss": share * math.log(vocab_size)}
+
+
+def copy_masks(periods: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
+    """Boolean masks [B, seq_len - 1] over targets t = 1..seq_len-1 (logit position t-1).
+
+    Keys: "first" (t < L), "second" (L <= t < 2L), "later" (t >= L).
+    """
+    import torch
+
+    t = torch.arange(1, seq_len)[None, :]
+    L = periods[:, None]
+    return {"first": t < L, "second": (t >= L) & (t < 2 * L), "later": t >= L}
+
+
+def log_row(model, tokens: torch.Tensor, periods: torch.Tensor, edits: dict | None = None) -> dict:
+    """A repeat-task training log's measurements: copy metrics plus each head's prev_token, induction and
+    induction_any score ([layer][head] lists). edits: run_with_hooks's, e.g. a clamp's (a Trainer passes its
+    run's own)."""
+    import torch
+
+    from core.model.hooks import hook_name
+    from core.reading.heads import head_scores
+
+    with torch.no_grad():
+        was_training = model.training
+        model.eval()
+        names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+        logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
+        model.train(was_training)
+        row = copy_metrics(logits, tokens, periods)
+        scores = [head_scores(cache[n], periods) for n in names]
+    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
+    row["induction"] = [s["induction"].tolist() for s in scores]
+    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
+    return row

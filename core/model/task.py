@@ -10,17 +10,39 @@ Torch is imported by the functions that use it (core/model/lazy.py): a page read
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from core.model.tasks import Task
 
 if TYPE_CHECKING:
     import torch
 
+def __getattr__(name: str):
+    """copy_masks's public path (it lives in core.model.metrics, read only when asked for)."""
+    if name == "copy_masks":
+        from core.model.metrics import copy_masks
+
+        return copy_masks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+LOG_SEQS = 32  # a training log measures this many sequences of the trainer's evaluation batch (its first ones)
 DEFAULT_PERIOD = 24  # a period to start a page with: the middle of the default range 16-32
 MAX_SEQ_LEN = 2048  # attention patterns are [T, T]: longer sequences would exhaust memory, not teach more
 
 
+KEYS = ("period_min", "period_max", "seq_len")  # a stored entry's integers
+
+
 @dataclass
-class TaskConfig:
+class TaskConfig(Task):
+    name: ClassVar[str] = "repeat"
+    title: ClassVar[str] = "the repeat task"
+    train_plots: ClassVar[tuple[str, ...]] = ("loss_first_copy", "loss_later_copies", "acc_second_copy",
+                                              "acc_later_copies", "prev_token", "induction")
+    corruptions: ClassVar[tuple[str, ...]] = ("first-copy", "resample")  # core.causal.corruptions
+    stop_metric: ClassVar[str | None] = "loss_later_copies"
+
     period_min: int = 16
     period_max: int = 32
     seq_len: int = 96
@@ -47,6 +69,44 @@ class TaskConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> TaskConfig:
+        """The task of a stored entry with integer period_min, period_max and seq_len (no "kind")."""
+        if any(isinstance(entry.get(k), bool) or not isinstance(entry.get(k), int) for k in KEYS):
+            raise ValueError(f"a repeat task entry needs integer {', '.join(KEYS)}.")
+        return cls(**{k: entry[k] for k in KEYS}).validate()
+
+    def summary(self) -> str:
+        return f"periods {self.period_min}–{self.period_max}, length {self.seq_len}"
+
+    def sample(self, batch_size: int, vocab_size: int, generator: torch.Generator | None = None) -> tuple:
+        """(tokens [B, seq_len], periods [B]): sample_batch."""
+        return sample_batch(self, batch_size, vocab_size, generator)
+
+    def log_batch(self, tokens: torch.Tensor, extra) -> tuple:
+        """The first LOG_SEQS sequences: a log on all 128 cost 12% of a default run to the drop."""
+        return tokens[:LOG_SEQS], extra[:LOG_SEQS]
+
+    def evaluate(self, model, tokens: torch.Tensor, extra, edits: dict | None = None,
+                 cache: dict | None = None) -> dict:
+        """core.model.metrics.log_row: copy metrics plus each head's prev_token, induction and induction_any."""
+        from core.model.metrics import log_row
+
+        return log_row(model, tokens, extra, edits)
+
+    def head_scores(self, pattern: torch.Tensor, tokens: torch.Tensor, extra) -> dict:
+        """core.reading.heads.head_scores at the batch's periods (extra)."""
+        from core.reading.heads import head_scores
+
+        return head_scores(pattern, extra)
+
+    def later_loss(self, per_target: torch.Tensor, tokens: torch.Tensor, extra) -> torch.Tensor:
+        """The mean loss over the later copies' targets (t >= L), the one the drop is seen in."""
+        import torch
+
+        later = torch.arange(1, tokens.shape[1])[None, :] >= extra[:, None]
+        return per_target[later].mean()
 
 
 def sample_batch(
@@ -76,15 +136,3 @@ def sample_batch(
     patterns = torch.randint(0, vocab_size, (batch_size, width), generator=generator)
     positions = torch.arange(T)[None, :] % periods[:, None]  # [B, T]
     return patterns.gather(1, positions), periods
-
-
-def copy_masks(periods: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
-    """Boolean masks [B, seq_len - 1] over targets t = 1..seq_len-1 (logit position t-1).
-
-    Keys: "first" (t < L), "second" (L <= t < 2L), "later" (t >= L).
-    """
-    import torch
-
-    t = torch.arange(1, seq_len)[None, :]
-    L = periods[:, None]
-    return {"first": t < L, "second": (t >= L) & (t < 2 * L), "later": t >= L}

@@ -11,9 +11,9 @@ import hashlib
 import itertools
 from dataclasses import asdict, dataclass, fields, replace
 
+from core.training.config import with_settings
 from core.training.interventions import check_interventions
 from core.training.presets import DEFAULT_PRESET, get_preset
-from core.training.train import parse_head
 
 NO_LOG = 10 ** 9  # log_every of a sweep run: its curve is the later-copy loss every `every` steps, nothing else
 
@@ -66,19 +66,10 @@ class RunSpec:
             raise ValueError("steps and every must be at least 1.")
         if not self.stop_below >= 0:
             raise ValueError(f"stop_below must be 0 (never stop) or a loss in nats above 0, got {self.stop_below}.")
-        layer, head = _head(self.knockout, "knockout")
-        hold_layer, hold = _head(self.hold, "hold")
-        if hold_layer > 0:
-            raise ValueError(f"hold takes a head of block 1, e.g. 1.2, got {self.hold!r}.")
-        clamp_layer, clamp = _head(self.clamp, "clamp")
-        if clamp_layer not in (-1, 1):
-            raise ValueError(f"clamp takes a head of block 2, e.g. 2.1, got {self.clamp!r}.")
-        model = replace(p.model, n_layers=self.n_layers, vocab_size=self.vocab_size)  # checks itself
-        task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
-                       seq_len=self.seq_len).validate(model.vocab_size)
-        train = replace(p.train, steps=self.steps, batch_size=self.batch_size, lr=self.lr,
-                        warmup_steps=self.warmup_steps, decay_steps=self.decay_steps, seed=self.seed, log_every=NO_LOG,
-                        hold_prev_head=hold, clamp_induction_head=clamp, knockout_layer=layer, knockout_head=head)
+        settings = {k: v for k, v in asdict(self).items() if k not in SWEEP_ONLY}
+        model, task, train = with_settings(settings, p.model, p.task, replace(p.train, log_every=NO_LOG))
+        task.validate(model.vocab_size)
+        train.validate()
         if self.init == "plain":
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
         if train.seq_len:  # as core.training.train_settings: the preset's shorter sequences only where they fit
@@ -95,15 +86,9 @@ class RunSpec:
 
 
 SETTINGS = [f.name for f in fields(RunSpec)]  # the table's settings columns, in this order
+SWEEP_ONLY = {"init", "every", "stop_below", "preset"}  # the fields the run reads itself; the rest set a config
 # settings added after the first tables were written, with the value those tables ran
 ADDED = {"clamp": "none", "decay_steps": 300, "stop_below": 0.0}
-
-
-def _head(label: str, field: str) -> tuple[int, int]:
-    """A head label ("2.1", counted from 1) -> 0-based (layer, head); "none" -> (-1, -1)."""
-    if label in ("none", ""):
-        return -1, -1
-    return parse_head(label, field)
 
 
 def grid(values: dict[str, list], preset: str = DEFAULT_PRESET) -> list[RunSpec]:

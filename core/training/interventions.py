@@ -1,15 +1,16 @@
 """Experiments on the training itself (in the spirit of Singh et al., 2024, who clamp parts of the
-induction circuit and watch the phase change move). Set by TrainConfig fields; -1 means off.
+induction circuit and watch the phase change move). Set by TrainConfig's head fields, each a head label as the pages
+write it ("1.2": block 1, head 2, counted from 1) or None (off).
 
 The hold is a held previous-token pattern on one block-1 head, the counterpart of their code's
 `opto_prev_token_heads` option (one head's pattern set on the previous token). It is not their "layer 1
 clamp": that one (their code's `perfect_prev_token_input`) replaces block 1 as a whole, computing layer 2's
 patterns from a residual stream that holds each position's previous token's embedding, and its values
 from the embeddings alone, so no block-1 head computes anything. Here the other block-1 heads, and the
-held head's values and output, still train. clamp_induction_head is the counterpart of their
+held head's values and output, still train. The clamp is the counterpart of their
 `opto_induction_heads` (one layer-2 head given the ideal induction pattern).
 
-- hold_prev_head = h: block 1's head h has its attention pattern held on the previous position
+- hold = "1.h": block 1's head h has its attention pattern held on the previous position
   (row i one-hot on i-1, row 0 on itself) for the whole run; its W_V and W_O train as usual, its
   W_Q and W_K get no gradient. The hold is a change to the head's computation, not to its weights: a
   softmax head never puts exactly all of its attention on one key, so no weights would reproduce it.
@@ -18,10 +19,10 @@ held head's values and output, still train. clamp_induction_head is the counterp
   forward's included, makes it; the fused paths hold z instead of forming the pattern (hooks.hold_z,
   and the compiled attention's own). As in Singh
   et al.'s code (one clamped forward for training and evaluation), the hold stays part of the model:
-  the checkpoint's train entry records hold_prev_head, read_checkpoint and snapshot_model restore it,
+  the checkpoint's train entry records the hold, read_checkpoint and snapshot_model restore it,
   and the history rows, the Train page's banner, the timeline and every other page measure that same
   held model. `release` switches it off, for comparing with the weights alone.
-- clamp_induction_head = h: the induction clamp. Block 2's head h has its pattern replaced by the ideal
+- clamp = "2.h": the induction clamp. Block 2's head h has its pattern replaced by the ideal
   induction pattern of the tokens in every forward the Trainer runs (training steps, logs, stop checks; the
   sweeps' measurements): row i uniform over the positions right after an earlier occurrence of token i
   (core.reading.detectors' induction mask), a row with no earlier occurrence on i itself (the hold's choice
@@ -32,7 +33,7 @@ held head's values and output, still train. clamp_induction_head is the counterp
   applied by the Trainer (`Trainer.logits`). The checkpoint's train entry records the field, but a saved
   model computes its own pattern for that head (read_checkpoint does not restore the clamp), so the pages
   measure the weights alone; `describe` says so.
-- knockout_layer, knockout_head: that head's W_O starts at zero and its gradient is masked to zero
+- knockout = "b.h": that head's W_O starts at zero and its gradient is masked to zero
   every step, so it writes nothing for the whole run (AdamW with a zero gradient and zero weights
   leaves them zero). The knockout is in the weights, so the saved model keeps it.
 - Plain against enlarged initial embedding is embed_scale = 1, embed_shared = 0 (no new field).
@@ -45,8 +46,8 @@ from typing import TYPE_CHECKING
 
 from core.model.config import ModelConfig
 from core.model.lazy import no_grad
-from core.model.symbols import head_label
 from core.reading.detectors import detector_mask
+from core.training.config import TrainConfig
 
 if TYPE_CHECKING:
     import torch
@@ -57,20 +58,19 @@ if TYPE_CHECKING:
 def check_interventions(model_cfg: ModelConfig, train) -> None:
     """ValueError (one sentence) when an experiment names a head the model does not have."""
     H, L = model_cfg.n_heads, model_cfg.n_layers
-    if train.hold_prev_head != -1 and not (L >= 1 and 0 <= train.hold_prev_head < H):
-        raise ValueError(f"the held head {head_label(0, train.hold_prev_head)} is not a head of block 1 of this model "
+    hold, knock, clamp = train.head("hold"), train.head("knockout"), train.head("clamp")
+    if hold is not None and not (hold[0] == 0 and L >= 1 and 0 <= hold[1] < H):
+        raise ValueError(f"the held head {train.hold} is not a head of block 1 of this model "
                          f"({L} blocks of {H} heads).")
-    knock = (train.knockout_layer, train.knockout_head)
-    if knock != (-1, -1) and not (0 <= knock[0] < L and 0 <= knock[1] < H):
-        raise ValueError(f"the knocked-out head {head_label(*knock)} is not in this model "
+    if knock is not None and not (0 <= knock[0] < L and 0 <= knock[1] < H):
+        raise ValueError(f"the knocked-out head {train.knockout} is not in this model "
                          f"({L} blocks of {H} heads).")
-    if knock[0] == 0 and knock[1] == train.hold_prev_head:
+    if knock is not None and knock == hold:
         raise ValueError("the held head and the knocked-out head must differ.")
-    clamp = train.clamp_induction_head
-    if clamp != -1 and not (L >= 2 and 0 <= clamp < H):
-        raise ValueError(f"the clamped head {head_label(1, clamp)} is not a head of block 2 of this model "
+    if clamp is not None and not (clamp[0] == 1 and L >= 2 and 0 <= clamp[1] < H):
+        raise ValueError(f"the clamped head {train.clamp} is not a head of block 2 of this model "
                          f"({L} blocks of {H} heads).")
-    if clamp != -1 and knock == (1, clamp):
+    if clamp is not None and knock == clamp:
         raise ValueError("the clamped head and the knocked-out head must differ.")
 
 
@@ -81,10 +81,11 @@ def apply_interventions(model: TinyCharLM, train) -> list[tuple[torch.nn.Paramet
     import torch
 
     frozen = []
-    if train.hold_prev_head != -1:
-        model.hold_previous(train.hold_prev_head)
-    if train.knockout_layer != -1:
-        block, h = model.blocks[train.knockout_layer], train.knockout_head
+    if train.hold is not None:
+        model.hold_previous(train.head("hold")[1])
+    if train.knockout is not None:
+        layer, h = train.head("knockout")
+        block = model.blocks[layer]
         block.W_O[h] = 0.0
         mask = torch.ones_like(block.W_O)
         mask[h] = 0.0
@@ -107,9 +108,9 @@ def clamp_edits(train, tokens: torch.Tensor) -> dict:
     """The edits of the induction clamp on a run of `tokens` [*, T] (run_with_hooks's `edits`); {} when off."""
     import torch
 
-    head = train.clamp_induction_head
-    if head == -1:
+    if train.clamp is None:
         return {}
+    head = train.head("clamp")[1]
     ideal = induction_pattern(tokens)
 
     def clamp(pattern: torch.Tensor) -> torch.Tensor:  # [*, H, T, T]
@@ -128,17 +129,18 @@ def release(model: TinyCharLM) -> TinyCharLM:
 
 
 def describe(train: dict | None, model_cfg: ModelConfig | None = None) -> str | None:
-    """One line naming the experiments in a train-settings dict (1-based heads), or None."""
+    """One line naming the experiments in a stored train entry (a checkpoint's, of any age), or None."""
     if not train:
         return None
+    cfg = TrainConfig.from_dict(train)
     parts = []
-    if train.get("hold_prev_head", -1) != -1:
-        parts.append(f"head {head_label(0, train['hold_prev_head'])} held as a previous-token head")
-    if train.get("clamp_induction_head", -1) != -1:
-        parts.append(f"head {head_label(1, train['clamp_induction_head'])} clamped to the ideal induction pattern "
+    if cfg.hold is not None:
+        parts.append(f"head {cfg.hold} held as a previous-token head")
+    if cfg.clamp is not None:
+        parts.append(f"head {cfg.clamp} clamped to the ideal induction pattern "
                      "while it trained (the saved weights compute without the clamp)")
-    if train.get("knockout_layer", -1) != -1:
-        parts.append(f"head {head_label(train['knockout_layer'], train['knockout_head'])} knocked out")
+    if cfg.knockout is not None:
+        parts.append(f"head {cfg.knockout} knocked out")
     if train.get("embed_scale") == 1.0 and train.get("embed_shared") == 0.0:
         parts.append("plain initial embedding")
     return "; ".join(parts) or None

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from core.model.cli import OneLineParser, UsageError
 from core.model.config import ModelConfig
-from core.model.symbols import parse_head_label
 from core.model.task import TaskConfig
-from core.training.config import TrainConfig
+from core.training.config import TrainConfig, with_settings
 from core.training.heap import keep_freed_memory
 from core.training.interventions import check_interventions
 from core.training.markov import MARKOV_PRESETS
@@ -36,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", help=f"one of: {', '.join([*PRESETS, *MARKOV_PRESETS])}")
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument("--layers", type=int, help="number of attention blocks (0-6)")
+    # a flag whose dest is a model, task or TrainConfig field sets that field (with_settings): a new training
+    # option is its TrainConfig field and one add_argument here
+    p.add_argument("--layers", type=int, dest="n_layers", help="number of attention blocks (0-6)")
     p.add_argument("--period-min", type=int)
     p.add_argument("--period-max", type=int)
     p.add_argument("--seq-len", type=int)
@@ -48,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int)
     p.add_argument("--stop-at-loss", type=float,
                    help="stop once loss_later_copies on the fixed evaluation batch is below this")
-    p.add_argument("--hold-prev-head", metavar="1.H",
+    p.add_argument("--hold-prev-head", metavar="1.H", dest="hold",
                    help="experiment: hold block-1 head H's pattern on the previous position for the whole run")
-    p.add_argument("--clamp-induction-head", metavar="2.H",
+    p.add_argument("--clamp-induction-head", metavar="2.H", dest="clamp",
                    help="experiment: clamp block-2 head H's pattern to the ideal induction pattern while it trains")
     p.add_argument("--knockout", metavar="B.H", help="experiment: head B.H writes nothing for the whole run")
     p.add_argument("--plain-embedding", action="store_true",
@@ -66,13 +67,8 @@ def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
     model = preset.model if preset else ModelConfig()
     task = preset.task if preset else TaskConfig()
     train = preset.train if preset else TrainConfig()
-    model = dataclasses.replace(model, **{k: v for k, v in {"n_layers": args.layers, "bias": args.bias}.items()
-                                          if v is not None})
-    task = dataclasses.replace(task, **{k: v for k, v in {"period_min": args.period_min, "period_max": args.period_max,
-                                                          "seq_len": args.seq_len}.items() if v is not None})
-    train = dataclasses.replace(train, **{k: v for k, v in {"steps": args.steps, "lr": args.lr, "seed": args.seed,
-                                                            "batch_size": args.batch_size,
-                                                            "log_every": args.log_every}.items() if v is not None})
+    given = {k: v for k, v in vars(args).items() if v is not None and k not in NOT_SETTINGS}
+    model, task, train = with_settings(given, model, task, train)
     train = dataclasses.replace(train, **experiment_fields(args))
     task.validate(model.vocab_size)
     train.validate()
@@ -80,32 +76,12 @@ def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
     return model, task, train
 
 
-def parse_head(text: str, flag: str) -> tuple[int, int]:
-    """'2.3' (1-based block.head) -> (1, 2) (0-based); ValueError naming the flag otherwise."""
-    try:
-        layer, head = parse_head_label(text)
-    except ValueError:
-        raise ValueError(f"{flag} takes a head as block.head, e.g. 1.2, got {text!r}.") from None
-    if layer < 0 or head < 0:
-        raise ValueError(f"{flag} counts blocks and heads from 1, got {text!r}.")
-    return layer, head
+NOT_SETTINGS = {"preset", "out", "stop_at_loss", "plain_embedding", "manifest", "quiet"}  # flags of the command
 
 
 def experiment_fields(args) -> dict:
-    """The TrainConfig fields set by --hold-prev-head, --clamp-induction-head, --knockout and --plain-embedding."""
+    """The TrainConfig fields --plain-embedding sets (the heads' flags set their fields by name)."""
     out = {}
-    if args.hold_prev_head:
-        b, h = parse_head(args.hold_prev_head, "--hold-prev-head")
-        if b != 0:
-            raise ValueError("--hold-prev-head takes a head of block 1, e.g. 1.2.")
-        out["hold_prev_head"] = h
-    if args.clamp_induction_head:
-        b, h = parse_head(args.clamp_induction_head, "--clamp-induction-head")
-        if b != 1:
-            raise ValueError("--clamp-induction-head takes a head of block 2, e.g. 2.1.")
-        out["clamp_induction_head"] = h
-    if args.knockout:
-        out["knockout_layer"], out["knockout_head"] = parse_head(args.knockout, "--knockout")
     if args.plain_embedding:
         out.update(embed_scale=1.0, embed_shared=0.0)
     return out

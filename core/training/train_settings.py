@@ -3,18 +3,23 @@ torch threads each running training gets."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from core.model.config import MAX_LAYERS, ModelConfig
 from core.model.markov import MarkovTask
-from core.model.symbols import head_label
 from core.model.task import TaskConfig
-from core.training.config import TrainConfig
+from core.training.config import TrainConfig, with_settings
 from core.training.interventions import check_interventions
 from core.training.presets import DEFAULT_PRESET, get_preset
 
 UI_MAX_LAYERS = min(4, MAX_LAYERS)
 TASKS = ("repeat", "markov")  # the repeated-pattern task (core.model.task), Markov chains (core.model.markov)
+# the fields the page reads itself (the rest set the model's, the task's or TrainConfig's field of the same name);
+# the Markov task's own fields are read by _markov_configs
+PAGE_ONLY = {"task", "shared_embedding", "n_states", "concentration"}
+# on the Markov task the model and task come from core.training.markov (model_for), and the periods are unused
+MARKOV_PAGE_ONLY = {"task", "shared_embedding", "period_min", "period_max", "n_layers", "bias", "smeared_keys",
+                    "n_states", "concentration", "seq_len"}
 
 
 @dataclass(frozen=True)
@@ -30,8 +35,8 @@ class TrainSettings:
     steps: int
     seed: int
     shared_embedding: bool = True  # the default init (TrainConfig.embed_scale/embed_shared); False: plain
-    hold_prev_head: int = -1  # training experiments (core.training.interventions), 0-based; -1 = off
-    knockout: tuple[int, int] = (-1, -1)  # (layer, head)
+    hold: str | None = None  # training experiments (core.training.interventions): a head label ("1.2") or None
+    knockout: str | None = None
     task: str = "repeat"  # or "markov": then seq_len, n_states and concentration make the task, the periods unused
     n_states: int = 3
     concentration: float = 1.0
@@ -56,14 +61,11 @@ class TrainSettings:
             raise ValueError("Smeared keys are offered on the Markov-chain task only: the repeat task's readings "
                              "(its QK circuits) take each key from its own position.")
         p = get_preset(preset)
-        model = replace(p.model, n_layers=self.n_layers, bias=self.bias)
-        task = replace(p.task, period_min=self.period_min, period_max=self.period_max,
-                       seq_len=self.seq_len).validate(model.vocab_size)
-        train = replace(p.train, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed)
+        settings = {k: v for k, v in asdict(self).items() if k not in PAGE_ONLY}  # each to its config, by name
+        model, task, train = with_settings(settings, p.model, p.task, p.train)
+        task.validate(model.vocab_size)
         if not self.shared_embedding:
             train = replace(train, embed_scale=1.0, embed_shared=0.0)
-        train = replace(train, hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
-                        knockout_head=self.knockout[1])
         check_interventions(model, train)
         if getattr(train, "seq_len", 0):  # the preset trains on shorter sequences: keep that only if it fits
             fits = 2 * task.period_max <= train.seq_len < task.seq_len
@@ -78,9 +80,8 @@ class TrainSettings:
 
         task = MarkovTask(n_states=self.n_states, concentration=self.concentration, seq_len=self.seq_len).validate()
         model = model_for(task, self.n_layers, self.bias, self.smeared_keys)
-        train = replace(MARKOV_TRAIN, lr=self.lr, batch_size=self.batch_size, steps=self.steps, seed=self.seed,
-                        hold_prev_head=self.hold_prev_head, knockout_layer=self.knockout[0],
-                        knockout_head=self.knockout[1])
+        settings = {k: v for k, v in asdict(self).items() if k not in MARKOV_PAGE_ONLY}  # the rest: TrainConfig's
+        _, _, train = with_settings(settings, model, task, MARKOV_TRAIN)
         if self.shared_embedding:
             train = replace(train, embed_scale=TrainConfig.embed_scale, embed_shared=TrainConfig.embed_shared)
         check_interventions(model, train)
@@ -105,8 +106,8 @@ class TrainSettings:
                     f"{self.seq_len}, seed {self.seed}")
         bias = ", bias" if self.bias else ""
         bias += "" if self.shared_embedding else ", plain init"
-        bias += f", head {head_label(0, self.hold_prev_head)} held" if self.hold_prev_head != -1 else ""
-        bias += f", head {head_label(*self.knockout)} knocked out" if self.knockout[0] != -1 else ""
+        bias += f", head {self.hold} held" if self.hold is not None else ""
+        bias += f", head {self.knockout} knocked out" if self.knockout is not None else ""
         return (f"{self.n_layers} block{'s' if self.n_layers != 1 else ''}{bias}, periods "
                 f"{self.period_min}–{self.period_max}, length {self.seq_len}, seed {self.seed}")
 

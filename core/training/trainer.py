@@ -23,23 +23,21 @@ plus each head's prev_token and induction score (core.model.markov.head_scores);
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 
 import torch
 import torch.nn.functional as F
 
-from core.model import markov
 from core.model.config import ModelConfig
-from core.model.hooks import hook_name
-from core.model.metrics import copy_metrics
+from core.model.markov import log_row as evaluate_markov  # noqa: F401 -- the public names
+from core.model.metrics import log_row as evaluate  # noqa: F401
 from core.model.snapshots import SnapshotRecorder
-from core.model.task import TaskConfig, copy_masks, sample_batch
+from core.model.task import copy_masks, sample_batch
+from core.model.tasks import Task
 from core.model.tinycharlm import TinyCharLM
-from core.reading.heads import head_scores
 from core.training.adamw import AdamW
-from core.training.config import LOG_SEQS, TrainConfig
+from core.training.config import TrainConfig
 from core.training.initial import initial_model
 from core.training.interventions import apply_interventions, check_interventions, clamp_edits
 
@@ -47,76 +45,24 @@ EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a ta
 POSITIONS_EVERY = 5  # a Markov run's logs keep their KL by position every this many logs (and at the end)
 
 
-def eval_batch(task: TaskConfig | markov.MarkovTask, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED,
-               period: int | None = None):
-    """A fixed evaluation batch: (tokens [n, T], periods [n]); on the Markov task (tokens [n, T], None), always
-    drawn from the Dirichlet prior (core.model.markov): a run trained on doubly stochastic or partly
-    unigram-optimal chains is measured on the full distribution, as Edelman et al. (2024) evaluate theirs, and
-    there its strategies are the Bayes-optimal ones."""
+def eval_batch(task: Task, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED, period: int | None = None):
+    """A fixed evaluation batch (tokens [n, T], extra): drawn from task.eval_task() (core.model.tasks), the same for
+    every run of the task. `period` fixes every sequence's period (the repeat task's probe)."""
     g = torch.Generator().manual_seed(seed)
-    if markov.is_markov(task):
-        full = dataclasses.replace(task, prior="dirichlet", unigram_share=0.0)
-        return markov.sample_markov(full.validate(vocab_size), n_seqs, g)[0], None
-    return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
+    if period is not None:
+        return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
+    return task.eval_task().sample(n_seqs, vocab_size, g)
 
 
-def training_batches(task: TaskConfig | markov.MarkovTask, vocab_size: int, train: TrainConfig | dict):
+def training_batches(task: Task, vocab_size: int, train: TrainConfig | dict):
     """The exact stream of training batches a Trainer with these settings draws, step after step:
-    yields (tokens [batch_size, T_train], periods [batch_size]) (periods None on the Markov task).
-    T_train is train.train_task(task).seq_len."""
-    cfg = train if isinstance(train, TrainConfig) else TrainConfig(
-        **{k: v for k, v in train.items() if k in TrainConfig.__dataclass_fields__})
+    yields the task's batches (tokens [batch_size, T_train], extra). T_train is train.train_task(task).seq_len."""
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig.from_dict(train)
     task = cfg.train_task(task)
     g = torch.Generator().manual_seed(cfg.seed + 1)
-    if markov.is_markov(task):
-        task.validate(vocab_size)
-        while True:
-            yield markov.sample_markov(task, cfg.batch_size, g)[0], None
+    task.validate(vocab_size)
     while True:
-        yield sample_batch(task, cfg.batch_size, vocab_size, g)
-
-
-@torch.no_grad()
-def evaluate(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, edits: dict | None = None) -> dict:
-    """Copy metrics plus each head's prev_token, induction and induction_any score ([layer][head] lists).
-    edits: run_with_hooks's, e.g. a clamp's (Trainer.evaluate passes the run's own)."""
-    was_training = model.training
-    model.eval()
-    names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
-    logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
-    model.train(was_training)
-    row = copy_metrics(logits, tokens, periods)
-    scores = [head_scores(cache[n], periods) for n in names]
-    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
-    row["induction"] = [s["induction"].tolist() for s in scores]
-    row["induction_any"] = [s["induction_any"].tolist() for s in scores]
-    return row
-
-
-@torch.no_grad()
-def evaluate_markov(model: TinyCharLM, tokens: torch.Tensor, task: markov.MarkovTask, edits: dict | None = None,
-                    strategies: dict | None = None) -> dict:
-    """A Markov-task log row's measurements: "loss" (mean cross-entropy on targets 1..T-1), "loss_optimal"
-    (the chain's Bayes-optimal strategy's, the floor), "kl_<strategy>" for each strategy, "kl_positions"
-    ({strategy: [T - 1] list}) and each head's prev_token and induction score ([layer][head] lists).
-    strategies: markov.strategy_probs(tokens, task), when already computed."""
-    was_training = model.training
-    model.eval()
-    names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
-    logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
-    model.train(was_training)
-    probs = strategies if strategies is not None else markov.strategy_probs(tokens, task)
-    targets = tokens[:, 1:]
-    best = probs[task.strategies[-1]][:, :-1].gather(-1, targets[..., None]).squeeze(-1)
-    row = {"loss": float(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1))),
-           "loss_optimal": float(-best.log().mean())}
-    kl = markov.strategy_kl(logits, tokens, task, probs)
-    row.update({f"kl_{name}": value["mean"] for name, value in kl.items()})
-    row["kl_positions"] = {name: [round(float(v), 5) for v in value["per_position"]] for name, value in kl.items()}
-    scores = [markov.head_scores(cache[n], tokens) for n in names]
-    row["prev_token"] = [s["prev_token"].tolist() for s in scores]
-    row["induction"] = [s["induction"].tolist() for s in scores]
-    return row
+        yield task.sample(cfg.batch_size, vocab_size, g)
 
 
 class LaterCopyLoss:
@@ -139,10 +85,9 @@ class Trainer:
     """Holds one training run. history: one dict per logged step (see `evaluate`, plus step,
     train_loss and seconds of training so far)."""
 
-    def __init__(self, model_cfg: ModelConfig, task_cfg: TaskConfig, train_cfg: TrainConfig):
+    def __init__(self, model_cfg: ModelConfig, task_cfg: Task, train_cfg: TrainConfig):
         self.model_cfg, self.cfg = model_cfg, train_cfg.validate()
         self.task_cfg = task_cfg.validate(model_cfg.vocab_size)
-        self.markov = markov.is_markov(task_cfg)
         self.train_task = train_cfg.train_task(task_cfg)
         check_interventions(model_cfg, train_cfg)
         self.model = initial_model(model_cfg, train_cfg)
@@ -154,13 +99,10 @@ class Trainer:
                                betas=(0.9, train_cfg.beta2)) if params else None
         self.batches = training_batches(task_cfg, model_cfg.vocab_size, train_cfg)
         self.eval_tokens, self.eval_periods = eval_batch(task_cfg, model_cfg.vocab_size, train_cfg.eval_size)
-        if self.markov:  # every log measures the whole evaluation batch: 3 states x 100 tokens are cheap
-            self._stop_loss = None
-            self.log_tokens, self.log_periods = self.eval_tokens, None
-            self._log_strategies = markov.strategy_probs(self.log_tokens, task_cfg)  # fixed batch: once
-        else:
-            self._stop_loss = LaterCopyLoss(self.eval_tokens, self.eval_periods)
-            self.log_tokens, self.log_periods = self.eval_tokens[:LOG_SEQS], self.eval_periods[:LOG_SEQS]
+        self._stop_loss = (LaterCopyLoss(self.eval_tokens, self.eval_periods)
+                           if task_cfg.stop_metric == "loss_later_copies" else None)
+        self.log_tokens, self.log_periods = task_cfg.log_batch(self.eval_tokens, self.eval_periods)
+        self._log_cache: dict = {}  # what a task keeps between logs of its fixed batch (core.model.tasks.Task.evaluate)
         self.step = 0
         self.seconds = 0.0
         self.history: list[dict] = []
@@ -185,14 +127,11 @@ class Trainer:
         edits = clamp_edits(self.cfg, tokens)
         return self.model.run_with_hooks(tokens, edits=edits)[0] if edits else self.model(tokens)
 
-    def evaluate(self, tokens: torch.Tensor, periods: torch.Tensor | None) -> dict:
-        """`evaluate` (or on the Markov task `evaluate_markov`) of this run's model as it trains (its clamp,
+    def evaluate(self, tokens: torch.Tensor, extra) -> dict:
+        """The task's log measurements (core.model.tasks.Task.evaluate) of this run's model as it trains (its clamp,
         if any, applied)."""
-        if self.markov:
-            same = tokens is self.log_tokens
-            return evaluate_markov(self.model, tokens, self.task_cfg, clamp_edits(self.cfg, tokens),
-                                   self._log_strategies if same else None)
-        return evaluate(self.model, tokens, periods, clamp_edits(self.cfg, tokens))
+        return self.task_cfg.evaluate(self.model, tokens, extra, clamp_edits(self.cfg, tokens),
+                                      self._log_cache if tokens is self.log_tokens else None)
 
     def train_step(self) -> float:
         """One optimizer step on a fresh batch; returns its mean training loss (nats).
@@ -219,18 +158,14 @@ class Trainer:
                 param.grad.mul_(mask)
             self.optimizer.step()
         with torch.no_grad():
-            if periods is None:  # the Markov task: every target counts
-                self.last_later_loss = float(loss)
-            else:
-                later = torch.arange(1, tokens.shape[1])[None, :] >= periods[:, None]
-                self.last_later_loss = float(per_target[later].mean())
+            self.last_later_loss = float(self.task_cfg.later_loss(per_target, tokens, periods))
         self.step += 1
         return loss.item()
 
     def _log(self) -> dict:
         row = {"step": self.step, "train_loss": self.last_loss, "seconds": round(self.seconds, 3)}
         row.update(self.evaluate(self.log_tokens, self.log_periods))
-        if self.markov and self.step % (POSITIONS_EVERY * self.cfg.log_every) and not self.done:
+        if "kl_positions" in row and self.step % (POSITIONS_EVERY * self.cfg.log_every) and not self.done:
             del row["kl_positions"]  # 3 x (T - 1) numbers: every POSITIONS_EVERY-th log keeps them, and the last
         self.history.append(row)
         return row
@@ -250,9 +185,9 @@ class Trainer:
         With stop_at_loss, stops as soon as a stop check or a log finds loss_later_copies below it
         (and logs that step). Returns steps done.
         """
-        if stop_at_loss is not None and self.markov:
-            raise ValueError("stop_at_loss stops a repeat-task run at its drop; "
-                             "the Markov task has no drop to stop at.")
+        if stop_at_loss is not None and self._stop_loss is None:
+            raise ValueError(f"stop_at_loss stops a repeat-task run at its drop; {self.task_cfg.title} has no drop "
+                             "to stop at.")
         done = 0
         while done < n_steps and not self.done:
             t0 = time.perf_counter()

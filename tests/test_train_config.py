@@ -1,0 +1,109 @@
+"""One training configuration: TrainConfig holds every training option, heads written as the pages write them
+("1.2", counted from 1; None for off); the command line, the Train page's settings and a sweep's runs set an
+option by its field's name (with_settings); the old forms (0-based ints, -1 and "none", the old schedule name)
+are read at the edges where old files hold them: every shipped checkpoint and every shipped laws table reads
+as before."""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+from core.model.checkpoints import read_checkpoint, save_checkpoint
+from core.model.config import ModelConfig
+from core.model.task import TaskConfig
+from core.sweeps.grid import SETTINGS, RunSpec
+from core.sweeps.run import read_table
+from core.training.config import TrainConfig, with_settings
+from core.training.interventions import describe
+
+from helpers import ROOT
+
+OLD = {"hold_prev_head": 1, "clamp_induction_head": 2, "knockout_layer": 1, "knockout_head": 0,
+       "schedule": "constant", "steps": 10, "steps_done": 10}  # a train entry as files before the labels hold it
+
+
+def test_the_old_forms_read_as_the_labels_the_pages_show():
+    cfg = TrainConfig.from_dict(OLD)
+    assert (cfg.hold, cfg.clamp, cfg.knockout, cfg.schedule) == ("1.2", "2.3", "2.1", "linear_decay")
+    assert cfg == TrainConfig(steps=10, hold="1.2", clamp="2.3", knockout="2.1")
+    assert cfg.head("hold") == (0, 1) and cfg.head("knockout") == (1, 0)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg  # the new entry reads back the same
+    assert TrainConfig.from_dict({"hold_prev_head": -1, "knockout_layer": -1}).hold is None
+    assert describe(OLD) == describe(cfg.to_dict())  # one sentence for either form
+    assert "head 1.2 held" in describe(OLD)
+    with pytest.raises(ValueError, match="hold takes a head of block 1, e.g. 1.2, got '2.1'"):
+        TrainConfig(hold="2.1").validate()
+    with pytest.raises(ValueError, match="knockout takes a head as block.head"):
+        TrainConfig(knockout="two")
+
+
+def test_a_file_written_with_the_old_hold_keeps_it():
+    from core.model.tinycharlm import TinyCharLM
+
+    model = TinyCharLM(ModelConfig(vocab_size=16, d_model=32, n_heads=4, n_layers=2))
+    for train in ({"hold_prev_head": 2}, {"hold": "1.3"}):
+        buf = io.BytesIO()
+        save_checkpoint(model, buf, TaskConfig(4, 8, 24), train=train)
+        loaded, info = read_checkpoint(buf.getvalue(), name="held.pt")
+        assert loaded.held_head == 2, train
+
+
+def _shipped_files():
+    return sorted([*ROOT.glob("checkpoints/*.pt"), *ROOT.glob("checkpoints/markov/*.pt")])
+
+
+@pytest.mark.parametrize("path", _shipped_files(), ids=lambda p: p.name)
+def test_every_shipped_checkpoint_reads_its_training_as_before(path):
+    model, info = read_checkpoint(path)
+    train = info["train"]
+    cfg = TrainConfig.from_dict(train).validate()
+    old_hold = train.get("hold_prev_head", -1)
+    assert cfg.head("hold") == (None if old_hold == -1 else (0, old_hold))
+    assert model.held_head == (None if old_hold == -1 else old_hold)
+    assert cfg.lr == train["lr"] and cfg.steps == train["steps"] and cfg.seed == train["seed"]
+
+
+RUN_TABLES = sorted(p for p in (ROOT / "checkpoints" / "laws").glob("*.csv")
+                    if "run_id" in read_table(p).columns and "n_layers" in read_table(p).columns)
+
+
+@pytest.mark.parametrize("path", RUN_TABLES, ids=lambda p: p.name)
+def test_every_row_of_every_shipped_sweep_table_is_still_its_specs_run(path):
+    """Each row's settings make a spec that trains (configs) and whose id is the row's: the ids are the keys
+    the laws pages and readings.csv look runs up by, and a resumed sweep skips a row only by its id."""
+    table = read_table(path)
+    assert len(table)
+    for row in table.itertuples():
+        spec = RunSpec(**{c: getattr(row, c) for c in SETTINGS})
+        assert spec.run_id(row.code) == row.run_id, (path.name, row.run_id)
+        model, task, train = spec.configs()
+        assert (model.n_layers, task.seq_len, train.steps, train.seed) == (row.n_layers, row.seq_len, row.steps,
+                                                                            row.seed)
+        assert (train.hold, train.clamp, train.knockout) == tuple(None if v == "none" else v
+                                                                 for v in (row.hold, row.clamp, row.knockout))
+
+
+def test_the_readings_table_names_runs_of_the_shipped_tables():
+    ids = {i for p in RUN_TABLES for i in read_table(p)["run_id"]}
+    readings = pd.read_csv(ROOT / "checkpoints" / "laws" / "readings.csv", comment="#", dtype={"run_id": str})
+    assert len(readings) and set(readings["run_id"]) <= ids
+
+
+@pytest.mark.parametrize("name", ["markov.csv", "markov_prior.csv"])
+def test_every_row_of_the_markov_tables_is_a_task_that_trains(name):
+    from core.model.markov import OPTIONAL, MarkovTask
+
+    table = pd.read_csv(ROOT / "checkpoints" / "laws" / name, comment="#")
+    for row in table.to_dict("records"):
+        keys = ("n_states", "concentration", "seq_len", *(k for k in OPTIONAL if k in row))
+        MarkovTask(**{k: row[k] for k in keys}).validate()
+
+
+def test_a_setting_goes_to_the_config_with_its_name():
+    model, task, train = with_settings({"n_layers": 1, "seq_len": 64, "lr": 0.5, "hold": "1.1"},
+                                       ModelConfig(), TaskConfig(), TrainConfig())
+    assert (model.n_layers, task.seq_len, train.lr, train.hold, train.seq_len) == (1, 64, 0.5, "1.1", 0)
+    with pytest.raises(ValueError, match="no model, task or training setting is called 'lr_typo'"):
+        with_settings({"lr_typo": 1}, ModelConfig(), TaskConfig(), TrainConfig())
