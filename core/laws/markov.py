@@ -191,10 +191,10 @@ def _rate_text(mt: MarkovTable) -> str:
             f"{cfg.steps - held} steps so). ")
 
 
-def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = None) -> list[str]:
+def markov_sentences(mt: MarkovTable | None = None) -> list[str]:
     """What the page says about the Markov table, computed from it: the runs and the censored ones, each point's
-    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it (prior_shown:
-    whether the page shows the prior table after it; None: whether PRIOR_FILE is installed)."""
+    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it (pointing to
+    the prior table below when PRIOR_FILE is installed, as the page then shows it)."""
     from core.training.markov import MARKOV_MODEL, PAPER
 
     mt = read_markov() if mt is None else mt
@@ -267,7 +267,7 @@ def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = N
     cannot = ("What this table cannot tell is whether the bigram stage would come sooner without the unigram one: "
               "every run here has the unigram solution on offer, so no run in it measures the bigram onset without "
               "it. ")
-    if PRIOR_FILE.is_file() if prior_shown is None else prior_shown:
+    if PRIOR_FILE.is_file():
         cannot += ("The prior table below takes that up: runs on doubly stochastic chains, whose stationary "
                    "distribution is uniform so that in-context counts of single tokens say nothing of the next one, "
                    "and on those with unigram-optimal chains mixed in. ")
@@ -308,14 +308,14 @@ def markov_frame(mt: MarkovTable | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fit_line(mt: MarkovTable | None = None, n: int = 24) -> pd.DataFrame:
-    """The bigram onset's fit through its medians, x and y at n points over the fitted range (a curve on the
+def fit_line(mt: MarkovTable | None = None) -> pd.DataFrame:
+    """The bigram onset's fit through its medians, x and y at 24 points over the fitted range (a curve on the
     chart's linear axes); empty when there is no fit."""
     mt = read_markov() if mt is None else mt
     fit = fits(mt)["bigram_step"]
     if fit is None:
         return pd.DataFrame(columns=["x", "y", "line"])
-    xs = np.exp(np.linspace(math.log(min(fit.xs)), math.log(max(fit.xs)), n))
+    xs = np.exp(np.linspace(math.log(min(fit.xs)), math.log(max(fit.xs)), 24))
     return pd.DataFrame({"x": xs, "y": [fit.predict(x) for x in xs],
                          "line": f"fit through the medians: step ∝ {mt.symbol}^{signed(fit.slope)}"})
 
@@ -357,11 +357,11 @@ class PriorArm:
         r = self.runs
         return int((r["unigram_step"] < r["bigram_step"]).sum())
 
-    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+    def interval(self) -> tuple[float, float]:
         """The median's bootstrap interval (sequences seen) over the seeds: N_BOOT resamples of the seeds with
         replacement, a censored run ranked last (inf: an end above the cap)."""
         boot = boot_medians(with_inf(self.seqs.steps), resample_indices(self.seqs.n, BOOT_SEED))
-        a = (1 - level) / 2
+        a = (1 - LEVEL) / 2
         low, high = np.quantile(boot, [a, 1 - a], method="nearest")
         return float(low), float(high)
 
@@ -441,7 +441,7 @@ def _ratios(a: PriorArm, b: PriorArm) -> np.ndarray:
         return boot_medians(with_inf(b.seqs.steps), ib) / boot_medians(with_inf(a.seqs.steps), ia)
 
 
-def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[float, float]:
+def ratio_interval(a: PriorArm, b: PriorArm) -> tuple[float, float]:
     """The bootstrap interval of b's median bigram onset over a's (sequences seen): N_BOOT resamples of the seeds,
     drawn together for both arms when they hold the same seeds (seed s's runs start from the same weights), else
     each arm's on its own; a censored run ranked last (inf), a resample where both medians are censored left out.
@@ -449,7 +449,7 @@ def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[floa
     while their ratio's does not."""
     ratio = _ratios(a, b)
     ratio = ratio[~np.isnan(ratio)]
-    q = (1 - level) / 2
+    q = (1 - LEVEL) / 2
     low, high = np.quantile(ratio, [q, 1 - q], method="nearest") if len(ratio) else (math.nan, math.nan)
     return float(low), float(high)
 
