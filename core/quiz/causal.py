@@ -93,12 +93,12 @@ def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
                     f"clean performance gone); the next most needed leaves {-second:.2f}.")
 
 
-def lens_stage(by_copy: pd.DataFrame, copy: str = "second", gap: float | None = None) -> Question:
+def lens_stage(by_copy: pd.DataFrame, gap: float | None = None) -> Question:
     """by_copy: core.causal.logit_lens.lens_by_copy. After which stage is the right token's mean
-    probability on `copy` targets first above one half?"""
-    rows = by_copy[by_copy["copy"] == copy].sort_values("stage")
+    probability on second-copy targets first above one half?"""
+    rows = by_copy[by_copy["copy"] == "second"].sort_values("stage")
     stages, probs = list(rows["stage_label"]), [float(p) for p in rows["prob"]]
-    prompt = (f"Read through the unembedding, after which stage does the right token of the {copy} copy first get a "
+    prompt = ("Read through the unembedding, after which stage does the right token of the second copy first get a "
               "mean probability above one half?")
     options = stages + ["at no stage"]
     small = _small_gap("q_lens", prompt, gap)
