@@ -143,8 +143,8 @@ def clamp_sentences(path: str | Path = CLAMPS_FILE, readings: str | Path | None 
         high = f"{r.high:.2f}" if math.isfinite(r.high) else "inf"
         open_end = (f"; in {r.censored} of them a median was censored, so the upper end is open" if math.isinf(r.high)
                     else f"; in {r.censored} of them a median was censored" if r.censored else "")
-        out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one (95% "
-                   f"interval {r.low:.2f} to {high}, {how}, {N_BOOT} times{open_end}): "
+        out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one "
+                   f"({LEVEL:.0%} interval {r.low:.2f} to {high}, {how}, {N_BOOT} times{open_end}): "
                    + {"earlier": "the drop comes clearly earlier.", "later": "the drop comes clearly later.",
                       "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
     claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "

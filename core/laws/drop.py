@@ -38,7 +38,7 @@ from core.laws.stats import (
     table_command,
     trend,
 )
-from core.reading.bootstrap import N_BOOT
+from core.reading.bootstrap import LEVEL, N_BOOT
 from core.sweeps.grid import SETTINGS
 from core.sweeps.run import read_table
 
@@ -245,7 +245,7 @@ def sentences(result: LawResult) -> list[str]:
                 f"end is open" if fit.open else f"; {fit.censored} of them met a censored median, too few to open an "
                 "end" if fit.censored else "")
     out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {signed(fit.slope)} "
-               f"(95% interval {interval_text(fit, d)}, over {len(fit.xs)} points of "
+               f"({LEVEL:.0%} interval {interval_text(fit, d)}, over {len(fit.xs)} points of "
                f"{'/'.join(map(str, seeds))} seeds, {how}, {N_BOOT} times{censored}): the drop {trend(fit)} as "
                f"{axis} grows.")
     rho = seed_rank_correlation(result.points)

@@ -163,7 +163,7 @@ def _fit_text(fit: Fit, points: tuple[Point, ...]) -> str:
     censored = (f"; in {fit.censored} of them a point's median was censored, a slope beyond every finite one, so the "
                 "interval is open" if fit.open else f"; in {fit.censored} of them a point's median was censored"
                 if fit.censored else "")
-    return (f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}, over {len(fit.xs)} "
+    return (f"{signed(fit.slope)} ({LEVEL:.0%} interval {interval_text(fit, d)}, over {len(fit.xs)} "
             f"points of {seeds} seeds, {how}, {N_BOOT} times{censored})")
 
 
@@ -430,7 +430,7 @@ def _median_text(arm: PriorArm) -> str:
     low, high = arm.interval()
     cap = f"the cap of {arm.seqs.cap:,} sequences"
     med = _seqs(arm.seqs.median) if math.isfinite(arm.seqs.median) else f"above {cap}"
-    return f"{med} (95% interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
+    return f"{med} ({LEVEL:.0%} interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
 
 
 def _ratios(a: PriorArm, b: PriorArm) -> np.ndarray:
@@ -493,7 +493,7 @@ def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str, interval: tuple[
         return f"{x:.2f}" if math.isfinite(x) else "above any finite value"
 
     text = (f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} "
-            f"{a_name} ({times}95% interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
+            f"{a_name} ({times}{LEVEL:.0%} interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
     if way == "unclear":
         text += "the interval holds 1, so by it alone these seeds allow no conclusion"
     else:
@@ -552,7 +552,7 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
                     f"bigram: here {ds.skipped} of {ds.steps.n} runs were never the nearest to the unigram strategy "
                     "before their bigram stage (the table records the onsets only, not every log's nearest strategy).")
     out.append("Median bigram onset in training sequences seen that are not unigram-optimal (step x batch x share "
-               "not unigram-optimal, Edelman et al.'s axis), with its 95% bootstrap interval over the seeds: "
+               f"not unigram-optimal, Edelman et al.'s axis), with its {LEVEL:.0%} bootstrap interval over the seeds: "
                + "; ".join(f"{a.name}, {_median_text(a)}" for a in pt.arms) + ".")
     full = pt.arm("dirichlet")
     mixes = [a for a in pt.arms if a.prior == "doubly_stochastic" and a.unigram_share]

@@ -131,7 +131,7 @@ def _fit_text(fit: Fit | None) -> str:
         return "no slope (fewer than two points reached it within the cap)"
     d = decimals([e for e in (fit.low, fit.high) if math.isfinite(e)], [0.0, -0.5, -1.0])
     censored = f"; {fit.censored} of {N_BOOT} resamples met a censored median" if fit.censored else ""
-    return f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}{censored})"
+    return f"{signed(fit.slope)} ({LEVEL:.0%} interval {interval_text(fit, d)}{censored})"
 
 
 def caps_text(table: pd.DataFrame) -> str:
@@ -315,6 +315,6 @@ def power_sentence(frame: pd.DataFrame) -> str:
                 f"more than {MAX_SEEDS} seeds a point")
         parts.append(f"{r.stage} against {r.series}: {need} (with 5 seeds {power_percent(r.power_5)} of experiments "
                      f"would, with 12 {power_percent(r.power_12)})")
-    return (f"How many seeds it takes to tell a slope of −0.5 from 0, {POWER:.0%} of the time at the 95% level, "
-            "resampling the measured seed spread (each seed's steps about its point's median, kept together across "
-            "points): " + "; ".join(parts) + ".")
+    return (f"How many seeds it takes to tell a slope of −0.5 from 0, {POWER:.0%} of the time at the {LEVEL:.0%} "
+            "level, resampling the measured seed spread (each seed's steps about its point's median, kept together "
+            "across points): " + "; ".join(parts) + ".")
