@@ -17,7 +17,7 @@ from ui.python_panel import Snippet
 from ui.snippets.fill import Code, fill
 
 SHIPPED_KEY = shipped_key("variable-period-2block.pt")
-AT_STEP = SHIPPED_KEY + "@step120"  # a snapshot of it (ui.steps.STEP_TAG)
+AT_STEP = SHIPPED_KEY + "@step120"  # a snapshot of it (ui.model_keys.STEP_TAG)
 SESSION = "session:abc"  # a model trained or uploaded in the session
 SETTINGS = TrainSettings(n_layers=2, period_min=4, period_max=8, seq_len=24, bias=False, lr=0.01, batch_size=4,
                          steps=60, seed=0)

@@ -26,6 +26,7 @@ _done = False
 # postScriptGC off (.streamlit/config.toml), and an ended session's state sits in reference cycles
 # (its script runs, widgets, models) that only a full collection frees (bench/memory.py --sessions)
 GC_EVERY = 60.0
+TRIM_EVERY = 1.0  # seconds between the trimmer's ticks (malloc_trim, the ended-session sweep)
 _lock = threading.Lock()
 _last_run = 0.0  # time.monotonic() of the last script run's start
 MADV_PAGEOUT = 21  # Linux 5.4+ (asm-generic/mman-common.h)
@@ -60,7 +61,7 @@ def script_ended() -> None:
     _first_ended = True
 
 
-def _tune_malloc(every: float = 1.0) -> None:
+def _tune_malloc() -> None:
     """Keep the server's resident memory near what it uses (bench/memory.py). Every script run is a
     new thread, glibc gives threads heaps (arenas) of their own, and it keeps freed tensors of up to
     32 MB inside them: after one session had opened every page the server held about 600 MB, most
@@ -68,7 +69,7 @@ def _tune_malloc(every: float = 1.0) -> None:
     freeing one gives it back (glibc raises its threshold each time such a block is freed, up to 32 MB,
     after which a view's tensors are cut from the heap between long-lived objects: a walk that computed
     every view left 297-349 MB of anonymous memory, 259-260 with the threshold fixed, bench/memory.py);
-    and a daemon thread that hands free heap pages back to the system every `every`
+    and a daemon thread that hands free heap pages back to the system every TRIM_EVERY
     seconds (malloc_trim: about 20 ms when there is much to return, microseconds when not; nothing on
     the training path changes), after a full collection every GC_EVERY seconds and a sweep of ended
     sessions (ui/sessions.py) every time.
@@ -85,7 +86,7 @@ def _tune_malloc(every: float = 1.0) -> None:
         global page_outs
         collected, paged_out, file_after = time.monotonic(), 0.0, None
         while True:
-            time.sleep(every)
+            time.sleep(TRIM_EVERY)
             try:
                 sessions.sweep()
             except Exception:  # noqa: BLE001 -- releasing an ended session is housekeeping; the trimmer goes on

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from core.causal.clarity import NEEDED
 from core.causal.patching import PatchRuns, metric_by_seq
 from core.causal.path_patching import PATHS, receiver_edits
 from core.model.hooks import hook_name
@@ -115,8 +116,7 @@ def faithfulness(model: TinyCharLM, runs: PatchRuns, circuit, reference: str = "
     return float((faithfulness_by_seq(model, runs, circuit, reference) * w).sum() / w.sum())
 
 
-def knockouts(model: TinyCharLM, runs: PatchRuns, reference: str = "mean", level: float = bootstrap.LEVEL
-              ) -> pd.DataFrame:
+def knockouts(model: TinyCharLM, runs: PatchRuns, reference: str = "mean") -> pd.DataFrame:
     """Each element ablated alone from the whole model: element, label, kept (the share of the span
     F(all) - F(none) that F(all minus v) keeps), kept_low, kept_high (its interval over the sequences,
     resampled with the span), lost_nats (F(all) - F(all minus v))."""
@@ -132,7 +132,7 @@ def knockouts(model: TinyCharLM, runs: PatchRuns, reference: str = "mean", level
         with np.errstate(invalid="ignore", divide="ignore"):
             return ((f_v[:, idx] * ws).sum(-1) - bottom) / (top - bottom)
 
-    low, high = bootstrap.sequence_interval(share, len(w), level)
+    low, high = bootstrap.sequence_interval(share, len(w))
     mean = lambda f: (f * w).sum(-1) / w.sum()  # noqa: E731
     span = mean(f_all) - mean(f_none)
     kept = (mean(f_v) - mean(f_none)) / span if span else np.full(len(order), np.nan)
@@ -140,25 +140,18 @@ def knockouts(model: TinyCharLM, runs: PatchRuns, reference: str = "mean", level
                          "kept_low": low, "kept_high": high, "lost_nats": mean(f_all) - mean(f_v)})
 
 
-def choose(model: TinyCharLM, runs: PatchRuns, reference: str = "mean", needed: float | None = None,
-           table: pd.DataFrame | None = None) -> frozenset:
+def choose(model: TinyCharLM, runs: PatchRuns, reference: str = "mean", table: pd.DataFrame | None = None
+           ) -> frozenset:
     """The circuit one reference finds: every element whose knockout alone (knockouts(), or `table` if given)
-    keeps a share of the span with an interval ending below `needed` (clarity.NEEDED)."""
-    from core.causal.clarity import NEEDED
-
+    keeps a share of the span with an interval ending below clarity.NEEDED."""
     table = knockouts(model, runs, reference) if table is None else table
-    needed = NEEDED if needed is None else needed
-    return frozenset(table.loc[table["kept_high"] < needed, "element"])
+    return frozenset(table.loc[table["kept_high"] < NEEDED, "element"])
 
 
-def grow(model: TinyCharLM, runs: PatchRuns, start, reference: str = "mean", target: float | None = None,
-         limit: int = 8) -> list[tuple[tuple, float]]:
-    """Greedy additions to `start` until it keeps `target` (clarity.NEEDED) of the span: each round adds the
-    element that raises F(C) most; [(element, recovered after adding it)], at most `limit` of them. What one
-    knockout at a time misses: parts that each cost little alone but carry M together."""
-    from core.causal.clarity import NEEDED
-
-    target = NEEDED if target is None else target
+def grow(model: TinyCharLM, runs: PatchRuns, start, reference: str = "mean") -> list[tuple[tuple, float]]:
+    """Greedy additions to `start` until it keeps clarity.NEEDED of the span: each round adds the element that
+    raises F(C) most; [(element, recovered after adding it)], at most 8 of them. What one knockout at a time
+    misses: parts that each cost little alone but carry M together."""
     circuit = _check(model, start, reference)
     every = elements(model)
     f_model, f_none = faithfulness(model, runs, every, reference), faithfulness(model, runs, frozenset(), reference)
@@ -167,7 +160,7 @@ def grow(model: TinyCharLM, runs: PatchRuns, start, reference: str = "mean", tar
         return []
     recovered = (faithfulness(model, runs, circuit, reference) - f_none) / span
     added = []
-    while recovered < target and len(added) < limit and circuit != every:
+    while recovered < NEEDED and len(added) < 8 and circuit != every:
         scores = {v: faithfulness(model, runs, circuit | {v}, reference) for v in sorted(every - circuit, key=_order)}
         best = max(scores, key=scores.get)
         circuit = circuit | {best}
@@ -203,10 +196,11 @@ def circuit_report(model: TinyCharLM, runs: PatchRuns, circuit, reference: str =
             "recovered": (f_c - f_none) / span if span else float("nan"), "rows": table}
 
 
-def fresh_report(model: TinyCharLM, fresh: PatchRuns, circuit, reference: str = "mean") -> dict:
-    """The chosen circuit scored again on `fresh` runs (sequences it was not chosen on): circuit_report's figures
-    {reference, f_model, f_circuit, f_none, span, recovered} and its rows, plus n_seqs."""
-    rep = circuit_report(model, fresh, circuit, reference)
+def fresh_report(model: TinyCharLM, fresh: PatchRuns, circuit) -> dict:
+    """The chosen circuit scored again on `fresh` runs (sequences it was not chosen on), with the mean reference
+    it was chosen with: circuit_report's figures {reference, f_model, f_circuit, f_none, span, recovered} and its
+    rows, plus n_seqs."""
+    rep = circuit_report(model, fresh, circuit)
     rep["n_seqs"] = int(fresh.clean.shape[0])
     return rep
 
@@ -217,12 +211,12 @@ def chosen(circ: dict) -> frozenset:
     return frozenset(rows.loc[rows["element"].notna(), "element"])
 
 
-def page_circuit(model: TinyCharLM, runs: PatchRuns, paths: pd.DataFrame | None = None) -> dict:
+def page_circuit(model: TinyCharLM, runs: PatchRuns) -> dict:
     """The Causal page's circuit: chosen and scored with the mean reference (circuit_report of choose()), with
     "elements" (their labels), "knockouts" (the table it was chosen from), "grown": grow()'s additions as
     [(label, recovered)], and "other": the same circuit test with the corrupted-run reference (elements,
-    recovered, f_circuit, f_none, f_model, span), to show what the reference changes.
-    `paths` (the page's path patching) is not used: the circuit is chosen by its own reference."""
+    recovered, f_circuit, f_none, f_model, span), to show what the reference changes. The page's path patching
+    plays no part: the circuit is chosen by its own reference."""
     out = {}
     for reference in REFERENCES:
         table = knockouts(model, runs, reference)

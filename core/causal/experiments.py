@@ -58,14 +58,14 @@ def _path_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     df["receiver"] = [head_label(l, h) for l, h in zip(df["receiver_layer"], df["receiver_head"])]  # "2.all": h < 0
     df["testable"] = pd.Series(dtype=bool)
     if len(df):
-        changes = path_patching.sender_changes(model, runs, [(0, h) for h in range(H)]).set_index("sender_head")
+        changes = path_patching.sender_changes(runs, [(0, h) for h in range(H)]).set_index("sender_head")
         df["testable"] = [bool(changes.loc[h, f"testable_{p}"]) for h, p in zip(df["sender_head"], df["path"])]
     return df
 
 
 def sender_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     """path_patching.sender_changes of the block-1 heads, with a sender label."""
-    df = path_patching.sender_changes(model, runs, [(0, h) for h in range(model.cfg.n_heads)])
+    df = path_patching.sender_changes(runs, [(0, h) for h in range(model.cfg.n_heads)])
     df.insert(0, "sender", [head_label(0, h) for h in df["sender_head"]])
     return df
 
@@ -133,7 +133,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
         by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
-        circuit=circuit.page_circuit(model, runs, paths) if cfg.n_layers == 2 else None,
+        circuit=circuit.page_circuit(model, runs) if cfg.n_layers == 2 else None,
         composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
 
@@ -146,7 +146,7 @@ def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
     direct effect of 1 is forced by the corruption, not measured."""
     df = with_labels(noising.head_noise_effects(model, runs))
     every = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
-    changes = path_patching.sender_changes(model, runs, every)
+    changes = path_patching.sender_changes(runs, every)
     df["direct_testable"] = changes["testable_q"].astype(bool).to_numpy() if len(df) else pd.Series(dtype=bool)
     return df
 

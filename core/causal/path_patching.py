@@ -175,7 +175,7 @@ TESTABLE = 0.5  # a path can be tested when its sender changes at at least this 
 
 
 @torch.no_grad()
-def sender_changes(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, int]]) -> pd.DataFrame:
+def sender_changes(runs: PatchRuns, senders: list[tuple[int, int]]) -> pd.DataFrame:
     """Where each sender's output differs between the two runs. A path can only show something where
     the sender writes differently in the clean and corrupted runs: the second-copy query positions
     L <= i <= 2L-2 (whose logits M scores) for the query path, the first-copy positions 0..L-1 (where
@@ -203,8 +203,8 @@ def sender_changes(model: TinyCharLM, runs: PatchRuns, senders: list[tuple[int, 
                                        "testable_q", "testable_k", "testable_v"])
 
 
-def _check_positions(model: TinyCharLM, runs: PatchRuns, senders, receiver, path: str, direction: str,
-                     reference: str, by: str) -> None:
+def _check_positions(model: TinyCharLM, senders, receiver, path: str, direction: str, reference: str,
+                     by: str) -> None:
     """ValueError with a sentence for every argument path_patch_positions cannot use."""
     rl, rh = receiver
     if not 1 <= rl < model.cfg.n_layers:
@@ -248,7 +248,7 @@ def path_patch_positions(model: TinyCharLM, runs: PatchRuns, senders: list[tuple
     with only the receiver's changed output at position p kept (module docstring). receiver (layer, None) is
     every head of that block at once. reference: "corrupted" or, noising only, "mean". G patches go through
     run_with_hooks in one call (chunks of CHUNK_POSITIONS sequence positions). ValueError for bad arguments."""
-    _check_positions(model, runs, senders, receiver, path, direction, reference, by)
+    _check_positions(model, senders, receiver, path, direction, reference, by)
     rl, rh = receiver
     H = model.cfg.n_heads
     B, T = runs.clean.shape

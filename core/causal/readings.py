@@ -13,6 +13,7 @@ import pandas as pd
 
 from core.causal import clarity
 from core.causal.clarity import MIN_GAP, NEEDED  # noqa: F401  (the page reads them here)
+from core.reading.bootstrap import LEVEL
 
 if TYPE_CHECKING:
     from core.causal.experiments import Experiments
@@ -41,7 +42,7 @@ def key_composition_sentence(res: Experiments) -> str | None:
     if worst is None:
         return None
     return (f"On this model the most needed key path into all of block 2 comes from head {worst['sender']}: noising "
-            f"it leaves an effect of {worst['patch_effect']:.2f} (95% interval {worst['effect_low']:.2f} to "
+            f"it leaves an effect of {worst['patch_effect']:.2f} ({LEVEL:.0%} interval {worst['effect_low']:.2f} to "
             f"{worst['effect_high']:.2f} over the sequences). This is K-composition shown by an intervention, next to "
             "the weight-based composition scores of *Circuits & ablations*.")
 

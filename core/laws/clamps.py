@@ -58,14 +58,14 @@ class Ratio:
     censored: int = 0
 
 
-def median_ratio(arm: Point, base: Point, level: float = LEVEL, seed: int = BOOT_SEED) -> Ratio:
+def median_ratio(arm: Point, base: Point) -> Ratio:
     """arm.median / base.median and its interval (see Ratio)."""
-    shared = resample_indices(base.n, seed) if paired((base, arm)) else None
-    boot = [boot_medians(with_inf(p.steps), shared if shared is not None else resample_indices(p.n, seed + i))
+    shared = resample_indices(base.n) if paired((base, arm)) else None
+    boot = [boot_medians(with_inf(p.steps), shared if shared is not None else resample_indices(p.n, BOOT_SEED + i))
             for i, p in enumerate((base, arm))]
     with np.errstate(invalid="ignore"):
         ratios = boot[1] / boot[0]  # inf / finite = inf, finite / inf = 0, inf / inf = NaN
-    a = (1 - level) / 2
+    a = (1 - LEVEL) / 2
     low, high = quantiles(ratios, [a, 1 - a])
     censored = int((np.isinf(boot[0]) | np.isinf(boot[1])).sum())
     return Ratio(arm.median / base.median, low, high, int((~np.isnan(ratios)).sum()), censored)
@@ -143,8 +143,8 @@ def clamp_sentences(path: str | Path = CLAMPS_FILE, readings: str | Path | None 
         high = f"{r.high:.2f}" if math.isfinite(r.high) else "inf"
         open_end = (f"; in {r.censored} of them a median was censored, so the upper end is open" if math.isinf(r.high)
                     else f"; in {r.censored} of them a median was censored" if r.censored else "")
-        out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one (95% "
-                   f"interval {r.low:.2f} to {high}, {how}, {N_BOOT} times{open_end}): "
+        out.append(f"With the {arm_name(*key)}, the median drop step is {r.ratio:.2f} times the unclamped one "
+                   f"({LEVEL:.0%} interval {r.low:.2f} to {high}, {how}, {N_BOOT} times{open_end}): "
                    + {"earlier": "the drop comes clearly earlier.", "later": "the drop comes clearly later.",
                       "unclear": "these seeds cannot tell it from no clamp."}[verdicts[key]])
     claim = ("Singh et al. (2024) find that induction heads form through subcircuits that interact (the previous-token "
@@ -187,11 +187,11 @@ def clamp_sentences(path: str | Path = CLAMPS_FILE, readings: str | Path | None 
     return out
 
 
-def clamp_frame(path: str | Path = CLAMPS_FILE) -> pd.DataFrame:
-    """One row per run for the clamps chart: arm (its name), seed, drop_step, dropped, y (the drop step, or
-    the cap for a run that never dropped), median and quartiles of its arm."""
+def clamp_frame() -> pd.DataFrame:
+    """One row per run of the clamps table (CLAMPS_FILE) for its chart: arm (its name), seed, drop_step, dropped,
+    y (the drop step, or the cap for a run that never dropped), median and quartiles of its arm."""
     rows = []
-    for (hold, clamp), p in clamp_arms(path).items():
+    for (hold, clamp), p in clamp_arms().items():
         low, high = p.quartiles()
         rows += [{"arm": arm_name(hold, clamp), "seed": seed, "drop_step": step, "dropped": step is not None,
                   "y": p.cap if step is None else step, "median": p.median if math.isfinite(p.median) else None,

@@ -38,7 +38,7 @@ from core.laws.stats import (
     table_command,
     trend,
 )
-from core.reading.bootstrap import N_BOOT
+from core.reading.bootstrap import LEVEL, N_BOOT
 from core.sweeps.grid import SETTINGS
 from core.sweeps.run import read_table
 
@@ -169,8 +169,8 @@ def verdict(fit: Fit, prediction: Prediction) -> str:
 PLACEMENTS = (1, 2, 4)  # a censored run placed at these multiples of its cap, to show what an open end rests on
 
 
-def crossing(points: tuple[Point, ...], mark: float, cap: int, every: int = 10) -> float | None:
-    """The step (to `every` steps) at which placing the censored runs moves the interval's open end across `mark`:
+def crossing(points: tuple[Point, ...], mark: float, cap: int) -> float | None:
+    """The step (to 10 steps) at which placing the censored runs moves the interval's open end across `mark`:
     below it the interval stays on one side of `mark`. None when even the cap, or 1000 caps, leaves it where it is."""
     def beyond(step: float) -> bool:
         f = placed_fit(points, step)
@@ -179,10 +179,10 @@ def crossing(points: tuple[Point, ...], mark: float, cap: int, every: int = 10) 
     lo, hi = float(cap), 1000.0 * cap
     if beyond(lo) or not beyond(hi):
         return None
-    while hi - lo > every:
+    while hi - lo > 10:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if beyond(mid) else (mid, hi)
-    return float(round(hi / every) * every)
+    return float(round(hi / 10) * 10)
 
 
 def _inside_placed(result: LawResult, mark: float) -> bool:
@@ -245,7 +245,7 @@ def sentences(result: LawResult) -> list[str]:
                 f"end is open" if fit.open else f"; {fit.censored} of them met a censored median, too few to open an "
                 "end" if fit.censored else "")
     out.append(f"Against {law.axis_label}, the median drop step's log-log slope is {signed(fit.slope)} "
-               f"(95% interval {interval_text(fit, d)}, over {len(fit.xs)} points of "
+               f"({LEVEL:.0%} interval {interval_text(fit, d)}, over {len(fit.xs)} points of "
                f"{'/'.join(map(str, seeds))} seeds, {how}, {N_BOOT} times{censored}): the drop {trend(fit)} as "
                f"{axis} grows.")
     rho = seed_rank_correlation(result.points)
@@ -326,36 +326,36 @@ def chart_frames(result: LawResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, pd.DataFrame(rows, columns=["x", "y", "line"])
 
 
-def vocab_effects(path: str | Path | None = None) -> dict[int, dict[str, float]]:
-    """What else V moves in the vocab sweep, from its table's settings: V -> {"threshold": ln V / 2, the drop's
-    line in nats; "repeats": the expected share of a pattern's positions whose token occurs in that pattern
-    more than once (tokens drawn uniformly from V, core.model.task.sample_batch; the period uniform over
-    period_min..period_max)}."""
-    t = read_table(path or LAWS["vocab"].path)
+def vocab_effects() -> dict[int, dict[str, float]]:
+    """What else V moves in the vocab sweep, from its table's settings (LAWS["vocab"].path): V -> {"threshold":
+    ln V / 2, the drop's line in nats; "repeats": the expected share of a pattern's positions whose token occurs
+    in that pattern more than once (tokens drawn uniformly from V, core.model.task.sample_batch; the period
+    uniform over period_min..period_max)}."""
+    t = read_table(LAWS["vocab"].path)
     periods = range(int(t["period_min"].iloc[0]), int(t["period_max"].iloc[0]) + 1)
     return {int(v): {"threshold": math.log(v) / 2,
                      "repeats": float(np.mean([1 - (1 - 1 / v) ** (p - 1) for p in periods]))}
             for v in sorted(t["vocab_size"].unique())}
 
 
-def sweep_tables(paths=None) -> list[tuple[Path, pd.DataFrame]]:
-    """(path, table) of every shipped table that core.sweeps.run wrote (default: checkpoints/laws/*.csv), those
+def sweep_tables() -> list[tuple[Path, pd.DataFrame]]:
+    """(path, table) of every shipped table that core.sweeps.run wrote (checkpoints/laws/*.csv), those
     with runs that have a drop step and a cap: not readings.csv (a reading per seed) nor markov.csv (stage
     onsets, no drop)."""
     out = []
-    for path in sorted(paths or LAWS_DIR.glob("*.csv")):
+    for path in sorted(LAWS_DIR.glob("*.csv")):
         t = read_table(path)
         if not t.empty and {"run_id", "drop_step", "steps"} <= set(t.columns):
             out.append((Path(path), t))
     return out
 
 
-def sweeps_caption(paths=None) -> str:
+def sweeps_caption() -> str:
     """What every shipped law table trained, read from the tables: the preset, steps, seeds a point, the
     learning-rate schedule those steps had (TrainConfig's defaults, as the sweeps ran them) and the resamples."""
     from core.training.config import TrainConfig
 
-    tables = [t for _, t in sweep_tables(paths)]
+    tables = [t for _, t in sweep_tables()]
     constant = [t for t in tables if (t["decay_steps"] == 0).all()]  # those say their own schedule
     tables = [t for t in tables if not (t["decay_steps"] == 0).all()]
     if not tables:
@@ -393,22 +393,21 @@ def _run_name(table_name: str, row) -> str:
     return f"{table_name}, seed {int(row['seed'])}"
 
 
-def two_block_sentence(paths=None, study: str | Path | None = None) -> str:
+def two_block_sentence() -> str:
     """How many of the 2-block runs the page shows dropped within their caps, counted from the tables (the
     transition study and every law table; a run shipped in two tables, same run_id, counted once), and
     which did not: those are censored at their cap (they may drop later), not runs that cannot drop."""
     from core.training.transition import STUDY_FILE
 
-    study = Path(study or STUDY_FILE)
     total, dropped, never, caps = 0, 0, [], set()
-    if study.is_file():
-        t = pd.read_csv(study, comment="#")
+    if STUDY_FILE.is_file():
+        t = pd.read_csv(STUDY_FILE, comment="#")
         t = t[t["blocks"] == 2]
         total, dropped = len(t), int(t["dropped"].astype(str).str.lower().eq("true").sum())
         never += [f"transition study seed {int(r.seed)}" for r in t.itertuples() if str(r.dropped).lower() != "true"]
         caps |= {int(c) for c in t["steps_run"]}
     seen: dict[str, tuple[str, bool]] = {}
-    for path, t in sweep_tables(paths):
+    for path, t in sweep_tables():
         for _, row in t[t["n_layers"] == 2].iterrows():
             if row["run_id"] not in seen:
                 seen[row["run_id"]] = (_run_name(Path(path).stem, row), not pd.isna(row["drop_step"]))

@@ -163,7 +163,7 @@ def _fit_text(fit: Fit, points: tuple[Point, ...]) -> str:
     censored = (f"; in {fit.censored} of them a point's median was censored, a slope beyond every finite one, so the "
                 "interval is open" if fit.open else f"; in {fit.censored} of them a point's median was censored"
                 if fit.censored else "")
-    return (f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}, over {len(fit.xs)} "
+    return (f"{signed(fit.slope)} ({LEVEL:.0%} interval {interval_text(fit, d)}, over {len(fit.xs)} "
             f"points of {seeds} seeds, {how}, {N_BOOT} times{censored})")
 
 
@@ -191,10 +191,10 @@ def _rate_text(mt: MarkovTable) -> str:
             f"{cfg.steps - held} steps so). ")
 
 
-def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = None) -> list[str]:
+def markov_sentences(mt: MarkovTable | None = None) -> list[str]:
     """What the page says about the Markov table, computed from it: the runs and the censored ones, each point's
-    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it (prior_shown:
-    whether the page shows the prior table after it; None: whether PRIOR_FILE is installed)."""
+    median onsets, the bigram onset's slope, and Edelman et al.'s claim as far as the table tests it (pointing to
+    the prior table below when PRIOR_FILE is installed, as the page then shows it)."""
     from core.training.markov import MARKOV_MODEL, PAPER
 
     mt = read_markov() if mt is None else mt
@@ -267,7 +267,7 @@ def markov_sentences(mt: MarkovTable | None = None, prior_shown: bool | None = N
     cannot = ("What this table cannot tell is whether the bigram stage would come sooner without the unigram one: "
               "every run here has the unigram solution on offer, so no run in it measures the bigram onset without "
               "it. ")
-    if PRIOR_FILE.is_file() if prior_shown is None else prior_shown:
+    if PRIOR_FILE.is_file():
         cannot += ("The prior table below takes that up: runs on doubly stochastic chains, whose stationary "
                    "distribution is uniform so that in-context counts of single tokens say nothing of the next one, "
                    "and on those with unigram-optimal chains mixed in. ")
@@ -308,14 +308,14 @@ def markov_frame(mt: MarkovTable | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fit_line(mt: MarkovTable | None = None, n: int = 24) -> pd.DataFrame:
-    """The bigram onset's fit through its medians, x and y at n points over the fitted range (a curve on the
+def fit_line(mt: MarkovTable | None = None) -> pd.DataFrame:
+    """The bigram onset's fit through its medians, x and y at 24 points over the fitted range (a curve on the
     chart's linear axes); empty when there is no fit."""
     mt = read_markov() if mt is None else mt
     fit = fits(mt)["bigram_step"]
     if fit is None:
         return pd.DataFrame(columns=["x", "y", "line"])
-    xs = np.exp(np.linspace(math.log(min(fit.xs)), math.log(max(fit.xs)), n))
+    xs = np.exp(np.linspace(math.log(min(fit.xs)), math.log(max(fit.xs)), 24))
     return pd.DataFrame({"x": xs, "y": [fit.predict(x) for x in xs],
                          "line": f"fit through the medians: step ∝ {mt.symbol}^{signed(fit.slope)}"})
 
@@ -357,11 +357,11 @@ class PriorArm:
         r = self.runs
         return int((r["unigram_step"] < r["bigram_step"]).sum())
 
-    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+    def interval(self) -> tuple[float, float]:
         """The median's bootstrap interval (sequences seen) over the seeds: N_BOOT resamples of the seeds with
         replacement, a censored run ranked last (inf: an end above the cap)."""
         boot = boot_medians(with_inf(self.seqs.steps), resample_indices(self.seqs.n, BOOT_SEED))
-        a = (1 - level) / 2
+        a = (1 - LEVEL) / 2
         low, high = np.quantile(boot, [a, 1 - a], method="nearest")
         return float(low), float(high)
 
@@ -430,7 +430,7 @@ def _median_text(arm: PriorArm) -> str:
     low, high = arm.interval()
     cap = f"the cap of {arm.seqs.cap:,} sequences"
     med = _seqs(arm.seqs.median) if math.isfinite(arm.seqs.median) else f"above {cap}"
-    return f"{med} (95% interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
+    return f"{med} ({LEVEL:.0%} interval {_seqs(low)} to {_seqs(high) if math.isfinite(high) else f'above {cap}'})"
 
 
 def _ratios(a: PriorArm, b: PriorArm) -> np.ndarray:
@@ -441,7 +441,7 @@ def _ratios(a: PriorArm, b: PriorArm) -> np.ndarray:
         return boot_medians(with_inf(b.seqs.steps), ib) / boot_medians(with_inf(a.seqs.steps), ia)
 
 
-def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[float, float]:
+def ratio_interval(a: PriorArm, b: PriorArm) -> tuple[float, float]:
     """The bootstrap interval of b's median bigram onset over a's (sequences seen): N_BOOT resamples of the seeds,
     drawn together for both arms when they hold the same seeds (seed s's runs start from the same weights), else
     each arm's on its own; a censored run ranked last (inf), a resample where both medians are censored left out.
@@ -449,7 +449,7 @@ def ratio_interval(a: PriorArm, b: PriorArm, level: float = LEVEL) -> tuple[floa
     while their ratio's does not."""
     ratio = _ratios(a, b)
     ratio = ratio[~np.isnan(ratio)]
-    q = (1 - level) / 2
+    q = (1 - LEVEL) / 2
     low, high = np.quantile(ratio, [q, 1 - q], method="nearest") if len(ratio) else (math.nan, math.nan)
     return float(low), float(high)
 
@@ -493,7 +493,7 @@ def _versus(a: PriorArm, b: PriorArm, a_name: str, b_name: str, interval: tuple[
         return f"{x:.2f}" if math.isfinite(x) else "above any finite value"
 
     text = (f"the median bigram onset was {_seqs(b.seqs.median)} sequences {b_name} against {_seqs(a.seqs.median)} "
-            f"{a_name} ({times}95% interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
+            f"{a_name} ({times}{LEVEL:.0%} interval of the ratio {bound(low)} to {bound(high)}, {how}): ")
     if way == "unclear":
         text += "the interval holds 1, so by it alone these seeds allow no conclusion"
     else:
@@ -552,7 +552,7 @@ def prior_sentences(pt: PriorTable | None = None) -> list[str]:
                     f"bigram: here {ds.skipped} of {ds.steps.n} runs were never the nearest to the unigram strategy "
                     "before their bigram stage (the table records the onsets only, not every log's nearest strategy).")
     out.append("Median bigram onset in training sequences seen that are not unigram-optimal (step x batch x share "
-               "not unigram-optimal, Edelman et al.'s axis), with its 95% bootstrap interval over the seeds: "
+               f"not unigram-optimal, Edelman et al.'s axis), with its {LEVEL:.0%} bootstrap interval over the seeds: "
                + "; ".join(f"{a.name}, {_median_text(a)}" for a in pt.arms) + ".")
     full = pt.arm("dirichlet")
     mixes = [a for a in pt.arms if a.prior == "doubly_stochastic" and a.unigram_share]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.laws.stats import LAWS_DIR
+from core.reading.bootstrap import LEVEL
 
 READINGS_FILE = LAWS_DIR / "readings.csv"
 
@@ -51,8 +52,8 @@ def readings_sentences(path: str | Path = READINGS_FILE) -> list[str]:
         f"It is {same} ({which}): the label is the seed's, the role is not.",
         f"**Its noising effect.** Noising that head's output leaves {_spread(t['prev_noise'])} of M(clean) − "
         f"M(corrupted), clearly needed "
-        f"(its interval ending below 0.9) on {int(_true(t['prev_needed']).sum())} of {n} seeds. One model's 95% "
-        f"interval over its sequences is {width.median():.2f} wide (median); the seeds spread over "
+        f"(its interval ending below 0.9) on {int(_true(t['prev_needed']).sum())} of {n} seeds. One model's "
+        f"{LEVEL:.0%} interval over its sequences is {width.median():.2f} wide (median); the seeds spread over "
         f"{float(t['prev_noise'].max() - t['prev_noise'].min()):.2f}.",
         f"**The key path into block 2.** The previous-token head's key path is clearly the most needed one into all "
         f"of block 2 on {int(_true(t['key_is_prev']).sum())} of {n} seeds"

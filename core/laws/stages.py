@@ -36,11 +36,6 @@ from core.sweeps.run import read_table
 
 TARGETS_FILE = LAWS_DIR / "targets.csv"
 STAGES = {"onset_step": "head-score onset", "drop_step": "drop (ln V / 2)", "completion_step": "completion (0.5 nats)"}
-STAGE_SOURCES = {  # the paper whose prediction each stage is the closest measure of
-    "onset_step": "the formation of the circuit, which Musat et al. (2025) and Aoyama et al. (2025) time",
-    "drop_step": "the lab's drop step, the tables above",
-    "completion_step": "how long the copy takes to learn once the circuit is there, which no paper here predicts",
-}
 SERIES = {"seq_len": ("batch_size", "sequence length T", "T"), "batch_size": ("seq_len", "batch size B", "B")}
 POWER = 0.8  # the share of experiments that must tell the slopes apart
 POWER_SEEDS = (3, 5, 7, 9, 12, 16, 24, 32)  # seeds a point tried by slope_power
@@ -136,7 +131,7 @@ def _fit_text(fit: Fit | None) -> str:
         return "no slope (fewer than two points reached it within the cap)"
     d = decimals([e for e in (fit.low, fit.high) if math.isfinite(e)], [0.0, -0.5, -1.0])
     censored = f"; {fit.censored} of {N_BOOT} resamples met a censored median" if fit.censored else ""
-    return f"{signed(fit.slope)} (95% interval {interval_text(fit, d)}{censored})"
+    return f"{signed(fit.slope)} ({LEVEL:.0%} interval {interval_text(fit, d)}{censored})"
 
 
 def caps_text(table: pd.DataFrame) -> str:
@@ -228,16 +223,15 @@ def stage_sentences(table: pd.DataFrame | None = None) -> list[str]:
     return out
 
 
-def slope_power(points: tuple[Point, ...], slope: float = -0.5, level: float = LEVEL,
-                seeds: tuple[int, ...] = POWER_SEEDS, seed: int = BOOT_SEED
-                ) -> pd.DataFrame | None:
+def slope_power(points: tuple[Point, ...], slope: float = -0.5) -> pd.DataFrame | None:
     """How many seeds a point it takes to tell a slope of `slope` from 0, from the measured seed spread: each
     seed's log step at each point minus the point's log median (the seeds that reached it at every point, kept
     together as the paired bootstrap keeps them) is the noise; an experiment with n seeds draws n of those seeds
     with replacement, N_BOOT times, and fits the slope of the medians. Under slope 0 that gives the fitted slopes'
-    null spread, its central `level` interval [low, high]; under `slope` every fitted slope is `slope` more (the
-    medians move by slope * log x). Rows n, low, high (the null interval), power (the share of experiments under
-    `slope` whose fit falls outside the null interval). None with fewer than MIN_SPREAD such seeds or 2 points."""
+    null spread, its central LEVEL interval [low, high]; under `slope` every fitted slope is `slope` more (the
+    medians move by slope * log x). Rows n (each of POWER_SEEDS), low, high (the null interval), power (the share
+    of experiments under `slope` whose fit falls outside the null interval). None with fewer than MIN_SPREAD such
+    seeds or 2 points."""
     if len(points) < 2 or not paired(points):
         return None
     logy = np.array([[math.log(s) if s is not None else math.nan for s in p.steps] for p in points]).T  # [S, P]
@@ -246,10 +240,10 @@ def slope_power(points: tuple[Point, ...], slope: float = -0.5, level: float = L
         return None
     noise = logy - np.log(np.median(np.exp(logy), axis=0))
     logx = np.log([p.x for p in points])
-    rng = np.random.default_rng(seed)
-    a = (1 - level) / 2
+    rng = np.random.default_rng(BOOT_SEED)
+    a = (1 - LEVEL) / 2
     rows = []
-    for n in seeds:
+    for n in POWER_SEEDS:
         idx = rng.integers(0, len(noise), (N_BOOT, n))
         meds = np.log(np.median(np.exp(noise)[idx], axis=1))  # [N_BOOT, P]: each point's median step
         fitted, _ = lsq_slope(logx, meds)
@@ -260,20 +254,20 @@ def slope_power(points: tuple[Point, ...], slope: float = -0.5, level: float = L
     return pd.DataFrame(rows)
 
 
-def seeds_needed(power: pd.DataFrame | None, target: float = POWER) -> int | None:
-    """The fewest seeds a point in a slope_power table from which the power stays at or above `target` for every
+def seeds_needed(power: pd.DataFrame | None) -> int | None:
+    """The fewest seeds a point in a slope_power table from which the power stays at or above POWER for every
     larger number tried (None if the largest falls short): resampled medians are discrete, so the power is not
     quite monotone in the seeds."""
     if power is None:
         return None
-    below = power.loc[power["power"] < target, "n"]
-    later = power[power["n"] > below.max()] if len(below) else power  # at or above target from there on
+    below = power.loc[power["power"] < POWER, "n"]
+    later = power[power["n"] > below.max()] if len(below) else power  # at or above POWER from there on
     return int(later["n"].min()) if len(later) else None
 
 
-def power_frame(table: pd.DataFrame | None = None, shipped: tuple[str, ...] = ("batch", "seqlen")) -> pd.DataFrame:
+def power_frame(table: pd.DataFrame | None = None) -> pd.DataFrame:
     """slope_power of the drop step (and completion) on each constant-rate series, and of the drop on the shipped
-    decayed tables `shipped`: rows series, stage, seeds_measured (seeds that reached it at every point), noise_sd
+    decayed batch and seqlen tables: rows series, stage, seeds_measured (seeds that reached it at every point), noise_sd
     (the spread of a seed's log step about its point's median), power_5, power_12 (with 5 and 12 seeds a point),
     needed (the fewest seeds for POWER)."""
     table = targets_table() if table is None else table
@@ -282,7 +276,7 @@ def power_frame(table: pd.DataFrame | None = None, shipped: tuple[str, ...] = ("
         runs = series_table(table, axis)
         for stage in ("drop_step", "completion_step"):
             cases.append((f"{name}, constant rate", STAGES[stage], stage_points(runs, stage, axis)))
-    for law_name in shipped:
+    for law_name in ("batch", "seqlen"):
         law = LAWS[law_name]
         if law.path.is_file():
             cases.append((f"{law.axis_name}, shipped table (decaying rate)", STAGES["drop_step"],
@@ -302,11 +296,11 @@ def power_frame(table: pd.DataFrame | None = None, shipped: tuple[str, ...] = ("
     return pd.DataFrame(rows)
 
 
-def power_percent(power: float, target: float = POWER) -> str:
-    """A power in percent, whole unless rounding would carry it across `target` or to 100%: then with the decimals
+def power_percent(power: float) -> str:
+    """A power in percent, whole unless rounding would carry it across POWER or to 100%: then with the decimals
     that keep it on its side (0.795 is "79.5%", not "80%", beside a statement that 80% takes more seeds)."""
     digits = next((d for d in range(5) if all((round(power, d + 2) >= level) == (power >= level)
-                                              for level in (target, 1.0))), 4)
+                                              for level in (POWER, 1.0))), 4)
     return f"{power:.{digits}%}"
 
 
@@ -321,6 +315,6 @@ def power_sentence(frame: pd.DataFrame) -> str:
                 f"more than {MAX_SEEDS} seeds a point")
         parts.append(f"{r.stage} against {r.series}: {need} (with 5 seeds {power_percent(r.power_5)} of experiments "
                      f"would, with 12 {power_percent(r.power_12)})")
-    return (f"How many seeds it takes to tell a slope of −0.5 from 0, {POWER:.0%} of the time at the 95% level, "
-            "resampling the measured seed spread (each seed's steps about its point's median, kept together across "
-            "points): " + "; ".join(parts) + ".")
+    return (f"How many seeds it takes to tell a slope of −0.5 from 0, {POWER:.0%} of the time at the {LEVEL:.0%} "
+            "level, resampling the measured seed spread (each seed's steps about its point's median, kept together "
+            "across points): " + "; ".join(parts) + ".")

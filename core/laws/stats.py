@@ -176,7 +176,7 @@ def quantiles(values: np.ndarray, qs) -> list[float]:
     return out
 
 
-def fit_points(points: tuple[Point, ...], level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
+def fit_points(points: tuple[Point, ...]) -> Fit | None:
     """The log-log fit of the medians (None if fewer than two points have one) and its interval: each
     of N_BOOT resamples draws the seeds with replacement (resample_indices) and refits. The draw is
     paired: one draw of seeds for every point, when the points share their seeds (shared_seeds; see the
@@ -190,30 +190,29 @@ def fit_points(points: tuple[Point, ...], level: float = LEVEL, seed: int = BOOT
     boot = np.empty((N_BOOT, len(used)))
     together = paired(points)
     if together:
-        shared = resample_indices(used[0].n, seed)
+        shared = resample_indices(used[0].n)
         for i, p in enumerate(used):
             boot[:, i] = boot_medians(with_inf(p.steps), shared)
     elif (union := shared_seeds(tuple(used))) is not None:
         together = True
-        idx = resample_indices(len(union), seed)
+        idx = resample_indices(len(union))
         for i, p in enumerate(used):
             at = dict(zip(p.seeds, with_inf(p.steps)))
             boot[:, i] = masked_medians(np.array([at.get(s, np.nan) for s in union]), idx)
     else:
         for i, p in enumerate(used):
-            boot[:, i] = boot_medians(with_inf(p.steps), resample_indices(p.n, seed + i))
+            boot[:, i] = boot_medians(with_inf(p.steps), resample_indices(p.n, BOOT_SEED + i))
     slopes = boot_slopes(logx, boot)
-    a = (1 - level) / 2
+    a = (1 - LEVEL) / 2
     low, high = quantiles(slopes, [a, 1 - a])
     return Fit(float(slope), float(intercept), low, high, tuple(p.x for p in used), int((~np.isnan(slopes)).sum()),
                int(np.isinf(boot).any(axis=1).sum()), together)
 
 
-def placed_fit(points: tuple[Point, ...], step: float, level: float = LEVEL, seed: int = BOOT_SEED) -> Fit | None:
+def placed_fit(points: tuple[Point, ...], step: float) -> Fit | None:
     """fit_points with every censored run placed at `step` (a step past its cap where it might have come): what
     an open end or a verdict depends on, read at a few such steps."""
-    return fit_points(tuple(replace(p, steps=tuple(step if s is None else s for s in p.steps)) for p in points),
-                      level, seed)
+    return fit_points(tuple(replace(p, steps=tuple(step if s is None else s for s in p.steps)) for p in points))
 
 
 def interval_text(fit: Fit, digits: int = 2) -> str:

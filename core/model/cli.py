@@ -16,12 +16,12 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def run_main(prog: str, main, argv=None) -> int:
-    """Call main(argv); map usage and value errors to one stderr line and exit status 2."""
+def run_main(prog: str, main) -> int:
+    """Call main() (it reads sys.argv); map usage and value errors to one stderr line and exit status 2."""
     from core.model.checkpoints import CheckpointError
 
     try:
-        return main(argv) or 0
+        return main() or 0
     except (UsageError, CheckpointError, ValueError) as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

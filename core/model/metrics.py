@@ -1,5 +1,5 @@
 """Loss and accuracy split by copy (docs/DESIGN.md "Metrics"). Torch is imported by the functions that need
-it: a page reads METRIC_NAMES and later_copy_floor without it (docs/DESIGN.md, "A reading server without torch")."""
+it: the Home page reads later_copy_floor without it (docs/DESIGN.md, "A reading server without torch")."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-METRIC_NAMES = (
+METRIC_NAMES = (  # copy_metrics's keys: the tests check core.report's and the shipped manifest's metrics by them
     "loss_first_copy",
     "loss_second_copy",
     "loss_later_copies",

@@ -248,13 +248,13 @@ class SnapshotRecorder:
         """Every live snapshot's state_dict (read back from the spill file: a copy each time)."""
         return [self._state(i) for i in range(len(self._held))]
 
-    def export(self, budget: int = FILE_BUDGET, final_step: int | None = None) -> list[dict]:
-        """The snapshots for a file: [{"step", "state_dict"}], at most `budget` bytes, thinned as in
+    def export(self, final_step: int | None = None) -> list[dict]:
+        """The snapshots for a file: [{"step", "state_dict"}], at most FILE_BUDGET bytes, thinned as in
         keep_indices; the final step itself is left out (the file's top-level state_dict holds it)."""
         items = [i for i, s in enumerate(self.steps) if s != final_step]
         if not items:
             return []
-        cap = max(budget // self._bytes, 1)
+        cap = max(FILE_BUDGET // self._bytes, 1)
         idx = keep_indices([self.steps[i] for i in items], [self.losses[i] for i in items], cap)
         return [{"step": self.steps[items[i]], "state_dict": self._state(items[i])} for i in idx]
 

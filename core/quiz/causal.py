@@ -9,6 +9,7 @@ from core.causal import clarity
 from core.causal.clarity import CLEAR_GAP, MIN_GAP
 from core.model.symbols import block_label
 from core.quiz.questions import Question, no_answer, top_two
+from core.reading.bootstrap import LEVEL
 
 
 def _small_gap(key: str, prompt: str, gap: float | None) -> Question | None:
@@ -42,8 +43,8 @@ def best_patched_block(heads: pd.DataFrame, gap: float | None = None) -> Questio
     best, v, second = top_two(vals)
     if len(tops) < 2 or not clarity.above_all(tops, best):
         return no_answer("q_patch_block", prompt, f"The best heads of two blocks restore about as much ({v:.2f} and "
-                                                  f"{second:.2f}; their 95% intervals over the sequences overlap): no "
-                                                  "clear answer on these sequences.")
+                                                  f"{second:.2f}; their {LEVEL:.0%} intervals over the sequences "
+                                                  "overlap): no clear answer on these sequences.")
     return Question("q_patch_block", prompt, list(vals), best,
                     f"The best head of {best} restores {v:.2f} of the gap; the best head of any other block "
                     f"{second:.2f}.")
@@ -64,7 +65,7 @@ def best_patched_head(heads: pd.DataFrame, gap: float | None = None) -> Question
     rows = {r["label"]: r for _, r in heads.iterrows()}
     if v < 0.1 or not clarity.above_all(rows, best):
         return no_answer("q_patch", prompt, f"No single head stands out (largest effect {v:.2f}, next {second:.2f}, "
-                                        "within each other's 95% intervals or below 0.1): "
+                                        f"within each other's {LEVEL:.0%} intervals or below 0.1): "
                                         "no clear answer on these sequences.")
     return Question("q_patch", prompt, list(vals), best,
                     f"Patching head {best} alone restores {v:.2f} of the gap; the next best head "
@@ -86,19 +87,19 @@ def needed_key_path(paths: pd.DataFrame, gap: float | None = None) -> Question:
     worst, v, second = top_two({k: -x for k, x in vals.items()})  # lowest effect = most needed
     if clarity.most_needed(sub, gap) is None:
         return no_answer("q_kpath", prompt, f"No sender's key path is clearly the most needed ({-v:.2f}, next "
-                                        f"{-second:.2f}: the 95% intervals overlap, or noising it leaves more than "
-                                        f"{clarity.NEEDED:g}): no clear answer.")
+                                        f"{-second:.2f}: the {LEVEL:.0%} intervals overlap, or noising it leaves more "
+                                        f"than {clarity.NEEDED:g}): no clear answer.")
     return Question("q_kpath", prompt, list(vals), worst,
                     f"Noising head {worst}'s key path leaves an effect of {-v:.2f} (1 = nothing lost, 0 = all of the "
                     f"clean performance gone); the next most needed leaves {-second:.2f}.")
 
 
-def lens_stage(by_copy: pd.DataFrame, copy: str = "second", gap: float | None = None) -> Question:
+def lens_stage(by_copy: pd.DataFrame, gap: float | None = None) -> Question:
     """by_copy: core.causal.logit_lens.lens_by_copy. After which stage is the right token's mean
-    probability on `copy` targets first above one half?"""
-    rows = by_copy[by_copy["copy"] == copy].sort_values("stage")
+    probability on second-copy targets first above one half?"""
+    rows = by_copy[by_copy["copy"] == "second"].sort_values("stage")
     stages, probs = list(rows["stage_label"]), [float(p) for p in rows["prob"]]
-    prompt = (f"Read through the unembedding, after which stage does the right token of the {copy} copy first get a "
+    prompt = ("Read through the unembedding, after which stage does the right token of the second copy first get a "
               "mean probability above one half?")
     options = stages + ["at no stage"]
     small = _small_gap("q_lens", prompt, gap)

@@ -17,6 +17,7 @@ from core.causal import clarity
 from core.causal.clarity import CLEAR_GAP
 from core.model.symbols import head_label, long_head_label
 from core.reading import CLEAR_SCORE
+from core.reading.bootstrap import LEVEL
 
 
 @dataclass
@@ -59,7 +60,8 @@ def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = N
     if v < CLEAR_SCORE or not clarity.above_all({k: r for k, r in rows.iterrows()}, best, "prev_token"):
         return no_answer("q_prev", prompt, f"No single head stands out here (highest previous-token score {v:.2f}, "
                                        f"next {second:.2f}"
-                                       + (", within each other's 95% intervals" if intervals is not None else "")
+                                       + (f", within each other's {LEVEL:.0%} intervals" if intervals is not None
+                                          else "")
                                        + "), so there is no clear answer for this model.")
     return Question("q_prev", prompt, list(vals), best,
                     f"Head {best} puts {v:.2f} of its attention on the previous position on average; the next "

@@ -106,24 +106,23 @@ def head_score_table(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.
     return with_labels(pd.DataFrame(rows, columns=["layer", "head", *PERIOD_SCORES]))
 
 
-def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=("prev_token", "induction_any"),
-                    level: float = bootstrap.LEVEL, seed: int = bootstrap.BOOT_SEED) -> pd.DataFrame:
-    """A 95% bootstrap interval over the sequences for head scores (core.reading.bootstrap): each
+INTERVAL_SCORES = ("prev_token", "induction_any")  # the scores score_intervals gives an interval
+
+
+def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor) -> pd.DataFrame:
+    """A 95% bootstrap interval over the sequences for the INTERVAL_SCORES (core.reading.bootstrap): each
     sequence's own score (one row of the batch), resampled with replacement and pooled as head_scores
     pools them (each sequence weighted by how many queries it has). patterns[l] [B, H, T, T]; periods [B].
     Rows: label, layer, head, and <name>_low, <name>_high for each name."""
     B = len(periods)
     T = patterns[0].shape[-1] if patterns else 0
-    L = periods.long()
-    weights = {"prev_token": torch.full((B,), T - 1.0), "first_token": torch.full((B,), T - 1.0),
-               "self": torch.full((B,), T - 1.0)}
-    for n in ("induction", "induction_any", "duplicate"):
-        weights[n] = (T - L).clamp_min(0).double()
+    weights = {"prev_token": torch.full((B,), T - 1.0),  # queries i >= 1
+               "induction_any": (T - periods.long()).clamp_min(0).double()}  # queries i >= L
     rows = []
     for layer, pattern in enumerate(patterns):
         per = [head_scores(pattern[b:b + 1], periods[b:b + 1]) for b in range(B)]
         row = {}
-        for name in names:
+        for name in INTERVAL_SCORES:
             v = torch.stack([p[name] for p in per]).double()  # [B, H]
             w = (weights[name].double()[:, None].expand_as(v) * torch.isfinite(v)).numpy()
             v = torch.nan_to_num(v).numpy()
@@ -132,13 +131,13 @@ def score_intervals(patterns: list[torch.Tensor], periods: torch.Tensor, names=(
                 return ((v[idx] * w[idx]).sum(1) / w[idx].sum(1)).T
 
             with np.errstate(invalid="ignore", divide="ignore"):
-                row[name] = bootstrap.sequence_interval(pooled, B, level, seed)
+                row[name] = bootstrap.sequence_interval(pooled, B)
         for h in range(pattern.shape[1]):
             out = {"layer": layer, "head": h}
-            for name in names:
+            for name in INTERVAL_SCORES:
                 out[f"{name}_low"], out[f"{name}_high"] = float(row[name][0][h]), float(row[name][1][h])
             rows.append(out)
-    cols = ["layer", "head", *(f"{n}_{e}" for n in names for e in ("low", "high"))]
+    cols = ["layer", "head", *(f"{n}_{e}" for n in INTERVAL_SCORES for e in ("low", "high"))]
     import pandas as pd
 
     return with_labels(pd.DataFrame(rows, columns=cols))

@@ -168,10 +168,10 @@ def _outputs_sentence(successor_heads: list[str], kl: dict[str, float]) -> str:
 
 
 @torch.no_grad()
-def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0, n_seqs: int = SCORE_SEQS) -> MarkovView:
-    """Patterns of the first of n_seqs seeded sequences, the head scores and the KL to each strategy over all."""
+def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0) -> MarkovView:
+    """Patterns of the first of SCORE_SEQS seeded sequences, the head scores and the KL to each strategy over all."""
     check_model(model, task)
-    tokens, _ = sample(task, n_seqs, seed)
+    tokens, _ = sample(task, SCORE_SEQS, seed)
     logits, cache = model.run_with_cache(tokens)
     rows = []
     for layer, pattern in enumerate(cache["pattern"]):
@@ -191,4 +191,4 @@ def markov_view(model: TinyCharLM, task: MarkovTask, seed: int = 0, n_seqs: int 
         tokens=tokens[0].numpy(), labels=[f"{t}·{int(x)}" for t, x in enumerate(tokens[0])],
         raw=np.stack([p[0].double().numpy() for p in cache["pattern"]]), scores=scores,
         kl=pd.DataFrame([{"strategy": n, "kl": kl[n]["mean"]} for n in task.strategies]), even=even,
-        prev_heads=prev_l, successor_heads=succ_l, sentence=sentence, n_seqs=n_seqs)
+        prev_heads=prev_l, successor_heads=succ_l, sentence=sentence, n_seqs=SCORE_SEQS)

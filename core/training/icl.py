@@ -1,7 +1,7 @@
 """In-context learning in miniature: typed patterns, restarts, and a check that the skill is read
 from the context rather than stored in the weights.
 
-Typed text and tokens: token i is the i-th character of the lab's alphabet, core.reading.attention.ALPHABET
+Typed text and tokens: token i is the i-th character of the lab's alphabet, core.model.symbols.ALPHABET
 (a=0 ... z=25, A=26 ... Z=51, 0=52 ... 9=61, space=62, '.'=63), the mapping every page uses, so the
 64 tokens of the default vocabulary each have one visible symbol and typing is case-sensitive. A
 model with a smaller vocabulary uses the first V symbols; tokens beyond 64 (larger vocabularies) are
