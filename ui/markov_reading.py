@@ -18,7 +18,8 @@ from ui.state import LabModel
 from ui.steps import heads_at_step
 
 
-@per_model(name="markov.attention_view", show_spinner="Running the model on fresh chains…", max_entries=64)
+@per_model(name="markov.attention_view", show_spinner="Running the model on fresh chains…", max_entries=64,
+           version=2)
 def attention_view(entry: LabModel, seed: int):
     from core.reading.markov import markov_view  # here, not at the top: it imports torch
 
