@@ -25,7 +25,6 @@ def corrupt(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,
 
 
 CORRUPTIONS = TaskConfig.corruptions  # the repeat task's: ("first-copy", "resample")
-MARKOV_CORRUPTIONS = ("another-chain",)
 
 
 def resample(tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int,

@@ -193,9 +193,9 @@ def task_from_dict(entry: dict) -> MarkovTask:
     return MarkovTask(**{k: entry[k] for k in (*names, *OPTIONAL) if k in entry}).validate()
 
 
-def sinkhorn(tables, tol: float = SINKHORN_TOL):
+def sinkhorn(tables):
     """Doubly stochastic tables [..., k, k] from positive ones: rows and columns normalised in turn until every
-    row and column sums to 1 within tol (numpy, float64). RuntimeError if that takes more than SINKHORN_MAX_ITER
+    row and column sums to 1 within SINKHORN_TOL (float64). RuntimeError if that takes more than SINKHORN_MAX_ITER
     rounds (a table with a zero pattern that no doubly stochastic matrix has)."""
     import numpy as np
 
@@ -203,9 +203,9 @@ def sinkhorn(tables, tol: float = SINKHORN_TOL):
     for _ in range(SINKHORN_MAX_ITER):
         t /= t.sum(-1, keepdims=True)
         t /= t.sum(-2, keepdims=True)
-        if np.abs(t.sum(-1) - 1).max() <= tol:  # columns sum to 1 exactly after their normalisation
+        if np.abs(t.sum(-1) - 1).max() <= SINKHORN_TOL:  # columns sum to 1 exactly after their normalisation
             return t
-    raise RuntimeError(f"Sinkhorn balancing did not reach {tol} in {SINKHORN_MAX_ITER} rounds.")
+    raise RuntimeError(f"Sinkhorn balancing did not reach {SINKHORN_TOL} in {SINKHORN_MAX_ITER} rounds.")
 
 
 def kept_sequences(unigram_share: float, batch_size: int) -> int:

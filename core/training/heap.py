@@ -34,12 +34,16 @@ M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
 
 
-def keep_freed_memory(mmap_below: int = 32 << 20, keep: int = 256 << 20) -> bool:
-    """Serve blocks under `mmap_below` bytes from the heap and keep up to `keep` bytes of it free;
+MMAP_BELOW = 32 << 20  # bytes: smaller blocks come from the heap
+KEEP_FREE = 256 << 20  # bytes of free heap kept for the next step instead of handed back
+
+
+def keep_freed_memory() -> bool:
+    """Serve blocks under MMAP_BELOW bytes from the heap and keep up to KEEP_FREE bytes of it free;
     True if glibc took both settings."""
     try:
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_below)) and bool(libc.mallopt(M_TRIM_THRESHOLD, keep))
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_BELOW)) and bool(libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREE))
     except (OSError, AttributeError):
         return False
 

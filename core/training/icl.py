@@ -116,9 +116,11 @@ def _binom_se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 0.0) / n) if n else math.nan
 
 
+FRESH_SEED = 777  # the fresh sequences' generator: a seed the trainer never samples with
+
+
 @no_grad
-def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_seqs: int = 256,
-                     seed: int = 777) -> dict:
+def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_seqs: int = 256) -> dict:
     """Second-copy accuracy and first-copy loss on four sets of sequences:
 
     - "seen_mid": n_seqs training sequences replayed from halfway through training;
@@ -151,7 +153,7 @@ def in_context_check(model: TinyCharLM, task: TaskConfig, train: dict | None, n_
         out["seen_mid"] = measure(*mid) | {"step": half} if mid is not None else None
         out["n_train"] = steps * train["batch_size"]
         out["p_fresh_in_training"] = out["n_train"] * n_seqs / float(V) ** task.period_min
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(FRESH_SEED)
     fresh_t, fresh_p = sample_batch(task, n_seqs, V, generator=g)
     out["fresh"] = measure(fresh_t, fresh_p)
     out["swapped"] = measure(_swap_first_copy(fresh_t, fresh_p, V, g), fresh_p)

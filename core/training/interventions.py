@@ -128,7 +128,7 @@ def release(model: TinyCharLM) -> TinyCharLM:
     return model
 
 
-def describe(train: dict | None, model_cfg: ModelConfig | None = None) -> str | None:
+def describe(train: dict | None) -> str | None:
     """One line naming the experiments in a stored train entry (a checkpoint's, of any age), or None."""
     if not train:
         return None

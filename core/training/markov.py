@@ -92,11 +92,11 @@ def model_for(task: MarkovTask, n_layers: int, bias: bool = False, smeared_keys:
     return replace(MARKOV_MODEL, vocab_size=task.n_states, n_layers=n_layers, bias=bias, smeared_keys=smeared_keys)
 
 
-def stages(history: list[dict] | None, task: MarkovTask, confirm: int = 2) -> dict:
+def stages(history: list[dict] | None, task: MarkovTask) -> dict:
     """The stages of a run from its logged rows (core.model.markov.nearest_strategies on the task's strategies),
     plus "seconds" {strategy: training seconds at the onset, or None}."""
     rows = history or []
-    out = nearest_strategies(rows, task.strategies, confirm)
+    out = nearest_strategies(rows, task.strategies)
     at = {r["step"]: r.get("seconds") for r in rows}
     out["seconds"] = {n: (at.get(s) if s is not None else None) for n, s in out["onset"].items()}
     return out
@@ -156,7 +156,7 @@ def differences(task: MarkovTask, batch_size: int, lr: float | None = None) -> l
 SEEDS_TABLE = "checkpoints/laws/markov.csv"  # the Markov table (core.laws.markov): the 2-block preset over seeds
 
 
-def seed_spread(path=None) -> dict | None:
+def seed_spread() -> dict | None:
     """The bigram onsets, in training sequences, of the Markov table's runs at PAPER_RUN's number of states and
     concentration (SEEDS_TABLE, read here as a CSV: core.laws.markov reads it with its checks), with PAPER_RUN's
     bigram onset over each: {"seqs": [...], "censored": n, "ratios": [...], "batch": B}; None without the table
@@ -165,7 +165,7 @@ def seed_spread(path=None) -> dict | None:
 
     import pandas as pd
 
-    path = Path(path) if path is not None else Path(__file__).resolve().parents[2] / SEEDS_TABLE
+    path = Path(__file__).resolve().parents[2] / SEEDS_TABLE
     if not path.is_file():
         return None
     t = pd.read_csv(path, comment="#")

@@ -46,18 +46,18 @@ def icl_positions_hold(early: int, late: int, period_min: int, period_max: int) 
 
 
 @torch.no_grad()
-def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor, chunk: int = CHUNK) -> dict:
+def measure_step(model: TinyCharLM, tokens: torch.Tensor, periods: torch.Tensor) -> dict:
     """loss_later (nats), loss_by_position [T-1] (entry t-1: mean loss of predicting the token at
     position t = 1..T-1) and pattern0 [L, H, T, T], the patterns of the batch's first sequence.
-    `chunk` sequences at a time, keeping only the patterns: the whole 128-sequence batch at once, with the
+    CHUNK sequences at a time, keeping only the patterns: the whole 128-sequence batch at once, with the
     stream and v kept too, took about 150 MB for a moment, in the server at the end of every Train-page run
     (bench/README.md, "Server memory"); each sequence's floats are the same either way."""
     names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
     T, per, pattern0 = tokens.shape[1], [], None
-    for i in range(0, tokens.shape[0], chunk):
-        logits, cache = model.run_with_hooks(tokens[i:i + chunk], cache=names)
+    for i in range(0, tokens.shape[0], CHUNK):
+        logits, cache = model.run_with_hooks(tokens[i:i + CHUNK], cache=names)
         per.append(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                   tokens[i:i + chunk, 1:].reshape(-1), reduction="none").view(-1, T - 1))
+                                   tokens[i:i + CHUNK, 1:].reshape(-1), reduction="none").view(-1, T - 1))
         if i == 0 and names:
             pattern0 = torch.stack([cache[n][0] for n in names]).numpy()
     per = torch.cat(per)
@@ -112,14 +112,14 @@ def strip_index(periods: torch.Tensor) -> int:
     return int(torch.argmin(periods))
 
 
-def frame_indices(steps: list[int], drop: dict, n: int = FRAMES) -> list[int]:
-    """Indices into `steps` of up to n frames spread from 50 steps before the drop's start to 50 after
+def frame_indices(steps: list[int], drop: dict) -> list[int]:
+    """Indices into `steps` of up to FRAMES frames spread from 50 steps before the drop's start to 50 after
     its end (describe_curve's drop), or over the whole run when it has not dropped."""
     if drop["dropped"]:
         lo, hi = max(drop["drop_start"] - 50, 0), min(drop["drop_end"] + 50, steps[-1])
     else:
         lo, hi = 0, steps[-1]
-    return sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in np.linspace(lo, hi, n)})
+    return sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in np.linspace(lo, hi, FRAMES)})
 
 
 # ---------------------------------------------------------------------------------------------

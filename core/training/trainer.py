@@ -33,7 +33,7 @@ from core.model.config import ModelConfig
 from core.model.markov import log_row as evaluate_markov  # noqa: F401 -- the public names
 from core.model.metrics import log_row as evaluate  # noqa: F401
 from core.model.snapshots import SnapshotRecorder
-from core.model.task import copy_masks, sample_batch
+from core.model.task import copy_masks
 from core.model.tasks import Task
 from core.model.tinycharlm import TinyCharLM
 from core.training.adamw import AdamW
@@ -45,12 +45,10 @@ EVAL_SEED = 1234  # the fixed evaluation batch is the same for every run of a ta
 POSITIONS_EVERY = 5  # a Markov run's logs keep their KL by position every this many logs (and at the end)
 
 
-def eval_batch(task: Task, vocab_size: int, n_seqs: int = 128, seed: int = EVAL_SEED, period: int | None = None):
-    """A fixed evaluation batch (tokens [n, T], extra): drawn from task.eval_task() (core.model.tasks), the same for
-    every run of the task. `period` fixes every sequence's period (the repeat task's probe)."""
-    g = torch.Generator().manual_seed(seed)
-    if period is not None:
-        return sample_batch(task, n_seqs, vocab_size, generator=g, period=period)
+def eval_batch(task: Task, vocab_size: int, n_seqs: int = 128):
+    """A fixed evaluation batch (tokens [n, T], extra): drawn from task.eval_task() (core.model.tasks) with EVAL_SEED,
+    the same for every run of the task."""
+    g = torch.Generator().manual_seed(EVAL_SEED)
     return task.eval_task().sample(n_seqs, vocab_size, g)
 
 
