@@ -8,6 +8,7 @@ download and the address after). The pages are the files in app_pages/.
 import streamlit as st
 
 from ui import layout, notebook, python_panel, share, task_pages
+from ui.charts import export
 from ui.pages import ALL_PAGES, HOME
 from ui.setup import lab_script, script_ended
 from ui.state import sidebar_picker
@@ -22,6 +23,7 @@ entry = sidebar_picker()
 layout.fit_charts()  # every chart stays inside its column, at any width
 python_panel.begin_run()
 lab_page = next(p for p in ALL_PAGES if p.url_path == page.url_path)
+export.begin_run(lab_page.name, entry.label if entry is not None else None)  # what figures are named after
 try:
     st.title(lab_page.heading)
     if task_pages.page_runs(lab_page, entry):

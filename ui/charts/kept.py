@@ -34,12 +34,15 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import json
 import sys
 import threading
 from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
+
+from ui.charts import export
 
 MAX_CHARTS = 256
 # of the Arrow data in the kept specs; each chart also holds the frame it was built from, about as large again.
@@ -228,7 +231,16 @@ def draw(where, chart, **kwargs):
                                 _bytes += entry.size
                                 _evict()
     # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
-    return where.vega_lite_chart(spec=on_canvas_if_gradient(copy.deepcopy(spec)), **kwargs)
+    drawn = where.vega_lite_chart(spec=on_canvas_if_gradient(copy.deepcopy(spec)), **kwargs)
+    export.controls(where, spec, _spec_digest(spec))
+    return drawn
+
+
+def _spec_digest(spec: dict) -> str:
+    """A short digest of a sent spec: its layout and its datasets' names (Streamlit names each by its content)."""
+    layout = {k: v for k, v in spec.items() if k != "datasets"}
+    text = json.dumps([layout, sorted(spec.get("datasets") or {})], sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 _CONTINUOUS = ("quantitative", "temporal")
