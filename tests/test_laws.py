@@ -36,6 +36,21 @@ def planted(path, slope, xs=(8, 16, 32, 64), seeds=7, noise=0.05, scale=3000.0, 
     return path
 
 
+def _seeds_late_everywhere(seeds, missing: dict | None = None) -> list[dict]:
+    """Planted batch-sweep rows: a seed late at one point is late at all (x3 between seeds), drop step
+    1000 x 3^(seed/3) x batch^-0.5 (slope -0.5 exactly); `missing` {batch: seed} leaves that run out."""
+    rows = []
+    for x in (8, 16, 32, 64):
+        for seed in seeds:
+            if (missing or {}).get(x) == seed:
+                continue
+            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
+            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+                "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
+                "dropped": True})
+    return rows
+
+
 @pytest.mark.parametrize("slope", [2.0, -0.5, 0.0])
 def test_the_fit_recovers_a_planted_slope_inside_its_interval(tmp_path, slope):
     law = read_law(planted(tmp_path / "t.csv", slope), BATCH)
@@ -173,13 +188,7 @@ def test_the_interval_resamples_whole_seeds_across_points(tmp_path):
     every point, and an exact slope): the paired bootstrap keeps each seed's runs together, so its interval is
     tight around the slope, where resampling each point's seeds on its own would mix a late seed at one point
     with an early one at the next."""
-    rows = []
-    for x in (8, 16, 32, 64):
-        for seed in range(7):
-            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
-                "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
-                "dropped": True})
+    rows = _seeds_late_everywhere(range(7))
     write_table(tmp_path / "t.csv", rows, "x")
     law = read_law(tmp_path / "t.csv", BATCH)
     assert paired(law.points) and seed_rank_correlation(law.points) == pytest.approx(1.0)
@@ -451,13 +460,7 @@ def test_points_missing_a_seed_are_still_resampled_together(tmp_path):
     """A seed late at one point is late at all (x3 between seeds) with an exact slope; one point lacks seed 6.
     The seeds are drawn together at every point (a drawn seed a point lacks left out there), so the interval stays
     tight around the slope, as with every seed everywhere."""
-    rows = []
-    for x in (8, 16, 32, 64):
-        for seed in range(7 if x != 16 else 6):
-            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
-                "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
-                "dropped": True})
+    rows = _seeds_late_everywhere(range(7), missing={16: 6})
     write_table(tmp_path / "t.csv", rows, "x")
     law = read_law(tmp_path / "t.csv", BATCH)
     assert not paired(law.points) and law.fit.paired

@@ -93,6 +93,18 @@ class Hooks:
         return y if self.lead is None else y.reshape(x.shape)
 
 
+def eval_patterns(model, tokens: torch.Tensor, edits: dict | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(logits [B, T, V], every block's pattern [B, H, T, T]) of `model` on tokens in evaluation mode, without
+    gradients and with `edits` (run_with_hooks's); the model's mode is left as it was. What a training log reads."""
+    with torch.no_grad():
+        was_training = model.training
+        model.eval()
+        names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
+        logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
+        model.train(was_training)
+    return logits, [cache[n] for n in names]
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, edit_pattern: Edit | None = None) -> torch.Tensor:
     """The lab's causal softmax attention: rotated q, k and v [N, H, T, d_head] -> z = A v. Every hooked run
     and the eager training forward compute it; the compiled kernel (core.model.attention_cpp) computes the

@@ -387,14 +387,10 @@ def log_row(model, tokens: torch.Tensor, task: MarkovTask, edits: dict | None = 
     import torch
     import torch.nn.functional as F
 
-    from core.model.hooks import hook_name
+    from core.model.hooks import eval_patterns
 
+    logits, patterns = eval_patterns(model, tokens, edits)
     with torch.no_grad():
-        was_training = model.training
-        model.eval()
-        names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
-        logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
-        model.train(was_training)
         probs = strategies if strategies is not None else strategy_probs(tokens, task)
         targets = tokens[:, 1:]
         best = probs[task.strategies[-1]][:, :-1].gather(-1, targets[..., None]).squeeze(-1)
@@ -403,7 +399,7 @@ def log_row(model, tokens: torch.Tensor, task: MarkovTask, edits: dict | None = 
         kl = strategy_kl(logits, tokens, task, probs)
         row.update({f"kl_{name}": value["mean"] for name, value in kl.items()})
         row["kl_positions"] = {name: [round(float(v), 5) for v in value["per_position"]] for name, value in kl.items()}
-        scores = [head_scores(cache[n], tokens) for n in names]
+        scores = [head_scores(p, tokens) for p in patterns]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
     return row

@@ -85,17 +85,13 @@ def log_row(model, tokens: torch.Tensor, periods: torch.Tensor, edits: dict | No
     run's own)."""
     import torch
 
-    from core.model.hooks import hook_name
+    from core.model.hooks import eval_patterns
     from core.reading.heads import head_scores
 
+    logits, patterns = eval_patterns(model, tokens, edits)
     with torch.no_grad():
-        was_training = model.training
-        model.eval()
-        names = [hook_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
-        logits, cache = model.run_with_hooks(tokens, edits=edits, cache=names)
-        model.train(was_training)
         row = copy_metrics(logits, tokens, periods)
-        scores = [head_scores(cache[n], periods) for n in names]
+        scores = [head_scores(p, periods) for p in patterns]
     row["prev_token"] = [s["prev_token"].tolist() for s in scores]
     row["induction"] = [s["induction"].tolist() for s in scores]
     row["induction_any"] = [s["induction_any"].tolist() for s in scores]
