@@ -9,7 +9,7 @@ from core.causal.results import POSITION_BUDGET
 from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
-from ui import share, snippets
+from ui import numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.charts.kept import draw
@@ -233,11 +233,11 @@ if cfg.n_layers and res.resid is not None:
             "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. "
             + (said or "The gap is too small here for the comparison to mean much.")
             + " " + (read("first_order_sentence") or ""))
-        st.dataframe(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr", "star_sum",
-                                  "star_same_sign"]].rename(
+        st.dataframe(numbers.table(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr",
+                                                "star_sum", "star_same_sign"]].rename(
             columns={"label": "head", "estimate_sum": "attribution, summed", "exact_sum": "exact, summed",
                      "same_sign": "same sign", "scale": "attribution / exact", "corr": "correlation over positions",
-                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"}),
+                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"})),
             hide_index=True)
         star = read("atp_star_sentence")
         if star:
