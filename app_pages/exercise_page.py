@@ -61,15 +61,17 @@ if entry is not None and not shipped:
     which = "Part 5's notebook checks" if markov else "The notebooks of parts 1-4 check"
     st.info(f"{which} on **{entry.label}**, a model of this session: download it (Train page, or the sidebar), "
             "save it beside the notebook and put its file name in the notebook's first code cell.")
-st.caption("Difficulty 🔴 and importance 🔵 out of 5; the minutes are a guide for a first attempt. "
+st.caption("Difficulty and importance out of 5 (🔴 and 🔵 below); the minutes are a guide for a first attempt. "
            "Every exercise names the page where you see its result on screen.")
 
 number = build.numbered()
 st.subheader("The path at a glance")
 st.dataframe([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
-               "difficulty": rating(ex.difficulty, "🔴"), "importance": rating(ex.importance, "🔵"),
+               "diff.": ex.difficulty, "imp.": ex.importance,
                "minutes": ex.minutes, "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
-              for ex in EXERCISES], hide_index=True, width="stretch", height="content")
+              for ex in EXERCISES], hide_index=True, width="stretch", height="content",
+             column_config={"diff.": st.column_config.NumberColumn(help="Difficulty, out of 5"),
+                            "imp.": st.column_config.NumberColumn(help="Importance, out of 5")})
 for section, title in SECTIONS.items():
     st.header(title)
     model_path, model_label = markov_target if section == MARKOV_SECTION else repeat_target
