@@ -6,7 +6,7 @@ from core.model import symbols
 from core.model.symbols import token_char
 from core.quiz import questions as quiz
 from core.reading import score_groups
-from ui import depth_text, share, snippets
+from ui import depth_text, numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.charts.kept import draw
@@ -134,7 +134,7 @@ if n_blocks != 0:
 else:
     z = _zero_block(entry)
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
+    c1.metric("max |logits − Gram rows|", numbers.human(z["gram_max_error"], digits=1),
               help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over "
                    f"{z['n_check_seqs']} sampled sequences: float rounding only.")
     c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",

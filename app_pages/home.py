@@ -42,7 +42,7 @@ def fixed_distance_caveat(verdict: dict | None) -> str | None:
 def _home_path():
     st.subheader("A path through the lab")
     for i, page in enumerate(PATH, 1):
-        link, text = st.columns([1, 3], vertical_alignment="center")
+        link, text = st.columns([1, 2], vertical_alignment="center")
         with link:
             st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
         text.markdown(page.what)
