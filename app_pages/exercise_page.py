@@ -1,6 +1,7 @@
 """Exercises that check themselves: the path, each exercise's rating and page, the downloads (a
 notebook per section for the picked model, the plain Python files), and the hints and solutions behind
 a click. The app never runs a student's code: the checks run on the student's machine (exercises/)."""
+import pandas as pd
 import streamlit as st
 
 from exercises import build
@@ -66,12 +67,11 @@ st.caption("Difficulty and importance out of 5 (🔴 and 🔵 below); the minute
 
 number = build.numbered()
 st.subheader("The path at a glance")
-st.dataframe([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
-               "diff.": ex.difficulty, "imp.": ex.importance,
-               "minutes": ex.minutes, "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
-              for ex in EXERCISES], hide_index=True, width="stretch", height="content",
-             column_config={"diff.": st.column_config.NumberColumn(help="Difficulty, out of 5"),
-                            "imp.": st.column_config.NumberColumn(help="Importance, out of 5")})
+# st.table wraps a long title where st.dataframe's canvas would cut it off
+st.table(pd.DataFrame([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
+                        "difficulty": ex.difficulty, "importance": ex.importance, "minutes": ex.minutes,
+                        "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
+                       for ex in EXERCISES]), hide_index=True)
 for section, title in SECTIONS.items():
     st.header(title)
     model_path, model_label = markov_target if section == MARKOV_SECTION else repeat_target

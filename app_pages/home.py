@@ -121,7 +121,7 @@ def _home_model():
         "heads": heads.select_dtypes("number")})
     ask(quiz.induction_head_count(heads, verdict))
     left, right = st.columns([1, 2.4])
-    left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
+    left.table(settings_rows(entry.info), hide_index=True)  # wraps in a narrow column, where a dataframe cuts
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")

@@ -6,9 +6,10 @@ picker among them), caption and st.table cell whose box clips its content (overf
 hold all of it: its scrollWidth may not exceed its clientWidth (Streamlit cuts such text with "…").
 Display math is left out (KaTeX scrolls a wide formula on purpose).
 
-Tables: st.dataframe draws its cells on a canvas (glide-data-grid), so the columns' widths are read
-from the grid's own props and each column must be as wide as its header text; at 1400 px the grid must
-also fit its box (no column hidden behind a horizontal scroll bar). At 800 px a wide table may scroll.
+Tables: st.dataframe draws its cells on a canvas (glide-data-grid), so the columns' widths and cells are
+read from the grid's own props and each column must be as wide as its header's and its cells' text (the
+grid's fonts and padding, measured with a canvas); at 1400 px the grid must also fit its box (no column
+hidden behind a horizontal scroll bar), and so must an st.table. At 800 px a wide table may scroll.
 
 Legends: a chart (drawn as SVG) with two or more lines of different colours has a legend."""
 from __future__ import annotations
@@ -51,18 +52,28 @@ GRIDS_JS = r"""
     if (!canvas.checkVisibility()) continue;
     const scroller = canvas.closest('[data-testid="stDataFrame"]').querySelector('.dvn-scroller');
     const fiber = canvas[Object.keys(canvas).find(k => k.startsWith('__reactFiber'))];
-    let f = fiber, cols = null, theme = null;
+    let f = fiber, props = null;
     for (; f; f = f.return) {
       const p = f.memoizedProps;
-      if (p && Array.isArray(p.columns) && p.columns.length && p.columns.every(c => typeof c.width === 'number')) {
-        cols = p.columns; theme = p.theme; break;
-      }
+      if (p && Array.isArray(p.columns) && p.columns.length && p.columns.every(c => typeof c.width === 'number')
+          && p.theme && typeof p.getCellContent === 'function') { props = p; break; }
     }
-    if (!cols || !theme) { out.push({found: false}); continue; }
-    ctx.font = `${theme.headerFontStyle} ${theme.headerFontFamily || theme.fontFamily}`;
+    if (!props) { out.push({found: false}); continue; }
+    const {columns: cols, theme} = props;
     const pad = 2 * theme.cellHorizontalPadding;
+    ctx.font = `${theme.headerFontStyle} ${theme.headerFontFamily || theme.fontFamily}`;
     const narrow = cols.filter(c => ctx.measureText(c.title || '').width + pad > c.width + 1)
-                       .map(c => `${c.title} (${c.width} px)`);
+                       .map(c => `header ${c.title} (${c.width} px)`);
+    ctx.font = `${theme.baseFontStyle} ${theme.fontFamily}`;
+    cols.forEach((c, i) => {
+      for (let r = 0; r < Math.min(props.rows, 500); r++) {
+        const cell = props.getCellContent([i, r]);
+        const text = typeof cell.displayData === 'string' ? cell.displayData : '';
+        if (text && ctx.measureText(text).width + pad > c.width + 1) {
+          narrow.push(`${c.title}: ${JSON.stringify(text.slice(0, 60))} (${c.width} px)`); break;
+        }
+      }
+    });
     out.push({found: true, narrow, scroll: scroller.scrollWidth, box: scroller.clientWidth,
               headers: cols.map(c => c.title).join(', ')});
   }
@@ -104,11 +115,16 @@ def test_nothing_is_cut_off_and_lines_have_legends(new_app, server, path, model)
         app.page.wait_for_timeout(1000)  # the layout and the charts re-fit
         problems += [f"{width} px, cut off: {c}" for c in app.page.evaluate(CUT_JS)]
         grids = app.page.evaluate(GRIDS_JS)
-        assert all(g["found"] for g in grids), "a table's column widths could not be read from the grid"
+        assert all(g["found"] for g in grids), "a table's columns could not be read from the grid"
         for g in grids:
-            problems += [f"{width} px, table [{g['headers']}]: header wider than its column: {n}" for n in g["narrow"]]
+            problems += [f"{width} px, table [{g['headers']}]: text wider than its column: {n}" for n in g["narrow"]]
             if width == WIDTHS[-1] and g["scroll"] > g["box"] + SLACK:
                 problems.append(f"{width} px, table [{g['headers']}] needs {g['scroll']} px, has {g['box']}")
+        if width == WIDTHS[-1]:
+            problems += [f"{width} px, st.table needs {w} px, has {box}" for w, box in app.page.evaluate(
+                "() => [...document.querySelectorAll('[data-testid=\"stTable\"]')]"
+                ".filter(t => t.scrollWidth > t.clientWidth + SLACK).map(t => [t.scrollWidth, t.clientWidth])"
+                .replace("SLACK", str(SLACK)))]
         problems += [f"{width} px, no legend: {c}" for c in app.page.evaluate(LEGENDS_JS)]
         app.screenshot(f"pixels-{path or 'home'}{'-' + model if model else ''}-{width}")
         app.page.set_viewport_size({"width": width, "height": 1000})
