@@ -13,6 +13,7 @@ from ui import numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.charts.kept import draw
+from ui.layout import chart_pair
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -351,7 +352,7 @@ st.caption(
     "the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the model's output. "
     "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
     "the answer becomes readable in the stream, not which component put it there.")
-a, b = st.columns(2)
+a, b = chart_pair()
 draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
 draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
                                    log=True), width="content")
