@@ -12,7 +12,7 @@ from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import attention as charts
 from ui.charts.kept import draw
-from ui.layout import chart_and_note
+from ui.layout import chart_and_note, chart_pair
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel
@@ -114,8 +114,14 @@ if view is not None:
 
     st.subheader("Head scores")
     score_cols = [c for c in view.scores.columns if c not in ("label", "layer", "head")]
+    tok_labels = {"tok_previous_token": ("tok_prev", "the previous token"),
+                  "tok_duplicate_token": ("tok_dup", "an earlier copy of the same token"),
+                  "tok_induction": ("tok_ind", "the token after an earlier copy"),
+                  "tok_first_token": ("tok_first", "position 0")}
     st.dataframe(charts.styled_scores(view.scores.drop(columns=["layer", "head"]), score_cols), hide_index=True,
-                 width="stretch")
+                 width="stretch", column_config={
+                     c: st.column_config.Column(label, help=f"{c}: the share of the head's attention on {what}")
+                     for c, (label, what) in tok_labels.items()})
     if view.intervals is not None and len(view.intervals):
         with st.expander(f"95% intervals over the {view.n_seqs} sequences (bootstrap)"):
             iv = view.intervals
@@ -140,10 +146,11 @@ if view is not None:
     st.caption(
         "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
         "yellow (1). " + period_text +
-        "The tok_ columns need no period: token-based detectors, the share of all the head's attention that "
+        "The tok_ columns (tok_prev, tok_dup, tok_ind, tok_first, tok_self) need no period: token-based "
+        "detectors, the share of all the head's attention that "
         "lands where the archetype would look. Three are TransformerLens's (previous token; an earlier copy of "
         "the same token; the token after an earlier copy); two are ours, scored the same way (position 0; "
-        "itself). Rows with nothing to find count as 0, so tok_induction stays below 1 even for a perfect "
+        "itself). Rows with nothing to find count as 0, so tok_ind stays below 1 even for a perfect "
         "induction head. Scores use the raw pattern.")
     python_panel(snippets.attention_scores(entry, period, seed, text), shows={"scores": view.scores[score_cols]})
 
@@ -171,7 +178,7 @@ a, b, c = st.columns(3)
 a.metric("second-copy accuracy", f"{m['acc_second_copy']:.2f}")
 b.metric("later-copy accuracy", f"{m['acc_later_copies']:.2f}")
 c.metric("later-copy loss (nats)", f"{m['loss_later_copies']:.2f}")
-p1, p2 = st.columns(2)
+p1, p2 = chart_pair()
 draw(p1, charts.sweep_chart(sw, task.period_min, task.period_max, 1 / cfg.vocab_size, int(probe_period)),
                 width="stretch")
 p1.caption("**What am I looking at?** Accuracy on the second and later copies when every sequence has the "

@@ -9,10 +9,11 @@ from core.causal.results import POSITION_BUDGET
 from core.model.symbols import block_label, describe_alphabet
 from core.quiz import causal as quiz_causal
 from ui import causal_sections as sections
-from ui import share, snippets
+from ui import numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.charts.kept import draw
+from ui.layout import chart_pair
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -233,11 +234,11 @@ if cfg.n_layers and res.resid is not None:
             "pass: (clean − corrupted output) · ∂M/∂output at the corrupted run, divided by the gap. "
             + (said or "The gap is too small here for the comparison to mean much.")
             + " " + (read("first_order_sentence") or ""))
-        st.dataframe(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr", "star_sum",
-                                  "star_same_sign"]].rename(
+        st.dataframe(numbers.table(att["sums"][["label", "exact_sum", "estimate_sum", "same_sign", "scale", "corr",
+                                                "star_sum", "star_same_sign"]].rename(
             columns={"label": "head", "estimate_sum": "attribution, summed", "exact_sum": "exact, summed",
                      "same_sign": "same sign", "scale": "attribution / exact", "corr": "correlation over positions",
-                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"}),
+                     "star_sum": "AtP*, summed", "star_same_sign": "AtP* same sign"})),
             hide_index=True)
         star = read("atp_star_sentence")
         if star:
@@ -351,7 +352,7 @@ st.caption(
     "the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the model's output. "
     "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
     "the answer becomes readable in the stream, not which component put it there.")
-a, b = st.columns(2)
+a, b = chart_pair()
 draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
 draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
                                    log=True), width="content")

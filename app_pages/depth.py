@@ -6,7 +6,7 @@ from core.model import symbols
 from core.model.symbols import token_char
 from core.quiz import questions as quiz
 from core.reading import score_groups
-from ui import depth_text, share, snippets
+from ui import depth_text, numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.charts.kept import draw
@@ -134,7 +134,7 @@ if n_blocks != 0:
 else:
     z = _zero_block(entry)
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("max |logits − Gram rows|", f"{z['gram_max_error']:.1e}",
+    c1.metric("max |logits − Gram rows|", numbers.human(z["gram_max_error"], digits=1),
               help="Largest difference between the model's logits and W_E W_Eᵀ[current token] over "
                    f"{z['n_check_seqs']} sampled sequences: float rounding only.")
     c2.metric("model loss (nats)", f"{z['model_loss']:.3f}", f"{z['model_loss'] - z['ln_V']:+.3f} vs ln V",
@@ -146,10 +146,10 @@ else:
                    + ("it does worse than a uniform guess." if z["bigram_loss"] > z["ln_V"] else
                       "it comes out no better than a uniform guess."))
     c4.metric("bigram information (nats)", f"{z['mutual_info']:.4f}",
-              f"independence alone gives ≈ {z['mutual_info_bias']:.4f}", delta_color="off",
+              f"≈ {z['mutual_info_bias']:.4f} if independent", delta_color="off",
               help=f"Plug-in mutual information between current and next token over {z['n_pairs']:,} adjacent "
                    "pairs (one period per sampled sequence: later copies repeat the same pairs). Even independent "
-                   "tokens give a positive estimate, about (V−1)²/(2N).")
+                   "tokens give a positive estimate, about (V−1)²/(2N): the figure under the value.")
     left, right = st.columns(2)
     scale = (-1.0, 1.0)
     draw(left, charts.token_heatmap(
@@ -298,7 +298,8 @@ else:
     python_panel(snippets.depth_composition(entry), shows={"K": k_scores, "V": v_scores})
     head = st.columns([1, 2])[0].selectbox(
         "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-        format_func=lambda h: f"head {symbols.head_label(1, h)} (induction score, latest copy {ind[h]:.2f})")
+        format_func=lambda h: f"{symbols.head_label(1, h)} (ind. {ind[h]:.2f})",
+        help="Each head is listed with its induction score (latest copy) in brackets.")
     st_terms = _score_terms(entry, head)
     roles = _roles(entry)
     groups = score_groups.score_groups(st_terms, roles)

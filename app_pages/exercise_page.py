@@ -1,6 +1,7 @@
 """Exercises that check themselves: the path, each exercise's rating and page, the downloads (a
 notebook per section for the picked model, the plain Python files), and the hints and solutions behind
 a click. The app never runs a student's code: the checks run on the student's machine (exercises/)."""
+import pandas as pd
 import streamlit as st
 
 from exercises import build
@@ -61,15 +62,16 @@ if entry is not None and not shipped:
     which = "Part 5's notebook checks" if markov else "The notebooks of parts 1-4 check"
     st.info(f"{which} on **{entry.label}**, a model of this session: download it (Train page, or the sidebar), "
             "save it beside the notebook and put its file name in the notebook's first code cell.")
-st.caption("Difficulty 🔴 and importance 🔵 out of 5; the minutes are a guide for a first attempt. "
+st.caption("Difficulty and importance out of 5 (🔴 and 🔵 below); the minutes are a guide for a first attempt. "
            "Every exercise names the page where you see its result on screen.")
 
 number = build.numbered()
 st.subheader("The path at a glance")
-st.dataframe([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
-               "difficulty": rating(ex.difficulty, "🔴"), "importance": rating(ex.importance, "🔵"),
-               "minutes": ex.minutes, "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
-              for ex in EXERCISES], hide_index=True, width="stretch", height="content")
+# st.table wraps a long title where st.dataframe's canvas would cut it off
+st.table(pd.DataFrame([{"#": number[ex.name], "exercise": ex.title, "function": ex.name, "part": ex.section[4],
+                        "difficulty": ex.difficulty, "importance": ex.importance, "minutes": ex.minutes,
+                        "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
+                       for ex in EXERCISES]), hide_index=True)
 for section, title in SECTIONS.items():
     st.header(title)
     model_path, model_label = markov_target if section == MARKOV_SECTION else repeat_target

@@ -42,7 +42,7 @@ def fixed_distance_caveat(verdict: dict | None) -> str | None:
 def _home_path():
     st.subheader("A path through the lab")
     for i, page in enumerate(PATH, 1):
-        link, text = st.columns([1, 3], vertical_alignment="center")
+        link, text = st.columns([1, 2], vertical_alignment="center")
         with link:
             st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
         text.markdown(page.what)
@@ -121,7 +121,7 @@ def _home_model():
         "heads": heads.select_dtypes("number")})
     ask(quiz.induction_head_count(heads, verdict))
     left, right = st.columns([1, 2.4])
-    left.dataframe(settings_rows(entry.info), hide_index=True, width="stretch", height="content")
+    left.table(settings_rows(entry.info), hide_index=True)  # wraps in a narrow column, where a dataframe cuts
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")

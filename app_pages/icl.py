@@ -90,8 +90,9 @@ try:
         c1, c2 = st.columns([3, 2])
         text = c1.text_input("Pattern", "Black fox jumps.Wiz7", key="icl_text",
                              help=f"Symbols from {SYMBOLS[:4]}…{SYMBOLS[-3:]}; at most {MAX_PATTERN}.")
-        repeat = c2.checkbox(f"Repeat it to fill {T} positions", True, key="icl_repeat",
-                             help="Off: the model sees exactly what you typed, so type the repeats yourself.")
+        repeat = c2.checkbox("Repeat it", True, key="icl_repeat",
+                             help=f"Repeat the pattern to fill all {T} positions. Off: the model sees exactly what "
+                                  "you typed, so type the repeats yourself.")
         pattern = symbols.encode_text(text, V, max_len=MAX_PATTERN)
         pattern_code = snippets.typed_pattern(text)
     else:
@@ -153,19 +154,22 @@ def _from_x(c: dict, x: int) -> float:
 
 ask(quiz.restart_recovery(s, 1 / V))
 c1, c2, c3, c4 = st.columns(4)
-c1.metric("accuracy in the new pattern's first copy", f"{s['first_copy']:.2f}")
-c2.metric("…on its second copy's 1st token", f"{s['second_copy_first_token']:.2f}",
-          help="No context-reader can know this one: its predecessor, the pattern's last token, has never been "
-               "followed by anything yet.")
-c3.metric("…on its 2nd token (the first it could know)", f"{s['first_predictable']:.2f}",
-          f"{s['rest']:.2f} from there on", delta_color="off")
+c1.metric("new pattern, 1st copy", f"{s['first_copy']:.2f}", help="Accuracy in the new pattern's first copy.")
+c2.metric("2nd copy, 1st token", f"{s['second_copy_first_token']:.2f}",
+          help="Accuracy on the new pattern's second copy's first token. No context-reader can know this one: its "
+               "predecessor, the pattern's last token, has never been followed by anything yet.")
+c3.metric("2nd copy, 2nd token", f"{s['first_predictable']:.2f}", f"{s['rest']:.2f} after", delta_color="off",
+          help="Accuracy on the second copy's 2nd token, the first the model could know; below it, the accuracy "
+               "on every target after that one.")
 if s["n_recovered"]:
-    c4.metric(f"tokens until {restarts.RUN} right in a row (median)", f"{s['median_recovery']:.0f}",
-              f"{s['median_lag']:+.0f} vs the earliest possible, period + 1", delta_color="off",
-              help=f"Over {s['n_segments']} restarts with room to show it, {s['n_recovered']} recovered; "
+    c4.metric("tokens to recover", f"{s['median_recovery']:.0f}", f"{s['median_lag']:+.0f} vs earliest",
+              delta_color="off",
+              help=f"The median number of tokens after a restart until {restarts.RUN} right in a row, and below it "
+                   "how many more than the earliest possible (period + 1). Over "
+                   f"{s['n_segments']} restarts with room to show it, {s['n_recovered']} recovered; "
                    f"{s['share_earliest']:.0%} of those at the earliest possible token.")
 else:
-    c4.metric(f"tokens until {restarts.RUN} right in a row", "never",
+    c4.metric("tokens to recover", "never",
               help=f"None of {s['n_segments']} restarts with room to show it was followed by "
                    f"{restarts.RUN} right predictions in a row.")
 relative = st.toggle("Align on the new pattern's second copy", True, key="icl_rel",
@@ -187,9 +191,12 @@ python_panel(snippets.restart_curve(entry, N_CURVE), shows={"summary": [
 probe = s["context_probe"]
 if probe["n"]:
     p1, p2, p3 = st.columns([1, 1, 2])
-    p1.metric("first knowable token after a restart", f"{probe['as_sampled']:.2f}",
-              help="The same targets as '…on its 2nd token' above: the same sampled sequences.")
-    p2.metric("…if the token before it matched", f"{probe['two_tokens_match']:.2f}")
+    p1.metric("first knowable token", f"{probe['as_sampled']:.2f}",
+              help="Accuracy on the first token the model could know after a restart: the same targets as "
+                   "'2nd copy, 2nd token' above, from the same sampled sequences.")
+    p2.metric("…if the one before matched", f"{probe['two_tokens_match']:.2f}",
+              help="The same targets, with the token before the earlier copy made to match the token before the "
+                   "query.")
     p3.caption(
         "**One token or two?** At the first token the model could know after a restart, the earlier copy of the "
         "current token sits right at the restart, so the token *before* it belongs to the old pattern. The "

@@ -10,7 +10,7 @@ from core.pool.status import RunStatus
 from core.series import page_sweep as ps
 from core.training.config import LOG_SEQS, TrainConfig
 from core.training.transition import STUDY_FILE
-from ui import laws_sections, snippets
+from ui import laws_sections, layout, snippets
 from ui.charts.kept import draw
 from ui.charts.laws import clamps_chart, law_chart
 from ui.python_panel import python_panel
@@ -319,10 +319,10 @@ def own_sweep_section() -> None:
         st.error(f"This sweep cannot be trained: {problem}")
     if off:
         st.info("Training is switched off on this server (ATTENTION_LAB_MAX_TRAININGS=0).")
-    b1, b2, _ = st.columns([2, 1, 5])
-    b1.button(f"Train these {len(specs)} runs" if specs else "Train", type="primary", on_click=_start_sweep,
+    row = layout.button_row()
+    row.button(f"Train these {len(specs)} runs" if specs else "Train", type="primary", on_click=_start_sweep,
               disabled=bool(problem) or running or off, key="lw_sw_start")
-    b2.button("Stop", on_click=_stop_sweep, disabled=not running, key="lw_sw_stop",
+    row.button("Stop", on_click=_stop_sweep, disabled=not running, key="lw_sw_stop",
               help="End the run in progress (nothing of it is kept) and start no further run.")
     if error := st.session_state.pop("lw_sw_error", None):
         st.error(error)

@@ -930,7 +930,7 @@ def test_exercises_page_lists_the_path_with_downloads_hints_and_solutions():
     at = open_app("app_pages/exercise_page.py", DEFAULT)
     assert [h.value for h in at.header] == list(SECTIONS.values())
     assert [h.value for h in at.subheader][1:] == [f"{i}. {ex.title}" for i, ex in enumerate(EXERCISES, 1)]
-    assert len(at.dataframe) == 1  # the path at a glance
+    assert len(at.table) == 1  # the path at a glance
     labels = [e.label for e in at.expander]
     assert labels.count("Solution") == len(EXERCISES)
     assert sum(label.startswith("Hint") for label in labels) == sum(len(ex.hints) for ex in EXERCISES)

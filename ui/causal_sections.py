@@ -11,6 +11,7 @@ import streamlit as st
 
 from core.causal import check_readings, readings
 from core.model.symbols import block_label, encode_text
+from ui import numbers
 from ui.cache import per_model
 from ui.charts.kept import draw, kept
 from ui.python_panel import Snippet, python_panel
@@ -120,8 +121,8 @@ def metric_section(res, said: str | None) -> None:
         return
     st.subheader("The metric: log-probability, logit difference, probability")
     bm = res.by_metric.pivot(index="label", columns="metric", values="patch_effect")
-    st.dataframe(bm[["logprob", "logit_diff", "prob"]].rename(
-        columns={"logprob": "log-prob (M)", "logit_diff": "logit difference", "prob": "probability"}))
+    st.dataframe(numbers.table(bm[["logprob", "logit_diff", "prob"]].rename(
+        columns={"logprob": "log-prob (M)", "logit_diff": "logit difference", "prob": "probability"})))
     st.caption(
         "**What am I looking at?** Section 1's patching of each head, measured three ways (Heimersheim & "
         "Nanda, 2024): the right token's log-probability (M), its logit minus that of the token the "
@@ -138,9 +139,9 @@ def composition_section(res, gap: float, rope: pd.DataFrame | None = None, snipp
     if comp is None:
         return
     st.subheader("Weight-based K-composition beside path patching")
-    st.dataframe(comp.drop(columns=["receiver_offset", "offset_mass"], errors="ignore").rename(
+    st.dataframe(numbers.table(comp.drop(columns=["receiver_offset", "offset_mass"], errors="ignore").rename(
         columns={"k_score": "K-composition (weights)", "k_rope": "RoPE-aware (turned by the offsets attended at)",
-                 "k_lost": "share of M lost, key path noised"}), hide_index=True)
+                 "k_lost": "share of M lost, key path noised"})), hide_index=True)
     st.caption(
         "**What am I looking at?** For each block-1 sender and block-2 receiver, the K-composition score "
         "of the weights (Elhage et al., 2021; *Circuits & ablations*) beside what noising that key path "
@@ -232,10 +233,10 @@ def graddrop_section(table: pd.DataFrame | None, gap: float, snippet: SnippetOf 
         return
     dropped = [c for c in table.columns if c.startswith("dropped_")]
     shown = table[["label", "exact_sum", "star_sum", *dropped[1:], "direct_exact", "graddrop", "abs_exact"]]
-    st.dataframe(shown.rename(columns={
+    st.dataframe(numbers.table(shown.rename(columns={
         "label": "head", "exact_sum": "exact, summed", "star_sum": "AtP*, summed", "direct_exact": "exact, direct "
         "path only", "graddrop": "GradDrop ranking score", "abs_exact": "exact |cells|, summed",
-        **{c: f"AtP*, {block_label(int(c.removeprefix('dropped_layer')))}'s gradient dropped" for c in dropped}}),
+        **{c: f"AtP*, {block_label(int(c.removeprefix('dropped_layer')))}'s gradient dropped" for c in dropped}})),
         hide_index=True)
     st.caption("**What am I looking at?** Per head, summed over positions: the exact one-position sweep above, "
                "AtP*, AtP* with each later block's gradient dropped (in a 2-block model: the head's direct path "
@@ -280,7 +281,7 @@ def path_positions_section(positions: pd.DataFrame, whole: pd.DataFrame, period:
                             width="content")
     table = whole.pivot_table(index="sender", columns=["path", "reference"], values="lost")
     table.columns = [f"{p} path, {r}" for p, r in table.columns]
-    st.dataframe(table, width="content")
+    st.dataframe(numbers.table(table), width="content")
     st.caption(
         "**What am I looking at?** Section 4's noising, resolved by position. *One sender position*: the sender's "
         "output is swapped only at position p, so the block-2 heads' query, key or value at p (which read only "

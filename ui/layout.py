@@ -1,9 +1,13 @@
 """Pages that read on a narrow screen (800 px with the sidebar open) as well as a wide one.
 
-Two tools. `fit_charts()` (called once per run by dashboard.py) keeps every Vega-Lite chart inside
+Four tools. `fit_charts()` (called once per run by dashboard.py) keeps every Vega-Lite chart inside
 its column: a chart drawn wider than the room it has is scaled down to the column's width, keeping
-its aspect ratio, instead of running over its neighbour or past the page's edge. `chart_and_note()`
-puts a chart and its explanation side by side where both fit, and stacks them where they do not.
+its aspect ratio, instead of running over its neighbour or past the page's edge; it also lets a
+metric's label and delta, a page link and a button's label wrap onto a second line where Streamlit
+would cut them off with "…" (a one-word button label cannot: give it room, `button_row()`).
+`chart_and_note()` puts a chart and its explanation side by side where both fit, and stacks them
+where they do not; `chart_pair()` does the same for two charts. `button_row()` sets buttons side by side,
+each as wide as its label.
 """
 from __future__ import annotations
 
@@ -11,12 +15,20 @@ import streamlit as st
 
 # Vega draws into a canvas (or svg) of fixed pixel size; scaling it with CSS keeps it inside its
 # column. The embed container is also capped, or it keeps the drawing's full width and overlaps.
+# Streamlit keeps a metric's label and delta, a page link's and a button's label on one line and cuts
+# what does not fit; here they wrap between words instead (never inside one: a word wider than its box
+# still needs a shorter label or more room).
 FIT_CSS = """
 <style>
 [data-testid="stVegaLiteChart"], [data-testid="stVegaLiteChart"] .vega-embed { max-width: 100% !important; }
 [data-testid="stVegaLiteChart"] .vega-embed { overflow: visible; }
 [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks {
   max-width: 100% !important; height: auto !important; }
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stMetricDelta"],
+[data-testid="stMetricDelta"] *, [data-testid="stPageLink"] *, [data-testid="stButton"] button *,
+[data-testid="stDownloadButton"] button * {
+  white-space: normal !important; text-overflow: clip !important; word-break: normal !important;
+  overflow-wrap: normal !important; }
 </style>
 """
 
@@ -30,3 +42,16 @@ def chart_and_note():
     when the main column has no room for both."""
     row = st.container(horizontal=True, gap="medium")
     return row.container(width="content"), row.container(width=320)
+
+
+def chart_pair(width: int = 440):
+    """Two containers of `width` px in one row that wraps: two charts side by side where the main column
+    has room for both (1400 px), stacked where it has not (800 px), each at a width it reads at."""
+    row = st.container(horizontal=True, gap="medium")
+    return row.container(width=width), row.container(width=width)
+
+
+def button_row():
+    """A row for buttons, each as wide as its label (st.columns' equal shares cut a label to "T…" on a
+    narrow screen); it wraps when the row has no room."""
+    return st.container(horizontal=True, gap="small")

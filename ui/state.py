@@ -290,6 +290,26 @@ def model_summary(entry: LabModel) -> str:
             f"initial embedding {_start(initial_embedding_label(entry.info.get('train') or {}))}")
 
 
+PICKER_CHARS = 30  # what the sidebar's picker shows whole: the rest of a model's label goes in its caption
+
+
+def picker_label(entry: LabModel, models: dict[str, LabModel]) -> str:
+    """The picker's short entry for a model: a shipped one's preset name, a trained one's number, seed and
+    step, an upload's file name (shortened in the middle); its full label is the caption below the picker."""
+    if entry.source == "shipped":
+        return entry.label.removesuffix(" (shipped)")
+    if entry.source == "trained":
+        from core.training.config import TrainConfig
+
+        train = entry.info.get("train") or {}
+        n = 1 + [k for k, m in models.items() if m.source == "trained"].index(entry.key)
+        step = entry.step if entry.step is not None else train.get("steps_done")
+        at = f", step {step}" if step is not None else ""
+        return f"trained #{n}, seed {TrainConfig.from_dict(train).seed}{at}"
+    name, room = entry.label.removesuffix(" (uploaded)"), PICKER_CHARS - len(" (uploaded)")
+    return f"{name if len(name) <= room else name[:room // 2] + '…' + name[1 - room // 2:]} (uploaded)"
+
+
 def _start(label: str) -> str:
     return label if label in ("plain", "not stored") else f"enlarged ({label})"
 
@@ -305,10 +325,11 @@ def sidebar_picker() -> LabModel | None:
         if models:
             selected_model()  # makes sure the picked key is valid
             keys = list(models)
-            st.selectbox("Analyse", keys, key="picked_model", format_func=lambda k: models[k].label,
-                         help="Shipped checkpoints, models you trained in this session, and uploads.")
+            st.selectbox("Analyse", keys, key="picked_model", format_func=lambda k: picker_label(models[k], models),
+                         help="Shipped checkpoints, models you trained in this session (#number, seed and last "
+                              "step), and uploads; the full description is under the picker.")
             entry = models[st.session_state["picked_model"]]
-            st.caption(model_summary(entry))
+            st.caption(f"**{entry.label}**: {model_summary(entry)}")
         else:
             entry = None
             st.caption("No model yet.")

@@ -190,7 +190,7 @@ def probe_mass_chart(mass: pd.DataFrame) -> alt.Chart:
     return alt.Chart(data).mark_bar().encode(
         x=alt.X("head_label:N", title="head (block.head)", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("label:N", sort=order),
-        y=alt.Y("mass:Q", title="mean attention at offset k", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("mass:Q", title="attention at offset k", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("label:N", title="offset", sort=order, scale=alt.Scale(range=OKABE_ITO[4:] + OKABE_ITO[:4]),
                         legend=alt.Legend(labelLimit=200)),
         tooltip=["head_label:N", "role:N", "offset:Q", alt.Tooltip("mass:Q", format=".3f")],

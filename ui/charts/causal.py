@@ -113,8 +113,9 @@ def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log
     return alt.Chart(df, title=title).mark_line(point=True).encode(
         x=alt.X("stage_label:N", title="read after", sort=stages, axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{value}:Q", title=value_title, scale=scale),
+        # one legend for both channels (Vega-Lite merges them: same field, title and sort)
         color=alt.Color("copy:N", title="targets in the", sort=["first", "second", "later"]),
-        strokeDash=alt.StrokeDash("copy:N", sort=["first", "second", "later"], legend=None),
+        strokeDash=alt.StrokeDash("copy:N", title="targets in the", sort=["first", "second", "later"]),
         tooltip=["stage_label:N", "copy:N", alt.Tooltip(f"{value}:Q", format=".3f"), "n:Q"],
     ).properties(width=300, height=220, autosize=PAD)
 
