@@ -10,6 +10,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
+from pin_tools import panels, picture, row_band
 
 from core.model.checkpoints import read_checkpoint
 from core.reading.analysis import task_sequence_view
@@ -17,7 +18,6 @@ from ui.charts import OKABE_ITO
 from ui.charts.attention import ZERO_FILL
 
 from helpers import ROOT
-from pin_tools import panels, picture, row_band
 
 pytestmark = pytest.mark.e2e
 

@@ -30,6 +30,7 @@ def _pattern_scale() -> alt.Scale:
 PIN = "pin"  # the click selection's name (a link's `pin` is its initial value)
 HOVER = "hover"
 PIN_STROKE = "white"  # the outline of a pinned (or hovered) row
+HOW_TO_PIN = "pin a query: click a row or a token (shift-click adds one; a click above a diagonal releases)"
 DIM = 0.3  # opacity of the rows not pinned (or not hovered) while some are
 
 
@@ -71,10 +72,8 @@ def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width
     tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in labels]})
     shown = {"condition": {"test": _active(), "value": OKABE_ITO[4]}, "value": "#f2f2f2"}
     cells = alt.Chart(tokens).mark_rect(stroke="white").encode(
-        x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title="pin a query: click a row or a token (shift-click adds one; "
-                                                                "a click above a diagonal releases)",
-                                                           labelFontSize=7, labelAngle=0, titleFontSize=10,
-                                                           values=list(range(0, T, 5)))),
+        x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title=HOW_TO_PIN, labelFontSize=7, labelAngle=0,
+                                                           titleFontSize=10, values=list(range(0, T, 5)))),
         fill=shown,
         tooltip=[alt.Tooltip(f"{field}:O", title="position"), alt.Tooltip("token:N", title="token")],
     ).add_params(*params)
