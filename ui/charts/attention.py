@@ -5,6 +5,9 @@ Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer a
 """
 from __future__ import annotations
 
+import functools
+import warnings
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -43,6 +46,17 @@ def _active() -> str:
 def _full() -> str:
     """Vega expression: datum's row is drawn at full strength (active, or nothing pinned or hovered)."""
     return f"(!length(data('{PIN}_store')) && !length(data('{HOVER}_store'))) || ({_active()})"
+
+
+def _shared_params(builder):
+    """Run a builder whose views share the pin and hover params without Altair's note that it merged them
+    (that is the point: one selection over the patterns and the strip)."""
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
+            return builder(*args, **kwargs)
+    return build
 
 
 def _params(field: str, pin: tuple[int, ...]):
@@ -99,6 +113,7 @@ def mean_frame(patterns: np.ndarray) -> pd.DataFrame:
 
 
 @kept
+@_shared_params
 def pattern_grid(patterns: np.ndarray, labels: list[str] | None = None, pin: tuple[int, ...] = ()):
     """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across).
     With the tokens' labels, a token strip below: click a query row in any head (or a token) to pin it,
@@ -154,6 +169,7 @@ def _lookup(labels: list[str], field: str) -> str:
 
 
 @kept
+@_shared_params
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
                  period: int | None = None, pin: tuple[int, ...] = ()) -> alt.VConcatChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
