@@ -83,7 +83,9 @@ def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width
         tooltip=[alt.Tooltip(f"{key}:O", title="key position j"),
                  alt.Tooltip("weight:Q", format=".3f", title=what)],
     ).properties(width=width, height=70)
-    tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in labels]})
+    # the token itself: Markov labels lead with the position ("12·3"), which the strip's place already says
+    shown_as = [l.rsplit("·", 1)[-1] for l in labels]
+    tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in shown_as]})
     shown = {"condition": {"test": _active(), "value": OKABE_ITO[4]}, "value": "#f2f2f2"}
     cells = alt.Chart(tokens).mark_rect(stroke="white").encode(
         x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title=HOW_TO_PIN, labelFontSize=7, labelAngle=0,
@@ -93,7 +95,8 @@ def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width
     ).add_params(*params)
     text = alt.Chart(tokens).mark_text(fontSize=10 if T <= 48 else 8).encode(
         x=alt.X(f"{field}:O", scale=x_scale), text="token:N")
-    row = alt.layer(cells, text).properties(width=width, height=18)
+    row = alt.layer(cells, text) if width / T >= 5 else cells  # too narrow to read: the tooltip tells
+    row = row.properties(width=width, height=18)
     return alt.vconcat(bars, row, spacing=2)
 
 
