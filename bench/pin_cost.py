@@ -38,9 +38,9 @@ def main(argv=None) -> int:
     p.add_argument("--clicks", type=int, default=20)
     args = p.parse_args(argv)
 
+    from pin_tools import panels, picture
     from playwright.sync_api import sync_playwright
 
-    from pin_tools import panels, picture
     from streamlit_server import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer
 
     server = StreamlitServer(name="pin_cost")
