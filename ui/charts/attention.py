@@ -1,6 +1,9 @@
 """Charts for the Attention page: the grid of every head's pattern, one head enlarged with token labels,
 the head-score table's colours, the offset-mass profile and the period-shift probe.
 
+The grid and the single head pin queries with a click (the PIN selection, drawn in the browser; a page that
+needs the pin reads it through st.vega_lite_chart's on_select, as the Attention page does for its link).
+
 Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer and head, and label).
 """
 from __future__ import annotations
