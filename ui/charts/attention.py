@@ -89,7 +89,7 @@ def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width
     # the token itself: Markov labels lead with the position ("12·3"), which the strip's place already says
     shown_as = [l.rsplit("·", 1)[-1] for l in labels]
     tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in shown_as]})
-    shown = {"condition": {"test": _active(), "value": OKABE_ITO[4]}, "value": "#f2f2f2"}
+    shown = alt.condition(_active(), alt.value(OKABE_ITO[4]), alt.value("#f2f2f2"))
     cells = alt.Chart(tokens).mark_rect(stroke="white").encode(
         x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title=HOW_TO_PIN, labelFontSize=7, labelAngle=0,
                                                            titleFontSize=10, values=list(range(0, T, 5)))),
@@ -145,7 +145,7 @@ def pattern_grid(patterns: np.ndarray, labels: list[str] | None = None, pin: tup
             title="",
         ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
     params = _params("query", pin)
-    cells = base.encode(opacity={"condition": {"test": _full(), "value": 1}, "value": DIM}).add_params(*params)
+    cells = base.encode(opacity=alt.condition(_full(), alt.value(1), alt.value(DIM))).add_params(*params)
     rows = alt.Chart(data).transform_aggregate(groupby=["block", "head", "query"]).transform_calculate(
         query_end="datum.query + 1", start="0", end=str(T))
     y = alt.Y("query:Q", scale=alt.Scale(domain=[0, T], reverse=True))
@@ -204,7 +204,7 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
         y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
-        opacity={"condition": {"test": _full(), "value": 1}, "value": DIM},
+        opacity=alt.condition(_full(), alt.value(1), alt.value(DIM)),
         tooltip=tooltip,
     ).add_params(*params)
     pinned = alt.Chart(pd.DataFrame({"qi": positions})).transform_filter(_active()).mark_rect(
