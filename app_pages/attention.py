@@ -36,6 +36,23 @@ def text_view(entry: LabModel, text: str) -> views.SequenceView:
     return analysis.text_view(entry.model, text)
 
 
+def take_pin(key: str, field: str):
+    """The chart's on_select: its pinned queries become the page's (st.session_state["att_pin"], which a link
+    carries and every pattern on the page starts from)."""
+    def take() -> None:
+        chosen = (st.session_state.get(key) or {}).get("selection", {}).get(charts.PIN) or []
+        st.session_state["att_pin"] = sorted({int(d[field]) for d in chosen if field in d})
+        share.republish("attention")
+    return take
+
+
+@st.fragment
+def pinnable(chart, key: str, field: str) -> None:
+    """Draw a chart with a pin selection; a click reruns only this fragment (the chart's spec, with the pin
+    it was built with, is the kept one: the browser holds the pin it shows)."""
+    draw(st, chart, width="content", key=key, on_select=take_pin(key, field), selection_mode=[charts.PIN])
+
+
 @per_model(name="attention.sweep", show_spinner="Probing every period…", max_entries=16)
 def sweep(entry: LabModel):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
@@ -87,10 +104,15 @@ if view is not None:
     st.subheader("Every head")
     st.caption("**What am I looking at?** One heatmap per head (rows: blocks, columns: heads). In each, row *i* "
                "is a query position and column *j* a key; brighter = more attention. Above the diagonal is the "
-               "future, which a causal head cannot see. Weights under 0.01 are not drawn. "
+               "future, which a causal head cannot see. Weights under 0.01 are not drawn. Click a row (or a "
+               "token in the strip below) to pin that query in every head: the bars show where the heads send "
+               "it, their mean, summed over the queries pinned (shift-click adds one; a click on empty space "
+               "releases; hover to preview). The pin stays when you change the head or the model, and a "
+               "link carries it. "
                + ("Value-weighted view: attention to a position that writes little is dimmed (Elhage et al. 2021), "
                   "so a head that parks its attention somewhere harmless fades out." if weighted else ""))
-    draw(st, charts.pattern_grid(patterns), width="content")
+    pin = tuple(p for p in st.session_state.get("att_pin") or () if p < len(view.tokens))
+    pinnable(charts.pattern_grid(patterns, view.labels, pin), "att_grid_pin", "query")
 
     st.subheader("One head, up close")
     labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
@@ -98,8 +120,9 @@ if view is not None:
                                            index=min(len(labels) - 1, cfg.n_heads))
     layer, head = symbols.parse_head_label(pick)
     left, right = chart_and_note()  # side by side where both fit, the note below where not
-    draw(left, charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period),
-                      width="content")
+    with left:
+        pinnable(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period, pin),
+                 "att_head_pin", "qi")
     right.caption(
         "**What am I looking at?** The same pattern with each position's token on the axes (position · "
         "character, ␣ = space). Hover a cell for the query and key tokens, the weight and the model's "

@@ -112,6 +112,7 @@ BAD = {
     "archetype": ["gremlin", "__class__", "x" * 10_000, "Induction"],
     "prompt": ["", "w " * 200, "x" * 10_000, "a," * 160],
     "corruption": ["both", "RESAMPLE", "x" * 10_000, ""],
+    "pin": ["3,3", "-1", ",".join(map(str, range(share.MAX_PINS + 1))), "12,99999"],
 }
 BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)]
 
@@ -161,6 +162,51 @@ def test_read_link_never_touches_files_and_checks_each_value():
     assert state == {"picked_model": picked, "att_head": "2.1"}
     state, notes = share.read_link({"seed": "3"}, "circuits", models, picked)  # not a circuits parameter
     assert state == {} and not notes
+
+
+def test_pin_values_are_positions_checked_one_by_one():
+    from core.model.symbols import MAX_TEXT_LEN
+    from ui.state import all_models  # outside Streamlit: the shipped models only
+    models, picked = all_models(), shipped_key(TWO)
+    state, notes = share.read_link({"pin": "30, 12"}, "attention", models, picked)
+    assert state == {"att_pin": [12, 30]} and not notes
+    longest = max(models[picked].info["task"].seq_len, MAX_TEXT_LEN)
+    state, notes = share.read_link({"pin": str(longest - 1)}, "attention", models, picked)
+    assert state == {"att_pin": [longest - 1]}
+    for bad in (str(longest), "12,x", "1.5", "0x10", "12;30", "3,3"):
+        state, notes = share.read_link({"pin": bad}, "attention", models, picked)
+        assert state == {} and len(notes) == 1 and notes[0].startswith("`pin="), (bad, notes)
+    assert share.link_of("attention", {"att_pin": [12, 30]}) == {"pin": "12,30"}
+    assert share.link_of("attention", {"att_pin": []}) == {}
+
+
+def _pinned_in_charts(at: AppTest) -> list[list[int]]:
+    """The initial value of every chart's pin selection on the page (the charts that have one)."""
+    import json
+
+    from ui.charts.attention import PIN
+    out = []
+    for chart in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        for param in spec.get("params", []):
+            if param.get("name") == PIN:
+                out.append(sorted(v for d in param.get("value", []) for v in d.values()))
+    return out
+
+
+@pytest.mark.app
+def test_a_pin_link_pins_the_queries_in_both_pattern_views_and_survives_a_change_of_head():
+    link = {"model": "variable-period-2block", "head": "2.1", "period": "24", "seed": "0", "seq": "task",
+            "pin": "12,30"}
+    at = open_link("app_pages/attention.py", link)
+    assert at.session_state["att_pin"] == [12, 30] and not at.sidebar.warning
+    assert _pinned_in_charts(at) == [[12, 30], [12, 30]]  # the grid and the single head start pinned
+    assert address(at) == link
+    at.selectbox(key="att_head").set_value("1.4").run()
+    assert _pinned_in_charts(at) == [[12, 30], [12, 30]] and address(at)["pin"] == "12,30"
+    hostile = open_link("app_pages/attention.py", {**link, "pin": "12,../../etc"})
+    assert any("`pin=" in w.value for w in hostile.sidebar.warning)
+    assert "pin" not in address(hostile) and _pinned_in_charts(hostile) == [[], []]
 
 
 @pytest.mark.app

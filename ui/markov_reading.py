@@ -99,8 +99,10 @@ def attention_section(entry: LabModel) -> None:
                f"sampled sequences ({task.seq_len} tokens over states 0–{task.n_states - 1}). Row *i* is a query, "
                "column *j* a key; brighter = more attention; weights under 0.01 are not drawn. A previous-token "
                "head is a line just below the diagonal; a successor head's attention is scattered over the keys "
-               "whose previous token is the query's token, which move with the sequence.")
-    draw(st, charts.pattern_grid(view.raw), width="content")
+               "whose previous token is the query's token, which move with the sequence. Click a row (or a state "
+               "in the strip below) to pin that query in every head and read where they look (shift-click adds "
+               "one; a click above a diagonal releases).")
+    draw(st, charts.pattern_grid(view.raw, view.labels), width="content")
 
     st.subheader("One head, up close")
     labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)

@@ -10,7 +10,8 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
-prompt's name or a sentence of your own). The Causal experiments page shares period, seed, seq and
+prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention page's
+patterns, counted from 0). The Causal experiments page shares period, seed, seq and
 text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the widget
 state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
 its widget keys.
@@ -24,6 +25,7 @@ from typing import Any
 from ui.model_keys import shipped_file
 
 MAX_VALUE_CHARS = 400  # longer than any valid value; a longer one is refused before it is parsed
+MAX_PINS = 16  # the most query positions a link pins
 SEED_MAX = 10_000  # the upper bound of every sample-seed input (Attention, Depth, Causal, Archetypes pages)
 ABLATION_MODES = ("zero", "mean")
 # The sequence radio's options on the pages that share `seq`: link value -> the radio's label
@@ -37,7 +39,7 @@ CUSTOM_PROMPT_KEY = "arch_custom"  # ... and the widget that holds that sentence
 # page url_path -> the parameters it shares, each mapped to its widget key on that page
 PAGE_PARAMS: dict[str, dict[str, str]] = {
     "attention": {"head": "att_head", "period": "att_period", "seed": "att_seed", "seq": "att_source",
-                  "text": "att_text"},
+                  "text": "att_text", "pin": "att_pin"},
     "circuits": {"head": "cir_head", "ablate": "cir_ablate", "mode": "cir_mode"},
     "depth": {"seed": "depth_seed"},
     "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt"},
@@ -143,6 +145,27 @@ def _ablate(value: str, t: Target) -> list[str]:
     return heads
 
 
+def _pin(value: str, t: Target) -> list[int]:
+    from core.model.symbols import MAX_TEXT_LEN
+
+    longest = max(getattr(t.task, "seq_len", 0), MAX_TEXT_LEN)  # a position past the sequence shown is not drawn
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if len(parts) > MAX_PINS:
+        raise Refused(f"pins more than {MAX_PINS} positions")
+    try:
+        positions = [_int(p, 0, longest - 1) for p in parts]
+    except Refused:
+        raise Refused(f"is not a list of positions from 0 to {longest - 1}, such as 12,30") from None
+    if len(set(positions)) != len(positions):
+        raise Refused("names a position twice")
+    return sorted(positions)
+
+
+def pin_text(positions) -> str | None:
+    """The link value of pinned positions ("12,30"); None for none."""
+    return ",".join(str(int(p)) for p in positions) if positions else None
+
+
 def _archetype(value: str, t: Target) -> str:
     from core.archetypes.catalogue import ARCHETYPES
 
@@ -185,6 +208,7 @@ PARAMS: dict[str, Param] = {
     "ablate": Param(_ablate, show=lambda v, s: ",".join(v) if v else None),
     "mode": Param(lambda v, t: _one_of(v, ABLATION_MODES)),
     "archetype": Param(_archetype),
+    "pin": Param(_pin, show=lambda v, s: pin_text(v)),
     "corruption": Param(_corruption),
     "prompt": Param(_prompt, store=_store_prompt,
                     show=lambda v, s: s.session.get(CUSTOM_PROMPT_KEY) if v == CUSTOM_PROMPT else v),
@@ -280,6 +304,17 @@ def apply_link(page: str) -> None:
         st.session_state[key] = value
     st.session_state["share_notes"] = notes
     st.session_state["share_last"] = params
+
+
+def republish(page: str) -> None:
+    """Put the view on screen in the address without the page's full run (a fragment changed a setting
+    a link carries, such as the pinned tokens)."""
+    import streamlit as st
+
+    link = link_of(page, st.session_state)
+    if {k: st.query_params[k] for k in st.query_params} != link:
+        st.query_params.from_dict(link)
+    st.session_state["share_last"] = link
 
 
 def publish(page: str) -> None:

@@ -1,9 +1,15 @@
 """Charts for the Attention page: the grid of every head's pattern, one head enlarged with token labels,
 the head-score table's colours, the offset-mass profile and the period-shift probe.
 
+The grid and the single head pin queries with a click (the PIN selection, drawn in the browser; a page that
+needs the pin reads it through st.vega_lite_chart's on_select, as the Attention page does for its link).
+
 Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer and head, and label).
 """
 from __future__ import annotations
+
+import functools
+import warnings
 
 import altair as alt
 import numpy as np
@@ -24,6 +30,79 @@ def _pattern_scale() -> alt.Scale:
     return alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])
 
 
+# Pinned tokens. A click on a query (a row of a pattern, or a token in the strip under it) pins it, shift-click
+# adds one, a click on empty space releases them all; hovering previews a row while nothing is pinned. It all
+# happens in the browser (Vega-Lite selection parameters): a page learns of a pin only where it asks to.
+PIN = "pin"  # the click selection's name (a link's `pin` is its initial value)
+HOVER = "hover"
+PIN_STROKE = "white"  # the outline of a pinned (or hovered) row
+HOW_TO_PIN = "pin a query: click a row or a token (shift-click adds one; a click above a diagonal releases)"
+DIM = 0.3  # opacity of the rows not pinned (or not hovered) while some are
+
+
+def _active() -> str:
+    """Vega expression: datum's query is pinned, or hovered while nothing is pinned."""
+    return (f"length(data('{PIN}_store')) ? vlSelectionTest('{PIN}_store', datum) : "
+            f"vlSelectionTest('{HOVER}_store', datum)")
+
+
+def _full() -> str:
+    """Vega expression: datum's row is drawn at full strength (active, or nothing pinned or hovered)."""
+    return f"(!length(data('{PIN}_store')) && !length(data('{HOVER}_store'))) || ({_active()})"
+
+
+def _shared_params(builder):
+    """Run a builder whose views share the pin and hover params without Altair's note that it merged them
+    (that is the point: one selection over the patterns and the strip)."""
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
+            return builder(*args, **kwargs)
+    return build
+
+
+def _params(field: str, pin: tuple[int, ...]):
+    """The click-to-pin selection of queries (`field`), started at `pin`, and the hover preview."""
+    start = {"value": [{field: int(p)} for p in pin]} if pin else {}
+    click = alt.selection_point(name=PIN, on="click", toggle="event.shiftKey", fields=[field], **start)
+    hover = alt.selection_point(name=HOVER, on="pointerover", clear="pointerout", fields=[field])
+    return click, hover
+
+
+def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width: int, what: str,
+           params) -> alt.VConcatChart:
+    """The token strip: the sequence's tokens in a row (click one to pin it as a query), and above them bars of
+    the attention the pinned (or hovered) queries give each key, summed over the queries. weights: one row per
+    (query `field`, key `key`) with `weight`."""
+    T = len(labels)
+    x_scale = alt.Scale(domain=list(range(T)))
+    no_axis = alt.Axis(labels=False, ticks=False, title=None, domain=False)
+    bars = alt.Chart(weights).transform_filter(_active()).transform_aggregate(
+        weight="sum(weight)", groupby=[key]).mark_bar(color=OKABE_ITO[4]).encode(
+        x=alt.X(f"{key}:O", scale=x_scale, axis=no_axis),
+        y=alt.Y("weight:Q", title=what, axis=alt.Axis(tickCount=3, titleFontSize=10, format=".2f"),
+                scale=alt.Scale(domainMin=0)),
+        tooltip=[alt.Tooltip(f"{key}:O", title="key position j"),
+                 alt.Tooltip("weight:Q", format=".3f", title=what)],
+    ).properties(width=width, height=70)
+    # the token itself: Markov labels lead with the position ("12·3"), which the strip's place already says
+    shown_as = [l.rsplit("·", 1)[-1] for l in labels]
+    tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in shown_as]})
+    shown = alt.condition(_active(), alt.value(OKABE_ITO[4]), alt.value("#f2f2f2"))
+    cells = alt.Chart(tokens).mark_rect(stroke="white").encode(
+        x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title=HOW_TO_PIN, labelFontSize=7, labelAngle=0,
+                                                           titleFontSize=10, values=list(range(0, T, 5)))),
+        fill=shown,
+        tooltip=[alt.Tooltip(f"{field}:O", title="position"), alt.Tooltip("token:N", title="token")],
+    ).add_params(*params)
+    text = alt.Chart(tokens).mark_text(fontSize=10 if T <= 48 else 8).encode(
+        x=alt.X(f"{field}:O", scale=x_scale), text="token:N")
+    row = alt.layer(cells, text) if width / T >= 5 else cells  # too narrow to read: the tooltip tells
+    row = row.properties(width=width, height=18)
+    return alt.vconcat(bars, row, spacing=2)
+
+
 def grid_frame(patterns: np.ndarray) -> pd.DataFrame:
     """Tidy cells {block, head (counted from 1, the grid's axes), query, key, weight} of patterns
     [L, H, T, T], cells >= GRID_MIN only."""
@@ -32,9 +111,20 @@ def grid_frame(patterns: np.ndarray) -> pd.DataFrame:
                          "weight": patterns[l, h, i, j].round(3)})
 
 
+def mean_frame(patterns: np.ndarray) -> pd.DataFrame:
+    """{query, key, weight}: the mean over every head of patterns [L, H, T, T], causal cells (key <= query)."""
+    T = patterns.shape[-1]
+    i, j = np.tril_indices(T)
+    return pd.DataFrame({"query": i, "key": j, "weight": patterns.mean(axis=(0, 1))[i, j].round(4)})
+
+
 @kept
-def pattern_grid(patterns: np.ndarray) -> alt.FacetChart:
-    """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across)."""
+@_shared_params
+def pattern_grid(patterns: np.ndarray, labels: list[str] | None = None, pin: tuple[int, ...] = ()):
+    """Every head's pattern [L, H, T, T] as a blocks x heads grid of heatmaps (query down, key across).
+    With the tokens' labels, a token strip below: click a query row in any head (or a token) to pin it,
+    and every head's row for it stays lit while the strip shows where it looks, the mean over the heads
+    (pin: the queries pinned to begin with)."""
     T = patterns.shape[-1]
     data = grid_frame(patterns)
     pos = alt.Scale(domain=[0, T])
@@ -48,11 +138,34 @@ def pattern_grid(patterns: np.ndarray) -> alt.FacetChart:
         tooltip=[alt.Tooltip("block:O"), alt.Tooltip("head:O"), alt.Tooltip("query:Q", title="query i"),
                  alt.Tooltip("key:Q", title="key j"), alt.Tooltip("weight:Q", format=".3f")],
     )
-    return base.properties(width=165, height=165).facet(
+    if labels is None:
+        return base.properties(width=165, height=165).facet(
+            row=alt.Row("block:O", title="block", header=alt.Header(labelFontSize=12)),
+            column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=12)),
+            title="",
+        ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
+    params = _params("query", pin)
+    cells = base.encode(opacity=alt.condition(_full(), alt.value(1), alt.value(DIM))).add_params(*params)
+    rows = alt.Chart(data).transform_aggregate(groupby=["block", "head", "query"]).transform_calculate(
+        query_end="datum.query + 1", start="0", end=str(T))
+    y = alt.Y("query:Q", scale=alt.Scale(domain=[0, T], reverse=True))
+    # a row's causal part (keys 0..i) takes the click, not only its drawn cells (most weights are too small to
+    # draw); above the diagonal (the future) a click releases the pin
+    targets = rows.mark_rect(fill="white", opacity=0.001).encode(
+        x=alt.X("start:Q", scale=pos), x2="query_end:Q", y=y, y2="query_end:Q").add_params(*params)
+    outline = rows.transform_filter(_active()).mark_rect(fill=None, stroke=PIN_STROKE, strokeWidth=1.5).encode(
+        x=alt.X("start:Q", scale=pos), x2="end:Q", y=y, y2="query_end:Q")
+    grid = alt.layer(targets, cells, outline).properties(width=165, height=165,
+                                             view=alt.ViewBackground(fill=ZERO_FILL, stroke=None)).facet(
         row=alt.Row("block:O", title="block", header=alt.Header(labelFontSize=12)),
         column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=12)),
-        title="",
-    ).configure_view(fill=ZERO_FILL, stroke=None).properties(autosize=PAD)
+    )
+    n_heads = patterns.shape[1]
+    # as wide as the grid, not wider: Streamlit shrinks a chart wider than its column, and Vega then places
+    # clicks as if it were not shrunk (they land off the row pointed at)
+    strip = _strip(mean_frame(patterns), labels, "query", "key", 165 * n_heads + 20 * (n_heads - 1),
+                   "mean attention", params)
+    return alt.vconcat(grid, strip, spacing=14, title="").configure_view(stroke=None).properties(autosize=PAD)
 
 
 def _lookup(labels: list[str], field: str) -> str:
@@ -62,10 +175,13 @@ def _lookup(labels: list[str], field: str) -> str:
 
 
 @kept
+@_shared_params
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
-                 period: int | None = None) -> alt.LayerChart:
+                 period: int | None = None, pin: tuple[int, ...] = ()) -> alt.VConcatChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
-    weight. With a period, the induction target j = i + 1 - L is outlined for comparison.
+    weight. With a period, the induction target j = i + 1 - L is outlined for comparison. Below, the
+    token strip: click a query row (or a token) to pin it and read where this head sends it (pin: the
+    queries pinned to begin with).
 
     The data holds only (query, key, weight); token labels are looked up in the browser."""
     T = pattern.shape[-1]
@@ -83,19 +199,24 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         calc["pred"] = _lookup(predicted, "qi")
         tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
     positions = list(range(T))
+    params = _params("qi", pin)
     rect = alt.Chart(data).transform_calculate(**calc).mark_rect().encode(
         x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
         y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
+        opacity=alt.condition(_full(), alt.value(1), alt.value(DIM)),
         tooltip=tooltip,
-    )
-    layers = [rect]
+    ).add_params(*params)
+    pinned = alt.Chart(pd.DataFrame({"qi": positions})).transform_filter(_active()).mark_rect(
+        fill=None, stroke=PIN_STROKE, strokeWidth=1.5).encode(x=alt.value(0), x2=alt.value(560), y="qi:O")
+    layers = [rect, pinned]
     if period:
         targets = pd.DataFrame({"qi": np.arange(period, T), "kj": np.arange(period, T) + 1 - period})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
                       .encode(x="kj:O", y="qi:O"))
-    return alt.layer(*layers, title="").properties(width=560, height=560, autosize=PAD).configure_view(
-        fill=ZERO_FILL)
+    heat = alt.layer(*layers).properties(width=560, height=560, view=alt.ViewBackground(fill=ZERO_FILL))
+    strip = _strip(data, labels, "qi", "kj", 560, "attention", params)
+    return alt.vconcat(heat, strip, spacing=10, title="").properties(autosize=PAD)
 
 
 # ---------------------------------------------------------------------------------------------

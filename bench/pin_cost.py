@@ -1,0 +1,119 @@
+"""What pinning tokens costs the server (ui/charts/attention.py's pin selection), in CPU-seconds of the
+`streamlit run dashboard.py` process (utime + stime from /proc/<pid>/stat, so the browser and the machine's
+other load do not count).
+
+    python bench/pin_cost.py [--clicks 20]
+
+One headless Chromium (Debian's, at nice 19) opens the Attention page, then:
+1. clicks: each click pins a different query row of the every-head grid (the pin reaches the server through the
+   chart's on_select callback, which reruns only the chart's fragment, and the address bar follows), waiting for
+   the address to show the new pin;
+2. hovers: the pointer moved over as many rows (the hover preview is drawn in the browser only);
+3. idle: the server left alone for as long as the clicks took (its own background cost, for comparison).
+Prints CPU-s per click and per hover, with the CPU kind and the one-thread matmul rate (bench/machine.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clicks", type=int, default=20)
+    args = p.parse_args(argv)
+
+    from pin_tools import panels, picture
+    from playwright.sync_api import sync_playwright
+
+    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer
+
+    server = StreamlitServer(name="pin_cost")
+    os.nice(19)  # this process and the browser it starts; the server was started before
+    pid = server.proc.pid
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+            ctx.set_default_timeout(60_000)
+            app = LabPage(ctx.new_page(), server.url)
+            app.goto("attention")
+            app.wait_charts(2)
+            chart = app.charts().first
+            chart.scroll_into_view_if_needed()
+            top, bottom, left, right = panels(picture(chart))[0]
+            box = chart.bounding_box()
+
+            def pin_of() -> str:
+                return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query)).get("pin", "")
+
+            def row(frac: float) -> tuple[float, float]:  # a point on the causal side of the row at frac
+                return box["x"] + left + 0.02 * (right - left), box["y"] + top + frac * (bottom - top)
+
+            fracs = [0.1 + 0.8 * ((i * 7) % args.clicks) / args.clicks for i in range(args.clicks)]
+
+            def click_rows(fs) -> None:
+                for f in fs:
+                    was = pin_of()
+                    app.page.mouse.move(*row(f), steps=2)
+                    app.page.mouse.click(*row(f))
+                    app.page.wait_for_function(
+                        f"() => (new URLSearchParams(location.search).get('pin') || '') !== {was!r}")
+                    app.wait_idle()
+
+            click_rows([0.5, 0.3])  # warm: the fragment's first runs
+            c0, t0 = cpu_seconds(pid), time.monotonic()
+            click_rows(fracs)
+            clicks_cpu, clicks_wall = cpu_seconds(pid) - c0, time.monotonic() - t0
+
+            app.page.mouse.move(5, 5)
+            app.page.wait_for_timeout(500)
+            runs = app.page.evaluate("""() => { window.__runs = 0; const app = document.querySelector(
+                '[data-testid="stApp"]'); new MutationObserver(() => { if (app.dataset.testScriptState === 'running')
+                window.__runs += 1 }).observe(app, {attributes: true}); return 0 }""")
+            c0, t0 = cpu_seconds(pid), time.monotonic()
+            for f in fracs:
+                app.page.mouse.move(*row(f), steps=4)
+                app.page.wait_for_timeout(150)
+            app.page.mouse.move(5, 5)
+            app.page.wait_for_timeout(500)
+            hover_cpu, hover_wall = cpu_seconds(pid) - c0, time.monotonic() - t0
+            runs = app.page.evaluate("() => window.__runs")
+
+            c0 = cpu_seconds(pid)
+            time.sleep(clicks_wall)
+            idle_cpu = cpu_seconds(pid) - c0
+            app.assert_no_exception()
+            browser.close()
+    finally:
+        server.stop()
+
+    from bench.machine import matmul_rate
+    from core.model import cpu
+
+    n = len(fracs)
+    print(f"CPU {cpu.kind()}; matmul {matmul_rate():.0f} GFLOP/s (one thread, 1024²)")
+    print(f"{n} pin clicks: server {clicks_cpu:.3f} CPU-s, {clicks_cpu / n:.4f} a click "
+          f"({clicks_wall:.1f} s of wall time; the server idle as long: {idle_cpu:.3f} CPU-s)")
+    print(f"{n} hovers: server {hover_cpu:.3f} CPU-s, {hover_cpu / n:.4f} a hover ({hover_wall:.1f} s of wall "
+          f"time, {runs} script runs; idle for as long: {idle_cpu * hover_wall / clicks_wall:.3f} CPU-s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

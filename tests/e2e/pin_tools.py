@@ -1,0 +1,53 @@
+"""Reading a pattern chart in the browser by its pixels (Streamlit's embed exposes no Vega view): the heatmap
+panels of a chart's picture and the brightness of one query row in each."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+
+def picture(locator) -> np.ndarray:
+    """The element's pixels [h, w, 3] (int)."""
+    return np.asarray(Image.open(io.BytesIO(locator.screenshot())).convert("RGB")).astype(int)
+
+
+def _runs(mask: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """[start, end) of the runs of True in mask whose length is within [lo, hi]."""
+    out, start = [], None
+    for i, m in enumerate(list(mask) + [False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            if lo <= i - start <= hi:
+                out.append((start, i))
+            start = None
+    return out
+
+
+def panels(img: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """(top, bottom, left, right) of every heatmap panel of a pattern grid: runs of at least 80 rows and columns
+    full of colour (viridis is saturated; axes, labels and the page are grey or white), of about one length
+    (the grid's panels are square; Streamlit may scale the chart to its column)."""
+    coloured = (img.max(axis=2) - img.min(axis=2)) > 40
+    cols = _runs(coloured.sum(axis=0) > 100, 80, 10_000)
+    rows = _runs(coloured.sum(axis=1) > 100, 80, 10_000)
+    if not cols:
+        return []
+    side = float(np.median([r - l for l, r in cols]))
+    near = [(a, b) for a, b in rows if abs(b - a - side) < 0.15 * side]
+    return [(t, b, l, r) for t, b in near for l, r in cols if abs(r - l - side) < 0.15 * side]
+
+
+def row_band(panel: tuple[int, int, int, int], query: int, T: int) -> slice:
+    """The image rows of `query`'s row in a panel (its inner part, clear of the outline)."""
+    top, bottom = panel[0], panel[1]
+    h = (bottom - top) / T
+    return slice(int(top + query * h + h * 0.3), int(top + (query + 1) * h - h * 0.3) + 1)
+
+
+def row_centre(panel: tuple[int, int, int, int], query: int, T: int, frac: float = 0.05) -> tuple[float, float]:
+    """(x, y) in the picture of a point of `query`'s row, `frac` of the way across (a drawn cell: key 0 side)."""
+    top, bottom, left, right = panel
+    return left + frac * (right - left), top + (query + 0.5) * (bottom - top) / T

@@ -1,0 +1,132 @@
+"""Pinned tokens in a real browser (ui/charts/attention.py): a click on a query row of the Attention page's
+every-head grid lights that row in every head and a click above the diagonal releases it; shift-click adds a
+second query, and the strip's bars are the mean over the heads of core's pattern, summed over the two. The pin
+reaches the address (the share link) through the chart's fragment. Streamlit's embed exposes no Vega view, so
+the chart is read by its pixels and its tooltips."""
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+import numpy as np
+import pytest
+from pin_tools import panels, picture, row_band
+
+from core.model.checkpoints import read_checkpoint
+from core.reading.analysis import task_sequence_view
+from ui.charts import OKABE_ITO
+from ui.charts.attention import ZERO_FILL
+
+from helpers import ROOT
+
+pytestmark = pytest.mark.e2e
+
+BACKGROUND = np.array([int(ZERO_FILL[i:i + 2], 16) for i in (1, 3, 5)])
+
+
+def _link(app) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query))
+
+
+def _pins(app, expected: int) -> list[int]:
+    """The pinned queries the address holds, once it holds `expected` of them (the fragment's run is over)."""
+    app.page.wait_for_function(f"() => (new URLSearchParams(location.search).get('pin') || '').split(',')"
+                               f".filter(s => s).length === {expected}", timeout=30_000)
+    app.wait_idle()
+    value = _link(app).get("pin", "")
+    return [int(p) for p in value.split(",") if p]
+
+
+def _click(app, chart, x: float, y: float, shift: bool = False) -> None:
+    box = chart.bounding_box()
+    app.page.mouse.move(box["x"] + x, box["y"] + y, steps=3)
+    if shift:
+        app.page.keyboard.down("Shift")
+    app.page.mouse.click(box["x"] + x, box["y"] + y)
+    if shift:
+        app.page.keyboard.up("Shift")
+
+
+def _away(app) -> None:
+    """The pointer off every chart, so that no hover preview is drawn."""
+    app.page.mouse.move(5, 5, steps=3)
+    app.page.wait_for_timeout(300)
+
+
+def _grid(app):
+    app.goto("attention")
+    assert app.wait_charts(2) >= 2
+    chart = app.charts().first
+    chart.scroll_into_view_if_needed()
+    _away(app)
+    before = picture(chart)
+    found = panels(before)
+    assert len(found) >= 2, "the grid's heatmap panels were not found in its picture"
+    return chart, before, found
+
+
+def test_a_click_pins_a_query_row_in_every_head_and_a_click_in_the_future_releases_it(app):
+    chart, before, found = _grid(app)
+    T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
+    top, bottom, left, right = found[0]
+    _click(app, chart, left + 0.3 * (right - left), top + 0.4 * (bottom - top))  # mostly undrawn: the row takes it
+    (q,) = _pins(app, 1)
+    assert abs(q - 0.4 * T) <= 1
+    _away(app)
+    after = picture(chart)
+    for panel in found:
+        t, b, lo, hi = panel
+        band = row_band(panel, q, T)
+        rest = np.ones(after.shape[0], bool)
+        rest[max(t, band.start - 4):band.stop + 4] = False
+        rest[:t], rest[b:] = False, False
+        inside = (slice(None), slice(lo + 2, hi - 2))
+        # the pinned row is lit (undimmed, outlined in white); every other row of every head is dimmed
+        assert after[band][inside].mean() > before[band][inside].mean() + 20, panel
+        was, now = before[rest][inside], after[rest][inside]
+        drawn = np.abs(was - BACKGROUND).sum(axis=-1) > 30  # cells (undrawn ones show the background)
+        assert drawn.sum() > 50 and now[drawn].mean() < 0.8 * was[drawn].mean(), panel
+    # release: a click above the diagonal (the future: nothing there to pin)
+    _click(app, chart, left + 0.9 * (right - left), top + 0.1 * (bottom - top))
+    assert _pins(app, 0) == []
+    _away(app)
+    assert np.abs(picture(chart) - before).mean() < 1
+    app.assert_no_exception()
+
+
+def test_shift_click_sums_two_queries_and_the_strip_shows_the_mean_over_heads(app):
+    chart, before, found = _grid(app)
+    link = _link(app)
+    model, info = read_checkpoint(ROOT / "checkpoints" / f"{link['model']}.pt")
+    view = task_sequence_view(model, info["task"], int(link["period"]), int(link["seed"]))
+    T = view.raw.shape[-1]
+    top, bottom, left, right = found[0]
+    _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
+    _pins(app, 1)
+    _click(app, chart, left + 0.3 * (right - left), top + 0.75 * (bottom - top), shift=True)
+    q1, q2 = _pins(app, 2)
+    assert abs(q1 - 0.5 * T) <= 1 and abs(q2 - 0.75 * T) <= 1
+    want = view.raw[:, :, [q1, q2], :].mean(axis=(0, 1)).sum(axis=0)  # [T]: mean over heads, summed over queries
+    _away(app)
+    img = picture(chart)
+    strip_left, strip_right = found[0][2], max(p[3] for p in found)  # the strip spans the grid's width
+    blue = np.array([int(OKABE_ITO[4][i:i + 2], 16) for i in (1, 3, 5)])
+    shown = {}
+    for k in sorted(np.argsort(want)[-3:]):  # the three tallest bars
+        x = strip_left + (k + 0.5) * (strip_right - strip_left) / T
+        column = np.abs(img[:, int(x)] - blue).sum(axis=1) < 30
+        column[:max(p[1] for p in found)] = False  # below the grid
+        ys = np.flatnonzero(column)
+        assert len(ys), f"no bar drawn at key {k}"
+        first = ys[0]
+        run_end = first + np.argmax(~column[first:]) if (~column[first:]).any() else first + 1
+        box = chart.bounding_box()
+        app.page.mouse.move(box["x"] + x, box["y"] + (first + run_end) / 2, steps=3)
+        tip = app.page.locator("#vg-tooltip-element.visible")
+        tip.wait_for(timeout=5_000)
+        text = tip.inner_text()
+        shown[k] = float(re.search(r"mean attention\s+([\d.]+)", text).group(1))
+        assert int(re.search(r"key position j\s+(\d+)", text).group(1)) == k
+    for k, value in shown.items():
+        assert value == pytest.approx(want[k], abs=2e-3), (k, value, want[k])
+    app.assert_no_exception()
