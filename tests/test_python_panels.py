@@ -172,7 +172,7 @@ def close(a, b, path="") -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             close(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
-        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOL, (path, a, b)
+        assert (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= TOL, (path, a, b)  # a == b: infinities
     else:
         assert a == b, (path, a, b)
 
