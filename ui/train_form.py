@@ -115,9 +115,21 @@ def settings_widgets() -> TrainSettings:
             c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
         c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
     experiment_widgets(saved)
+    st.button("Restore default settings", on_click=restore_defaults, key="tr_defaults",
+              help="Every setting above back to its default, for both tasks (the task chosen stays).")
     # merged into the saved values: the widgets of the task not shown keep theirs for when it is picked again
     st.session_state["tr_saved"] = saved | {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
     return settings_from_state()
+
+
+def restore_defaults() -> None:
+    """Every setting widget but the task back to its default (TrainSettings.defaults, the Markov task's), a
+    callback: the widgets and the values saved for other pages forget their choices."""
+    for key in WIDGET_KEYS:
+        if key != "tr_task":
+            st.session_state.pop(key, None)
+    saved = st.session_state.get("tr_saved", {})
+    st.session_state["tr_saved"] = {k: v for k, v in saved.items() if k == "tr_task"}
 
 
 def settings_from_state() -> TrainSettings:
