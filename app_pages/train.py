@@ -233,9 +233,20 @@ def result_panel(run: LiveRun) -> bool:
     vocab = model.cfg.vocab_size
     ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
     ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
-    timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run",
-                   no_snapshots="its training process ended before the run did, and a worker sends the snapshots "
-                   "only with the finished model" if run.status == RunStatus.FAILED else NO_SNAPSHOTS)
+    entry = LabModel(run.registered_key or "live", "this run", model, info, "trained")
+    snapshots = len(info.get("snapshots") or [])
+    if snapshots and st.session_state.get("tr_timeline_of") != run.id:
+        # measured on request: every snapshot's forward pass on the evaluation batch held the page for
+        # seconds right after Stop (bench/train_page_time.py)
+        st.subheader("Watch the circuit form: this run")
+        st.button(f"Measure the model at each of its {snapshots} snapshots", key="tr_timeline",
+                  on_click=st.session_state.__setitem__, args=("tr_timeline_of", run.id),
+                  help="The loss curve, the film strip and the in-context-learning score of this run, read from "
+                       "the weights it kept along the way.")
+    else:
+        timeline_panel(entry, "this run", no_snapshots="its training process ended before the run did, and a "
+                       "worker sends the snapshots only with the finished model" if run.status == RunStatus.FAILED
+                       else NO_SNAPSHOTS)
     return True
 
 

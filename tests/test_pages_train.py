@@ -129,6 +129,10 @@ def test_a_finished_live_run_shows_its_timeline():
     entry = at.session_state["lab_models"][run.registered_key]
     assert [s["step"] for s in entry.info["snapshots"]] == [0, 10, 20]
     assert any(h.value == "Watch the circuit form: this run" for h in at.subheader)
+    shipped = sum("In-context-learning score" in c.value for c in at.caption)  # the shipped run's timeline
+    at.button(key="tr_timeline").click().run()  # this run's is measured when asked for
+    assert not at.exception, at.exception
+    assert sum("In-context-learning score" in c.value for c in at.caption) == shipped + 1
     assert not any("no snapshots" in i.value for i in at.info)
     tokens, _ = eval_batch(entry.info["task"], entry.model.cfg.vocab_size)
     with torch.no_grad():
