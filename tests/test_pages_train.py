@@ -438,7 +438,9 @@ def _value(at: AppTest, key: str):
 @pytest.mark.app
 def test_restore_defaults_puts_every_setting_of_both_tasks_back():
     from core.training.markov import MARKOV_TASK, MARKOV_TRAIN
+    from ui.train_form import WIDGET_KEYS, default_values
 
+    assert set(default_values()) == set(WIDGET_KEYS) - {"tr_task"}  # every setting widget has its default
     at = app("app_pages/train.py")
     defaults = {key: _value(at, key) for key in REPEAT_WIDGETS} | {"tr_bias": False, "tr_shared": True}
     at.radio(key="tr_task").set_value("markov").run()

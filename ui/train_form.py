@@ -122,14 +122,23 @@ def settings_widgets() -> TrainSettings:
     return settings_from_state()
 
 
+def default_values() -> dict:
+    """Every setting widget's default but the task's: TrainSettings.defaults and the Markov task's own."""
+    d = TrainSettings.defaults()
+    return {"tr_layers": d.n_layers, "tr_periods": (d.period_min, d.period_max), "tr_seq_len": d.seq_len,
+            "tr_bias": d.bias, "tr_shared": d.shared_embedding, "tr_lr": d.lr, "tr_batch": d.batch_size,
+            "tr_steps": d.steps, "tr_seed": d.seed, "tr_hold": NO_HEAD, "tr_knock": NO_HEAD,
+            "tr_states": MARKOV_TASK.n_states, "tr_alpha": MARKOV_TASK.concentration, "tr_mk_len": MARKOV_TASK.seq_len,
+            "tr_mk_shared": False, "tr_mk_steps": MARKOV_TRAIN.steps, "tr_mk_smear": False}
+
+
 def restore_defaults() -> None:
-    """Every setting widget but the task back to its default (TrainSettings.defaults, the Markov task's), a
-    callback: the widgets and the values saved for other pages forget their choices."""
-    for key in WIDGET_KEYS:
-        if key != "tr_task":
-            st.session_state.pop(key, None)
-    saved = st.session_state.get("tr_saved", {})
-    st.session_state["tr_saved"] = {k: v for k, v in saved.items() if k == "tr_task"}
+    """Every setting widget but the task back to its default, a callback. Set through the Session State API,
+    not deleted: a deleted key resets the server's value while the browser keeps showing (and sending) its own."""
+    defaults = default_values()
+    for key, value in defaults.items():
+        st.session_state[key] = value
+    st.session_state["tr_saved"] = st.session_state.get("tr_saved", {}) | defaults
 
 
 def settings_from_state() -> TrainSettings:
