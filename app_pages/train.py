@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 
 _shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (the live one: head_score_spec)
 
-RUN_EVERY = 1.0  # seconds between redraws of a live run's progress (each costs the server CPU the training could use)
-# and of its charts, which change only with a new logged row (every 25 steps: 3-10 s). A new row's charts
-# would be 0.1-0.15 s of Altair each; they are kept specs given new datasets (ui.charts.kept.swapped,
-# about 10 ms for the three), and a redraw in between only sends what _live_figures keeps
-CHARTS_EVERY = 5.0
+RUN_EVERY = 1.0  # seconds between redraws of a live run's progress and charts (each costs the server CPU the
+# training could use). The charts change only with a new logged row (every 25 steps); a new row's charts would be
+# 0.1-0.15 s of Altair each, so they are kept specs given new datasets (ui.charts.kept.swapped, about 10 ms for
+# the three), and a redraw in between only sends what _live_figures keeps. Drawn with the progress bar, they show
+# the rows the worker has logged up to the step on the counter
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -160,14 +160,20 @@ def live_panel(drawn_active: bool) -> None:
 
 
 def live_charts_panel() -> None:
-    """The run's charts and film strip: a fragment of its own, redrawn every CHARTS_EVERY seconds,
-    not with every progress tick (the redraw's cost is mostly the charts)."""
+    """The run's charts and film strip, drawn in the same fragment as its progress (live_run_panel)."""
     run = st.session_state.get("train_run")
     own = task_pages.own(run.settings.task, "train_live") if run is not None else None
     if own is not None:
         own(run)
     elif run is not None:
         live_charts(run, shipped_runs().get(REFERENCE_PRESET))
+
+
+def live_run_panel(drawn_active: bool) -> None:
+    """The run's progress and its charts, redrawn together every RUN_EVERY seconds while it trains, so the
+    charts never trail the step counter by more than the rows logged since the last redraw."""
+    live_panel(drawn_active)
+    live_charts_panel()
 
 
 def live_strip_panel(strip: dict, rows: dict) -> None:
@@ -186,30 +192,39 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
         "snapshots, with every weight in its tooltip.")
 
 
-def result_panel(run: LiveRun) -> None:
+def _measured(value, unit: str = "") -> str:
+    """A logged metric for a sentence: three decimals, or "not measured" (never "nan")."""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return f"{value:.3f}{unit}"
+    return "not measured"
+
+
+def result_panel(run: LiveRun) -> bool:
+    """The ended run's outcome, checkpoint and questions; True if it asked the training questions (the shipped
+    runs' panel then leaves them out: each question once on the page)."""
     own = task_pages.own(run.settings.task, "train_result")
     if own is not None:
         own(run)
-        return
+        return False
     if run.status == RunStatus.FAILED:
         st.error(run.error)
         if run.result is None:
-            return
+            return False
     if run.status == RunStatus.DIVERGED:
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
                  "rate and train again; this model was not added to the picker.")
-        return
+        return False
     if run.status == RunStatus.CANCELLED:
         st.warning("Stopped before the first step finished: there is no model to keep.")
-        return
+        return False
     if run.result is None:
-        return
+        return False
     model, info, data = run.result
     m = live.final_metrics(info["history"])
     ended = "Kept" if run.status == RunStatus.FAILED else run.status.capitalize()
     st.success(f"{ended} at step {run.step}: "
-               f"later-copy loss {m.get('loss_later_copies', math.nan):.3f} "
-               f"nats, later-copy accuracy {m.get('acc_later_copies', math.nan):.3f}. The model is now picked in "
+               f"later-copy loss {_measured(m.get('loss_later_copies'), ' nats')}, "
+               f"later-copy accuracy {_measured(m.get('acc_later_copies'))}. The model is now picked in "
                "the sidebar, so every other page analyses it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-trained-step{run.step}.pt",
                        mime="application/octet-stream", key="tr_download")
@@ -218,12 +233,26 @@ def result_panel(run: LiveRun) -> None:
     vocab = model.cfg.vocab_size
     ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
     ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
-    timeline_panel(LabModel(run.registered_key or "live", "this run", model, info, "trained"), "this run",
-                   no_snapshots="its training process ended before the run did, and a worker sends the snapshots "
-                   "only with the finished model" if run.status == RunStatus.FAILED else NO_SNAPSHOTS)
+    entry = LabModel(run.registered_key or "live", "this run", model, info, "trained")
+    snapshots = len(info.get("snapshots") or [])
+    if snapshots and st.session_state.get("tr_timeline_of") != run.id:
+        # measured on request: every snapshot's forward pass on the evaluation batch held the page for
+        # seconds right after Stop (bench/train_page_time.py)
+        st.subheader("Watch the circuit form: this run")
+        st.button(f"Measure the model at each of its {snapshots} snapshots", key="tr_timeline",
+                  on_click=st.session_state.__setitem__, args=("tr_timeline_of", run.id),
+                  help="The loss curve, the film strip and the in-context-learning score of this run, read from "
+                       "the weights it kept along the way.")
+    else:
+        timeline_panel(entry, "this run", no_snapshots="its training process ended before the run did, and a "
+                       "worker sends the snapshots only with the finished model" if run.status == RunStatus.FAILED
+                       else NO_SNAPSHOTS)
+    return True
 
 
-def shipped_panel() -> None:
+def shipped_panel(questions: bool = True) -> None:
+    """The shipped runs' curves and head scores; `questions`: with the training questions (False when this
+    session's run already asks them)."""
     runs = shipped_runs()
     st.subheader("The shipped runs")
     if not runs:
@@ -231,7 +260,7 @@ def shipped_panel() -> None:
         return
     frames = [_frames(name, info)[0] for name, info in runs.items()]
     vocab = next(iter(runs.values()))["config"].vocab_size
-    if DEFAULT_PRESET in runs:
+    if questions and DEFAULT_PRESET in runs:
         ask(quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab))
     chart, note = st.columns([3, 1])
     curves = pd.concat(frames)
@@ -247,7 +276,8 @@ def shipped_panel() -> None:
     python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
-        ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
+        if questions:
+            ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
         chart, note = st.columns([3, 1])
         draw(chart, _shipped_head_scores(heads, drop))
         note.markdown(
@@ -317,9 +347,14 @@ settings = settings_widgets()
 bad = settings.problem()
 if bad:
     st.error(f"These settings cannot be trained: {bad}")
+for warning in settings.warnings():
+    st.warning(warning)
 run = st.session_state.get("train_run")
 if run is not None and not run.active and register(run):
     st.rerun()  # it ended while another page was open: the sidebar picker was drawn before its model existed
+if run is not None and not run.active and run.settings.task != settings.task:
+    reset()  # the other task's ended run leaves the page (its model stays in the sidebar picker)
+    run = None
 active = run is not None and run.active
 b1, b2, b3, _ = st.columns([1, 1, 1, 5])
 b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
@@ -336,15 +371,13 @@ if run is not None and run.shared:
     note.info(shared_note(run))
     own.button("Train my own copy", on_click=start_own_copy, key="tr_own_copy",
                help="Train these settings in a training process of your own anyway (the same model, computed again).")
-if run is not None and not run.active:
-    result_panel(run)
-st.fragment(run_every=RUN_EVERY if active else None)(live_panel)(active)
-st.fragment(run_every=CHARTS_EVERY if active else None)(live_charts_panel)()
+asked = result_panel(run) if run is not None and not run.active else False
+st.fragment(run_every=RUN_EVERY if active else None)(live_run_panel)(active)
 own_panels = task_pages.own(settings.task, "train_panels")
 if own_panels is not None:
     own_panels(settings, bad, active)
 else:
     if not active:
-        shipped_panel()
+        shipped_panel(questions=not asked)
     transition_panel()
     seeds_section(settings, bad, off)

@@ -129,6 +129,10 @@ def test_a_finished_live_run_shows_its_timeline():
     entry = at.session_state["lab_models"][run.registered_key]
     assert [s["step"] for s in entry.info["snapshots"]] == [0, 10, 20]
     assert any(h.value == "Watch the circuit form: this run" for h in at.subheader)
+    shipped = sum("In-context-learning score" in c.value for c in at.caption)  # the shipped run's timeline
+    at.button(key="tr_timeline").click().run()  # this run's is measured when asked for
+    assert not at.exception, at.exception
+    assert sum("In-context-learning score" in c.value for c in at.caption) == shipped + 1
     assert not any("no snapshots" in i.value for i in at.info)
     tokens, _ = eval_batch(entry.info["task"], entry.model.cfg.vocab_size)
     with torch.no_grad():
@@ -168,6 +172,7 @@ def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_
 @pytest.mark.parametrize("periods, seq_len, phrase", [
     ((40, 64), 96, "no complete second copy"),
     ((32, 32), 40, "raise seq_len to at least 64"),
+    ((1, 1), 192, "Raise the upper end of the period range to at least 2"),
 ])
 @pytest.mark.app
 def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, phrase):
@@ -378,3 +383,113 @@ def test_the_progress_line_says_what_the_run_is_doing():
     assert progress_text(0, 800, True, float("nan"), RunStatus.WAITING, 0.0) == "step 0 / 800"
     assert progress_text(400, 800, False, 0.0, RunStatus.STOPPED, 150.0) == \
         "step 400 / 800 · stopped after 2.5 min of training"
+
+
+def test_a_period_of_one_is_refused_or_warned_in_the_settings_and_no_question_prints_nan():
+    """Period range 1-1 has no first-copy target (its loss is an empty mean: NaN): refused, with what to change.
+    A range starting at 1 trains, with a warning; the first-copy question of a history without first-copy loss
+    says so instead of formatting NaN."""
+    import math
+
+    from core.quiz.training import first_copy_during_drop
+
+    d = TrainSettings.defaults()
+    only_one = replace(d, period_min=1, period_max=1, seq_len=192)
+    assert "Raise the upper end of the period range to at least 2" in only_one.problem()
+    with pytest.raises(ValueError, match="repeats a single token"):
+        only_one.configs()
+    assert only_one.warnings() == []  # refused, not warned
+    from_one = replace(d, period_min=1, period_max=8)
+    assert from_one.problem() is None
+    assert [w for w in from_one.warnings() if "Raise the lower end of the period range to 2" in w]
+    assert d.warnings() == [] and replace(d, task="markov").warnings() == []
+    # the period-1 run's history as the trainer logs it: a falling later-copy loss, first-copy loss NaN
+    history = [{"step": s, "loss_later_copies": v, "loss_first_copy": math.nan}
+               for s, v in zip(range(0, 200, 25), [4.0, 3.9, 3.5, 2.0, 0.5, 0.2, 0.1, 0.1])]
+    q = first_copy_during_drop(history, 50)
+    assert q.answer is None and "nan" not in q.why.lower() and "no first-copy loss" in q.why
+
+
+@pytest.mark.app
+def test_a_period_range_from_one_trains_with_a_warning():
+    at = app("app_pages/train.py")
+    at.slider(key="tr_periods").set_value((1, 8))
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Sequences of period 1 repeat one token" in w.value for w in at.warning)
+    assert not at.button(key="tr_train").disabled
+
+
+REPEAT_WIDGETS = {"tr_layers": 3, "tr_periods": (4, 8), "tr_seq_len": 24, "tr_lr": 0.001, "tr_batch": 4,
+                  "tr_steps": 7, "tr_seed": 5}
+MARKOV_WIDGETS = {"tr_states": 5, "tr_alpha": 0.3, "tr_mk_len": 40, "tr_mk_steps": 9}
+
+
+def _set(at: AppTest, key: str, value) -> None:
+    widget = next(w for kind in ("slider", "select_slider", "number_input") for w in at.get(kind) if w.key == key)
+    widget.set_value(value)
+
+
+def _value(at: AppTest, key: str):
+    return next(w for kind in ("slider", "select_slider", "number_input", "checkbox", "selectbox")
+                for w in at.get(kind) if w.key == key).value
+
+
+@pytest.mark.app
+def test_restore_defaults_puts_every_setting_of_both_tasks_back():
+    from core.training.markov import MARKOV_TASK, MARKOV_TRAIN
+    from ui.train_form import WIDGET_KEYS, default_values
+
+    assert set(default_values()) == set(WIDGET_KEYS) - {"tr_task"}  # every setting widget has its default
+    at = app("app_pages/train.py")
+    defaults = {key: _value(at, key) for key in REPEAT_WIDGETS} | {"tr_bias": False, "tr_shared": True}
+    at.radio(key="tr_task").set_value("markov").run()
+    for key, value in MARKOV_WIDGETS.items():
+        _set(at, key, value)
+    at.checkbox(key="tr_mk_smear").check()
+    at.selectbox(key="tr_knock").set_value("1.2")
+    at.radio(key="tr_task").set_value("repeat").run()
+    for key, value in REPEAT_WIDGETS.items():
+        _set(at, key, value)
+    at.checkbox(key="tr_bias").check()
+    at.checkbox(key="tr_shared").uncheck()
+    at.selectbox(key="tr_hold").set_value("1.1")
+    at.run()
+    assert {key: _value(at, key) for key in REPEAT_WIDGETS} == REPEAT_WIDGETS
+    at.button(key="tr_defaults").click().run()
+    assert not at.exception, at.exception
+    assert {key: _value(at, key) for key in defaults} == defaults
+    assert _value(at, "tr_hold") == "none" and _value(at, "tr_knock") == "none"
+    assert at.radio(key="tr_task").value == "repeat"
+    d = TrainSettings.defaults()
+    assert (at.slider(key="tr_periods").value, at.slider(key="tr_seq_len").value) == ((d.period_min, d.period_max),
+                                                                                      d.seq_len)
+    at.radio(key="tr_task").set_value("markov").run()  # the Markov form's settings were restored too
+    assert not at.exception, at.exception
+    assert (_value(at, "tr_states"), _value(at, "tr_alpha"), _value(at, "tr_mk_len"), _value(at, "tr_mk_steps"),
+            _value(at, "tr_mk_smear"), _value(at, "tr_mk_shared")) == (
+        MARKOV_TASK.n_states, MARKOV_TASK.concentration, MARKOV_TASK.seq_len, MARKOV_TRAIN.steps, False, False)
+
+
+@pytest.mark.app
+def test_after_a_run_each_question_once_and_a_task_switch_clears_the_result():
+    from core.quiz.training import first_copy_during_drop, prev_head_timing
+
+    at = app("app_pages/train.py")
+    tiny_settings(at, steps=30, layers=2)
+    at.button(key="tr_train").click().run()
+    run = run_until_done(at)
+    assert run.status == RunStatus.FINISHED
+    history, vocab = run.result[1]["history"], run.model_cfg.vocab_size
+    prompts = [first_copy_during_drop(history, vocab).prompt, prev_head_timing(history, vocab).prompt]
+    shown = [m.value for m in at.markdown]
+    assert [sum(p in v for v in shown) for p in prompts] == [1, 1], "a training question is asked twice"
+    assert any("Finished at step 30" in s.value for s in at.success)
+    at.radio(key="tr_task").set_value("markov").run()
+    assert not at.exception, at.exception
+    assert "train_run" not in at.session_state
+    assert not any("at step 30" in s.value for s in at.success) and not at.get("download_button")
+    assert not any(h.value == "Watch the circuit form: this run" for h in at.subheader)
+    assert any(o.startswith("trained #1") for o in at.selectbox(key="picked_model").options)
+    at.radio(key="tr_task").set_value("repeat").run()  # and it does not come back
+    assert not any("at step 30" in s.value for s in at.success)

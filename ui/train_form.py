@@ -115,9 +115,30 @@ def settings_widgets() -> TrainSettings:
             c.number_input("Steps", 1, 20000, saved.get("tr_steps", d.steps), step=50, key="tr_steps")
         c.number_input("Seed", 0, 999_999, saved.get("tr_seed", d.seed), key="tr_seed")
     experiment_widgets(saved)
+    st.button("Restore default settings", on_click=restore_defaults, key="tr_defaults",
+              help="Every setting above back to its default, for both tasks (the task chosen stays).")
     # merged into the saved values: the widgets of the task not shown keep theirs for when it is picked again
     st.session_state["tr_saved"] = saved | {k: st.session_state[k] for k in WIDGET_KEYS if k in st.session_state}
     return settings_from_state()
+
+
+def default_values() -> dict:
+    """Every setting widget's default but the task's: TrainSettings.defaults and the Markov task's own."""
+    d = TrainSettings.defaults()
+    return {"tr_layers": d.n_layers, "tr_periods": (d.period_min, d.period_max), "tr_seq_len": d.seq_len,
+            "tr_bias": d.bias, "tr_shared": d.shared_embedding, "tr_lr": d.lr, "tr_batch": d.batch_size,
+            "tr_steps": d.steps, "tr_seed": d.seed, "tr_hold": NO_HEAD, "tr_knock": NO_HEAD,
+            "tr_states": MARKOV_TASK.n_states, "tr_alpha": MARKOV_TASK.concentration, "tr_mk_len": MARKOV_TASK.seq_len,
+            "tr_mk_shared": False, "tr_mk_steps": MARKOV_TRAIN.steps, "tr_mk_smear": False}
+
+
+def restore_defaults() -> None:
+    """Every setting widget but the task back to its default, a callback. Set through the Session State API,
+    not deleted: a deleted key resets the server's value while the browser keeps showing (and sending) its own."""
+    defaults = default_values()
+    for key, value in defaults.items():
+        st.session_state[key] = value
+    st.session_state["tr_saved"] = st.session_state.get("tr_saved", {}) | defaults
 
 
 def settings_from_state() -> TrainSettings:

@@ -87,6 +87,9 @@ def first_copy_during_drop(history: list[dict] | None, vocab_size: int) -> Quest
         return no_answer("q_first", prompt, "The later-copy loss did not fall below 1 nat in this run: there is no "
                                         "drop to watch.")
     a, b = rows[curve["drop_start"]]["loss_first_copy"], rows[curve["drop_end"]]["loss_first_copy"]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (a, b)):
+        return no_answer("q_first", prompt, "This run has no first-copy loss to follow (no target of its "
+                                        "sequences sits in a first copy).")
     delta = b - a
     answer = (FIRST_COPY_OPTIONS[0] if delta <= -0.2 else FIRST_COPY_OPTIONS[1] if abs(delta) <= 0.1
               else FIRST_COPY_OPTIONS[2] if delta >= 0.2 else None)

@@ -60,6 +60,10 @@ class TrainSettings:
         if self.smeared_keys:
             raise ValueError("Smeared keys are offered on the Markov-chain task only: the repeat task's readings "
                              "(its QK circuits) take each key from its own position.")
+        if self.period_max < 2:
+            raise ValueError(f"A period range of {self.period_min}–{self.period_max} repeats a single token: there is "
+                             "no first copy to measure and no pattern to look up. Raise the upper end of the period "
+                             "range to at least 2.")
         p = get_preset(preset)
         settings = {k: v for k, v in asdict(self).items() if k not in PAGE_ONLY}  # each to its config, by name
         model, task, train = with_settings(settings, p.model, p.task, p.train)
@@ -97,6 +101,18 @@ class TrainSettings:
         except ValueError as e:
             return str(e)
         return None
+
+    def warnings(self) -> list[str]:
+        """Settings that train but measure less than they seem to, each a sentence saying what to change."""
+        if self.task != "repeat" or self.problem():
+            return []
+        out = []
+        if self.period_min == 1:
+            out.append("Sequences of period 1 repeat one token: every later target equals the current token, so "
+                       "a model predicts them without looking anything up and they pull the later-copy loss down "
+                       "without an induction head. Raise the lower end of the period range to 2 or more to "
+                       "measure the lookup alone.")
+        return out
 
     def label(self) -> str:
         if self.task == "markov":

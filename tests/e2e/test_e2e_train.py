@@ -171,3 +171,23 @@ def test_the_server_wrote_nothing_in_the_repository(one_slot_server):
     """After training, stopping, page switches and analysis: no new file inside the repository
     (the app keeps everything in memory; bytecode writing is off for the test server)."""
     assert one_slot_server.new_files_in_repo() == []
+
+
+def test_restore_defaults_resets_the_widgets_in_the_browser(app):
+    """What the browser shows, not only the session: the Depth slider, the batch and the steps go back."""
+    app.goto("train")
+    depth = app.page.get_by_role("slider", name="Depth: attention blocks")
+    default_depth = depth.get_attribute("aria-valuetext")
+    depth.focus()
+    app.after(lambda: depth.press("ArrowRight"))
+    assert depth.get_attribute("aria-valuetext") != default_depth
+    smallest_batch(app)
+    long_run(app)
+    app.after(lambda: app.page.get_by_role("button", name="Restore default settings").click())
+    app.assert_no_exception()
+    assert depth.get_attribute("aria-valuetext") == default_depth
+    from core.training.train_settings import TrainSettings
+
+    d = TrainSettings.defaults()
+    assert app.page.get_by_role("slider", name="Batch size").get_attribute("aria-valuetext") == str(d.batch_size)
+    assert app.page.get_by_role("spinbutton", name="Steps").input_value() == str(d.steps)
