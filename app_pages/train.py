@@ -11,7 +11,7 @@ from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
 from core.training import live, transition
 from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
-from ui import snippets, task_pages, text
+from ui import layout, snippets, task_pages, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
 from ui.charts.kept import draw, kept
@@ -356,12 +356,12 @@ if run is not None and not run.active and run.settings.task != settings.task:
     reset()  # the other task's ended run leaves the page (its model stays in the sidebar picker)
     run = None
 active = run is not None and run.active
-b1, b2, b3, _ = st.columns([1, 1, 1, 5])
-b1.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
+buttons = layout.button_row()  # each button as wide as its label (equal columns cut them to "T…" at 800 px)
+buttons.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
-b2.button("Stop", on_click=stop, disabled=not active or run.stopping, key="tr_stop",
+buttons.button("Stop", on_click=stop, disabled=not active or run.stopping, key="tr_stop",
           help="End the run at its last finished step and keep that model.")
-b3.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
+buttons.button("Reset", on_click=reset, disabled=run is None, key="tr_reset",
           help="Clear this page (a kept model stays in the sidebar picker; a running one is discarded).")
 if active:
     st.caption("Training runs in its own process on the server and goes on while you visit other pages; "

@@ -1,8 +1,8 @@
 """Pages that read on a narrow screen (800 px with the sidebar open) as well as a wide one.
 
 Four tools. `fit_charts()` (called once per run by dashboard.py) keeps every Vega-Lite chart inside
-its column: a chart drawn wider than the room it has is scaled down to the column's width, keeping
-its aspect ratio, instead of running over its neighbour or past the page's edge; it also lets a
+its column: a chart drawn wider than the room it has scrolls sideways within the column instead of
+running over its neighbour or past the page's edge (not scaled down: see FIT_CSS); it also lets a
 metric's label and delta, a page link and a button's label wrap onto a second line where Streamlit
 would cut them off with "…" (a one-word button label cannot: give it room, `button_row()`).
 `chart_and_note()` puts a chart and its explanation side by side where both fit, and stacks them
@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-# Vega draws into a canvas (or svg) of fixed pixel size; scaling it with CSS keeps it inside its
-# column. The embed container is also capped, or it keeps the drawing's full width and overlaps.
+# Vega draws into a canvas (or svg) of fixed pixel size. A chart wider than its column scrolls sideways inside
+# it rather than being scaled down with CSS: Vega reads the pointer on a scaled drawing as if it were not scaled,
+# so every tooltip and click would land on another cell than the one under the pointer.
 # Streamlit keeps a metric's label and delta, a page link's and a button's label on one line and cuts
 # what does not fit; here they wrap between words instead (never inside one: a word wider than its box
 # still needs a shorter label or more room).
 FIT_CSS = """
 <style>
-[data-testid="stVegaLiteChart"], [data-testid="stVegaLiteChart"] .vega-embed { max-width: 100% !important; }
+[data-testid="stVegaLiteChart"] { max-width: 100% !important; overflow-x: auto; overflow-y: hidden; }
 [data-testid="stVegaLiteChart"] .vega-embed { overflow: visible; }
-[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks {
-  max-width: 100% !important; height: auto !important; }
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stMetricDelta"],
 [data-testid="stMetricDelta"] *, [data-testid="stPageLink"] *, [data-testid="stButton"] button *,
 [data-testid="stDownloadButton"] button * {

@@ -20,12 +20,12 @@ HOME_METRICS = 4  # first-copy loss, later-copy loss, later-copy accuracy, stron
 SLACK = 2  # px: rounding of fractional layout
 OVERLAP = 6  # px: Streamlit's text blocks reach a few px into the next one's margin (invisible, no ink)
 
-# Leaf blocks a student reads: charts (their drawn canvas or svg), text, metrics, tables, code.
+# Leaf blocks a student reads: charts (the box they are seen in), text, metrics, tables, code.
 BOXES_JS = r"""
 () => {
   const main = document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect();
   const pick = [
-    ['chart', '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'],
+    ['chart', '[data-testid="stVegaLiteChart"]'],  // its visible box: a wider drawing scrolls inside it
     ['text', '[data-testid="stMarkdownContainer"], [data-testid="stCaptionContainer"]'],
     ['metric', '[data-testid="stMetric"]'],
     ['table', '[data-testid="stDataFrame"], [data-testid="stTable"]'],

@@ -130,3 +130,17 @@ def test_shift_click_sums_two_queries_and_the_strip_shows_the_mean_over_heads(ap
     for k, value in shown.items():
         assert value == pytest.approx(want[k], abs=2e-3), (k, value, want[k])
     app.assert_no_exception()
+
+
+def test_on_a_narrow_screen_a_click_pins_the_row_under_the_pointer(app):
+    """At 800 px the grid is wider than its column: it scrolls sideways instead of being scaled down, since Vega
+    reads a pointer on a scaled canvas as if it were not scaled (the row pinned, and every tooltip, would be
+    another than the one under the pointer)."""
+    app.page.set_viewport_size({"width": 800, "height": 1000})
+    chart, before, found = _grid(app)
+    T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
+    top, bottom, left, right = found[0]
+    _click(app, chart, left + 0.3 * (right - left), top + 0.6 * (bottom - top))
+    (q,) = _pins(app, 1)
+    assert abs(q - 0.6 * T) <= 1
+    app.assert_no_exception()
