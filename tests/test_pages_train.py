@@ -104,7 +104,8 @@ def test_training_a_few_steps_adds_a_picked_downloadable_model():
     assert entry.info["history"][-1]["step"] == 3
     assert entry.info["task"].period_max == 8 and entry.info["task"].seq_len == 24
     assert (entry.info["train"]["embed_scale"], entry.info["train"]["embed_shared"]) == (1.0, 0.0)
-    assert "plain init" in key or any("plain init" in o for o in options)
+    assert "plain init" in entry.label  # the picker's caption shows the full label
+    assert any(entry.label in c.value for c in at.sidebar.caption)
     assert at.get("download_button"), "the finished model should be downloadable"
     assert at.success and "step 3" in at.success[0].value
     at.switch_page("app_pages/attention.py").run()  # the picked model is the trained one on other pages too
@@ -343,16 +344,18 @@ def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
     alice.button(key="tr_train").click().run()
     bob.button(key="tr_train").click().run()
     a, b = alice.session_state["train_run"], bob.session_state["train_run"]
-    assert a is not b and a.owner != b.owner and a.pid != b.pid
+    assert a is not b and a.owner != b.owner
     run_until_done(alice)
     run_until_done(bob)
     assert a.status == b.status == RunStatus.FINISHED
+    assert a.pid is not None and b.pid is not None and a.pid != b.pid  # known once each worker has started
     assert all(len(r["prev_token"]) == 1 for r in a.history())  # alice's rows are her 1-block run's
     assert all(r["prev_token"] == [] for r in b.history())  # bob's are his 0-block run's
     for at, run in ((alice, a), (bob, b)):
         options = at.selectbox(key="picked_model").options
-        mine = at.session_state["lab_models"][run.registered_key].label
-        assert [o for o in options if o.startswith("trained #")] == [mine]
+        mine = at.session_state["lab_models"][run.registered_key]
+        assert [o for o in options if o.startswith("trained #")] == ["trained #1, seed 0, step 40"]  # its own only
+        assert mine.source == "trained" and mine.label in " ".join(c.value for c in at.sidebar.caption)
     assert run_pool().runs_of(a.owner) == [] and run_pool().runs_of(b.owner) == []
 
 

@@ -73,9 +73,10 @@ def settings_widgets() -> TrainSettings:
                              "this concentration: small values make peaked rows (a state has a favourite "
                              "successor), large values rows close to uniform. 1 = uniform over all rows (the paper's).")
     else:
-        right.slider("Period range L (pattern length)", 1, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
+        right.slider("Period range L (pattern length)", 2, 64, saved.get("tr_periods", (d.period_min, d.period_max)),
                      key="tr_periods",
-                     help="Each sequence repeats a random pattern whose length is drawn from this range.")
+                     help="Each sequence repeats a random pattern whose length is drawn from this range (at least 2: "
+                          "a pattern of one token repeats that token, and leaves nothing to look up).")
     with st.expander("Advanced: sequence length, bias, initial embedding, learning rate, batch, steps, seed"):
         a, b, c = st.columns(3)
         if markov:
