@@ -173,7 +173,6 @@ def test_a_run_in_progress_shows_its_film_strip_and_marks_its_steps_on_the_loss_
 @pytest.mark.parametrize("periods, seq_len, phrase", [
     ((40, 64), 96, "no complete second copy"),
     ((32, 32), 40, "raise seq_len to at least 64"),
-    ((1, 1), 192, "Raise the upper end of the period range to at least 2"),
 ])
 @pytest.mark.app
 def test_impossible_settings_show_the_reason_and_cannot_train(periods, seq_len, phrase):
@@ -413,14 +412,22 @@ def test_a_period_of_one_is_refused_or_warned_in_the_settings_and_no_question_pr
     assert q.answer is None and "nan" not in q.why.lower() and "no first-copy loss" in q.why
 
 
+def test_a_period_range_ending_at_one_is_refused_and_one_from_one_warned():
+    """From Python (the page's period slider starts at 2): a range 1-1 repeats one token, nothing to measure; a
+    range from 1 trains, with a sentence saying what it does not measure."""
+    d = TrainSettings.defaults()
+    single = replace(d, period_min=1, period_max=1, seq_len=192)
+    assert "Raise the upper end of the period range to at least 2" in single.problem()
+    from_one = replace(d, period_min=1, period_max=8)
+    assert from_one.problem() is None
+    assert any("Sequences of period 1 repeat one token" in w for w in from_one.warnings())
+    assert replace(d, period_min=2).warnings() == []
+
+
 @pytest.mark.app
-def test_a_period_range_from_one_trains_with_a_warning():
+def test_the_period_slider_offers_no_range_ending_at_one():
     at = app("app_pages/train.py")
-    at.slider(key="tr_periods").set_value((1, 8))
-    at.run()
-    assert not at.exception, at.exception
-    assert any("Sequences of period 1 repeat one token" in w.value for w in at.warning)
-    assert not at.button(key="tr_train").disabled
+    assert at.slider(key="tr_periods").min == 2
 
 
 REPEAT_WIDGETS = {"tr_layers": 3, "tr_periods": (4, 8), "tr_seq_len": 24, "tr_lr": 0.001, "tr_batch": 4,
