@@ -75,30 +75,20 @@ def _walk(node, out: list) -> None:
 
 
 def record(files: list[str] | None = None) -> dict:
-    """{"<checkpoint> <page>": [element, ...]} for every page on every shipped model (the picker's keys)."""
-    from streamlit.testing.v1 import AppTest
-
-    from ui.pages import ALL_PAGES
-    from ui.state import shipped_models
+    """{"<checkpoint> <page>": [element, ...]} for every page on every shipped model (ui.cache.walk's visit)."""
+    from ui.cache import walk
 
     out = {}
-    models = shipped_models()
-    for m in models:
-        if files and m.file not in files:
-            continue
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=900)
-        at.run()
-        at.selectbox(key="picked_model").set_value(m.key)
-        for page in ALL_PAGES:
-            if page.file is not None:
-                at.switch_page(page.file)
-            at.run()
-            elements: list = []
-            _walk(at._tree, elements)
-            if at.exception:
-                elements.append({"type": "EXCEPTION", "value": str(at.exception[0].value)})
-            out[f"{m.file} {page.name}"] = elements
-            print(f"{m.file:<36} {page.name:<12} {len(elements):>4} elements", file=sys.stderr, flush=True)
+
+    def visit(entry, page, at):
+        elements: list = []
+        _walk(at._tree, elements)
+        if at.exception:
+            elements.append({"type": "EXCEPTION", "value": str(at.exception[0].value)})
+        out[f"{entry.file} {page.name}"] = elements
+        print(f"{entry.file:<36} {page.name:<12} {len(elements):>4} elements", file=sys.stderr, flush=True)
+
+    walk(files, visit)
     return out
 
 

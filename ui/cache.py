@@ -187,9 +187,10 @@ def forget_in_memory() -> None:
     kept.clear()
 
 
-def walk(files: list[str] | None = None) -> list[dict]:
+def walk(files: list[str] | None = None, visit=None) -> list[dict]:
     """Open every page on each shipped checkpoint (all of them, the Markov runs too, by default) in AppTest, as
-    a visitor who changes no widget does. Returns one row per checkpoint and page: its exception, if any."""
+    a visitor who changes no widget does; `visit(entry, page, at)` is called after each page's run (a reader of
+    what the page drew: bench/page_text.py). Returns one row per checkpoint and page: its exception, if any."""
     from streamlit.testing.v1 import AppTest
 
     from ui.pages import ALL_PAGES
@@ -205,6 +206,8 @@ def walk(files: list[str] | None = None) -> list[dict]:
             if page.file is not None:
                 at.switch_page(page.file)
             at.run()
+            if visit is not None:
+                visit(entry, page, at)
             rows.append({"checkpoint": entry.file, "page": page.file or "home",
                          "exception": str(at.exception[0].value)[:200] if at.exception else None})
     return rows
