@@ -1,7 +1,15 @@
-"""Predict, then reveal: one bordered box per question (core/quiz/questions.py computes the answer).
+"""Predict, then see: one bordered box per question (core/quiz/questions.py computes the answer).
 
-The student picks an answer (nothing is picked at first); the box then says right or wrong and
-shows the measured reason. A question without a clear answer for the picked model says why instead.
+The student picks an answer (nothing is picked at first) or skips. The answer is graded once, against
+the numbers of the moment it was given, and the box keeps that grade (a later change of a setting does
+not turn a right answer wrong); the radio is then locked. `ask` returns whether what answers the
+question may be shown, so a page draws it only after the student has committed:
+
+    if ask(quiz.top_copier(table)):
+        draw(st, chart)          # the chart that answers it
+    # else: ask has already said what appears once they answer or skip
+
+A question without a clear answer for the picked model says why instead, and shows at once.
 """
 from __future__ import annotations
 
@@ -13,26 +21,50 @@ from core.quiz.questions import Question, is_right
 
 
 def widget_key(q: Question, panel: str = "") -> str:
-    """quiz_<id>_<digest of prompt and options>: a new question (other heads, another model) starts unanswered.
-    `panel` tells apart one question asked in two panels of a page (the same history can be both a student's
-    run and a shipped one)."""
-    digest = hashlib.sha1(repr((q.prompt, q.options)).encode()).hexdigest()[:8]
+    """quiz_<id>_<digest of prompt, options and picked model>: a new question (other heads, another model) starts
+    unanswered. `panel` tells apart one question asked in two panels of a page (the same history can be both a
+    student's run and a shipped one)."""
+    scope = st.session_state.get("picked_model", "")
+    digest = hashlib.sha1(repr((q.prompt, q.options, scope)).encode()).hexdigest()[:8]
     return f"quiz_{q.key}_{panel + '_' if panel else ''}{digest}"
 
 
-def ask(q: Question, panel: str = "") -> None:
-    """Draw question `q` (`panel`: see widget_key)."""
+def _grade(q: Question, given: str | None) -> dict:
+    return {"given": given, "right": is_right(q, given), "answer": q.answer, "why": q.why}
+
+
+def _skip(key: str, q: Question) -> None:
+    st.session_state[f"{key}_grade"] = _grade(q, None)
+
+
+def _answered(key: str, q: Question) -> None:
+    given = st.session_state.get(key)
+    if given is not None and f"{key}_grade" not in st.session_state:
+        st.session_state[f"{key}_grade"] = _grade(q, given)
+
+
+def ask(q: Question, panel: str = "", hides: str = "the chart below") -> bool:
+    """Draw question `q` (`panel`: see widget_key). True once what answers it may be shown: the student answered
+    or skipped, or the question has no clear answer for this model. `hides` names what waits for the answer."""
     box = st.container(border=True)
     box.markdown(f"**🤔 Predict first.** {q.prompt}")
     if q.answer is None:
         box.info(q.why)
-        return
+        return True
+    key = widget_key(q, panel)
+    grade = st.session_state.get(f"{key}_grade")
     short = all(len(o) <= 12 for o in q.options)  # head labels, "more"/"less": one wrapping row
-    given = box.radio("Your answer", q.options, index=None, key=widget_key(q, panel), horizontal=short,
-                      label_visibility="collapsed")
-    if given is None:
-        box.caption("Pick an answer: the check and the reason appear here, and the panel below shows it.")
-    elif is_right(q, given):
-        box.success(f"Right. {q.why}")
+    box.radio("Your answer", q.options, index=None, key=key, horizontal=short, label_visibility="collapsed",
+              disabled=grade is not None, on_change=_answered, args=(key, q))
+    if grade is None:
+        left, right = box.columns([4, 1], vertical_alignment="center")
+        left.caption(f"Pick an answer to see {hides}, with the check and the reason here.")
+        right.button("Skip", key=f"{key}_skipbtn", on_click=_skip, args=(key, q), help="Show the answer without guessing.")
+        return False
+    if grade["given"] is None:
+        box.info(f"Skipped: the answer is **{grade['answer']}**. {grade['why']}")
+    elif grade["right"]:
+        box.success(f"Right. {grade['why']}")
     else:
-        box.error(f"Not quite: the answer is **{q.answer}**. {q.why}")
+        box.error(f"Not quite: the answer is **{grade['answer']}**. {grade['why']}")
+    return True
