@@ -2,6 +2,8 @@
 
     python bench/class.py readers [--students 20]      # students who only read: every page, in turn
     python bench/class.py watch [--window 20]          # one student trains and watches the Train page
+    python bench/class.py run                          # one student trains the defaults and watches to the end:
+                                                       # the server's CPU-s for the click, cores to the drop and end
     python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
                                                        # within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)
@@ -358,6 +360,31 @@ async def watch(browser, url: str, pid: int, window: float) -> dict:
             "other_processes_cores": workers, "progress_text": progress[:120]}
 
 
+async def watch_run(browser, url: str, pid: int) -> dict:
+    """One student presses Train on the defaults and watches the whole run in a tab: the server's CPU-seconds
+    for the click (from the press until "steps/s" is on screen: the script run that starts the training and
+    the page that follows it), and the server's cores from the press to the drop on screen and to the run's
+    end on screen. Only the server process counts (the training runs in a worker of its own)."""
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
+    page = await ctx.new_page()
+    nice_children()
+    await open_page(page, url, "train")
+    await asyncio.sleep(3)  # the page's own first run settles
+    c0, t0 = cpu_seconds(pid), time.perf_counter()
+    await page.get_by_role("button", name="Train", exact=True).click()
+    await page.get_by_text(re.compile(r"steps/s")).first.wait_for(timeout=300_000)
+    c_start, t_start = cpu_seconds(pid), time.perf_counter()
+    await page.get_by_text("The red line marks step").first.wait_for(timeout=600_000)
+    c_drop, t_drop = cpu_seconds(pid), time.perf_counter()
+    await page.get_by_text(re.compile(r"at step \d+: later-copy loss")).first.wait_for(timeout=600_000)
+    c_end, t_end = cpu_seconds(pid), time.perf_counter()
+    await ctx.close()
+    return {"click_cpu_s": round(c_start - c0, 3), "click_to_progress_s": round(t_start - t0, 2),
+            "server_cores_to_drop": round((c_drop - c0) / (t_drop - t0), 3), "train_to_drop_s": round(t_drop - t0, 1),
+            "server_cores_whole_run": round((c_end - c0) / (t_end - t0), 3), "train_to_end_s": round(t_end - t0, 1),
+            "server_cpu_s_whole_run": round(c_end - c0, 2)}
+
+
 async def scenario(args, url: str, pid: int, lone: bool = False) -> dict:
     """The students of `args.scenario` on the server at `url` (pid); `lone`: one trainer alone instead."""
     if args.client == "light":
@@ -377,6 +404,8 @@ async def scenario(args, url: str, pid: int, lone: bool = False) -> dict:
                                               for i in range(args.students)))
         elif args.scenario == "watch":
             students = [await watch(browser, url, pid, args.window)]
+        elif args.scenario == "run":
+            students = [await watch_run(browser, url, pid)]
         else:
             seeds = list(range(args.students)) if args.scenario == "seeds" else [None] * args.students
             students = await asyncio.gather(*(trainer(browser, url, rng.uniform(0, 10), s, args.scenario == "trainers",
@@ -422,9 +451,17 @@ def _print_server(srv: dict, indent: str = "") -> None:
         print(f"{indent}  {r['cpu_s']:>8.2f} CPU-s  {r['process']}")
 
 
+def cpu_kind(env: dict) -> str:
+    """The CPU kind the server's processes see (core.model.cpu.kind, under the environment's emulation)."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", "from core.model import cpu; print(cpu.kind())"], cwd=HERE.parent,
+                          env={**os.environ, **env}, capture_output=True, text=True).stdout.strip()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("scenario", choices=("readers", "watch", "trainers", "seeds"))
+    ap.add_argument("scenario", choices=("readers", "watch", "run", "trainers", "seeds"))
     ap.add_argument("--students", type=int, default=None, help="default: 20 readers, 10 trainers")
     ap.add_argument("--rounds", type=int, default=1, help="a reader's walks through the pages")
     ap.add_argument("--think", type=float, default=0.0,
@@ -444,6 +481,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", type=Path,
                     help="ATTENTION_LAB_CACHE for the server: where the compiled attention is built (an empty "
                          "folder: the first training builds it)")
+    ap.add_argument("--emulate", choices=("native", "avx2", "sse4"), default="native",
+                    help="the server and its trainings run as this CPU kind (core.model.cpu.emulate)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--client", choices=("chromium", "light"), default="chromium",
                     help="light: Streamlit's websocket protocol without a browser (bench/light.py)")
@@ -456,7 +495,12 @@ def main(argv=None) -> int:
         args.students = 20 if args.scenario == "readers" else 10
     if args.think < 0 or args.arrive < 0:
         ap.error("--think and --arrive must be 0 or more")
+    if args.scenario == "run" and args.client == "light":
+        ap.error("run: a Chromium tab only (it reads the page's own messages)")
     env = {"ATTENTION_LAB_CACHE": str(args.cache_dir)} if args.cache_dir else {}
+    from core.model import cpu  # noqa: E402 -- the repository root is on the path through bench/memory.py
+
+    env.update(cpu.emulate(args.emulate))
 
     def interrupted(*_):  # `timeout` sends SIGTERM: end the server and Chromium on the way out
         raise KeyboardInterrupt
@@ -464,7 +508,7 @@ def main(argv=None) -> int:
     out = {"scenario": args.scenario, "client": args.client, "think_s": args.think, "arrive_s": args.arrive,
            "awake": args.awake, "land": args.land,
            "light_watch": args.light_watch if args.client == "light" else None,
-           "gflops_before": round(matmul_rate(), 2)}
+           "cpu_kind": cpu_kind(env), "gflops_before": round(matmul_rate(), 2)}
     if args.scenario == "trainers" and not args.no_lone:
         # the lone student on a server of its own, stopped before the class's starts: a finished run is
         # shared only within one server process, so the class's identical run is trained again, and
@@ -483,6 +527,7 @@ def main(argv=None) -> int:
     pause += f", every student landing on {args.land}" if args.scenario == "readers" and args.land != "spread" else ""
     watch_mode = (f", light trainers follow by {args.light_watch}"
                   if args.client == "light" and args.scenario != "readers" else "")
+    print(f"CPU kind {out['cpu_kind']}")
     print(f"{args.scenario}: {len(out['students'])} students ({args.client}, {pause}{watch_mode}), {out['wall_s']} s; "
           f"matmul 1 thread {out['gflops_before']} GFLOP/s before, {out['gflops_after']} after")
     if "lone" in out:

@@ -6,7 +6,7 @@ memory after.
 Starts `streamlit run dashboard.py` (a new process, as a fresh clone's or a Community Cloud app woken from
 sleep). One Chromium session opens every page (the first walk: each page's default views of the default
 model are read from the shipped data, checkpoints/data/, and its charts built; nothing is computed, so no
-torch is imported: tests/test_torch_free.py), then a second session opens them again (the second walk:
+torch is imported: tests/test_view_names.py), then a second session opens them again (the second walk:
 the views and charts come from the server's memory caches, st.cache_data and ui/charts/kept.py). Per page
 it reads the server's CPU time (utime + stime from /proc, so the other load on the machine does not count)
 and the wall time of Home; after both walks, nobody training, whether torch is mapped into the server and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamlit_server import PAGES
+from streamlit_server import MIN_CHARTS, PAGES
 
 pytestmark = pytest.mark.e2e
 
@@ -18,7 +18,7 @@ ADDRESS_REFS_JS = r"""() => [...document.querySelectorAll(
 @pytest.mark.parametrize("path", [p for p in PAGES if p])
 def test_no_chart_points_its_colours_at_the_address(app, path):
     app.goto(path)
-    app.wait_charts(1)
+    app.wait_charts(MIN_CHARTS[path])
     app.assert_no_exception()
     assert app.page.evaluate(ADDRESS_REFS_JS) == []
     if path in WITH_COLOUR_BARS:

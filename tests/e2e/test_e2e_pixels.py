@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamlit_server import PAGES
+from streamlit_server import MIN_CHARTS, PAGES
 
 pytestmark = pytest.mark.e2e
 
@@ -105,7 +105,7 @@ def test_nothing_is_cut_off_and_lines_have_legends(new_app, server, path, model)
     if model:
         app.pick(model)
     if path:
-        app.wait_charts(1)
+        app.wait_charts(MIN_CHARTS[path])
     else:
         app.page.locator('[data-testid="stMain"] [data-testid="stMetric"]').first.wait_for(timeout=60_000)
     app.assert_no_exception()
