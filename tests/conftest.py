@@ -39,8 +39,24 @@ def pytest_addoption(parser):
                           "others; all: everything (README; .ci/run runs fast, then rest)")
 
 
+# The rest tier's longest files (seconds on 2 busy cores, 5 Dec): `--dist loadfile` hands each file to one worker
+# whole, in collection order, so these go first and the many short files fill in behind them; handed out last, a
+# 70 s file left the other worker idle for most of it. xdist's own order (most tests first) put them late.
+LONGEST_FIRST = ("tests/test_markov_shipped.py", "tests/test_cpu_kinds.py", "tests/e2e/test_e2e_train.py",
+                 "tests/e2e/test_e2e_pixels.py", "tests/e2e/test_e2e_layout.py", "tests/e2e/test_e2e_workers.py",
+                 "tests/test_shipped_views.py", "tests/test_notebook.py", "tests/test_ray.py",
+                 "tests/test_pages_causal.py", "tests/test_sweep.py", "tests/test_exercises.py")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
-    """Keep the tier --tier asks for; an explicit -m expression chooses by itself."""
+    """Keep the tier --tier asks for (an explicit -m expression chooses by itself); the longest files first."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest as collected
     tier = config.getoption("--tier")
     if tier == "all" or config.getoption("markexpr"):
         return
