@@ -42,3 +42,28 @@ def test_a_file_name_says_page_model_head_and_step_and_is_safe():
     assert export.file_stem("attention", "variable-period-2block", "head-2.1", "step-300", "Every head") == \
         "attention_variable-period-2block_head-2.1_step-300_every-head"
     assert "/" not in export.file_stem("../../etc/passwd", "a b", None, False)
+
+
+def _grid(pin=()):
+    from ui.charts import attention
+
+    rng = np.random.default_rng(0)
+    raw = rng.random((2, 2, 6, 6)) * np.tril(np.ones((6, 6)))
+    return attention.pattern_grid.uncached(raw / raw.sum(-1, keepdims=True), list("abcabc"), pin)
+
+
+def test_a_figure_shows_the_tokens_pinned_when_it_is_exported():
+    """A pin the browser reports for the chart (its selection) makes the same figure as a chart built pinned there,
+    and another figure than none; released (no points), the figure is the unpinned one again."""
+    import re
+
+    def svg(spec, **kwargs) -> str:  # vl-convert numbers its gradients across calls
+        return re.sub(r"gradient_\d+", "gradient", export.svg(spec, **kwargs).decode())
+
+    plain, pinned = sent_form(_grid()), sent_form(_grid((3, 4)))
+    chosen = {"pin": [{"query": 3}, {"query": 4}]}
+    assert svg(plain, selected=chosen) == svg(pinned)
+    assert svg(plain, selected=chosen) != svg(plain)
+    assert svg(pinned, selected={"pin": []}) == svg(plain)
+    assert export.pinned_part(chosen) == "pin-3+4" and export.pinned_part({"pin": []}) is None
+    assert export.pinned_part(None) is None and export.selection_reader(None)() is None

@@ -59,7 +59,8 @@ def ask(q: Question, panel: str = "", hides: str = "the chart below") -> bool:
     if grade is None:
         left, right = box.columns([4, 1], vertical_alignment="center")
         left.caption(f"Pick an answer to see {hides}, with the check and the reason here.")
-        right.button("Skip", key=f"{key}_skipbtn", on_click=_skip, args=(key, q), help="Show the answer without guessing.")
+        right.button("Skip", key=f"{key}_skipbtn", on_click=_skip, args=(key, q),
+                     help="Show the answer without guessing.")
         return False
     if grade["given"] is None:
         box.info(f"Skipped: the answer is **{grade['answer']}**. {grade['why']}")

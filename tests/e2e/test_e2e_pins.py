@@ -144,3 +144,39 @@ def test_on_a_narrow_screen_a_click_pins_the_row_under_the_pointer(app):
     (q,) = _pins(app, 1)
     assert abs(q - 0.6 * T) <= 1
     app.assert_no_exception()
+
+
+def _download(app, label: str):
+    """The first chart's (the grid's) Export menu, `label` ("SVG", "PNG"): the download."""
+    app.page.locator('[data-testid="stPopover"] button').first.click()
+    body = app.page.locator('[data-testid="stPopoverBody"]')
+    with app.page.expect_download() as got:
+        body.get_by_role("button", name=label).click()
+    app.page.keyboard.press("Escape")
+    return got.value
+
+
+def _dimmed(svg_path) -> int:
+    """Marks drawn dimmed (ui.charts.attention.DIM) in an exported SVG: rows not pinned while some are."""
+    from ui.charts.attention import DIM
+
+    return len(re.findall(rf'opacity="{DIM:g}"', open(svg_path).read()))
+
+
+def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
+    """The grid exported before a pin dims nothing; after a click pins query q, its SVG dims every other row (as
+    the page shows it), its file is named with pin-q, and its PNG opens."""
+    from PIL import Image
+
+    chart, _, found = _grid(app)
+    plain = _download(app, "SVG")
+    assert "pin-" not in plain.suggested_filename and _dimmed(plain.path()) == 0
+    top, bottom, left, right = found[0]
+    _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
+    (q,) = _pins(app, 1)
+    _away(app)
+    pinned = _download(app, "SVG")
+    assert f"_pin-{q}_" in pinned.suggested_filename, pinned.suggested_filename
+    assert _dimmed(pinned.path()) > 50
+    png = _download(app, "PNG")
+    assert f"_pin-{q}_" in png.suggested_filename and Image.open(png.path()).size[0] > 300

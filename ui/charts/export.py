@@ -4,7 +4,11 @@ vl-convert renders the chart's Vega-Lite spec without a browser or a network (St
 offers a 72-ppi PNG only). Nothing is converted while a page draws: each download button's data is a function
 that Streamlit calls when the student clicks it, so a page pays for the buttons, not for the figures
 (bench/export_cost.py measures both). A file is named after the page, the model, the head and the training
-step on screen, and the chart's title.
+step on screen, the pinned tokens, and the chart's title.
+
+A chart with selections (the pinned queries of ui/charts/attention.py) is exported as the student sees it: the
+selection the browser last reported for the chart's key is written into the spec's parameter as its value, so
+the figure shows the same tokens pinned.
 """
 from __future__ import annotations
 
@@ -49,14 +53,65 @@ def _frame_of(dataset) -> pd.DataFrame:
     return pd.DataFrame(dataset)
 
 
-def figure_spec(chart) -> dict:
-    """The chart's Vega-Lite spec with every dataset written into it (what vl-convert reads)."""
+def figure_spec(chart, selected: dict | None = None) -> dict:
+    """The chart's Vega-Lite spec with every dataset written into it (what vl-convert reads). `selected`: a point
+    selection's chosen points by its name ({"pin": [{"query": 3}]}), written as that parameter's value."""
     spec = copy.deepcopy(chart) if isinstance(chart, dict) else chart.to_dict()
     datasets = spec.get("datasets") or {}
     spec["datasets"] = {name: _frame_of(data).to_dict(orient="records") for name, data in datasets.items()}
     spec.pop("usermeta", None)
     spec.setdefault("background", "white")
+    if selected:
+        _select(spec, selected)
     return _plain(spec)
+
+
+def _select(spec, selected: dict) -> None:
+    """Every point-selection parameter named in `selected` starts at its points (none chosen: no value)."""
+    if isinstance(spec, list):
+        for part in spec:
+            _select(part, selected)
+        return
+    if not isinstance(spec, dict):
+        return
+    for param in spec.get("params") or []:
+        if isinstance(param, dict) and param.get("name") in selected and "select" in param:
+            points = [p for p in selected[param["name"]] if isinstance(p, dict)]
+            if points:
+                param["value"] = points
+            else:
+                param.pop("value", None)
+    for key, value in spec.items():
+        if key not in ("params", "datasets", "data"):
+            _select(value, selected)
+
+
+def selection_reader(state_key: str | None):
+    """A function that returns the selection the browser last reported for the chart drawn with key `state_key`
+    ({param name: [points]}, or None), callable from the thread that makes a deferred download (which has no
+    script context: the session's state is held here while the page draws)."""
+    if not state_key:
+        return lambda: None
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    state = ctx.session_state if ctx is not None else None
+
+    def read():
+        try:
+            value = state[state_key] if state is not None else None
+        except (KeyError, AttributeError, TypeError):
+            return None
+        chosen = (value or {}).get("selection") if hasattr(value, "get") else None
+        return {k: v for k, v in chosen.items() if isinstance(v, list)} if hasattr(chosen, "items") else None
+    return read
+
+
+def pinned_part(selected: dict | None) -> str | None:
+    """'pin-3+7' for the pinned queries 3 and 7 of a selection (any field), or None."""
+    points = (selected or {}).get("pin") or []
+    values = sorted({v for p in points if isinstance(p, dict) for v in p.values() if isinstance(v, int)})
+    return "pin-" + "+".join(map(str, values)) if values else None
 
 
 def _plain(value):
@@ -72,16 +127,16 @@ def _plain(value):
     return value
 
 
-def svg(chart) -> bytes:
+def svg(chart, selected: dict | None = None) -> bytes:
     import vl_convert as vlc
 
-    return vlc.vegalite_to_svg(figure_spec(chart)).encode()
+    return vlc.vegalite_to_svg(figure_spec(chart, selected)).encode()
 
 
-def png(chart, scale: float = PNG_SCALE) -> bytes:
+def png(chart, scale: float = PNG_SCALE, selected: dict | None = None) -> bytes:
     import vl_convert as vlc
 
-    return vlc.vegalite_to_png(figure_spec(chart), scale=scale)
+    return vlc.vegalite_to_png(figure_spec(chart, selected), scale=scale)
 
 
 def csv(chart) -> bytes:
@@ -111,7 +166,7 @@ def file_stem(*parts) -> str:
     return "_".join(w for w in words if w)[:120] or "chart"
 
 
-def _stem(chart, n: int) -> str:
+def _stem(chart, n: int, pinned: str | None = None) -> str:
     from ui.share import PAGE_PARAMS
 
     run = st.session_state.get(RUN_KEY) or {"page": "lab", "model": ""}
@@ -122,21 +177,24 @@ def _stem(chart, n: int) -> str:
     step = step if isinstance(step, int) and step >= 0 else None  # ui.steps.FINAL is the finished model
     model = re.sub(r" \((shipped|trained|uploaded)\)$", "", run["model"])
     return file_stem(page, model, f"head-{head}" if head else None, f"step-{step}" if step is not None else None,
-                     title_of(chart) or f"chart-{n + 1}")
+                     pinned, title_of(chart) or f"chart-{n + 1}")
 
 
-def controls(where, chart, digest: str) -> None:
-    """An Export popover under the chart: SVG, PNG and CSV, each made when its button is clicked."""
+def controls(where, chart, digest: str, state_key: str | None = None) -> None:
+    """An Export popover under the chart: SVG, PNG and CSV, each made when its button is clicked. `state_key`: the
+    key the chart was drawn with, whose selection (the pinned tokens) the figures show."""
     seen = _drawn_this_run()
     n = seen[digest]
     seen[digest] += 1
     key = f"export_{digest}_{n}"
-    stem = _stem(chart, sum(seen.values()) - 1)
+    selected = selection_reader(state_key)
+    stem = _stem(chart, sum(seen.values()) - 1, pinned_part(selected()))
     with where.popover("Export", icon=":material/download:", key=f"{key}_menu"):
-        st.caption("The chart as a figure (SVG, or PNG at 216 ppi) or its data (CSV), made when you click.")
-        st.download_button("SVG", lambda: svg(chart), f"{stem}.svg", "image/svg+xml", key=f"{key}_svg",
-                           on_click="ignore")
-        st.download_button("PNG", lambda: png(chart), f"{stem}.png", "image/png", key=f"{key}_png",
-                           on_click="ignore")
+        st.caption("The chart as a figure (SVG, or PNG at 216 ppi) or its data (CSV), made when you click"
+                   + ("; the figure shows the tokens pinned now." if state_key else "."))
+        st.download_button("SVG", lambda: svg(chart, selected=selected()), f"{stem}.svg", "image/svg+xml",
+                           key=f"{key}_svg", on_click="ignore")
+        st.download_button("PNG", lambda: png(chart, selected=selected()), f"{stem}.png", "image/png",
+                           key=f"{key}_png", on_click="ignore")
         st.download_button("CSV", lambda: csv(chart), f"{stem}.csv", "text/csv", key=f"{key}_csv",
                            on_click="ignore")

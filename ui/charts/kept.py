@@ -232,7 +232,7 @@ def draw(where, chart, **kwargs):
                                 _evict()
     # st.vega_lite_chart moves the datasets out of the spec it gets (and may patch it): a copy
     drawn = where.vega_lite_chart(spec=on_canvas_if_gradient(copy.deepcopy(spec)), **kwargs)
-    export.controls(where, spec, _spec_digest(spec))
+    export.controls(where, spec, _spec_digest(spec), kwargs.get("key") if kwargs.get("on_select") else None)
     return drawn
 
 
