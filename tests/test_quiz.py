@@ -327,3 +327,44 @@ def test_one_question_asked_in_two_panels_of_a_page_gets_two_widgets(panels, fai
     at = AppTest.from_function(_one_question_in_two_panels, args=(panels,), default_timeout=60).run()
     assert bool(at.exception) == fails, at.exception
     assert len(at.radio) == (1 if fails else 2)
+
+
+def test_planted_induction_slip_and_ambiguous_patterns():
+    frame = heads_frame([(0, 0), (1, 0), (1, 1)], induction=[0.0, 0.9, 0.3], duplicate=[0.1, 0.05, 0.2])
+    q = quiz.induction_slip(frame, 2)
+    assert q.answer == quiz.SLIP_OPTIONS[1] and "0.90" in q.why and "0.05" in q.why
+    assert quiz.induction_slip(frame.assign(duplicate=[0.1, 0.85, 0.2]), 2).answer == quiz.SLIP_OPTIONS[0]
+    assert quiz.induction_slip(frame.assign(duplicate=[0.1, 0.6, 0.2]), 2).answer is None  # falls, not by half
+    assert quiz.induction_slip(frame, 1).answer is None
+    # 'abcaXY': 'a' is followed by 'b' and by 'X'; the knowable targets after an 'a' start at the second copy
+    pattern, names = [0, 1, 2, 0, 3, 4], "abcXY"
+    T, L = 18, 6
+    rows = [{"position": t, "correct": t != 10, "copy": "first" if t < L else "second" if t < 2 * L else "later"}
+            for t in range(1, T)]
+    r = quiz.repeated_symbols(pattern, rows, lambda t: names[t])
+    assert r["symbols"] == ["a"] and r["followers"] == {"a": ["X", "b"]}
+    # targets after an 'a' (positions 0, 3, 6, 9, 12, 15 hold 'a'): 7, 10, 13, 16 are knowable; 10 was wrong
+    assert (r["n"], r["right"]) == (4, 3)
+    assert quiz.repeated_symbols([0, 1, 2, 3], rows, lambda t: names[t]) is None
+
+
+def test_rotation_explains_the_k_composition_ranking_on_the_shipped_model():
+    """The Circuits page's sentence: on the shipped 2-block model the weight-based score does not rank the
+    previous-token head first as the writer of the strongest induction head's keys; with the rotation put back it
+    does (core/reading/rope_k.py, a plain loop for the previous-token head here)."""
+    from core.reading.rope_k import k_composition_with_rotation, rotation_sentence
+
+    model, info = read_checkpoint(ROOT / "checkpoints" / TWO)
+    res = k_composition_with_rotation(model, info["task"])
+    tokens, _ = task_sequences(info["task"], model.cfg.vocab_size, 32, seed=0)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    P = cache["pattern"][0]
+    prev = [float(sum(P[b, h, i, i - 1] for b in range(P.shape[0]) for i in range(1, P.shape[2])))
+            for h in range(P.shape[1])]
+    w, r = max(range(len(prev)), key=prev.__getitem__), int(res["induction"].argmax())
+    assert int(res["prev"].argmax()) == w
+    assert int(res["plain"][:, r].argmax()) != w and int(res["rope"][:, r].argmax()) == w
+    sentence = rotation_sentence(res)
+    assert "leaves the rotary rotation out" in sentence
+    assert f"1.{w + 1} scores {float(res['rope'][w, r]):.3f}" in sentence

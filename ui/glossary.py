@@ -5,7 +5,9 @@ links a term to its entry with `link(term)` (an unknown term is a KeyError, so a
 
 How a link opens: Streamlit gives every markdown link that does not start with '#' target="_blank", so a
 glossary link opens the Glossary page in a new tab, a session of its own; the student's tab, with the models
-trained in it, stays as it was (a link in the same tab would start a new session and lose them). For reading a
+trained in it, stays as it was (a link in the same tab would start a new session and lose them). The address
+carries the term as ?term=<slug> (a #anchor is not enough: the shell rewrites the address with the view's
+settings and Streamlit does not scroll to it), and the Glossary page opens with that entry on top. For reading a
 definition without leaving the page, the shell lists every term the page linked, with its definition, in the
 sidebar panel "Terms on this page" (terms_panel), whose link to the whole glossary switches page in the same
 session.
@@ -109,7 +111,8 @@ GLOSSARY: dict[str, str] = {
 
 
 def slug(term: str) -> str:
-    """The entry's anchor on the Glossary page: "K-composition" -> "k-composition", "AtP*" -> "atp"."""
+    """The entry's anchor on the Glossary page and its ?term= value: "K-composition" -> "k-composition", "AtP*" ->
+    "atp"."""
     return re.sub(r"[^a-z0-9]+", "-", term.lower()).strip("-")
 
 
@@ -121,7 +124,7 @@ def link(term: str, text: str | None = None) -> str:
     note), and the term noted for this run's "Terms on this page" panel; KeyError for an unknown term."""
     GLOSSARY[term]
     _note(term)
-    return f"[{text or term}](glossary#{slug(term)})"
+    return f"[{text or term}](glossary?term={slug(term)})"
 
 
 def _note(term: str) -> None:
