@@ -42,8 +42,8 @@ def composition(entry: LabModel):
 
 @per_model(name="circuits.rope_k", show_spinner="Scoring composition with the rotation…", max_entries=16)
 def rope_k(entry: LabModel) -> dict:
-    """K-composition with and without the rotary rotation (core.reading.rope_k), as plain lists."""
-    from core.reading import rope_k as rk  # here, not at the top: it imports torch (core/model/lazy.py)
+    """K-composition with and without the rotary rotation (core.causal.rope_k), as plain lists."""
+    from core.causal import rope_k as rk  # here, not at the top: it imports torch (core/model/lazy.py)
 
     res = rk.k_composition_with_rotation(entry.model, entry.task)
     return {"sentence": rk.rotation_sentence(res), **{k: v.tolist() for k, v in res.items()}}

@@ -139,7 +139,8 @@ if tokens is not None:
         "current token would have to guess between the two; one that also matches the token before it would not.")
     repeats = quiz.repeated_symbols(list(pattern), rows, symbols.token_char) if period else None
     if repeats and repeats["n"]:
-        named = "; ".join(f"'{t}' by {' and '.join(repr(f) for f in fs)}" for t, fs in repeats["followers"].items())
+        named = "; ".join(f"'{t}' is followed by {' and by '.join(repr(f) for f in fs)}"
+                          for t, fs in repeats["followers"].items())
         st.markdown(
             f"**Your pattern is ambiguous for a one-token reader**: {named}. On the {repeats['n']} targets after "
             f"{'that symbol' if len(repeats['symbols']) == 1 else 'those symbols'} that it could know (from the "

@@ -351,8 +351,8 @@ def test_planted_induction_slip_and_ambiguous_patterns():
 def test_rotation_explains_the_k_composition_ranking_on_the_shipped_model():
     """The Circuits page's sentence: on the shipped 2-block model the weight-based score does not rank the
     previous-token head first as the writer of the strongest induction head's keys; with the rotation put back it
-    does (core/reading/rope_k.py, a plain loop for the previous-token head here)."""
-    from core.reading.rope_k import k_composition_with_rotation, rotation_sentence
+    does (core/causal/rope_k.py, a plain loop for the previous-token head here)."""
+    from core.causal.rope_k import k_composition_with_rotation, rotation_sentence
 
     model, info = read_checkpoint(ROOT / "checkpoints" / TWO)
     res = k_composition_with_rotation(model, info["task"])
