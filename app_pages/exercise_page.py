@@ -41,9 +41,8 @@ def _slip_scores(entry: LabModel) -> pd.DataFrame:
 
 def _slip_question(entry) -> None:
     """Predict, then see: what reading A[i, i - L] instead of A[i, i + 1 - L] does to an induction score."""
-    st.subheader("Before you start: predict one slip")
-    st.markdown("**An off-by-one in a score can hide or fake a head**: the checks below catch it, but first "
-                "guess what it does on your model.")
+    st.markdown("**Before you start: an off-by-one in a score can hide or fake a head.** The checks below catch "
+                "it; first guess what it does on your model.")
     scores = _slip_scores(entry)
     if ask(quiz.induction_slip(scores, entry.info["config"].n_layers), hides="the two scores of every head"):
         names = {"label": "head", "induction": "A[i, i + 1 − L] (right)", "duplicate": "A[i, i − L] (the slip)"}
