@@ -111,6 +111,12 @@ def _home_model():
     shown = ask(quiz.induction_head_count(heads, verdict), hides="the score of every head")
     left, right = st.columns([1, 2.4])
     left.table(settings_rows(entry.info), hide_index=True)  # wraps in a narrow column, where a dataframe cuts
+    if shown:
+        best = top_head(heads, "induction_any")
+        right.metric("strongest induction head", "–" if best is None else best.label,
+                     None if best is None else f"induction score {best.value:.2f}", delta_color="off",
+                     delta_arrow="off", help="Written block.head, both counted from 1: the head whose attention goes "
+                     "most to the token after an earlier occurrence of the current one (any earlier copy).")
     if heads.empty:
         right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
                    "token, so it can only learn which token tends to follow which.")
@@ -136,12 +142,7 @@ def _metrics(entry: LabModel, m: dict) -> None:
 
 
 def _head_table(right, heads) -> None:
-    """Every head's scores (what answers the second question), with the strongest induction head on top."""
-    best = top_head(heads, "induction_any")
-    right.metric("strongest induction head", "–" if best is None else best.label,
-                 None if best is None else f"induction score {best.value:.2f}", delta_color="off", delta_arrow="off",
-                 help="Written block.head, both counted from 1: the head whose attention goes most to the token "
-                      "after an earlier occurrence of the current one (any earlier copy).")
+    """Every head's scores (what answers the second question)."""
     labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
               "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
               "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}

@@ -9,7 +9,7 @@ trained in it, stays as it was (a link in the same tab would start a new session
 carries the term as ?term=<slug> (a #anchor is not enough: the shell rewrites the address with the view's
 settings and Streamlit does not scroll to it), and the Glossary page opens with that entry on top. For reading a
 definition without leaving the page, the shell lists every term the page linked, with its definition, in the
-sidebar panel "Terms on this page" (terms_panel), whose link to the whole glossary switches page in the same
+sidebar panel "Terms on this page" (terms_panel); the navigation's Glossary entry switches page in the same
 session.
 """
 from __future__ import annotations
@@ -148,8 +148,8 @@ def begin_run() -> None:
 
 
 def terms_panel() -> None:
-    """The sidebar panel with every term the page linked and its definition, and a link to the Glossary page in
-    the same session (the shell calls it after the page ran)."""
+    """The sidebar panel with every term the page linked and its definition (the shell calls it after the page
+    ran)."""
     import streamlit as st
 
     terms = st.session_state.get(RUN_KEY) or []
@@ -157,4 +157,4 @@ def terms_panel() -> None:
         return
     with st.sidebar.expander(f"📖 Terms on this page ({len(terms)})"):
         st.markdown("\n\n".join(f"**{t}**: {GLOSSARY[t]}" for t in terms))
-        st.page_link("app_pages/glossary.py", label="The whole glossary", icon="📖")
+        st.caption("Every term: 📖 Glossary in the navigation above (it keeps this session).")
