@@ -188,7 +188,8 @@ else:
         "means chance and orange means more. An induction head K-composes with a previous-token head (its "
         "keys read the previous token); the Depth page measures which heads feed its queries.")
     python_panel(snippets.composition(entry), shows={"score": comp["score"], "baseline": base})
-    st.markdown("**Why the previous-token head need not top the K column.** " + rope_k(entry)["sentence"])
+    if rope_k(entry)["sentence"]:
+        st.markdown("**Why the previous-token head need not top the K column.** " + rope_k(entry)["sentence"])
 
 st.subheader("Ablations: knock heads out")
 st.markdown("**What a head does shows when it is switched off**: a head the circuit relies on costs the later "

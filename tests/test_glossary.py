@@ -49,9 +49,8 @@ def test_glossary_page_and_terms_panel():
     assert not at.success  # no term asked for: no entry on top
     assert [h.value for h in at.subheader] == sorted(GLOSSARY, key=str.lower)
     assert [h.proto.anchor for h in at.subheader] == [slug(t) for t in sorted(GLOSSARY, key=str.lower)]
-    at.text_input(key="glossary_find").set_value("rotary").run()
-    found = {h.value for h in at.subheader}
-    assert "K-composition" in found and "rotary embedding" in found and "nats" not in found
+    at.selectbox(key="glossary_pick").set_value("K-composition").run()
+    assert at.success[0].value == f"**K-composition**: {GLOSSARY['K-composition']}"
     at.switch_page("app_pages/circuits.py").run()
     panel = next(e for e in at.sidebar.expander if e.label.startswith("📖 Terms on this page"))
     text = " ".join(m.value for m in panel.markdown)

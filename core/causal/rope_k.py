@@ -47,11 +47,13 @@ def k_composition_with_rotation(model: TinyCharLM, task: TaskConfig, n_seqs: int
 def rotation_sentence(res: dict) -> str:
     """What the two scores say about the previous-token head (the block-1 head with the most attention on the
     previous position) as the keys' writer for the strongest induction head (k_composition_with_rotation's
-    res), and how many block-2 heads each score gives it first place for."""
+    res), and how many block-2 heads each score gives it first place for; "" with one head per block."""
     from core.model.symbols import head_label
 
     plain, rope, prev, ind = res["plain"], res["rope"], res["prev"], res["induction"]
     H = plain.shape[0]
+    if H < 2:
+        return ""  # one block-1 head: nothing to rank
     w, r = int(prev.argmax()), int(ind.argmax())
     pw, ir = head_label(0, w), head_label(1, r)
     top_plain = int(plain[:, r].argmax())
