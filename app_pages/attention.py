@@ -174,9 +174,10 @@ if view is not None:
             else "Scores of the sequence you typed. ")
         st.caption(
             "**What am I looking at?** One row per head, sort by clicking a column; colours run from dark (0) to "
-            "yellow (1). " + period_text +
-            "The tok_ columns (tok_prev, tok_dup, tok_ind, tok_first, tok_self) need no period: token-based "
-            "detectors, the share of all the head's attention that "
+            "yellow (1): the share of each head's attention where one kind of head would look.")
+        st.expander("How each score is computed").caption(
+            period_text + "The tok_ columns (tok_prev, tok_dup, tok_ind, tok_first, tok_self) need no period: "
+            "token-based detectors, the share of all the head's attention that "
             "lands where the archetype would look. Three are TransformerLens's (previous token; an earlier copy of "
             "the same token; the token after an earlier copy); two are ours, scored the same way (position 0; "
             "itself). Rows with nothing to find count as 0, so tok_ind stays below 1 even for a perfect "

@@ -145,7 +145,10 @@ if ask(quiz.top_copier(copying_table(entry)), hides="every head's copying scores
         "read straight from the weights with no forward pass. A copying head has an orange diagonal: seeing a "
         f"raises a. *Diagonal on top* is the share of rows whose largest entry is the diagonal (chance 1/V = "
         f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
-        "pure copier and −1 for a head that pushes the attended token down. It is taken after removing each "
+        "pure copier and −1 for a head that pushes the attended token down.")
+    method = s_col.expander("How the scores are computed")
+    method.caption(
+        "The eigenvalue score is taken after removing each "
         "row's mean: the softmax ignores an amount added to every logit, and the embedding direction all tokens "
         f"share puts a large one in every row (uncentred, this head would score {hv.copy_uncentred:+.2f}). "
         "A boost to one logit b whatever token is attended is not copying either, and the centred eigenvalue "
