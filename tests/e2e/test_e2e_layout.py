@@ -15,7 +15,7 @@ WIDTHS = (800, 1400)
 # Charts each page draws for the default (shipped) model without any clicks: the least number. Home
 # draws none; it must show its headline metrics and a link to every other page instead.
 MIN_CHARTS = {"train": 1, "attention": 1, "circuits": 1, "depth": 1, "icl": 1, "archetypes": 1, "causal": 1,
-              "laws": 1, "exercises": 0}
+              "laws": 1, "exercises": 0, "glossary": 0}
 HOME_METRICS = 4  # first-copy loss, later-copy loss, later-copy accuracy, strongest induction head
 SLACK = 2  # px: rounding of fractional layout
 OVERLAP = 6  # px: Streamlit's text blocks reach a few px into the next one's margin (invisible, no ink)
