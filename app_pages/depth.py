@@ -194,7 +194,8 @@ else:
     st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
             f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
     res = _contributions(entry, int(seed), pos, which)
-    if ask(quiz.biggest_path(res["labels"], res["values"]), hides="the path bars"):
+    logit = f"the logit of '{SYMBOLS[res['token']]}' at position {pos}"
+    if ask(quiz.biggest_path(res["labels"], res["values"], logit), hides="the path bars"):
         left, right = st.columns([3, 2])
         draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
                                            f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))

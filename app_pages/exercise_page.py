@@ -8,6 +8,7 @@ from core.quiz import questions as quiz
 from exercises import build
 from exercises.catalogue import EXERCISES, MARKOV_MODEL, MARKOV_SECTION, SECTIONS, in_section, rating
 from ui.cache import per_model
+from ui.glossary import link
 from ui.model_keys import shipped_file
 from ui.pages import PATH
 from ui.quiz import ask
@@ -42,7 +43,7 @@ def _slip_scores(entry: LabModel) -> pd.DataFrame:
 def _slip_question(entry) -> None:
     """Predict, then see: what reading A[i, i - L] instead of A[i, i + 1 - L] does to an induction score."""
     st.markdown("**Before you start: an off-by-one in a score can hide or fake a head.** The checks below catch "
-                "it; first guess what it does on your model.")
+                f"it; first guess what it does to your model's strongest {link('induction head')}.")
     scores = _slip_scores(entry)
     if ask(quiz.induction_slip(scores, entry.info["config"].n_layers), hides="the two scores of every head"):
         names = {"label": "head", "induction": "A[i, i + 1 − L] (right)", "duplicate": "A[i, i − L] (the slip)"}

@@ -138,9 +138,10 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
                     f"matters most to the later copies and {lo}'s least.")
 
 
-def biggest_path(labels: list[str], values: list[float]) -> Question:
-    """Which path carries most of one logit (core.reading.paths.logit_contributions)?"""
-    prompt = "Which path contributes most to this logit?"
+def biggest_path(labels: list[str], values: list[float], which: str = "this logit") -> Question:
+    """Which path carries most of one logit (core.reading.paths.logit_contributions)? `which` names the logit in
+    the prompt (its token and position: another position is another question, asked afresh)."""
+    prompt = f"Which path contributes most to {which}?"
     vals = dict(zip(labels, values))
     best, v, second = top_two(vals)
     if v <= 0 or v - second < max(CLEAR_GAP, 0.1 * abs(v)):
