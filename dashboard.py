@@ -7,9 +7,9 @@ download and the address after). The pages are the files in app_pages/.
 """
 import streamlit as st
 
-from ui import layout, notebook, python_panel, share, task_pages
+from ui import glossary, layout, notebook, python_panel, share, task_pages
 from ui.charts import export
-from ui.pages import ALL_PAGES, HOME
+from ui.pages import ALL_PAGES, GLOSSARY, HOME
 from ui.setup import lab_script, script_ended
 from ui.state import sidebar_picker
 
@@ -26,9 +26,11 @@ lab_page = next(p for p in ALL_PAGES if p.url_path == page.url_path)
 export.begin_run(lab_page.name, entry.label if entry is not None else None)  # what figures are named after
 try:
     st.title(lab_page.heading)
-    if task_pages.page_runs(lab_page, entry):
+    glossary.begin_run()
+    if lab_page is GLOSSARY or task_pages.page_runs(lab_page, entry):  # the glossary is for every model
         page.run()
         notebook.download_button(page.title, page.url_path)
+        glossary.terms_panel()
 finally:  # also after st.stop(): the address bar always holds the view on screen
     share.publish(page.url_path)
     script_ended()

@@ -12,6 +12,7 @@ from ui import share, snippets, state, task_pages
 from ui.cache import per_code, per_model
 from ui.charts import archetypes as charts
 from ui.charts.kept import draw
+from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.quiz import ask
 
@@ -23,6 +24,8 @@ st.markdown(
 
 # ---------------------------------------------------------------------------------------------
 st.header("1 · Six routing patterns")
+st.markdown(f"**Each {link('archetype')} is a rule for where a head looks; the patterns here are generated from the "
+            "rules, not learned.**")
 CUSTOM = share.CUSTOM_PROMPT  # the prompt radio's option for a typed sentence
 controls, info = st.columns([2, 3])
 with controls:
@@ -91,6 +94,7 @@ if tokens is not None:
 
     # -----------------------------------------------------------------------------------------
     st.header("2 · Do the detectors mean what they say?")
+    st.markdown(f"**A {link('detector')} score means a behaviour only when the prompt tells the candidates apart.**")
     score_rows = st.radio("Average each score over", SCORE_ROWS, key="arch_rows", horizontal=True,
                           format_func={"target": "rows with something to find",
                                        "all": "the whole pattern (TransformerLens's detect_head)"}.get,
@@ -100,38 +104,40 @@ if tokens is not None:
         archetype_label=table["archetype"].map({**arc.ARCHETYPE_LABELS, "uniform": "uniform head (baseline)"}))
     order = [arc.ARCHETYPE_LABELS[a] for a in arc.ARCHETYPES] + ["uniform head (baseline)"]
     own = {arc.ARCHETYPE_LABELS[a]: a for a in arc.ARCHETYPES}
-    ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS))
-    st.markdown("##### Every archetype scored by every detector")
-    draw(st, charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
-                                         arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
-    n_won = sum(bool(v) for v in wins.values())
-    n_scored = sum(v is not None for v in wins.values())
-    st.caption(
-        "**What am I looking at?** A detector is a 0/1 template of where one archetype would look; a head's "
-        "score is the share of its attention on the template's 1s, either averaged over the rows where the "
-        "template has a target, or over the whole pattern, where idle rows count as 0 (so a perfect induction "
-        "head scores low on a prompt with few repeats). A dash: this prompt gives that detector nothing to "
-        "find. Outlined cells: each "
-        "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
-    python_panel(snippets.detector_table(text, sharpness, rest, score_rows),
-                 shows={"table": table.select_dtypes("number")})
-    empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
-    if rivals:
-        lost = "; ".join(f"on the {arc.DETECTOR_LABELS[d]} detector the {arc.ARCHETYPE_LABELS[r]} pattern scores "
-                         f"{rs:.2f} against its own {own:.2f}" for d, (r, own, rs) in rivals.items())
-        st.warning(f"Here {n_won} of {n_scored} detectors rank their own archetype first: {lost}. Two reasons this "
-                   "happens: the archetypes' targets coincide on this prompt (a word repeated two apart makes "
-                   "'the token after its last occurrence' the previous token), or a blunt pattern: a head that "
-                   "parks its idle rows on BOS *is* mostly a sink, and at low sharpness it out-scores a diffuse "
-                   "sink. A detector score is evidence of a behaviour only when the prompt separates the candidates.")
-    else:
-        st.success(f"Each of the {n_scored} detectors with something to find scores its own archetype highest "
-                   "on this prompt, so a high score can be read as that behaviour.")
-    if empty:
-        st.info(f"No target on this prompt for: {', '.join(empty)} (needs repeated words or names).")
+    if ask(quiz.top_detector(table, name, arc.DETECTOR_LABELS), hides="every detector's score"):
+        st.markdown("##### Every archetype scored by every detector")
+        draw(st, charts.score_heatmap(table, "archetype_label", order, list(arc.ARCHETYPES),
+                                             arc.DETECTOR_LABELS, "generated pattern", own=own), width="content")
+        n_won = sum(bool(v) for v in wins.values())
+        n_scored = sum(v is not None for v in wins.values())
+        st.caption(
+            "**What am I looking at?** A detector is a 0/1 template of where one archetype would look; a head's "
+            "score is the share of its attention on the template's 1s, either averaged over the rows where the "
+            "template has a target, or over the whole pattern, where idle rows count as 0 (so a perfect induction "
+            "head scores low on a prompt with few repeats). A dash: this prompt gives that detector nothing to "
+            "find. Outlined cells: each "
+            "archetype on its own detector. The bottom row is a head that spreads evenly, the score you get for free.")
+        python_panel(snippets.detector_table(text, sharpness, rest, score_rows),
+                     shows={"table": table.select_dtypes("number")})
+        empty = [arc.DETECTOR_LABELS[d] for d, v in wins.items() if v is None]
+        if rivals:
+            lost = "; ".join(f"on the {arc.DETECTOR_LABELS[d]} detector the {arc.ARCHETYPE_LABELS[r]} pattern scores "
+                             f"{rs:.2f} against its own {own:.2f}" for d, (r, own, rs) in rivals.items())
+            st.warning(f"Here {n_won} of {n_scored} detectors rank their own archetype first: {lost}. Two reasons this "
+                       "happens: the archetypes' targets coincide on this prompt (a word repeated two apart makes "
+                       "'the token after its last occurrence' the previous token), or a blunt pattern: a head that "
+                       "parks its idle rows on BOS *is* mostly a sink, and at low sharpness it out-scores a diffuse "
+                       "sink. A detector score is evidence of a behaviour only when the prompt separates the "
+                       "candidates.")
+        else:
+            st.success(f"Each of the {n_scored} detectors with something to find scores its own archetype highest "
+                       "on this prompt, so a high score can be read as that behaviour.")
+        if empty:
+            st.info(f"No target on this prompt for: {', '.join(empty)} (needs repeated words or names).")
 
-# ---------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
 st.header("3 · Which of your model's heads fit an archetype?")
+st.markdown("**The same detectors on your model's heads: one prompt is one experiment.**")
 
 
 @per_model(name="archetypes.model_scores", show_spinner=False, max_entries=32)
@@ -183,38 +189,39 @@ else:
             head_table = None
         if head_table is not None:
             best = head_matches.best_matches(head_table)
-            ask(quiz.head_archetype(best, *head_matches.strongest_head(best), arc.DETECTOR_LABELS))
-            labelled = head_matches.label_heads(head_table)
-            rows = list(dict.fromkeys(labelled["head_label"]))
-            st.markdown(f"##### Detector scores of {entry.label}")
-            draw(st, charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
-                                                 arc.DETECTOR_LABELS, "head"), width="content")
-            st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
-                       "needs words, so it is left out), now on every head of the picked model reading the "
-                       "character prompt. Blocks and heads are numbered from 1. One prompt is one experiment: a "
-                       "head that always looks a fixed distance back scores as an induction head whenever the "
-                       "period happens to fit that distance. Change the period: an induction head follows it, a "
-                       "positional shortcut does not.")
-            python_panel(snippets.model_detectors(entry, chars, st.session_state.get("arch_rows", "target")),
-                         shows={"table": head_table.select_dtypes("number")})
-            lines = [f"- {symbols.long_head_label(r.layer, r.head)}: "
-                     + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
-                        if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
-                     for r in best.itertuples()]
-            st.markdown("Closest archetype per head (a clear fit needs a score of at least "
-                        f"{head_matches.MATCH_SCORE} and "
-                        f"{head_matches.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
-            head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-            pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
-                                index=head_keys.index(head_matches.strongest_head(best)),
-                                format_func=lambda k: symbols.long_head_label(*k))
-            st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
-            draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars),
-                                                  size=640),
-                            width="content")
-            st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
-                       "columns = key). A previous-token head is a line just under the diagonal; an induction "
-                       "head is a line one period back, plus one; a sink is a bright first column.")
+            if ask(quiz.head_archetype(best, *head_matches.strongest_head(best), arc.DETECTOR_LABELS),
+                   hides="every head's detector scores"):
+                labelled = head_matches.label_heads(head_table)
+                rows = list(dict.fromkeys(labelled["head_label"]))
+                st.markdown(f"##### Detector scores of {entry.label}")
+                draw(st, charts.score_heatmap(labelled, "head_label", rows, arc.MODEL_DETECTORS,
+                                                     arc.DETECTOR_LABELS, "head"), width="content")
+                st.caption("**What am I looking at?** The same five token detectors as above (the name-mover detector "
+                           "needs words, so it is left out), now on every head of the picked model reading the "
+                           "character prompt. Blocks and heads are numbered from 1. One prompt is one experiment: a "
+                           "head that always looks a fixed distance back scores as an induction head whenever the "
+                           "period happens to fit that distance. Change the period: an induction head follows it, a "
+                           "positional shortcut does not.")
+                python_panel(snippets.model_detectors(entry, chars, st.session_state.get("arch_rows", "target")),
+                             shows={"table": head_table.select_dtypes("number")})
+                lines = [f"- {symbols.long_head_label(r.layer, r.head)}: "
+                         + (f"**{arc.DETECTOR_LABELS[r.best]}** ({r.score:.2f}; a uniform head scores {r.uniform:.2f})"
+                            if r.matches else f"no clear archetype (best: {arc.DETECTOR_LABELS[r.best]} {r.score:.2f})")
+                         for r in best.itertuples()]
+                st.markdown("Closest archetype per head (a clear fit needs a score of at least "
+                            f"{head_matches.MATCH_SCORE} and "
+                            f"{head_matches.MATCH_RATIO:g} times a uniform head's):\n" + "\n".join(lines))
+                head_keys = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+                pick = st.selectbox("Look at one head", head_keys, key=f"arch_head_{cfg.n_layers}x{cfg.n_heads}",
+                                    index=head_keys.index(head_matches.strongest_head(best)),
+                                    format_func=lambda k: symbols.long_head_label(*k))
+                st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
+                draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars),
+                                                      size=640),
+                                width="content")
+                st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
+                           "columns = key). A previous-token head is a line just under the diagonal; an induction "
+                           "head is a line one period back, plus one; a sink is a bright first column.")
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · The IOI circuit in GPT-2 small")

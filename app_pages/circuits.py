@@ -9,6 +9,7 @@ from ui import snippets
 from ui.cache import per_model
 from ui.charts import circuits as charts
 from ui.charts.kept import draw
+from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel
@@ -37,6 +38,15 @@ def composition(entry: LabModel):
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.composition_view(entry.model)
+
+
+@per_model(name="circuits.rope_k", show_spinner="Scoring composition with the rotation…", max_entries=16)
+def rope_k(entry: LabModel) -> dict:
+    """K-composition with and without the rotary rotation (core.causal.rope_k), as plain lists."""
+    from core.causal import rope_k as rk  # here, not at the top: it imports torch (core/model/lazy.py)
+
+    res = rk.k_composition_with_rotation(entry.model, entry.task)
+    return {"sentence": rk.rotation_sentence(res), **{k: v.tolist() for k, v in res.items()}}
 
 
 @per_model(name="circuits.ablate", show_spinner="Ablating…", max_entries=64)
@@ -68,6 +78,8 @@ layer, head = symbols.parse_head_label(pick)
 hv = head_view(entry, layer, head)
 
 st.subheader(f"QK and OV circuits of head {pick}")
+st.markdown(f"**A head's two jobs are two low-rank matrices read straight from its weights: the {link('QK circuit')} "
+            f"and the {link('OV circuit')}.**")
 if (layer, head) == (0, entry.held_head):
     st.info(f"Head {pick} was **held on the previous position** during training, and the hold is part of this "
             "model (a training experiment its file records): it attends to the previous position whatever its "
@@ -94,6 +106,8 @@ python_panel(snippets.head_circuits(entry, pick),
              shows={"qk_s": hv.qk_s, "ov_s": hv.ov_s, "ranks": [hv.qk_rank, hv.ov_rank]})
 
 st.subheader("Where it looks by position: the rotary profile")
+st.markdown(f"**With a {link('rotary embedding')}, a head's taste for a distance back can be read without any "
+            "tokens.**")
 draw(st, charts.profile_chart(hv.profile, task.period_min, task.period_max), width="stretch")
 st.caption(
     "**What am I looking at?** With rotary embeddings the score between a query and a key depends on their "
@@ -104,57 +118,64 @@ st.caption(
     if cfg.bias else ". Grey band: the offsets L − 1 of the training periods."))
 python_panel(snippets.rotary_profile(entry, pick), shows={"profile": list(hv.profile.values())})
 
-ask(quiz.top_copier(copying_table(entry)))
 st.subheader("What it copies: the OV copying matrix")
-c_col, s_col = st.columns([1.3, 1])
-draw(c_col, charts.matrix_heatmap(hv.C, f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
-                                         "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
-                                         size=380), width="content")
-chance = 1 / cfg.vocab_size
-cp, bc = hv.copy, hv.block_copy
-s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
-s_col.metric(f"diagonal on top ({symbols.block_label(layer)}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
-s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
-             help="Re(Σλ) / Σ|λ| over the eigenvalues of C with every row's mean removed, C (I − 11ᵀ/V): "
-                  "+1 copies, −1 suppresses.")
-if layer:
-    ce, bce = hv.copy_effective, hv.block_copy_effective
-    s_col.metric("on the effective embedding: diagonal on top / eigenvalue score",
-                 f"{ce['ov_diag_top1']:.2f} / {ce['ov_copying_eig']:+.2f}",
-                 help=f"This head, with rows read from the stream each token carries after the earlier blocks "
-                      f"instead of from W_E ({symbols.block_label(layer)}'s heads summed: diagonal on top "
-                      f"{bce['ov_diag_top1']:.2f}, eigenvalue score {bce['ov_copying_eig']:+.2f}).")
-s_col.caption(
-    "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "
-    "read straight from the weights with no forward pass. A copying head has an orange diagonal: seeing a "
-    f"raises a. *Diagonal on top* is the share of rows whose largest entry is the diagonal (chance 1/V = "
-    f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
-    "pure copier and −1 for a head that pushes the attended token down. It is taken after removing each "
-    "row's mean: the softmax ignores an amount added to every logit, and the embedding direction all tokens "
-    f"share puts a large one in every row (uncentred, this head would score {hv.copy_uncentred:+.2f}). "
-    "A boost to one logit b whatever token is attended is not copying either, and the centred eigenvalue "
-    "score ignores it exactly; the diagonal scores keep it, since it really changes which logit the head "
-    "raises most."
-    + (" A head in a later block does not read W_E itself: earlier blocks have already added to every token's "
-       "stream (a head that attends to its own position rewrites the token, much as the first MLP does in GPT-2, "
-       "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
-       "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
-       "often it does: its mean self-attention measured on 32 sequences ("
-       + ", ".join(f"{symbols.head_label(l, h)}: {v:.2f}" for l, row in enumerate((hv.self_attention or [])[:layer])
-                   for h, v in enumerate(row))
-       + "). What a head takes from other positions is left out. When the effective score is much higher than "
-       "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
-python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
-    hv.copy_effective, hv.block_copy_effective]}, where=s_col)
-copy_table = copying_table(entry)
-draw(st, charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
-st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
-           "added together, which is what the block writes when all its heads look at the same place. Bars read "
-           "rows from W_E; black ticks read them from the effective embedding, what a later block's heads "
-           "actually receive (the same as the bar in block 1). Hover for both eigenvalue scores.")
-python_panel(snippets.copying_table(entry), shows={"top1": copy_table["ov_diag_top1"]})
+st.markdown("**A head that copies raises the logit of the very token it looks at**: an induction circuit needs one "
+            "to write the token it found into the prediction.")
+if ask(quiz.top_copier(copying_table(entry)), hides="every head's copying scores"):
+    c_col, s_col = st.columns([1.3, 1])
+    draw(c_col, charts.matrix_heatmap(hv.C, f"C = W_E W_OV W_Eᵀ of head {pick}", "attended token a",
+                                             "boosted logit b", "C[a, b]", labels=symbols.vocab_labels(cfg.vocab_size),
+                                             size=380), width="content")
+    chance = 1 / cfg.vocab_size
+    cp, bc = hv.copy, hv.block_copy
+    s_col.metric("diagonal on top (this head)", f"{cp['ov_diag_top1']:.2f}", help=f"chance 1/V = {chance:.3f}")
+    s_col.metric(f"diagonal on top ({symbols.block_label(layer)}, heads summed)", f"{bc['ov_diag_top1']:.2f}")
+    s_col.metric("eigenvalue copying score (this head)", f"{cp['ov_copying_eig']:+.2f}",
+                 help="Re(Σλ) / Σ|λ| over the eigenvalues of C with every row's mean removed, C (I − 11ᵀ/V): "
+                      "+1 copies, −1 suppresses.")
+    if layer:
+        ce, bce = hv.copy_effective, hv.block_copy_effective
+        s_col.metric("on the effective embedding: diagonal on top / eigenvalue score",
+                     f"{ce['ov_diag_top1']:.2f} / {ce['ov_copying_eig']:+.2f}",
+                     help=f"This head, with rows read from the stream each token carries after the earlier blocks "
+                          f"instead of from W_E ({symbols.block_label(layer)}'s heads summed: diagonal on top "
+                          f"{bce['ov_diag_top1']:.2f}, eigenvalue score {bce['ov_copying_eig']:+.2f}).")
+    s_col.caption(
+        "**What am I looking at?** Row a shows how attending to a position holding token a changes every logit b, "
+        "read straight from the weights with no forward pass. A copying head has an orange diagonal: seeing a "
+        f"raises a. *Diagonal on top* is the share of rows whose largest entry is the diagonal (chance 1/V = "
+        f"{chance:.3f}); diagonal in the top five: {cp['ov_diag_top5']:.2f}. The eigenvalue score is +1 for a "
+        "pure copier and −1 for a head that pushes the attended token down.")
+    method = s_col.expander("How the scores are computed")
+    method.caption(
+        "The eigenvalue score is taken after removing each "
+        "row's mean: the softmax ignores an amount added to every logit, and the embedding direction all tokens "
+        f"share puts a large one in every row (uncentred, this head would score {hv.copy_uncentred:+.2f}). "
+        "A boost to one logit b whatever token is attended is not copying either, and the centred eigenvalue "
+        "score ignores it exactly; the diagonal scores keep it, since it really changes which logit the head "
+        "raises most."
+        + (" A head in a later block does not read W_E itself: earlier blocks have already added to every token's "
+           "stream (a head that attends to its own position rewrites the token, much as the first MLP does in GPT-2, "
+           "whose copy scores Wang et al. (2022) read from W_E passed through that MLP). The *effective embedding* "
+           "adds to W_E what each earlier head writes when it looks at the token's own position, weighted by how "
+           "often it does: its mean self-attention measured on 32 sequences ("
+           + ", ".join(f"{symbols.head_label(l, h)}: {v:.2f}" for l, row in enumerate((hv.self_attention or [])[:layer])
+                       for h, v in enumerate(row))
+           + "). What a head takes from other positions is left out. When the effective score is much higher than "
+           "the plain one, the copying runs on what the earlier blocks made of the token." if layer else ""))
+    python_panel(snippets.copying(entry, pick), shows={"copy": cp, "block": bc, "effective": [
+        hv.copy_effective, hv.block_copy_effective]}, where=s_col)
+    copy_table = copying_table(entry)
+    draw(st, charts.copying_bars(copy_table, cfg.vocab_size), width="stretch")
+    st.caption("**What am I looking at?** The diagonal-on-top score for every head, and (Σ) for each block's heads "
+               "added together, which is what the block writes when all its heads look at the same place. Bars read "
+               "rows from W_E; black ticks read them from the effective embedding, what a later block's heads "
+               "actually receive (the same as the bar in block 1). Hover for both eigenvalue scores.")
+    python_panel(snippets.copying_table(entry), shows={"top1": copy_table["ov_diag_top1"]})
 
 st.subheader("Composition between blocks")
+st.markdown(f"**An {link('induction head')} works because its keys read what a {link('previous-token head')} wrote: "
+            f"{link('K-composition')}.**")
 if cfg.n_layers < 2:
     st.info("This model has one block, so no head can read another head's output: there is no composition. "
             "That is why it cannot build an induction circuit, which needs a later head to read what an "
@@ -170,35 +191,40 @@ else:
         "means chance and orange means more. An induction head K-composes with a previous-token head (its "
         "keys read the previous token); the Depth page measures which heads feed its queries.")
     python_panel(snippets.composition(entry), shows={"score": comp["score"], "baseline": base})
+    if rope_k(entry)["sentence"]:
+        st.markdown("**Why the previous-token head need not top the K column.** " + rope_k(entry)["sentence"])
 
-ask(quiz.ablation_compare(ablation_grid(entry, "zero")))
 st.subheader("Ablations: knock heads out")
-a_col, m_col = st.columns([1, 2])
-chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
-mode = a_col.radio("Replace their output by", ["zero", "mean"], key="cir_mode", horizontal=True,
-                   help="mean: each head's average output at that position over the evaluation batch.")
-table = ablate(entry, tuple((h, mode) for h in chosen))
-for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_copies", "loss_first_copy"],
-                            ["later-copy loss (nats)", "later-copy accuracy", "first-copy loss (nats)"]):
-    row = table.loc[name]
-    col.metric(label, f"{row['ablated']:.3f}", delta=f"{row['delta']:+.3f}" if chosen else None,
-               delta_color="inverse" if name.startswith("loss") else "normal")
-m_col.caption(f"{views.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
-              "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
-if chosen:
-    m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})
-                    .style.format("{:+.3f}",
-                    subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
-python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["clean", "ablated", "delta"]]}, where=m_col)
+st.markdown("**What a head does shows when it is switched off**: a head the circuit relies on costs the later "
+            "copies a lot, however its pattern looks.")
+if ask(quiz.ablation_compare(ablation_grid(entry, "zero")), hides="the ablation of every head"):
+    a_col, m_col = st.columns([1, 2])
+    chosen = a_col.multiselect("Heads to ablate", labels, key="cir_ablate")
+    mode = a_col.radio("Replace their output by", ["zero", "mean"], key="cir_mode", horizontal=True,
+                       help="mean: each head's average output at that position over the evaluation batch.")
+    table = ablate(entry, tuple((h, mode) for h in chosen))
+    for col, name, label in zip(m_col.columns(3), ["loss_later_copies", "acc_later_copies", "loss_first_copy"],
+                                ["later-copy loss (nats)", "later-copy accuracy", "first-copy loss (nats)"]):
+        row = table.loc[name]
+        col.metric(label, f"{row['ablated']:.3f}", delta=f"{row['delta']:+.3f}" if chosen else None,
+                   delta_color="inverse" if name.startswith("loss") else "normal")
+    m_col.caption(f"{views.EVAL_SEQS} sampled task sequences; the number under each metric is the change from "
+                  "the intact model. " + ("Pick heads to see what breaks." if not chosen else ""))
+    if chosen:
+        m_col.dataframe(table.rename(columns={"clean": "before", "ablated": "after", "delta": "change"})
+                        .style.format("{:+.3f}",
+                        subset=["change"]).format("{:.3f}", subset=["before", "after"]), width="stretch")
+    python_panel(snippets.ablation(entry, chosen, mode), shows={"table": table[["clean", "ablated", "delta"]]},
+                 where=m_col)
 
-grid = ablation_grid(entry, mode)
-g1, g2 = st.columns(2)
-draw(g1, charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
-                width="content")
-draw(g2, charts.ablation_heatmap(grid, "acc_later_delta", "Change in later-copy accuracy", "Δ accuracy"),
-                width="content")
-st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, everything else intact: orange "
-           "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "
-           "a striking pattern but a pale cell here does little (attention weights alone do not show effect: "
-           "Jain & Wallace 2019; Wiegreffe & Pinter 2019).")
-python_panel(snippets.ablation_grid(entry, mode), shows={"grid": grid[["loss_later_delta", "acc_later_delta"]]})
+    grid = ablation_grid(entry, mode)
+    g1, g2 = st.columns(2)
+    draw(g1, charts.ablation_heatmap(grid, "loss_later_delta", "Change in later-copy loss", "Δ loss (nats)"),
+                    width="content")
+    draw(g2, charts.ablation_heatmap(grid, "acc_later_delta", "Change in later-copy accuracy", "Δ accuracy"),
+                    width="content")
+    st.caption(f"**What am I looking at?** Each head {mode}-ablated on its own, everything else intact: orange "
+               "cells made the metric go up, blue ones down. Heads the circuit relies on stand out; a head with "
+               "a striking pattern but a pale cell here does little (attention weights alone do not show effect: "
+               "Jain & Wallace 2019; Wiegreffe & Pinter 2019).")
+    python_panel(snippets.ablation_grid(entry, mode), shows={"grid": grid[["loss_later_delta", "acc_later_delta"]]})

@@ -10,6 +10,7 @@ from ui import depth_text, numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import depth as charts
 from ui.charts.kept import draw
+from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel, require_model
@@ -121,6 +122,7 @@ def _roles(entry: LabModel):
 
 # ---------------------------------------------------------------------------------------------
 st.header("1 · Zero blocks: bigrams in Gram form")
+st.markdown(f"**With no block, a model can only learn which token follows which: the {link('direct path')}.**")
 st.markdown(
     "With no block at all, position i's stream is just its token's embedding `e_a`, and the tied "
     "unembedding reads it out against every embedding: logit(b) = `e_b · e_a`. The whole model is the "
@@ -164,6 +166,8 @@ else:
 
 # ---------------------------------------------------------------------------------------------
 st.header("2 · One prediction, split into paths")
+st.markdown("**With attention fixed, a logit is exactly a sum of paths, one per route through the heads "
+            f"({link('path expansion')}).**")
 st.markdown(
     "Pick a sequence and a position. The bars split the model's logit for one token into its paths: "
     "**direct** (the current token's embedding read straight out), one path per **head** (the head's "
@@ -190,24 +194,27 @@ else:
     st.code(f"{text[:pos + 1]} ▸ {text[pos + 1]}   (period {period}; next token '{text[pos + 1]}' "
             f"is in the {'first' if pos + 1 < period else 'later'} copies)", language=None)
     res = _contributions(entry, int(seed), pos, which)
-    ask(quiz.biggest_path(res["labels"], res["values"]))
-    left, right = st.columns([3, 2])
-    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
-                                       f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
-    right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
-                 f"p = {res['prob']:.3f}", delta_color="off")
-    right.metric("sum of the path bars", f"{sum(res['values']):.3f}",
-                 f"difference {sum(res['values']) - res['total']:+.1e}", delta_color="off")
-    right.caption(
-        "**What am I looking at?** Each bar is one path's share of the logit. Logits are *centered* (the mean "
-        "over all V logits subtracted, path by path): a shift shared by every logit changes no probability, so "
-        "only the centered part matters. The bars add up to the model's own logit to float precision. "
-        "Labels: `2.3` is block 2, head 3; `1.2→2.3` is head 1.2's output read through head 2.3's values.")
-    python_panel(snippets.logit_paths(entry, int(seed), pos, which),
-                 shows={"values": res["values"], "total": [res["total"], res["prob"]]})
+    logit = f"the logit of '{SYMBOLS[res['token']]}' at position {pos}"
+    if ask(quiz.biggest_path(res["labels"], res["values"], logit), hides="the path bars"):
+        left, right = st.columns([3, 2])
+        draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
+                                           f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
+        right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
+                     f"p = {res['prob']:.3f}", delta_color="off")
+        right.metric("sum of the path bars", f"{sum(res['values']):.3f}",
+                     f"difference {sum(res['values']) - res['total']:+.1e}", delta_color="off")
+        right.caption(
+            "**What am I looking at?** Each bar is one path's share of the logit. Logits are *centered* (the mean "
+            "over all V logits subtracted, path by path): a shift shared by every logit changes no probability, so "
+            "only the centered part matters. The bars add up to the model's own logit to float precision. "
+            "Labels: `2.3` is block 2, head 3; `1.2→2.3` is head 1.2's output read through head 2.3's values.")
+        python_panel(snippets.logit_paths(entry, int(seed), pos, which),
+                     shows={"values": res["values"], "total": [res["total"], res["prob"]]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("3 · Skip-trigrams read from the weights")
+st.markdown("**One block can learn skip-trigrams ('a … b → c'), but not to look for what followed the current token "
+            "before.**")
 st.markdown(
     "A head on the direct path implements rules of the form **[a] … [b] → [c]**: at destination token b, "
     "its QK circuit prefers source tokens a (wherever they sit earlier), and its OV circuit turns "
@@ -246,6 +253,8 @@ else:
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · Two blocks: the induction circuit through composition")
+st.markdown(f"**Two blocks can: a block-2 head reads what a block-1 head wrote ({link('K-composition')}, "
+            f"{link('V-composition')}), and that is the induction circuit.**")
 if n_blocks < 2:
     st.info(f"The picked model has {n_blocks} block{'s' if n_blocks != 1 else ''}: no head can read another "
             "head's output, so there is no composition. Pick **variable-period-2block** to see the induction "
@@ -286,35 +295,36 @@ else:
     k_scores, v_scores, base = _composition(entry)
     ind = _induction(entry)
     best = max(range(cfg.n_heads), key=lambda h: ind[h])
-    ask(quiz.k_composition_partner(k_scores, best))
-    c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
-    draw(c1, charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
-    draw(c2, charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
-    st.caption(
-        "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
-        "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
-        "writer), from the weights alone (core/reading/composition.py); the subtitle is the mean for random "
-        "matrices of the same shapes. W_QK is taken at offset 0 (RoPE).")
-    python_panel(snippets.depth_composition(entry), shows={"K": k_scores, "V": v_scores})
-    head = st.columns([1, 2])[0].selectbox(
-        "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
-        format_func=lambda h: f"{symbols.head_label(1, h)} (ind. {ind[h]:.2f})",
-        help="Each head is listed with its induction score (latest copy) in brackets.")
-    st_terms = _score_terms(entry, head)
-    roles = _roles(entry)
-    groups = score_groups.score_groups(st_terms, roles)
-    writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
-    left, right = st.columns([3, 2])
-    draw(left, charts.score_term_heatmap(
-        st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
-        f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
-    with right:
-        st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
-                  help="Score at the induction target minus the mean score of the other visible keys.")
-        for name, v in groups.items():
-            st.metric(name, f"{v:+.2f}", f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
-                      delta_color="off", help=score_groups.GROUP_HELP[name])
-        st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
-                  f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
-    st.caption(depth_text.score_terms_note(head, st_terms["n"], N_SCORE_SEQS, roles, groups))
-    python_panel(snippets.score_terms(entry, head), shows={"total": st_terms["total"], "groups": groups})
+    if ask(quiz.k_composition_partner(k_scores, best), hides="the composition scores and the attention score split"):
+        c1, c2 = st.columns(2)  # a third column for the note overlapped the heatmaps' colour legends
+        draw(c1, charts.composition_heatmap(k_scores, base["K"], "K-composition"), width="content")
+        draw(c2, charts.composition_heatmap(v_scores, base["V"], "V-composition"), width="content")
+        st.caption(
+            "**What am I looking at?** Composition scores ‖M‖/(‖A‖‖B‖) between each block-1 head's OV matrix and "
+            "each block-2 head's QK (K: the reader's keys read the writer) or OV matrix (V: its values read the "
+            "writer), from the weights alone; the subtitle is the mean for random "
+            "matrices of the same shapes. W_QK is taken at offset 0 (RoPE).")
+        python_panel(snippets.depth_composition(entry), shows={"K": k_scores, "V": v_scores})
+        head = st.columns([1, 2])[0].selectbox(
+            "Block-2 head to open", list(range(cfg.n_heads)), index=best, key=f"depth_head_{cfg.n_heads}",
+            format_func=lambda h: f"{symbols.head_label(1, h)} (ind. {ind[h]:.2f})",
+            help="Each head is listed with its induction score (latest copy) in brackets.")
+        st_terms = _score_terms(entry, head)
+        roles = _roles(entry)
+        groups = score_groups.score_groups(st_terms, roles)
+        writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
+        left, right = st.columns([3, 2])
+        draw(left, charts.score_term_heatmap(
+            st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
+            f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
+        with right:
+            st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
+                      help="Score at the induction target minus the mean score of the other visible keys.")
+            for name, v in groups.items():
+                st.metric(name, f"{v:+.2f}",
+                          f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
+                          delta_color="off", help=score_groups.GROUP_HELP[name])
+            st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
+                      f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
+        st.caption(depth_text.score_terms_note(head, st_terms["n"], N_SCORE_SEQS, roles, groups))
+        python_panel(snippets.score_terms(entry, head), shows={"total": st_terms["total"], "groups": groups})

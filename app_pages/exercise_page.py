@@ -4,11 +4,15 @@ a click. The app never runs a student's code: the checks run on the student's ma
 import pandas as pd
 import streamlit as st
 
+from core.quiz import questions as quiz
 from exercises import build
 from exercises.catalogue import EXERCISES, MARKOV_MODEL, MARKOV_SECTION, SECTIONS, in_section, rating
+from ui.cache import per_model
+from ui.glossary import link
 from ui.model_keys import shipped_file
 from ui.pages import PATH
-from ui.state import selected_model
+from ui.quiz import ask
+from ui.state import LabModel, selected_model
 
 PAGES = {p.file: p for p in PATH}
 
@@ -21,6 +25,32 @@ def _notebook(section: str, path: str | None, label: str) -> bytes:
 @st.cache_data(show_spinner=False)
 def _template(section: str) -> bytes:
     return build.template_source(section).encode()
+
+
+@per_model(name="exercises.slip_scores", show_spinner="Scoring the heads…", max_entries=16)
+def _slip_scores(entry: LabModel) -> pd.DataFrame:
+    """Every head's induction and duplicate score on the picked model's task sequences at the middle of its
+    periods (the Attention page's scores), for the question on the induction score's commonest slip."""
+    from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
+    from core.reading.probes import probe_periods
+
+    task = entry.task
+    lo, hi = probe_periods(task)
+    view = analysis.task_sequence_view(entry.model, task, min(max((task.period_min + task.period_max) // 2, lo), hi))
+    return view.scores[[c for c in ("label", "induction", "duplicate") if c in view.scores.columns]]
+
+
+def _slip_question(entry) -> None:
+    """Predict, then see: what reading A[i, i - L] instead of A[i, i + 1 - L] does to an induction score."""
+    st.markdown("**Before you start: an off-by-one in a score can hide or fake a head.** The checks below catch "
+                f"it; first guess what it does to your model's strongest {link('induction head')}.")
+    scores = _slip_scores(entry)
+    if ask(quiz.induction_slip(scores, entry.info["config"].n_layers), hides="the two scores of every head"):
+        names = {"label": "head", "induction": "A[i, i + 1 − L] (right)", "duplicate": "A[i, i − L] (the slip)"}
+        st.dataframe(scores.rename(columns=names), hide_index=True, column_config={
+            names[c]: st.column_config.NumberColumn(format="%.2f") for c in ("induction", "duplicate")})
+        st.caption("Each head's mean attention on the token after the earlier copy (the right cell) and on the "
+                   "earlier copy itself (the slipped cell), over the Attention page's sampled sequences.")
 
 
 @st.cache_data(show_spinner=False)
@@ -64,6 +94,9 @@ if entry is not None and not shipped:
             "save it beside the notebook and put its file name in the notebook's first code cell.")
 st.caption("Difficulty and importance out of 5 (🔴 and 🔵 below); the minutes are a guide for a first attempt. "
            "Every exercise names the page where you see its result on screen.")
+
+if entry is not None and task == "repeat" and entry.info["config"].n_layers:
+    _slip_question(entry)
 
 number = build.numbered()
 st.subheader("The path at a glance")

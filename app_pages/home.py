@@ -7,6 +7,7 @@ from core.quiz import questions as quiz
 from core.training.overview import model_overview, settings_rows, top_head
 from ui import python_panel, snippets
 from ui.cache import per_model
+from ui.glossary import link
 from ui.pages import PATH
 from ui.quiz import ask
 from ui.state import LabModel, selected_model
@@ -50,6 +51,8 @@ def _home_path():
 
 def _home_ideas():
     st.subheader("Two ideas to carry through every page")
+    st.markdown(f"**Every head adds its output to one shared {link('residual stream')}, and does two separate jobs: "
+                f"where to look (its {link('QK circuit')}) and what to move (its {link('OV circuit')}).**")
     st.markdown(
         "**The residual stream.** Each position holds one vector of width d_model from the embedding to the "
         "logits. A block never overwrites it; every head *adds* its output to it. TinyCharLM has only "
@@ -82,6 +85,9 @@ def _num(v) -> str:
 
 def _home_model():
     st.subheader("The model you picked")
+    st.markdown("**Two numbers tell whether a model looks tokens up: its loss on the "
+                f"{link('later-copy loss', 'later copies')} against its loss on the {link('first copy')}, which "
+                "nothing predicts.**")
     entry = selected_model()
     if entry is None:
         st.info("No model yet: train one on the **Train** page or upload a checkpoint in the sidebar.")
@@ -94,11 +100,33 @@ def _home_model():
     st.markdown(f"**{entry.label}** — measured now on {ov.n_seqs} fresh sequences of its own task (seed "
                 f"{ov.seed}). Change the model in the sidebar; every page follows.")
     verdict = _fixed_distance(entry)
-    caveat = fixed_distance_caveat(verdict)
-    if caveat:
-        st.warning(caveat)
-    ask(quiz.later_vs_first(m, verdict))
-    cols = st.columns(4)
+    if ask(quiz.later_vs_first(m, verdict), hides="the measured losses"):
+        caveat = fixed_distance_caveat(verdict)
+        if caveat:  # it says how this model copies, which the question asks
+            st.warning(caveat)
+        _metrics(entry, m)
+    python_panel.python_panel(snippets.overview(entry, ov.n_seqs, ov.seed), shows={
+        "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
+        "heads": heads.select_dtypes("number")})
+    shown = ask(quiz.induction_head_count(heads, verdict), hides="the score of every head")
+    left, right = st.columns([1, 2.4])
+    left.table(settings_rows(entry.info), hide_index=True)  # wraps in a narrow column, where a dataframe cuts
+    if shown:
+        best = top_head(heads, "induction_any")
+        right.metric("strongest induction head", "–" if best is None else best.label,
+                     None if best is None else f"induction score {best.value:.2f}", delta_color="off",
+                     delta_arrow="off", help="Written block.head, both counted from 1: the head whose attention goes "
+                     "most to the token after an earlier occurrence of the current one (any earlier copy).")
+    if heads.empty:
+        right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
+                   "token, so it can only learn which token tends to follow which.")
+    elif shown:
+        _head_table(right, heads)
+
+
+def _metrics(entry: LabModel, m: dict) -> None:
+    """The picked model's losses and accuracy (what answers the first question)."""
+    cols = st.columns(3)
     cols[0].metric("first-copy loss (nats)", _num(m["loss_first_copy"]), help="Targets nothing before them predicts.")
     task = entry.info["task"]
     floor = later_copy_floor(task.period_min, task.period_max, task.seq_len, entry.info["config"].vocab_size)
@@ -111,21 +139,10 @@ def _home_model():
         else "Targets t ≥ L, readable from an earlier copy."))
     cols[2].metric("later-copy accuracy", _num(m["acc_later_copies"]),
                    help=f"Top-1 accuracy; guessing gives 1/{entry.info['config'].vocab_size}.")
-    best = top_head(heads, "induction_any")
-    cols[3].metric("strongest induction head", "–" if best is None else best.label,
-                   None if best is None else f"induction score {best.value:.2f}", delta_color="off", delta_arrow="off",
-                   help="Written block.head, both counted from 1: the head whose attention goes most to the token "
-                        "after an earlier occurrence of the current one (any earlier copy).")
-    python_panel.python_panel(snippets.overview(entry, ov.n_seqs, ov.seed), shows={
-        "metrics": [m[k] for k in ("loss_first_copy", "loss_later_copies", "acc_later_copies")],
-        "heads": heads.select_dtypes("number")})
-    ask(quiz.induction_head_count(heads, verdict))
-    left, right = st.columns([1, 2.4])
-    left.table(settings_rows(entry.info), hide_index=True)  # wraps in a narrow column, where a dataframe cuts
-    if heads.empty:
-        right.info("This model has no attention blocks: its logits are W_E W_Eᵀ applied to the current "
-                   "token, so it can only learn which token tends to follow which.")
-        return
+
+
+def _head_table(right, heads) -> None:
+    """Every head's scores (what answers the second question)."""
     labels = {"prev_token": "prev", "induction": "ind. latest", "induction_any": "ind. any", "duplicate": "dup.",
               "first_token": "first", "ov_diag_top1": "OV W_E", "ov_diag_top1_effective": "OV recv.",
               "ov_copying_eig_effective": "OV eig", "ablation_loss_later_delta": "abl. Δ"}

@@ -260,32 +260,33 @@ def shipped_panel(questions: bool = True) -> None:
         return
     frames = [_frames(name, info)[0] for name, info in runs.items()]
     vocab = next(iter(runs.values()))["config"].vocab_size
-    if questions and DEFAULT_PRESET in runs:
-        ask(quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab))
-    chart, note = st.columns([3, 1])
+    shown = not (questions and DEFAULT_PRESET in runs) or ask(
+        quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab), hides="the shipped runs' curves")
     curves = pd.concat(frames)
-    draw(chart, charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
-    note.markdown(
-        "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
-        "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
-        "context can predict, so no model gets below the uniform guess there. A model that has learned to "
-        "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
-        "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
-        "begin above the top of the chart (hover for the value).")
+    if shown:
+        chart, note = st.columns([3, 1])
+        draw(chart, charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
+        note.markdown(
+            "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
+            "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
+            "context can predict, so no model gets below the uniform guess there. A model that has learned to "
+            "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
+            "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
+            "begin above the top of the chart (hover for the value).")
     st.markdown("\n".join(f"- {text.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
     python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
-        if questions:
-            ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab))
-        chart, note = st.columns([3, 1])
-        draw(chart, _shipped_head_scores(heads, drop))
-        note.markdown(
-            f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
-            "attention on the previous position (top) and on the induction target (bottom), block by block. "
-            + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
-               "the block-1 and block-2 lines rise with that line." if drop is not None else
-               "Its later-copy loss never fell below ln V / 2."))
+        if not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
+                                hides="every head's scores over training"):
+            chart, note = st.columns([3, 1])
+            draw(chart, _shipped_head_scores(heads, drop))
+            note.markdown(
+                f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
+                "attention on the previous position (top) and on the induction target (bottom), block by block. "
+                + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
+                   "the block-1 and block-2 lines rise with that line." if drop is not None else
+                   "Its later-copy loss never fell below ln V / 2."))
         shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
         if shipped is not None:
             python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})

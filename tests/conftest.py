@@ -28,6 +28,10 @@ from helpers import ROOT, tiny_model, write_bad_files
 torch.set_num_threads(1)
 # the compiled attention's build ($ATTENTION_LAB_CACHE/ext, core/model/attention_cpp.py) goes to a folder of the run
 os.environ.setdefault("ATTENTION_LAB_CACHE", tempfile.mkdtemp(prefix="attention-lab-cache-"))
+# pages draw what answers each predict-first question only after an answer (ui/quiz.py); the page tests read
+# those charts and tables, so here they are drawn at once, as after a skip. tests/test_quiz.py and
+# tests/e2e/test_e2e_predict.py set "on" to test the questions themselves (servers inherit the environment).
+os.environ.setdefault("ATTENTION_LAB_PREDICT", "off")
 
 
 HEAVY = ("app", "worker", "e2e", "slow", "ray")  # pytest.ini describes each; a test with none of them is fast

@@ -191,25 +191,35 @@ def walk(files: list[str] | None = None, visit=None) -> list[dict]:
     """Open every page on each shipped checkpoint (all of them, the Markov runs too, by default) in AppTest, as
     a visitor who changes no widget does; `visit(entry, page, at)` is called after each page's run (a reader of
     what the page drew: bench/page_text.py). Returns one row per checkpoint and page: its exception, if any."""
+    import os
+
     from streamlit.testing.v1 import AppTest
 
     from ui.pages import ALL_PAGES
 
-    rows = []
-    for entry in shipped_models():
-        if files is not None and entry.file not in files:
-            continue
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=600)
-        at.run()
-        at.selectbox(key="picked_model").set_value(entry.key)
-        for page in ALL_PAGES:
-            if page.file is not None:
-                at.switch_page(page.file)
+    before = os.environ.get("ATTENTION_LAB_PREDICT")
+    os.environ["ATTENTION_LAB_PREDICT"] = "off"  # every question's answer drawn (ui/quiz.py), as after a skip
+    try:
+        rows = []
+        for entry in shipped_models():
+            if files is not None and entry.file not in files:
+                continue
+            at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=600)
             at.run()
-            if visit is not None:
-                visit(entry, page, at)
-            rows.append({"checkpoint": entry.file, "page": page.file or "home",
-                         "exception": str(at.exception[0].value)[:200] if at.exception else None})
+            at.selectbox(key="picked_model").set_value(entry.key)
+            for page in ALL_PAGES:
+                if page.file is not None:
+                    at.switch_page(page.file)
+                at.run()
+                if visit is not None:
+                    visit(entry, page, at)
+                rows.append({"checkpoint": entry.file, "page": page.file or "home",
+                             "exception": str(at.exception[0].value)[:200] if at.exception else None})
+    finally:
+        if before is None:
+            os.environ.pop("ATTENTION_LAB_PREDICT", None)
+        else:
+            os.environ["ATTENTION_LAB_PREDICT"] = before
     return rows
 
 

@@ -57,4 +57,6 @@ PATH = (  # every page but Home, in the order of the path through the lab
             "Write the lab's computations yourself; each check runs your function on the picked model and says what "
             "is wrong.", heading="Exercises that check themselves"),
 )
-ALL_PAGES = (HOME, *PATH)
+GLOSSARY = LabPage("app_pages/glossary.py", "glossary", "Glossary", "📖", heading="Glossary")  # not on the path:
+# every page links its terms here (ui/glossary.link)
+ALL_PAGES = (HOME, *PATH, GLOSSARY)

@@ -10,14 +10,23 @@ question may be shown, so a page draws it only after the student has committed:
     # else: ask has already said what appears once they answer or skip
 
 A question without a clear answer for the picked model says why instead, and shows at once.
+
+Tests that read a page's charts rather than its questions set ATTENTION_LAB_PREDICT=off (tests/conftest.py):
+then `ask` still draws and grades every question but returns True at once, as after a skip.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 
 import streamlit as st
 
 from core.quiz.questions import Question, is_right
+
+
+def predict_first() -> bool:
+    """Whether a question hides what answers it (off only where ATTENTION_LAB_PREDICT=off: the page tests)."""
+    return os.environ.get("ATTENTION_LAB_PREDICT", "on").lower() != "off"
 
 
 def widget_key(q: Question, panel: str = "") -> str:
@@ -30,7 +39,7 @@ def widget_key(q: Question, panel: str = "") -> str:
 
 
 def _grade(q: Question, given: str | None) -> dict:
-    return {"given": given, "right": is_right(q, given), "answer": q.answer, "why": q.why}
+    return {"given": given, "right": is_right(q, given), "answer": q.answer, "also": q.also, "why": q.why}
 
 
 def _skip(key: str, q: Question) -> None:
@@ -61,7 +70,7 @@ def ask(q: Question, panel: str = "", hides: str = "the chart below") -> bool:
         left.caption(f"Pick an answer to see {hides}, with the check and the reason here.")
         right.button("Skip", key=f"{key}_skipbtn", on_click=_skip, args=(key, q),
                      help="Show the answer without guessing.")
-        return False
+        return not predict_first()
     if grade["given"] is None:
         box.info(f"Skipped: the answer is **{grade['answer']}**. {grade['why']}")
     elif grade["right"]:

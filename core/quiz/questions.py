@@ -65,7 +65,8 @@ def previous_token_head(scores: pd.DataFrame, intervals: pd.DataFrame | None = N
                                        + "), so there is no clear answer for this model.")
     return Question("q_prev", prompt, list(vals), best,
                     f"Head {best} puts {v:.2f} of its attention on the previous position on average; the next "
-                    f"highest head puts {second:.2f}.")
+                    f"highest head puts {second:.2f}. That is the line just below the diagonal of its pattern: it "
+                    "writes 'the token before me' into each position, which an induction head's keys need.")
 
 
 def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period: int | None,
@@ -98,7 +99,9 @@ def induction_target(scores: pd.DataFrame, pattern_of, labels: list[str], period
         return no_answer("q_ind", prompt, "Here the head splits its attention between these places, so there is no "
                                       "clear answer on this sequence.")
     return Question("q_ind", prompt, list(opts), best, f"Head {label} puts {v:.2f} of this row's attention at "
-                    f"{best.split(':')[0]}; the next of these places gets {second:.2f}.")
+                    f"{best.split(':')[0]}; the next of these places gets {second:.2f}. An induction head finds "
+                    "the earlier copy of the current token and looks one step past it, at the token that followed "
+                    "it then, which is the best guess for what follows now.")
 
 
 def top_copier(table: pd.DataFrame) -> Question:
@@ -110,7 +113,9 @@ def top_copier(table: pd.DataFrame) -> Question:
     if v - second < CLEAR_GAP:
         return no_answer("q_copy", prompt, f"Two heads copy about equally ({v:.2f} and {second:.2f}): no clear answer.")
     return Question("q_copy", prompt, list(vals), best,
-                    f"Head {best}: the diagonal is on top in {v:.0%} of rows; the runner-up reaches {second:.0%}.")
+                    f"Head {best}: the diagonal is on top in {v:.0%} of rows; the runner-up reaches {second:.0%}. "
+                    "A copying head raises the logit of the very token it looks at, which is what the head that "
+                    "moves the answer in an induction circuit must do.")
 
 
 def ablation_compare(grid: pd.DataFrame) -> Question:
@@ -128,19 +133,23 @@ def ablation_compare(grid: pd.DataFrame) -> Question:
     prompt = f"Will zero-ablating head {a} raise the later-copy loss more or less than zero-ablating head {b}?"
     answer = "more" if d[a] > d[b] else "less"
     return Question("q_abl", prompt, ["more", "less"], answer,
-                    f"Ablating {a} changes the later-copy loss by {d[a]:+.3f} nats, ablating {b} by {d[b]:+.3f}.")
+                    f"Ablating {a} changes the later-copy loss by {d[a]:+.3f} nats, ablating {b} by {d[b]:+.3f}. "
+                    f"Switching a head off costs as much as the look-up relies on it: of all heads, {hi}'s output "
+                    f"matters most to the later copies and {lo}'s least.")
 
 
-def biggest_path(labels: list[str], values: list[float]) -> Question:
-    """Which path carries most of one logit (core.reading.paths.logit_contributions)?"""
-    prompt = "Which path contributes most to this logit?"
+def biggest_path(labels: list[str], values: list[float], which: str = "this logit") -> Question:
+    """Which path carries most of one logit (core.reading.paths.logit_contributions)? `which` names the logit in
+    the prompt (its token and position: another position is another question, asked afresh)."""
+    prompt = f"Which path contributes most to {which}?"
     vals = dict(zip(labels, values))
     best, v, second = top_two(vals)
     if v <= 0 or v - second < max(CLEAR_GAP, 0.1 * abs(v)):
         return no_answer("q_path", prompt, f"No path stands out for this prediction (largest {v:+.2f}, next "
                                        f"{second:+.2f}): pick another position.")
     return Question("q_path", prompt, list(vals), best, f"Path {best} adds {v:+.2f} to the centered logit; the "
-                    f"next largest adds {second:+.2f}.")
+                    f"next largest adds {second:+.2f}. With attention fixed, the logit is exactly the sum of these "
+                    "paths (no MLP, no normalisation), so the largest bar is the route that carries this prediction.")
 
 
 def k_composition_partner(k_scores, head: int) -> Question:
@@ -153,7 +162,8 @@ def k_composition_partner(k_scores, head: int) -> Question:
                      f"Two block-1 heads compose about equally ({v:.3f}, {second:.3f}): no clear answer.")
     return Question("q_kcomp", prompt, list(vals), best,
                     f"Head {best}'s K-composition score with {head_label(1, head)} is {v:.3f}; the runner-up's is "
-                    f"{second:.3f}.")
+                    f"{second:.3f}. The score measures how much of what a block-1 head writes the block-2 head's "
+                    "keys can read, from the weights alone, with the rotary rotation left out (offset 0).")
 
 
 RESTART_OPTIONS = ["from the first token of the new pattern", "from the second token of its second copy",
@@ -173,9 +183,15 @@ def restart_recovery(summary: dict, chance: float) -> Question:
     else:
         return no_answer("q_restart", prompt,
                          f"Its accuracy after a restart is in between ({rest:.2f}): no clear answer.")
+    reason = {RESTART_OPTIONS[0]: " A fresh pattern is random, so being right on its first copy means the model "
+                                  "did not need to see it: check that the task is really random.",
+              RESTART_OPTIONS[1]: " An induction head needs an earlier occurrence of the current token and the token "
+                                  "that followed it; in a new pattern that first exists at its second copy's second "
+                                  "token.",
+              RESTART_OPTIONS[2]: " Without an induction circuit nothing reads the new pattern from the context."}
     return Question("q_restart", prompt, RESTART_OPTIONS, answer,
                     f"Accuracy in the new pattern's first copy {first:.2f}, on the first token it could know "
-                    f"{known:.2f}, from there on {rest:.2f} (chance {chance:.3f}).")
+                    f"{known:.2f}, from there on {rest:.2f} (chance {chance:.3f})." + reason[answer])
 
 
 SWAP_OPTIONS = ["it stays as high as on fresh sequences", "it drops to about chance"]
@@ -191,9 +207,13 @@ def swap_effect(check: dict, chance: float) -> Question:
     answer = SWAP_OPTIONS[1] if swapped < 3 * chance + 0.05 else SWAP_OPTIONS[0] if swapped > fresh - 0.1 else None
     if answer is None:
         return no_answer("q_swap", prompt, f"It falls part of the way ({fresh:.2f} to {swapped:.2f}): no clear answer.")
+    reason = (" The model reads the second copy off the first one in its context; swap the first copy and there "
+              "is nothing right to copy, however familiar the tokens." if answer == SWAP_OPTIONS[1] else
+              " The second copy does not depend on the first being in the context, so this model is not reading "
+              "it from there.")
     return Question("q_swap", prompt, SWAP_OPTIONS, answer,
                     f"Second-copy accuracy {fresh:.3f} on fresh sequences, {swapped:.3f} with the first copy swapped "
-                    f"(chance {chance:.3f}).")
+                    f"(chance {chance:.3f})." + reason)
 
 
 def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) -> Question:
@@ -208,7 +228,9 @@ def top_detector(table: pd.DataFrame, archetype: str, labels: dict[str, str]) ->
         return no_answer("q_det", prompt,
                          f"Two detectors tie ({v:.2f} and {second:.2f}) on this prompt: no clear answer.")
     return Question("q_det", prompt, list(vals), best,
-                    f"The {best} detector scores it {v:.2f}; the next one {second:.2f}.")
+                    f"The {best} detector scores it {v:.2f}; the next one {second:.2f}. Each detector measures "
+                    "the share of attention that lands where its archetype would look, so the highest names where "
+                    "this pattern looks.")
 
 
 def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, str]) -> Question:
@@ -221,7 +243,8 @@ def head_archetype(best: pd.DataFrame, layer: int, head: int, labels: dict[str, 
     options = list(dict.fromkeys(labels.values()))
     return Question("q_arch", prompt, options, labels[r["best"]],
                     f"Its {labels[r['best']]} score is {r['score']:.2f}; a uniform head scores "
-                    f"{r['uniform']:.2f} there.")
+                    f"{r['uniform']:.2f} there. A head fits an archetype when it puts clearly more attention where "
+                    "that archetype looks than a head spreading its attention evenly would.")
 
 
 
@@ -268,6 +291,11 @@ def later_vs_first(metrics: dict, verdict: dict | None = None) -> Question:
     if answer == LOOKUP_OPTIONS[0]:
         why += (" A model that looks the right token up in the earlier copy gets near 0 there."
                 + fixed_distance_words(verdict))
+    if answer == LOOKUP_OPTIONS[2]:
+        why += " The earlier copy does not help this model: it predicts later copies no better than first ones."
+    if answer == LOOKUP_OPTIONS[3]:
+        why += (" The context hurts this model: what it learned about earlier tokens misleads it on the later "
+                "copies.")
     return Question("q_lookup", prompt, LOOKUP_OPTIONS, answer, why)
 
 
@@ -294,4 +322,58 @@ def induction_head_count(heads: pd.DataFrame, verdict: dict | None = None) -> Qu
               "fixed offset puts there too, so they do not make a head an induction head here."
               + fixed_distance_words(verdict))
     return Question("q_count", prompt, COUNT_OPTIONS, COUNT_OPTIONS[min(n, 4)], f"Induction scores (any earlier "
-                    f"copy): {listed}." + caveat)
+                    f"copy): {listed}, so {n} at or above {CLEAR_SCORE:g}. The token after an earlier copy of the "
+                    "current one is where the next token can be read, so heads that look there are the "
+                    "candidates for induction heads." + caveat)
+
+
+SLIP_OPTIONS = ["it barely changes (within 0.1)", "it falls by more than half", "it rises"]
+
+
+def induction_slip(scores: pd.DataFrame, n_layers: int) -> Question:
+    """The Exercises page's question: the slip the induction-score check names ("off by one position"),
+    A[i, i - L] (the earlier copy itself, the duplicate score) read instead of A[i, i + 1 - L] (the token after
+    it, the induction score), on the strongest induction head. scores: a SequenceView's scores (label,
+    induction, duplicate)."""
+    prompt = ("A common slip in `induction_score`: reading A[i, i − L], the earlier copy of the current token, "
+              "instead of A[i, i + 1 − L], the token after it. On the picked model's strongest induction head, "
+              "what does the slip do to the score?")
+    if n_layers < 2 or scores.empty or not {"induction", "duplicate"} <= set(scores.columns):
+        return no_answer("q_slip", prompt, "This model has no induction head (it needs two blocks), so there is no "
+                                           "score for the slip to spoil.")
+    row = scores.loc[scores["induction"].astype(float).idxmax()]
+    right, slipped = float(row["induction"]), float(row["duplicate"])
+    if right < CLEAR_SCORE:
+        return no_answer("q_slip", prompt, f"No head is a clear induction head here (best induction score "
+                                           f"{right:.2f}): no clear answer.")
+    change = slipped - right
+    answer = (SLIP_OPTIONS[0] if abs(change) <= 0.1 else SLIP_OPTIONS[1] if slipped < right / 2
+              else SLIP_OPTIONS[2] if change > 0.1 else None)
+    why = f"Head {row['label']}: induction score {right:.2f}, the slipped cell A[i, i − L] gets {slipped:.2f}."
+    if answer is None:
+        return no_answer("q_slip", prompt, why + " It falls, but by less than half: no clear answer.")
+    return Question("q_slip", prompt, SLIP_OPTIONS, answer, why + (
+        " An induction head looks one step past the earlier copy, so one position off misses most of its attention; "
+        "the check's planted models catch it the same way." if answer == SLIP_OPTIONS[1] else
+        " This head attends to the earlier copy about as much as to the token after it, so the slip hides here; "
+        "the check's planted models still catch it."))
+
+
+def repeated_symbols(pattern: list[int], rows: list[dict], names) -> dict | None:
+    """Whether a typed pattern is ambiguous for a reader of one token: symbols that occur more than once in it
+    and are followed by different symbols (in 'abcaXY', 'a' by 'b' and by 'X'), and how the model did on the
+    knowable targets after them (rows: core.training.icl.predict_each, one per target position with correct
+    and copy; knowable: from the second copy's second token on). names(token) -> its symbol. None when no
+    symbol of the pattern is followed by two different ones."""
+    L = len(pattern)
+    follow: dict[int, set[int]] = {}
+    for i, t in enumerate(pattern):
+        follow.setdefault(t, set()).add(pattern[(i + 1) % L])
+    ambiguous = {t for t, nxt in follow.items() if len(nxt) > 1}
+    if not ambiguous:
+        return None
+    after = [r for r in rows if r.get("copy") in ("second", "later") and r["position"] > L  # knowable targets
+             and pattern[(r["position"] - 1) % L] in ambiguous]
+    return {"symbols": [names(t) for t in sorted(ambiguous, key=pattern.index)],
+            "followers": {names(t): sorted(names(n) for n in follow[t]) for t in sorted(ambiguous, key=pattern.index)},
+            "n": len(after), "right": sum(bool(r["correct"]) for r in after)}

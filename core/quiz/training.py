@@ -46,6 +46,10 @@ def prev_head_timing(history: list[dict] | None, vocab_size: int) -> Question:
         previous = max((s for s in steps if s < step), default=step)
         why += (f" Here both happened between the same two logged steps ({previous} and {step}), so the rows "
                 f"cannot tell \"{answer}\" from \"{also}\": either counts.")
+    why += (" An induction head's keys must read 'the token before me', which only a previous-token head writes, "
+            "so the drop cannot come before that head has formed." if answer != TIMING_OPTIONS[2] else
+            " Here the loss fell before the best block-1 head crossed the line: the circuit used a weaker "
+            "previous-token signal first.")
     return Question("q_timing", prompt, TIMING_OPTIONS, answer, why, (also,) if also else ())
 
 
@@ -97,4 +101,9 @@ def first_copy_during_drop(history: list[dict] | None, vocab_size: int) -> Quest
            f"{b:.2f} nats ({delta:+.2f}); ln V is {math.log(vocab_size):.2f}.")
     if answer is None:
         return no_answer("q_first", prompt, why + " That is a small change either way: no clear answer.")
+    why += {FIRST_COPY_OPTIONS[0]: " Something besides the look-up improved too, and it helps every target.",
+            FIRST_COPY_OPTIONS[1]: " Nothing earlier predicts a first-copy token, so the new circuit cannot help "
+                                   "there.",
+            FIRST_COPY_OPTIONS[2]: " The new circuit bets on tokens seen earlier in the sequence; on a first copy "
+                                   "those bets are usually wrong, so that loss pays a little."}[answer]
     return Question("q_first", prompt, FIRST_COPY_OPTIONS, answer, why)

@@ -31,7 +31,7 @@ PAGES = {p.url_path: p.title for p in ALL_PAGES}  # url path -> page title in th
 # Charts each page draws for the default (shipped) model without any clicks: the least number. Home
 # draws none; it must show its headline metrics and a link to every other page instead.
 MIN_CHARTS = {"train": 1, "attention": 1, "circuits": 1, "depth": 1, "icl": 1, "archetypes": 1, "causal": 1,
-              "laws": 1, "exercises": 0}
+              "laws": 1, "exercises": 0, "glossary": 0}
 # (A page without charts must say 0: waiting for a chart that never comes costs wait_charts' whole timeout.)
 
 
