@@ -9,10 +9,9 @@ import pytest
 from test_pages_train import app, rerun_until
 
 from core.pool.status import RunStatus
+from core.shipped import MARKOV_MANIFEST
 from core.training import markov as mk
 from core.training.train_settings import TrainSettings
-
-from helpers import ROOT
 
 
 def markov_settings(at, steps: int) -> None:
@@ -48,7 +47,7 @@ def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
     # the finished run joins the sidebar picker and is picked, for the reading pages
     assert run.registered_key and at.session_state["picked_model"] == run.registered_key
     shipped = next(m.value for m in at.markdown if "shipped Markov-chain runs" in m.value)
-    rows = {r["preset"]: r for r in json.loads((ROOT / mk.MANIFEST).read_text())["checkpoints"]}
+    rows = {r["preset"]: r for r in json.loads(MARKOV_MANIFEST.read_text())["checkpoints"]}
     assert f"bigram from step {rows['markov-2block']['figures']['onset']['bigram']}" in shipped
     assert "bigram never" in shipped  # the 1-block run
     table = next(d.value for d in at.dataframe if "this lab" in d.value.columns)
