@@ -13,7 +13,7 @@ from core.laws.clamps import clamp_arms, clamp_sentences, median_ratio
 from core.laws.drop import AOYAMA, LAWS, MUSAT, SINGH, Law, read_law, sentences, verdict
 from core.laws.readings import readings_sentences
 from core.laws.stats import LAWS_DIR, fit_points, groups, paired, seed_rank_correlation, seed_slopes, table_command
-from core.sweeps.grid import row_settings, sweep_run
+from core.sweeps.grid import row_settings, run_id, sweep_run
 from core.sweeps.run import COLUMNS, read_table, write_table
 
 BATCH = Law("batch", "batch_size", "batch size B", "batch size B", (AOYAMA,))
@@ -278,7 +278,7 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
     table = read_table(path)
     assert caught["out"] == f"checkpoints/laws/{path.name}"
     assert table["code"].nunique() == 1
-    assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
+    assert sorted(run_id(s, table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
 
 
 def test_an_interval_end_beside_a_prediction_gets_the_decimals_that_show_which_side_it_is_on(tmp_path):
@@ -356,7 +356,7 @@ def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(
     """The spec's joint key "seq_len, batch_size, steps" gives one point a longer cap (targets.json does, for
     B = 8); the sentences say each cap and name every run that never reached a stage, by point and seed."""
     from core.laws.stages import caps_text, stage_points, stage_sentences, targets_table
-    from core.sweeps.grid import grid, run_id
+    from core.sweeps.grid import grid
 
     specs = grid({"seq_len, batch_size, steps": [(96, 32, 2000), (96, 8, 6000)], "seed": [0, 1]})
     assert [(s.train.batch_size, s.train.steps, s.train.seed) for s in specs] == [(32, 2000, 0), (32, 2000, 1),

@@ -100,13 +100,14 @@ def test_a_setting_beyond_the_first_tables_is_a_column_and_in_the_id_only_when_c
 
     base = sweep_run()
     assert run_id(base.with_settings(weight_decay=base.train.weight_decay), "c") == run_id(base, "c")
-    other = grid({"weight_decay": [0.0], "n_layers": [0], "steps": [4], "every": [2]})[0]
+    other, same = grid({"weight_decay": [0.0, base.train.weight_decay], "n_layers": [0], "steps": [4], "every": [2]})
     assert other.train.weight_decay == 0.0 and run_id(other, "c") != run_id(other.with_settings(weight_decay=0.1), "c")
     assert row_settings(other)["weight_decay"] == 0.0 and "weight_decay" not in row_settings(base)
     assert "weight_decay=0.0" in label(other)
-    rows = sweep([other], tmp_path / "wd.csv", "test", InProcess(), progress=None)
-    table = read_table(tmp_path / "wd.csv")
-    assert list(table.columns) == COLUMNS + ["weight_decay"] and table["weight_decay"].tolist() == [0.0]
+    rows = sweep([other, same], tmp_path / "wd.csv", "test", InProcess(), progress=None)
+    table = read_table(tmp_path / "wd.csv")  # the run at the default has it written out
+    assert list(table.columns) == COLUMNS + ["weight_decay"]
+    assert sorted(table["weight_decay"]) == [0.0, base.train.weight_decay]
     assert set(SETTINGS) <= set(rows[0]) and rows[0]["weight_decay"] == 0.0
     with pytest.raises(ValueError, match="unknown sweep fields: weight_decy"):
         grid({"weight_decy": [0.0]})

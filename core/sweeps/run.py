@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from core.sweeps.grid import ADDED, SETTINGS, label, row_settings, run_id
+from core.sweeps.grid import ADDED, SETTINGS, label, row_settings, run_id, sweep_run
 from core.training.run_config import RunConfig
 from core.training.threads import machine_cores
 from core.training.transition import describe_curve, head_figures
@@ -195,6 +195,9 @@ def write_table(path: str | Path, rows: list[dict], command: str) -> None:
     path = Path(path)
     extra = sorted({k for row in rows for k in row} - set(COLUMNS))  # settings beyond SETTINGS a sweep varied
     frame = pd.DataFrame(rows, columns=COLUMNS + extra).sort_values(SETTINGS, kind="stable")
+    for name in extra:  # a run left at the sweep's default of a setting others vary: that default, written out
+        frame[name] = [sweep_run(preset).get(name) if pd.isna(v) else v
+                       for v, preset in zip(frame[name], frame["preset"])]
     header = ["# Sweep results: one row per run (core/sweeps/run.py defines every column).",
               f"# command: {command}",
               "# drop_step: the first measured step with loss_later_copies < ln V / 2 (core.model.drop.drop_step)."]

@@ -90,7 +90,9 @@ class RunConfig:
         model, task, train = _base(kind, preset)
         model, task, train = with_settings(settings, model, task, train)
         if kind == "markov" and "vocab_size" not in settings:  # its states are the model's vocabulary
-            model = replace(model, vocab_size=task.validate().n_states)
+            if isinstance(task.n_states, bool) or not isinstance(task.n_states, int) or task.n_states < 2:
+                task.validate()  # no model has that vocabulary: the task's own message says what to change
+            model = replace(model, vocab_size=task.n_states)
         if init:
             train = replace(train, **init)
         if train.seq_len:  # the preset trains on shorter sequences: kept only where they fit the task
