@@ -123,9 +123,11 @@ def test_a_run_is_built_by_name_and_its_changes_build_it_again():
     assert (markov.kind, markov.model.vocab_size, markov.train.steps) == ("markov", 5, 1000)  # core.training.markov's
     for r in (run, markov, RunConfig.of(), RunConfig.of("fixed-period-1block-bias", seed=3)):
         assert RunConfig.of(**r.changes()) == r and r.with_settings() == r
-        assert r.get("seed") == r.train.seed and r.get("task") == r.kind
+        assert r.get("seed") == r.seed == r.train.seed and r.get("task") == r.kind and r.seq_len == r.task.seq_len
     with pytest.raises(ValueError, match="no model, task or training setting is called 'lr_typo'"):
         RunConfig.of(lr_typo=1)
+    with pytest.raises(AttributeError, match="no attribute or setting 'lr_typo'"):
+        RunConfig.of().lr_typo  # noqa: B018 -- read by name as RunConfig.get reads it, or refused
     with pytest.raises(ValueError, match="period_min"):  # the Markov task has no periods
         RunConfig.of(task="markov", period_min=4)
     with pytest.raises(ValueError, match="init must be"):

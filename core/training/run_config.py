@@ -124,6 +124,16 @@ class RunConfig:
                 return getattr(config, name)
         raise ValueError(f"no model, task or training setting is called {name!r}.")
 
+    def __getattr__(self, name: str):
+        """A setting read by its flat name, as RunConfig.get reads it (run.seed, run.batch_size, run.seq_len: the
+        task's); only names that are not an attribute of the run itself get here."""
+        if name.startswith("_") or name in (*PARTS, *RUN_FIELDS, "preset"):
+            raise AttributeError(name)
+        try:
+            return self.get(name)
+        except ValueError:
+            raise AttributeError(f"a RunConfig has no attribute or setting {name!r}") from None
+
     def with_settings(self, **settings) -> RunConfig:
         """This run with `settings` changed (names as RunConfig.of takes them)."""
         return RunConfig.of(**{"preset": self.preset, **self.changes(), **settings})
@@ -212,4 +222,6 @@ class RunConfig:
         blocks += f", head {tr.hold} held" if tr.hold is not None else ""
         blocks += f", head {tr.clamp} clamped" if tr.clamp is not None else ""
         blocks += f", head {tr.knockout} knocked out" if tr.knockout is not None else ""
+        vocab = RunConfig.of(self.preset).model.vocab_size
+        blocks += f", vocabulary {m.vocab_size}" if m.vocab_size != vocab else ""
         return f"{blocks}, periods {t.period_min}–{t.period_max}, length {t.seq_len}, seed {tr.seed}"
