@@ -153,7 +153,8 @@ def live_panel(drawn_active: bool) -> None:
         ahead = f"; {run.position - 1} ahead of you" if run.position > 1 else "; you are next"
         st.info(f"Waiting for a free training slot: {run_pool().running()} running{ahead}. Training starts on "
                 "its own when a slot frees up.")
-    st.caption(f"This run: {run.settings.label()}, learning rate {run.settings.lr:g}, batch {run.settings.batch_size}.")
+    train = run.settings.train
+    st.caption(f"This run: {run.settings.label()}, learning rate {train.lr:g}, batch {train.batch_size}.")
     progress = text.progress_text(run.step, run.total_steps, run.active, run.steps_per_second(), run.status,
                                   run.seconds)
     st.progress(min(run.step / max(run.total_steps, 1), 1.0), text=progress)
@@ -162,7 +163,7 @@ def live_panel(drawn_active: bool) -> None:
 def live_charts_panel() -> None:
     """The run's charts and film strip, drawn in the same fragment as its progress (live_run_panel)."""
     run = st.session_state.get("train_run")
-    own = task_pages.own(run.settings.task, "train_live") if run is not None else None
+    own = task_pages.own(run.settings.kind, "train_live") if run is not None else None
     if own is not None:
         own(run)
     elif run is not None:
@@ -202,7 +203,7 @@ def _measured(value, unit: str = "") -> str:
 def result_panel(run: LiveRun) -> bool:
     """The ended run's outcome, checkpoint and questions; True if it asked the training questions (the shipped
     runs' panel then leaves them out: each question once on the page)."""
-    own = task_pages.own(run.settings.task, "train_result")
+    own = task_pages.own(run.settings.kind, "train_result")
     if own is not None:
         own(run)
         return False
@@ -353,7 +354,7 @@ for warning in settings.warnings():
 run = st.session_state.get("train_run")
 if run is not None and not run.active and register(run):
     st.rerun()  # it ended while another page was open: the sidebar picker was drawn before its model existed
-if run is not None and not run.active and run.settings.task != settings.task:
+if run is not None and not run.active and run.settings.kind != settings.kind:
     reset()  # the other task's ended run leaves the page (its model stays in the sidebar picker)
     run = None
 active = run is not None and run.active
@@ -374,7 +375,7 @@ if run is not None and run.shared:
                help="Train these settings in a training process of your own anyway (the same model, computed again).")
 asked = result_panel(run) if run is not None and not run.active else False
 st.fragment(run_every=RUN_EVERY if active else None)(live_run_panel)(active)
-own_panels = task_pages.own(settings.task, "train_panels")
+own_panels = task_pages.own(settings.kind, "train_panels")
 if own_panels is not None:
     own_panels(settings, bad, active)
 else:

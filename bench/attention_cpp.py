@@ -46,7 +46,7 @@ from core.model import attention_cpp  # noqa: E402
 from core.model.attention import measure_kernels  # noqa: E402
 from core.training.heap import keep_freed_memory  # noqa: E402
 from core.training.live import drop_step  # noqa: E402
-from core.training.train_settings import TrainSettings  # noqa: E402
+from core.training.run_config import RunConfig  # noqa: E402
 from core.training.trainer import Trainer  # noqa: E402
 
 SWITCH = attention_cpp.ENV_SWITCH
@@ -116,7 +116,7 @@ class _Parts:
 
 def in_situ(steps: int) -> dict:
     """(b), (d) and (e): two Trainers of the same seed, stepped alternately, one with the compiled kernel."""
-    model_cfg, task_cfg, train_cfg = TrainSettings.defaults().configs()
+    model_cfg, task_cfg, train_cfg = RunConfig.of().configs()
     trainers, cpu, parts = {}, {"eager": [], "cpp": []}, []
     timer = _Parts()
     timer.install()

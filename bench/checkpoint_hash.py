@@ -18,13 +18,12 @@ import hashlib
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=800, help="the run's length (TrainSettings.steps)")
+    ap.add_argument("--steps", type=int, default=800, help="the run's length (TrainConfig.steps)")
     ap.add_argument("--budget", type=float, help="live snapshot budget in MB (default: the tree's own)")
     ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent), help="the tree to run")
     args = ap.parse_args(argv)
@@ -38,7 +37,7 @@ def main(argv=None) -> int:
     import core.model.snapshots as snapshots
     import core.training.trainer as trainer_module
     from core.pool import worker
-    from core.training.train_settings import TrainSettings
+    from core.training.run_config import RunConfig
 
     class Clock:  # the history's "seconds" are wall time: a clock that ticks 50 ms a reading makes them repeatable
         now = 0.0
@@ -52,7 +51,7 @@ def main(argv=None) -> int:
     if args.budget is not None:
         init = snapshots.SnapshotRecorder.__init__
         init.__defaults__ = (int(args.budget * 2**20), *init.__defaults__[1:])
-    settings = replace(TrainSettings.defaults(), steps=args.steps)
+    settings = RunConfig.of(steps=args.steps)
     ours, theirs = mp.Pipe(duplex=True)
     done = {}
 

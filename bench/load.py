@@ -51,11 +51,12 @@ def bare_rate() -> float:
     """Steps per second of Trainer.run on the default settings in this process (all cores), over 60 steps."""
     import torch
 
-    from core.training.train_settings import TrainSettings, machine_cores
+    from core.training.run_config import RunConfig
+    from core.training.threads import machine_cores
     from core.training.trainer import Trainer
 
     torch.set_num_threads(machine_cores())
-    trainer = Trainer(*TrainSettings.defaults().configs())
+    trainer = Trainer(*RunConfig.of().configs())
     trainer.run(5)
     t0 = time.perf_counter()
     trainer.run(60)

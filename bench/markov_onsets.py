@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+N_LAYERS = 2  # the markov-2block preset's depth (a column of the table)
 COLUMNS = ["n_states", "concentration", "seq_len", "n_layers", "seed", "steps", "steps_run", "unigram_step",
            "bigram_step", "kl_uniform", "kl_unigram", "kl_bigram", "cpu_s", "cpu"]
 PRIOR_COLUMNS = [*COLUMNS[:4], "prior", "unigram_share", *COLUMNS[4:9], "bigram_seqs", *COLUMNS[9:]]
@@ -59,7 +60,7 @@ def cpu_kind() -> str:
     return f"{name or platform.machine()} ({vector})"
 
 
-def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int = 2) -> dict:
+def run(setting: str, value: float | str, seed: int, steps: int) -> dict:
     """One run: the 2-block preset with `setting` = value (a prior: prior_of's spelling), trained until its bigram
     onset is confirmed."""
     import torch
@@ -78,7 +79,7 @@ def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int =
     train = dataclasses.replace(MARKOV_TRAIN, seed=seed, steps=steps)
     torch.set_num_threads(1)
     t0 = time.process_time()
-    trainer = Trainer(model_for(task, n_layers), task, train)
+    trainer = Trainer(model_for(task, N_LAYERS), task, train)
     while not trainer.done:
         trainer.run(train.log_every)
         onset = stages(trainer.history, task)["onset"]["bigram"]
@@ -92,7 +93,7 @@ def run(setting: str, value: float | str, seed: int, steps: int, n_layers: int =
         extra = {"prior": task.prior, "unigram_share": task.unigram_share,
                  "bigram_seqs": None if st["bigram"] is None else st["bigram"] * kept}
     return {**extra, "n_states": task.n_states, "concentration": task.concentration, "seq_len": task.seq_len,
-            "n_layers": n_layers, "seed": seed, "steps": steps, "steps_run": trainer.step,
+            "n_layers": N_LAYERS, "seed": seed, "steps": steps, "steps_run": trainer.step,
             "unigram_step": st["unigram"], "bigram_step": st["bigram"],
             **{f"kl_{n}": round(last[f"kl_{n}"], 5) for n in ("uniform", "unigram", "bigram")},
             "cpu_s": round(time.process_time() - t0, 2), "cpu": cpu_kind()}

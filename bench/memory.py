@@ -268,10 +268,10 @@ def worker_main(args) -> int:
     from machine import matmul_rate
 
     from core.pool.runs import RunPool
-    from core.training.train_settings import TrainSettings
+    from core.training.run_config import RunConfig
 
     pool = RunPool(capacity=1)
-    run = pool.start(TrainSettings.defaults(), "bench")
+    run = pool.start(RunConfig.of(), "bench")
     marks, at, peak, fs = [1, 100, 300, 600], {}, {"Pss": 0.0}, {"Pss": None}
     counts = {}  # step -> (minor page faults, CPU-s) of the worker when that step was first seen
     deadline = time.monotonic() + 1800

@@ -5,7 +5,7 @@ and print the sha256 (first 16 hex digits) of every parameter's bytes in model.p
 
 A change that must not move a training's numbers (an optimizer rewritten, an allocator setting) gives the
 same hash before and after; run it on both trees (e.g. `git archive` of the old commit) on one machine.
-By default the run is TrainSettings.defaults() (800 steps planned, so the last 300 decay) stopped after
+By default the run is RunConfig.of() (800 steps planned, so the last 300 decay) stopped after
 --steps; --full trains a run of exactly --steps steps instead (its schedule decays over those).
 The run takes the kernel the lab trains with (core.model.attention.kernel_choice; ATTENTION_LAB_ATTENTION=eager
 or cpp forces one), and the hash depends on it and on the CPU's model (the compiled kernel is built
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,13 +29,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from core.training.train_settings import TrainSettings
+    from core.training.run_config import RunConfig
     from core.training.trainer import Trainer
 
     torch.set_num_threads(1)
-    settings = TrainSettings.defaults()
+    settings = RunConfig.of()
     if args.full:
-        settings = replace(settings, steps=args.steps)
+        settings = settings.with_settings(steps=args.steps)
     trainer = Trainer(*settings.configs())
     trainer.run(args.steps)
     data = b"".join(p.detach().contiguous().numpy().tobytes() for p in trainer.model.parameters())

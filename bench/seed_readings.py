@@ -2,7 +2,7 @@
 
     python bench/seed_readings.py [--seeds 0-4] [--steps 600] [--out checkpoints/laws/readings.csv]
 
-Each seed trains the sweep's default point, core.sweeps.grid.RunSpec.defaults(steps=..., seed=...)
+Each seed trains the sweep's default point, core.sweeps.grid.sweep_run(steps=..., seed=...)
 (the variable-period-2block preset; at one torch thread bit for bit the model behind the plain rows of
 checkpoints/laws/clamps.csv and init.csv, whose run_id the row repeats), keeps the model in memory only, and
 runs the Causal page's experiments on it as the page opens them: core.causal.experiments.task_experiments on
@@ -50,8 +50,9 @@ from core.model.task import TaskConfig  # noqa: E402
 from core.model.tinycharlm import TinyCharLM  # noqa: E402
 from core.pool.live_run import code_version  # noqa: E402
 from core.quiz.causal import best_patched_block  # noqa: E402
-from core.sweeps.grid import RunSpec, int_list  # noqa: E402
+from core.sweeps.grid import int_list, run_id, sweep_run  # noqa: E402
 from core.sweeps.run import trained  # noqa: E402
+from core.training.run_config import RunConfig  # noqa: E402
 from core.training.trainer import eval_batch, evaluate  # noqa: E402
 from core.training.transition import INDUCTION_HEAD  # noqa: E402
 
@@ -101,11 +102,11 @@ def readings(model: TinyCharLM, task: TaskConfig, n_seqs: int = N_SEQS) -> dict:
     }
 
 
-def seed_row(spec: RunSpec) -> dict:
+def seed_row(spec: RunConfig) -> dict:
     """Train one spec (one torch thread) and read its final model."""
     trainer, xs, ys, _ = trained(spec)
-    row = {"seed": spec.seed, "run_id": spec.run_id(code_version()),
-           "drop_step": drop_step(xs, ys, spec.vocab_size), **readings(trainer.model, trainer.task_cfg),
+    row = {"seed": spec.train.seed, "run_id": run_id(spec, code_version()),
+           "drop_step": drop_step(xs, ys, spec.model.vocab_size), **readings(trainer.model, trainer.task_cfg),
            "code": code_version()}
     return {c: row[c] for c in COLUMNS}
 
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
     rows = []
     for seed in int_list(args.seeds):
         t0 = time.perf_counter()
-        rows.append(seed_row(RunSpec.defaults(steps=args.steps, seed=seed)))
+        rows.append(seed_row(sweep_run(steps=args.steps, seed=seed)))
         print(f"seed {seed}: {time.perf_counter() - t0:.0f} s, {rows[-1]}", file=sys.stderr, flush=True)
     given = sys.argv[1:] if argv is None else argv
     command = "python bench/seed_readings.py " + " ".join(shlex.quote(a) for a in given)

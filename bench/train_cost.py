@@ -2,7 +2,7 @@
 
     nice -n 5 python bench/train_cost.py [--seeds 3] [--json]
 
-Per seed (0..N-1), the default Train-page settings (TrainSettings.defaults(), seed replaced):
+Per seed (0..N-1), the default Train-page settings (RunConfig.of(), seed replaced):
 - pool: the page's own path. A RunPool(capacity=1) worker process (one torch thread, as the page's)
   trains until its logged rows show the drop (core.training.live.drop_step: the first logged
   later-copy loss below ln V / 2, when the page puts the drop note up); the worker's CPU-seconds from
@@ -20,7 +20,6 @@ The machine is shared: CPU time (not wall) is what it counts, and the medians ar
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -40,7 +39,7 @@ from time_to_induction import matmul_peak, step_flops  # noqa: E402
 from core.pool.runs import RunPool  # noqa: E402
 from core.training.heap import keep_freed_memory  # noqa: E402
 from core.training.live import drop_step  # noqa: E402
-from core.training.train_settings import TrainSettings  # noqa: E402
+from core.training.run_config import RunConfig  # noqa: E402
 from core.training.trainer import Trainer  # noqa: E402
 
 CAP = 800  # the default run's length: a seed without a drop by then counts as failed
@@ -52,7 +51,7 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pool_run(settings: TrainSettings, vocab: int) -> dict:
+def pool_run(settings: RunConfig, vocab: int) -> dict:
     """The page's path: CPU-seconds of the worker process until its rows show the drop."""
     pool = RunPool(capacity=1)
     try:
@@ -74,7 +73,7 @@ def pool_run(settings: TrainSettings, vocab: int) -> dict:
         pool.shutdown()
 
 
-def bare_run(settings: TrainSettings) -> dict:
+def bare_run(settings: RunConfig) -> dict:
     """The same training in this process, one step at a time: CPU-seconds of steps and of logs. The
     heap is kept between steps as in the pool's workers (core.training.heap)."""
     keep_freed_memory()
@@ -113,7 +112,7 @@ def _median_ms(fn) -> float:
     return 1000 * statistics.median(times)
 
 
-def step_breakdown(settings: TrainSettings) -> dict:
+def step_breakdown(settings: RunConfig) -> dict:
     """ms of CPU per training step by part, each part replayed alone at the step's shapes (median of 15;
     a profiler's per-op overhead would swamp the small ops): matrix products (every mm/addmm of a step,
     listed once by torch.profiler), attention (the kernel this process trains with, forward + backward,
@@ -167,13 +166,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    base = TrainSettings.defaults()
+    base = RunConfig.of()
     vocab = base.configs()[0].vocab_size
     flops, done = step_flops(), step_flops(done=True)
     rates = [matmul_peak()]
     rows = []
     for seed in range(args.seeds):
-        s = dataclasses.replace(base, seed=seed, steps=CAP)
+        s = base.with_settings(seed=seed, steps=CAP)
         pool = pool_run(s, vocab)
         rates.append(matmul_peak())
         bare = bare_run(s)
@@ -187,7 +186,7 @@ def main(argv=None) -> int:
                   f"(logs {bare['logs_cpu']:.2f} s over {bare['logs']}, {bare['ms_per_log']:.1f} ms each); "
                   f"bound {(pool['drop_step'] or 0) * flops / pool['rate'] / 1e9:.2f} s at {pool['rate']:.0f} GFLOP/s",
                   flush=True)
-    breakdown = step_breakdown(dataclasses.replace(base, steps=CAP))
+    breakdown = step_breakdown(base.with_settings(steps=CAP))
     rates.append(matmul_peak())
     from core.model.attention import kernel_choice
 

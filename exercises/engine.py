@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from core.model.markov import KIND as MARKOV  # a Markov-chain model's task is named this
 from exercises import catalogue, planted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,10 +89,8 @@ def picked():
 def refuse_markov(name: str) -> None:
     """ValueError when the picked model is of the Markov-chain task: exercise `name` computes on the repeat
     task's batches."""
-    from core.model.markov import is_markov
-
     p = picked()
-    if is_markov(p["task"]):
+    if p["task"].name == MARKOV:
         raise ValueError(f"{p['label']} was trained on the Markov-chain task; {name} checks on a model of the "
                          f"repeat task (e.g. {DEFAULT_MODEL.relative_to(ROOT)}, or one you trained on it). "
                          "Part 5's exercises check on a Markov-chain model.")
@@ -101,10 +100,9 @@ def markov_source():
     """(model, task, label) that part 5's checks run on: the picked model when it is of the Markov-chain task,
     else the shipped MARKOV_MODEL (read once)."""
     from core.model.checkpoints import read_checkpoint
-    from core.model.markov import is_markov
 
     p = picked()
-    if is_markov(p["task"]):
+    if p["task"].name == MARKOV:
         return p["model"], p["task"], f"the picked model {p['label']}"
     if "markov" not in _CASES:
         model, info = read_checkpoint(str(MARKOV_MODEL))

@@ -89,9 +89,9 @@ def test_a_training_imports_no_dynamo_nor_sympy():
 import sys
 from dataclasses import replace
 from core.pool import worker
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
-settings = replace(TrainSettings.defaults(), steps=30, batch_size=4)
+settings = RunConfig.of(steps=30, batch_size=4)
 trainer = Trainer(*settings.configs())
 trainer.run(30)
 worker.saved_checkpoint(trainer)

@@ -10,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,12 @@ import torch
 from test_runs import thread_pool
 
 from core.pool.status import RunStatus
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 from helpers import ROOT, TWO_BLOCK, open_app, wait_until
 
-TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
+TINY = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
                steps=100_000)
 
 # A server's pool with one slot, training through real worker processes (forkserver and resource
@@ -36,9 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from core.pool.runs import RunPool
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 pool = RunPool(capacity=1)
-run = pool.start(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+run = pool.start(RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24,
                          batch_size=4, steps=100000), "student")
 deadline = time.monotonic() + 120
 while run.step < 3 and time.monotonic() < deadline:
@@ -86,7 +85,7 @@ def test_a_training_killed_mid_run_keeps_its_last_logged_step_and_the_session_tr
         assert all(torch.equal(v, want[k]) for k, v in model.state_dict().items())
         assert info["history"][-1]["loss_later_copies"] == reference.history[-1]["loss_later_copies"]
         assert pool.running() == 0
-        again = pool.start(replace(TINY, steps=2), "alice")
+        again = pool.start(TINY.with_settings(steps=2), "alice")
         wait_until(lambda: again.ended.is_set(), 30, "a new run")
         assert again.status == RunStatus.FINISHED and again.result is not None
     finally:

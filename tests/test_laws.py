@@ -3,7 +3,7 @@ tables, never-dropped runs are counted, bad tables are refused, and each shipped
 header's command makes."""
 import math
 import shlex
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from core.laws.clamps import clamp_arms, clamp_sentences, median_ratio
 from core.laws.drop import AOYAMA, LAWS, MUSAT, SINGH, Law, read_law, sentences, verdict
 from core.laws.readings import readings_sentences
 from core.laws.stats import LAWS_DIR, fit_points, groups, paired, seed_rank_correlation, seed_slopes, table_command
-from core.sweeps.grid import RunSpec
+from core.sweeps.grid import row_settings, run_id, sweep_run
 from core.sweeps.run import COLUMNS, read_table, write_table
 
 BATCH = Law("batch", "batch_size", "batch size B", "batch size B", (AOYAMA,))
@@ -27,10 +27,10 @@ def planted(path, slope, xs=(8, 16, 32, 64), seeds=7, noise=0.05, scale=3000.0, 
     rows = []
     for x in xs:
         for seed in range(seeds):
-            spec = replace(RunSpec.defaults(), **{axis: x}, seed=seed, steps=steps)
+            spec = sweep_run(**{axis: x}, seed=seed, steps=steps)
             dropped = seed >= (never or {}).get(x, 0)
             step = round(scale * x ** slope * math.exp(noise * rng.standard_normal())) if dropped else None
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+            rows.append({c: None for c in COLUMNS} | row_settings(spec) | {
                 "run_id": f"{x}-{seed}", "steps_run": steps, "drop_step": step, "dropped": dropped})
     write_table(path, rows, f"python -m core.sweep --batch {','.join(map(str, xs))}")
     return path
@@ -44,8 +44,8 @@ def _seeds_late_everywhere(seeds, missing: dict | None = None) -> list[dict]:
         for seed in seeds:
             if (missing or {}).get(x) == seed:
                 continue
-            spec = replace(RunSpec.defaults(), batch_size=x, seed=seed, steps=10 ** 6)
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+            spec = sweep_run(batch_size=x, seed=seed, steps=10 ** 6)
+            rows.append({c: None for c in COLUMNS} | row_settings(spec) | {
                 "run_id": f"{x}-{seed}", "steps_run": 10 ** 6, "drop_step": round(1000 * 3 ** (seed / 3) * x ** -0.5),
                 "dropped": True})
     return rows
@@ -134,9 +134,9 @@ def planted_clamps(path, medians: dict, seeds=5, spread=0.1, steps=600):
     rows = []
     for (hold, clamp), median in medians.items():
         for seed in range(seeds):
-            spec = replace(RunSpec.defaults(), hold=hold, clamp=clamp, seed=seed, steps=steps)
+            spec = sweep_run(hold=hold, clamp=clamp, seed=seed, steps=steps)
             step = None if median is None else round(median * (1 + spread * (seed - seeds // 2) / seeds))
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+            rows.append({c: None for c in COLUMNS} | row_settings(spec) | {
                 "run_id": f"{hold}{clamp}{seed}", "steps_run": steps, "drop_step": step, "dropped": step is not None,
                 "abrupt": step is not None and seed % 2 == 0, "drop_start": None if step is None else step - 20})
     write_table(path, rows, "python -m core.sweep --hold none,1.1 --clamp none,2.1")
@@ -278,7 +278,7 @@ def test_each_shipped_table_is_what_its_command_makes_with_five_seeds_a_point(pa
     table = read_table(path)
     assert caught["out"] == f"checkpoints/laws/{path.name}"
     assert table["code"].nunique() == 1
-    assert sorted(s.run_id(table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
+    assert sorted(run_id(s, table["code"][0]) for s in caught["specs"]) == sorted(table["run_id"])
 
 
 def test_an_interval_end_beside_a_prediction_gets_the_decimals_that_show_which_side_it_is_on(tmp_path):
@@ -302,11 +302,10 @@ def _stages_table(path, onset_slope=0.0, completion_slope=-1.0, seeds=6, noise=0
     rows = []
     for T, B in [(64, 32), (96, 32), (160, 32), (96, 8), (96, 16), (96, 64)]:
         for seed in range(seeds):
-            spec = replace(RunSpec.defaults(), seq_len=T, batch_size=B, seed=seed, steps=2000, decay_steps=0,
-                           stop_below=0.5)
+            spec = sweep_run(seq_len=T, batch_size=B, seed=seed, steps=2000, decay_steps=0, stop_below=0.5)
             onset, drop, done = (s * (T / 96) ** a * (B / 32) ** b * seed_noise[seed, i] for i, (s, a, b) in
                                  enumerate([(80, onset_slope, 0.0), (150, -0.5, 0.0), (300, completion_slope, -0.5)]))
-            rows.append({c: None for c in COLUMNS} | asdict(spec) | {
+            rows.append({c: None for c in COLUMNS} | row_settings(spec) | {
                 "run_id": f"{T}-{B}-{seed}", "steps_run": round(done), "drop_step": round(drop), "dropped": True,
                 "onset_step": round(onset), "completion_step": round(done)})
     write_table(path, rows, "python -m core.sweep --spec targets.json --decay-steps 0")
@@ -360,9 +359,9 @@ def test_a_point_gets_its_own_cap_and_the_censored_runs_are_said_where_they_are(
     from core.sweeps.grid import grid
 
     specs = grid({"seq_len, batch_size, steps": [(96, 32, 2000), (96, 8, 6000)], "seed": [0, 1]})
-    assert [(s.batch_size, s.steps, s.seed) for s in specs] == [(32, 2000, 0), (32, 2000, 1),
+    assert [(s.train.batch_size, s.train.steps, s.train.seed) for s in specs] == [(32, 2000, 0), (32, 2000, 1),
                                                                  (8, 6000, 0), (8, 6000, 1)]
-    assert len({s.run_id("c") for s in specs}) == 4
+    assert len({run_id(s, "c") for s in specs}) == 4
     path = _stages_table(tmp_path / "targets.csv")
     t = read_table(path)
     b8 = t["batch_size"] == 8

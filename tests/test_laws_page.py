@@ -255,8 +255,8 @@ def test_a_small_sweep_of_ones_own_trains_through_the_pool_and_shows_its_drop_st
     assert not at.exception and not at.error, [e.value for e in at.error]
     at.button(key="lw_sw_start").click().run()
     sweep = at.session_state["lw_sweep"]
-    assert sweep.owner.endswith("|sweep") and [(s.batch_size, s.seed, s.steps) for s in sweep.specs] == [
-        (8, 0, 20), (16, 0, 20), (8, 1, 20), (16, 1, 20)]
+    given = [(s.train.batch_size, s.train.seed, s.train.steps) for s in sweep.specs]
+    assert sweep.owner.endswith("|sweep") and given == [(8, 0, 20), (16, 0, 20), (8, 1, 20), (16, 1, 20)]
     deadline = time.monotonic() + 120
     while sweep.active and time.monotonic() < deadline:
         time.sleep(0.5)

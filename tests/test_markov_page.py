@@ -9,10 +9,9 @@ import pytest
 from test_pages_train import app, rerun_until
 
 from core.pool.status import RunStatus
+from core.shipped import MARKOV_MANIFEST
 from core.training import markov as mk
-from core.training.train_settings import TrainSettings
-
-from helpers import ROOT
+from core.training.run_config import RunConfig
 
 
 def markov_settings(at, steps: int) -> None:
@@ -36,7 +35,7 @@ def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
     run = rerun_until(at, lambda r: not r.active, what="the Markov run to finish")
     at.run()
     assert not at.exception, at.exception
-    assert run.status == RunStatus.FINISHED and run.step == 20 and run.settings.task == "markov"
+    assert run.status == RunStatus.FINISHED and run.step == 20 and run.settings.kind == "markov"
     assert run.task_cfg.seq_len == 30 and run.model_cfg.vocab_size == 3
     notes = " ".join(m.value for m in at.markdown)
     assert "KL(strategy ‖ model)" in notes
@@ -48,7 +47,7 @@ def test_a_markov_run_trains_shows_its_stages_and_is_downloadable():
     # the finished run joins the sidebar picker and is picked, for the reading pages
     assert run.registered_key and at.session_state["picked_model"] == run.registered_key
     shipped = next(m.value for m in at.markdown if "shipped Markov-chain runs" in m.value)
-    rows = {r["preset"]: r for r in json.loads((ROOT / mk.MANIFEST).read_text())["checkpoints"]}
+    rows = {r["preset"]: r for r in json.loads(MARKOV_MANIFEST.read_text())["checkpoints"]}
     assert f"bigram from step {rows['markov-2block']['figures']['onset']['bigram']}" in shipped
     assert "bigram never" in shipped  # the 1-block run
     table = next(d.value for d in at.dataframe if "this lab" in d.value.columns)
@@ -76,4 +75,4 @@ def test_bad_markov_settings_get_a_message_and_no_training():
     at.selectbox(key="tr_hold").set_value("1.4").run()  # the Markov model has 2 heads a block
     assert at.error and "not a head of block 1" in at.error[0].value
     assert at.button(key="tr_train").disabled
-    assert TrainSettings.defaults().task == "repeat"
+    assert RunConfig.of().kind == "repeat"

@@ -13,11 +13,12 @@ import pytest
 from core.model.checkpoints import read_checkpoint
 from core.model.cpu import TOLERANCE
 from core.model.markov import MarkovTask
+from core.shipped import MARKOV_MANIFEST
 from core.training import markov as mk
 
 from helpers import ROOT
 
-MANIFEST = ROOT / mk.MANIFEST
+MANIFEST = MARKOV_MANIFEST
 ROWS = json.loads(MANIFEST.read_text())["checkpoints"] if MANIFEST.is_file() else []
 
 

@@ -13,12 +13,12 @@ from core.model.checkpoints import checkpoint_bytes, read_checkpoint
 from core.model.markov import MarkovTask, strategy_kl
 from core.pool.status import RunStatus
 from core.training import markov as mk
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 from helpers import ROOT, wait_until
 
-MARKOV = replace(TrainSettings.defaults(), task="markov", n_layers=2, seq_len=40, n_states=3, concentration=1.0,
+MARKOV = RunConfig.of(task="markov", n_layers=2, seq_len=40, n_states=3, concentration=1.0,
                  batch_size=8, steps=20, shared_embedding=False)
 
 
@@ -27,12 +27,14 @@ def test_settings_build_the_markov_task_and_refuse_bad_ones():
     assert task == MarkovTask(n_states=3, concentration=1.0, seq_len=40)
     assert model.vocab_size == 3 and model.n_layers == 2 and train.log_every == mk.MARKOV_TRAIN.log_every
     assert train.embed_shared == 0.0
-    assert replace(MARKOV, shared_embedding=True).configs()[2].embed_shared > 0
-    assert "concentration must be a positive" in replace(MARKOV, concentration=0.0).problem()
-    assert "n_states must be between 2" in replace(MARKOV, n_states=1).problem()
-    assert "too short" in replace(MARKOV, seq_len=2).problem()
-    assert "task must be one of" in replace(MARKOV, task="chess").problem()
-    assert "not a head of block 1" in replace(MARKOV, hold="1.4").problem()  # 2 heads a block here
+    assert MARKOV.with_settings(shared_embedding=True).configs()[2].embed_shared > 0
+    assert "concentration must be a positive" in MARKOV.with_settings(concentration=0.0).problem()
+    with pytest.raises(ValueError, match="n_states must be between 2"):  # the model's vocabulary: refused at once
+        MARKOV.with_settings(n_states=1)
+    assert "too short" in MARKOV.with_settings(seq_len=2).problem()
+    with pytest.raises(ValueError, match="task must be one of"):
+        MARKOV.with_settings(task="chess")
+    assert "not a head of block 1" in MARKOV.with_settings(hold="1.4").problem()  # 2 heads a block here
     assert "Markov chains of 3 states" in MARKOV.label()
 
 
@@ -54,7 +56,7 @@ def test_logged_kl_is_the_models_kl_and_runs_are_seeded_and_chunk_invariant():
     kept = [r["step"] for r in a.history if "kl_positions" in r]
     assert kept == [s for s in (0, 10, 20) if s % (5 * a.cfg.log_every) == 0 or s == 20]
     assert len(last["prev_token"]) == 2 and len(last["prev_token"][0]) == 2
-    c = Trainer(*replace(MARKOV, seed=1).configs())
+    c = Trainer(*MARKOV.with_settings(seed=1).configs())
     c.run(20)
     assert c.history[-1]["kl_bigram"] != last["kl_bigram"]
     with pytest.raises(ValueError, match="no drop to stop at"):
@@ -134,14 +136,14 @@ def test_the_pool_dedupes_and_stops_markov_runs():
     try:
         alice = pool.start(MARKOV, "alice")
         bob = pool.start(MARKOV, "bob")
-        repeat = pool.start(replace(MARKOV, task="repeat", period_min=4, period_max=8, seq_len=24), "carol")
+        repeat = pool.start(RunConfig.of(period_min=4, period_max=8, seq_len=24, batch_size=8, steps=20), "carol")
         assert bob.shared == "live" and alice.shared is None and repeat.shared is None
         for run in (alice, bob):
             wait_until(lambda run=run: run.ended.is_set(), what="the Markov runs to finish")
-            assert run.status == RunStatus.FINISHED and run.step == MARKOV.steps
+            assert run.status == RunStatus.FINISHED and run.step == MARKOV.train.steps
         assert alice.history()[-1]["kl_bigram"] == bob.history()[-1]["kl_bigram"]
         assert alice.result[1]["task"] == MARKOV.configs()[1]
-        long = pool.start(replace(MARKOV, steps=100_000, seed=3), "dan")
+        long = pool.start(MARKOV.with_settings(steps=100_000, seed=3), "dan")
         wait_until(lambda: long.step > 2, what="the long run to train")
         pool.stop(long)
         wait_until(lambda: long.ended.is_set(), what="the stopped run to end")

@@ -18,10 +18,11 @@ class PlantedRun:
 
     def __init__(self, settings, drop_at: int | None, end: bool = True):
         self.settings, self.model_cfg = settings, settings.configs()[0]
-        self.total_steps, self.position, self.blocked, self.error, self.result = settings.steps, 0, False, None, "model"
+        self.total_steps, self.position, self.blocked = settings.train.steps, 0, False
+        self.error, self.result = None, "model"
         self.shared = None
         high, low = math.log(self.model_cfg.vocab_size), 0.5  # ln V, then far below ln V / 2
-        steps = list(range(0, settings.steps + 1, 10))
+        steps = list(range(0, settings.train.steps + 1, 10))
         self.rows = [{"step": s, "loss_later_copies": low if drop_at is not None and s >= drop_at
                       else high - 0.001 * s} for s in steps]
         self.ended = threading.Event()
@@ -30,7 +31,7 @@ class PlantedRun:
             self.finish()
 
     def finish(self, status=RunStatus.FINISHED):
-        self.status, self.step = status, self.settings.steps if status == RunStatus.FINISHED else self.step
+        self.status, self.step = status, self.settings.train.steps if status == RunStatus.FINISHED else self.step
         self.ended.set()
 
     def history(self):
@@ -45,7 +46,7 @@ class PlantedPool:
         self.started, self.discarded, self.runs = [], [], []
 
     def start(self, settings, owner, private=False):
-        run = PlantedRun(settings, self.planted.get((getattr(settings, self.setting), settings.seed)), not self.hold)
+        run = PlantedRun(settings, self.planted.get((settings.get(self.setting), settings.train.seed)), not self.hold)
         self.started.append((settings, owner))
         self.runs.append(run)
         return run
@@ -57,7 +58,7 @@ class PlantedPool:
 
 def test_the_runs_vary_one_setting_over_seeds_and_train_as_the_tables_first_300_steps():
     specs = ps.sweep_settings("vocab_size", [128, 32], seeds=2, steps=200)
-    assert [(s.vocab_size, s.seed) for s in specs] == [(32, 0), (128, 0), (32, 1), (128, 1)]  # seed by seed
+    assert [(s.model.vocab_size, s.train.seed) for s in specs] == [(32, 0), (128, 0), (32, 1), (128, 1)]  # seed by seed
     model, task, train = specs[0].configs()
     assert (model.vocab_size, train.steps, train.log_every, train.decay_steps) == (32, 200, 10, 0)
     assert (model.n_layers, task.period_min, task.period_max, task.seq_len, train.batch_size) == (2, 16, 32, 96, 32)

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.pool.status import RunStatus
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 from ui.model_keys import shipped_key
 from ui.pages import PATH
@@ -216,7 +215,7 @@ def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     assert not at.button(key="tr_train").disabled and at.button(key="tr_stop").disabled
 
 
-LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
+LONG = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
                steps=100_000)
 
 
@@ -224,7 +223,7 @@ LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8,
 @pytest.mark.app
 def test_a_full_server_makes_training_wait_with_a_visible_status():
     pool = run_pool()
-    others = [pool.start(replace(LONG, seed=100 + i), f"other-session-{i}") for i in range(pool.capacity)]
+    others = [pool.start(LONG.with_settings(seed=100 + i), f"other-session-{i}") for i in range(pool.capacity)]
     try:
         at = app("app_pages/train.py")
         tiny_settings(at, steps=3, layers=0)
@@ -257,7 +256,7 @@ def test_history_frames_and_the_drop_step():
     assert len(heads) == 4 * 2 * 2 and set(heads["layer"]) == {0} and set(heads["head"]) == {0, 1}
     assert set(heads["label"]) == {"1.1", "1.2"}
     assert set(loss_frame(history, "r")["part"]) == {"first copy", "later copies"}
-    bad = TrainSettings(2, 32, 32, 40, False, 1e-2, 8, 10, 0)
+    bad = RunConfig.of(n_layers=2, period_min=32, period_max=32, seq_len=40, lr=1e-2, batch_size=8, steps=10)
     with pytest.raises(ValueError) as e:
         TaskConfig(32, 32, 40).validate(64)
     assert bad.problem() == str(e.value)
@@ -305,7 +304,7 @@ def test_the_transition_study_is_shown_or_marked_not_yet_measured(tmp_path, monk
 
 
 def test_the_cores_are_split_between_running_trainings():
-    from core.training.train_settings import split_threads
+    from core.training.threads import split_threads
 
     assert [split_threads(n, cores=8) for n in (0, 1, 2, 3, 8, 9)] == [8, 8, 4, 2, 1, 1]
     assert split_threads(2, cores=2) == 1 and split_threads(1, cores=1) == 1
@@ -360,19 +359,18 @@ def test_two_sessions_train_at_once_and_each_gets_only_its_own_run():
 
 def test_plain_embedding_choice_reaches_the_trainer():
     """The Train page's 'enlarged embedding' box: on gives the preset's init, off the plain one."""
-    from dataclasses import replace
 
     from core.training.presets import get_preset
 
-    d = TrainSettings.defaults()
-    assert d.shared_embedding
+    d = RunConfig.of()
+    assert d.init == "shared"
     _, _, shared = d.configs()
-    _, _, plain = replace(d, shared_embedding=False).configs()
+    _, _, plain = d.with_settings(shared_embedding=False).configs()
     preset = get_preset("variable-period-2block").train
     assert (shared.embed_scale, shared.embed_shared) == (preset.embed_scale, preset.embed_shared)
     assert (plain.embed_scale, plain.embed_shared) == (1.0, 0.0)
     assert shared.embed_shared > 0
-    assert "plain init" in replace(d, shared_embedding=False).label() and "plain init" not in d.label()
+    assert "plain init" in d.with_settings(shared_embedding=False).label() and "plain init" not in d.label()
 
 
 def test_the_progress_line_says_what_the_run_is_doing():
@@ -395,16 +393,16 @@ def test_a_period_of_one_is_refused_or_warned_in_the_settings_and_no_question_pr
 
     from core.quiz.training import first_copy_during_drop
 
-    d = TrainSettings.defaults()
-    only_one = replace(d, period_min=1, period_max=1, seq_len=192)
+    d = RunConfig.of()
+    only_one = d.with_settings(period_min=1, period_max=1, seq_len=192)
     assert "Raise the upper end of the period range to at least 2" in only_one.problem()
     with pytest.raises(ValueError, match="repeats a single token"):
         only_one.configs()
     assert only_one.warnings() == []  # refused, not warned
-    from_one = replace(d, period_min=1, period_max=8)
+    from_one = d.with_settings(period_min=1, period_max=8)
     assert from_one.problem() is None
     assert [w for w in from_one.warnings() if "Raise the lower end of the period range to 2" in w]
-    assert d.warnings() == [] and replace(d, task="markov").warnings() == []
+    assert d.warnings() == [] and RunConfig.of(task="markov").warnings() == []
     # the period-1 run's history as the trainer logs it: a falling later-copy loss, first-copy loss NaN
     history = [{"step": s, "loss_later_copies": v, "loss_first_copy": math.nan}
                for s, v in zip(range(0, 200, 25), [4.0, 3.9, 3.5, 2.0, 0.5, 0.2, 0.1, 0.1])]
@@ -415,13 +413,13 @@ def test_a_period_of_one_is_refused_or_warned_in_the_settings_and_no_question_pr
 def test_a_period_range_ending_at_one_is_refused_and_one_from_one_warned():
     """From Python (the page's period slider starts at 2): a range 1-1 repeats one token, nothing to measure; a
     range from 1 trains, with a sentence saying what it does not measure."""
-    d = TrainSettings.defaults()
-    single = replace(d, period_min=1, period_max=1, seq_len=192)
+    d = RunConfig.of()
+    single = d.with_settings(period_min=1, period_max=1, seq_len=192)
     assert "Raise the upper end of the period range to at least 2" in single.problem()
-    from_one = replace(d, period_min=1, period_max=8)
+    from_one = d.with_settings(period_min=1, period_max=8)
     assert from_one.problem() is None
     assert any("Sequences of period 1 repeat one token" in w for w in from_one.warnings())
-    assert replace(d, period_min=2).warnings() == []
+    assert d.with_settings(period_min=2).warnings() == []
 
 
 @pytest.mark.app
@@ -471,9 +469,9 @@ def test_restore_defaults_puts_every_setting_of_both_tasks_back():
     assert {key: _value(at, key) for key in defaults} == defaults
     assert _value(at, "tr_hold") == "none" and _value(at, "tr_knock") == "none"
     assert at.radio(key="tr_task").value == "repeat"
-    d = TrainSettings.defaults()
-    assert (at.slider(key="tr_periods").value, at.slider(key="tr_seq_len").value) == ((d.period_min, d.period_max),
-                                                                                      d.seq_len)
+    d = RunConfig.of()
+    assert (at.slider(key="tr_periods").value, at.slider(key="tr_seq_len").value) == (
+        (d.task.period_min, d.task.period_max), d.task.seq_len)
     at.radio(key="tr_task").set_value("markov").run()  # the Markov form's settings were restored too
     assert not at.exception, at.exception
     assert (_value(at, "tr_states"), _value(at, "tr_alpha"), _value(at, "tr_mk_len"), _value(at, "tr_mk_steps"),

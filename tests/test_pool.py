@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from multiprocessing import connection
 from pathlib import Path
 
@@ -26,13 +25,13 @@ import core.pool.live_run as live_run
 import core.pool.runs as runs
 from core.pool.backend import ThreadBackend
 from core.pool.status import RunStatus
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 from helpers import open_app
 
-TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=30)
-LONG = replace(TINY, steps=100_000)
+TINY = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=30)
+LONG = TINY.with_settings(steps=100_000)
 
 
 @pytest.fixture
@@ -47,10 +46,10 @@ def same_weights(a, b) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def reference(settings: TrainSettings, steps: int | None = None):
+def reference(settings: RunConfig, steps: int | None = None):
     """The same run trained here (one torch thread, as in the workers)."""
     trainer = Trainer(*settings.configs())
-    trainer.run(settings.steps if steps is None else steps)
+    trainer.run(settings.train.steps if steps is None else steps)
     return trainer
 
 
@@ -58,8 +57,8 @@ def reference(settings: TrainSettings, steps: int | None = None):
 
 
 def test_a_connection_closed_between_the_snapshot_and_wait_does_not_stop_the_monitor(pool, monkeypatch):
-    a = pool.start(replace(LONG, seed=1), "alice")
-    b = pool.start(replace(LONG, seed=2), "bob")
+    a = pool.start(LONG.with_settings(seed=1), "alice")
+    b = pool.start(LONG.with_settings(seed=2), "bob")
     wait_until(lambda: a.step > 0 and b.step > 0, what="both training")
     real_wait, in_gap, go_on, armed = backend.wait_any, threading.Event(), threading.Event(), [True]
 
@@ -145,7 +144,7 @@ def test_a_dead_monitor_is_started_again_on_the_next_script_run(monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert pool.monitor.thread is not monitor and pool.monitor.alive(), "the script run did not restart it"
-    run = pool.start(replace(TINY, steps=3, seed=21), "restart-check")
+    run = pool.start(TINY.with_settings(steps=3, seed=21), "restart-check")
     wait_until(lambda: run.ended.is_set(), what="a run on the new monitor")
     assert run.status == RunStatus.FINISHED
 
@@ -185,7 +184,7 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
     monkeypatch.setattr(runs, "read_checkpoint", watch("read_checkpoint", real_read))
     monkeypatch.setattr(live_run, "read_checkpoint", watch("read_checkpoint", real_read))
     monkeypatch.setattr(backend.ThreadHandle, "join", watch("join", real_join))
-    done = pool.start(replace(TINY, steps=3), "alice")
+    done = pool.start(TINY.with_settings(steps=3), "alice")
     wait_until(lambda: done.ended.is_set(), what="a short run")
     assert done.status == RunStatus.FINISHED and done.result is not None
     long = pool.start(LONG, "bob")
@@ -196,10 +195,10 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
 
 
 def test_a_session_holds_one_training_slot_while_others_wait(pool):
-    own = pool.start(replace(LONG, seed=1), "alice")
+    own = pool.start(LONG.with_settings(seed=1), "alice")
     wait_until(lambda: own.step > 0, what="alice training")
-    seeds = pool.start(replace(LONG, seed=2), "alice|seeds")  # her several-seeds run: same session
-    bob = pool.start(replace(LONG, seed=3), "bob")
+    seeds = pool.start(LONG.with_settings(seed=2), "alice|seeds")  # her several-seeds run: same session
+    bob = pool.start(LONG.with_settings(seed=3), "bob")
     wait_until(lambda: bob.step > 0, what="bob training in the free slot")
     assert seeds.status == RunStatus.WAITING and seeds.step == 0 and pool.running() == 2
     pool.discard(bob)
@@ -220,7 +219,7 @@ def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_ru
     assert pool.trainings() == 2
     for run in (alice, bob, private):
         wait_until(lambda run=run: run.ended.is_set(), what="the runs to finish")
-        assert run.status == RunStatus.FINISHED and run.step == TINY.steps
+        assert run.status == RunStatus.FINISHED and run.step == TINY.train.steps
     assert alice.pid == bob.pid != private.pid, "bob follows alice's worker; carol's copy has its own"
     assert alice.result[0] is not bob.result[0], "each session gets its own model object"
     assert same_weights(alice.result[0], bob.result[0])
@@ -230,14 +229,14 @@ def test_two_sessions_with_the_same_settings_share_one_training_and_a_private_ru
     # a session that starts the same run later gets the finished one at once
     late = pool.start(TINY, "dan")
     assert late.ended.is_set() and late.status == "finished" and late.shared == "finished"
-    assert late.step == TINY.steps and same_weights(late.result[0], alice.result[0])
+    assert late.step == TINY.train.steps and same_weights(late.result[0], alice.result[0])
 
 
 def test_another_seed_or_setting_trains_apart(pool):
-    a = pool.start(replace(LONG, seed=5), "alice")
-    b = pool.start(replace(LONG, seed=6), "bob")
-    c = pool.start(replace(LONG, seed=5, lr=LONG.lr / 2), "carol")
-    d = pool.start(replace(LONG, seed=5), "dan")
+    a = pool.start(LONG.with_settings(seed=5), "alice")
+    b = pool.start(LONG.with_settings(seed=6), "bob")
+    c = pool.start(LONG.with_settings(seed=5, lr=LONG.train.lr / 2), "carol")
+    d = pool.start(LONG.with_settings(seed=5), "dan")
     assert (a.shared, b.shared, c.shared, d.shared) == (None, None, None, "live")
     assert pool.trainings() == 3
     wait_until(lambda: a.step > 0 and b.step > 0, what="two trainings")
@@ -262,11 +261,11 @@ def test_stop_in_a_shared_training_keeps_that_step_and_the_others_train_on(pool)
 
 def test_the_run_key_names_every_setting_and_the_code():
     key = live_run.run_key(TINY, 1)
-    assert key == live_run.run_key(replace(TINY), 1)
+    assert key == live_run.run_key(TINY, 1)
     assert key != live_run.run_key(TINY, 2)
-    for change in (dict(seed=1), dict(lr=TINY.lr * 2), dict(steps=31), dict(knockout="1.2"),
+    for change in (dict(seed=1), dict(lr=TINY.train.lr * 2), dict(steps=31), dict(knockout="1.2"),
                    dict(shared_embedding=False)):
-        assert live_run.run_key(replace(TINY, **change), 1) != key, change
+        assert live_run.run_key(TINY.with_settings(**change), 1) != key, change
     assert len(live_run.code_version()) == 16
 
 
@@ -431,7 +430,7 @@ class StallingBackend(ThreadBackend):
         self.stalled, self.release = threading.Event(), threading.Event()
 
     def start(self, settings, threads, name):
-        if settings.seed == 1:
+        if settings.train.seed == 1:
             self.stalled.set()
             self.release.wait(60)
         return super().start(settings, threads, name)
@@ -443,10 +442,10 @@ def test_a_worker_start_that_stalls_ends_only_its_own_run_with_a_sentence():
     slow = StallingBackend()
     pool = thread_pool(backend=slow, start_seconds=1.0)
     try:
-        stuck = pool.start(replace(LONG, seed=1), "alice")
+        stuck = pool.start(LONG.with_settings(seed=1), "alice")
         assert stuck.status == RunStatus.STARTING, "start() returns while the worker starts"
         assert slow.stalled.wait(10)
-        other = pool.start(replace(LONG, seed=2), "bob")
+        other = pool.start(LONG.with_settings(seed=2), "bob")
         wait_until(lambda: other.step > 5, what="bob's run to train while alice's start stalls")
         wait_until(lambda: stuck.ended.is_set(), 10, "the stalled start to pass its deadline")
         assert stuck.status == RunStatus.FAILED and "had not started 1 s after it got its slot" in stuck.error
@@ -483,11 +482,12 @@ def test_a_sessions_ended_runs_and_their_models_are_released_when_the_session_le
         assert model is not None and run.status == how, (run.status, run.error)
         return weakref.ref(run), weakref.ref(model), weakref.ref(run.source)
 
-    refs = [ended(replace(TINY, seed=1), "alice|1", "finished"), ended(replace(LONG, seed=3), "carol|1", "failed")]
+    refs = [ended(TINY.with_settings(seed=1), "alice|1", "finished"),
+            ended(LONG.with_settings(seed=3), "carol|1", "failed")]
     gc.collect()
     assert [[r() is None for r in three] for three in refs] == [[True] * 3] * 2
     assert pool.runs_of("alice|1") == pool.runs_of("carol|1") == [] and pool.trainings() == 0
-    again = pool.start(replace(TINY, seed=1), "dave|1")  # the finished key is still handed back at once
+    again = pool.start(TINY.with_settings(seed=1), "dave|1")  # the finished key is still handed back at once
     assert again.shared == "finished" and again.result is not None
 
 
@@ -506,7 +506,7 @@ def test_the_backend_rests_once_per_idle_spell_and_trains_again_after():
     backend stops its forkserver), once, and never while a training runs."""
     pool = thread_pool(backend=RestingThreadBackend(), rest_seconds=0.1)
     try:
-        run = pool.start(replace(LONG, seed=5), "alice")
+        run = pool.start(LONG.with_settings(seed=5), "alice")
         wait_until(lambda: run.step > 3, what="training")
         time.sleep(0.3)
         assert pool.backend.rested == []  # never while it trains
@@ -514,7 +514,7 @@ def test_the_backend_rests_once_per_idle_spell_and_trains_again_after():
         wait_until(lambda: pool.backend.rested == [1], 10, "a rest after the run")
         time.sleep(0.3)
         assert pool.backend.rested == [1] and pool.rests == 1  # once per idle spell
-        again = pool.start(replace(TINY, seed=6), "alice")
+        again = pool.start(TINY.with_settings(seed=6), "alice")
         wait_until(lambda: again.ended.is_set(), 30, "a run after the rest")
         assert again.status == RunStatus.FINISHED
         wait_until(lambda: pool.backend.rested == [1, 2], 10, "a rest after the second run")
@@ -530,13 +530,13 @@ def test_an_idle_pool_stops_its_forkserver_and_the_next_training_starts_a_new_on
 
     pool = runs.RunPool(1, rest_seconds=0.5)
     try:
-        first = pool.start(replace(TINY, steps=3), "alice")
+        first = pool.start(TINY.with_settings(steps=3), "alice")
         wait_until(lambda: first.ended.is_set(), 120, "the first run")
         server = forkserver._forkserver._forkserver_pid
         assert first.status == RunStatus.FINISHED and server is not None and alive(server)
         wait_until(lambda: pool.rests == 1, 30, "the idle pool to stop its forkserver")
         assert not alive(server) and forkserver._forkserver._forkserver_pid is None
-        again = pool.start(replace(TINY, steps=3, seed=9), "alice")
+        again = pool.start(TINY.with_settings(steps=3, seed=9), "alice")
         wait_until(lambda: again.ended.is_set(), 120, "a run after the rest")
         assert again.status == RunStatus.FINISHED and alive(forkserver._forkserver._forkserver_pid)
     finally:

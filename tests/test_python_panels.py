@@ -338,7 +338,7 @@ def test_train_snippets_of_a_live_run(tmp_path):
     at.button(key="tr_timeline").click().run()  # the run's own timeline is measured when the student asks
     assert not at.exception, at.exception
     assert run.status == RunStatus.FINISHED and run.result is not None, (run.status, run.error)
-    shown = [x for x in at.session_state[RUN_KEY] if "my_model.pt" in x["code"] or "TrainSettings(" in x["code"]]
+    shown = [x for x in at.session_state[RUN_KEY] if "my_model.pt" in x["code"] or "RunConfig.of(" in x["code"]]
     assert len(shown) == 2, [x["title"] for x in at.session_state[RUN_KEY]]
     for name in ("core", "ui", "checkpoints"):  # the repository root, with the student's download in it
         (tmp_path / name).symlink_to(ROOT / name)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from core.pool.runs import RunPool
 from core.pool.status import RunStatus
 from core.sweeps.grid import grid
 from core.sweeps.run import TIMES, LocalRunner, read_table, sweep
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 
 from helpers import wait_until
 
@@ -36,8 +35,8 @@ if importlib.util.find_spec("ray") is None:
 pytestmark = pytest.mark.ray
 ray = None  # imported by the cluster fixture once the token settings are in the environment (Ray reads them then)
 
-SHORT = replace(TrainSettings.defaults(), n_layers=1, steps=30)
-LONG = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
+SHORT = RunConfig.of(n_layers=1, steps=30)
+LONG = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
 AUTH = {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -128,7 +127,7 @@ def _cmdline_has(d: Path, text: str) -> bool:
         return False
 
 
-def finished(pool: RunPool, settings: TrainSettings):
+def finished(pool: RunPool, settings: RunConfig):
     run = pool.start(settings, owner="a|1", private=True)
     assert run.ended.wait(240), f"the run is still {run.status} at step {run.step}"
     return run
@@ -171,7 +170,7 @@ def test_a_killed_actor_ends_its_run_with_a_sentence_and_the_pool_trains_on(ray_
     assert run.ended.wait(60)
     assert run.status == RunStatus.FAILED
     assert "Ray actor" in run.error and "Nothing else in your session changed" in run.error, run.error
-    again = finished(ray_pool, replace(SHORT, steps=3))
+    again = finished(ray_pool, SHORT.with_settings(steps=3))
     assert again.status == RunStatus.FINISHED and again.step == 3
     wait_until(no_training_actor, 30, "every actor to end")
 
@@ -201,7 +200,7 @@ class Counting:
         self.runner, self.given = runner, []
 
     def run(self, specs, threads):
-        self.given.append([s.seed for s in specs])
+        self.given.append([s.train.seed for s in specs])
         yield from self.runner.run(specs, threads)
 
 

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,12 @@ import torch
 from core.pool.backend import ThreadBackend
 from core.pool.runs import RunPool
 from core.pool.status import RunStatus
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 from helpers import ROOT
 
-TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
+TINY = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=5000)
 
 
 def wait_until(predicate, timeout: float = 60, what: str = "the condition"):
@@ -96,7 +95,7 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
     assert gone(pool, run), "the worker must end with its run"
     model, info, data = run.result
     steps = run.step
-    assert 60 <= steps < TINY.steps and info["train"]["steps_done"] == steps
+    assert 60 <= steps < TINY.train.steps and info["train"]["steps_done"] == steps
     assert info["history"][-1]["step"] == steps
     # The same settings trained here to the same step give the very same weights.
     reference = Trainer(*TINY.configs())
@@ -112,7 +111,7 @@ def test_rows_stream_stop_within_half_a_second_and_the_model_of_that_step_comes_
 
 
 def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(pool):
-    run = pool.start(replace(TINY, steps=30), "alice")
+    run = pool.start(TINY.with_settings(steps=30), "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
     assert run.status == RunStatus.FINISHED and run.step == 30
     model, info, _ = run.result
@@ -124,7 +123,7 @@ def test_a_run_that_finishes_hands_back_its_checkpoint_with_the_full_history(poo
 def test_a_worker_run_brings_back_its_snapshots_and_its_training_experiments(pool):
     """The worker hands back the trainer's own checkpoint, so the snapshots (checkpoint format v2)
     and the experiments (core.training.interventions) travel with it: the same as the same run trained here."""
-    settings = replace(TINY, n_layers=2, steps=40, hold="1.1", knockout="2.4")
+    settings = TINY.with_settings(n_layers=2, steps=40, hold="1.1", knockout="2.4")
     run = pool.start(settings, "alice")
     assert wait_until(lambda: run.ended.is_set(), what="the run to finish")
     assert run.status == RunStatus.FINISHED and run.step == 40, run.error
@@ -153,7 +152,7 @@ def test_a_killed_worker_ends_its_run_with_a_sentence_and_frees_the_slot(process
     assert run.status == RunStatus.FAILED and "killed by signal 9" in run.error and "press Train" in run.error
     # a kill after the first logged step keeps that step's model (tests/test_faults.py)
     assert (run.result is None) == (run.step < run.train_cfg.log_every) and pool.running() == 0
-    again = pool.start(replace(TINY, steps=3), "alice")  # the pool still works
+    again = pool.start(TINY.with_settings(steps=3), "alice")  # the pool still works
     wait_until(lambda: again.ended.is_set(), what="a new run")
     assert again.status == RunStatus.FINISHED
 
@@ -212,10 +211,10 @@ def test_reset_retrain_and_a_gone_session_end_the_worker():
 def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
     """One torch thread per worker, whatever runs beside it: the most steps per CPU-second when
     trainings queue, and a fixed count keeps runs of the same settings bit-identical."""
-    a = pool.start(replace(TINY, seed=1), "alice")
-    b = pool.start(replace(TINY, seed=2), "bob")
-    c = pool.start(replace(TINY, seed=3), "carol")
-    d = pool.start(replace(TINY, seed=4), "dan")
+    a = pool.start(TINY.with_settings(seed=1), "alice")
+    b = pool.start(TINY.with_settings(seed=2), "bob")
+    c = pool.start(TINY.with_settings(seed=3), "carol")
+    d = pool.start(TINY.with_settings(seed=4), "dan")
     wait_until(lambda: a.worker_threads == 1 and b.worker_threads == 1, what="two runs on one thread each")
     assert (c.status, c.position, c.step) == (RunStatus.WAITING, 1, 0)
     assert (d.status, d.position) == (RunStatus.WAITING, 2)
@@ -229,7 +228,7 @@ def test_the_limit_makes_runs_wait_in_order_on_one_thread_each(pool):
 
 def test_runs_of_different_owners_are_apart(pool):
     a = pool.start(TINY, "alice")
-    b = pool.start(replace(TINY, n_layers=0), "bob")
+    b = pool.start(TINY.with_settings(n_layers=0), "bob")
     wait_until(lambda: len(a.rows) >= 2 and len(b.rows) >= 2, what="rows for both")
     assert pool.runs_of("alice") == [a] and pool.runs_of("bob") == [b]
     assert all(len(r["prev_token"]) == 1 for r in a.rows)  # alice's 1-block rows
@@ -243,9 +242,9 @@ sys.path.insert(0, sys.argv[1])
 from dataclasses import replace
 from core.pool.backend import ThreadBackend
 from core.pool.runs import RunPool
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 pool = RunPool(capacity=1)
-run = pool.start(replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24,
+run = pool.start(RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24,
                          batch_size=4, steps=100000), "x")
 while run.step < 3:
     time.sleep(0.02)

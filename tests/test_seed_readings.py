@@ -10,7 +10,7 @@ import pytest
 from core.laws.clamps import CLAMPS_FILE
 from core.laws.readings import READINGS_FILE
 from core.laws.stats import table_command
-from core.sweeps.grid import RunSpec, int_list
+from core.sweeps.grid import int_list, run_id, sweep_run
 from core.sweeps.run import read_table
 from exercises.planted import TASK, planted_induction_model, random_model
 
@@ -44,8 +44,8 @@ def test_the_shipped_readings_are_the_plain_runs_of_the_clamps_sweep():
     table = pd.read_csv(READINGS_FILE, comment="#", dtype={"run_id": str, "code": str})
     seeds = int_list(parsed.get("--seeds", "0-4"))
     assert table["seed"].tolist() == seeds and len(seeds) >= 5 and table["code"].nunique() == 1
-    specs = [RunSpec.defaults(steps=int(parsed.get("--steps", 600)), seed=s) for s in seeds]
-    assert table["run_id"].tolist() == [s.run_id(table["code"][0]) for s in specs]
+    specs = [sweep_run(steps=int(parsed.get("--steps", 600)), seed=s) for s in seeds]
+    assert table["run_id"].tolist() == [run_id(s, table["code"][0]) for s in specs]
     if CLAMPS_FILE.is_file():  # the same runs, trained twice: the same drop steps
         clamps = read_table(CLAMPS_FILE).set_index("run_id")
         same = table[table["run_id"].isin(clamps.index)]

@@ -6,26 +6,25 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 
 import pytest
 from test_runs import thread_pool
 
 from core.pool.status import RunStatus
 from core.series.seeds import SeedSeries
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 from helpers import open_app
 
-TINY = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=30)
+TINY = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=30)
 
 
-def reference_row(settings: TrainSettings, seed: int) -> dict:
+def reference_row(settings: RunConfig, seed: int) -> dict:
     """The seed's run trained here: its final later-copy loss and, by a plain loop over the logged
     rows, its drop step (first logged step below ln V / 2)."""
-    trainer = Trainer(*replace(settings, seed=seed).configs())
-    trainer.run(settings.steps)
+    trainer = Trainer(*settings.with_settings(seed=seed).configs())
+    trainer.run(settings.train.steps)
     drop = None
     for row in trainer.history:
         if row["loss_later_copies"] < math.log(64) / 2:
@@ -42,7 +41,7 @@ def pool():
 
 
 def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
-    series = SeedSeries(pool, replace(TINY, seed=7), 3, "alice|seeds").start()
+    series = SeedSeries(pool, TINY.with_settings(seed=7), 3, "alice|seeds").start()
     overlap = []
     while series.active:
         overlap.append(len(pool.runs_of("alice|seeds")))
@@ -59,7 +58,7 @@ def test_seeds_train_one_after_another_and_each_row_is_that_seeds_run(pool):
 
 
 def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
-    series = SeedSeries(pool, replace(TINY, steps=5000), 4, "alice|seeds").start()
+    series = SeedSeries(pool, TINY.with_settings(steps=5000), 4, "alice|seeds").start()
     deadline = time.monotonic() + 60
     while not (series.current is not None and series.current.step > 0) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -72,7 +71,7 @@ def test_cancel_ends_the_run_in_progress_and_starts_no_further_seed(pool):
 def test_the_series_leaves_the_sessions_ordinary_run_alone_and_waits_for_its_slot(pool):
     """One training slot per session: the series waits while the session's own run trains (a slot
     is free all the while), and does not end that run."""
-    ordinary = pool.start(replace(TINY, steps=5000), "alice")
+    ordinary = pool.start(TINY.with_settings(steps=5000), "alice")
     series = SeedSeries(pool, TINY, 3, "alice|seeds").start()
     deadline = time.monotonic() + 60
     while not (ordinary.step > 25 and series.current is not None) and time.monotonic() < deadline:
@@ -107,7 +106,7 @@ def test_a_series_needs_three_to_five_seeds(pool, n, phrase):
 
 def test_bad_settings_are_refused_with_the_settings_own_sentence(pool):
     with pytest.raises(ValueError, match="no complete second copy"):
-        SeedSeries(pool, replace(TINY, period_min=40, period_max=64, seq_len=96), 3, "alice|seeds")
+        SeedSeries(pool, TINY.with_settings(period_min=40, period_max=64, seq_len=96), 3, "alice|seeds")
 
 
 @pytest.mark.app
@@ -136,7 +135,7 @@ def test_train_page_trains_several_seeds_and_shows_each_next_to_the_study():
     table = next(d.value for d in at.dataframe if "drop step" in d.value.columns)
     assert table["seed"].tolist() == [3, 4, 5] and (table["status"] == RunStatus.FINISHED).all()
     for seed, final in zip(table["seed"], table["final later-copy loss"]):
-        ref = reference_row(replace(TINY, seed=3), int(seed))  # one thread, as in the workers: equal
+        ref = reference_row(TINY.with_settings(seed=3), int(seed))  # one thread, as in the workers: equal
         assert final == ref["final"]
     assert any("3 of 3 seeds never fell below ln V / 2" in m.value for m in at.markdown)
     assert any("What am I looking at?" in m.value and "shipped transition study" in m.value for m in at.markdown)
@@ -154,7 +153,7 @@ def test_the_backend_does_not_rest_between_the_seeds_of_a_series():
     pool = thread_pool(backend=RestingThreadBackend())
     assert pool.rest_seconds == REST_SECONDS
     try:
-        series = SeedSeries(pool, replace(TINY, seed=7), 3, "alice|seeds").start()
+        series = SeedSeries(pool, TINY.with_settings(seed=7), 3, "alice|seeds").start()
         assert series.wait(120)
         assert [r["status"] for r in series.results] == [RunStatus.FINISHED] * 3
         assert pool.backend.rested == []  # no rest between the seeds

@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from ui import snippets
 from ui.model_keys import SHIPPED, shipped_key
 from ui.python_panel import Snippet
@@ -19,8 +19,8 @@ from ui.snippets.fill import Code, fill
 SHIPPED_KEY = shipped_key("variable-period-2block.pt")
 AT_STEP = SHIPPED_KEY + "@step120"  # a snapshot of it (ui.model_keys.STEP_TAG)
 SESSION = "session:abc"  # a model trained or uploaded in the session
-SETTINGS = TrainSettings(n_layers=2, period_min=4, period_max=8, seq_len=24, bias=False, lr=0.01, batch_size=4,
-                         steps=60, seed=0)
+SETTINGS = RunConfig.of(n_layers=2, period_min=4, period_max=8, seq_len=24, bias=False, lr=0.01, batch_size=4,
+                        steps=60, seed=0)
 TYPED, DRAWN = snippets.typed_pattern("abcd"), snippets.drawn_pattern("abcxyz", 5, 2)
 
 # builder -> argument tuples, covering each branch (task sequence or typed text, snapshot step, session model)

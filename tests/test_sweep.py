@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 
 from core.model.drop import drop_step
 from core.pool.live_run import code_version
-from core.sweeps.grid import RunSpec, grid, int_list, period_list
+from core.sweeps.grid import grid, int_list, period_list, run_id, sweep_run
 from core.sweeps.run import COLUMNS, TIMES, LocalRunner, main, read_table, run_one, sweep
 
 from helpers import ROOT
@@ -39,16 +38,16 @@ def comparable(frame):
 def test_the_grid_is_every_combination_with_seeds_fastest_and_periods_paired():
     specs = grid({"n_layers": [1, 2], "period": [(16, 32), (8, 16)], "seed": [0, 1, 2]})
     assert len(specs) == 12
-    assert [s.seed for s in specs[:3]] == [0, 1, 2] and len({s.n_layers for s in specs[:6]}) == 1
-    assert {(s.period_min, s.period_max) for s in specs} == {(16, 32), (8, 16)}
-    base = RunSpec.defaults()
-    assert all(s.lr == base.lr and s.vocab_size == base.vocab_size for s in specs)
+    assert [s.train.seed for s in specs[:3]] == [0, 1, 2] and len({s.model.n_layers for s in specs[:6]}) == 1
+    assert {(s.task.period_min, s.task.period_max) for s in specs} == {(16, 32), (8, 16)}
+    base = sweep_run()
+    assert all(s.train.lr == base.train.lr and s.model.vocab_size == base.model.vocab_size for s in specs)
 
 
 def test_a_key_naming_several_fields_sets_them_together():
     # the laws' context sweep: periods scaled with the sequence length, not crossed with it
     specs = grid({"period_min, period_max, seq_len": [(8, 16, 48), (16, 32, 96)], "seed": [0, 1]})
-    assert [(s.period_min, s.period_max, s.seq_len, s.seed) for s in specs] == [
+    assert [(s.task.period_min, s.task.period_max, s.task.seq_len, s.train.seed) for s in specs] == [
         (8, 16, 48, 0), (8, 16, 48, 1), (16, 32, 96, 0), (16, 32, 96, 1)]
     with pytest.raises(ValueError, match="must give 3 numbers"):
         grid({"period_min, period_max, seq_len": [(8, 16)]})
@@ -71,7 +70,7 @@ def test_flag_lists():
 
 
 def test_spec_configs_carry_every_swept_field():
-    spec = RunSpec.defaults(n_layers=1, vocab_size=32, batch_size=8, lr=3e-3, warmup_steps=5, init="plain",
+    spec = sweep_run(n_layers=1, vocab_size=32, batch_size=8, lr=3e-3, warmup_steps=5, init="plain",
                             knockout="1.2", hold="1.3", steps=7)
     model, task, train = spec.configs()
     assert (model.n_layers, model.vocab_size) == (1, 32)
@@ -79,19 +78,39 @@ def test_spec_configs_carry_every_swept_field():
     assert (train.embed_scale, train.embed_shared) == (1.0, 0.0)
     assert (train.knockout, train.hold) == ("1.2", "1.3")
     with pytest.raises(ValueError, match="hold takes a head of block 1"):
-        replace(spec, hold="2.1").configs()
-    assert RunSpec.defaults(clamp="2.3").configs()[2].clamp == "2.3"
+        spec.with_settings(hold="2.1").configs()
+    assert sweep_run(clamp="2.3").configs()[2].clamp == "2.3"
     with pytest.raises(ValueError, match="clamp takes a head of block 2"):
-        RunSpec.defaults(clamp="1.1").configs()
+        sweep_run(clamp="1.1").configs()
     with pytest.raises(ValueError, match="not a head of block 2"):
-        replace(spec, hold="none", knockout="none", clamp="2.1").configs()  # one block
+        spec.with_settings(hold="none", knockout="none", clamp="2.1").configs()  # one block
 
 
 def test_run_ids_differ_by_settings_seed_and_code():
-    a = RunSpec.defaults()
-    assert a.run_id("c1") == RunSpec.defaults().run_id("c1")
-    assert len({a.run_id("c1"), a.run_id("c2"), replace(a, seed=1).run_id("c1"), replace(a, lr=0.02).run_id("c1"),
-                replace(a, clamp="2.1").run_id("c1")}) == 5
+    a = sweep_run()
+    assert run_id(a, "c1") == run_id(sweep_run(), "c1")
+    assert len({run_id(a, "c1"), run_id(a, "c2"), run_id(a.with_settings(seed=1), "c1"),
+                run_id(a.with_settings(lr=0.02), "c1"), run_id(a.with_settings(clamp="2.1"), "c1")}) == 5
+
+
+def test_a_setting_beyond_the_first_tables_is_a_column_and_in_the_id_only_when_changed(tmp_path):
+    """Any TrainConfig field is a sweep setting by its name: at the sweep's default it leaves the run id as the
+    shipped tables have it; changed, it changes the id, names the run and gets a column of its own."""
+    from core.sweeps.grid import SETTINGS, label, row_settings
+
+    base = sweep_run()
+    assert run_id(base.with_settings(weight_decay=base.train.weight_decay), "c") == run_id(base, "c")
+    other, same = grid({"weight_decay": [0.0, base.train.weight_decay], "n_layers": [0], "steps": [4], "every": [2]})
+    assert other.train.weight_decay == 0.0 and run_id(other, "c") != run_id(other.with_settings(weight_decay=0.1), "c")
+    assert row_settings(other)["weight_decay"] == 0.0 and "weight_decay" not in row_settings(base)
+    assert "weight_decay=0.0" in label(other)
+    rows = sweep([other, same], tmp_path / "wd.csv", "test", InProcess(), progress=None)
+    table = read_table(tmp_path / "wd.csv")  # the run at the default has it written out
+    assert list(table.columns) == COLUMNS + ["weight_decay"]
+    assert sorted(table["weight_decay"]) == [0.0, base.train.weight_decay]
+    assert set(SETTINGS) <= set(rows[0]) and rows[0]["weight_decay"] == 0.0
+    with pytest.raises(ValueError, match="unknown sweep fields: weight_decy"):
+        grid({"weight_decy": [0.0]})
 
 
 def test_a_table_written_before_the_clamp_existed_reads_as_unclamped(tmp_path):
@@ -113,21 +132,21 @@ def test_the_shipped_tables_run_ids_survive_the_settings_added_since():
     for name in ("init", "clamps", "batch"):
         table = read_table(ROOT / f"checkpoints/laws/{name}.csv")
         for row in table.head(3).itertuples():
-            spec = RunSpec(**{c: getattr(row, c) for c in SETTINGS})
-            assert spec.run_id(row.code) == row.run_id
-    assert RunSpec.defaults(decay_steps=0).run_id("c") != RunSpec.defaults().run_id("c")
-    assert RunSpec.defaults(stop_below=0.5).run_id("c") != RunSpec.defaults().run_id("c")
+            spec = sweep_run(**{c: getattr(row, c) for c in SETTINGS})
+            assert run_id(spec, row.code) == row.run_id
+    assert run_id(sweep_run(decay_steps=0), "c") != run_id(sweep_run(), "c")
+    assert run_id(sweep_run(stop_below=0.5), "c") != run_id(sweep_run(), "c")
 
 
 def test_a_constant_rate_run_and_its_stop():
     """decay_steps reaches TrainConfig (0: the rate is lr at every step); stop_below ends the run at its first
     measurement below it, so steps_run is that measured step."""
-    train = RunSpec.defaults(decay_steps=0, steps=900).configs()[2]
+    train = sweep_run(decay_steps=0, steps=900).configs()[2]
     assert train.decay_steps == 0 and {train.lr_at(s) for s in (0, 500, 899)} == {train.lr}
     with pytest.raises(ValueError, match="stop_below"):
-        RunSpec.defaults(stop_below=-1.0).configs()
-    never = run_one(RunSpec.defaults(n_layers=0, steps=6, every=2))
-    at_once = run_one(RunSpec.defaults(n_layers=0, steps=6, every=2, stop_below=never["final_loss_later"] + 10))
+        sweep_run(stop_below=-1.0).configs()
+    never = run_one(sweep_run(n_layers=0, steps=6, every=2))
+    at_once = run_one(sweep_run(n_layers=0, steps=6, every=2, stop_below=never["final_loss_later"] + 10))
     assert never["steps_run"] == 6 and at_once["steps_run"] == 0  # the first measurement is already below
     assert at_once["completion_step"] is None and never["onset_step"] is None  # no heads: no head-score onset
 
@@ -146,11 +165,11 @@ def test_completion_and_the_head_score_onset_read_off_a_curve():
 
 
 def test_a_row_reads_the_drop_step_from_its_curve():
-    spec = RunSpec.defaults(n_layers=1, steps=6, every=3)
+    spec = sweep_run(n_layers=1, steps=6, every=3)
     row = run_one(spec)
     assert list(row) == COLUMNS
-    assert row["steps_run"] == 6 and row["code"] == code_version() and row["run_id"] == spec.run_id(code_version())
-    fell = drop_step([6], [row["final_loss_later"]], spec.vocab_size) is not None
+    assert row["steps_run"] == 6 and row["code"] == code_version() and row["run_id"] == run_id(spec, code_version())
+    fell = drop_step([6], [row["final_loss_later"]], spec.model.vocab_size) is not None
     assert row["drop_step"] is None or row["drop_step"] % 3 == 0  # a measured step
     assert not fell or row["drop_step"] is not None  # fallen by the end: a drop step at or before it
     assert row["final_loss_later"] > 0 and math.isfinite(row["loss_second_copy"]) and row["cpu_s"] > 0
@@ -165,7 +184,7 @@ def test_resuming_skips_finished_runs_and_keeps_their_rows(tmp_path):
     assert len(before) == 2
     more = grid({**TINY, "seed": [0, 1, 2]})
     sweep(more, out, "second", runner, progress=None)
-    assert [s.seed for s in runner.given[1]] == [2]
+    assert [s.train.seed for s in runner.given[1]] == [2]
     after = read_table(out)
     assert len(after) == 3
     kept = after[after["seed"] < 2].reset_index(drop=True)

@@ -3,7 +3,6 @@ the film strip of a run still training, from the patterns its worker streams wit
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,10 +13,10 @@ from core.model.tinycharlm import TinyCharLM
 from core.pool.runs import RunPool
 from core.pool.status import RunStatus
 from core.training import timeline as tl
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
-TWO = replace(TrainSettings.defaults(), n_layers=2, period_min=4, period_max=8, seq_len=24, batch_size=4,
+TWO = RunConfig.of(n_layers=2, period_min=4, period_max=8, seq_len=24, batch_size=4,
               steps=5000)
 
 

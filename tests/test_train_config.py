@@ -1,8 +1,8 @@
 """One training configuration: TrainConfig holds every training option, heads written as the pages write them
-("1.2", counted from 1; None for off); the command line, the Train page's settings and a sweep's runs set an
-option by its field's name (with_settings); the old forms (0-based ints, -1 and "none", the old schedule name)
-are read at the edges where old files hold them: every shipped checkpoint and every shipped laws table reads
-as before."""
+("1.2", counted from 1; None for off); a RunConfig is one run whole (model, task, TrainConfig), and the command
+line, the Train page's settings and a sweep's runs build it by the options' field names (RunConfig.of); the old
+forms (0-based ints, -1 and "none", the old schedule name) are read at the edges where old files hold them: every
+shipped checkpoint and every shipped laws table reads as before."""
 from __future__ import annotations
 
 import io
@@ -13,10 +13,11 @@ import pytest
 from core.model.checkpoints import read_checkpoint, save_checkpoint
 from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.sweeps.grid import SETTINGS, RunSpec
+from core.sweeps.grid import SETTINGS, run_id, sweep_run
 from core.sweeps.run import read_table
 from core.training.config import TrainConfig, with_settings
 from core.training.interventions import describe
+from core.training.run_config import RunConfig
 
 from helpers import ROOT
 
@@ -76,8 +77,8 @@ def test_every_row_of_every_shipped_sweep_table_is_still_its_specs_run(path):
     table = read_table(path)
     assert len(table)
     for row in table.itertuples():
-        spec = RunSpec(**{c: getattr(row, c) for c in SETTINGS})
-        assert spec.run_id(row.code) == row.run_id, (path.name, row.run_id)
+        spec = sweep_run(**{c: getattr(row, c) for c in SETTINGS})
+        assert run_id(spec, row.code) == row.run_id, (path.name, row.run_id)
         model, task, train = spec.configs()
         assert (model.n_layers, task.seq_len, train.steps, train.seed) == (row.n_layers, row.seq_len, row.steps,
                                                                             row.seed)
@@ -107,3 +108,49 @@ def test_a_setting_goes_to_the_config_with_its_name():
     assert (model.n_layers, task.seq_len, train.lr, train.hold, train.seq_len) == (1, 64, 0.5, "1.1", 0)
     with pytest.raises(ValueError, match="no model, task or training setting is called 'lr_typo'"):
         with_settings({"lr_typo": 1}, ModelConfig(), TaskConfig(), TrainConfig())
+
+
+def test_a_run_is_built_by_name_and_its_changes_build_it_again():
+    """RunConfig.of routes each setting to the config with its field (seq_len: the task's), reads the few names
+    that are not a field (task, init/shared_embedding, period) and refuses a name nothing has; changes() is the
+    shortest set of settings that builds the same run again, on both tasks."""
+    run = RunConfig.of(n_layers=1, seq_len=64, period=(8, 16), lr=0.5, hold="1.1", shared_embedding=False)
+    assert (run.model.n_layers, run.task.seq_len, run.task.period_max, run.train.lr) == (1, 64, 16, 0.5)
+    assert (run.train.hold, run.train.seq_len, run.init, run.kind) == ("1.1", 0, "plain", "repeat")
+    assert run.changes() == {"task": "repeat", "n_layers": 1, "period_min": 8, "period_max": 16, "seq_len": 64,
+                             "lr": 0.5, "hold": "1.1", "init": "plain"}
+    markov = RunConfig.of(task="markov", n_states=5, seq_len=40, weight_decay=0.0)
+    assert (markov.kind, markov.model.vocab_size, markov.train.steps) == ("markov", 5, 1000)  # core.training.markov's
+    for r in (run, markov, RunConfig.of(), RunConfig.of("fixed-period-1block-bias", seed=3)):
+        assert RunConfig.of(**r.changes()) == r and r.with_settings() == r
+        assert r.get("seed") == r.seed == r.train.seed and r.get("task") == r.kind and r.seq_len == r.task.seq_len
+    with pytest.raises(ValueError, match="no model, task or training setting is called 'lr_typo'"):
+        RunConfig.of(lr_typo=1)
+    with pytest.raises(AttributeError, match="no attribute or setting 'lr_typo'"):
+        RunConfig.of().lr_typo  # noqa: B018 -- read by name as RunConfig.get reads it, or refused
+    with pytest.raises(ValueError, match="period_min"):  # the Markov task has no periods
+        RunConfig.of(task="markov", period_min=4)
+    with pytest.raises(ValueError, match="init must be"):
+        RunConfig.of(init="wide")
+
+
+def test_a_run_is_validated_and_labelled_in_one_place():
+    assert RunConfig.of().problem() is None and RunConfig.of().label() == "2 blocks, periods 16–32, length 96, seed 0"
+    assert "Train for at least 1 step" in RunConfig.of(steps=0).problem()
+    assert RunConfig.of(steps=0).validate(min_steps=0).train.steps == 0  # the command line writes step 0
+    assert "offered on the Markov-chain task only" in RunConfig.of(smeared_keys=True).problem()
+    assert "not a head of block 2" in RunConfig.of(n_layers=1, clamp="2.1").problem()
+    assert "stop_below" in RunConfig.of(stop_below=-1.0).problem()
+    assert RunConfig.of(hold="1.2", clamp="2.1").label() == ("2 blocks, head 1.2 held, head 2.1 clamped, periods "
+                                                             "16–32, length 96, seed 0")
+    assert RunConfig.of(task="markov", n_layers=1, smeared_keys=True, seed=2).label() == (
+        "1 block, smeared keys, Markov chains of 3 states, Dirichlet 1, length 100, seed 2")
+
+
+def test_the_command_line_builds_its_run_as_every_caller_does():
+    from core.training.train import build_parser, configs_from_args
+
+    args = build_parser().parse_args(["--out", "x.pt", "--layers", "1", "--seq-len", "64", "--lr", "0.5",
+                                      "--hold-prev-head", "1.1", "--plain-embedding"])
+    run = RunConfig.of(n_layers=1, seq_len=64, lr=0.5, hold="1.1", init="plain")
+    assert configs_from_args(args) == run.configs()

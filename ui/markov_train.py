@@ -184,7 +184,7 @@ def result_markov(run: LiveRun) -> None:
     kl = ", ".join(f"{n} {last.get(f'kl_{n}', math.nan):.4f}" for n in run.task_cfg.strategies)
     st.success(f"{run.status.capitalize()} at step {run.step}: KL to each strategy {kl} nats. "
                + mk.stage_sentence(hist, run.task_cfg))
-    paper_run_panel(hist, run.task_cfg, run.settings.batch_size)
+    paper_run_panel(hist, run.task_cfg, run.settings.train.batch_size)
     st.caption("This model is now in the sidebar picker: the Attention page shows its patterns and which heads "
                "count transitions, the Causal page patches it with another chain. Download it to keep it.")
     st.download_button("Download this checkpoint (.pt)", data, file_name=f"tinycharlm-markov-step{run.step}.pt",

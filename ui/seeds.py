@@ -9,7 +9,7 @@ import streamlit as st
 from core.pool.status import RunStatus
 from core.series.seeds import MAX_SEEDS, MIN_SEEDS, SeedSeries
 from core.training import transition
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from ui.charts.kept import draw
 from ui.charts.seeds import drop_steps_chart
 from ui.training import follow_series, run_pool, session_owner
@@ -20,7 +20,7 @@ COLUMNS = {"seed": "seed", "status": "status", "steps": "steps", "drop_step": "d
            "final_loss_later": "final later-copy loss"}
 
 
-def _start(settings: TrainSettings) -> None:
+def _start(settings: RunConfig) -> None:
     old = st.session_state.get(KEY)
     if old is not None:
         old.cancel()
@@ -36,11 +36,9 @@ def _cancel() -> None:
         series.cancel()
 
 
-def _same_as_study(settings: TrainSettings) -> bool:
+def _same_as_study(settings: RunConfig) -> bool:
     """The settings are the study's (the default preset) apart from the seed."""
-    d = TrainSettings.defaults()
-    return settings.configs()[:2] == d.configs()[:2] and {
-        k: v for k, v in vars(settings).items() if k != "seed"} == {k: v for k, v in vars(d).items() if k != "seed"}
+    return settings.with_settings(seed=RunConfig.of().train.seed) == RunConfig.of()
 
 
 def _progress(series: SeedSeries) -> None:
@@ -81,7 +79,7 @@ def _results(series: SeedSeries) -> None:
     if len(steps) < series.done:
         st.markdown(f"{series.done - len(steps)} of {series.done} seeds never fell below ln V / 2 in their steps.")
     if mine or theirs:
-        x_max = max([series.settings.steps] + [d["drop_step"] for d in theirs])
+        x_max = max([series.settings.train.steps] + [d["drop_step"] for d in theirs])
         chart, note = st.columns([3, 2])
         draw(chart, drop_steps_chart(pd.DataFrame(mine + theirs), x_max), width="stretch")
         same = _same_as_study(series.settings)
@@ -95,7 +93,7 @@ def _results(series: SeedSeries) -> None:
                "the same experiment: compare the spreads, not the positions."))
 
 
-def seeds_section(settings: TrainSettings, bad: str | None, off: bool) -> None:
+def seeds_section(settings: RunConfig, bad: str | None, off: bool) -> None:
     """The whole section; redraws itself every second while the series runs."""
     st.subheader("Several seeds: how much does the drop step move?")
     st.markdown(
@@ -109,7 +107,7 @@ def seeds_section(settings: TrainSettings, bad: str | None, off: bool) -> None:
     training = own is not None and own.active  # a session holds one training slot: the seeds wait for it
     a, b, c = st.columns([2, 1, 1])
     a.slider("Seeds", MIN_SEEDS, MAX_SEEDS, 3, key="tr_n_seeds",
-             help=f"Seeds {settings.seed}, {settings.seed + 1}, … (the Seed setting above is the first).")
+             help=f"Seeds {settings.train.seed}, {settings.train.seed + 1}, … (the Seed setting above is the first).")
     b.button("Train the seeds", on_click=_start, args=(settings,), disabled=bool(bad) or off or running or training,
              key="tr_seeds_start",
              help="Your run above is training: a session trains one run at a time." if training else None)

@@ -1,9 +1,10 @@
 """The Train page's settings form: the task, depth, periods (or the Markov chains' states and prior), the
 advanced settings and the experiments on the training itself, read back as one
-core.training.train_settings.TrainSettings."""
+core.training.run_config.RunConfig (each widget's value given to RunConfig.of by its setting's name)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import streamlit as st
 
@@ -11,7 +12,7 @@ from core.model.symbols import head_labels
 from core.training.markov import MARKOV_TASK, MARKOV_TRAIN
 from core.training.overview import initial_logit_bias
 from core.training.presets import DEFAULT_PRESET, get_preset
-from core.training.train_settings import UI_MAX_LAYERS, TrainSettings
+from core.training.run_config import UI_MAX_LAYERS, RunConfig
 from ui.cache import per_code
 
 LR_CHOICES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
@@ -48,10 +49,10 @@ ALPHA_CHOICES = [0.1, 0.3, 1.0, 3.0, 10.0]
 NO_HEAD = "none"
 
 
-def settings_widgets() -> TrainSettings:
+def settings_widgets() -> RunConfig:
     """The settings widgets. Streamlit forgets a widget's value while another page is shown, so the
     values are also kept under "tr_saved" and come back as the defaults on return."""
-    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+    d, saved = _defaults(), st.session_state.get("tr_saved", {})
     task = st.radio("Task", list(TASK_NAMES), list(TASK_NAMES).index(saved.get("tr_task", "repeat")),
                     format_func=TASK_NAMES.get, key="tr_task", horizontal=True,
                     help="Repeated patterns: every later token can be copied from one period back. Markov chains: "
@@ -124,8 +125,9 @@ def settings_widgets() -> TrainSettings:
 
 
 def default_values() -> dict:
-    """Every setting widget's default but the task's: TrainSettings.defaults and the Markov task's own."""
-    d = TrainSettings.defaults()
+    """Every setting widget's default but the task's: the repeat task's run's (RunConfig.of()) and the Markov
+    task's own."""
+    d = _defaults()
     return {"tr_layers": d.n_layers, "tr_periods": (d.period_min, d.period_max), "tr_seq_len": d.seq_len,
             "tr_bias": d.bias, "tr_shared": d.shared_embedding, "tr_lr": d.lr, "tr_batch": d.batch_size,
             "tr_steps": d.steps, "tr_seed": d.seed, "tr_hold": NO_HEAD, "tr_knock": NO_HEAD,
@@ -142,29 +144,37 @@ def restore_defaults() -> None:
     st.session_state["tr_saved"] = st.session_state.get("tr_saved", {}) | defaults
 
 
-def settings_from_state() -> TrainSettings:
-    """The settings the widgets hold now (read in callbacks too, so a click uses the latest values)."""
-    d, saved = TrainSettings.defaults(), st.session_state.get("tr_saved", {})
+def _defaults():
+    """The repeat task's default run as the widgets show it (flat, by setting name)."""
+    run = RunConfig.of()
+    m, t, tr = run.model, run.task, run.train
+    return SimpleNamespace(n_layers=m.n_layers, bias=m.bias, period_min=t.period_min, period_max=t.period_max,
+                           seq_len=t.seq_len, lr=tr.lr, batch_size=tr.batch_size, steps=tr.steps, seed=tr.seed,
+                           shared_embedding=run.init == "shared")
+
+
+def settings_from_state() -> RunConfig:
+    """The run the widgets hold now (read in callbacks too, so a click uses the latest values): each widget's
+    value under its setting's name, given to RunConfig.of."""
+    d, saved = _defaults(), st.session_state.get("tr_saved", {})
 
     def get(key, default):
         return st.session_state.get(key, saved.get(key, default))
 
-    pmin, pmax = get("tr_periods", (d.period_min, d.period_max))
     hold, knock = get("tr_hold", NO_HEAD), get("tr_knock", NO_HEAD)
-    if get("tr_task", "repeat") == "markov":  # the periods stay the defaults: runs differing only there are one
-        return TrainSettings(get("tr_layers", d.n_layers), d.period_min, d.period_max,
-                             int(get("tr_mk_len", MARKOV_TASK.seq_len)), get("tr_bias", d.bias), get("tr_lr", d.lr),
-                             get("tr_batch", d.batch_size), int(get("tr_mk_steps", MARKOV_TRAIN.steps)),
-                             int(get("tr_seed", d.seed)), bool(get("tr_mk_shared", False)),
-                             None if hold == NO_HEAD else hold, None if knock == NO_HEAD else knock, task="markov",
-                             n_states=int(get("tr_states", MARKOV_TASK.n_states)),
-                             concentration=float(get("tr_alpha", MARKOV_TASK.concentration)),
-                             smeared_keys=bool(get("tr_mk_smear", False)))
-    return TrainSettings(get("tr_layers", d.n_layers), pmin, pmax, get("tr_seq_len", d.seq_len),
-                              get("tr_bias", d.bias), get("tr_lr", d.lr), get("tr_batch", d.batch_size),
-                              int(get("tr_steps", d.steps)), int(get("tr_seed", d.seed)),
-                              bool(get("tr_shared", d.shared_embedding)),
-                              None if hold == NO_HEAD else hold, None if knock == NO_HEAD else knock)
+    settings = {"n_layers": get("tr_layers", d.n_layers), "bias": get("tr_bias", d.bias), "lr": get("tr_lr", d.lr),
+                "batch_size": get("tr_batch", d.batch_size), "seed": int(get("tr_seed", d.seed)),
+                "hold": None if hold == NO_HEAD else hold, "knockout": None if knock == NO_HEAD else knock}
+    if get("tr_task", "repeat") == "markov":
+        return RunConfig.of(task="markov", **settings, seq_len=int(get("tr_mk_len", MARKOV_TASK.seq_len)),
+                            steps=int(get("tr_mk_steps", MARKOV_TRAIN.steps)),
+                            shared_embedding=bool(get("tr_mk_shared", False)),
+                            n_states=int(get("tr_states", MARKOV_TASK.n_states)),
+                            concentration=float(get("tr_alpha", MARKOV_TASK.concentration)),
+                            smeared_keys=bool(get("tr_mk_smear", False)))
+    return RunConfig.of(task="repeat", **settings, period=get("tr_periods", (d.period_min, d.period_max)),
+                        seq_len=get("tr_seq_len", d.seq_len), steps=int(get("tr_steps", d.steps)),
+                        shared_embedding=bool(get("tr_shared", d.shared_embedding)))
 
 
 def experiment_widgets(saved: dict) -> None:

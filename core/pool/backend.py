@@ -28,7 +28,7 @@ from multiprocessing.connection import wait as wait_any
 from typing import Protocol
 
 from core.pool import worker
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class WorkerHandle(Protocol):
 
 
 class Backend(Protocol):
-    def start(self, settings: TrainSettings, threads: int, name: str) -> WorkerHandle:
+    def start(self, settings: RunConfig, threads: int, name: str) -> WorkerHandle:
         """Start a training of `settings` at `threads` torch threads; may take seconds (never call
         it under the pool's lock or on the monitor thread)."""
 
@@ -159,7 +159,7 @@ class ProcessBackend:
         self._guard = threading.Lock()  # held briefly: the count below, and rest() against a start
         self._starting = 0  # starts in flight
 
-    def start(self, settings: TrainSettings, threads: int, name: str) -> ProcessHandle:
+    def start(self, settings: RunConfig, threads: int, name: str) -> ProcessHandle:
         with self._guard:
             self._starting += 1
         try:
@@ -189,7 +189,7 @@ class ThreadHandle(_PipeHandle):
     sending into a pipe nobody reads any more (a cancelled run's checkpoint) gets a broken pipe and
     returns at once, instead of when the monitor closes the server's end (1.03 s in 2 of 8 tries)."""
 
-    def __init__(self, settings: TrainSettings, threads: int, name: str):
+    def __init__(self, settings: RunConfig, threads: int, name: str):
         parent, child = mp.Pipe(duplex=True)  # a socket pair
         super().__init__(parent, name)
         self._child_end = socket.socket(fileno=os.dup(child.fileno()))  # ours: kill() shuts it down
@@ -199,7 +199,7 @@ class ThreadHandle(_PipeHandle):
         self._thread.start()
         self.pid = self._thread.native_id
 
-    def _run(self, child, settings: TrainSettings, threads: int) -> None:
+    def _run(self, child, settings: RunConfig, threads: int) -> None:
         try:
             worker.train(child, settings, threads, killed=self._killed.is_set)
         except BaseException as e:  # noqa: BLE001 -- becomes the exit reason, as a crash's exit code would
@@ -239,7 +239,7 @@ class ThreadBackend:
     def __init__(self):
         self.started: list[ThreadHandle] = []  # every handle, for tests to look up by pid
 
-    def start(self, settings: TrainSettings, threads: int, name: str) -> ThreadHandle:
+    def start(self, settings: RunConfig, threads: int, name: str) -> ThreadHandle:
         handle = ThreadHandle(settings, threads, name)
         self.started.append(handle)
         return handle

@@ -15,7 +15,7 @@ import torch
 
 from core.model.checkpoints import read_checkpoint
 from core.pool.status import ACTIVE, RunStatus
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 
 
 def session_of(owner: str) -> str:
@@ -38,7 +38,7 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def run_key(settings: TrainSettings, threads: int) -> str:
+def run_key(settings: RunConfig, threads: int) -> str:
     """Runs with the same key give bit-identical models: every setting, the seed, the thread count, the code."""
     return hashlib.sha256(repr((sorted(asdict(settings).items()), threads, code_version())).encode()).hexdigest()
 
@@ -68,7 +68,7 @@ class _Stream:
 class _Training(_Stream):
     """One worker and its stream; `followers` are the LiveRuns of the sessions watching it."""
 
-    def __init__(self, settings: TrainSettings, key: str | None, threads: int):
+    def __init__(self, settings: RunConfig, key: str | None, threads: int):
         super().__init__(threads=threads)
         self.id, self.settings, self.key = uuid.uuid4().hex, settings, key
         self.followers: list[LiveRun] = []
@@ -107,7 +107,7 @@ class LiveRun:
     rows, frames, strip_period = (_streamed(n) for n in ("rows", "frames", "strip_period"))
     threads, worker_threads, pid = (_streamed(n) for n in ("threads", "worker_threads", "pid"))
 
-    def __init__(self, settings: TrainSettings, owner: str, source: _Stream, shared: str | None = None,
+    def __init__(self, settings: RunConfig, owner: str, source: _Stream, shared: str | None = None,
                  private: bool = False):
         self.settings, self.owner, self.id = settings, owner, uuid.uuid4().hex
         self.model_cfg, self.task_cfg, self.train_cfg = settings.configs()

@@ -42,9 +42,8 @@ class Monitor:
     def current(self, generation: int) -> bool:
         return generation == self.generation and not self._closed.is_set()
 
-    def stuck(self, now: float | None = None) -> bool:
-        return (self.thread is not None and self.thread.is_alive()
-                and (time.monotonic() if now is None else now) - self.beat > self.stuck_seconds)
+    def stuck(self) -> bool:
+        return self.thread is not None and self.thread.is_alive() and time.monotonic() - self.beat > self.stuck_seconds
 
     def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive() and not self.stuck()

@@ -19,21 +19,19 @@ draws from the global random generator a training uses: the tiny Trainer seeds i
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 
 import torch
 
 from core.pool import worker  # noqa: F401 -- the worker's code, imported once for every fork
 from core.training.heap import hand_back_free_memory
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.trainer import Trainer
 
 
 def warm() -> None:
     """One step of a tiny training at one torch thread (no OpenMP team exists before a fork)."""
     torch.set_num_threads(1)
-    tiny = replace(TrainSettings.defaults(), n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4,
-                   steps=2)
+    tiny = RunConfig.of(n_layers=1, period_min=4, period_max=8, seq_len=24, batch_size=4, steps=2)
     trainer = Trainer(*tiny.configs())
     trainer.run(1)
     worker.saved_checkpoint(trainer)

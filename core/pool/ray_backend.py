@@ -24,7 +24,7 @@ from collections import deque
 from pathlib import Path
 
 from core.training.heap import TRAINING_ENV
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def connect(address: str | None):
 class _TrainingActor:
     """One training in a Ray worker process (made a Ray actor class by _actor_class)."""
 
-    def __init__(self, settings: TrainSettings, threads: int, name: str):
+    def __init__(self, settings: RunConfig, threads: int, name: str):
         import multiprocessing as mp
 
         from core.pool import worker
@@ -221,7 +221,7 @@ class RayBackend:
     def _ray(self):
         return connect(self.address)
 
-    def start(self, settings: TrainSettings, threads: int, name: str) -> RayHandle:
+    def start(self, settings: RunConfig, threads: int, name: str) -> RayHandle:
         ray = self._ray()
         actor = _actor_class(ray).options(num_cpus=max(1, int(threads))).remote(settings, threads, name)
         try:

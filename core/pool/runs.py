@@ -51,8 +51,8 @@ from core.pool.live_run import Ending, LiveRun, _Training, run_key, session_of
 from core.pool.monitor import STUCK_SECONDS, Monitor
 from core.pool.slots import TrainingSlots
 from core.pool.status import RunStatus
+from core.training.run_config import RunConfig
 from core.training.timeline import keep_frame
-from core.training.train_settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class RunPool:
 
     # -- what pages call ------------------------------------------------------------------------
 
-    def start(self, settings: TrainSettings, owner: str, private: bool = False) -> LiveRun:
+    def start(self, settings: RunConfig, owner: str, private: bool = False) -> LiveRun:
         """A run of `settings` for `owner` (its active runs are left first). It follows an identical
         training already going or finished on this server, unless `private`; else a new training
         starts when a slot is free."""

@@ -2,7 +2,7 @@
 runs in a thread for core.pool.backend.ThreadBackend; `start`, `context` and `warm_up` are the
 process backend's.
 
-The worker builds a Trainer from TrainSettings and trains one step at a time. Between steps it reads
+The worker builds a Trainer from RunConfig and trains one step at a time. Between steps it reads
 the commands the server sent on its end of a Pipe and streams back what the page draws:
 
     worker -> server   ("started", pid)
@@ -46,8 +46,8 @@ import torch
 from core.model.checkpoints import checkpoint_bytes
 from core.pool.status import RunStatus
 from core.training.heap import TRAINING_ENV, keep_freed_memory
+from core.training.run_config import RunConfig
 from core.training.timeline import frame_patterns, strip_tokens
-from core.training.train_settings import TrainSettings
 from core.training.trainer import Trainer
 
 PROGRESS_EVERY = 0.1  # seconds between progress messages
@@ -160,14 +160,14 @@ def rest(ctx) -> bool:
     return True
 
 
-def train_process(conn, settings: TrainSettings, threads: int) -> None:
+def train_process(conn, settings: RunConfig, threads: int) -> None:
     """`train` as a process's whole life (ProcessBackend): its heap kept between steps
     (core.training.heap.keep_freed_memory). A worker in a thread of the server runs `train` alone."""
     keep_freed_memory()
     train(conn, settings, threads)
 
 
-def start(ctx, settings: TrainSettings, threads: int, name: str):
+def start(ctx, settings: RunConfig, threads: int, name: str):
     """Start `train` in a new daemon process of `ctx`; returns (process, the server's end of the Pipe)."""
     parent, child = ctx.Pipe(duplex=True)
     proc = ctx.Process(target=train_process, args=(child, settings, threads), daemon=True, name=name)
@@ -243,7 +243,7 @@ class Killed(Exception):
     """The thread backend's kill (core.pool.backend.ThreadHandle): the loop ends at once, sending nothing."""
 
 
-def train(conn, settings: TrainSettings, threads: int, killed: Callable[[], bool] | None = None) -> None:
+def train(conn, settings: RunConfig, threads: int, killed: Callable[[], bool] | None = None) -> None:
     """The worker's main function: train `settings` until done, stopped or diverged (see the module
     docstring for the messages). `killed`, checked between steps, ends it without a word (a worker
     in a thread has no process to kill; core.pool.backend.ThreadBackend)."""

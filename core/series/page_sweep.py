@@ -23,8 +23,6 @@ step where the loss crosses the line slowly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from core.laws import drop as laws
 from core.laws.drop import LAWS, LawResult
 from core.laws.stats import Point, fit_points
@@ -33,8 +31,7 @@ from core.pool.status import RunStatus
 from core.series.run_series import RunSeries
 from core.training import live
 from core.training.config import LOG_SEQS, TrainConfig
-from core.training.presets import DEFAULT_PRESET
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 
 CHOICES = {  # the setting varied -> the values a student may pick (the shipped tables' own)
     "batch_size": (8, 16, 32, 64),
@@ -51,27 +48,12 @@ LOG_EVERY = 10
 RUN_DEADLINE = 1800.0  # seconds one run may take, its wait for a slot included
 
 
-@dataclass(frozen=True)
-class SweepSettings(TrainSettings):
-    """The Train page's settings plus what a sweep varies that the Train page does not (the vocabulary size)
-    and how often it logs. The learning rate is held constant, as the tables' runs hold it for their first
-    MAX_STEPS steps."""
-    vocab_size: int = 64
-    log_every: int = LOG_EVERY
-
-    def configs(self, preset: str = DEFAULT_PRESET):
-        model, task, train = super().configs(preset)
-        model = replace(model, vocab_size=self.vocab_size)
-        if self.log_every < 1:
-            raise ValueError("log_every must be at least 1.")
-        train = replace(train, log_every=self.log_every, decay_steps=0).validate()
-        return model, task.validate(model.vocab_size), train
-
-    def label(self) -> str:
-        return f"{super().label()}, batch {self.batch_size}, vocabulary {self.vocab_size}"
+# what a page sweep's run sets beyond the Train page's defaults: it logs every LOG_EVERY steps and holds the
+# learning rate constant, as the tables' runs hold it for their first MAX_STEPS steps
+SWEEP_SETTINGS = {"log_every": LOG_EVERY, "decay_steps": 0}
 
 
-def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[SweepSettings]:
+def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[RunConfig]:
     """The runs of a page sweep: `setting` at each of `values`, seeds 0 .. seeds - 1 (the tables' first seeds),
     everything else the default preset's. Ordered seed by seed, so the first len(values) runs give one seed at
     every value. ValueError says what to change when the sweep is over the cap or a run cannot be trained."""
@@ -93,11 +75,17 @@ def sweep_settings(setting: str, values, seeds: int, steps: int) -> list[SweepSe
                          f"page trains at most {MAX_RUNS} (the machine is shared): drop a value or a seed.")
     if not MIN_STEPS <= steps <= MAX_STEPS:
         raise ValueError(f"A page sweep's runs train {MIN_STEPS} to {MAX_STEPS} steps, got {steps}.")
-    base = SweepSettings(**vars(TrainSettings.defaults()))
-    out = [replace(base, **{setting: v}, seed=s, steps=int(steps)) for s in range(seeds) for v in values]
-    for spec in out:
-        if problem := spec.problem():
-            raise ValueError(f"{name} {getattr(spec, setting)} cannot be trained: {problem}")
+    out = []
+    for s in range(seeds):
+        for v in values:
+            try:
+                spec = RunConfig.of(**SWEEP_SETTINGS, **{setting: v}, seed=s, steps=int(steps))
+                problem = spec.problem()
+            except ValueError as e:
+                problem = str(e)
+            if problem:
+                raise ValueError(f"{name} {v} cannot be trained: {problem}")
+            out.append(spec)
     return out
 
 
@@ -107,7 +95,7 @@ def summarize(run, setting: str) -> dict:
     threshold ln V / 2, and shared (core.pool.runs: "finished" when the server had trained it already)."""
     settings = run.settings
     rows = [r for r in run.history() if isinstance(r.get("loss_later_copies"), (int, float))]
-    return {"value": getattr(settings, setting), "seed": settings.seed, "status": str(run.status),
+    return {"value": settings.get(setting), "seed": settings.train.seed, "status": str(run.status),
             "steps_run": int(run.step), "drop_step": live.drop_step(rows, run.model_cfg.vocab_size),
             "final_loss_later": float(rows[-1]["loss_later_copies"]) if rows else None, "error": run.error,
             "curve": [(int(r["step"]), float(r["loss_later_copies"])) for r in rows],
@@ -241,7 +229,7 @@ class PageSweep(RunSeries):
     name = "attention-lab-page-sweep"
     keeps_stopped = False
 
-    def __init__(self, pool, specs: list[SweepSettings], setting: str, owner: str,
+    def __init__(self, pool, specs: list[RunConfig], setting: str, owner: str,
                  run_deadline: float = RUN_DEADLINE):
         if not specs or len(specs) > MAX_RUNS:
             raise ValueError(f"A page sweep trains 1 to {MAX_RUNS} runs, got {len(specs)}.")

@@ -19,11 +19,10 @@ trains its seeds wait; seeds whose settings already trained on this server come 
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from core.series.run_series import RunSeries
-from core.training.train_settings import TrainSettings
+from core.training.run_config import RunConfig
 from core.training.transition import describe_curve
 
 if TYPE_CHECKING:
@@ -48,22 +47,22 @@ def summarize(seed: int, run: LiveRun) -> dict:
 
 
 class SeedSeries(RunSeries):
-    """n_seeds runs of `settings` with seeds settings.seed, settings.seed + 1, ..., one at a time."""
+    """n_seeds runs of `settings` with seeds settings.train.seed, settings.train.seed + 1, ..., one at a time."""
 
     name = "attention-lab-seeds"
 
-    def __init__(self, pool: RunPool, settings: TrainSettings, n_seeds: int, owner: str,
+    def __init__(self, pool: RunPool, settings: RunConfig, n_seeds: int, owner: str,
                  seed_deadline: float = SEED_DEADLINE):
         if not MIN_SEEDS <= n_seeds <= MAX_SEEDS:
             raise ValueError(f"Train between {MIN_SEEDS} and {MAX_SEEDS} seeds, got {n_seeds}.")
         settings.configs()  # ValueError (one sentence) for settings that cannot be trained
         self.settings, self.seed_deadline = settings, seed_deadline
-        self.seeds = [settings.seed + i for i in range(n_seeds)]
-        super().__init__(pool, [replace(settings, seed=s) for s in self.seeds], owner, seed_deadline)
+        self.seeds = [settings.train.seed + i for i in range(n_seeds)]
+        super().__init__(pool, [settings.with_settings(seed=s) for s in self.seeds], owner, seed_deadline)
 
     def row(self, run: LiveRun) -> dict:
-        return summarize(run.settings.seed, run)
+        return summarize(run.settings.train.seed, run)
 
-    def late_error(self, settings: TrainSettings) -> str:
-        return (f"Seed {settings.seed} had not ended {self.seed_deadline:g} s after it was started, so it was "
+    def late_error(self, settings: RunConfig) -> str:
+        return (f"Seed {settings.train.seed} had not ended {self.seed_deadline:g} s after it was started, so it was "
                 "ended and the series stopped.")

@@ -1,4 +1,4 @@
-"""Sweeps: a grid of trainings (grid: RunSpec, what one run trains) on local processes or Ray tasks into
+"""Sweeps: a grid of trainings (grid: the RunConfig of each run, its id and row) on local processes or Ray tasks into
 one resumable results table (run: the row of a run, the table, the two runners; `python -m core.sweep`).
 core.laws reads the shipped tables.
 

@@ -1,10 +1,11 @@
 """Sweeps: a grid of trainings (core.sweeps.grid), run on local processes or on Ray, written to
 one results table (CSV, one row per run), resumable. `python -m core.sweep` is its command line.
 
-Each run trains its RunSpec at `threads` torch threads (1 by default: every core busy with its own
-run, and bit-identical results wherever it runs) and measures loss_later_copies on the fixed
+Each run trains its RunConfig (core.sweeps.grid.sweep_run) at `threads` torch threads (1 by default: every
+core busy with its own run, and bit-identical results wherever it runs) and measures loss_later_copies on the fixed
 evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
-- run_id (a hash of the settings, the seed and `code`), the settings (core.sweeps.grid.SETTINGS);
+- run_id (a hash of the settings, the seed and `code`: core.sweeps.grid.run_id), the settings
+  (core.sweeps.grid.SETTINGS; a setting beyond those that the sweep varies gets a column of its own, last);
 - steps_run (less than steps when the run stopped at stop_below), and the curve's figures as
   core.training.transition.describe_curve defines them: drop_step (THE drop step, core.model.drop.drop_step:
   the first measured step with loss_later_copies < ln V / 2; empty if it never fell that far), dropped,
@@ -19,8 +20,8 @@ evaluation batch at steps 0, every, 2*every, ..., steps. The columns:
   prev_token_block1, induction_heads, induction_any_max, induction_any_2nd;
 - wall_s and cpu_s of the run (its process's CPU time), and code (core.pool.live_run.code_version).
 
-    rows = sweep(specs, "out.csv", command="python -m core.sweep ...")            # local processes
-    rows = sweep(specs, "out.csv", command=..., runner=RayRunner("auto"))         # Ray tasks
+    rows = sweep(runs, "out.csv", command="python -m core.sweep ...")            # local processes
+    rows = sweep(runs, "out.csv", command=..., runner=RayRunner("auto"))         # Ray tasks
 
 Torch is imported by the functions that use it (core/model/lazy.py): a page reads the rest without it.
 """
@@ -32,14 +33,14 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from core.sweeps.grid import ADDED, SETTINGS, RunSpec, label
-from core.training.train_settings import machine_cores
+from core.sweeps.grid import ADDED, SETTINGS, label, row_settings, run_id, sweep_run
+from core.training.run_config import RunConfig
+from core.training.threads import machine_cores
 from core.training.transition import describe_curve, head_figures
 
 if TYPE_CHECKING:
@@ -81,24 +82,24 @@ def _prev_score(trainer: Trainer) -> float | None:
     return max(scores[0]) if scores and scores[0] else None
 
 
-def trained(spec: RunSpec) -> tuple[Trainer, list[int], list[float], list[float | None]]:
+def trained(spec: RunConfig) -> tuple[Trainer, list[int], list[float], list[float | None]]:
     """Train `spec` (at the calling thread's torch threads): (trainer, steps, loss_later_copies at those steps,
     block 1's best previous-token score there), on the fixed evaluation batch every spec.every steps from 0,
-    until spec.steps or the first loss below spec.stop_below. Measuring changes nothing in the training."""
+    until spec.train.steps or the first loss below spec.stop_below. Measuring changes nothing in the training."""
     from core.training.trainer import Trainer
 
     trainer = Trainer(*spec.configs())
     xs, ys, prev = [0], [trainer.check_loss()], [_prev_score(trainer)]
     while not trainer.done and not ys[-1] < spec.stop_below:
-        trainer.run(min(spec.every, spec.steps - trainer.step))
+        trainer.run(min(spec.every, spec.train.steps - trainer.step))
         xs.append(trainer.step)
         ys.append(trainer.check_loss())
         prev.append(_prev_score(trainer))
     return trainer, xs, ys, prev
 
 
-def run_one(spec: RunSpec, threads: int = 1) -> dict:
-    """Train `spec` at `threads` torch threads; its results row (COLUMNS)."""
+def run_one(spec: RunConfig, threads: int = 1) -> dict:
+    """Train `spec` at `threads` torch threads; its results row (COLUMNS, then any settings beyond SETTINGS)."""
     import torch
 
     from core.pool.live_run import code_version
@@ -110,12 +111,14 @@ def run_one(spec: RunSpec, threads: int = 1) -> dict:
     trainer, xs, ys, prev = trained(spec)
     end = trainer.evaluate(trainer.eval_tokens, trainer.eval_periods)  # a clamp, if any, applied
     code = code_version()
-    row = {"run_id": spec.run_id(code), **asdict(spec), "steps_run": xs[-1], **describe_curve(xs, ys, spec.vocab_size),
+    settings = row_settings(spec)
+    row = {"run_id": run_id(spec, code), **settings, "steps_run": xs[-1],
+           **describe_curve(xs, ys, spec.model.vocab_size),
            "completion_step": first_below(xs, ys, COMPLETE), "onset_step": onset_step(xs, prev),
            "loss_second_copy": end["loss_second_copy"], "acc_later_copies": end["acc_later_copies"],
            **head_figures(end["prev_token"], end["induction_any"])}
     row.update(wall_s=round(time.perf_counter() - wall, 3), cpu_s=round(time.process_time() - cpu, 3), code=code)
-    return {c: row[c] for c in COLUMNS}
+    return {c: row[c] for c in COLUMNS + [k for k in settings if k not in SETTINGS]}
 
 
 def _one_thread() -> None:
@@ -131,7 +134,7 @@ class LocalRunner:
     def __init__(self, jobs: int | None = None):
         self.jobs = max(1, jobs or machine_cores())
 
-    def run(self, specs: list[RunSpec], threads: int):
+    def run(self, specs: list[RunConfig], threads: int):
         from core.pool.worker import main_script_hidden
 
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
@@ -154,7 +157,7 @@ class RayRunner:
     def __init__(self, address: str | None = None):
         self.address = address
 
-    def run(self, specs: list[RunSpec], threads: int):
+    def run(self, specs: list[RunConfig], threads: int):
         from core.pool.ray_backend import connect
 
         ray = connect(self.address)
@@ -190,7 +193,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
 def write_table(path: str | Path, rows: list[dict], command: str) -> None:
     """All rows (sorted by settings and seed) under the header comments, written whole then renamed."""
     path = Path(path)
-    frame = pd.DataFrame(rows, columns=COLUMNS).sort_values(SETTINGS, kind="stable")
+    extra = sorted({k for row in rows for k in row} - set(COLUMNS))  # settings beyond SETTINGS a sweep varied
+    frame = pd.DataFrame(rows, columns=COLUMNS + extra).sort_values(SETTINGS, kind="stable")
+    for name in extra:  # a run left at the sweep's default of a setting others vary: that default, written out
+        frame[name] = [sweep_run(preset).get(name) if pd.isna(v) else v
+                       for v, preset in zip(frame[name], frame["preset"])]
     header = ["# Sweep results: one row per run (core/sweeps/run.py defines every column).",
               f"# command: {command}",
               "# drop_step: the first measured step with loss_later_copies < ln V / 2 (core.model.drop.drop_step)."]
@@ -199,7 +206,7 @@ def write_table(path: str | Path, rows: list[dict], command: str) -> None:
     os.replace(tmp, path)
 
 
-def sweep(specs: list[RunSpec], out: str | Path, command: str, runner=None, threads: int = 1,
+def sweep(specs: list[RunConfig], out: str | Path, command: str, runner=None, threads: int = 1,
           progress=sys.stderr) -> list[dict]:
     """Run every spec whose run id is not yet in the table at `out`, writing the table after each run
     (an interrupted sweep keeps what it finished); progress with the time left on `progress`. Returns
@@ -211,7 +218,7 @@ def sweep(specs: list[RunSpec], out: str | Path, command: str, runner=None, thre
     old = read_table(out)
     rows = old.astype(object).where(old.notna(), None).to_dict("records")
     have = set(old["run_id"].astype(str))
-    todo = [s for s in specs if s.run_id(code) not in have]
+    todo = [s for s in specs if run_id(s, code) not in have]
     _say(progress, f"{len(specs)} runs, {len(specs) - len(todo)} already in {out}, {len(todo)} to train")
     t0 = time.perf_counter()
     for n, (spec, row) in enumerate(runner.run(todo, threads) if todo else [], 1):
@@ -235,7 +242,7 @@ def _say(stream, text: str) -> None:
         print(f"sweep: {text}", file=stream, flush=True)
 
 
-_FLAGS = [  # flag, RunSpec field, parser, help
+_FLAGS = [  # flag, setting (RunConfig.of's name), parser, help
     ("--depth", "n_layers", "ints", "blocks, e.g. 1,2"),
     ("--period", "period", "periods", "period ranges min-max, e.g. 16-32,8-16"),
     ("--seq-len", "seq_len", "ints", "sequence lengths"),
@@ -282,7 +289,8 @@ def main(argv=None) -> int:
                                  "combination of the values given; the rest as the preset), resumably, into one CSV.")
     for flag, _, _, text in _FLAGS:
         ap.add_argument(flag, help=text)
-    ap.add_argument("--spec", help="a JSON file {field: [values]} (RunSpec's fields); flags override it")
+    ap.add_argument("--spec", help="a JSON file {setting: [values]} (core.sweeps.grid.SETTINGS, or any model, task "
+                                   "or TrainConfig field by its name); flags override it")
     ap.add_argument("--preset", default=None, help="the preset the other settings come from")
     ap.add_argument("--out", required=True, help="the results table (CSV); its finished runs are skipped")
     ap.add_argument("--jobs", type=int, default=0, help="local processes (default: one per core)")

@@ -147,9 +147,9 @@ class TrainConfig:
 
 def with_settings(changes: dict, model, task, train) -> tuple:
     """(model, task, train) with each setting in `changes` given to the first of the three configs that has a
-    field of its name (so "seq_len" is the task's; TrainConfig's own is the training length): the one way the
-    command line, the Train page's settings and a sweep's runs set a training option, by its field's name.
-    ValueError naming a setting none of them has."""
+    field of its name (so "seq_len" is the task's; TrainConfig's own is the training length): how
+    core.training.run_config.RunConfig.of, which every caller builds its run with, sets an option by its field's
+    name. ValueError naming a setting none of them has."""
     parts = [model, task, train]
     names = [{f.name for f in fields(part)} for part in parts]
     out: list[dict] = [{}, {}, {}]

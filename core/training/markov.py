@@ -285,9 +285,6 @@ def stage_frame(history: list[dict] | None, task: MarkovTask):
     return pd.DataFrame(rows, columns=["step", "strategy", "label"])
 
 
-MANIFEST = "checkpoints/markov/manifest.json"  # the shipped Markov-chain runs (outside the pages' checkpoints)
-
-
 def figures(history: list[dict] | None, task: MarkovTask) -> dict:
     """What a shipped Markov run's manifest row records of its history (and a test reproduces): the onsets,
     the steps where each strategy is closest, and the last log's KL to each strategy and losses."""

@@ -10,7 +10,6 @@ only --seed, --out and --manifest: its settings are the preset's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shlex
 import sys
@@ -20,11 +19,11 @@ from typing import TYPE_CHECKING
 from core.model.cli import OneLineParser, UsageError
 from core.model.config import ModelConfig
 from core.model.task import TaskConfig
-from core.training.config import TrainConfig, with_settings
+from core.training.config import TrainConfig
 from core.training.heap import keep_freed_memory
-from core.training.interventions import check_interventions
 from core.training.markov import MARKOV_PRESETS
-from core.training.presets import PRESETS, get_preset
+from core.training.presets import DEFAULT_PRESET, PRESETS
+from core.training.run_config import RunConfig
 
 if TYPE_CHECKING:
     from core.training.trainer import Trainer
@@ -35,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", help=f"one of: {', '.join([*PRESETS, *MARKOV_PRESETS])}")
     p.add_argument("--out", required=True, help="checkpoint file to write")
-    # a flag whose dest is a model, task or TrainConfig field sets that field (with_settings): a new training
-    # option is its TrainConfig field and one add_argument here
+    # a flag whose dest is a model, task or TrainConfig field sets that field (RunConfig.of, by name): a new
+    # training option is its TrainConfig field and one add_argument here
     p.add_argument("--layers", type=int, dest="n_layers", help="number of attention blocks (0-6)")
     p.add_argument("--period-min", type=int)
     p.add_argument("--period-max", type=int)
@@ -62,29 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configs_from_args(args) -> tuple[ModelConfig, TaskConfig, TrainConfig]:
-    """Preset (or defaults) overridden by the explicit flags; raises ValueError for bad values."""
-    preset = get_preset(args.preset) if args.preset else None
-    model = preset.model if preset else ModelConfig()
-    task = preset.task if preset else TaskConfig()
-    train = preset.train if preset else TrainConfig()
+    """The preset (default: the default preset, whose configs are the classes' defaults) with the explicit
+    flags, as RunConfig.of builds every run; raises ValueError for bad values."""
     given = {k: v for k, v in vars(args).items() if v is not None and k not in NOT_SETTINGS}
-    model, task, train = with_settings(given, model, task, train)
-    train = dataclasses.replace(train, **experiment_fields(args))
-    task.validate(model.vocab_size)
-    train.validate()
-    check_interventions(model, train)
-    return model, task, train
+    if args.plain_embedding:
+        given["init"] = "plain"
+    run = RunConfig.of(args.preset or DEFAULT_PRESET, **given)
+    run.validate(min_steps=0)
+    return run.model, run.task, run.train
 
 
 NOT_SETTINGS = {"preset", "out", "stop_at_loss", "plain_embedding", "manifest", "quiet"}  # flags of the command
-
-
-def experiment_fields(args) -> dict:
-    """The TrainConfig fields --plain-embedding sets (the heads' flags set their fields by name)."""
-    out = {}
-    if args.plain_embedding:
-        out.update(embed_scale=1.0, embed_shared=0.0)
-    return out
 
 
 def train_to_file(model_cfg, task_cfg, train_cfg, out, stop_at_loss=None, progress=False, preset=None) -> Trainer:

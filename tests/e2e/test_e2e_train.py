@@ -186,8 +186,8 @@ def test_restore_defaults_resets_the_widgets_in_the_browser(app):
     app.after(lambda: app.page.get_by_role("button", name="Restore default settings").click())
     app.assert_no_exception()
     assert depth.get_attribute("aria-valuetext") == default_depth
-    from core.training.train_settings import TrainSettings
+    from core.training.run_config import RunConfig
 
-    d = TrainSettings.defaults()
+    d = RunConfig.of().train
     assert app.page.get_by_role("slider", name="Batch size").get_attribute("aria-valuetext") == str(d.batch_size)
     assert app.page.get_by_role("spinbutton", name="Steps").input_value() == str(d.steps)

@@ -7,14 +7,14 @@ from ui.snippets.load import snippet
 
 
 def _training_run(FIELDS, STEPS):
-    """FIELDS: the run's TrainSettings as keyword arguments."""
+    """FIELDS: the run's settings (RunConfig.changes) as keyword arguments."""
     from core.model.checkpoints import read_checkpoint
     from core.pool.worker import final_checkpoint
     from core.training import live
-    from core.training.train_settings import TrainSettings
+    from core.training.run_config import RunConfig
     from core.training.trainer import Trainer
 
-    settings = TrainSettings(FIELDS)
+    settings = RunConfig.of(FIELDS)
     trainer = Trainer(*settings.configs())  # raises ValueError saying what to change if the settings cannot train
     trainer.run(STEPS)
     model, info = read_checkpoint(final_checkpoint(trainer))  # the model the page keeps
@@ -26,7 +26,7 @@ def _training_run(FIELDS, STEPS):
 
 def training_run(settings, steps_done: int) -> Snippet:
     """The live run trained again in this interpreter, with the worker process's own calls."""
-    fields = Code(", ".join(f"{k}={v!r}" for k, v in vars(settings).items()))
+    fields = Code(", ".join(f"{k}={v!r}" for k, v in settings.changes().items()))
     return snippet(f"This run, trained again from the same seed: the calls the worker process makes, up to step "
                    f"{steps_done}, then the checkpoint it hands back (a different number of CPU threads can move the "
                    "last digits).", None, _training_run, FIELDS=fields, STEPS=steps_done)
