@@ -83,13 +83,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption)
+        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption)
+        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -108,7 +108,7 @@ m2.metric("M(corrupted)", f"{res.m_corrupted:.3f}", help="The same on the corrup
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
 read = partial(sections.reading, entry, None if period is None else int(period), text, int(seed), sweeps,
-               POSITION_BUDGET, corruption)
+               POSITION_BUDGET, corruption, research=advanced)
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
                   corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
