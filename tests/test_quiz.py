@@ -54,9 +54,14 @@ def test_each_question_marks_right_and_wrong(page, file):
         options = at.radio(key=key).options
         results = {}
         for option in options[:6]:
+            if f"{key}_grade" in at.session_state:  # graded once and locked (ui/quiz.py): ask afresh
+                del at.session_state[f"{key}_grade"]
+                at.run()
             at.radio(key=key).set_value(option).run()
             assert not at.exception, at.exception
             results[option] = verdict(at)
+        del at.session_state[f"{key}_grade"]
+        at.run()
         at.radio(key=key).set_value(None).run()
         rights = [o for o, v in results.items() if v == "right"]
         assert len(rights) <= 2 and len(results) - len(rights) >= 1, results  # two: the rows cannot tell them apart
