@@ -81,3 +81,37 @@ def test_no_doc_paths_or_shell_commands_on_the_page():
     text = Path(__file__).resolve().parent.parent.joinpath(PAGE).read_text()
     for word in ("DESIGN.md", "README.md", "docs/", "python -m"):
         assert word not in text, word
+
+
+def test_the_lesson_experiments_leave_out_only_the_researcher_views_parts():
+    """core.causal.experiments with research=False (the page outside its researcher view): the noising sweep,
+    attribution patching and the circuit are None, every other field is the same as with research=True."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from core.causal import experiments
+    from core.model.config import ModelConfig
+    from core.model.task import TaskConfig
+    from core.model.tinycharlm import TinyCharLM
+
+    model = TinyCharLM(ModelConfig(n_layers=2, d_model=32, n_heads=2, vocab_size=16)).eval()
+    task = TaskConfig(period_min=4, period_max=6, seq_len=16)
+    full = experiments.task_experiments(model, task, 5, 4, 0)
+    lesson = experiments.task_experiments(model, task, 5, 4, 0, research=False)
+    left_out = {"resid_noise", "attribution", "circuit"}
+    for f in dataclasses.fields(full):
+        a, b = getattr(full, f.name), getattr(lesson, f.name)
+        if f.name in left_out:
+            assert a is not None and b is None, f.name
+        elif isinstance(a, pd.DataFrame):
+            pd.testing.assert_frame_equal(a, b)
+        elif isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b)
+        elif isinstance(a, float) and a != a:
+            assert b != b
+        elif isinstance(a, dict):
+            assert a.keys() == b.keys()
+        else:
+            assert a == b, f.name
