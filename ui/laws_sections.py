@@ -12,6 +12,7 @@ from core.training.onset import RISING
 from ui import snippets
 from ui.charts.kept import draw
 from ui.charts.laws import markov_chart, prior_chart, stages_chart
+from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.snippets.laws import law_markov, law_markov_prior
 
@@ -201,6 +202,9 @@ def markov_section(advanced: bool = True) -> None:
     except ValueError as e:
         st.warning(f"checkpoints/laws/markov.csv cannot be read: {e}")
         return
+    st.markdown("**Takeaway:** on sequences from random Markov chains, Edelman et al. (2024) saw a model first count "
+                f"single tokens ({link('unigram strategy')}), then what follows the current one "
+                f"({link('bigram strategy')}); the chart shows when each stage began in the lab's runs.")
     st.markdown(
         "The second task of the lab (Train page: Markov chains): every sequence comes from its own Markov chain, "
         "its transition rows drawn afresh from a Dirichlet prior, so the only way to predict well is to count in "
