@@ -13,6 +13,7 @@ from ui import numbers, share, snippets
 from ui.cache import per_model
 from ui.charts import causal as charts
 from ui.charts.kept import draw
+from ui.glossary import link
 from ui.layout import chart_pair
 from ui.python_panel import python_panel
 from ui.quiz import ask
@@ -24,6 +25,7 @@ SMALL_GAP = readings.MIN_GAP  # nats: below this M(clean) - M(corrupted) is too 
 BLANK = 0.02  # a row of the position sweep whose every cell is within ±BLANK reads as blank
 PATH_NAMES = {"q": "query", "k": "key", "v": "value"}
 DIRECT_COLUMN = "share kept when only the direct path is noised"
+ADVANCED = "cz_advanced"  # the researcher view's toggle: method detail, statistics and the extra checks
 CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
 
@@ -39,20 +41,31 @@ def _mechanism(entry: LabModel, period: int, seed: int, corruption: str) -> obje
 entry = require_model()
 task, cfg = entry.info["task"], entry.info["config"]
 st.markdown(
-    "Ablation asks *what breaks when a head is removed*. Patching asks a sharper question: run the model twice, "
-    "once on a **clean** input it gets right and once on a **corrupted** input it gets wrong, then copy one "
-    "activation from the clean run into the corrupted one and measure how much of the right answer comes back "
-    "(Vig et al., 2020; Meng et al., 2022; Wang et al., 2022). Here the clean run is a task sequence. There are "
-    "two corruptions to choose from: **first copy** replaces positions 0 … L−1 by a fresh random pattern and "
-    "keeps the rest, so the second copy can no longer be read from the context; **resample** runs another "
-    "sequence of the same period in full (a fresh pattern repeated, Heimersheim & Nanda, 2024), so every "
-    "position is drawn afresh, the second copy's queries included (it matches the clean token only by chance). "
-    "The right token is always the clean one. The metric "
-    "M is the mean log-probability of the right token over the second-copy targets L+1 ≤ t < 2L (the target "
-    "at t = L is left out: even the clean run cannot predict it, since nothing before it says the pattern is about "
-    "to repeat). A **patch effect** of "
-    "0 means no recovery, 1 means full recovery, below 0 that the patch made things worse:")
+    "**In one line:** run the model on an input it gets right and on one it gets wrong, copy one piece of the "
+    "right run into the wrong one, and see how much of the right answer comes back. That finds the heads and "
+    f"paths that carry the induction circuit's answer ({link('activation patching')}; Vig et al., 2020; Meng et "
+    "al., 2022; Wang et al., 2022).")
+st.markdown(
+    "The **clean** run is a task sequence: a pattern and its copies, which the model can predict from the "
+    "first copy. The **corrupted** run is one where the first copy no longer tells it the answer. **M** is the "
+    "mean log-probability the model gives the right token over the second copy. A **patch effect** says how much "
+    "of the gap between the two runs one copied piece brings back: 1 all of it, 0 nothing, below 0 it made "
+    "things worse:")
 st.latex(r"\text{patch effect} = \frac{M(\text{patched}) - M(\text{corrupted})}{M(\text{clean}) - M(\text{corrupted})}")
+with st.expander("The two corruptions and M, exactly"):
+    st.markdown(
+        "**First copy** replaces positions 0 … L−1 by a fresh random pattern and keeps the rest, so the second "
+        "copy can no longer be read from the context. **Resample** runs another sequence of the same period in full "
+        "(a fresh pattern repeated, Heimersheim & Nanda, 2024), so every position is drawn afresh, the second "
+        "copy's queries included (it matches the clean token only by chance). The right token is always the clean "
+        "one. M averages the right token's log-probability over the second-copy targets L+1 ≤ t < 2L; the target at "
+        "t = L is left out, since even the clean run cannot know there that the pattern is about to repeat. "
+        f"{link('ablation', 'Ablation')} asks what breaks when a head is removed from a run that works; patching "
+        "asks what is enough to repair a run that fails.")
+advanced = st.toggle("Researcher view", key=ADVANCED,
+                     help="Also show each measurement's method in full, noising beside denoising, other metrics, "
+                          "gradient estimates (attribution patching, AtP*, GradDrop), path patching position by "
+                          "position, the circuit as a whole and the paths over training.")
 
 modes = share.SEQ_MODES["causal"]  # link value -> the radio option
 source = st.radio("Sequences", list(modes.values()), horizontal=True, key="cz_source")
@@ -70,13 +83,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption)
+        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption)
+        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -95,7 +108,7 @@ m2.metric("M(corrupted)", f"{res.m_corrupted:.3f}", help="The same on the corrup
 m3.metric("M(clean) − M(corrupted)", f"{gap:.3f}", help="The denominator of every patch effect on this page.")
 st.caption(f"Measured now on {what}.")
 read = partial(sections.reading, entry, None if period is None else int(period), text, int(seed), sweeps,
-               POSITION_BUDGET, corruption)
+               POSITION_BUDGET, corruption, research=advanced)
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
                   corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
@@ -120,21 +133,36 @@ if cfg.n_layers and gap < SMALL_GAP:
                "sequences, so every patch effect below is a ratio of small differences and mostly noise. Pick "
                "**variable-period-2block**, or a period the model was trained on.")
 
-if cfg.n_layers:
+checks = {}
+if cfg.n_layers and advanced:
     checks = sections.research_checks(entry, None if period is None else int(period), text, int(seed),
-                     sweeps, POSITION_BUDGET, corruption)
+                                      sweeps, POSITION_BUDGET, corruption)
+if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
+    st.markdown("**Takeaway:** copy one head's clean output into the corrupted run: if the answer comes back, "
+                "that head alone is enough to carry it.")
     heads = res.heads
-    ask(quiz_causal.patched_heads(heads, gap))
-    left, right = st.columns([1, 2])
-    draw(left, charts.head_effects(heads, "each head's clean output, all positions"), width="content")
+    shown = ask(quiz_causal.patched_heads(heads, gap), hides="every head's patch effect")
+    left, right = st.columns([1, 2]) if shown else (None, None)
     best = heads.loc[heads["patch_effect"].idxmax()] if heads["patch_effect"].notna().any() else None
-    right.markdown(
-        "**Checks.** " + readings.checks_sentence(res, block_label(cfg.n_layers - 1))
-        + (f" The largest single-head effect here is head {best['label']}: "
-           f"{best['patch_effect']:.2f} (95% interval over {readings.interval_unit(res)} "
-           f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
+    if shown:
+        draw(left, charts.head_effects(heads, "each head's clean output, all positions"), width="content")
+        right.markdown(
+            "**Checks.** " + readings.checks_sentence(res, block_label(cfg.n_layers - 1))
+            + (f" The largest single-head effect here is head {best['label']}: "
+               f"{best['patch_effect']:.2f} (95% interval over {readings.interval_unit(res)} "
+               f"{best['effect_low']:.2f} to {best['effect_high']:.2f})." if best is not None else ""))
+        right.caption(
+            "**What am I looking at?** One cell per head (block.head from 1): its output at every position is "
+            "taken from the clean run and put into the corrupted run, with everything above it recomputed. "
+            "**Unlike ablation**, which removes a head from a run that works, patching adds one clean piece to a "
+            "run that fails: it finds what *suffices*, and a head that only acts together with others can score "
+            "low. **Unlike attention weights**, this measures an effect on the output: a head can attend sharply "
+            "and still score 0. Below 0, the clean piece mixed with the corrupted rest pushes towards a wrong "
+            "token.")
+if cfg.n_layers and advanced:
+    st.subheader("Needed, or only enough? Three measurements per head")
     noise = res.noise.merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
                                on=["layer", "head"])
     table = {"head": noise["label"]}
@@ -155,17 +183,11 @@ if cfg.n_layers:
         "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
         "corruption; choose resample to test it.")
     sections.metric_section(res, read("metric_sentence"))
-    right.caption(
-        "**What am I looking at?** One cell per head (block.head from 1): its output z·W_O (without the bias b_O) "
-        "at every position is taken from the clean run and put into the corrupted run, with everything above it "
-        "recomputed. **Unlike ablation**, which removes a head and measures the damage on a run that works, "
-        "patching adds one clean piece to a run that fails: it finds what *suffices* to carry the answer, and a "
-        "head the model uses but that only acts together with others can score low. **Unlike attention weights**, "
-        "this measures an effect on the output: a head can attend sharply and still score 0. A negative value "
-        "means the clean piece, mixed with the corrupted rest, pushes the model towards a wrong token.")
-
+if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
+    st.markdown(f"**Takeaway:** restore the clean {link('residual stream')} at one position and depth at a time "
+                "to see where the answer is stored on its way to the output.")
     period = res.period
     if res.resid is None:
         slow = res.position_cost / POSITION_BUDGET
@@ -189,7 +211,7 @@ if cfg.n_layers and res.resid is not None:
         "last second-copy target cannot change M and stay at 0. **Unlike ablation**, this localises information "
         "in position and depth, not in a component; **unlike attention weights**, it says where the answer is "
         "*stored*, not where some head looks.")
-    if res.resid_noise is not None:
+    if res.resid_noise is not None and advanced:
         draw(st, charts.position_effects(res.resid_noise, rows,
                                                 "noising: corrupted stream at one position, clean everywhere else",
                                                 "stream", period, res.clean), width="content")
@@ -216,6 +238,7 @@ if cfg.n_layers and res.resid is not None:
 
     # -----------------------------------------------------------------------------------------
     st.header("3 · Each head, one position at a time")
+    st.markdown("**Takeaway:** the same, one head at a time: at which positions each head's write matters.")
     draw(st, charts.position_effects(res.head_positions, res.head_rows,
                                             "one head's clean output at one position", "head", period, res.clean),
                     width="content")
@@ -227,7 +250,7 @@ if cfg.n_layers and res.resid is not None:
         "head in block 1 can help only where a later head reads it. **Unlike** an attention pattern, which shows "
         "where a head reads *from*, this shows at which position its *write* matters.")
     att = res.attribution
-    if att is not None:
+    if att is not None and advanced:
         said = read("attribution_sentence")
         st.markdown(
             "**Attribution patching** (Nanda, 2023; Syed et al., 2023) estimates this whole grid from one backward "
@@ -242,7 +265,7 @@ if cfg.n_layers and res.resid is not None:
             hide_index=True)
         star = read("atp_star_sentence")
         if star:
-            st.markdown(star)
+            st.markdown(star.replace("**AtP***", f"**{link('AtP*')}**", 1))
         sections.graddrop_section(checks["graddrop"], gap, snippet)
     python_panel(snippet("positions"), shows={"resid": res.resid, "heads": res.head_positions})
 
@@ -254,7 +277,9 @@ if cfg.n_layers:
                 "(every head writes straight to the logits). Pick **variable-period-2block** to see it.")
     else:
         paths = res.paths
-        ask(quiz_causal.needed_key_path(paths, gap))
+        st.markdown(f"**Takeaway:** {link('path patching')} follows one sender head into one input of one receiver "
+                    "head. An induction head should need the previous-token head through its **keys**, where it "
+                    f"matches 'the token before me' ({link('K-composition')}).")
         st.markdown(
             "A head in a later block reads the stream through three inputs: its **query** (Q), its **keys** (K) and "
             "its **values** (V). Path patching changes what *one* receiver head sees through *one* of them, "
@@ -263,9 +288,10 @@ if cfg.n_layers:
             "**needed** (the clean performance is gone), near 1 that it is not. **Denoising** puts the sender's clean "
             "output into the corrupted run: near 1 means the path alone **suffices**. Column *2.all* patches the "
             "same path into every head of block 2 at once.")
+        paths_shown = ask(quiz_causal.needed_key_path(paths, gap), hides="the path-patching charts")
         untestable = read("untestable_paths")
         senders = res.senders.set_index("sender")
-        if untestable:
+        if untestable and paths_shown:
             listed = "; ".join(
                 f"{PATH_NAMES[p]} rows of {', '.join(who)}" for p, who in untestable.items())
             shares = ", ".join(f"{s} {senders.loc[s, 'at_queries']:.0%}" for s in senders.index)
@@ -274,11 +300,11 @@ if cfg.n_layers:
                     "positions 0 … L−1, and a block-1 head at the second copy's query positions reads the last few "
                     f"tokens, which are the same in both runs: share of those positions where each sender's output "
                     f"moves by more than a tenth: {shares}. Choose **resample** to test them.")
-        else:
+        elif paths_shown:
             st.caption(f"Every row is testable with this corruption: each block-1 head's output differs between the "
                        f"runs at {senders['at_queries'].min():.0%} or more of the second copy's query positions "
                        f"and {senders['at_keys'].min():.0%} or more of the first copy's positions.")
-        den = read("largest_denoising")
+        den = read("largest_denoising") if advanced else None
         if den is not None:
             top, low = den.loc[den["patch_effect"].idxmax()], den.loc[den["patch_effect"].idxmin()]
             if corruption == "first-copy":
@@ -296,28 +322,33 @@ if cfg.n_layers:
                     f"{low['patch_effect']:.3f} ({PATH_NAMES[low['path']]} from {low['sender']}).")
         testable = dict(list(paths[paths["testable"].astype(bool)].groupby(["path", "direction"], sort=False)))
         for path, name in (("q", "query (Q)"), ("k", "keys (K)"), ("v", "values (V)")):
-            if not any(p == path for p, _ in testable):
+            if not paths_shown or not any(p == path for p, _ in testable):
                 continue
             cols = st.columns(2)
             for col, direction in zip(cols, ("noising", "denoising")):
                 sub = testable.get((path, direction), paths.iloc[:0])
                 draw(col, charts.path_effects(sub, f"{direction}: sender → receiver's {name}"), width="content")
-        for sentence in (read("key_composition_sentence"), read("longer_match_sentence")):
+        for sentence in (read("key_composition_sentence"), read("longer_match_sentence")) if paths_shown else ():
             if sentence:
                 st.markdown(sentence)
-        if read("most_needed_key_path") is None:
+        if paths_shown and read("most_needed_key_path") is None:
             st.markdown("On these sequences no single block-1 head's key path into block 2 is clearly the most needed "
                         f"(M(clean) − M(corrupted) is {gap:.2f} nats; a clear answer needs at least "
                         f"{readings.MIN_GAP:g} and a noising interval ending below {readings.NEEDED:g} and below "
                         "every other sender's): this model gives no clear answer here.")
-        st.caption(
-            "**What am I looking at?** Rows: sender heads (block 1); columns: receiver heads (block 2). Each cell is "
-            "the patch effect of that one path. **Unlike ablation**, which removes a head from every place it "
-            "writes to at once, a path keeps the sender intact everywhere except in one input of one receiver. "
-            "**Unlike attention weights or composition scores**, which read weights or patterns, this measures what "
-            "the path does to the output. When several heads in block 2 share a job, noising one path into one "
-            "of them costs little: the others cover for it, which the *2.all* column shows.")
+        if paths_shown:
+            st.caption(
+                "**What am I looking at?** Rows: sender heads (block 1); columns: receiver heads (block 2). Each "
+                "cell is the patch effect of that one path. **Unlike ablation**, which removes a head from every "
+                "place it writes to at once, a path keeps the sender intact everywhere except in one input of one "
+                "receiver. **Unlike attention weights or composition scores**, which read weights or patterns, this"
+                " measures what the path does to the output. When several heads in block 2 share a job, noising one"
+                " path into one of them costs little: the others cover for it, which the *2.all* column shows.")
         python_panel(snippet("paths"), shows={"paths": paths["patch_effect"]})
+        if not advanced:
+            st.caption("The **Researcher view** (the switch at the top) adds path patching position by position, "
+                       "weight composition beside it, the circuit as a whole and the paths over training.")
+    if cfg.n_layers >= 2 and advanced:
         sections.path_positions_part(entry, res, None if period is None else int(period), text, int(seed), corruption,
                                      N_SEQS, snippet)
         sections.composition_section(res, gap, checks["rope"], snippet)
@@ -342,38 +373,43 @@ if cfg.n_layers:
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · The logit lens")
+st.markdown(f"**Takeaway:** the {link('logit lens')} reads the stream after each block as if the model ended there: "
+            "it shows when the right answer becomes readable, not which part put it there.")
 lens, by_copy = res.lens, res.lens_by_copy
-ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None))
-draw(st, charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
-                                 "(first clean sequence)"), width="content")
-st.caption(
-    "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
-    "were the last layer (nostalgebraist, 2020): row *embedding* is the direct path W_E[x] W_Eᵀ, row *after block l* "
-    "the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the model's output. "
-    "Hover for the right token's rank (1 = top). **Unlike** patching, the lens intervenes on nothing: it shows when "
-    "the answer becomes readable in the stream, not which component put it there.")
-a, b = chart_pair()
-draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
-draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
-                                   log=True), width="content")
-st.caption(f"Averaged over every target of the {res.n_seqs} clean sequences, split into DESIGN.md's copies: first "
-           f"(t < L), second (L ≤ t < 2L) and later (t ≥ L). Chance is p = 1/{cfg.vocab_size}, rank "
-           f"{(cfg.vocab_size + 1) / 2:g}.")
-python_panel(snippet("lens"), shows={"prob": by_copy["prob"], "rank": by_copy["rank"]})
+if ask(quiz_causal.lens_stage(by_copy, gap=gap if cfg.n_layers else None), hides="the logit lens charts"):
+    draw(st, charts.lens_grid(lens, res.period, "right next token's probability, read after each stage "
+                                     "(first clean sequence)"), width="content")
+    st.caption(
+        "**What am I looking at?** The residual stream at each position, read through the unembedding W_Eᵀ as if it "
+        "were the last layer (nostalgebraist, 2020): row *embedding* is the direct path W_E[x] W_Eᵀ, row *after "
+        "block l* the stream after l blocks. TinyCharLM has no final LayerNorm, so the last row is exactly the "
+        "model's output. Hover for the right token's rank (1 = top).")
+    a, b = chart_pair()
+    draw(a, charts.lens_by_copy(by_copy, "prob", "mean p(right token) by copy", "mean probability"), width="content")
+    draw(b, charts.lens_by_copy(by_copy, "rank", "mean rank of the right token by copy", "mean rank (1 = top)",
+                                log=True), width="content")
+    st.caption(f"Averaged over every target of the {res.n_seqs} clean sequences, split by copy: the first copy "
+               f"(t < L), which nothing earlier predicts, the second (L ≤ t < 2L) and the later ones (t ≥ L). "
+               f"Chance is p = 1/{cfg.vocab_size}, rank {(cfg.vocab_size + 1) / 2:g}.")
+    python_panel(snippet("lens"), shows={"prob": by_copy["prob"], "rank": by_copy["rank"]})
 
 # ---------------------------------------------------------------------------------------------
 st.header("6 · How this relates to the IOI method")
-st.markdown(
-    "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with these tools (see *Head "
-    "archetypes & IOI*). Their clean input was an IOI sentence; their corrupted input the same template with other, "
-    "unrelated names, so the answer was no longer supported by the context: a whole other prompt, closer to the "
-    "**resample** corruption here than to the first-copy one. They measured the logit difference between the two "
-    "names where we use the right token's log-probability. They worked backwards from the logits. Their first "
-    "step is **path patching into the logits by noising**: each head's corrupted output is sent only along its "
-    "direct path to the output, to find the heads that matter *directly*. Section 1 here measures something else: "
-    "the *total* effect of *denoising* one head (its clean output into the corrupted run, every block above "
-    "recomputed), which also counts what later heads do with it. Their next step, path patching into those heads' "
-    "queries, keys and values, is section 4. Here the answer is known in advance, so you can check the method: "
-    "the block-1 previous-token head should matter through the block-2 heads' **keys** (its query rows can only be "
-    "tested with the resample corruption, see section 4), and the block-2 heads should matter directly.")
+st.markdown("**Takeaway:** the same tools found the indirect-object circuit in GPT-2 small; here the answer is known "
+            "in advance, so you can check the method itself.")
+if advanced:
+    st.markdown(
+        "Wang et al. (2022) found the indirect-object circuit in GPT-2 small with these tools (see *Head "
+        "archetypes & IOI*). Their clean input was an IOI sentence; their corrupted input the same template with "
+        "other, unrelated names, so the answer was no longer supported by the context: a whole other prompt, "
+        "closer to the **resample** corruption here than to the first-copy one. They measured the logit "
+        "difference between the two names where we use the right token's log-probability. They worked backwards "
+        "from the logits. Their first step is **path patching into the logits by noising**: each head's corrupted"
+        " output is sent only along its direct path to the output, to find the heads that matter *directly*. "
+        "Section 1 here measures something else: the *total* effect of *denoising* one head (its clean output "
+        "into the corrupted run, every block above recomputed), which also counts what later heads do with it. "
+        "Their next step, path patching into those heads' queries, keys and values, is section 4. Here the answer"
+        " is known in advance, so you can check the method: the block-1 previous-token head should matter through"
+        " the block-2 heads' **keys** (its query rows can only be tested with the resample corruption, see "
+        "section 4), and the block-2 heads should matter directly.")
 st.page_link("app_pages/archetypes.py", label="The IOI circuit on the Head archetypes & IOI page", icon="🧭")

@@ -7,13 +7,16 @@ import streamlit as st
 
 from core.laws import clamps, drop, readings, stats
 from core.pool.status import RunStatus
+from core.quiz import laws as quiz_laws
 from core.series import page_sweep as ps
 from core.training.config import LOG_SEQS, TrainConfig
 from core.training.transition import STUDY_FILE
 from ui import laws_sections, layout, snippets
 from ui.charts.kept import draw
 from ui.charts.laws import clamps_chart, law_chart
+from ui.glossary import link
 from ui.python_panel import python_panel
+from ui.quiz import ask
 from ui.training import capacity, follow_series, run_pool, session_owner
 
 TITLES = {"context": "Context length, the task scaled with it", "seqlen": "Context length alone",
@@ -45,6 +48,8 @@ NOTES = {  # beside each chart: what the sweep varies and what the paper behind 
     "vocab": None,  # vocab_note(): its numbers are computed from the vocab table's settings
 }
 
+QUIZ_LAW = "batch"  # the law whose section asks first (its direction is clear on the shipped table)
+ADVANCED = "lw_advanced"  # the researcher view's toggle: statistics, commands, every run, the extra studies
 CHART_NOTE = (
     "**What am I looking at?** One dot per training run (seed) at its drop step: the first measured step "
     "with later-copy loss below ln V / 2. A run that never dropped within its steps is a triangle drawn at "
@@ -92,28 +97,37 @@ def _groups(path: str, column: str, mtime: float) -> dict:
     return stats.groups(path, column)
 
 
-def law_section(name: str) -> None:
+def law_section(name: str, advanced: bool) -> None:
     law = drop.LAWS[name]
     st.subheader(TITLES[name])
     if not law.path.is_file():
-        st.info(f"Not measured yet: checkpoints/laws/{name}.csv is not installed with this copy of the lab.")
+        st.info(f"Not measured yet: the {law.axis_name} sweep's table is not installed with this copy of the lab.")
         return
     try:
         result, runs, lines, said = _law(name, law.path.stat().st_mtime)
     except ValueError as e:
-        st.warning(f"checkpoints/laws/{name}.csv cannot be read as a law: {e}")
+        st.warning(f"The {law.axis_name} sweep's table cannot be read as a law: {e}")
         return
-    st.markdown("\n".join(f"- {s}" for s in said))
+    if name == QUIZ_LAW and not ask(quiz_laws.drop_direction(result), hides="this sweep's chart and numbers"):
+        return
+    line = quiz_laws.takeaway(result)
+    if line:
+        st.markdown(f"**Takeaway:** {line}")
+    if advanced:
+        st.markdown("\n".join(f"- {s}" for s in said))
     chart, note = st.columns([3, 2])
     draw(chart, law_chart(runs, lines, law.axis_name), width="stretch")
     note.markdown(NOTES[name] or vocab_note())
+    if not advanced:
+        return
     note.caption(CHART_NOTE)
     python_panel(snippets.law_sweep(name), shows={"fit": [result.fit.slope, result.fit.low, result.fit.high]
                                                   if result.fit else [], "drop": runs["y"], "lines": lines["y"],
                                                   "said": said})
-    st.caption("The command that measured this table (it resumes: finished runs are kept):")
+    st.caption("The command that measured this table, run from a copy of the lab's repository (it resumes: "
+               "finished runs are kept):")
     st.code(result.command, language="bash")
-    with st.expander(f"Every run of checkpoints/laws/{name}.csv"):
+    with st.expander(f"Every run of the {law.axis_name} sweep"):
         st.dataframe(runs.drop(columns=["y"]), hide_index=True, width="stretch")
 
 
@@ -137,8 +151,8 @@ def depth_and_start_section() -> None:
     st.markdown(
         "One block has no second layer to read what a previous-token head wrote, so it cannot build the "
         "induction circuit (Olsson et al., 2022) and its later-copy loss stays near ln V. " + two + " The "
-        "*enlarged* start multiplies the initial embedding by 3 and adds one shared direction to every row "
-        "(docs/DESIGN.md, \"The initial embedding\"); the *plain* start is the textbook one, trained here as "
+        "*enlarged* start (the lab's default) multiplies the initial embedding by 3 and adds one shared direction "
+        "to every row; the *plain* start is the textbook one, trained here as "
         "long as the other sweeps' runs, and its plateau outlasts that cap.")
     if STUDY_FILE.is_file() and (stats.LAWS_DIR / "init.csv").is_file():
         python_panel(snippets.law_depth_and_start(), shows={"said": lines, "two_blocks": two})
@@ -343,18 +357,28 @@ def _sweep_live() -> None:
 
 
 st.markdown(
-    "Train TinyCharLM many times, changing one setting at a time, and ask how the step where the later-copy "
-    "loss drops moves with it. Three published results make predictions you can check here. Every number on "
-    "this page is read from sweep tables shipped with the lab (`python -m core.sweep` wrote them; the command "
-    "is under each chart): nothing trains when you open it. Each chart's 🐍 panel holds the `core` calls that "
-    "compute it from its table.")
-st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(stats.LAWS_DIR.glob("*.csv")))))
+    "**In one line:** train the same model many times, changing one setting at a time, and see whether "
+    f"{link('the drop')} (the sudden fall of the {link('later-copy loss')}) comes earlier or later. Three published "
+    "results make predictions you can check here. Every number on this page is read from sweep runs shipped with "
+    "the lab, several training seeds for each setting: nothing trains when you open it.")
+advanced = st.toggle("Researcher view", key=ADVANCED,
+                     help="Also show each sweep's statistics (fits, bootstrap intervals, rank correlations), every "
+                          "run, the commands that measured the tables, and the studies of stages, statistical power, "
+                          "clamps and the circuit readings over seeds.")
+if advanced:
+    st.caption(_sweeps_caption(tuple((p.name, p.stat().st_mtime) for p in sorted(stats.LAWS_DIR.glob("*.csv")))))
 for name in drop.LAWS:
-    law_section(name)
-laws_sections.stages_section()
-laws_sections.power_section()
-laws_sections.markov_section()
+    law_section(name, advanced)
+if advanced:
+    laws_sections.stages_section()
+    laws_sections.power_section()
+laws_sections.markov_section(advanced)
 own_sweep_section()
 depth_and_start_section()
-clamps_section()
-readings_section()
+if advanced:
+    clamps_section()
+    readings_section()
+else:
+    st.caption("The **Researcher view** (the switch at the top) adds each sweep's statistics and every run, the "
+               "onset, drop and completion of constant-rate runs, how many seeds a slope needs, the Markov runs on "
+               "other chains, clamped circuits, and the Causal page's readings repeated over training seeds.")

@@ -240,6 +240,7 @@ def test_the_chart_frame_holds_every_run_and_draws_a_censored_one_at_the_cap():
 @shipped
 def test_the_laws_page_shows_the_markov_section_from_its_table():
     at = open_app("app_pages/laws.py")
+    at.toggle(key="lw_advanced").set_value(True).run()  # the sentences are the researcher view's
     text = "\n".join(m.value for m in at.markdown)
     assert "Markov chains: when the unigram and bigram stages begin" in [h.value for h in at.subheader]
     for sentence in markov_sentences():
@@ -515,6 +516,7 @@ def test_a_shipped_prior_run_is_trained_again_to_the_same_onsets():
 @prior_shipped
 def test_the_laws_page_shows_the_prior_part_from_its_table():
     at = open_app("app_pages/laws.py")
+    at.toggle(key="lw_advanced").set_value(True).run()  # the sentences are the researcher view's
     text = "\n".join(m.value for m in at.markdown)
     assert "Stumbling block or stepping stone?" in text
     for sentence in prior_sentences():

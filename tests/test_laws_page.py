@@ -33,9 +33,36 @@ def medians(path, axis: str) -> dict:
 
 @pytest.fixture(scope="module")
 def page():
+    """The page as a researcher reads it: the researcher view on, the question skipped."""
     at = open_app("app_pages/laws.py")
+    at.toggle(key="lw_advanced").set_value(True).run()
+    next(b for b in at.button if b.key and b.key.endswith("_skipbtn")).click().run()
+    assert not at.exception
     text = "\n".join(m.value for m in at.markdown)
     return at, text
+
+
+def test_the_student_view_asks_before_the_batch_sweep_and_keeps_the_statistics_back():
+    """Predict, then see: the batch sweep's chart and takeaway wait for the answer; a right answer is graded
+    right; the statistics, commands and extra studies wait for the researcher view."""
+    from core.quiz import laws as quiz_laws
+
+    at = open_app("app_pages/laws.py")
+    assert not at.toggle(key="lw_advanced").value
+    assert not [c for c in at.code if c.language == "bash"]  # no shell command in the student view
+    charts = len(at.get("vega_lite_chart"))
+    text = "\n".join(m.value for m in at.markdown)
+    assert "The drop comes earlier as the batch size B grows" not in text and "Spearman" not in text
+    assert "**Takeaway:** The drop comes later as the context length N grows" in text  # an unquizzed section
+    q = quiz_laws.drop_direction(read_law(LAWS["batch"].path, LAWS["batch"]))
+    radio = next(r for r in at.radio if r.key and r.key.startswith("quiz_q_law_direction"))
+    radio.set_value(q.answer).run()
+    assert at.success and at.success[0].value.startswith("Right.")
+    assert len(at.get("vega_lite_chart")) == charts + 1
+    m = medians(LAWS["batch"].path, "batch_size")
+    assert (f"**Takeaway:** The drop comes earlier as the batch size B grows: the median drop step goes from step "
+            f"{m[min(m)]:.0f} at B = {min(m)} to step {m[max(m)]:.0f} at B = {max(m)}.") in "\n".join(
+                x.value for x in at.markdown)
 
 
 def test_each_shipped_law_is_drawn_with_its_command_and_sentences_from_its_table(page):

@@ -18,8 +18,19 @@ PAGE = "app_pages/causal.py"
 
 
 
+def skip_all(at: AppTest) -> None:
+    """Press every question's Skip button (one run each), as tests/test_causal_lessons.py does."""
+    while skips := [b for b in at.button if b.key and b.key.endswith("_skipbtn")]:
+        skips[0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+
+
 def open_on(file: str) -> AppTest:
-    return open_app(PAGE, file)
+    """The page on `file` as a researcher sees it: every question skipped, the researcher view on."""
+    at = open_app(PAGE, file)
+    at.toggle(key="cz_advanced").set_value(True).run()
+    skip_all(at)
+    return at
 
 
 def texts(at, kind: str) -> str:

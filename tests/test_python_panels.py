@@ -35,6 +35,10 @@ def page_snippets(page: str, file: str, widgets=()) -> list[dict]:
     at.switch_page(page)
     at.run()
     for kind, key, value in widgets:
+        if kind == "skip":  # every question of the page skipped, so what answers it (and its snippet) is drawn
+            while skips := [b for b in at.button if b.key and b.key.endswith("_skipbtn")]:
+                skips[0].click().run()
+            continue
         getattr(at, kind)(key=key).set_value(value).run()
     assert not at.exception, at.exception
     shown = list(at.session_state[RUN_KEY])
@@ -282,7 +286,8 @@ def test_causal_snippet_task_2block():
     RoPE-aware composition's included."""
     period = f"cz_period_{shipped_key('variable-period-2block.pt')}"  # 16, not 24: the position sweeps cost T^2
     shown = page_snippets("app_pages/causal.py", "variable-period-2block.pt",
-                          [("number_input", period, 16), ("number_input", "cz_seed", 1),
+                          [("toggle", "cz_advanced", True), ("number_input", period, 16),
+                           ("number_input", "cz_seed", 1), ("skip", None, None),
                            ("button", "cz_positions_button", True)])
     order = ("runs", "graddrop", "positions", "paths", "path_positions", "rope", "circuit", "lens")
     assert [s["title"] for s in shown] == [snippets.CAUSAL_SECTIONS[k][0] for k in order]
@@ -292,7 +297,8 @@ def test_causal_snippet_task_2block():
 @pytest.mark.app
 def test_causal_snippet_typed_1block():
     check_page("app_pages/causal.py", "variable-period-1block.pt",
-               [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab")], at_least=3)
+               [("radio", "cz_source", "Type your own"), ("text_input", "cz_text", "abcdeabcdeab"),
+                ("skip", None, None)], at_least=3)
 
 
 @pytest.mark.app
@@ -302,7 +308,8 @@ def test_laws_snippets():
     seeds, each reproduced from the shipped tables in a fresh interpreter."""
     from core.laws import drop, markov, stages
 
-    shown = page_snippets("app_pages/laws.py", "variable-period-2block.pt")
+    shown = page_snippets("app_pages/laws.py", "variable-period-2block.pt",
+                          [("toggle", "lw_advanced", True), ("skip", None, None)])
     expected = (sum(law.path.is_file() for law in drop.LAWS.values()) + 3 + 2 * stages.TARGETS_FILE.is_file()
                 + markov.MARKOV_FILE.is_file() + (markov.MARKOV_FILE.is_file() and markov.PRIOR_FILE.is_file()))
     assert len(shown) == expected, [s["title"] for s in shown]

@@ -187,10 +187,29 @@ def forget_in_memory() -> None:
     kept.clear()
 
 
+def _causal_settings() -> list[dict]:
+    """The Causal page's sequence source, corruption and researcher view, every combination, the defaults (the
+    first of each) first: a first change of any of them on a shipped checkpoint then reads its views."""
+    import itertools
+
+    from ui.share import SEQ_MODES
+
+    choices = {"cz_source": list(SEQ_MODES["causal"].values()), "cz_corruption": ["first-copy", "resample"],
+               "cz_advanced": [False, True]}
+    return [dict(zip(choices, combo)) for combo in itertools.product(*choices.values())]
+
+
+# page file -> the widget settings whose views are shipped besides a visitor's defaults: each a dict of widget key ->
+# value, the page's defaults first (set back after the others), each dict setting the same keys
+SHIPPED_SETTINGS: dict[str, list[dict]] = {"app_pages/causal.py": _causal_settings()}
+
+
 def walk(files: list[str] | None = None, visit=None) -> list[dict]:
     """Open every page on each shipped checkpoint (all of them, the Markov runs too, by default) in AppTest, as
-    a visitor who changes no widget does; `visit(entry, page, at)` is called after each page's run (a reader of
-    what the page drew: bench/page_text.py). Returns one row per checkpoint and page: its exception, if any."""
+    a visitor who changes no widget does, then with each of the page's SHIPPED_SETTINGS; every question's answer
+    is drawn (ATTENTION_LAB_PREDICT=off, as after a skip: ui/quiz.py). `visit(entry, page, at)` is called after
+    each page's default run (a reader of what the page drew: bench/page_text.py). Returns one row per checkpoint,
+    page and setting: its exception, if any."""
     import os
 
     from streamlit.testing.v1 import AppTest
@@ -198,7 +217,7 @@ def walk(files: list[str] | None = None, visit=None) -> list[dict]:
     from ui.pages import ALL_PAGES
 
     before = os.environ.get("ATTENTION_LAB_PREDICT")
-    os.environ["ATTENTION_LAB_PREDICT"] = "off"  # every question's answer drawn (ui/quiz.py), as after a skip
+    os.environ["ATTENTION_LAB_PREDICT"] = "off"
     try:
         rows = []
         for entry in shipped_models():
@@ -215,6 +234,15 @@ def walk(files: list[str] | None = None, visit=None) -> list[dict]:
                     visit(entry, page, at)
                 rows.append({"checkpoint": entry.file, "page": page.file or "home",
                              "exception": str(at.exception[0].value)[:200] if at.exception else None})
+                settings = SHIPPED_SETTINGS.get(page.file, [])
+                for setting in settings[1:]:
+                    for key, value in setting.items():
+                        at.session_state[key] = value
+                    at.run()
+                    rows.append({"checkpoint": entry.file, "page": f"{page.file} {setting}",
+                                 "exception": str(at.exception[0].value)[:200] if at.exception else None})
+                for key, value in (settings[0] if settings else {}).items():  # back to the defaults
+                    at.session_state[key] = value
     finally:
         if before is None:
             os.environ.pop("ATTENTION_LAB_PREDICT", None)

@@ -42,27 +42,31 @@ N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 @per_model(name="causal.task_experiments",
            show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
 def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
-                     corruption: str) -> dict:
+                     corruption: str, research: bool = True) -> dict:
+    """research=False: what the page shows outside its researcher view, a quarter of the CPU on the 2-block model
+    (core.causal.experiments.experiments)."""
     from core.causal import experiments
 
-    return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption)
+    return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption,
+                                        research)
 
 
 @per_model(name="causal.text_experiments",
            show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
 def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
-                     corruption: str) -> dict:
+                     corruption: str, research: bool = True) -> dict:
     from core.causal import experiments
 
     tokens = encode_text(text, entry.model.cfg.vocab_size)
-    return experiments.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption)
+    return experiments.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption, research)
 
 
 def experiments(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
-                budget: int, corruption: str):
-    """The page's experiments: sampled at `period`, or on the typed `text` when it is given."""
-    return (task_experiments(entry, period, seed, positions, budget, corruption) if text is None else
-            text_experiments(entry, text, seed, positions, budget, corruption))
+                budget: int, corruption: str, research: bool = True):
+    """The page's experiments: sampled at `period`, or on the typed `text` when it is given (research: the
+    researcher view's too)."""
+    return (task_experiments(entry, period, seed, positions, budget, corruption, research) if text is None else
+            text_experiments(entry, text, seed, positions, budget, corruption, research))
 
 
 FRESH_SEED = 10_000  # added to the page's seed: the sequences the circuit is scored on again, never chosen on
@@ -83,10 +87,10 @@ def research_checks(entry: LabModel, period: int | None, text: str | None, seed:
 
 @per_model(name="causal.reading", show_spinner=False, max_entries=256)
 def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
-            corruption: str, name: str):
+            corruption: str, name: str, research: bool = True):
     """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
     spent a quarter of its CPU reading the same sentences off the same tables."""
-    return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption))
+    return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption, research))
 
 
 @per_model(name="causal.path_positions",

@@ -12,6 +12,7 @@ from core.training.onset import RISING
 from ui import snippets
 from ui.charts.kept import draw
 from ui.charts.laws import markov_chart, prior_chart, stages_chart
+from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.snippets.laws import law_markov, law_markov_prior
 
@@ -155,9 +156,10 @@ PRIOR_NOTE = (
 
 def _runs_and_command(table, name: str) -> None:
     """A Markov table's every run (in an expander) and the command that measured it."""
-    with st.expander(f"Every run of checkpoints/laws/{name}"):
-        st.dataframe(table.table.drop(columns=["cpu"]), hide_index=True, width="stretch")
-    st.caption("The command that measured the table (bench/markov_onsets.py; core.shipped --laws runs it again):")
+    with st.expander(f"Every run of the {name.removesuffix('.csv').replace('_', ' ')} table"):
+        st.dataframe(table.table.drop(columns=["cpu", "code", "run_id"], errors="ignore"), hide_index=True,
+                     width="stretch")
+    st.caption("The command that measured the table, run from a copy of the lab's repository:")
     st.code(table.command, language="bash")
 
 
@@ -187,8 +189,9 @@ def prior_part() -> None:
     _runs_and_command(table, markov.PRIOR_FILE.name)
 
 
-def markov_section() -> None:
-    """The Markov-chain stage onsets against one setting: sentences, chart, every run, command."""
+def markov_section(advanced: bool = True) -> None:
+    """The Markov-chain stage onsets against one setting: sentences, chart, every run, command (the chart and
+    its introduction alone when not `advanced`)."""
     st.subheader("Markov chains: when the unigram and bigram stages begin")
     path = markov.MARKOV_FILE
     if not path.is_file():
@@ -199,6 +202,9 @@ def markov_section() -> None:
     except ValueError as e:
         st.warning(f"checkpoints/laws/markov.csv cannot be read: {e}")
         return
+    st.markdown("**Takeaway:** on sequences from random Markov chains, Edelman et al. (2024) saw a model first count "
+                f"single tokens ({link('unigram strategy')}), then what follows the current one "
+                f"({link('bigram strategy')}); the chart shows when each stage began in the lab's runs.")
     st.markdown(
         "The second task of the lab (Train page: Markov chains): every sequence comes from its own Markov chain, "
         "its transition rows drawn afresh from a Dirichlet prior, so the only way to predict well is to count in "
@@ -207,10 +213,13 @@ def markov_section() -> None:
         "each token has followed the current one). Each run below is the lab's 2-block Markov preset with one "
         f"setting changed, the {table.axis_name}, and records when each stage began. More states means more "
         "transitions to count from the same 100 tokens.")
-    st.markdown("\n".join(f"- {x}" for x in said))
+    if advanced:
+        st.markdown("\n".join(f"- {x}" for x in said))
     chart, note = st.columns([3, 2])
     draw(chart, markov_chart(runs, line, table.axis_name), width="stretch")
     note.caption(MARKOV_NOTE)
+    if not advanced:
+        return
     python_panel(law_markov(), shows={"onset": runs["y"], "said": said})
     _runs_and_command(table, markov.MARKOV_FILE.name)
     prior_part()

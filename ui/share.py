@@ -268,13 +268,14 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     return state, notes
 
 
-def link_of(page: str, session: Mapping[str, Any]) -> dict[str, str]:
-    """The parameters of the view on screen: the picked shipped model and `page`'s widget values."""
+def link_of(page: str, session: Mapping[str, Any], widgets: bool = True) -> dict[str, str]:
+    """The parameters of the view on screen: the picked shipped model and `page`'s widget values (none when not
+    `widgets`: the picked model's task draws its own version of the page, or none, so they are not on screen)."""
     out: dict[str, str] = {}
     name = preset_of(str(session.get("picked_model", "")))
     if name:
         out["model"] = name
-    keys = _page_keys(page, session.get("picked_model", ""))
+    keys = _page_keys(page, session.get("picked_model", "")) if widgets else {}
     screen = Screen(page, session, keys)
     for param, key in keys.items():
         if key in session:
@@ -306,12 +307,26 @@ def apply_link(page: str) -> None:
     st.session_state["share_last"] = params
 
 
+def _page_widgets_on_screen(page: str) -> bool:
+    """Whether `page`'s own widgets are drawn for the picked model: not when its task has its own version of the
+    page (a Markov model's Attention and Causal pages) or does not get the page at all (ui/task_pages.py). The
+    settings left in the session by a visit with another model are then not the view on screen: a link carrying
+    them would open another model's page with them."""
+    from ui import task_pages
+    from ui.state import selected_model
+
+    entry = selected_model()
+    if entry is None:
+        return True
+    return task_pages.own(entry.task.name, page) is None and task_pages.not_offered_note(entry, page) is None
+
+
 def republish(page: str) -> None:
     """Put the view on screen in the address without the page's full run (a fragment changed a setting
     a link carries, such as the pinned tokens)."""
     import streamlit as st
 
-    link = link_of(page, st.session_state)
+    link = link_of(page, st.session_state, _page_widgets_on_screen(page))
     if {k: st.query_params[k] for k in st.query_params} != link:
         st.query_params.from_dict(link)
     st.session_state["share_last"] = link
@@ -322,7 +337,7 @@ def publish(page: str) -> None:
     link carries (and any problem with the link that opened this view)."""
     import streamlit as st
 
-    link = link_of(page, st.session_state)
+    link = link_of(page, st.session_state, _page_widgets_on_screen(page))
     if {k: st.query_params[k] for k in st.query_params} != link:
         st.query_params.from_dict(link)
     st.session_state["share_last"] = link

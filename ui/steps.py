@@ -20,22 +20,39 @@ def step_options(entry: LabModel) -> list[int]:
     return [s["step"] for s in entry.info.get("snapshots") or []] + [FINAL]
 
 
+def own_step(entry: LabModel, key: str) -> int | None:
+    """Give the slider `key`_step to `entry`: a step picked on another model (another run, other snapshots)
+    does not carry over, the slider starts at FINAL. Returns the step left behind on the other model (None
+    when there was none, or the model is the same), so the page can say why the slider moved."""
+    owner, slider = f"{key}_step_model", f"{key}_step"
+    if st.session_state.get(owner) == entry.key and slider in st.session_state:
+        return None
+    before = st.session_state.get(slider) if st.session_state.get(owner) not in (None, entry.key) else None
+    st.session_state[owner] = entry.key
+    st.session_state[slider] = FINAL
+    return before if before not in (None, FINAL) else None
+
+
 def step_control(entry: LabModel, key: str) -> LabModel:
     """A slider over the picked model's snapshots (nothing when it has none). Returns `entry` at the
     final step, or a LabModel of the snapshot's weights whose key names the step, so every cached
     computation on the page belongs to that step."""
+    left_behind = own_step(entry, key)
     snaps = entry.info.get("snapshots") or []
     if not snaps:
         return entry
     final = final_step(entry)
     label = lambda s: str(s) if s != FINAL else (f"{final} (final)" if final is not None else "final")  # noqa: E731
     col, note = st.columns([2, 3])
-    pick = col.select_slider("Training step", step_options(entry), value=FINAL, key=f"{key}_step",
+    pick = col.select_slider("Training step", step_options(entry), key=f"{key}_step",
                              format_func=label, help="The weights as they were at this step of the training. "
                              "The file keeps a snapshot every 10 steps around the drop and fewer elsewhere.")
     if pick == FINAL:
-        note.caption(f"**Training step:** the finished model. Move the slider to see the same page at one of "
-                     f"{len(snaps)} earlier snapshots of its training.")
+        note.caption((f"**Training step:** step {left_behind} was picked on the model you looked at before; this "
+                      "one starts at its finished weights. " if left_behind is not None else
+                      "**Training step:** the finished model. ")
+                     + f"Move the slider to see the same page at one of {len(snaps)} earlier snapshots of its "
+                       "training.")
         return entry
     note.caption(f"**Training step {pick}:** every pattern, score and number on this page is computed from "
                  "the weights at that step (stored as float16), not from the finished model.")

@@ -93,10 +93,13 @@ def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
     return model.cfg.n_layers * (model.cfg.n_heads + 1) * T * T
 
 
-def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True) -> Experiments:
+def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True,
+                research: bool = True) -> Experiments:
     """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
     position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
-    on a large model they cost minutes (position_sweep_cost)."""
+    on a large model they cost minutes (position_sweep_cost). research=False leaves out what only the page's
+    researcher view shows and costs most of the rest (resid_noise, attribution and circuit are then None: on
+    the 2-block model about three quarters of the CPU, the circuit alone more than half)."""
     cfg = model.cfg
     periods = runs.periods.unique()
     out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
@@ -118,13 +121,14 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         resid_last=(patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                     if cfg.n_layers else float("nan")),
         resid=patching.resid_patch_effects(model, runs) if positions else None,
-        resid_noise=patching.resid_patch_effects(model, runs, noising=True) if positions else None,
+        resid_noise=patching.resid_patch_effects(model, runs, noising=True) if positions and research else None,
         head_positions=(out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
                         if out_positions is not None else None),
         position_cost=position_sweep_cost(model, runs),
         embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
         noise=_noise_frame(model, runs),
-        attribution=atp.attribution_agreement(model, runs, out_positions) if positions and cfg.n_layers else None,
+        attribution=(atp.attribution_agreement(model, runs, out_positions) if positions and research and cfg.n_layers
+                     else None),
         head_rows=[head_label(l, h) for l, h in every],
         paths=paths,
         corruption=runs.corruption,
@@ -133,7 +137,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         lens=lens,
         lens_by_copy=logit_lens.lens_by_copy(model, full, runs.periods),
         by_metric=metrics.head_effects_by_metric(model, runs) if cfg.n_layers else None,
-        circuit=circuit.page_circuit(model, runs) if cfg.n_layers == 2 else None,
+        circuit=circuit.page_circuit(model, runs) if research and cfg.n_layers == 2 else None,
         composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
 
@@ -172,21 +176,21 @@ def _positions(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | No
 
 def task_experiments(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
                      positions: bool | None = None, budget: int = POSITION_BUDGET,
-                     corruption: str = "first-copy") -> Experiments:
+                     corruption: str = "first-copy", research: bool = True) -> Experiments:
     """experiments() on n_seqs sampled sequences at one period and their corrupted runs (positions:
     True/False runs the position sweeps or not; None runs them when they cost at most `budget`;
-    corruption: core.causal.corruptions.CORRUPTIONS)."""
+    corruption: core.causal.corruptions.CORRUPTIONS; research: as in experiments())."""
     runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
-    return experiments(model, runs, _positions(model, runs, positions, budget))
+    return experiments(model, runs, _positions(model, runs, positions, budget), research)
 
 
 def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
                      positions: bool | None = None, budget: int = POSITION_BUDGET,
-                     corruption: str = "first-copy") -> Experiments:
-    """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget and
-    corruption as in task_experiments)."""
+                     corruption: str = "first-copy", research: bool = True) -> Experiments:
+    """experiments() on one typed sequence, corrupted n_corruptions times (positions, budget, corruption and
+    research as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
-    return replace(experiments(model, runs, _positions(model, runs, positions, budget)), typed=True)
+    return replace(experiments(model, runs, _positions(model, runs, positions, budget), research), typed=True)
 
 
 def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,
