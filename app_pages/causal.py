@@ -24,7 +24,6 @@ DEFAULT_TEXT = "induction " * 3
 SMALL_GAP = readings.MIN_GAP  # nats: below this M(clean) - M(corrupted) is too small for ratios to mean much
 BLANK = 0.02  # a row of the position sweep whose every cell is within ±BLANK reads as blank
 PATH_NAMES = {"q": "query", "k": "key", "v": "value"}
-DIRECT_COLUMN = "share kept when only the direct path is noised"
 ADVANCED = "cz_advanced"  # the researcher view's toggle: method detail, statistics and the extra checks
 CORRUPTION_LABELS = {"first-copy": "first copy replaced by a fresh pattern",
                      "resample": "resample: another sequence of the same period"}
@@ -162,26 +161,7 @@ if cfg.n_layers:
             "and still score 0. Below 0, the clean piece mixed with the corrupted rest pushes towards a wrong "
             "token.")
 if cfg.n_layers and advanced:
-    st.subheader("Needed, or only enough? Three measurements per head")
-    noise = res.noise.merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
-                               on=["layer", "head"])
-    table = {"head": noise["label"]}
-    for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
-                              "noising (needed?)": ("noise_effect", "noise_low", "noise_high")}.items():
-        table[name] = [f"{a:.2f} [{b:.2f}, {c:.2f}]" for a, b, c in zip(noise[v], noise[lo], noise[hi])]
-    table[DIRECT_COLUMN] = [readings.direct_cell(r) for _, r in noise.iterrows()]
-    st.dataframe(table, hide_index=True)
-    st.caption(
-        f"**Three measurements per head** (effect, then its 95% bootstrap interval over {readings.interval_unit(res)}; "
-        "no interval here covers other training seeds). "
-        "*Denoising*, the chart above: the head's clean output into the corrupted run (does it suffice?). "
-        "*Noising*: its corrupted output into the clean run, every block above rerun (is it needed? near 1 = "
-        f"nothing lost). *{DIRECT_COLUMN}*: its corrupted output sent only along its direct path to the logits, the "
-        "blocks above left clean (Wang et al.'s first step). 1 means its direct path carries *nothing* M needs; a "
-        "head whose share kept here is 1 but whose noising effect is low matters only through later heads. "
-        "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
-        "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
-        "corruption; choose resample to test it.")
+    sections.needed_or_enough(res, heads)
     sections.metric_section(res, read("metric_sentence"))
 if cfg.n_layers:
     # -----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ ALLOWED = {
     "sweeps": {"model", "reading", "training", "pool"},
     "laws": {"model", "reading", "training", "pool", "sweeps"},
     "series": {"model", "reading", "training", "pool", "sweeps", "laws"},
-    "quiz": {"model", "reading", "causal", "training"},
+    "quiz": {"model", "reading", "causal", "training", "sweeps", "laws"},
 }
 
 _IMPORT_EACH = r"""

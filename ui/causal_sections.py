@@ -119,6 +119,33 @@ def path_positions_part(entry: LabModel, res, period: int | None, text: str | No
                   on_click=lambda: st.session_state.update(cz_positions=True))
 
 
+DIRECT_COLUMN = "share kept when only the direct path is noised"
+
+
+def needed_or_enough(res, heads: pd.DataFrame) -> None:
+    """The researcher's table of each head's denoising, noising and direct-path effects, with its caption."""
+    st.subheader("Needed, or only enough? Three measurements per head")
+    noise = res.noise.merge(heads[["layer", "head", "patch_effect", "effect_low", "effect_high"]],
+                            on=["layer", "head"])
+    table = {"head": noise["label"]}
+    for name, (v, lo, hi) in {"denoising (suffices?)": ("patch_effect", "effect_low", "effect_high"),
+                              "noising (needed?)": ("noise_effect", "noise_low", "noise_high")}.items():
+        table[name] = [f"{a:.2f} [{b:.2f}, {c:.2f}]" for a, b, c in zip(noise[v], noise[lo], noise[hi])]
+    table[DIRECT_COLUMN] = [readings.direct_cell(r) for _, r in noise.iterrows()]
+    st.dataframe(table, hide_index=True)
+    st.caption(
+        f"**Three measurements per head** (effect, then its 95% bootstrap interval over {readings.interval_unit(res)}; "
+        "no interval here covers other training seeds). "
+        "*Denoising*, the chart above: the head's clean output into the corrupted run (does it suffice?). "
+        "*Noising*: its corrupted output into the clean run, every block above rerun (is it needed? near 1 = "
+        f"nothing lost). *{DIRECT_COLUMN}*: its corrupted output sent only along its direct path to the logits, the "
+        "blocks above left clean (Wang et al.'s first step). 1 means its direct path carries *nothing* M needs; a "
+        "head whose share kept here is 1 but whose noising effect is low matters only through later heads. "
+        "*untestable*: the head's output hardly differs between the two runs at the scored positions (under "
+        "first-copy a block-1 head there reads the unchanged second copy), so the 1 would be forced by the "
+        "corruption; choose resample to test it.")
+
+
 def metric_section(res, said: str | None) -> None:
     """Section 1's head patching under three metrics (res.by_metric); `said` is readings.metric_sentence(res)."""
     if res.by_metric is None:

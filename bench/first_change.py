@@ -1,0 +1,162 @@
+"""What the server spends when a student changes a setting on a page for the first time, on every page.
+
+    python bench/first_change.py [--files variable-period-2block.pt ...] [--pages attention causal ...] [--json]
+
+For each shipped checkpoint (default: the default model) and each page: a fresh AppTest session opens the page
+from empty memory caches, reading the shipped data as a new server does (checkpoints/data/), with every
+question's answer drawn (ATTENTION_LAB_PREDICT=off: what a student sees after answering). Then every setting in
+the page's main area (select boxes, radios, number inputs, sliders, toggles, checkboxes; not the sidebar's
+model picker, not the questions) is changed once to its next value, and that run is measured in CPU-seconds of
+this process (every thread, torch's included: resource.getrusage); the setting is then set back (a warm run)
+and changed again (warm: the memory cache holds its views). Budget (issue 58): a first change within 2 s at
+100 GFLOP/s, scaled by the one-thread matmul rate measured here; a warm one within 1 s. A run that shows
+an exception is reported with it. bench/causal_first_change.py measures the Causal page's settings by name.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import matmul_rate  # noqa: E402
+
+BUDGET_S, WARM_S, REFERENCE_GFLOPS = 2.0, 1.0, 100.0
+KINDS = ("selectbox", "radio", "number_input", "slider", "toggle", "checkbox")
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def next_value(widget, kind: str):
+    """The value one step on from the widget's own (None: nothing to change to)."""
+    value = widget.value
+    if kind in ("toggle", "checkbox"):
+        return not value
+    if kind in ("selectbox", "radio"):
+        options = list(widget.options)
+        if len(options) < 2:
+            return None
+        shown = widget.format_func(value) if value is not None and hasattr(widget, "format_func") else value
+        here = options.index(shown) if shown in options else -1
+        return widget.options[(here + 1) % len(options)] if here >= 0 else None
+    if kind == "number_input":
+        step = widget.step or 1
+        up = value + step
+        return up if widget.max_value is None or up <= widget.max_value else value - step
+    if kind == "slider":
+        if isinstance(value, (tuple, list)):
+            return None  # a range: which end to move is the page's choice; left out
+        step = widget.step or 1
+        up = value + step
+        return up if up <= widget.max else value - step
+    return None
+
+
+def _main_widgets(at) -> list[tuple[str, str, object]]:
+    """(kind, key, widget) of every setting in the main area, not the questions."""
+    sidebar = {id(w) for kind in KINDS for w in getattr(at.sidebar, kind)}
+    out = []
+    for kind in KINDS:
+        for w in getattr(at, kind):
+            key = getattr(w, "key", None)
+            if id(w) in sidebar or not key or str(key).startswith(("quiz_", "picked_model")):
+                continue
+            out.append((kind, key, w))
+    return out
+
+
+def measure(file: str, page, budget: float) -> list[dict]:
+    from streamlit.testing.v1 import AppTest
+
+    from ui.cache import forget_in_memory
+    from ui.model_keys import shipped_key
+
+    forget_in_memory()
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=600)
+    at.run()
+    at.selectbox(key="picked_model").set_value(shipped_key(file)).run()
+    if page.file is not None:
+        at.switch_page(page.file)
+    at.run()
+    rows = []
+    for kind, key, _ in _main_widgets(at):
+        try:
+            widget = getattr(at, kind)(key=key)
+        except KeyError:
+            continue  # an earlier change took it off the page
+        value, default = next_value(widget, kind), widget.value
+        if value is None or widget.disabled:
+            continue
+        got = {"checkpoint": file, "page": page.url_path or "home", "setting": f"{key} ({kind})"}
+        for phase in ("first", "warm"):
+            widget = getattr(at, kind)(key=key)
+            widget.set_value(value)
+            c0, w0 = cpu_s(), time.perf_counter()
+            at.run()
+            got[f"{phase}_cpu_s"] = round(cpu_s() - c0, 2)
+            got[f"{phase}_wall_s"] = round(time.perf_counter() - w0, 2)
+            got["exception"] = str(at.exception[0].value)[:120] if at.exception else None
+            try:
+                getattr(at, kind)(key=key).set_value(default)
+            except KeyError:
+                break
+            at.run()  # back to the defaults (their views are warm)
+        got["over"] = got["first_cpu_s"] > budget or got.get("warm_cpu_s", 0) > WARM_S * REFERENCE_GFLOPS / RATE
+        rows.append(got)
+    return rows
+
+
+RATE = REFERENCE_GFLOPS
+
+
+def main(argv=None) -> int:
+    global RATE
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", nargs="*", default=["variable-period-2block.pt"],
+                    help="shipped checkpoint files (default: the default model)")
+    ap.add_argument("--pages", nargs="*", help="url paths (home for Home; default: every page but Train)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    os.environ["ATTENTION_LAB_PREDICT"] = "off"
+    from core.model import cpu
+    from ui.pages import ALL_PAGES
+
+    RATE = matmul_rate()
+    budget = BUDGET_S * REFERENCE_GFLOPS / RATE
+    wanted = set(args.pages) if args.pages else None
+    pages = [p for p in ALL_PAGES if (p.url_path or "home") in wanted] if wanted else \
+        [p for p in ALL_PAGES if p.url_path != "train"]  # Train's settings start nothing until Train is pressed
+    rows = [r for f in args.files for p in pages for r in measure(f, p, budget)]
+    if args.json:
+        print(json.dumps({"cpu": cpu.kind(), "matmul_gflops": round(RATE, 1), "budget_s": round(budget, 2),
+                          "rows": rows}))
+        return 0
+    print(f"CPU {cpu.kind()}, matmul {RATE:.1f} GFLOP/s (one thread): first-change budget {budget:.2f} CPU-s "
+          f"({BUDGET_S:g} s at {REFERENCE_GFLOPS:g} GFLOP/s), warm {WARM_S * REFERENCE_GFLOPS / RATE:.2f}")
+    print(f"{'checkpoint':<28} {'page':<11} {'setting':<40} {'first CPU-s':>11} {'warm CPU-s':>10}")
+    for r in rows:
+        print(f"{r['checkpoint']:<28} {r['page']:<11} {r['setting'][:40]:<40} {r['first_cpu_s']:>11.2f} "
+              f"{r.get('warm_cpu_s', float('nan')):>10.2f}{'  over' if r['over'] else ''}"
+              + (f"  {r['exception']}" if r["exception"] else ""))
+    worst = max(rows, key=lambda r: r["first_cpu_s"]) if rows else None
+    if worst:
+        print(f"{len(rows)} settings; {sum(r['over'] for r in rows)} over budget; the costliest first change: "
+              f"{worst['page']} {worst['setting']} {worst['first_cpu_s']} CPU-s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
