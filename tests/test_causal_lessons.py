@@ -27,8 +27,17 @@ def skip_all(at) -> None:
         assert not at.exception, [e.value for e in at.exception]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def predict_first():
+    """The questions as a student meets them: what answers each stays hidden until an answer (tests/conftest.py
+    turns this off for the other page tests)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTENTION_LAB_PREDICT", "on")
+        yield
+
+
 @pytest.fixture(scope="module")
-def page():
+def page(predict_first):
     return open_app(PAGE, TWO_BLOCK, timeout=300)
 
 

@@ -42,11 +42,12 @@ def page():
     return at, text
 
 
-def test_the_student_view_asks_before_the_batch_sweep_and_keeps_the_statistics_back():
+def test_the_student_view_asks_before_the_batch_sweep_and_keeps_the_statistics_back(monkeypatch):
     """Predict, then see: the batch sweep's chart and takeaway wait for the answer; a right answer is graded
     right; the statistics, commands and extra studies wait for the researcher view."""
     from core.quiz import laws as quiz_laws
 
+    monkeypatch.setenv("ATTENTION_LAB_PREDICT", "on")  # tests/conftest.py turns it off for the other page tests
     at = open_app("app_pages/laws.py")
     assert not at.toggle(key="lw_advanced").value
     assert not [c for c in at.code if c.language == "bash"]  # no shell command in the student view

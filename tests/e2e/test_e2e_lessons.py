@@ -7,9 +7,24 @@ from __future__ import annotations
 
 import pytest
 
+from streamlit_server import StreamlitServer
+
 pytestmark = pytest.mark.e2e
 
 MAX_HEIGHT = {"causal": 6_000, "laws": 6_000}  # px of the main area at 1400 px wide, everything the page draws
+
+
+@pytest.fixture(scope="module")
+def lessons_server(browser):
+    """A server where the questions hide their answers, as for a student (tests/conftest.py turns it off)."""
+    srv = StreamlitServer(env={"ATTENTION_LAB_PREDICT": "on"}, name="server-lessons")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def app(new_app, lessons_server):
+    return new_app(lessons_server)
 
 
 def main_height(app) -> int:
