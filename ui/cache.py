@@ -204,12 +204,13 @@ def _causal_settings() -> list[dict]:
 SHIPPED_SETTINGS: dict[str, list[dict]] = {"app_pages/causal.py": _causal_settings()}
 
 
-def walk(files: list[str] | None = None, visit=None) -> list[dict]:
+def walk(files: list[str] | None = None, visit=None, visit_setting=None) -> list[dict]:
     """Open every page on each shipped checkpoint (all of them, the Markov runs too, by default) in AppTest, as
     a visitor who changes no widget does, then with each of the page's SHIPPED_SETTINGS; every question's answer
     is drawn (ATTENTION_LAB_PREDICT=off, as after a skip: ui/quiz.py). `visit(entry, page, at)` is called after
-    each page's default run (a reader of what the page drew: bench/page_text.py). Returns one row per checkpoint,
-    page and setting: its exception, if any."""
+    each page's default run (a reader of what the page drew: bench/page_text.py), `visit_setting(entry, page,
+    setting, at)` after each run at one of its SHIPPED_SETTINGS. Returns one row per checkpoint, page and setting:
+    its exception, if any."""
     import os
 
     from streamlit.testing.v1 import AppTest
@@ -239,6 +240,8 @@ def walk(files: list[str] | None = None, visit=None) -> list[dict]:
                     for key, value in setting.items():
                         at.session_state[key] = value
                     at.run()
+                    if visit_setting is not None:
+                        visit_setting(entry, page, setting, at)
                     rows.append({"checkpoint": entry.file, "page": f"{page.file} {setting}",
                                  "exception": str(at.exception[0].value)[:200] if at.exception else None})
                 for key, value in (settings[0] if settings else {}).items():  # back to the defaults
@@ -251,13 +254,14 @@ def walk(files: list[str] | None = None, visit=None) -> list[dict]:
     return rows
 
 
-def recorded_walk(fresh: bool = False, files: list[str] | None = None) -> tuple[list[dict], list]:
+def recorded_walk(fresh: bool = False, files: list[str] | None = None, visit=None,
+                  visit_setting=None) -> tuple[list[dict], list]:
     """walk() from empty memory caches, every value it asks of the shipped data recorded (shipped_data.Call;
     fresh: computed, not read)."""
     forget_in_memory()
     shipped_data.recorded, shipped_data.read_shipped = [], not fresh
     try:
-        rows = walk(files)
+        rows = walk(files, visit, visit_setting)
     finally:
         calls, shipped_data.recorded, shipped_data.read_shipped = shipped_data.recorded, None, True
         forget_in_memory()

@@ -5,21 +5,23 @@ from ui.python_panel import Snippet
 from ui.snippets.load import snippet
 
 
-def _task_run(model, task, PERIOD, N_SEQS, SEED, SWEEPS, CORRUPTION):
+def _task_run(model, task, PERIOD, N_SEQS, SEED, SWEEPS, CORRUPTION, RESEARCH):
     from core.causal import experiments as causal
-    # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET)
+    # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET);
+    # research: also noising, attribution patching and the circuit (the page's Researcher view)
     res = causal.task_experiments(model, task, period=PERIOD, n_seqs=N_SEQS, seed=SEED, positions=SWEEPS,
-                                  corruption=CORRUPTION)
+                                  corruption=CORRUPTION, research=RESEARCH)
     return res
 
 
-def _text_run(model, TEXT, N_SEQS, SEED, SWEEPS, CORRUPTION):
+def _text_run(model, TEXT, N_SEQS, SEED, SWEEPS, CORRUPTION, RESEARCH):
     from core.causal import experiments as causal
     from core.model.symbols import encode_text
     tokens = encode_text(TEXT, model.cfg.vocab_size)
-    # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET)
+    # positions: True runs the one-position sweeps, None only where they are quick (causal.POSITION_BUDGET);
+    # research: also noising, attribution patching and the circuit (the page's Researcher view)
     res = causal.text_experiments(model, tokens, N_SEQS, seed=SEED, positions=SWEEPS,
-                                  corruption=CORRUPTION)  # N_SEQS corrupted runs
+                                  corruption=CORRUPTION, research=RESEARCH)  # N_SEQS corrupted runs
     return res
 
 
@@ -109,16 +111,17 @@ CAUSAL_SECTIONS = {  # section -> (title, the piece that shows it)
 
 
 NEEDS_RUNS = {"graddrop", "rope", "path_positions"}  # sections that also take the pair of runs itself
+RESEARCH_SECTIONS = {"graddrop", "circuit"}  # they read res.attribution or res.circuit: research=True
 
 
 def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str,
-           corruption: str = "first-copy") -> Snippet:
+           corruption: str = "first-copy", research: bool = True) -> Snippet:
     """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
     position sweeps run only where they are quick, core.causal.experiments.POSITION_BUDGET); corruption:
-    core.causal.corruptions.CORRUPTIONS."""
+    core.causal.corruptions.CORRUPTIONS; research: the Researcher view's parts computed too."""
     title, show = CAUSAL_SECTIONS[section]
     run = _task_run if text is None else _text_run
     values = {"PERIOD": period} if text is None else {"TEXT": text}
     pieces = (run, show) if section not in NEEDS_RUNS else (run, _task_pair if text is None else _text_pair, show)
     return snippet(title, entry, *pieces, N_SEQS=n_seqs, SEED=seed, SWEEPS=positions, CORRUPTION=corruption,
-                   **values)
+                   RESEARCH=research or section in RESEARCH_SECTIONS, **values)
