@@ -37,28 +37,44 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def next_value(widget, kind: str):
-    """The value one step on from the widget's own (None: nothing to change to)."""
+def _choose(widget, shown: str) -> None:
+    """Pick the option shown as `shown`, as the browser does (it sends the option's text, which the server maps
+    back to its value): AppTest's own set_value takes the value, which a formatted option does not give."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    class Chosen(type(widget)):
+        @property
+        def _widget_state(self):
+            ws = WidgetState()
+            ws.id, ws.string_value = self.id, shown
+            return ws
+    widget.__class__ = Chosen
+
+
+def change(widget, kind: str):
+    """(apply, undo): functions that move the widget one step on from its value and back (None: left out)."""
     value = widget.value
     if kind in ("toggle", "checkbox"):
-        return not value
+        return (lambda w: w.set_value(not value)), (lambda w: w.set_value(value))
     if kind in ("selectbox", "radio"):
         options = list(widget.options)
-        if len(options) < 2:
+        try:
+            here = widget.index
+        except ValueError:  # a value its options do not show (the page's own placeholder)
             return None
-        shown = widget.format_func(value) if value is not None and hasattr(widget, "format_func") else value
-        here = options.index(shown) if shown in options else -1
-        return widget.options[(here + 1) % len(options)] if here >= 0 else None
+        if here is None or len(options) < 2:
+            return None
+        return (lambda w: _choose(w, options[(here + 1) % len(options)])), (lambda w: _choose(w, options[here]))
     if kind == "number_input":
         step = widget.step or 1
-        up = value + step
-        return up if widget.max_value is None or up <= widget.max_value else value - step
+        other = value + step if widget.max is None or value + step <= widget.max else value - step
+        return (lambda w: w.set_value(other)), (lambda w: w.set_value(value))
     if kind == "slider":
         if isinstance(value, (tuple, list)):
             return None  # a range: which end to move is the page's choice; left out
         step = widget.step or 1
-        up = value + step
-        return up if up <= widget.max else value - step
+        other = value + step if value + step <= widget.max else value - step
+        return (lambda w: w.set_value(other)), (lambda w: w.set_value(value))
     return None
 
 
@@ -94,20 +110,20 @@ def measure(file: str, page, budget: float) -> list[dict]:
             widget = getattr(at, kind)(key=key)
         except KeyError:
             continue  # an earlier change took it off the page
-        value, default = next_value(widget, kind), widget.value
-        if value is None or widget.disabled:
+        moves = change(widget, kind)
+        if moves is None or getattr(widget, "disabled", False):
             continue
+        apply, undo = moves
         got = {"checkpoint": file, "page": page.url_path or "home", "setting": f"{key} ({kind})"}
         for phase in ("first", "warm"):
-            widget = getattr(at, kind)(key=key)
-            widget.set_value(value)
+            apply(getattr(at, kind)(key=key))
             c0, w0 = cpu_s(), time.perf_counter()
             at.run()
             got[f"{phase}_cpu_s"] = round(cpu_s() - c0, 2)
             got[f"{phase}_wall_s"] = round(time.perf_counter() - w0, 2)
             got["exception"] = str(at.exception[0].value)[:120] if at.exception else None
             try:
-                getattr(at, kind)(key=key).set_value(default)
+                undo(getattr(at, kind)(key=key))
             except KeyError:
                 break
             at.run()  # back to the defaults (their views are warm)
