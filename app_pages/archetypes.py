@@ -225,6 +225,8 @@ else:
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · The IOI circuit in GPT-2 small")
+st.markdown(f"**In a large model the same {link('archetype', 'archetypes')} combine into circuits: in GPT-2 small, "
+            f"{sum(len(g.heads) for g in ioi.GROUPS)} heads in {len(ioi.GROUPS)} groups pick the right name.**")
 st.info("GPT-2 small is **not run here**. The heads below are the ones Wang et al. (2022) report; the lab "
         "shows where they sit and what each group does, and computes nothing about them.")
 st.markdown(
@@ -259,6 +261,8 @@ for g in ioi.GROUPS:
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · Reading attention with care")
+st.markdown(f"**A pattern shows where a head reads, not whether that matters: only an {link('ablation')} or a "
+            f"{link('activation patching', 'patch')} shows that.**")
 st.subheader("Why sinks appear")
 st.markdown(
     "A softmax always hands out a total of 1. A head whose pattern has nothing relevant on a row cannot say "

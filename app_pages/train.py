@@ -15,9 +15,10 @@ from ui import layout, snippets, task_pages, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
 from ui.charts.kept import draw, kept
+from ui.glossary import link
 from ui.model_keys import shipped_key
 from ui.python_panel import python_panel
-from ui.quiz import ask
+from ui.quiz import ask, ask_before, ask_recorded, show_recorded
 from ui.seeds import seeds_section
 from ui.state import LabModel, shipped_files, shipped_models
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
@@ -232,14 +233,17 @@ def result_panel(run: LiveRun) -> bool:
     python_panel(snippets.training_run(run.settings, run.step),
                  shows={"final": [m.get("loss_later_copies"), m.get("acc_later_copies")]})
     vocab = model.cfg.vocab_size
-    ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
-    ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
+    for q in (quiz_training.first_copy_during_drop(info["history"], vocab),
+              quiz_training.prev_head_timing(info["history"], vocab)):
+        if not ask_recorded(q, run.id):  # graded against the prediction made before Train, else asked now
+            ask(q, panel="run")
     entry = LabModel(run.registered_key or "live", "this run", model, info, "trained")
     snapshots = len(info.get("snapshots") or [])
     if snapshots and st.session_state.get("tr_timeline_of") != run.id:
         # measured on request: every snapshot's forward pass on the evaluation batch held the page for
         # seconds right after Stop (bench/train_page_time.py)
         st.subheader("Watch the circuit form: this run")
+        st.markdown("**Replay this run from the weights it kept: when each head took its job, against the loss.**")
         st.button(f"Measure the model at each of its {snapshots} snapshots", key="tr_timeline",
                   on_click=st.session_state.__setitem__, args=("tr_timeline_of", run.id),
                   help="The loss curve, the film strip and the in-context-learning score of this run, read from "
@@ -251,18 +255,28 @@ def result_panel(run: LiveRun) -> bool:
     return True
 
 
-def shipped_panel(questions: bool = True) -> None:
+def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = None) -> None:
     """The shipped runs' curves and head scores; `questions`: with the training questions (False when this
-    session's run already asks them)."""
+    session's run already asks them). `predicted`: {question key: answered or skipped} of the questions asked
+    before Train (before_training): each chart that answers one waits for it, and the panel asks nothing."""
     runs = shipped_runs()
     st.subheader("The shipped runs")
+    st.markdown(f"**The shipped checkpoints kept their training curves: compare whether, and when, each run's "
+                f"{link('later-copy loss')} shows {link('the drop')}.**")
     if not runs:
         st.info("No shipped checkpoint with a training history is installed.")
         return
     frames = [_frames(name, info)[0] for name, info in runs.items()]
     vocab = next(iter(runs.values()))["config"].vocab_size
-    shown = not (questions and DEFAULT_PRESET in runs) or ask(
-        quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab), hides="the shipped runs' curves")
+    if predicted is not None:
+        shown = predicted.get("q_first", True)
+        if not shown:
+            st.caption("The curves of the shipped runs answer the first prediction above: they show once you "
+                       "answer or skip it.")
+    else:
+        shown = not (questions and DEFAULT_PRESET in runs) or ask(
+            quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab),
+            hides="the shipped runs' curves")
     curves = pd.concat(frames)
     if shown:
         chart, note = st.columns([3, 1])
@@ -278,8 +292,15 @@ def shipped_panel(questions: bool = True) -> None:
     python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
-        if not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
-                                hides="every head's scores over training"):
+        if predicted is not None:
+            shown = predicted.get("q_timing", True)
+            if not shown:
+                st.caption("Every head's scores over the shipped run answer the second prediction above: they "
+                           "show once you answer or skip it.")
+        else:
+            shown = not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
+                                         hides="every head's scores over training")
+        if shown:
             chart, note = st.columns([3, 1])
             draw(chart, _shipped_head_scores(heads, drop))
             note.markdown(
@@ -299,8 +320,21 @@ def _study(path: str, mtime: float) -> dict | None:
     return transition.shipped_study(path)
 
 
+def before_training(run: LiveRun | None) -> dict[str, bool] | None:
+    """Predict before you train: the training questions, asked before the run that answers them exists
+    (ui.quiz.ask_before), or the predictions of the run in progress. {question key: answered or skipped}; None
+    while a run trains."""
+    if run is not None and run.active:
+        show_recorded(run.id)
+        return None
+    heading = "Predict before you train." if run is None else "Predict before your next run."
+    return {key: ask_before(key, prompt, options, heading) for key, prompt, options in quiz_training.BEFORE_TRAINING}
+
+
 def transition_panel() -> None:
     st.subheader("How often, and when, does the drop happen?")
+    st.markdown("**One run is one draw: many seeds of the same settings show how reliably, and how abruptly, the "
+                "drop comes.**")
     path = transition.STUDY_FILE
     study = _study(str(path), path.stat().st_mtime) if path.is_file() else None
     if study is None:
@@ -325,7 +359,7 @@ def transition_panel() -> None:
         "head with induction_any (attention on the token after any earlier copy) at least "
         f"{transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
         "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
-        "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
+        "in the three seeds measured, so the drop steps above are not those of a plain start.")
     python_panel(snippets.transition_study(), shows={"drop": runs["drop_step"]})
     with st.expander("Every run of the study, and the command that measures it again"):
         st.dataframe(runs, hide_index=True, width="stretch")
@@ -358,6 +392,8 @@ if run is not None and not run.active and run.settings.kind != settings.kind:
     reset()  # the other task's ended run leaves the page (its model stays in the sidebar picker)
     run = None
 active = run is not None and run.active
+predicting = task_pages.own(settings.kind, "train_result") is None and not off  # the repeat task's questions
+predicted = before_training(run) if predicting else None
 buttons = layout.button_row()  # each button as wide as its label (equal columns cut them to "T…" at 800 px)
 buttons.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
@@ -380,6 +416,6 @@ if own_panels is not None:
     own_panels(settings, bad, active)
 else:
     if not active:
-        shipped_panel(questions=not asked)
+        shipped_panel(questions=not asked, predicted=predicted if predicting and not asked else None)
     transition_panel()
     seeds_section(settings, bad, off)
