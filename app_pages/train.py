@@ -277,7 +277,7 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
         shown = not (questions and DEFAULT_PRESET in runs) or ask(
             quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab),
             hides="the shipped runs' curves")
-    curves = pd.concat(frames)
+    curves, curves_shown = pd.concat(frames), shown
     if shown:
         chart, note = st.columns([3, 1])
         draw(chart, charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
@@ -295,8 +295,8 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
         if predicted is not None:
             shown = predicted.get("q_timing", True)
             if not shown:
-                st.caption("Every head's scores over the shipped run answer the second prediction above: they "
-                           "show once you answer or skip it.")
+                st.caption("Every head's scores over the shipped run, and its film strip, answer the second "
+                           "prediction above: they show once you answer or skip both.")
         else:
             shown = not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
                                          hides="every head's scores over training")
@@ -312,7 +312,8 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
         shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
         if shipped is not None:
             python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
-            timeline_panel(shipped, f"the shipped {DEFAULT_PRESET} run")
+            if shown and curves_shown:  # its film strip and loss by position answer both questions too
+                timeline_panel(shipped, f"the shipped {DEFAULT_PRESET} run")
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
