@@ -328,8 +328,11 @@ def before_training(run: LiveRun | None) -> dict[str, bool] | None:
     if run is not None and run.active:
         show_recorded(run.id)
         return None
-    heading = "Predict before you train." if run is None else "Predict before your next run."
-    return {key: ask_before(key, prompt, options, heading) for key, prompt, options in quiz_training.BEFORE_TRAINING}
+    if run is None:  # the shipped runs' curves below wait for the answers
+        return {key: ask_before(key, prompt, options) for key, prompt, options in quiz_training.BEFORE_TRAINING}
+    # an ended run's results are on the page: the shipped runs' curves show already
+    return {key: ask_before(key, prompt, options, "Predict before your next run.", hides=None)
+            for key, prompt, options in quiz_training.BEFORE_TRAINING}
 
 
 def transition_panel() -> None:
@@ -356,11 +359,13 @@ def transition_panel() -> None:
         f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "
         f"at the first step below {study['low']:g} nats; the black tick is where it crossed ln V / 2, the "
         "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
-        "never dropped have no bar; the sentence above counts them. An induction head here is a last-block "
-        "head with induction_any (attention on the token after any earlier copy) at least "
-        f"{transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
-        "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
-        "in the three seeds measured, so the drop steps above are not those of a plain start.")
+        "never dropped have no bar; the sentence above counts them.")
+    with st.expander("How the study counts an induction head, and which start its runs had"):
+        st.markdown(
+            "An induction head here is a last-block head with induction_any (attention on the token after any "
+            f"earlier copy) at least {transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial "
+            "embedding (the default, see Advanced above). From the plain embedding the plateau lasted about three "
+            "times longer in the three seeds measured, so the drop steps above are not those of a plain start.")
     python_panel(snippets.transition_study(), shows={"drop": runs["drop_step"]})
     with st.expander("Every run of the study, and the command that measures it again"):
         st.dataframe(runs, hide_index=True, width="stretch")
@@ -370,6 +375,7 @@ def transition_panel() -> None:
 
 chosen = st.session_state.get("tr_task", st.session_state.get("tr_saved", {}).get("tr_task", "repeat"))
 st.markdown(task_pages.own(chosen, "train_intro") or
+    f"**Train a model here and watch for the moment it learns to look tokens up: {link('the drop')}.**\n\n"
     "Each training sequence repeats a freshly drawn random pattern, so the first copy is pure noise and every "
     "later token can be found earlier in the context. A model can only beat chance on the repeats by "
     "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "

@@ -104,9 +104,10 @@ def _skipped_before(qkey: str) -> None:
 
 
 def ask_before(qkey: str, prompt: str, options: list[str], heading: str = "Predict before you train.",
-               hides: str = "the shipped runs' curves below") -> bool:
+               hides: str | None = "the shipped runs' curves below") -> bool:
     """Ask question `qkey` before what answers it exists: True once the student answered or skipped (or with
-    ATTENTION_LAB_PREDICT=off), so the page may show what would give the answer away (`hides`)."""
+    ATTENTION_LAB_PREDICT=off), so the page may show what would give the answer away (`hides`; None: the page
+    hides nothing for it)."""
     box = st.container(border=True)
     box.markdown(f"**🤔 {heading}** {prompt}")
     given = _before()["given"]
@@ -116,7 +117,8 @@ def ask_before(qkey: str, prompt: str, options: list[str], heading: str = "Predi
               disabled=done, on_change=_picked_before, args=(qkey, wkey))
     if not done:
         left, right = box.columns([4, 1], vertical_alignment="center")
-        left.caption(f"Your pick is kept for your next run and graded when that run ends; it also shows {hides}.")
+        left.caption("Your pick is kept for your next run and graded when that run ends"
+                     + (f"; it also shows {hides}." if hides else "."))
         right.button("Skip", key=f"{wkey}_skipbtn", on_click=_skipped_before, args=(qkey,),
                      help="No prediction: show the answer after the run.")
         return not predict_first()
