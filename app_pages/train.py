@@ -289,7 +289,8 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
             "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
             "begin above the top of the chart (hover for the value).")
     st.markdown("\n".join(f"- {text.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
-    python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
+    if shown:  # its printed losses answer the question as the chart does
+        python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
         if predicted is not None:
@@ -311,7 +312,8 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
                    "Its later-copy loss never fell below ln V / 2."))
         shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
         if shipped is not None:
-            python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
+            if shown:
+                python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
             if shown and curves_shown:  # its film strip and loss by position answer both questions too
                 timeline_panel(shipped, f"the shipped {DEFAULT_PRESET} run")
 
@@ -357,7 +359,8 @@ def transition_panel() -> None:
     note.markdown(
         f"**What am I looking at?** One bar per training run (seed) whose later-copy loss dropped. The bar "
         f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "
-        f"at the first step below {study['low']:g} nats; the black tick is where it crossed ln V / 2, the "
+        f"at the first step below {study['low']:g} nat{'' if study['low'] == 1 else 's'}; the black tick is where "
+        "it crossed ln V / 2, the "
         "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
         "never dropped have no bar; the sentence above counts them.")
     with st.expander("How the study counts an induction head, and which start its runs had"):
