@@ -104,8 +104,8 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     draw(chart, fig["loss"], width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
-        "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
-        "ln V. Blue: targets in the *later copies*, which can be read off the earlier copy. "
+        f"Orange: targets in the {link('first copy')}, which nothing in the context can predict, so they stay "
+        f"near ln V ({link('nats')}). Blue: targets in the *later copies*, which can be read off the earlier copy. "
         + ("Dashed: the shipped 1-block run for comparison; one block cannot chain the two steps an induction "
            "head needs, so it never gets near a working 2-block model. " if reference else "")
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."

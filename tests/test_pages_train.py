@@ -546,3 +546,26 @@ def test_predict_before_you_train_is_recorded_at_the_press_and_graded_against_th
             assert any(i.value == q.why for i in at.info), q.key
     assert [at.radio(key=f"quiz_before_{k}_1").value for k in keys] == [None, None]
     assert not any(at.radio(key=f"quiz_before_{k}_1").disabled for k in keys)
+
+
+@pytest.mark.app
+def test_reset_before_a_run_ends_gives_its_predictions_back(monkeypatch):
+    """Reset discards a run that has not ended: its predictions were never graded, so they are kept for the next
+    run (shown locked, "Kept"), not lost."""
+    from core.quiz import training as qt
+    from ui.quiz import BEFORE, BY_RUN
+
+    monkeypatch.setenv("ATTENTION_LAB_PREDICT", "on")
+    at = app("app_pages/train.py")
+    at.radio(key="quiz_before_q_first_0").set_value(qt.FIRST_COPY_OPTIONS[2]).run()
+    tiny_settings(at, steps=5000, layers=2)
+    at.button(key="tr_train").click().run()
+    run = at.session_state["train_run"]
+    assert run.active and at.session_state[BEFORE]["given"] == {}
+    assert any("Your predictions for this run" in c.value for c in at.caption)
+    at.button(key="tr_reset").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[BEFORE]["given"] == {"q_first": qt.FIRST_COPY_OPTIONS[2]}
+    assert run.id not in at.session_state[BY_RUN]
+    assert at.radio(key="quiz_before_q_first_1").disabled
+    assert any(c.value.startswith(f"Kept: **{qt.FIRST_COPY_OPTIONS[2]}**") for c in at.caption)

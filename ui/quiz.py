@@ -137,6 +137,13 @@ def record_before(run_id: str) -> None:
     b["given"], b["round"] = {}, b["round"] + 1
 
 
+def restore_before(run_id: str) -> None:
+    """Give the predictions of a run discarded before it ended back to the next run (the Reset button)."""
+    given = st.session_state.get(BY_RUN, {}).pop(run_id, {}).get("given", {})
+    if given and not _before()["given"]:
+        _before()["given"] = dict(given)
+
+
 def recorded(run_id: str) -> dict[str, str | None]:
     """The predictions tied to run `run_id` ({} if none were made before it started)."""
     return st.session_state.get(BY_RUN, {}).get(run_id, {}).get("given", {})

@@ -15,7 +15,7 @@ import streamlit as st
 
 from core.pool.slots import capacity_from_env
 from ui import task_pages
-from ui.quiz import BY_RUN, record_before, recorded
+from ui.quiz import BY_RUN, record_before, recorded, restore_before
 from ui.state import add_session_model, pick_on_next_run
 from ui.train_form import settings_from_state
 
@@ -137,6 +137,8 @@ def stop() -> None:
 def reset() -> None:
     run = st.session_state.pop("train_run", None)
     if run is not None:
+        if run.active and recorded(run.id):  # discarded before it could grade them: the next run's again
+            restore_before(run.id)
         run_pool().discard(run)
 
 
