@@ -225,6 +225,8 @@ else:
 
 # ---------------------------------------------------------------------------------------------
 st.header("4 · The IOI circuit in GPT-2 small")
+st.markdown(f"**In a large model the same {link('archetype', 'archetypes')} combine into circuits: in GPT-2 small, "
+            f"{sum(len(g.heads) for g in ioi.GROUPS)} heads in {len(ioi.GROUPS)} groups pick the right name.**")
 st.info("GPT-2 small is **not run here**. The heads below are the ones Wang et al. (2022) report; the lab "
         "shows where they sit and what each group does, and computes nothing about them.")
 st.markdown(
@@ -246,19 +248,21 @@ st.caption("**What am I looking at?** One row per functional group; each dot is 
 roles = ioi.roles_on_prompt(arc.tokenize(ioi.IOI_PROMPT))
 st.markdown("**Where each group acts on the example sentence** (positions computed from the tokenised prompt):")
 st.dataframe(roles, hide_index=True)
-st.markdown(
-    "**How the roles were established.** *Path patching* reruns the model on the real sentence but swaps in, "
+for g in ioi.GROUPS:
+    st.markdown(f"- **{g.label}** ({', '.join(f'{l}.{h}' for l, h in g.heads)}), at {g.query}, attending to {g.reads}: "
+                f"{g.role} *Evidence:* {g.evidence}")
+st.expander("How the roles were established: path patching, from the logits backwards").markdown(
+    f"{link('path patching', 'Path patching')} reruns the model on the real sentence but swaps in, "
     "along one chosen path only (say, from one head into another head's queries), the activation from a "
     "sentence with different names. If the model's preference for IO over S (the logit difference) drops, that "
     "path carries the information. Wang et al. worked backwards from the logits: first the heads with a direct "
     "effect, then the heads feeding those heads' queries, then the heads feeding the keys and values of *those*, "
     "checking attention patterns and OV circuits along the way.")
-for g in ioi.GROUPS:
-    st.markdown(f"- **{g.label}** ({', '.join(f'{l}.{h}' for l, h in g.heads)}), at {g.query}, attending to {g.reads}: "
-                f"{g.role} *Evidence:* {g.evidence}")
 
 # ---------------------------------------------------------------------------------------------
 st.header("5 · Reading attention with care")
+st.markdown(f"**A pattern shows where a head reads, not whether that matters: only an {link('ablation')} or a "
+            f"{link('activation patching', 'patch')} shows that.**")
 st.subheader("Why sinks appear")
 st.markdown(
     "A softmax always hands out a total of 1. A head whose pattern has nothing relevant on a row cannot say "

@@ -33,6 +33,16 @@ N_MEAN_PATHS = 32  # sampled sequences behind the mean path contributions
 N_SCORE_SEQS = 8  # sampled sequences behind the induction head's score split
 
 
+def _signed(v: float) -> str:
+    """+1.05, and +0.00 where rounding leaves nothing (never "-0.00")."""
+    return f"{round(v, 2) or 0.0:+.2f}"
+
+
+def _share(part: float, total: float, of: str) -> str | None:
+    """"12% of the total" (never "-0%"); None without a total."""
+    return f"{round(part / total, 2) or 0.0:.0%} of {of}" if total else None
+
+
 @per_model(name="depth.zero_block", show_spinner="Measuring the Gram form and the task's bigrams…", max_entries=8)
 def _zero_block(entry: LabModel):
     from core.reading import bigrams  # a view's computation is imported in the view: it imports torch
@@ -196,14 +206,15 @@ else:
     res = _contributions(entry, int(seed), pos, which)
     logit = f"the logit of '{SYMBOLS[res['token']]}' at position {pos}"
     if ask(quiz.biggest_path(res["labels"], res["values"], logit), hides="the path bars"):
-        left, right = st.columns([3, 2])
-        draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
-                                           f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
-        right.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
-                     f"p = {res['prob']:.3f}", delta_color="off")
+        draw(st, charts.path_bars(res["labels"], res["kinds"], res["values"],  # the page's width: see section 4
+                                  f"contribution to the centered logit of '{SYMBOLS[res['token']]}'"))
+        left, right = st.columns(2)
+        left.metric(f"model's centered logit of '{SYMBOLS[res['token']]}'", f"{res['total']:.3f}",
+                    f"p = {res['prob']:.3f}", delta_color="off", delta_arrow="off")
         right.metric("sum of the path bars", f"{sum(res['values']):.3f}",
-                     f"difference {sum(res['values']) - res['total']:+.1e}", delta_color="off")
-        right.caption(
+                     f"difference {numbers.human(sum(res['values']) - res['total'], digits=2)}", delta_color="off",
+                     delta_arrow="off")
+        st.caption(
             "**What am I looking at?** Each bar is one path's share of the logit. Logits are *centered* (the mean "
             "over all V logits subtracted, path by path): a shift shared by every logit changes no probability, so "
             "only the centered part matters. The bars add up to the model's own logit to float precision. "
@@ -275,20 +286,20 @@ else:
     res, by_kind = _mean_paths(entry)
     total = res["total"]
     st.subheader("What is copied: the paths of the right token's logit")
-    left, right = st.columns([3, 2])
-    draw(left, charts.path_bars(res["labels"], res["kinds"], res["values"],
-                                       "mean contribution to the centered logit of the right token"))
-    with right:
-        for kind in charts.KIND_ORDER:
-            if kind in by_kind:
-                st.metric(charts.KIND_TITLES[kind], f"{by_kind[kind]:+.2f}",
-                          f"{by_kind[kind] / total:.0%} of the total" if total else None, delta_color="off")
-        block2 = sum(v for label, k, v in zip(res["labels"], res["kinds"], res["values"])
-                     if k == "head" and label.startswith("2."))
-        st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; "
-                   "mean centered logit of "
-                   f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
-                   f"paths) carry {block2:.2f}.")
+    # the chart over the page's width and the sums under it: beside it, at 800 px, the chart lost its legend's
+    # labels and axis title and the metrics their room
+    draw(st, charts.path_bars(res["labels"], res["kinds"], res["values"],
+                              "mean contribution to the centered logit of the right token"))
+    kinds = [k for k in charts.KIND_ORDER if k in by_kind]
+    for col, kind in zip(st.columns(max(len(kinds), 1)), kinds):
+        col.metric(charts.KIND_TITLES[kind], _signed(by_kind[kind]), _share(by_kind[kind], total, "the total"),
+                   delta_color="off", delta_arrow="off")
+    block2 = sum(v for label, k, v in zip(res["labels"], res["kinds"], res["values"])
+                 if k == "head" and label.startswith("2."))
+    st.caption(f"Averaged over {res['n']:,} later-copy targets of {N_MEAN_PATHS} sampled sequences; "
+               "mean centered logit of "
+               f"the right token {total:.2f}, of which the block-2 heads reading the token itself (`2.h` "
+               f"paths) carry {block2:.2f}.")
     st.caption(depth_text.mean_paths_note(by_kind))
     python_panel(snippets.mean_paths(entry), shows={"values": res["values"], "by_kind": by_kind})
     st.subheader("Why there: the paths of the attention score")
@@ -313,18 +324,19 @@ else:
         roles = _roles(entry)
         groups = score_groups.score_groups(st_terms, roles)
         writer = max(range(cfg.n_heads), key=lambda w: float(k_scores[w, head]))
-        left, right = st.columns([3, 2])
-        draw(left, charts.score_term_heatmap(
+        # the heatmap over the page's width and the split under it, three to a row (beside it, at 800 px, the
+        # heatmap lost its title and right-hand columns)
+        draw(st, charts.score_term_heatmap(
             st_terms["terms"], st_terms["q_labels"], st_terms["k_labels"],
             f"Why head {symbols.head_label(1, head)} attends to the induction target", "score margin"), width="content")
-        with right:
-            st.metric("score margin at the induction target", f"{st_terms['total']:.2f}",
-                      help="Score at the induction target minus the mean score of the other visible keys.")
-            for name, v in groups.items():
-                st.metric(name, f"{v:+.2f}",
-                          f"{v / st_terms['total']:.0%} of the margin" if st_terms["total"] else None,
-                          delta_color="off", help=score_groups.GROUP_HELP[name])
-            st.metric(f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
-                      f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", delta_color="off")
+        cells = [("score margin at the induction target", f"{st_terms['total']:.2f}", None,
+                  "Score at the induction target minus the mean score of the other visible keys.")]
+        cells += [(name, _signed(v), _share(v, st_terms["total"], "the margin"), score_groups.GROUP_HELP[name])
+                  for name, v in groups.items()]
+        cells.append((f"K-composition {symbols.head_label(0, writer)} → {symbols.head_label(1, head)}",
+                      f"{float(k_scores[writer, head]):.3f}", f"random matrices: {base['K']:.3f}", None))
+        for i in range(0, len(cells), 3):
+            for col, (label, value, delta, help_) in zip(st.columns(3), cells[i:i + 3]):
+                col.metric(label, value, delta, delta_color="off", delta_arrow="off", help=help_)
         st.caption(depth_text.score_terms_note(head, st_terms["n"], N_SCORE_SEQS, roles, groups))
         python_panel(snippets.score_terms(entry, head), shows={"total": st_terms["total"], "groups": groups})

@@ -42,11 +42,13 @@ def fixed_distance_caveat(verdict: dict | None) -> str | None:
 
 def _home_path():
     st.subheader("A path through the lab")
+    st.markdown(f"**Watch an {link('induction head')} form, find it in the weights, then prove it matters by "
+                "switching it off: each page builds on the one before.**")
     for i, page in enumerate(PATH, 1):
-        link, text = st.columns([1, 2], vertical_alignment="center")
-        with link:
+        go, what = st.columns([1, 2], vertical_alignment="center")
+        with go:
             st.page_link(page.file, label=f"{i}. {page.title}", icon=page.icon)
-        text.markdown(page.what)
+        what.markdown(page.what)
 
 
 def _home_ideas():

@@ -9,54 +9,30 @@ import streamlit as st
 
 from core.pool.status import RunStatus
 from core.quiz import training as quiz_training
-from core.training import live, transition
-from core.training.presets import DEFAULT_PRESET, REFERENCE_PRESET
+from core.training import live
+from core.training.presets import REFERENCE_PRESET
 from ui import layout, snippets, task_pages, text
 from ui.charts import timeline as timeline_charts
 from ui.charts import train as charts
-from ui.charts.kept import draw, kept
-from ui.model_keys import shipped_key
+from ui.charts.kept import draw
+from ui.glossary import link
 from ui.python_panel import python_panel
-from ui.quiz import ask
+from ui.quiz import ask, ask_before, ask_recorded, show_recorded
 from ui.seeds import seeds_section
-from ui.state import LabModel, shipped_files, shipped_models
+from ui.state import LabModel
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
+from ui.train_shipped import frames, shipped_panel, shipped_runs, transition_panel
 from ui.training import capacity, pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
 
 if TYPE_CHECKING:
     from core.pool.runs import LiveRun
-
-_shipped_head_scores = kept(charts.head_score_chart)  # a shipped run's chart (the live one: head_score_spec)
 
 RUN_EVERY = 1.0  # seconds between redraws of a live run's progress and charts (each costs the server CPU the
 # training could use). The charts change only with a new logged row (every 25 steps); a new row's charts would be
 # 0.1-0.15 s of Altair each, so they are kept specs given new datasets (ui.charts.kept.swapped, about 10 ms for
 # the three), and a redraw in between only sends what _live_figures keeps. Drawn with the progress bar, they show
 # the rows the worker has logged up to the step on the counter
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _frames(key: str, _info: dict, upto: int | None = None):
-    hist = [r for r in (_info.get("history") or []) if upto is None or r["step"] <= upto]
-    return live.loss_frame(hist, key), live.accuracy_frame(hist, key)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def _heads(key: str, _info: dict):
-    hist = _info.get("history") or []
-    return live.head_score_frame(hist), live.drop_step(hist, _info["config"].vocab_size)
-
-
-def shipped_runs() -> dict[str, dict]:
-    """{preset: info} of every shipped checkpoint that carries a training history."""
-    presets = {shipped_key(r['file']): r.get("preset", r["file"]) for r in shipped_files()}
-    return {presets[m.key]: m.info for m in shipped_models() if m.key in presets and m.info.get("history")}
-
-
-def _file_of(preset: str) -> str:
-    """The shipped file of a preset (the manifest's row), or "<preset>.pt"."""
-    return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
 def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
@@ -82,7 +58,7 @@ def _build_live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, ref
     drop = live.drop_step(hist, vocab)
     loss, acc = live.loss_frame(hist, "this run"), live.accuracy_frame(hist, "this run")
     if reference is not None:
-        ref_loss, ref_acc = _frames("shipped 1 block", reference, span)
+        ref_loss, ref_acc = frames("shipped 1 block", reference, span)
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     strip = timeline.live_strip(run.frames[:n_frames], hist, vocab, run.strip_period) if n_frames else None
     heads = live.head_score_frame(hist)
@@ -103,8 +79,8 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
     draw(chart, fig["loss"], width="stretch")
     note.markdown(
         "**What am I looking at?** The loss on a fixed evaluation batch, split by where the target sits. "
-        "Orange: targets in the *first copy*, which nothing in the context can predict, so they stay near "
-        "ln V. Blue: targets in the *later copies*, which can be read off the earlier copy. "
+        f"Orange: targets in the {link('first copy')}, which nothing in the context can predict, so they stay "
+        f"near ln V ({link('nats')}). Blue: targets in the *later copies*, which can be read off the earlier copy. "
         + ("Dashed: the shipped 1-block run for comparison; one block cannot chain the two steps an induction "
            "head needs, so it never gets near a working 2-block model. " if reference else "")
         + (f"The red line marks step {drop}, where the later-copy loss first fell below ln V / 2."
@@ -232,14 +208,17 @@ def result_panel(run: LiveRun) -> bool:
     python_panel(snippets.training_run(run.settings, run.step),
                  shows={"final": [m.get("loss_later_copies"), m.get("acc_later_copies")]})
     vocab = model.cfg.vocab_size
-    ask(quiz_training.first_copy_during_drop(info["history"], vocab), panel="run")
-    ask(quiz_training.prev_head_timing(info["history"], vocab), panel="run")
+    for q in (quiz_training.first_copy_during_drop(info["history"], vocab),
+              quiz_training.prev_head_timing(info["history"], vocab)):
+        if not ask_recorded(q, run.id):  # graded against the prediction made before Train, else asked now
+            ask(q, panel="run")
     entry = LabModel(run.registered_key or "live", "this run", model, info, "trained")
     snapshots = len(info.get("snapshots") or [])
     if snapshots and st.session_state.get("tr_timeline_of") != run.id:
         # measured on request: every snapshot's forward pass on the evaluation batch held the page for
         # seconds right after Stop (bench/train_page_time.py)
         st.subheader("Watch the circuit form: this run")
+        st.markdown("**Replay this run from the weights it kept: when each head took its job, against the loss.**")
         st.button(f"Measure the model at each of its {snapshots} snapshots", key="tr_timeline",
                   on_click=st.session_state.__setitem__, args=("tr_timeline_of", run.id),
                   help="The loss curve, the film strip and the in-context-learning score of this run, read from "
@@ -251,90 +230,24 @@ def result_panel(run: LiveRun) -> bool:
     return True
 
 
-def shipped_panel(questions: bool = True) -> None:
-    """The shipped runs' curves and head scores; `questions`: with the training questions (False when this
-    session's run already asks them)."""
-    runs = shipped_runs()
-    st.subheader("The shipped runs")
-    if not runs:
-        st.info("No shipped checkpoint with a training history is installed.")
-        return
-    frames = [_frames(name, info)[0] for name, info in runs.items()]
-    vocab = next(iter(runs.values()))["config"].vocab_size
-    shown = not (questions and DEFAULT_PRESET in runs) or ask(
-        quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab), hides="the shipped runs' curves")
-    curves = pd.concat(frames)
-    if shown:
-        chart, note = st.columns([3, 1])
-        draw(chart, charts.shipped_runs_chart(curves, math.log(vocab)), width="stretch")
-        note.markdown(
-            "**What am I looking at?** The training curves stored in the shipped checkpoints, measured on a fixed "
-            "evaluation batch. Solid: loss on later-copy targets; dashed: first-copy targets, which nothing in the "
-            "context can predict, so no model gets below the uniform guess there. A model that has learned to "
-            "look things up drives its solid line far below the dashed one. With a single fixed period, one block "
-            "can cheat by always attending the same distance back. Runs that start from the enlarged embedding "
-            "begin above the top of the chart (hover for the value).")
-    st.markdown("\n".join(f"- {text.run_outcome(name, info['history'], vocab)}" for name, info in runs.items()))
-    python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
-    if DEFAULT_PRESET in runs:
-        heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
-        if not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
-                                hides="every head's scores over training"):
-            chart, note = st.columns([3, 1])
-            draw(chart, _shipped_head_scores(heads, drop))
-            note.markdown(
-                f"**What am I looking at?** Inside the shipped {DEFAULT_PRESET} run: every head's share of "
-                "attention on the previous position (top) and on the induction target (bottom), block by block. "
-                + (f"The red line is step {drop}, where its later-copy loss fell below ln V / 2. Compare when "
-                   "the block-1 and block-2 lines rise with that line." if drop is not None else
-                   "Its later-copy loss never fell below ln V / 2."))
-        shipped = {m.key: m for m in shipped_models()}.get(shipped_key(_file_of(DEFAULT_PRESET)))
-        if shipped is not None:
-            python_panel(snippets.head_scores_over_training(shipped), shows={"value": heads["value"]})
-            timeline_panel(shipped, f"the shipped {DEFAULT_PRESET} run")
+def before_training(run: LiveRun | None) -> dict[str, bool] | None:
+    """Predict before you train: the training questions, asked before the run that answers them exists
+    (ui.quiz.ask_before), or the predictions of the run in progress. {question key: answered or skipped}; None
+    while a run trains."""
+    if run is not None and run.active:
+        show_recorded(run.id)
+        return None
+    if run is None:  # the shipped runs' curves below wait for the answers
+        return {key: ask_before(key, prompt, options) for key, prompt, options in quiz_training.BEFORE_TRAINING}
+    # an ended run's results are on the page: the shipped runs' curves show already
+    return {key: ask_before(key, prompt, options, "Predict before your next run.", hides=None)
+            for key, prompt, options in quiz_training.BEFORE_TRAINING}
 
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def _study(path: str, mtime: float) -> dict | None:
-    return transition.shipped_study(path)
-
-
-def transition_panel() -> None:
-    st.subheader("How often, and when, does the drop happen?")
-    path = transition.STUDY_FILE
-    study = _study(str(path), path.stat().st_mtime) if path.is_file() else None
-    if study is None:
-        st.info("Not yet measured: the transition study (many seeds of the 1- and 2-block runs) is not installed "
-                "with this copy of the lab. One run cannot tell you how reliable or how early the drop is; "
-                "train a few seeds yourself above to get a feel for it.")
-        return
-    if "error" in study:
-        st.warning(study["error"])
-        return
-    summary, runs = study["summary"], study["runs"]
-    st.markdown("\n".join(f"- {t}" for b in sorted(summary["blocks"]) if (t := text.study_sentence(summary, int(b)))))
-    chart, note = st.columns([3, 1])
-    if runs["dropped"].any():
-        draw(chart, charts.transition_runs_chart(runs, study["high"], study["low"]), width="stretch")
-    note.markdown(
-        f"**What am I looking at?** One bar per training run (seed) whose later-copy loss dropped. The bar "
-        f"starts at the last logged step where the loss was still at or above {study['high']:g} nats and ends "
-        f"at the first step below {study['low']:g} nats; the black tick is where it crossed ln V / 2, the "
-        "point the live chart marks. A short bar after a long plateau is what *abrupt* means here. Runs that "
-        "never dropped have no bar; the sentence above counts them. An induction head here is a last-block "
-        "head with induction_any (attention on the token after any earlier copy) at least "
-        f"{transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial embedding (the "
-        "default, see Advanced above). From the plain embedding the plateau lasted about three times longer "
-        "in the seeds measured (bench/init_plateau.py), so the drop steps above are not those of a plain start.")
-    python_panel(snippets.transition_study(), shows={"drop": runs["drop_step"]})
-    with st.expander("Every run of the study, and the command that measures it again"):
-        st.dataframe(runs, hide_index=True, width="stretch")
-        if study["command"]:
-            st.code(study["command"], language="bash")
 
 
 chosen = st.session_state.get("tr_task", st.session_state.get("tr_saved", {}).get("tr_task", "repeat"))
 st.markdown(task_pages.own(chosen, "train_intro") or
+    f"**Train a model here and watch for the moment it learns to look tokens up: {link('the drop')}.**\n\n"
     "Each training sequence repeats a freshly drawn random pattern, so the first copy is pure noise and every "
     "later token can be found earlier in the context. A model can only beat chance on the repeats by "
     "*looking things up*. Choose a depth and a range of pattern lengths, press **Train**, and watch for the "
@@ -358,6 +271,8 @@ if run is not None and not run.active and run.settings.kind != settings.kind:
     reset()  # the other task's ended run leaves the page (its model stays in the sidebar picker)
     run = None
 active = run is not None and run.active
+predicting = task_pages.own(settings.kind, "train_result") is None and not off  # the repeat task's questions
+predicted = before_training(run) if predicting else None
 buttons = layout.button_row()  # each button as wide as its label (equal columns cut them to "T…" at 800 px)
 buttons.button("Train", type="primary", on_click=start, disabled=bool(bad) or active or off, key="tr_train",
           help="Start a new run with the settings above.")
@@ -380,6 +295,6 @@ if own_panels is not None:
     own_panels(settings, bad, active)
 else:
     if not active:
-        shipped_panel(questions=not asked)
+        shipped_panel(questions=not asked, predicted=predicted if predicting and not asked else None)
     transition_panel()
     seeds_section(settings, bad, off)

@@ -491,7 +491,9 @@ def test_after_a_run_each_question_once_and_a_task_switch_clears_the_result():
     history, vocab = run.result[1]["history"], run.model_cfg.vocab_size
     prompts = [first_copy_during_drop(history, vocab).prompt, prev_head_timing(history, vocab).prompt]
     shown = [m.value for m in at.markdown]
-    assert [sum(p in v for v in shown) for p in prompts] == [1, 1], "a training question is asked twice"
+    # each question once about this run (the shipped runs' panel asks none), once before the next run
+    assert [sum(p in v for v in shown) for p in prompts] == [2, 2], "a training question is asked twice"
+    assert [sum(p in v and "Predict before your next run" in v for v in shown) for p in prompts] == [1, 1]
     assert any("Finished at step 30" in s.value for s in at.success)
     at.radio(key="tr_task").set_value("markov").run()
     assert not at.exception, at.exception
@@ -501,3 +503,69 @@ def test_after_a_run_each_question_once_and_a_task_switch_clears_the_result():
     assert any(o.startswith("trained #1") for o in at.selectbox(key="picked_model").options)
     at.radio(key="tr_task").set_value("repeat").run()  # and it does not come back
     assert not any("at step 30" in s.value for s in at.success)
+
+
+@pytest.mark.app
+def test_predict_before_you_train_is_recorded_at_the_press_and_graded_against_the_finished_run(monkeypatch):
+    """With predict on, the Train page asks its two training questions before Train is pressed: the shipped runs'
+    curves and head scores that answer them wait for an answer or a skip; a pick locks at once; pressing Train
+    ties the picks to that run, and when it has ended its result panel grades them against its own history
+    (this short run has no drop, so the box says why there is no clear answer), each question once in the
+    result; the next run's questions start unpicked."""
+    from core.quiz import training as qt
+    from ui.quiz import BY_RUN
+
+    monkeypatch.setenv("ATTENTION_LAB_PREDICT", "on")
+    at = app("app_pages/train.py")
+    keys = {k: f"quiz_before_{k}_0" for k, _, _ in qt.BEFORE_TRAINING}
+    assert [at.radio(key=w).value for w in keys.values()] == [None, None]
+    waiting = [c.value for c in at.caption if "show once you answer or skip" in c.value]
+    assert len(waiting) == 2
+    charts = len(at.get("vega_lite_chart"))  # the transition study: it does not answer these
+    at.radio(key=keys["q_first"]).set_value(qt.FIRST_COPY_OPTIONS[1]).run()
+    assert not at.exception, at.exception
+    assert at.radio(key=keys["q_first"]).disabled, "a prediction is not locked"
+    assert len([c for c in at.caption if "show once you answer or skip" in c.value]) == 1
+    at.button(key=f"{keys['q_timing']}_skipbtn").click().run()
+    assert not [c for c in at.caption if "show once you answer or skip" in c.value]
+    assert len(at.get("vega_lite_chart")) > charts + 2  # the shipped curves, head scores and timeline, now answered
+
+    tiny_settings(at, steps=30, layers=2)
+    at.button(key="tr_train").click().run()
+    run = at.session_state["train_run"]
+    assert at.session_state[BY_RUN][run.id]["given"] == {"q_first": qt.FIRST_COPY_OPTIONS[1], "q_timing": None}
+    run = run_until_done(at)
+    history, vocab = run.result[1]["history"], run.model_cfg.vocab_size
+    graded = [qt.first_copy_during_drop(history, vocab), qt.prev_head_timing(history, vocab)]
+    shown = [m.value for m in at.markdown]
+    assert any(qt.FIRST_COPY_OPTIONS[1] in v and "Your prediction before training" in v for v in shown)
+    for q in graded:
+        # once in the result (graded against this run) and once for the next run, above the Train button
+        assert sum(q.prompt in v for v in shown) == 2, q.key
+        if q.answer is None:
+            assert any(i.value == q.why for i in at.info), q.key
+    assert [at.radio(key=f"quiz_before_{k}_1").value for k in keys] == [None, None]
+    assert not any(at.radio(key=f"quiz_before_{k}_1").disabled for k in keys)
+
+
+@pytest.mark.app
+def test_reset_before_a_run_ends_gives_its_predictions_back(monkeypatch):
+    """Reset discards a run that has not ended: its predictions were never graded, so they are kept for the next
+    run (shown locked, "Kept"), not lost."""
+    from core.quiz import training as qt
+    from ui.quiz import BEFORE, BY_RUN
+
+    monkeypatch.setenv("ATTENTION_LAB_PREDICT", "on")
+    at = app("app_pages/train.py")
+    at.radio(key="quiz_before_q_first_0").set_value(qt.FIRST_COPY_OPTIONS[2]).run()
+    tiny_settings(at, steps=5000, layers=2)
+    at.button(key="tr_train").click().run()
+    run = at.session_state["train_run"]
+    assert run.active and at.session_state[BEFORE]["given"] == {}
+    assert any("Your predictions for this run" in c.value for c in at.caption)
+    at.button(key="tr_reset").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[BEFORE]["given"] == {"q_first": qt.FIRST_COPY_OPTIONS[2]}
+    assert run.id not in at.session_state[BY_RUN]
+    assert at.radio(key="quiz_before_q_first_1").disabled
+    assert any(c.value.startswith(f"Kept: **{qt.FIRST_COPY_OPTIONS[2]}**") for c in at.caption)

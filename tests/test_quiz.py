@@ -37,7 +37,8 @@ def open_page(page: str | None, file: str) -> AppTest:
 
 
 def quiz_radios(at):
-    return [r for r in at.radio if str(r.key).startswith("quiz_")]
+    """The questions graded as they are answered (not the Train page's predictions for a run to come)."""
+    return [r for r in at.radio if str(r.key).startswith("quiz_") and not str(r.key).startswith("quiz_before_")]
 
 
 def verdicts(at) -> list[str]:
@@ -59,6 +60,11 @@ def test_each_question_grades_once(file, predict_first):
             at.switch_page(page).run()
             assert not at.exception, at.exception
         keys = [r.key for r in quiz_radios(at)]
+        if page == "app_pages/train.py":  # asked before a run exists, graded when it ends: test_pages_train
+            before = [r for r in at.radio if str(r.key).startswith("quiz_before_")]
+            assert [r.options for r in before] == [o for _, _, o in quiz_training.BEFORE_TRAINING]
+            check_training_answers(shipped_training_answers())  # what a default run is graded against
+            continue
         unanswerable = [i.value for i in at.info
                         if any(w in i.value for w in ("no clear answer", "one block", "no composition", "two blocks",
                                                       "no induction head", "fewer than two blocks"))]
@@ -83,8 +89,6 @@ def test_each_question_grades_once(file, predict_first):
             check_attention_answers(at, file, answers)
         if page == "app_pages/circuits.py" and answers.get("copy"):
             assert answers["copy"] == naive_top_copier(file)
-        if page == "app_pages/train.py":  # its questions are about the shipped 2-block run, whatever is picked
-            check_training_answers(answers)
 
 
 @pytest.mark.app
@@ -113,6 +117,68 @@ def test_what_answers_a_question_stays_hidden_until_an_answer_or_a_skip(predict_
     assert len(at.get("vega_lite_chart")) > charts  # the patterns, once both are answered
     at.number_input(key="att_seed").set_value(3).run()
     assert at.session_state[f"{prev}_grade"] == grade and prev in [r.key for r in quiz_radios(at)]
+
+
+def shipped_training_answers() -> dict:
+    """The training questions' answers on the shipped 2-block run: those a student's run with the defaults (the
+    same history) is graded against."""
+    info = read_checkpoint(ROOT / "checkpoints" / TWO)[1]
+    history, vocab = info["history"], info["config"].vocab_size
+    out = {}
+    for q in (quiz_training.prev_head_timing(history, vocab), quiz_training.first_copy_during_drop(history, vocab)):
+        out[q.key.removeprefix("q_")] = {q.answer, *q.also} if q.also else q.answer
+    return out
+
+
+def _predict_then_train():
+    """Predictions made before a run exists, tied to it at the press, graded when it has ended (ui/quiz.py)."""
+    import streamlit as st
+
+    from core.model.checkpoints import read_checkpoint as read
+    from core.quiz import training as qt
+    from ui.quiz import ask_before, ask_recorded, record_before
+
+    from helpers import ROOT as root
+
+    stage = st.session_state.setdefault("stage", "before")
+    if stage == "press":
+        record_before("run-1")
+        st.session_state["stage"] = stage = "ended"
+    if stage == "ended":  # the finished run: the shipped 2-block run's history
+        info = read(root / "checkpoints" / "variable-period-2block.pt")[1]
+        for q in (qt.first_copy_during_drop(info["history"], info["config"].vocab_size),
+                  qt.prev_head_timing(info["history"], info["config"].vocab_size)):
+            assert ask_recorded(q, "run-1")
+    for key, prompt, options in qt.BEFORE_TRAINING:  # the next run's
+        ask_before(key, prompt, options)
+
+
+def test_a_prediction_made_before_training_is_graded_against_the_finished_run(predict_first):
+    """A right pick and a wrong one, made before the run: locked when picked, graded right and wrong once the run
+    has ended (against its history, not at the moment of asking), the grade kept with the run, and the next
+    run's questions start unpicked."""
+    answers = shipped_training_answers()
+    right, timing = answers["first"], answers["timing"]
+    rights = {timing} if isinstance(timing, str) else timing
+    wrong = next(o for o in quiz_training.TIMING_OPTIONS if o not in rights)
+    at = AppTest.from_function(_predict_then_train, default_timeout=60).run()
+    assert not at.exception, at.exception
+    at.radio(key="quiz_before_q_first_0").set_value(right).run()
+    at.radio(key="quiz_before_q_timing_0").set_value(wrong).run()
+    assert not at.success and not at.error, "graded before the run"
+    with pytest.raises(AppTestError, match="disabled"):  # locked when picked
+        at.radio(key="quiz_before_q_first_0").set_value(next(o for o in quiz_training.FIRST_COPY_OPTIONS
+                                                             if o != right))
+    at.session_state["stage"] = "press"
+    at.run()
+    assert not at.exception, at.exception
+    assert verdicts(at) == ["right", "wrong"]
+    assert at.error[0].value.startswith("Not quite: the answer is **") and "logged every" in at.error[0].value
+    grades = at.session_state["quiz_before_runs"]["run-1"]["grades"]
+    assert grades["q_first"]["given"] == right and grades["q_timing"]["given"] == wrong
+    assert [at.radio(key=f"quiz_before_{k}_1").value for k in ("q_first", "q_timing")] == [None, None]
+    at.run()  # graded once: the same boxes again
+    assert verdicts(at) == ["right", "wrong"]
 
 
 def check_training_answers(answers):

@@ -11,6 +11,7 @@ import streamlit as st
 from core.pool.status import RunStatus
 from core.training import live
 from core.training import markov as mk
+from ui import numbers
 from ui.charts import train as charts
 from ui.charts.kept import draw
 from ui.state import MARKOV_DIR, manifest_rows
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from core.pool.runs import LiveRun
 
 INTRO = (
+    "**A model that cannot memorise a chain must count in context: watch it go from counting tokens to counting "
+    "which token follows which.**\n\n"
     "Each training sequence comes from its own **Markov chain**: a fresh transition table is drawn for every "
     "sequence (each row from a Dirichlet prior), and the tokens follow it. No table is ever seen twice, so "
     "the model cannot memorise one; the best it can do is *count in context*: which tokens followed the "
@@ -181,7 +184,7 @@ def result_markov(run: LiveRun) -> None:
     model, info, data = run.result
     hist = info["history"] or []
     last = hist[-1] if hist else {}
-    kl = ", ".join(f"{n} {last.get(f'kl_{n}', math.nan):.4f}" for n in run.task_cfg.strategies)
+    kl = ", ".join(f"{n} {numbers.human(last.get(f'kl_{n}', math.nan))}" for n in run.task_cfg.strategies)
     st.success(f"{run.status.capitalize()} at step {run.step}: KL to each strategy {kl} nats. "
                + mk.stage_sentence(hist, run.task_cfg))
     paper_run_panel(hist, run.task_cfg, run.settings.train.batch_size)
@@ -203,12 +206,12 @@ def shipped_panel() -> None:
         onset, final = r["figures"]["onset"], r["figures"]["final"]
         stages_ = "; ".join(f"{n} from step {s}" if s is not None else f"{n} never" for n, s in onset.items())
         lines.append(f"- **{r['preset']}** (seed {r['seed']}): nearest strategy {stages_}; at the end KL to bigram "
-                     f"{final['kl_bigram']:.4f} nats, loss {final['loss']:.3f} against the optimum "
+                     f"{numbers.human(final['kl_bigram'])} nats, loss {final['loss']:.3f} against the optimum "
                      f"{final['loss_optimal']:.3f}.")
-    st.markdown("**The shipped Markov-chain runs** (checkpoints/markov/, default settings):\n" + "\n".join(lines))
+    st.markdown("**The shipped Markov-chain runs** (the default settings):\n" + "\n".join(lines))
     st.caption("Train the default settings with seed 0 to watch the same run (the smeared one: Depth 1 and "
                "Smeared keys under Advanced). Every one is in the sidebar picker for the Attention and Causal "
-               "pages; each file's command in checkpoints/markov/manifest.json trains it again.")
+               "pages; the lab's files record the command that trains each one again.")
 
 
 def settings_panels(settings, bad: str | None, active: bool) -> None:

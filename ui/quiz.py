@@ -71,10 +71,103 @@ def ask(q: Question, panel: str = "", hides: str = "the chart below") -> bool:
         right.button("Skip", key=f"{key}_skipbtn", on_click=_skip, args=(key, q),
                      help="Show the answer without guessing.")
         return not predict_first()
+    _show(box, grade)
+    return True
+
+
+def _show(box, grade: dict) -> None:
     if grade["given"] is None:
         box.info(f"Skipped: the answer is **{grade['answer']}**. {grade['why']}")
     elif grade["right"]:
         box.success(f"Right. {grade['why']}")
     else:
         box.error(f"Not quite: the answer is **{grade['answer']}**. {grade['why']}")
+
+
+# Predict before the result exists (the Train page's next run): the answer is recorded when it is picked (the radio
+# locks at once, as a graded one does), tied to the run when Train is pressed (record_before), and graded once
+# against that run when it has ended (ask_recorded), never against a shipped run or a moment of the live curves.
+BEFORE = "quiz_before"  # st.session_state: {"round": n, "given": {question key: answer, None if skipped}}
+BY_RUN = "quiz_before_runs"  # st.session_state: {run id: {"given": {...}, "grades": {question key: grade}}}
+
+
+def _before() -> dict:
+    return st.session_state.setdefault(BEFORE, {"round": 0, "given": {}})
+
+
+def _picked_before(qkey: str, wkey: str) -> None:
+    _before()["given"].setdefault(qkey, st.session_state.get(wkey))
+
+
+def _skipped_before(qkey: str) -> None:
+    _before()["given"].setdefault(qkey, None)
+
+
+def ask_before(qkey: str, prompt: str, options: list[str], heading: str = "Predict before you train.",
+               hides: str | None = "the shipped runs' curves below") -> bool:
+    """Ask question `qkey` before what answers it exists: True once the student answered or skipped (or with
+    ATTENTION_LAB_PREDICT=off), so the page may show what would give the answer away (`hides`; None: the page
+    hides nothing for it)."""
+    box = st.container(border=True)
+    box.markdown(f"**🤔 {heading}** {prompt}")
+    given = _before()["given"]
+    done = qkey in given
+    wkey = f"quiz_before_{qkey}_{_before()['round']}"
+    box.radio("Your prediction", options, index=None, key=wkey, label_visibility="collapsed",
+              disabled=done, on_change=_picked_before, args=(qkey, wkey))
+    if not done:
+        left, right = box.columns([4, 1], vertical_alignment="center")
+        left.caption("Your pick is kept for your next run and graded when that run ends"
+                     + (f"; it also shows {hides}." if hides else "."))
+        right.button("Skip", key=f"{wkey}_skipbtn", on_click=_skipped_before, args=(qkey,),
+                     help="No prediction: show the answer after the run.")
+        return not predict_first()
+    if given[qkey] is None:
+        box.caption("Skipped: the answer comes with your next run's results.")
+    else:
+        box.caption(f"Kept: **{given[qkey]}**. Press **Train**: it is graded against that run when it ends.")
+    return True
+
+
+def record_before(run_id: str) -> None:
+    """Tie the predictions made so far to the run just started (the Train button), and start a fresh round."""
+    b = _before()
+    if b["given"]:
+        st.session_state.setdefault(BY_RUN, {})[run_id] = {"given": dict(b["given"]), "grades": {}}
+    b["given"], b["round"] = {}, b["round"] + 1
+
+
+def restore_before(run_id: str) -> None:
+    """Give the predictions of a run discarded before it ended back to the next run (the Reset button)."""
+    given = st.session_state.get(BY_RUN, {}).pop(run_id, {}).get("given", {})
+    if given and not _before()["given"]:
+        _before()["given"] = dict(given)
+
+
+def recorded(run_id: str) -> dict[str, str | None]:
+    """The predictions tied to run `run_id` ({} if none were made before it started)."""
+    return st.session_state.get(BY_RUN, {}).get(run_id, {}).get("given", {})
+
+
+def show_recorded(run_id: str) -> None:
+    """The predictions of a run in progress, locked: graded when it ends."""
+    given = recorded(run_id)
+    if given:
+        said = "; ".join(f"*{v}*" if v else "skipped" for v in given.values())
+        st.caption(f"🤔 Your predictions for this run: {said}. They are graded when it ends.")
+
+
+def ask_recorded(q: Question, run_id: str) -> bool:
+    """Question `q`, built from run `run_id` after it ended, graded (once, kept with the run) against the answer
+    recorded before it started; False if no prediction was recorded for it (then ask it as usual)."""
+    rec = st.session_state.get(BY_RUN, {}).get(run_id)
+    if rec is None or q.key not in rec["given"]:
+        return False
+    box = st.container(border=True)
+    given = rec["given"][q.key]
+    box.markdown(f"**🤔 Your prediction before training{f': *{given}*' if given else ''}.** {q.prompt}")
+    if q.answer is None:
+        box.info(q.why)
+        return True
+    _show(box, rec["grades"].setdefault(q.key, _grade(q, given)))
     return True

@@ -96,6 +96,7 @@ def _results(series: SeedSeries) -> None:
 def seeds_section(settings: RunConfig, bad: str | None, off: bool) -> None:
     """The whole section; redraws itself every second while the series runs."""
     st.subheader("Several seeds: how much does the drop step move?")
+    st.markdown("**One run's drop step is one draw: train several seeds to see how far it moves.**")
     st.markdown(
         "One run shows one drop. Train the settings above with several seeds, one after another in the "
         "background, and see how far apart their drops land. The runs use the server's training slots like "

@@ -28,6 +28,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
     has no snapshots)."""
     info = entry.info
     st.subheader(f"Watch the circuit form: {name}")
+    st.markdown("**Replay a run from the weights it kept: when each head took its job, against the loss.**")
     if not info.get("snapshots"):
         st.info(f"This run has no snapshots of its weights ({no_snapshots}), so there is no timeline to show.")
         return

@@ -99,7 +99,7 @@ def settings_widgets() -> RunConfig:
             a.checkbox("Enlarged shared embedding", saved.get("tr_shared", d.shared_embedding),
                    key="tr_shared",
                    help="The default start: W_E three times larger than plain, plus one direction added to every "
-                        "token. Measured on seeds 0–2 (bench/init_plateau.py), the plateau before the drop is about "
+                        "token. Measured on seeds 0–2 of the default run, the plateau before the drop is about "
                         "three times shorter than from the plain embedding. "
                         + (f"The previous-token head does not form at once: in the shipped {DEFAULT_PRESET} run "
                            f"{_shipped_onset()}. " if _shipped_onset() else "")
@@ -199,4 +199,5 @@ def experiment_widgets(saved: dict) -> None:
             "As in Singh et al.'s code, the hold stays part of the model you keep: its file records it, and the "
             "history, the banner, the timeline and every other page measure that same held model. A "
             "knocked-out head is exact and kept. For plain against enlarged initial embedding, untick "
-            "\"Enlarged shared embedding\" above. bench/README.md has the drop steps of all three for five seeds.")
+            "\"Enlarged shared embedding\" above. How far each of the three moves the drop changes from seed to seed, "
+            "so compare several seeds (the section below on several seeds) before trusting one pair of runs.")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from core.pool.slots import capacity_from_env
+from ui import task_pages
+from ui.quiz import BY_RUN, record_before, recorded, restore_before
 from ui.state import add_session_model, pick_on_next_run
 from ui.train_form import settings_from_state
 
@@ -101,7 +103,9 @@ def start() -> None:
     old, settings = st.session_state.get("train_run"), settings_from_state()
     if (old is not None and old.active) or settings.problem():
         return
-    st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
+    run = st.session_state["train_run"] = run_pool().start(settings, session_owner())  # ends this session's old run
+    if task_pages.own(settings.kind, "train_result") is None:  # the task whose results grade the Train page's
+        record_before(run.id)  # predictions: the ones made before this press are this run's
 
 
 def start_own_copy() -> None:
@@ -109,7 +113,9 @@ def start_own_copy() -> None:
     old = st.session_state.get("train_run")
     if old is None or not old.shared:
         return
-    st.session_state["train_run"] = run_pool().start(old.settings, session_owner(), private=True)
+    run = st.session_state["train_run"] = run_pool().start(old.settings, session_owner(), private=True)
+    if old.id in st.session_state.get(BY_RUN, {}):  # the same settings trained again: the same predictions
+        st.session_state[BY_RUN][run.id] = {"given": dict(recorded(old.id)), "grades": {}}
 
 
 def shared_note(run: LiveRun) -> str:
@@ -131,6 +137,8 @@ def stop() -> None:
 def reset() -> None:
     run = st.session_state.pop("train_run", None)
     if run is not None:
+        if run.active and recorded(run.id):  # discarded before it could grade them: the next run's again
+            restore_before(run.id)
         run_pool().discard(run)
 
 

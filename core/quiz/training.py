@@ -10,6 +10,7 @@ from core.reading import CLEAR_SCORE
 from core.training.live import head_score_frame
 from core.training.transition import describe_curve
 
+TIMING_PROMPT = "When does a block-1 head become a previous-token head, against the drop of the later-copy loss?"
 TIMING_OPTIONS = ["before the loss starts to fall (still above 3 nats)", "while the loss falls (from 3 to 1 nat)",
                   "after the loss is below 1 nat"]
 
@@ -18,7 +19,7 @@ def prev_head_timing(history: list[dict] | None, vocab_size: int) -> Question:
     """When does a block-1 head first put at least CLEAR_SCORE of its attention on the previous
     position, against the drop of the later-copy loss (core.training.transition.describe_curve: the last
     logged step at or above HIGH, the first below LOW)? history: a run's logged rows."""
-    prompt = "When does a block-1 head become a previous-token head, against the drop of the later-copy loss?"
+    prompt = TIMING_PROMPT
     heads = head_score_frame(history)
     if heads.empty or heads["layer"].max() < 1:
         return no_answer("q_timing", prompt, "This run has fewer than two blocks: no induction circuit forms, so there "
@@ -78,13 +79,15 @@ def _spacing(steps) -> int:
     return int(steps[1] - steps[0]) if len(steps) > 1 else 0
 
 
+FIRST_COPY_PROMPT = ("While the later-copy loss drops, what does the loss on the first copy (which nothing can "
+                     "predict) do?")
 FIRST_COPY_OPTIONS = ["it falls too", "it stays within 0.1 nats", "it rises"]
 
 
 def first_copy_during_drop(history: list[dict] | None, vocab_size: int) -> Question:
     """How the first-copy loss moves across the drop (from its last step at or above 3 nats to its
     first below 1 nat): below -0.2 nats falls, within 0.1 stays, above +0.2 rises."""
-    prompt = "While the later-copy loss drops, what does the loss on the first copy (which nothing can predict) do?"
+    prompt = FIRST_COPY_PROMPT
     rows = {r["step"]: r for r in history or []}
     curve = describe_curve(list(rows), [r["loss_later_copies"] for r in rows.values()], vocab_size)
     if not curve["dropped"] or not all("loss_first_copy" in r for r in rows.values()):
@@ -107,3 +110,9 @@ def first_copy_during_drop(history: list[dict] | None, vocab_size: int) -> Quest
             FIRST_COPY_OPTIONS[2]: " The new circuit bets on tokens seen earlier in the sequence; on a first copy "
                                    "those bets are usually wrong, so that loss pays a little."}[answer]
     return Question("q_first", prompt, FIRST_COPY_OPTIONS, answer, why)
+
+
+# The questions the Train page asks before a run exists (ui.quiz.ask_before), in the page's order: (key, prompt,
+# options), the key and prompt those of the Question first_copy_during_drop and prev_head_timing build from the
+# finished run, which grades the answer recorded when Train was pressed.
+BEFORE_TRAINING = [("q_first", FIRST_COPY_PROMPT, FIRST_COPY_OPTIONS), ("q_timing", TIMING_PROMPT, TIMING_OPTIONS)]

@@ -1,13 +1,16 @@
-"""Predict, then see, in Chromium: on Home the score table that answers "how many heads..." is not on screen
+"""Predict, then see, in Chromium: on every page before an answer nothing is cut off at 800 or 1400 px and no
+graded box shows; on Home the score table that answers "how many heads..." is not on screen
 before an answer; answering shows it with the grade and the reason, and the radio is locked. A glossary link
 opens the Glossary page in a new tab at its term, and the student's own tab keeps its session."""
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
 
 import pytest
+from test_e2e_pixels import CUT_JS
 
-from streamlit_server import StreamlitServer
+from streamlit_server import PAGES, StreamlitServer
 
 pytestmark = pytest.mark.e2e
 
@@ -65,3 +68,41 @@ def test_a_glossary_link_opens_a_new_tab_and_keeps_the_session(new_app, predict_
     # the student's tab: still this session, the skipped question still answered and its table shown
     assert app.page.locator(TABLE).count() >= 1 and "Skipped: the answer is" in count_box(app).inner_text()
     glossary.close()
+
+
+# What a question box shows once graded (ui/quiz.py): none of it may be on a page before the student answers.
+GRADED_JS = r"""
+() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stAlert"]')].filter(a => a.checkVisibility())
+  .map(a => a.innerText.trim()).filter(t => /^(Right\.|Not quite|Skipped: the answer)/.test(t)).map(t => t.slice(0, 80))
+"""
+QUESTIONS_JS = r"""
+() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"] strong')]
+  .filter(s => s.checkVisibility() && s.innerText.startsWith('🤔')).length
+"""
+
+
+def test_before_an_answer_nothing_is_cut_off_and_no_answer_shows(new_app, predict_server):
+    """Every page as a student first meets it (predict on, nothing answered; one session, through the sidebar), at
+    1400 and 800 px: no text cut off in the question boxes (radio options, Skip, captions) or anywhere else
+    (test_e2e_pixels' CUT_JS), no graded box, and an open question on every page that asks one (all but the
+    Glossary)."""
+    app = new_app(predict_server).goto()
+    problems = []
+    for path, title in PAGES.items():
+        if path:
+            app.page.set_viewport_size({"width": 1400, "height": 1000})
+            app.nav(title)
+        app.assert_no_exception()
+        for width in (1400, 800):
+            app.page.set_viewport_size({"width": width, "height": 1000})
+            app.page.wait_for_timeout(500)  # the layout re-fits
+            problems += [f"/{path} {width} px, cut off: {c}" for c in app.page.evaluate(CUT_JS)]
+            problems += [f"/{path} {width} px, graded before an answer: {g}" for g in app.page.evaluate(GRADED_JS)]
+        skip = app.page.locator('[data-testid="stMain"] button').filter(has_text="Skip")
+        if path != "glossary":
+            with contextlib.suppress(Exception):  # a long page may still be drawing its lower elements
+                skip.first.wait_for(timeout=10_000)
+        skips = skip.count()
+        if path != "glossary" and not (app.page.evaluate(QUESTIONS_JS) and skips):
+            problems.append(f"/{path}: no open question before an answer ({skips} Skip buttons)")
+    assert not problems, "\n".join(problems)
