@@ -51,7 +51,8 @@ def study_sentence(summary: pd.DataFrame, blocks: int) -> str | None:
                  f"{r['drop_step_min']:.0f}–{r['drop_step_max']:.0f}); the fall took a median of "
                  f"{r['width_median']:.0f} steps")
     if blocks >= 2 and "sharp_prev_token" in r and r["sharp_prev_token"] == r["sharp_prev_token"]:
-        text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with prev_token "
-                 f"at least {transition.SHARP_PREV_TOKEN}, and {int(r['two_induction_heads'])} had two or more "
-                 f"last-block heads with induction_any at least {transition.INDUCTION_HEAD}")
+        text += (f". At the end, {int(r['sharp_prev_token'])} of {int(r['runs'])} had a block-1 head with a "
+                 f"previous-token score of at least {transition.SHARP_PREV_TOKEN}, and {int(r['two_induction_heads'])} "
+                 f"had two or more last-block heads with an induction score (after any earlier copy) of at least "
+                 f"{transition.INDUCTION_HEAD}")
     return text + "."

@@ -143,8 +143,8 @@ def transition_panel() -> None:
         "never dropped have no bar; the sentence above counts them.")
     with st.expander("How the study counts an induction head, and which start its runs had"):
         st.markdown(
-            "An induction head here is a last-block head with induction_any (attention on the token after any "
-            f"earlier copy) at least {transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial "
+            "An induction head here is a last-block head whose induction score (attention on the token after any "
+            f"earlier copy) is at least {transition.INDUCTION_HEAD:g}. Every run started from the enlarged initial "
             "embedding (the default, see Advanced above). From the plain embedding the plateau lasted about three "
             "times longer in the three seeds measured, so the drop steps above are not those of a plain start.")
     python_panel(snippets.transition_study(), shows={"drop": runs["drop_step"]})

@@ -210,8 +210,9 @@ def transition_runs_chart(runs: pd.DataFrame, high: float, low: float) -> alt.Ch
     y = alt.Y("run:N", sort=order, title="run (blocks · seed)", axis=alt.Axis(labelOverlap=False))
     colour = alt.Color("blocks:O", title="blocks", scale=alt.Scale(domain=blocks, range=SERIES[:len(blocks)] or SERIES))
     tip = ["blocks:O", "seed:Q", "drop_start:Q", "drop_end:Q", "drop_step:Q", "width:Q"]
+    unit = "nat" if low == 1 else "nats"
     bars = alt.Chart(df).mark_bar(height=8).encode(
-        x=alt.X("drop_start:Q", title=f"training step (bar: loss falls from {high:g} to below {low:g} nats)"),
+        x=alt.X("drop_start:Q", title=f"training step (bar: loss falls from {high:g} to below {low:g} {unit})"),
         x2="drop_end:Q", y=y, color=colour, tooltip=tip)
     ticks = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(x="drop_step:Q", y=y, tooltip=tip)
     return (bars + ticks).properties(height=max(120, 24 * len(df)))
