@@ -42,7 +42,7 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
                   "text": "att_text", "pin": "att_pin"},
     "circuits": {"head": "cir_head", "ablate": "cir_ablate", "mode": "cir_mode"},
     "depth": {"seed": "depth_seed"},
-    "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt"},
+    "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt", "pin": "arch_pin"},
     # the causal page keys its period input by the model ({model}: the picked model's key)
     "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text",
                "corruption": "cz_corruption"},
