@@ -9,7 +9,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from pin_tools import picture
+from pin_tools import first_column_panel, picture
 
 from core.archetypes import catalogue as arc
 from ui.charts import OKABE_ITO
@@ -50,19 +50,6 @@ def _coloured(img: np.ndarray) -> np.ndarray:
     return (img.max(axis=2) - img.min(axis=2)) > 40
 
 
-def _matrix(img: np.ndarray) -> tuple[int, int, int]:
-    """(top, left, side) of the matrix: its first column (key 0, a cell in every row) is the leftmost column of
-    the picture holding a run of colour as tall as the grid (viridis is saturated; labels and page are grey)."""
-    coloured = _coloured(img)
-    for x in range(img.shape[1]):
-        col = np.concatenate([coloured[:, x], [False]])
-        edges = np.flatnonzero(np.diff(np.concatenate([[False], col]).astype(int)))
-        for start, end in zip(edges[::2], edges[1::2]):
-            if end - start >= 150:
-                return int(start), x, int(end - start)
-    raise AssertionError("the matrix was not found in the chart's picture")
-
-
 def _bar_tooltip(app, chart, img, left: int, side: int, below: int, T: int, k: int) -> float:
     """The strip's bar at key k: hover its middle, read the tooltip's attention (and check its key)."""
     x = int(left + (k + 0.5) * side / T)
@@ -89,7 +76,8 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     A = arc.archetype_pattern(link["archetype"], tokens, arc.ArchetypeSettings(6.0, 0.8)).numpy()  # the defaults
     T = len(tokens)
     before = picture(chart)
-    top, left, side = _matrix(before)
+    top, bottom, left, right = first_column_panel(before)
+    side = bottom - top
     cell = side / T
 
     q = int(0.6 * T)
