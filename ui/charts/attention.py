@@ -29,6 +29,8 @@ def _pattern_scale() -> alt.Scale:
 
 # Pinned tokens (ui/charts/pins.py): the names below are the ones the pages and tests read
 PIN, HOVER, PIN_STROKE, HOW_TO_PIN, DIM = pins.PIN, pins.HOVER, pins.PIN_STROKE, pins.HOW_TO_PIN, pins.DIM
+KEYS = pins.KEYS
+HOW_TO_PIN_KEYS = ["alt-click a key:", "each query's", "attention to it", "(alt-shift-click", "adds a key)"]
 _active, _full, _shared_params, _params, _strip, _lookup = (pins.active, pins.full, pins.shared_params, pins.params,
                                                            pins.strip, pins.lookup)
 
@@ -123,22 +125,35 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         calc["pred"] = _lookup(predicted, "qi")
         tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
     positions = list(range(T))
-    params = _params("qi", pin)
+    params = _params("qi", pin, keys=True)
+    keys = pins.key_params("kj")
     rect = alt.Chart(data).transform_calculate(**calc).mark_rect().encode(
         x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
         y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
         opacity=alt.condition(_full(), alt.value(1), alt.value(DIM)),
         tooltip=tooltip,
-    ).add_params(*params)
+    ).add_params(*params, keys)
     pinned = alt.Chart(pd.DataFrame({"qi": positions})).transform_filter(_active()).mark_rect(
         fill=None, stroke=PIN_STROKE, strokeWidth=1.5).encode(x=alt.value(0), x2=alt.value(560), y="qi:O")
-    layers = [rect, pinned]
+    key_cols = alt.Chart(pd.DataFrame({"kj": positions})).transform_filter(pins.keys_pinned()).mark_rect(
+        fill=None, stroke=OKABE_ITO[2], strokeWidth=1.5).encode(x="kj:O", y=alt.value(0), y2=alt.value(560))
+    layers = [rect, pinned, key_cols]
     if period:
         targets = pd.DataFrame({"qi": np.arange(period, T), "kj": np.arange(period, T) + 1 - period})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
                       .encode(x="kj:O", y="qi:O"))
     heat = alt.layer(*layers).properties(width=560, height=560, view=alt.ViewBackground(fill=ZERO_FILL))
+    # keys pinned apart: how much attention each query gives them, summed over the keys
+    readers = alt.Chart(data).transform_filter(pins.keys_pinned()).transform_aggregate(
+        weight="sum(weight)", groupby=["qi"]).mark_bar(color=OKABE_ITO[2]).encode(
+        y=alt.Y("qi:O", scale=alt.Scale(domain=positions), axis=None),
+        x=alt.X("weight:Q", title=HOW_TO_PIN_KEYS, scale=alt.Scale(domainMin=0),
+                axis=alt.Axis(tickCount=2, format=".1f", titleFontSize=10, labelFontSize=8)),
+        tooltip=[alt.Tooltip("qi:O", title="query position i"),
+                 alt.Tooltip("weight:Q", format=".3f", title="attention on the pinned keys")],
+    ).properties(width=90, height=560)
+    heat = alt.hconcat(heat, readers, spacing=4)
     strip = _strip(data, labels, "qi", "kj", 560, "attention", params)
     return alt.vconcat(heat, strip, spacing=10, title="").properties(autosize=PAD)
 

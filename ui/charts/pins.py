@@ -18,6 +18,7 @@ from . import OKABE_ITO
 
 PIN = "pin"  # the click selection's name (a link's `pin` is its initial value)
 HOVER = "hover"
+KEYS = "keys"  # keys pinned apart (alt-click), where a view has both queries and keys
 PIN_STROKE = "white"  # the outline of a pinned (or hovered) row
 HOW_TO_PIN = "pin a query: click a row or a token (shift-click adds one; a click above a diagonal releases)"
 DIM = 0.3  # opacity of the rows not pinned (or not hovered) while some are
@@ -45,12 +46,25 @@ def shared_params(builder):
     return build
 
 
-def params(field: str, pin: tuple[int, ...]):
-    """The click-to-pin selection of queries (`field`), started at `pin`, and the hover preview."""
+def params(field: str, pin: tuple[int, ...], keys: bool = False):
+    """The click-to-pin selection of queries (`field`), started at `pin`, and the hover preview. keys: the view
+    pins keys apart with alt-click (key_params), so a query pin takes only clicks without alt."""
     start = {"value": [{field: int(p)} for p in pin]} if pin else {}
-    click = alt.selection_point(name=PIN, on="click", toggle="event.shiftKey", fields=[field], **start)
+    click = alt.selection_point(name=PIN, on="click[!event.altKey]" if keys else "click", toggle="event.shiftKey",
+                                fields=[field], **start)
     hover = alt.selection_point(name=HOVER, on="pointerover", clear="pointerout", fields=[field])
     return click, hover
+
+
+def key_params(field: str):
+    """The alt-click selection of keys (`field`): alt-shift-click adds one; an alt-click on empty space releases."""
+    return alt.selection_point(name=KEYS, on="click[event.altKey]", toggle="event.shiftKey", fields=[field],
+                               clear="dblclick")
+
+
+def keys_pinned() -> str:
+    """Vega expression: datum's key is pinned apart."""
+    return f"vlSelectionTest('{KEYS}_store', datum)"
 
 
 def lookup(labels: list[str], field: str) -> str:
