@@ -14,6 +14,7 @@ from core.model.hooks import hook_name
 from core.model.snapshots import snapshot_model
 from core.model.task import copy_masks
 from core.model.tinycharlm import TinyCharLM
+from core.training.frames import MAX_LIVE_FRAMES, keep_frame  # noqa: F401 -- their public path too
 from core.training.trainer import eval_batch
 from core.training.transition import describe_curve
 
@@ -126,7 +127,6 @@ def frame_indices(steps: list[int], drop: dict) -> list[int]:
 # The film strip of a run still training: patterns the worker streams with each logged row
 
 
-MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] each: 64 KB for 2 blocks)
 
 
 def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
@@ -147,15 +147,6 @@ def frame_patterns(model: TinyCharLM, tokens: torch.Tensor) -> np.ndarray | None
         return None
     c = min(CROP, tokens.shape[1])
     return torch.stack([p[0, :, :c, :c] for p in cache["pattern"]]).to(torch.float16).numpy()
-
-
-def keep_frame(frames: list[tuple[int, np.ndarray]], step: int, patterns: np.ndarray,
-               cap: int = MAX_LIVE_FRAMES) -> list[tuple[int, np.ndarray]]:
-    """frames plus (step, patterns); past `cap`, every other older frame is dropped (the newest stays)."""
-    frames = frames + [(step, patterns)]
-    if len(frames) > cap:
-        frames = frames[:-1][::2] + frames[-1:]
-    return frames
 
 
 def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_size: int,
