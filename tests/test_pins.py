@@ -1,6 +1,7 @@
-"""Pinned queries on the Archetypes page (ui/charts/archetypes.py, ui/pins.py): the matrix and the flow view are one
-chart sharing one pin selection, the keys' weights it shows are read from the generated pattern, and a link's
-`pin` starts both pinned and survives a change of archetype."""
+"""Pinned tokens beyond the Attention page's grid (ui/charts/pins.py, ui/pins.py). Archetypes: the matrix and the
+flow view are one chart sharing one pin selection, the keys' weights it shows are read from the generated
+pattern, and a link's `pin` starts both pinned and survives a change of archetype. The Attention page's single
+head: keys pinned apart with alt-click."""
 from __future__ import annotations
 
 import json
@@ -74,3 +75,21 @@ def test_a_pin_link_pins_both_views_and_survives_a_change_of_archetype():
     at.selectbox(key="arch_name").set_value("previous_token").run()
     assert not at.exception
     assert pinned_first() == [4, 9] and address(at)["pin"] == "4,9"
+
+
+def test_the_single_head_pins_keys_apart_with_alt_click_and_queries_without_it():
+    """ui/charts/attention.py head_heatmap: two click selections that never both take one click (the query pin
+    ignores alt-clicks, the key pin takes only those), and the bars beside the pattern read the pinned keys."""
+    from ui.charts import attention
+    from ui.charts.pins import KEYS
+
+    T = 12
+    A = np.tril(np.ones((T, T)))
+    A /= A.sum(axis=1, keepdims=True)
+    spec = attention.head_heatmap.uncached(A, list("abcdefghijkl"), None, 4, (5,)).to_dict()
+    by_name = {p["name"]: p for p in spec["params"]}
+    assert by_name[PIN]["select"]["on"] == "click[!event.altKey]" and by_name[PIN]["value"] == [{"qi": 5}]
+    assert by_name[KEYS]["select"]["on"] == "click[event.altKey]" and by_name[KEYS]["select"]["fields"] == ["kj"]
+    readers = [v for v in _views(spec) if any(f"'{KEYS}_store'" in str(t.get("filter", "")) for t in
+                                               v.get("transform", [])) and v["mark"]["type"] == "bar"]
+    assert len(readers) == 1 and readers[0]["encoding"]["y"]["field"] == "qi"
