@@ -152,7 +152,7 @@ class ProcessHandle(_PipeHandle):
 
 class ProcessBackend:
     """One daemon OS process per training (forkserver where the platform has it, else spawn;
-    core.pool.worker.context)."""
+    core.pool.launch.context)."""
 
     def __init__(self, start_method: str | None = None):
         self._ctx = launch.context(start_method)

@@ -40,7 +40,6 @@ from contextlib import suppress
 import torch
 
 from core.model.checkpoints import checkpoint_bytes
-from core.pool.launch import ROOT, context, main_script_hidden, rest, start, warm_up  # noqa: F401
 from core.pool.status import RunStatus
 from core.training.heap import keep_freed_memory
 from core.training.run_config import RunConfig
