@@ -139,9 +139,10 @@ def test_matrix_and_flow_views_build(prompt, name):
     heat = matrix["vconcat"][0]["layer"][0]  # the heatmap (then the pinned row's outline; under it the strip)
     assert len(matrix["datasets"][heat["data"]["name"]]) == T * (T + 1) // 2  # the causal triangle, no more
     flow = charts.pattern_flow.uncached(A.numpy(), labels).to_dict()
-    assert len(flow["layer"]) == 4  # lines, queries, keys, the pinned queries' weight on each key
+    # lines and queries; beside them keys and the pinned queries' weight on each key
+    assert [len(v["layer"]) for v in flow["hconcat"]] == [2, 2]
     focused = charts.pattern_flow.uncached(A.numpy(), labels, focus=T - 1)
-    lines = focused.layer[0].data
+    lines = focused.hconcat[0].layer[0].data
     assert set(lines["i"]) == {T - 1}
     assert lines["weight"].sum() == pytest.approx(A[T - 1][A[T - 1] >= 0.01].sum().item(), abs=1e-5)
 

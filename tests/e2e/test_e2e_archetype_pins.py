@@ -118,4 +118,13 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     flow_height = max(220, min(900, 20 * T))  # ui/charts/archetypes.py _flow
     _at(app, chart, line_start - 14, top + (q3 + 0.5) * flow_height / T)
     assert _pins(app, 1) == [q3]
+    # a click on a key's label (right of the lines) leaves the pin as it is: no query there to pin
+    line_end = int(np.flatnonzero(blue.any(axis=0))[-1])
+    _at(app, chart, line_end + 14, top + (T - 2 + 0.5) * flow_height / T)
+    app.page.wait_for_timeout(1500)
+    app.wait_idle()
+    assert _link(app).get("pin") == str(q3)
+    _away(app)
+    y = int(top + (q3 + 0.5) * cell)
+    assert _coloured(picture(chart))[y, left + 3:int(left + (q3 + 1) * cell) - 3].mean() > 0.9  # still lit
     app.assert_no_exception()

@@ -64,7 +64,7 @@ def pattern_matrix(pattern: np.ndarray, labels: list[str], size: int | None = No
 
 
 def _flow(pattern: np.ndarray, labels: list[str], focus: int | None, pin: tuple[int, ...],
-          width: int = 300) -> alt.LayerChart:
+          width: int = 300) -> alt.HConcatChart:
     T = len(labels)
     full = _pattern_frame(pattern, labels)
     data = full[full["weight"] >= 0.01]
@@ -86,7 +86,7 @@ def _flow(pattern: np.ndarray, labels: list[str], focus: int | None, pin: tuple[
         strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.4, 4.5]), legend=None),
         opacity=alt.condition(pins.full(), strength, alt.value(0.04)),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
-    ).transform_calculate(x0="0.06", x1="0.94").add_params(*selection)
+    ).transform_calculate(x0="0.06", x1="1").add_params(*selection)
     tokens = pd.DataFrame({"label": labels, "i": range(T),
                            "focus": [focus is not None and k == focus for k in range(T)]})
     read = data.groupby("j")["weight"].sum() if len(data) else pd.Series(dtype=float)
@@ -98,22 +98,25 @@ def _flow(pattern: np.ndarray, labels: list[str], focus: int | None, pin: tuple[
         tooltip=[alt.Tooltip("label:N", title="query (click to pin)")]).add_params(*selection)
     keys = tokens.rename(columns={"i": "j"}).drop(columns="focus")
     right = alt.Chart(keys).mark_text(align="left", dx=4, fontSize=12, color="#333333").encode(
-        x=alt.datum(0.94, scale=x_scale), y=alt.Y("j:Q", scale=y_scale), text="label:N",
+        x=alt.datum(0, scale=x_scale, axis=None), y=alt.Y("j:Q", scale=y_scale, axis=None), text="label:N",
         tooltip=[alt.Tooltip("label:N", title="key"), alt.Tooltip("read:Q", title="attention received", format=".2f")])
     # the pinned (or hovered) queries' weight on each key, summed, written after the key (over its grey label)
     weights = alt.Chart(full).transform_filter(pins.active()).transform_aggregate(
         weight="sum(weight)", groupby=["j", "key"]).transform_filter("datum.weight >= 0.005").transform_calculate(
         shown="datum.key + '  ' + format(datum.weight, '.2f')").mark_text(
         align="left", dx=4, fontSize=12, color=LINE_COLOUR).encode(
-        x=alt.datum(0.94, scale=x_scale), y=alt.Y("j:Q", scale=y_scale), text="shown:N",
+        x=alt.datum(0, scale=x_scale), y=alt.Y("j:Q", scale=y_scale), text="shown:N",
         tooltip=[alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f", title="attention of the pinned queries")])
-    return alt.layer(lines, left, right, weights).properties(width=width, height=height)
+    # the keys in a view of their own, beside the lines: the pin selection lives in the lines' view only, so a
+    # click on a key (no query there) leaves the pin alone instead of pinning nothing
+    keys_view = alt.layer(right, weights).properties(width=90, height=height, view=alt.ViewBackground(stroke=None))
+    return alt.hconcat(alt.layer(lines, left).properties(width=width, height=height), keys_view, spacing=0)
 
 
 @kept
 @pins.shared_params
 def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None,
-                 pin: tuple[int, ...] = ()) -> alt.LayerChart:
+                 pin: tuple[int, ...] = ()) -> alt.HConcatChart:
     """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
     width and opacity grow with A[i, j] (none below 0.01). `focus` keeps only the lines of one query position.
     Click a query (or a line) to pin it (shift-click adds one): the other lines fade and each key is written
@@ -128,7 +131,7 @@ def pattern_views(pattern: np.ndarray, labels: list[str], focus: int | None = No
     """The matrix and the flow view side by side in one chart, sharing one pin: a query pinned (or hovered) in
     either is lit in both, in the browser, with no rerun."""
     # narrower than alone, the legends below: both views fit a 1400 px screen's main column side by side
-    return alt.hconcat(_matrix(pattern, labels, pin, _side(len(labels))), _flow(pattern, labels, focus, pin, 220),
+    return alt.hconcat(_matrix(pattern, labels, pin, _side(len(labels))), _flow(pattern, labels, focus, pin, 200),
                        spacing=20, title="").resolve_scale(
         color="independent", opacity="independent").properties(autosize=PAD).configure_legend(orient="bottom")
 
