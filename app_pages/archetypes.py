@@ -13,6 +13,7 @@ from ui.cache import per_code, per_model
 from ui.charts import archetypes as charts
 from ui.charts.kept import draw
 from ui.glossary import link
+from ui.pins import pinnable, pinned
 from ui.python_panel import python_panel
 from ui.quiz import ask
 
@@ -77,19 +78,22 @@ if tokens is not None:
     focus_options = [None] + list(range(len(tokens)))
     focus = st.selectbox("Flow view: focus on one query token", focus_options, key=f"arch_focus_{len(tokens)}",
                          format_func=lambda k: "all queries" if k is None else labels[k])
+    st.markdown("##### Matrix view and flow view")
+    pinnable(charts.pattern_views(pattern, labels, focus, pinned("arch_pin", len(tokens))), "arch_views_pin", "i",
+             "arch_pin", "archetypes")  # one chart: a query pinned in either view is lit in both
     left, right = st.columns(2)
     with left:
-        st.markdown("##### Matrix view")
-        draw(st, charts.pattern_matrix(pattern, labels), width="content")
         st.caption("**What am I looking at?** Row = the token doing the reading (query), column = the token "
                    "read (key). Colour = attention weight; each row sums to 1. The upper triangle is empty "
                    "because a position cannot see the future (causal mask).")
     with right:
-        st.markdown("##### Flow view")
-        draw(st, charts.pattern_flow(pattern, labels, focus=focus), width="content")  # scaled to fit
         st.caption("**What am I looking at?** The same numbers as lines, as in BertViz's head view: each token "
                    "on the left reads the tokens on the right it is joined to; thicker, darker lines carry more "
                    "attention (lines under 0.01 are left out). Focus on one query to read it alone.")
+    st.caption("Click a query (a row, a token on the left of the flow, or a cell of the strip) to pin it in both "
+               "views: the strip's bars and the numbers after the keys are the attention it gives each key, "
+               "summed over the pinned queries (shift-click adds one; a click above the diagonal releases; "
+               "hover to preview). The pin stays when you change the archetype or the sharpness.")
     python_panel(snippets.archetype_pattern(text, name, sharpness, rest), shows={"pattern": pattern})
 
     # -----------------------------------------------------------------------------------------
@@ -216,9 +220,10 @@ else:
                                     index=head_keys.index(head_matches.strongest_head(best)),
                                     format_func=lambda k: symbols.long_head_label(*k))
                 st.markdown(f"##### {symbols.long_head_label(*pick).capitalize()} on the prompt")
-                draw(st, charts.pattern_matrix(patterns[pick[0]][pick[1]], head_matches.char_labels(chars),
-                                                      size=640),
-                                width="content")
+                char_labels = head_matches.char_labels(chars)
+                pinnable(charts.pattern_matrix(patterns[pick[0]][pick[1]], char_labels, size=640,
+                                               pin=pinned("arch_head_pin", len(char_labels))),
+                         "arch_head_views_pin", "i", "arch_head_pin")
                 st.caption("**What am I looking at?** This head's real attention on the prompt (rows = query, "
                            "columns = key). A previous-token head is a line just under the diagonal; an induction "
                            "head is a line one period back, plus one; a sink is a bright first column.")

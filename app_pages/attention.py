@@ -14,6 +14,7 @@ from ui.charts import attention as charts
 from ui.charts.kept import draw
 from ui.glossary import link
 from ui.layout import chart_and_note, chart_pair
+from ui.pins import pinnable, pinned
 from ui.python_panel import python_panel
 from ui.quiz import ask
 from ui.state import LabModel
@@ -35,23 +36,6 @@ def text_view(entry: LabModel, text: str) -> views.SequenceView:
     from core.reading import analysis  # here, not at the top: it imports torch (core/model/lazy.py)
 
     return analysis.text_view(entry.model, text)
-
-
-def take_pin(key: str, field: str):
-    """The chart's on_select: its pinned queries become the page's (st.session_state["att_pin"], which a link
-    carries and every pattern on the page starts from)."""
-    def take() -> None:
-        chosen = (st.session_state.get(key) or {}).get("selection", {}).get(charts.PIN) or []
-        st.session_state["att_pin"] = sorted({int(d[field]) for d in chosen if field in d})
-        share.republish("attention")
-    return take
-
-
-@st.fragment
-def pinnable(chart, key: str, field: str) -> None:
-    """Draw a chart with a pin selection; a click reruns only this fragment (the chart's spec, with the pin
-    it was built with, is the kept one: the browser holds the pin it shows)."""
-    draw(st, chart, width="content", key=key, on_select=take_pin(key, field), selection_mode=[charts.PIN])
 
 
 @per_model(name="attention.sweep", show_spinner="Probing every period…", max_entries=16)
@@ -116,8 +100,8 @@ if view is not None:
                    "link carries it. "
                    + ("Value-weighted view: attention to a position that writes little is dimmed (Elhage et al. 2021), "
                       "so a head that parks its attention somewhere harmless fades out." if weighted else ""))
-        pin = tuple(p for p in st.session_state.get("att_pin") or () if p < len(view.tokens))
-        pinnable(charts.pattern_grid(patterns, view.labels, pin), "att_grid_pin", "query")
+        pin = pinned("att_pin", len(view.tokens))
+        pinnable(charts.pattern_grid(patterns, view.labels, pin), "att_grid_pin", "query", "att_pin", "attention")
 
         st.subheader("One head, up close")
         labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
@@ -127,7 +111,7 @@ if view is not None:
         left, right = chart_and_note()  # side by side where both fit, the note below where not
         with left:
             pinnable(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period, pin),
-                     "att_head_pin", "qi")
+                     "att_head_pin", "qi", "att_pin", "attention")
         right.caption(
             "**What am I looking at?** The same pattern with each position's token on the axes (position · "
             "character, ␣ = space). Hover a cell for the query and key tokens, the weight and the model's "

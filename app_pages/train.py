@@ -52,7 +52,7 @@ def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference
 
 
 def _build_live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
-    from core.training import timeline  # with a run, not at the top: it imports torch (core/model/lazy.py)
+    from core.training import frames as timeline  # torch-free: watching a run imports no torch in the server
 
     hist, vocab = run.history()[:n_rows], run.model_cfg.vocab_size
     drop = live.drop_step(hist, vocab)

@@ -4,6 +4,10 @@
     python bench/class.py watch [--window 20]          # one student trains and watches the Train page
     python bench/class.py run                          # one student trains the defaults and watches to the end:
                                                        # the server's CPU-s for the click, cores to the drop and end
+                                                       # (AVX-512 host, 85-98 GFLOP/s: click 1.33 CPU-s
+                                                       # with torch imported at the press, 0.32 without;
+                                                       # cores to the drop 0.091 -> 0.052, whole run
+                                                       # 3.98 -> 3.44 CPU-s; --emulate avx2: 0.32, 0.057)
     python bench/class.py trainers [--students 10]     # a lone student first; then press Train (defaults)
                                                        # within 10 s, then read
     python bench/class.py seeds [--students 10]        # the same with 10 different seeds (no lone student)

@@ -136,12 +136,13 @@ def test_matrix_and_flow_views_build(prompt, name):
     T = len(tokens)
     A = arc.archetype_pattern(name, tokens)
     matrix = charts.pattern_matrix.uncached(A.numpy(), labels).to_dict()
-    (matrix_data,) = [v for k, v in matrix["datasets"].items()]
-    assert len(matrix_data) == T * (T + 1) // 2  # the causal triangle, no more
+    heat = matrix["vconcat"][0]["layer"][0]  # the heatmap (then the pinned row's outline; under it the strip)
+    assert len(matrix["datasets"][heat["data"]["name"]]) == T * (T + 1) // 2  # the causal triangle, no more
     flow = charts.pattern_flow.uncached(A.numpy(), labels).to_dict()
-    assert len(flow["layer"]) == 3
+    # lines and queries; beside them keys and the pinned queries' weight on each key
+    assert [len(v["layer"]) for v in flow["hconcat"]] == [2, 2]
     focused = charts.pattern_flow.uncached(A.numpy(), labels, focus=T - 1)
-    lines = focused.layer[0].data
+    lines = focused.hconcat[0].layer[0].data
     assert set(lines["i"]) == {T - 1}
     assert lines["weight"].sum() == pytest.approx(A[T - 1][A[T - 1] >= 0.01].sum().item(), abs=1e-5)
 

@@ -171,7 +171,9 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
     """Starting a worker, reading a checkpoint back and joining a worker happen outside the lock."""
     held, lock = [], OwnedLock()
     pool._lock = lock
-    real_start, real_read, real_join = pool.backend.start, runs.read_checkpoint, backend.ThreadHandle.join
+    from core.model import checkpoints  # the pool reads a checkpoint back from here, at a run's end (lazily)
+
+    real_start, real_read, real_join = pool.backend.start, checkpoints.read_checkpoint, backend.ThreadHandle.join
 
     def watch(name, fn):
         def wrapped(*args, **kwargs):
@@ -181,8 +183,7 @@ def test_nothing_slow_runs_under_the_pool_lock(pool, monkeypatch):
         return wrapped
 
     monkeypatch.setattr(pool.backend, "start", watch("worker start", real_start))
-    monkeypatch.setattr(runs, "read_checkpoint", watch("read_checkpoint", real_read))
-    monkeypatch.setattr(live_run, "read_checkpoint", watch("read_checkpoint", real_read))
+    monkeypatch.setattr(checkpoints, "read_checkpoint", watch("read_checkpoint", real_read))
     monkeypatch.setattr(backend.ThreadHandle, "join", watch("join", real_join))
     done = pool.start(TINY.with_settings(steps=3), "alice")
     wait_until(lambda: done.ended.is_set(), what="a short run")

@@ -8,7 +8,7 @@ import sys
 import types
 from multiprocessing import spawn
 
-from core.pool.worker import main_script_hidden
+from core.pool.launch import main_script_hidden
 
 
 def test_the_start_data_leaves_out_whatever_module_is_main(monkeypatch):

@@ -10,8 +10,8 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
-prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention page's
-patterns, counted from 0). The Causal experiments page shares period, seed, seq and
+prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention or
+Archetypes page's patterns, counted from 0). The Causal experiments page shares period, seed, seq and
 text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the widget
 state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
 its widget keys.
@@ -42,7 +42,7 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
                   "text": "att_text", "pin": "att_pin"},
     "circuits": {"head": "cir_head", "ablate": "cir_ablate", "mode": "cir_mode"},
     "depth": {"seed": "depth_seed"},
-    "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt"},
+    "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt", "pin": "arch_pin"},
     # the causal page keys its period input by the model ({model}: the picked model's key)
     "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text",
                "corruption": "cz_corruption"},

@@ -27,7 +27,7 @@ import time
 from multiprocessing.connection import wait as wait_any
 from typing import Protocol
 
-from core.pool import worker
+from core.pool import launch
 from core.training.run_config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -152,10 +152,10 @@ class ProcessHandle(_PipeHandle):
 
 class ProcessBackend:
     """One daemon OS process per training (forkserver where the platform has it, else spawn;
-    core.pool.worker.context)."""
+    core.pool.launch.context)."""
 
     def __init__(self, start_method: str | None = None):
-        self._ctx = worker.context(start_method)
+        self._ctx = launch.context(start_method)
         self._guard = threading.Lock()  # held briefly: the count below, and rest() against a start
         self._starting = 0  # starts in flight
 
@@ -163,7 +163,7 @@ class ProcessBackend:
         with self._guard:
             self._starting += 1
         try:
-            proc, conn = worker.start(self._ctx, settings, threads, name)
+            proc, conn = launch.start(self._ctx, settings, threads, name)
         finally:
             with self._guard:
                 self._starting -= 1
@@ -173,13 +173,13 @@ class ProcessBackend:
         """Stop the forkserver unless a start is under way (the pool calls it when nothing has trained
         for a while); True if it stopped one."""
         with self._guard:
-            return False if self._starting else worker.rest(self._ctx)
+            return False if self._starting else launch.rest(self._ctx)
 
     def wait(self, handles: list, timeout: float) -> list:
         return _wait_pipes(handles, timeout)
 
     def warm_up(self) -> None:
-        worker.warm_up(self._ctx)
+        launch.warm_up(self._ctx)
 
 
 class ThreadHandle(_PipeHandle):
@@ -200,6 +200,8 @@ class ThreadHandle(_PipeHandle):
         self.pid = self._thread.native_id
 
     def _run(self, child, settings: RunConfig, threads: int) -> None:
+        from core.pool import worker  # torch: a thread worker trains in this process
+
         try:
             worker.train(child, settings, threads, killed=self._killed.is_set)
         except BaseException as e:  # noqa: BLE001 -- becomes the exit reason, as a crash's exit code would

@@ -11,9 +11,6 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-import torch
-
-from core.model.checkpoints import read_checkpoint
 from core.pool.status import ACTIVE, RunStatus
 from core.training.run_config import RunConfig
 
@@ -31,16 +28,38 @@ def code_version() -> str:
     the eager kernel's (a table's runs from one kernel are not bit for bit the other's)."""
     from core.model.attention import kernel_choice
 
+    return _version(kernel_choice().kernel)
+
+
+def _version(kernel: str) -> str:
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + kernel_choice().kernel.encode())
+    digest = hashlib.sha256(_torch_version().encode() + b"\0" + kernel.encode())
     for path in sorted([*root.glob("training/*.py"), *root.glob("model/*.py"), *root.glob("model/*.cpp")]):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
+@functools.cache
+def _torch_version() -> str:
+    """torch.__version__, read from its installed metadata: no `import torch` (1.1 CPU-s in a server)."""
+    import importlib.metadata
+
+    return importlib.metadata.version("torch")
+
+
+@functools.cache
+def source_version() -> str:
+    """code_version without the attention kernel: what keys a pool's runs (run_key). A pool shares runs within
+    its server process only (core.pool.finished), whose every worker picks the kernel by the same rule on the
+    same machine, so the kernel adds nothing there; and finding it out (core.model.attention.kernel_choice)
+    imports torch, which a server that only starts and streams runs does not need (bench/class.py run)."""
+    return _version("")
+
+
 def run_key(settings: RunConfig, threads: int) -> str:
-    """Runs with the same key give bit-identical models: every setting, the seed, the thread count, the code."""
-    return hashlib.sha256(repr((sorted(asdict(settings).items()), threads, code_version())).encode()).hexdigest()
+    """Runs with the same key give bit-identical models within one server process: every setting, the seed,
+    the thread count, the code (source_version)."""
+    return hashlib.sha256(repr((sorted(asdict(settings).items()), threads, source_version())).encode()).hexdigest()
 
 
 @dataclass(eq=False)
@@ -134,6 +153,8 @@ class LiveRun:
         if end.result is not None:
             return end.result
         if end.data is not None and self._read is None:
+            from core.model.checkpoints import read_checkpoint  # torch: only once a run has ended
+
             model, info = read_checkpoint(end.data, name="The trained model")
             self._read = (model, info, end.data)
         return self._read if end.data is not None else None

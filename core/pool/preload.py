@@ -1,4 +1,4 @@
-"""What the forkserver imports before it forks a worker (core.pool.worker.context preloads this
+"""What the forkserver imports before it forks a worker (core.pool.launch.context preloads this
 module): the worker's code, and everything a training touches only once it runs, so that every
 worker shares one copy instead of making its own.
 

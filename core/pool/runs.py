@@ -44,15 +44,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from core.model.checkpoints import CheckpointError, read_checkpoint
 from core.pool.backend import Backend, ProcessBackend, WorkerHandle
 from core.pool.finished import FinishedRuns
 from core.pool.live_run import Ending, LiveRun, _Training, run_key, session_of
 from core.pool.monitor import STUCK_SECONDS, Monitor
 from core.pool.slots import TrainingSlots
 from core.pool.status import RunStatus
+from core.training.frames import keep_frame
 from core.training.run_config import RunConfig
-from core.training.timeline import keep_frame
 
 log = logging.getLogger(__name__)
 
@@ -385,7 +384,7 @@ class RunPool:
             run = training.keeps.pop(token, None)
             if run is not None and run in training.followers:
                 training.followers.remove(run)
-                if isinstance(decoded, CheckpointError):
+                if isinstance(decoded, Unreadable):
                     self._finish(run, RunStatus.FAILED, str(decoded), step=step, seconds=seconds)
                 else:
                     kept = RunStatus.STOPPED if data is not None else RunStatus.CANCELLED
@@ -396,7 +395,7 @@ class RunPool:
                     self._slots.hand_over(training.id, session_of(training.followers[0].owner))
         elif kind == "done":
             _, status, training.step, training.seconds, data, decoded = message
-            if isinstance(decoded, CheckpointError):
+            if isinstance(decoded, Unreadable):
                 return self._drop(training, RunStatus.FAILED, str(decoded))
             if status == RunStatus.FINISHED and data is not None and training.key is not None:
                 self._finished.store(training.key, data, training.frozen(status=status))
@@ -501,14 +500,22 @@ def _pending(handle: WorkerHandle) -> bool:
         return False
 
 
+class Unreadable(str):
+    """A trained model's checkpoint that could not be read back: its CheckpointError's message."""
+
+
 def _decoded(message: tuple) -> tuple:
-    """A "done" or "kept" message with its checkpoint read back (or the CheckpointError) appended."""
+    """A "done" or "kept" message with its checkpoint read back (or Unreadable, why not) appended. Only here,
+    at a run's end, does the server import torch (core.model.checkpoints): starting and streaming a run
+    import none."""
     if message[0] not in ("done", "kept"):
         return message
     data = message[-1]
     if data is None:
         return (*message, None)
+    from core.model.checkpoints import CheckpointError, read_checkpoint
+
     try:
         return (*message, read_checkpoint(data, name="The trained model"))
     except CheckpointError as e:
-        return (*message, e)
+        return (*message, Unreadable(str(e)))

@@ -135,7 +135,7 @@ class LocalRunner:
         self.jobs = max(1, jobs or machine_cores())
 
     def run(self, specs: list[RunConfig], threads: int):
-        from core.pool.worker import main_script_hidden
+        from core.pool.launch import main_script_hidden
 
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         ctx = mp.get_context(method)

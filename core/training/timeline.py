@@ -14,6 +14,7 @@ from core.model.hooks import hook_name
 from core.model.snapshots import snapshot_model
 from core.model.task import copy_masks
 from core.model.tinycharlm import TinyCharLM
+from core.training.frames import FRAMES, MAX_LIVE_FRAMES, frame_indices, keep_frame, live_strip, pick_heads  # noqa: F401 -- their public path too
 from core.training.trainer import eval_batch
 from core.training.transition import describe_curve
 
@@ -21,7 +22,6 @@ EARLY, LATE = 10, 90  # positions (0-based) of the predicted tokens the ICL scor
 # (Olsson et al. compare the 500th token of the context with the 50th; these are the scaled-down choice, pulled in by
 # icl_positions so that `early` is in the first copy and `late` in a later copy of every sequence)
 BEFORE = 50  # the "before the drop" loss-by-position curve: the snapshot nearest this many steps before drop_start
-FRAMES = 6
 CHUNK = 16  # sequences a timeline measures at a time (measure_step)
 CROP = 64  # the film strip shows the first CROP positions of one sequence
 
@@ -112,21 +112,10 @@ def strip_index(periods: torch.Tensor) -> int:
     return int(torch.argmin(periods))
 
 
-def frame_indices(steps: list[int], drop: dict) -> list[int]:
-    """Indices into `steps` of up to FRAMES frames spread from 50 steps before the drop's start to 50 after
-    its end (describe_curve's drop), or over the whole run when it has not dropped."""
-    if drop["dropped"]:
-        lo, hi = max(drop["drop_start"] - 50, 0), min(drop["drop_end"] + 50, steps[-1])
-    else:
-        lo, hi = 0, steps[-1]
-    return sorted({min(range(len(steps)), key=lambda i: (abs(steps[i] - t), i)) for t in np.linspace(lo, hi, FRAMES)})
-
-
 # ---------------------------------------------------------------------------------------------
 # The film strip of a run still training: patterns the worker streams with each logged row
 
 
-MAX_LIVE_FRAMES = 120  # frames a live run keeps (float16, [L, H, CROP, CROP] each: 64 KB for 2 blocks)
 
 
 def strip_tokens(task, vocab_size: int) -> tuple[torch.Tensor, int]:
@@ -147,50 +136,6 @@ def frame_patterns(model: TinyCharLM, tokens: torch.Tensor) -> np.ndarray | None
         return None
     c = min(CROP, tokens.shape[1])
     return torch.stack([p[0, :, :c, :c] for p in cache["pattern"]]).to(torch.float16).numpy()
-
-
-def keep_frame(frames: list[tuple[int, np.ndarray]], step: int, patterns: np.ndarray,
-               cap: int = MAX_LIVE_FRAMES) -> list[tuple[int, np.ndarray]]:
-    """frames plus (step, patterns); past `cap`, every other older frame is dropped (the newest stays)."""
-    frames = frames + [(step, patterns)]
-    if len(frames) > cap:
-        frames = frames[:-1][::2] + frames[-1:]
-    return frames
-
-
-def live_strip(frames: list[tuple[int, np.ndarray]], history: list[dict], vocab_size: int,
-               period: int) -> dict | None:
-    """The film strip of a run in progress, in the form charts draw timeline()'s: frames (steps),
-    heads, patterns {head name: [n, c, c]}, positions (c), drop, period; None before
-    the first frame or for a 0-block model. Heads are picked on the latest logged row; period is the
-    strip sequence's (strip_tokens)."""
-    if not frames or not history:
-        return None
-    steps = [s for s, _ in frames]
-    rows = {r["step"]: r for r in history}
-    curve = [(s, rows[s]["loss_later_copies"]) for s in steps if s in rows]
-    drop = describe_curve([s for s, _ in curve], [v for _, v in curve], vocab_size) if curve else {"dropped": False}
-    picked = frame_indices(steps, drop)
-    last = frames[-1][1]
-    heads = pick_heads([history[-1]], last.astype(np.float32), period)
-    patterns = {name: np.stack([frames[i][1][lh[0], lh[1]].astype(np.float32) for i in picked])
-                for name, lh in heads.items() if lh is not None}
-    return {"frames": [steps[i] for i in picked], "heads": heads, "patterns": patterns,
-            "positions": last.shape[-1], "drop": drop, "period": period}
-
-
-def pick_heads(history: list | None, pattern: np.ndarray, period: int) -> dict:
-    """{"previous-token": (0, h), "induction": (L-1, h) or None for one block}: the block-1 head with
-    the largest prev_token score and the last-block head with the largest induction score in the
-    run's last history row, or (without history) on `pattern` [L, H, T, T] of one sequence."""
-    L, H, T, _ = pattern.shape
-    last = (history or [{}])[-1]
-    if last.get("prev_token") and last.get("induction"):
-        prev, ind = last["prev_token"][0], last["induction"][L - 1]
-    else:
-        prev = [np.mean([pattern[0, h, i, i - 1] for i in range(1, T)]) for h in range(H)]
-        ind = [np.mean([pattern[L - 1, h, i, i + 1 - period] for i in range(period, T)]) for h in range(H)]
-    return {"previous-token": (0, int(np.argmax(prev))), "induction": (L - 1, int(np.argmax(ind))) if L >= 2 else None}
 
 
 def _position_change(by_pos: np.ndarray, before_after: tuple[int, int] | None, period_max: int) -> dict | None:

@@ -51,3 +51,17 @@ def row_centre(panel: tuple[int, int, int, int], query: int, T: int, frac: float
     """(x, y) in the picture of a point of `query`'s row, `frac` of the way across (a drawn cell: key 0 side)."""
     top, bottom, left, right = panel
     return left + frac * (right - left), top + (query + 0.5) * (bottom - top) / T
+
+
+def first_column_panel(img: np.ndarray) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) of a lone square heatmap whose first column has a cell in every row (a causal
+    pattern, key 0), such as the Archetypes page's matrix: the leftmost column of the picture holding a run of
+    colour at least 150 px tall."""
+    coloured = (img.max(axis=2) - img.min(axis=2)) > 40
+    for x in range(img.shape[1]):
+        col = np.concatenate([[False], coloured[:, x], [False]]).astype(int)
+        edges = np.flatnonzero(np.diff(col))
+        for start, end in zip(edges[::2], edges[1::2]):
+            if end - start >= 150:
+                return int(start), int(end), x, x + int(end - start)
+    raise AssertionError("no heatmap found in the picture")

@@ -180,3 +180,65 @@ def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
     assert _dimmed(pinned.path()) > 50
     png = _download(app, "PNG")
     assert f"_pin-{q}_" in png.suggested_filename and Image.open(png.path()).size[0] > 300
+
+
+def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_them(app):
+    """On the single head, alt-click pins a key column (in the browser: the address keeps no query pin) and the
+    bars beside the pattern give each query's attention to the pinned keys, summed when alt-shift-click adds a
+    second: core's pattern, column sums (core.reading.analysis.task_sequence_view)."""
+    from core.model.symbols import parse_head_label
+
+    app.goto("attention")
+    assert app.wait_charts(2) >= 2
+    chart = app.charts().nth(1)
+    chart.scroll_into_view_if_needed()
+    _away(app)
+    link = _link(app)
+    model, info = read_checkpoint(ROOT / "checkpoints" / f"{link['model']}.pt")
+    view = task_sequence_view(model, info["task"], int(link["period"]), int(link["seed"]))
+    A = view.raw[parse_head_label(link["head"])]
+    T = A.shape[-1]
+    (top, bottom, left, right), *_ = sorted(panels(picture(chart)), key=lambda p: -(p[1] - p[0]))
+    cell = (bottom - top) / T
+    green = np.array([int(OKABE_ITO[2][i:i + 2], 16) for i in (1, 3, 5)])
+
+    def alt_click(k: int, shift: bool = False) -> None:
+        box = chart.bounding_box()
+        x, y = box["x"] + left + (k + 0.5) * cell, box["y"] + top + (T - 0.5) * cell
+        app.page.mouse.move(x, y, steps=3)
+        app.page.keyboard.down("Alt")
+        if shift:
+            app.page.keyboard.down("Shift")
+        app.page.mouse.click(x, y)
+        if shift:
+            app.page.keyboard.up("Shift")
+        app.page.keyboard.up("Alt")
+        _away(app)
+
+    def bar(i: int) -> float:
+        img = picture(chart)
+        y = int(top + (i + 0.5) * cell)
+        row = np.abs(img[y] - green).sum(axis=1) < 30
+        row[:right + 2] = False
+        xs = np.flatnonzero(row)
+        assert len(xs), f"no bar at query {i}"
+        box = chart.bounding_box()
+        app.page.mouse.move(box["x"] + (xs[0] + xs[-1]) / 2, box["y"] + y, steps=3)
+        tip = app.page.locator("#vg-tooltip-element.visible")
+        tip.wait_for(timeout=5_000)
+        text = tip.inner_text()
+        assert int(re.search(r"query position i\s+(\d+)", text).group(1)) == i, text
+        return float(re.search(r"attention on the pinned keys\s+([\d.]+)", text).group(1))
+
+    k1, k2 = T // 3, T // 2
+    alt_click(k1)
+    i = k2 + int(np.argmax(A[k2:, k1]))  # the query that reads k1 most (one that can see k2 too)
+    assert bar(i) == pytest.approx(A[i, k1], abs=2e-3)
+    _away(app)
+    alt_click(k2, shift=True)
+    both = A[:, k1] + A[:, k2]
+    for i in k2 + np.argsort(both[k2:])[-2:]:  # the two queries that read them most (wide enough to hover)
+        assert bar(i) == pytest.approx(A[i, k1] + A[i, k2], abs=2e-3)
+        _away(app)
+    assert "pin" not in _link(app)  # keys pinned apart stay in the browser: no query pinned
+    app.assert_no_exception()

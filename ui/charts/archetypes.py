@@ -8,11 +8,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import CATEGORICAL, OKABE_ITO, SEQUENTIAL
+from . import CATEGORICAL, OKABE_ITO, SEQUENTIAL, pins
 from .kept import kept
 
 LINE_COLOUR = OKABE_ITO[4]  # blue
 FOCUS_COLOUR = OKABE_ITO[5]  # vermillion
+PAD = alt.AutoSizeParams(type="pad")  # fixed-size charts: Streamlit's default "fit" squeezes them
 
 
 def _pattern_frame(pattern: np.ndarray, labels: list[str]) -> pd.DataFrame:
@@ -23,34 +24,58 @@ def _pattern_frame(pattern: np.ndarray, labels: list[str]) -> pd.DataFrame:
                          for i in range(T) for j in range(i + 1)])
 
 
-@kept
-def pattern_matrix(pattern: np.ndarray, labels: list[str], size: int | None = None) -> alt.Chart:
-    """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i."""
-    T = len(labels)
-    side = size or max(300, min(620, 22 * T))  # the grid itself; Streamlit fits axes and legend inside the
-    data = _pattern_frame(pattern, labels)      # chart's size, so they are added on below
-    return alt.Chart(data, title="").mark_rect().encode(
-        x=alt.X("key:N", sort=labels, title="key: the token read (source)",
-                axis=alt.Axis(labelAngle=-60, labelOverlap=T > 45)),
-        y=alt.Y("query:N", sort=labels, title="query: the token reading (destination)",
-                axis=alt.Axis(labelOverlap=T > 45)),
-        color=alt.Color("weight:Q", title="attention", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
-        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
-    ).properties(width=side + 190, height=side + 120)
+def _side(T: int) -> int:
+    return max(300, min(620, 22 * T))
 
 
-@kept
-def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None) -> alt.Chart:
-    """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
-    width and opacity grow with A[i, j] (none below 0.01). `focus` keeps only the lines of one query position."""
+def _matrix(pattern: np.ndarray, labels: list[str], pin: tuple[int, ...], side: int) -> alt.VConcatChart:
+    """One head's heatmap (rows = query i, columns = key j, only j <= i) and, under it, the token strip: click a
+    row (or a token) to pin the query, its bars the attention the pinned queries give each key, summed."""
     T = len(labels)
     data = _pattern_frame(pattern, labels)
-    data = data[data["weight"] >= 0.01]
+    positions = list(range(T))
+    axis = {"labelExpr": pins.lookup(labels, "value"), "labelOverlap": T > 45, "labelLimit": 120}
+    selection = pins.params("i", pin)
+    rect = alt.Chart(data).mark_rect().encode(
+        x=alt.X("j:O", title="key: the token read (source)", scale=alt.Scale(domain=positions),
+                axis=alt.Axis(labelAngle=-60, **axis)),
+        y=alt.Y("i:O", title="query: the token reading (destination)", scale=alt.Scale(domain=positions),
+                axis=alt.Axis(**axis)),
+        color=alt.Color("weight:Q", title="attention", scale=alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])),
+        opacity=alt.condition(pins.full(), alt.value(1), alt.value(pins.DIM)),
+        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
+    ).add_params(*selection)
+    outline = alt.Chart(pd.DataFrame({"i": positions})).transform_filter(pins.active()).mark_rect(
+        fill=None, stroke=FOCUS_COLOUR, strokeWidth=1.5).encode(x=alt.value(0), x2=alt.value(side), y="i:O")
+    heat = alt.layer(rect, outline).properties(width=side, height=side)
+    words = [l.split(" ", 1)[-1] for l in labels]  # the strip's tooltip: the token (its place says the position)
+    return alt.vconcat(heat, pins.strip(data, words, "i", "j", side, "attention", selection, text=False),
+                       spacing=6)
+
+
+@kept
+@pins.shared_params
+def pattern_matrix(pattern: np.ndarray, labels: list[str], size: int | None = None,
+                   pin: tuple[int, ...] = ()) -> alt.VConcatChart:
+    """Heatmap of one head: rows = query (destination) token, columns = key (source) token; only j <= i. Click a
+    row to pin its query (shift-click adds one; pin: the queries pinned to begin with): the strip under it
+    shows the keys' weights, summed over the pinned queries."""
+    return _matrix(pattern, labels, pin, size or _side(len(labels))).properties(title="", autosize=PAD)
+
+
+def _flow(pattern: np.ndarray, labels: list[str], focus: int | None, pin: tuple[int, ...],
+          width: int = 300) -> alt.HConcatChart:
+    T = len(labels)
+    full = _pattern_frame(pattern, labels)
+    data = full[full["weight"] >= 0.01]
     if focus is not None:
         data = data[data["i"] == focus]
     height = max(220, min(900, 20 * T))
     y_scale = alt.Scale(domain=[-0.5, T - 0.5], reverse=True)
     x_scale = alt.Scale(domain=[0, 1])
+    selection = pins.params("i", pin)
+    strength = alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 0.95]),
+                           legend=alt.Legend(title="attention"))
     lines = alt.Chart(data).mark_rule(color=LINE_COLOUR, strokeCap="round").encode(
         x=alt.X("x0:Q", scale=x_scale,
                 title="left: query (destination)  →  right: key (source)",
@@ -59,22 +84,56 @@ def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = Non
         y=alt.Y("i:Q", scale=y_scale, title=None, axis=None),
         y2="j:Q",
         strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.4, 4.5]), legend=None),
-        opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 0.95]),
-                            legend=alt.Legend(title="attention")),
+        opacity=alt.condition(pins.full(), strength, alt.value(0.04)),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f")],
-    ).transform_calculate(x0="0.06", x1="0.94")
-    tokens = pd.DataFrame({"label": labels, "pos": range(T),
+    ).transform_calculate(x0="0.06", x1="1").add_params(*selection)
+    tokens = pd.DataFrame({"label": labels, "i": range(T),
                            "focus": [focus is not None and k == focus for k in range(T)]})
     read = data.groupby("j")["weight"].sum() if len(data) else pd.Series(dtype=float)
     tokens["read"] = [float(read.get(k, 0.0)) for k in range(T)]
+    lit = f"datum.focus || ({pins.active()})"  # (an empty selection tests false)
     left = alt.Chart(tokens).mark_text(align="right", dx=-4, fontSize=12).encode(
-        x=alt.datum(0.06, scale=x_scale), y=alt.Y("pos:Q", scale=y_scale), text="label:N",
-        color=alt.condition("datum.focus", alt.value(FOCUS_COLOUR), alt.value("#333333")),
-        tooltip=[alt.Tooltip("label:N", title="query")])
-    right = alt.Chart(tokens).mark_text(align="left", dx=4, fontSize=12).encode(
-        x=alt.datum(0.94, scale=x_scale), y=alt.Y("pos:Q", scale=y_scale), text="label:N",
+        x=alt.datum(0.06, scale=x_scale), y=alt.Y("i:Q", scale=y_scale), text="label:N",
+        color=alt.condition(lit, alt.value(FOCUS_COLOUR), alt.value("#333333")),
+        tooltip=[alt.Tooltip("label:N", title="query (click to pin)")]).add_params(*selection)
+    keys = tokens.rename(columns={"i": "j"}).drop(columns="focus")
+    right = alt.Chart(keys).mark_text(align="left", dx=4, fontSize=12, color="#333333").encode(
+        x=alt.datum(0, scale=x_scale, axis=None), y=alt.Y("j:Q", scale=y_scale, axis=None), text="label:N",
         tooltip=[alt.Tooltip("label:N", title="key"), alt.Tooltip("read:Q", title="attention received", format=".2f")])
-    return alt.layer(lines, left, right, title="").properties(width=300, height=height)
+    # the pinned (or hovered) queries' weight on each key, summed, written after the key (over its grey label)
+    weights = alt.Chart(full).transform_filter(pins.active()).transform_aggregate(
+        weight="sum(weight)", groupby=["j", "key"]).transform_filter("datum.weight >= 0.005").transform_calculate(
+        shown="datum.key + '  ' + format(datum.weight, '.2f')").mark_text(
+        align="left", dx=4, fontSize=12, color=LINE_COLOUR).encode(
+        x=alt.datum(0, scale=x_scale), y=alt.Y("j:Q", scale=y_scale), text="shown:N",
+        tooltip=[alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".3f", title="attention of the pinned queries")])
+    # the keys in a view of their own, beside the lines: the pin selection lives in the lines' view only, so a
+    # click on a key (no query there) leaves the pin alone instead of pinning nothing
+    keys_view = alt.layer(right, weights).properties(width=90, height=height, view=alt.ViewBackground(stroke=None))
+    return alt.hconcat(alt.layer(lines, left).properties(width=width, height=height), keys_view, spacing=0)
+
+
+@kept
+@pins.shared_params
+def pattern_flow(pattern: np.ndarray, labels: list[str], focus: int | None = None,
+                 pin: tuple[int, ...] = ()) -> alt.HConcatChart:
+    """BertViz-style head view: queries on the left, keys on the right, a line from query i to key j whose
+    width and opacity grow with A[i, j] (none below 0.01). `focus` keeps only the lines of one query position.
+    Click a query (or a line) to pin it (shift-click adds one): the other lines fade and each key is written
+    with the weight the pinned queries give it, summed."""
+    return _flow(pattern, labels, focus, pin).properties(title="")
+
+
+@kept
+@pins.shared_params
+def pattern_views(pattern: np.ndarray, labels: list[str], focus: int | None = None,
+                  pin: tuple[int, ...] = ()) -> alt.HConcatChart:
+    """The matrix and the flow view side by side in one chart, sharing one pin: a query pinned (or hovered) in
+    either is lit in both, in the browser, with no rerun."""
+    # narrower than alone, the legends below: both views fit a 1400 px screen's main column side by side
+    return alt.hconcat(_matrix(pattern, labels, pin, _side(len(labels))), _flow(pattern, labels, focus, pin, 200),
+                       spacing=20, title="").resolve_scale(
+        color="independent", opacity="independent").properties(autosize=PAD).configure_legend(orient="bottom")
 
 
 @kept

@@ -8,16 +8,13 @@ Inputs are the numpy arrays and frames of core.reading.analysis (0-based layer a
 """
 from __future__ import annotations
 
-import functools
-import warnings
-
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from core.model.symbols import block_number, head_number
 
-from . import OKABE_ITO, SEQUENTIAL, numbered
+from . import OKABE_ITO, SEQUENTIAL, numbered, pins
 from .kept import kept
 
 GRID_MIN = 0.01  # grid cells below this weight are left undrawn (they show as the zero colour)
@@ -30,77 +27,12 @@ def _pattern_scale() -> alt.Scale:
     return alt.Scale(scheme=SEQUENTIAL, domain=[0, 1])
 
 
-# Pinned tokens. A click on a query (a row of a pattern, or a token in the strip under it) pins it, shift-click
-# adds one, a click on empty space releases them all; hovering previews a row while nothing is pinned. It all
-# happens in the browser (Vega-Lite selection parameters): a page learns of a pin only where it asks to.
-PIN = "pin"  # the click selection's name (a link's `pin` is its initial value)
-HOVER = "hover"
-PIN_STROKE = "white"  # the outline of a pinned (or hovered) row
-HOW_TO_PIN = "pin a query: click a row or a token (shift-click adds one; a click above a diagonal releases)"
-DIM = 0.3  # opacity of the rows not pinned (or not hovered) while some are
-
-
-def _active() -> str:
-    """Vega expression: datum's query is pinned, or hovered while nothing is pinned."""
-    return (f"length(data('{PIN}_store')) ? vlSelectionTest('{PIN}_store', datum) : "
-            f"vlSelectionTest('{HOVER}_store', datum)")
-
-
-def _full() -> str:
-    """Vega expression: datum's row is drawn at full strength (active, or nothing pinned or hovered)."""
-    return f"(!length(data('{PIN}_store')) && !length(data('{HOVER}_store'))) || ({_active()})"
-
-
-def _shared_params(builder):
-    """Run a builder whose views share the pin and hover params without Altair's note that it merged them
-    (that is the point: one selection over the patterns and the strip)."""
-    @functools.wraps(builder)
-    def build(*args, **kwargs):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
-            return builder(*args, **kwargs)
-    return build
-
-
-def _params(field: str, pin: tuple[int, ...]):
-    """The click-to-pin selection of queries (`field`), started at `pin`, and the hover preview."""
-    start = {"value": [{field: int(p)} for p in pin]} if pin else {}
-    click = alt.selection_point(name=PIN, on="click", toggle="event.shiftKey", fields=[field], **start)
-    hover = alt.selection_point(name=HOVER, on="pointerover", clear="pointerout", fields=[field])
-    return click, hover
-
-
-def _strip(weights: pd.DataFrame, labels: list[str], field: str, key: str, width: int, what: str,
-           params) -> alt.VConcatChart:
-    """The token strip: the sequence's tokens in a row (click one to pin it as a query), and above them bars of
-    the attention the pinned (or hovered) queries give each key, summed over the queries. weights: one row per
-    (query `field`, key `key`) with `weight`."""
-    T = len(labels)
-    x_scale = alt.Scale(domain=list(range(T)))
-    no_axis = alt.Axis(labels=False, ticks=False, title=None, domain=False)
-    bars = alt.Chart(weights).transform_filter(_active()).transform_aggregate(
-        weight="sum(weight)", groupby=[key]).mark_bar(color=OKABE_ITO[4]).encode(
-        x=alt.X(f"{key}:O", scale=x_scale, axis=no_axis),
-        y=alt.Y("weight:Q", title=what, axis=alt.Axis(tickCount=3, titleFontSize=10, format=".2f"),
-                scale=alt.Scale(domainMin=0)),
-        tooltip=[alt.Tooltip(f"{key}:O", title="key position j"),
-                 alt.Tooltip("weight:Q", format=".3f", title=what)],
-    ).properties(width=width, height=70)
-    # the token itself: Markov labels lead with the position ("12·3"), which the strip's place already says
-    shown_as = [l.rsplit("·", 1)[-1] for l in labels]
-    tokens = pd.DataFrame({field: np.arange(T), "token": [l if l.strip() else "␣" for l in shown_as]})
-    shown = alt.condition(_active(), alt.value(OKABE_ITO[4]), alt.value("#f2f2f2"))
-    cells = alt.Chart(tokens).mark_rect(stroke="white").encode(
-        x=alt.X(f"{field}:O", scale=x_scale, axis=alt.Axis(title=HOW_TO_PIN, labelFontSize=7, labelAngle=0,
-                                                           titleFontSize=10, values=list(range(0, T, 5)))),
-        fill=shown,
-        tooltip=[alt.Tooltip(f"{field}:O", title="position"), alt.Tooltip("token:N", title="token")],
-    ).add_params(*params)
-    text = alt.Chart(tokens).mark_text(fontSize=10 if T <= 48 else 8).encode(
-        x=alt.X(f"{field}:O", scale=x_scale), text="token:N")
-    row = alt.layer(cells, text) if width / T >= 5 else cells  # too narrow to read: the tooltip tells
-    row = row.properties(width=width, height=18)
-    return alt.vconcat(bars, row, spacing=2)
+# Pinned tokens (ui/charts/pins.py): the names below are the ones the pages and tests read
+PIN, HOVER, PIN_STROKE, HOW_TO_PIN, DIM = pins.PIN, pins.HOVER, pins.PIN_STROKE, pins.HOW_TO_PIN, pins.DIM
+KEYS = pins.KEYS
+HOW_TO_PIN_KEYS = ["alt-click a key:", "each query's", "attention to it", "(alt-shift-click", "adds a key)"]
+_active, _full, _shared_params, _params, _strip, _lookup = (pins.active, pins.full, pins.shared_params, pins.params,
+                                                           pins.strip, pins.lookup)
 
 
 def grid_frame(patterns: np.ndarray) -> pd.DataFrame:
@@ -168,12 +100,6 @@ def pattern_grid(patterns: np.ndarray, labels: list[str] | None = None, pin: tup
     return alt.vconcat(grid, strip, spacing=14, title="").configure_view(stroke=None).properties(autosize=PAD)
 
 
-def _lookup(labels: list[str], field: str) -> str:
-    """Vega expression: the label of datum[field] (an index)."""
-    quoted = ",".join("'" + l.replace("\\", "\\\\").replace("'", "\\'") + "'" for l in labels)
-    return f"[{quoted}][datum['{field}']]"
-
-
 @kept
 @_shared_params
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
@@ -199,22 +125,35 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         calc["pred"] = _lookup(predicted, "qi")
         tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
     positions = list(range(T))
-    params = _params("qi", pin)
+    params = _params("qi", pin, keys=True)
+    keys = pins.key_params("kj")
     rect = alt.Chart(data).transform_calculate(**calc).mark_rect().encode(
         x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
         y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),
         color=alt.Color("weight:Q", title="attention", scale=_pattern_scale()),
         opacity=alt.condition(_full(), alt.value(1), alt.value(DIM)),
         tooltip=tooltip,
-    ).add_params(*params)
+    ).add_params(*params, keys)
     pinned = alt.Chart(pd.DataFrame({"qi": positions})).transform_filter(_active()).mark_rect(
         fill=None, stroke=PIN_STROKE, strokeWidth=1.5).encode(x=alt.value(0), x2=alt.value(560), y="qi:O")
-    layers = [rect, pinned]
+    key_cols = alt.Chart(pd.DataFrame({"kj": positions})).transform_filter(pins.keys_pinned()).mark_rect(
+        fill=None, stroke=OKABE_ITO[2], strokeWidth=1.5).encode(x="kj:O", y=alt.value(0), y2=alt.value(560))
+    layers = [rect, pinned, key_cols]
     if period:
         targets = pd.DataFrame({"qi": np.arange(period, T), "kj": np.arange(period, T) + 1 - period})
         layers.append(alt.Chart(targets).mark_rect(fill=None, stroke=OKABE_ITO[0], strokeWidth=0.8, opacity=0.9)
                       .encode(x="kj:O", y="qi:O"))
     heat = alt.layer(*layers).properties(width=560, height=560, view=alt.ViewBackground(fill=ZERO_FILL))
+    # keys pinned apart: how much attention each query gives them, summed over the keys
+    readers = alt.Chart(data).transform_filter(pins.keys_pinned()).transform_aggregate(
+        weight="sum(weight)", groupby=["qi"]).mark_bar(color=OKABE_ITO[2]).encode(
+        y=alt.Y("qi:O", scale=alt.Scale(domain=positions), axis=None),
+        x=alt.X("weight:Q", title=HOW_TO_PIN_KEYS, scale=alt.Scale(domainMin=0),
+                axis=alt.Axis(tickCount=2, format=".1f", titleFontSize=10, labelFontSize=8)),
+        tooltip=[alt.Tooltip("qi:O", title="query position i"),
+                 alt.Tooltip("weight:Q", format=".3f", title="attention on the pinned keys")],
+    ).properties(width=90, height=560)
+    heat = alt.hconcat(heat, readers, spacing=4)
     strip = _strip(data, labels, "qi", "kj", 560, "attention", params)
     return alt.vconcat(heat, strip, spacing=10, title="").properties(autosize=PAD)
 
