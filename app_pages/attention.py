@@ -82,6 +82,7 @@ weighted = c3.radio("Show", ["raw attention", "value-weighted"], key="att_weight
                     help="Value-weighted: each weight times ‖v_j W_O‖, the size of what key j writes, "
                          "then renormalised per row.") == "value-weighted"
 
+shown = True  # the questions below answered or skipped (typed text that cannot be read asks nothing)
 if view is not None:
     patterns = view.weighted if weighted else view.raw
     shown = ask(quiz.previous_token_head(view.scores, view.intervals), hides="the patterns and scores below")
@@ -201,10 +202,14 @@ draw(p1, charts.sweep_chart(sw, task.period_min, task.period_max, 1 / cfg.vocab_
 p1.caption("**What am I looking at?** Accuracy on the second and later copies when every sequence has the "
            "period on the x-axis; grey band: the periods seen in training; dotted line: chance 1/V; red: "
            "the probe period chosen above.")
-draw(p2, charts.probe_mass_chart(pr["mass"]), width="stretch")
-p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
-           f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
-           "training periods (where a fixed-offset rule would keep looking).")
+if shown:  # each head's attention at the lookup offset answers the induction question above
+    draw(p2, charts.probe_mass_chart(pr["mass"]), width="stretch")
+    p2.caption(f"**What am I looking at?** At probe period {probe_period}, each head's mean attention at offset "
+               f"{probe_period - 1} (where a lookup must look) and at the offsets L − 1 of the shortest and longest "
+               "training periods (where a fixed-offset rule would keep looking).")
+else:
+    p2.caption("Each head's attention at the offset a lookup needs shows here once you answer or skip the questions "
+               "above: it would give the second one away.")
 python_panel(snippets.period_probe(entry, int(probe_period)),
              shows={"metrics": [m["acc_second_copy"], m["acc_later_copies"], m["loss_later_copies"]],
                     "mass": pr["mass"]["mass"]})
