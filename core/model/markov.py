@@ -214,10 +214,6 @@ def kept_sequences(unigram_share: float, batch_size: int) -> int:
     return batch_size - round(unigram_share * batch_size)
 
 
-def is_markov(task) -> bool:
-    return isinstance(task, MarkovTask)
-
-
 def sample_markov(task: MarkovTask, batch_size: int, generator: torch.Generator | None = None):
     """Draw fresh sequences: tokens [B, seq_len] (long) and each sequence's transition table
     [B, n_states ** (order - 1), n_states] (float64; row c = the context whose last token is c % k,

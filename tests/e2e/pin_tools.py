@@ -3,6 +3,7 @@ panels of a chart's picture and the brightness of one query row in each."""
 from __future__ import annotations
 
 import io
+import urllib.parse
 
 import numpy as np
 from PIL import Image
@@ -65,3 +66,32 @@ def first_column_panel(img: np.ndarray) -> tuple[int, int, int, int]:
             if end - start >= 150:
                 return int(start), int(end), x, x + int(end - start)
     raise AssertionError("no heatmap found in the picture")
+
+
+def link(app) -> dict[str, str]:
+    """The address bar's query: the share link's settings."""
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query))
+
+
+def pins(app, expected: int) -> list[int]:
+    """The pinned queries the address holds, once it holds `expected` of them (the fragment's run is over)."""
+    app.page.wait_for_function(f"() => (new URLSearchParams(location.search).get('pin') || '').split(',')"
+                               f".filter(s => s).length === {expected}", timeout=30_000)
+    app.wait_idle()
+    return [int(p) for p in link(app).get("pin", "").split(",") if p]
+
+
+def away(app) -> None:
+    """The pointer off every chart, so that no hover preview is drawn."""
+    app.page.mouse.move(5, 5, steps=3)
+    app.page.wait_for_timeout(300)
+
+
+def download(app, label: str):
+    """The first chart's Export menu, `label` ("SVG", "PNG", "CSV"): the download."""
+    app.page.locator('[data-testid="stPopover"] button').first.click()
+    body = app.page.locator('[data-testid="stPopoverBody"]')
+    with app.page.expect_download() as got:
+        body.get_by_role("button", name=label).click()
+    app.page.keyboard.press("Escape")
+    return got.value

@@ -5,11 +5,10 @@ query in the flow view pins it in the same selection. Read by pixels and tooltip
 from __future__ import annotations
 
 import re
-import urllib.parse
 
 import numpy as np
 import pytest
-from pin_tools import first_column_panel, picture
+from pin_tools import away, first_column_panel, link, picture, pins
 
 from core.archetypes import catalogue as arc
 from ui.charts import OKABE_ITO
@@ -19,20 +18,7 @@ pytestmark = pytest.mark.e2e
 BLUE = np.array([int(OKABE_ITO[4][i:i + 2], 16) for i in (1, 3, 5)])
 
 
-def _link(app) -> dict[str, str]:
-    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query))
 
-
-def _pins(app, expected: int) -> list[int]:
-    app.page.wait_for_function(f"() => (new URLSearchParams(location.search).get('pin') || '').split(',')"
-                               f".filter(s => s).length === {expected}", timeout=30_000)
-    app.wait_idle()
-    return [int(p) for p in _link(app).get("pin", "").split(",") if p]
-
-
-def _away(app) -> None:
-    app.page.mouse.move(5, 5, steps=3)
-    app.page.wait_for_timeout(300)
 
 
 def _at(app, chart, x: float, y: float, click: bool = True, shift: bool = False) -> None:
@@ -70,10 +56,10 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     assert app.wait_charts(2) >= 2
     chart = app.charts().first
     chart.scroll_into_view_if_needed()
-    _away(app)
-    link = _link(app)
-    tokens = arc.tokenize(arc.PRESET_PROMPTS[link["prompt"]])
-    A = arc.archetype_pattern(link["archetype"], tokens, arc.ArchetypeSettings(6.0, 0.8)).numpy()  # the defaults
+    away(app)
+    address = link(app)
+    tokens = arc.tokenize(arc.PRESET_PROMPTS[address["prompt"]])
+    A = arc.archetype_pattern(address["archetype"], tokens, arc.ArchetypeSettings(6.0, 0.8)).numpy()  # the defaults
     T = len(tokens)
     before = picture(chart)
     top, bottom, left, right = first_column_panel(before)
@@ -82,8 +68,8 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
 
     q = int(0.6 * T)
     _at(app, chart, left + 0.5 * cell, top + (q + 0.5) * cell)
-    assert _pins(app, 1) == [q]
-    _away(app)
+    assert pins(app, 1) == [q]
+    away(app)
     after = picture(chart)
     lit = _coloured(after)
 
@@ -100,31 +86,31 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     assert _bar_tooltip(app, chart, after, left, side, top + side + 40, T, k) == pytest.approx(A[q, k], abs=2e-3)
 
     q2 = T - 1
-    _away(app)
+    away(app)
     _at(app, chart, left + 0.5 * cell, top + (q2 + 0.5) * cell, shift=True)
-    assert _pins(app, 2) == sorted([q, q2])
-    _away(app)
+    assert pins(app, 2) == sorted([q, q2])
+    away(app)
     summed = A[[q, q2]].sum(axis=0)
     k = int(np.argmax(summed))
     got = _bar_tooltip(app, chart, picture(chart), left, side, top + side + 40, T, k)
     assert got == pytest.approx(summed[k], abs=2e-3)
 
     # the flow view: a click on a query's token (left of its lines) pins it in the same selection
-    _away(app)
+    away(app)
     blue = np.abs(before - BLUE).sum(axis=2) < 60
     blue[:, :left + side + 40] = False  # right of the matrix: the flow's lines
     line_start = int(np.flatnonzero(blue.any(axis=0))[0])
     q3 = 2
     flow_height = max(220, min(900, 20 * T))  # ui/charts/archetypes.py _flow
     _at(app, chart, line_start - 14, top + (q3 + 0.5) * flow_height / T)
-    assert _pins(app, 1) == [q3]
+    assert pins(app, 1) == [q3]
     # a click on a key's label (right of the lines) leaves the pin as it is: no query there to pin
     line_end = int(np.flatnonzero(blue.any(axis=0))[-1])
     _at(app, chart, line_end + 14, top + (T - 2 + 0.5) * flow_height / T)
     app.page.wait_for_timeout(1500)
     app.wait_idle()
-    assert _link(app).get("pin") == str(q3)
-    _away(app)
+    assert link(app).get("pin") == str(q3)
+    away(app)
     y = int(top + (q3 + 0.5) * cell)
     assert _coloured(picture(chart))[y, left + 3:int(left + (q3 + 1) * cell) - 3].mean() > 0.9  # still lit
     app.assert_no_exception()

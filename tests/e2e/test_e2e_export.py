@@ -6,29 +6,22 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from PIL import Image
+from pin_tools import download
 
 from ui.charts.export import PNG_SCALE
 
 pytestmark = pytest.mark.e2e
 
 
-def _download(app, label: str):
-    app.page.locator('[data-testid="stPopover"] button').first.click()
-    body = app.page.locator('[data-testid="stPopoverBody"]')
-    with app.page.expect_download() as got:
-        body.get_by_role("button", name=label).click()
-    app.page.keyboard.press("Escape")
-    return got.value
-
 
 def test_the_first_attention_chart_downloads_as_svg_and_print_scale_png(app):
     app.goto("attention")
     app.wait_charts(1)
-    svg = _download(app, "SVG")
+    svg = download(app, "SVG")
     assert svg.suggested_filename.startswith("attention_variable-period-2block_") and \
         svg.suggested_filename.endswith(".svg")
     root = ET.parse(svg.path()).getroot()
     assert root.tag.endswith("svg") and "key position j" in " ".join(root.itertext())
-    png = _download(app, "PNG")
+    png = download(app, "PNG")
     assert png.suggested_filename == svg.suggested_filename.removesuffix(".svg") + ".png"
     assert Image.open(png.path()).size[0] == PNG_SCALE * round(float(root.get("width")))

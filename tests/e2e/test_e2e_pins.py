@@ -6,11 +6,10 @@ the chart is read by its pixels and its tooltips."""
 from __future__ import annotations
 
 import re
-import urllib.parse
 
 import numpy as np
 import pytest
-from pin_tools import panels, picture, row_band
+from pin_tools import away, download, link, panels, picture, pins, row_band
 
 from core.model.checkpoints import read_checkpoint
 from core.reading.analysis import task_sequence_view
@@ -24,17 +23,6 @@ pytestmark = pytest.mark.e2e
 BACKGROUND = np.array([int(ZERO_FILL[i:i + 2], 16) for i in (1, 3, 5)])
 
 
-def _link(app) -> dict[str, str]:
-    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query))
-
-
-def _pins(app, expected: int) -> list[int]:
-    """The pinned queries the address holds, once it holds `expected` of them (the fragment's run is over)."""
-    app.page.wait_for_function(f"() => (new URLSearchParams(location.search).get('pin') || '').split(',')"
-                               f".filter(s => s).length === {expected}", timeout=30_000)
-    app.wait_idle()
-    value = _link(app).get("pin", "")
-    return [int(p) for p in value.split(",") if p]
 
 
 def _click(app, chart, x: float, y: float, shift: bool = False) -> None:
@@ -47,18 +35,13 @@ def _click(app, chart, x: float, y: float, shift: bool = False) -> None:
         app.page.keyboard.up("Shift")
 
 
-def _away(app) -> None:
-    """The pointer off every chart, so that no hover preview is drawn."""
-    app.page.mouse.move(5, 5, steps=3)
-    app.page.wait_for_timeout(300)
-
 
 def _grid(app):
     app.goto("attention")
     assert app.wait_charts(2) >= 2
     chart = app.charts().first
     chart.scroll_into_view_if_needed()
-    _away(app)
+    away(app)
     before = picture(chart)
     found = panels(before)
     assert len(found) >= 2, "the grid's heatmap panels were not found in its picture"
@@ -70,9 +53,9 @@ def test_a_click_pins_a_query_row_in_every_head_and_a_click_in_the_future_releas
     T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
     top, bottom, left, right = found[0]
     _click(app, chart, left + 0.3 * (right - left), top + 0.4 * (bottom - top))  # mostly undrawn: the row takes it
-    (q,) = _pins(app, 1)
+    (q,) = pins(app, 1)
     assert abs(q - 0.4 * T) <= 1
-    _away(app)
+    away(app)
     after = picture(chart)
     for panel in found:
         t, b, lo, hi = panel
@@ -88,26 +71,26 @@ def test_a_click_pins_a_query_row_in_every_head_and_a_click_in_the_future_releas
         assert drawn.sum() > 50 and now[drawn].mean() < 0.8 * was[drawn].mean(), panel
     # release: a click above the diagonal (the future: nothing there to pin)
     _click(app, chart, left + 0.9 * (right - left), top + 0.1 * (bottom - top))
-    assert _pins(app, 0) == []
-    _away(app)
+    assert pins(app, 0) == []
+    away(app)
     assert np.abs(picture(chart) - before).mean() < 1
     app.assert_no_exception()
 
 
 def test_shift_click_sums_two_queries_and_the_strip_shows_the_mean_over_heads(app):
     chart, before, found = _grid(app)
-    link = _link(app)
-    model, info = read_checkpoint(ROOT / "checkpoints" / f"{link['model']}.pt")
-    view = task_sequence_view(model, info["task"], int(link["period"]), int(link["seed"]))
+    address = link(app)
+    model, info = read_checkpoint(ROOT / "checkpoints" / f"{address['model']}.pt")
+    view = task_sequence_view(model, info["task"], int(address["period"]), int(address["seed"]))
     T = view.raw.shape[-1]
     top, bottom, left, right = found[0]
     _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
-    _pins(app, 1)
+    pins(app, 1)
     _click(app, chart, left + 0.3 * (right - left), top + 0.75 * (bottom - top), shift=True)
-    q1, q2 = _pins(app, 2)
+    q1, q2 = pins(app, 2)
     assert abs(q1 - 0.5 * T) <= 1 and abs(q2 - 0.75 * T) <= 1
     want = view.raw[:, :, [q1, q2], :].mean(axis=(0, 1)).sum(axis=0)  # [T]: mean over heads, summed over queries
-    _away(app)
+    away(app)
     img = picture(chart)
     strip_left, strip_right = found[0][2], max(p[3] for p in found)  # the strip spans the grid's width
     blue = np.array([int(OKABE_ITO[4][i:i + 2], 16) for i in (1, 3, 5)])
@@ -141,19 +124,10 @@ def test_on_a_narrow_screen_a_click_pins_the_row_under_the_pointer(app):
     T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
     top, bottom, left, right = found[0]
     _click(app, chart, left + 0.3 * (right - left), top + 0.6 * (bottom - top))
-    (q,) = _pins(app, 1)
+    (q,) = pins(app, 1)
     assert abs(q - 0.6 * T) <= 1
     app.assert_no_exception()
 
-
-def _download(app, label: str):
-    """The first chart's (the grid's) Export menu, `label` ("SVG", "PNG"): the download."""
-    app.page.locator('[data-testid="stPopover"] button').first.click()
-    body = app.page.locator('[data-testid="stPopoverBody"]')
-    with app.page.expect_download() as got:
-        body.get_by_role("button", name=label).click()
-    app.page.keyboard.press("Escape")
-    return got.value
 
 
 def _dimmed(svg_path) -> int:
@@ -169,16 +143,16 @@ def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
     from PIL import Image
 
     chart, _, found = _grid(app)
-    plain = _download(app, "SVG")
+    plain = download(app, "SVG")
     assert "pin-" not in plain.suggested_filename and _dimmed(plain.path()) == 0
     top, bottom, left, right = found[0]
     _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
-    (q,) = _pins(app, 1)
-    _away(app)
-    pinned = _download(app, "SVG")
+    (q,) = pins(app, 1)
+    away(app)
+    pinned = download(app, "SVG")
     assert f"_pin-{q}_" in pinned.suggested_filename, pinned.suggested_filename
     assert _dimmed(pinned.path()) > 50
-    png = _download(app, "PNG")
+    png = download(app, "PNG")
     assert f"_pin-{q}_" in png.suggested_filename and Image.open(png.path()).size[0] > 300
 
 
@@ -192,11 +166,11 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
     assert app.wait_charts(2) >= 2
     chart = app.charts().nth(1)
     chart.scroll_into_view_if_needed()
-    _away(app)
-    link = _link(app)
-    model, info = read_checkpoint(ROOT / "checkpoints" / f"{link['model']}.pt")
-    view = task_sequence_view(model, info["task"], int(link["period"]), int(link["seed"]))
-    A = view.raw[parse_head_label(link["head"])]
+    away(app)
+    address = link(app)
+    model, info = read_checkpoint(ROOT / "checkpoints" / f"{address['model']}.pt")
+    view = task_sequence_view(model, info["task"], int(address["period"]), int(address["seed"]))
+    A = view.raw[parse_head_label(address["head"])]
     T = A.shape[-1]
     (top, bottom, left, right), *_ = sorted(panels(picture(chart)), key=lambda p: -(p[1] - p[0]))
     cell = (bottom - top) / T
@@ -213,7 +187,7 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
         if shift:
             app.page.keyboard.up("Shift")
         app.page.keyboard.up("Alt")
-        _away(app)
+        away(app)
 
     def bar(i: int) -> float:
         img = picture(chart)
@@ -234,11 +208,11 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
     alt_click(k1)
     i = k2 + int(np.argmax(A[k2:, k1]))  # the query that reads k1 most (one that can see k2 too)
     assert bar(i) == pytest.approx(A[i, k1], abs=2e-3)
-    _away(app)
+    away(app)
     alt_click(k2, shift=True)
     both = A[:, k1] + A[:, k2]
     for i in k2 + np.argsort(both[k2:])[-2:]:  # the two queries that read them most (wide enough to hover)
         assert bar(i) == pytest.approx(A[i, k1] + A[i, k2], abs=2e-3)
-        _away(app)
-    assert "pin" not in _link(app)  # keys pinned apart stay in the browser: no query pinned
+        away(app)
+    assert "pin" not in link(app)  # keys pinned apart stay in the browser: no query pinned
     app.assert_no_exception()
