@@ -109,7 +109,7 @@ st.caption(f"Measured now on {what}.")
 read = partial(sections.reading, entry, None if period is None else int(period), text, int(seed), sweeps,
                POSITION_BUDGET, corruption, research=advanced)
 snippet = partial(snippets.causal, entry, None if period is None else int(period), int(seed), text, N_SEQS, sweeps,
-                  corruption=corruption, research=advanced)
+                  corruption=corruption)
 python_panel(snippet("runs"), shows={"m": [res.m_clean, res.m_corrupted], "heads": res.heads["patch_effect"]})
 
 if cfg.n_layers == 0:

@@ -115,13 +115,14 @@ RESEARCH_SECTIONS = {"graddrop", "circuit"}  # they read res.attribution or res.
 
 
 def causal(entry, period, seed: int, text, n_seqs: int, positions: bool | None, section: str,
-           corruption: str = "first-copy", research: bool = True) -> Snippet:
+           corruption: str = "first-copy") -> Snippet:
     """One section of the Causal page (CAUSAL_SECTIONS); positions as the page passed it (None: the
     position sweeps run only where they are quick, core.causal.experiments.POSITION_BUDGET); corruption:
-    core.causal.corruptions.CORRUPTIONS; research: the Researcher view's parts computed too."""
+    core.causal.corruptions.CORRUPTIONS. The experiments' research parts (noising, attribution, the circuit)
+    are computed only for the sections that print them: the others' numbers do not depend on them."""
     title, show = CAUSAL_SECTIONS[section]
     run = _task_run if text is None else _text_run
     values = {"PERIOD": period} if text is None else {"TEXT": text}
     pieces = (run, show) if section not in NEEDS_RUNS else (run, _task_pair if text is None else _text_pair, show)
     return snippet(title, entry, *pieces, N_SEQS=n_seqs, SEED=seed, SWEEPS=positions, CORRUPTION=corruption,
-                   RESEARCH=research or section in RESEARCH_SECTIONS, **values)
+                   RESEARCH=section in RESEARCH_SECTIONS, **values)
