@@ -1,6 +1,6 @@
 """A chart with a colour bar is drawn on a canvas: Vega's SVG renderer points the bar's gradient at the page's
 address as it was when the chart was drawn, and the bar goes blank once the address bar's query changes
-(ui/share.py keeps it in step with the page's settings). tests/e2e/test_e2e_legends.py checks the pages."""
+(ui/share.py keeps it in step with the page's settings). tests/e2e/test_e2e_pixels.py checks the pages."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
 """A deep link on a fresh server gets the lab's navigation. (Every page loading, drawing its charts and
-reading at two widths: tests/e2e/test_e2e_layout.py.)"""
+reading at two widths: tests/e2e/test_e2e_pixels.py.)"""
 from __future__ import annotations
 
 import pytest
