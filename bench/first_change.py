@@ -91,7 +91,7 @@ def _main_widgets(at) -> list[tuple[str, str, object]]:
     return out
 
 
-def measure(file: str, page, budget: float) -> list[dict]:
+def measure(file: str, page, budget: float, warm_budget: float) -> list[dict]:
     from streamlit.testing.v1 import AppTest
 
     from ui.cache import forget_in_memory
@@ -127,16 +127,13 @@ def measure(file: str, page, budget: float) -> list[dict]:
             except KeyError:
                 break
             at.run()  # back to the defaults (their views are warm)
-        got["over"] = got["first_cpu_s"] > budget or got.get("warm_cpu_s", 0) > WARM_S * REFERENCE_GFLOPS / RATE
+        got["over"] = got["first_cpu_s"] > budget or got.get("warm_cpu_s", 0) > warm_budget
         rows.append(got)
     return rows
 
 
-RATE = REFERENCE_GFLOPS
-
 
 def main(argv=None) -> int:
-    global RATE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", nargs="*", default=["variable-period-2block.pt"],
                     help="shipped checkpoint files (default: the default model)")
@@ -150,18 +147,18 @@ def main(argv=None) -> int:
     from core.model import cpu
     from ui.pages import ALL_PAGES
 
-    RATE = matmul_rate()
-    budget = BUDGET_S * REFERENCE_GFLOPS / RATE
+    rate = matmul_rate()
+    budget, warm_budget = (limit * REFERENCE_GFLOPS / rate for limit in (BUDGET_S, WARM_S))
     wanted = set(args.pages) if args.pages else None
     pages = [p for p in ALL_PAGES if (p.url_path or "home") in wanted] if wanted else \
         [p for p in ALL_PAGES if p.url_path != "train"]  # Train's settings start nothing until Train is pressed
-    rows = [r for f in args.files for p in pages for r in measure(f, p, budget)]
+    rows = [r for f in args.files for p in pages for r in measure(f, p, budget, warm_budget)]
     if args.json:
-        print(json.dumps({"cpu": cpu.kind(), "matmul_gflops": round(RATE, 1), "budget_s": round(budget, 2),
+        print(json.dumps({"cpu": cpu.kind(), "matmul_gflops": round(rate, 1), "budget_s": round(budget, 2),
                           "rows": rows}))
         return 0
-    print(f"CPU {cpu.kind()}, matmul {RATE:.1f} GFLOP/s (one thread): first-change budget {budget:.2f} CPU-s "
-          f"({BUDGET_S:g} s at {REFERENCE_GFLOPS:g} GFLOP/s), warm {WARM_S * REFERENCE_GFLOPS / RATE:.2f}")
+    print(f"CPU {cpu.kind()}, matmul {rate:.1f} GFLOP/s (one thread): first-change budget {budget:.2f} CPU-s "
+          f"({BUDGET_S:g} s at {REFERENCE_GFLOPS:g} GFLOP/s), warm {warm_budget:.2f}")
     print(f"{'checkpoint':<28} {'page':<11} {'setting':<40} {'first CPU-s':>11} {'warm CPU-s':>10}")
     for r in rows:
         print(f"{r['checkpoint']:<28} {r['page']:<11} {r['setting'][:40]:<40} {r['first_cpu_s']:>11.2f} "

@@ -95,3 +95,16 @@ def download(app, label: str):
         body.get_by_role("button", name=label).click()
     app.page.keyboard.press("Escape")
     return got.value
+
+
+def point_at(app, chart, x: float, y: float, click: bool = True, shift: bool = False) -> None:
+    """Move the pointer to (x, y) of the chart's box (a hover), and click there unless `click` is False
+    (shift held: a shift-click)."""
+    box = chart.bounding_box()
+    app.page.mouse.move(box["x"] + x, box["y"] + y, steps=3)
+    if click:
+        if shift:
+            app.page.keyboard.down("Shift")
+        app.page.mouse.click(box["x"] + x, box["y"] + y)
+        if shift:
+            app.page.keyboard.up("Shift")

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from pin_tools import away, first_column_panel, link, picture, pins
+from pin_tools import away, first_column_panel, link, picture, pins, point_at
 
 from core.archetypes import catalogue as arc
 from ui.charts import OKABE_ITO
@@ -20,16 +20,6 @@ BLUE = np.array([int(OKABE_ITO[4][i:i + 2], 16) for i in (1, 3, 5)])
 
 
 
-
-def _at(app, chart, x: float, y: float, click: bool = True, shift: bool = False) -> None:
-    box = chart.bounding_box()
-    app.page.mouse.move(box["x"] + x, box["y"] + y, steps=3)
-    if click:
-        if shift:
-            app.page.keyboard.down("Shift")
-        app.page.mouse.click(box["x"] + x, box["y"] + y)
-        if shift:
-            app.page.keyboard.up("Shift")
 
 
 def _coloured(img: np.ndarray) -> np.ndarray:
@@ -43,7 +33,7 @@ def _bar_tooltip(app, chart, img, left: int, side: int, below: int, T: int, k: i
     column[:below] = False
     ys = np.flatnonzero(column)
     assert len(ys), f"no bar drawn at key {k}"
-    _at(app, chart, x, (ys[0] + ys[0] + np.argmax(~column[ys[0]:])) / 2, click=False)
+    point_at(app, chart, x, (ys[0] + ys[0] + np.argmax(~column[ys[0]:])) / 2, click=False)
     tip = app.page.locator("#vg-tooltip-element.visible")
     tip.wait_for(timeout=5_000)
     text = tip.inner_text()
@@ -67,7 +57,7 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     cell = side / T
 
     q = int(0.6 * T)
-    _at(app, chart, left + 0.5 * cell, top + (q + 0.5) * cell)
+    point_at(app, chart, left + 0.5 * cell, top + (q + 0.5) * cell)
     assert pins(app, 1) == [q]
     away(app)
     after = picture(chart)
@@ -87,7 +77,7 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
 
     q2 = T - 1
     away(app)
-    _at(app, chart, left + 0.5 * cell, top + (q2 + 0.5) * cell, shift=True)
+    point_at(app, chart, left + 0.5 * cell, top + (q2 + 0.5) * cell, shift=True)
     assert pins(app, 2) == sorted([q, q2])
     away(app)
     summed = A[[q, q2]].sum(axis=0)
@@ -102,11 +92,11 @@ def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
     line_start = int(np.flatnonzero(blue.any(axis=0))[0])
     q3 = 2
     flow_height = max(220, min(900, 20 * T))  # ui/charts/archetypes.py _flow
-    _at(app, chart, line_start - 14, top + (q3 + 0.5) * flow_height / T)
+    point_at(app, chart, line_start - 14, top + (q3 + 0.5) * flow_height / T)
     assert pins(app, 1) == [q3]
     # a click on a key's label (right of the lines) leaves the pin as it is: no query there to pin
     line_end = int(np.flatnonzero(blue.any(axis=0))[-1])
-    _at(app, chart, line_end + 14, top + (T - 2 + 0.5) * flow_height / T)
+    point_at(app, chart, line_end + 14, top + (T - 2 + 0.5) * flow_height / T)
     app.page.wait_for_timeout(1500)
     app.wait_idle()
     assert link(app).get("pin") == str(q3)

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from pin_tools import away, download, link, panels, picture, pins, row_band
+from pin_tools import away, download, link, panels, picture, pins, point_at, row_band
 
 from core.model.checkpoints import read_checkpoint
 from core.reading.analysis import task_sequence_view
@@ -24,15 +24,6 @@ BACKGROUND = np.array([int(ZERO_FILL[i:i + 2], 16) for i in (1, 3, 5)])
 
 
 
-
-def _click(app, chart, x: float, y: float, shift: bool = False) -> None:
-    box = chart.bounding_box()
-    app.page.mouse.move(box["x"] + x, box["y"] + y, steps=3)
-    if shift:
-        app.page.keyboard.down("Shift")
-    app.page.mouse.click(box["x"] + x, box["y"] + y)
-    if shift:
-        app.page.keyboard.up("Shift")
 
 
 
@@ -52,7 +43,7 @@ def test_a_click_pins_a_query_row_in_every_head_and_a_click_in_the_future_releas
     chart, before, found = _grid(app)
     T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
     top, bottom, left, right = found[0]
-    _click(app, chart, left + 0.3 * (right - left), top + 0.4 * (bottom - top))  # mostly undrawn: the row takes it
+    point_at(app, chart, left + 0.3 * (right - left), top + 0.4 * (bottom - top))  # mostly undrawn: the row takes it
     (q,) = pins(app, 1)
     assert abs(q - 0.4 * T) <= 1
     away(app)
@@ -70,7 +61,7 @@ def test_a_click_pins_a_query_row_in_every_head_and_a_click_in_the_future_releas
         drawn = np.abs(was - BACKGROUND).sum(axis=-1) > 30  # cells (undrawn ones show the background)
         assert drawn.sum() > 50 and now[drawn].mean() < 0.8 * was[drawn].mean(), panel
     # release: a click above the diagonal (the future: nothing there to pin)
-    _click(app, chart, left + 0.9 * (right - left), top + 0.1 * (bottom - top))
+    point_at(app, chart, left + 0.9 * (right - left), top + 0.1 * (bottom - top))
     assert pins(app, 0) == []
     away(app)
     assert np.abs(picture(chart) - before).mean() < 1
@@ -84,9 +75,9 @@ def test_shift_click_sums_two_queries_and_the_strip_shows_the_mean_over_heads(ap
     view = task_sequence_view(model, info["task"], int(address["period"]), int(address["seed"]))
     T = view.raw.shape[-1]
     top, bottom, left, right = found[0]
-    _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
+    point_at(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
     pins(app, 1)
-    _click(app, chart, left + 0.3 * (right - left), top + 0.75 * (bottom - top), shift=True)
+    point_at(app, chart, left + 0.3 * (right - left), top + 0.75 * (bottom - top), shift=True)
     q1, q2 = pins(app, 2)
     assert abs(q1 - 0.5 * T) <= 1 and abs(q2 - 0.75 * T) <= 1
     want = view.raw[:, :, [q1, q2], :].mean(axis=(0, 1)).sum(axis=0)  # [T]: mean over heads, summed over queries
@@ -123,7 +114,7 @@ def test_on_a_narrow_screen_a_click_pins_the_row_under_the_pointer(app):
     chart, before, found = _grid(app)
     T = int(re.search(r"\((\d+) tokens\)", app.page.locator('[data-testid="stMain"]').inner_text()).group(1))
     top, bottom, left, right = found[0]
-    _click(app, chart, left + 0.3 * (right - left), top + 0.6 * (bottom - top))
+    point_at(app, chart, left + 0.3 * (right - left), top + 0.6 * (bottom - top))
     (q,) = pins(app, 1)
     assert abs(q - 0.6 * T) <= 1
     app.assert_no_exception()
@@ -146,7 +137,7 @@ def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
     plain = download(app, "SVG")
     assert "pin-" not in plain.suggested_filename and _dimmed(plain.path()) == 0
     top, bottom, left, right = found[0]
-    _click(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
+    point_at(app, chart, left + 0.3 * (right - left), top + 0.5 * (bottom - top))
     (q,) = pins(app, 1)
     away(app)
     pinned = download(app, "SVG")
