@@ -10,7 +10,7 @@ axis, so step = total * x / width; about 1 step per pixel at 800 steps). Lag = c
 It also notes the counter when the red drop line first appears, against the drop step the line marks.
 
 Then it starts long runs (20,000 steps) and presses Stop after --stop-after steps: the wall time from the click
-to "Stopped at step" on the page and to the page's script at rest, and the CPU-seconds (utime + stime from
+to the page's answer ("Stopping: …" or "Stopped at step"), to "Stopped at step" and to the page's script at rest, and the CPU-seconds (utime + stime from
 /proc) of the server and of the training process over that time. Wall times are of this busy 2-core
 machine (AVX-512); CPU is what counts.
 """
@@ -157,7 +157,11 @@ def measure_stop(app: LabPage, server: StreamlitServer, warm_steps: int) -> dict
     t0 = time.monotonic()
     app.page.get_by_role("button", name="Stop", exact=True).click()
     stopped = app.page.get_by_text(re.compile(r"Stopped at step \d+"))
+    answer = app.page.get_by_text(re.compile(r"Stopped at step \d+|Stopping: the step in progress"))
+    answered = None
     while stopped.count() == 0 and time.monotonic() - t0 < 60:
+        if answered is None and answer.count():
+            answered = time.monotonic() - t0
         after.update({p: t for p in procs if (t := cpu_of(p)) == t})  # a worker's last reading before it exits
         time.sleep(0.02)
     wall = time.monotonic() - t0
@@ -168,6 +172,7 @@ def measure_stop(app: LabPage, server: StreamlitServer, warm_steps: int) -> dict
     text = stopped.first.inner_text() if stopped.count() else ""
     m = re.search(r"Stopped at step (\d+)", text)
     return {"stop_pressed_at": now[0] if now else None, "stopped_at": int(m.group(1)) if m else None,
+            "click_to_answer_s": round(answered if answered is not None else wall, 2),
             "click_to_stopped_s": round(wall, 2), "click_to_idle_s": round(idle, 2),
             "server_cpu_s": round(cpu.pop(server.proc.pid), 2),
             "worker_cpu_s": round(max(cpu.values(), default=float("nan")), 2)}
@@ -178,6 +183,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--stop-after", default="100,500", help="steps trained before each Stop press")
+    ap.add_argument("--stop-first", action="store_true",
+                    help="press Stop before any run has ended, on a new server (torch not yet imported in it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
@@ -191,10 +198,11 @@ def main() -> None:
                 ctx = browser.new_context(viewport={"width": 1400, "height": 900})
                 app = LabPage(ctx.new_page(), server.url).goto("train")
                 set_batch(app, args.batch)
-                lag = watch_lag(app, server)
-                app.wait_idle()
-                print(lag, flush=True)
-                results.append(lag)
+                if not args.stop_first:
+                    lag = watch_lag(app, server)
+                    app.wait_idle()
+                    print(lag, flush=True)
+                    results.append(lag)
                 for steps in map(int, args.stop_after.split(",")):
                     app.wait_idle()
                     results.append(measure_stop(app, server, steps))

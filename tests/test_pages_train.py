@@ -194,6 +194,9 @@ def test_stop_keeps_the_model_and_history_of_the_last_finished_step():
     at.button(key="tr_stop").click().run()
     assert not at.exception, at.exception
     run = at.session_state["train_run"]
+    if run.active:  # the button answers "Stopping…" if the model is not back within ui.training.STOP_ANSWER
+        assert run.stopping and any("Stopping" in i.value for i in at.info)
+        run = rerun_until(at, lambda r: not r.active, what="the stopped model")
     stopped_at = run.step
     assert run.status == RunStatus.STOPPED
     at.run()

@@ -127,10 +127,15 @@ def shared_note(run: LiveRun) -> str:
             "that run: it ends with the very model your own training would make.")
 
 
+STOP_ANSWER = 0.4  # seconds the Stop button waits for the model before the page answers "Stopping…": a warm
+# server has it in about 0.3 s; a server's first ended run also imports torch to read it (about 1.5 s, in the
+# pool's monitor), and the page's once-a-second fragment then draws it when it lands
+
+
 def stop() -> None:
     run = st.session_state.get("train_run")
     if run is not None:
-        run_pool().stop(run)
+        run_pool().stop(run, wait_seconds=STOP_ANSWER)
         register(run)
 
 
