@@ -19,7 +19,7 @@ from ui.glossary import link
 from ui.python_panel import python_panel
 from ui.quiz import ask, ask_before, ask_recorded, show_recorded
 from ui.seeds import seeds_section
-from ui.state import LabModel
+from ui.state import TrainedModel, session_models
 from ui.timeline import NO_SNAPSHOTS, timeline_panel
 from ui.train_form import settings_widgets
 from ui.train_shipped import frames, shipped_panel, shipped_runs, transition_panel
@@ -28,11 +28,12 @@ from ui.training import capacity, pool_problem, register, reset, run_pool, share
 if TYPE_CHECKING:
     from core.pool.runs import LiveRun
 
-RUN_EVERY = 1.0  # seconds between redraws of a live run's progress and charts (each costs the server CPU the
-# training could use). The charts change only with a new logged row (every 25 steps); a new row's charts would be
-# 0.1-0.15 s of Altair each, so they are kept specs given new datasets (ui.charts.kept.swapped, about 10 ms for
-# the three), and a redraw in between only sends what _live_figures keeps. Drawn with the progress bar, they show
-# the rows the worker has logged up to the step on the counter
+RUN_EVERY = 1.5  # seconds between redraws of a live run's progress and charts. Each costs the server CPU the
+# training could use: about 0.04 CPU-s with a new row, so 0.043 server cores at 1 s (bench/class.py). At the
+# defaults' 25-30 steps/s a redraw comes every 40-45 steps, under two logged rows (every 25 steps). A new row's
+# charts would be 0.1-0.15 s of Altair each, so they are kept specs given new datasets (ui.charts.kept.swapped,
+# about 10 ms for the three), and a redraw in between only sends what _live_figures keeps. Drawn with the
+# progress bar, they show # the rows the worker has logged up to the step on the counter
 
 
 def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
@@ -185,7 +186,7 @@ def result_panel(run: LiveRun) -> bool:
         return False
     if run.status == RunStatus.FAILED:
         st.error(run.error)
-        if run.result is None:
+        if run.checkpoint is None:
             return False
     if run.status == RunStatus.DIVERGED:
         st.error(f"Training diverged at step {run.step}: the loss became infinite or NaN. Lower the learning "
@@ -194,9 +195,9 @@ def result_panel(run: LiveRun) -> bool:
     if run.status == RunStatus.CANCELLED:
         st.warning("Stopped before the first step finished: there is no model to keep.")
         return False
-    if run.result is None:
+    if run.checkpoint is None:
         return False
-    model, info, data = run.result
+    info, data = run.info, run.checkpoint  # the model itself is read when a page first needs it
     m = live.final_metrics(info["history"])
     ended = "Kept" if run.status == RunStatus.FAILED else run.status.capitalize()
     st.success(f"{ended} at step {run.step}: "
@@ -207,12 +208,12 @@ def result_panel(run: LiveRun) -> bool:
                        mime="application/octet-stream", key="tr_download")
     python_panel(snippets.training_run(run.settings, run.step),
                  shows={"final": [m.get("loss_later_copies"), m.get("acc_later_copies")]})
-    vocab = model.cfg.vocab_size
+    vocab = info["config"].vocab_size
     for q in (quiz_training.first_copy_during_drop(info["history"], vocab),
               quiz_training.prev_head_timing(info["history"], vocab)):
         if not ask_recorded(q, run.id):  # graded against the prediction made before Train, else asked now
             ask(q, panel="run")
-    entry = LabModel(run.registered_key or "live", "this run", model, info, "trained")
+    entry = session_models().get(run.registered_key) or TrainedModel("live", "this run", data, info)
     snapshots = len(info.get("snapshots") or [])
     if snapshots and st.session_state.get("tr_timeline_of") != run.id:
         # measured on request: every snapshot's forward pass on the evaluation batch held the page for

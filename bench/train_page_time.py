@@ -10,9 +10,10 @@ axis, so step = total * x / width; about 1 step per pixel at 800 steps). Lag = c
 It also notes the counter when the red drop line first appears, against the drop step the line marks.
 
 Then it starts long runs (20,000 steps) and presses Stop after --stop-after steps: the wall time from the click
-to the page's answer ("Stopping: …" or "Stopped at step"), to "Stopped at step" and to the page's script at rest, and the CPU-seconds (utime + stime from
-/proc) of the server and of the training process over that time. Wall times are of this busy 2-core
-machine (AVX-512); CPU is what counts.
+to the page's answer ("Stopping: ..." or "Stopped at step"), to "Stopped at step" and to the page's script at rest,
+and the CPU-seconds (utime + stime from /proc) of the server and of the training process over that time.
+--stop-first presses Stop before any run has ended, on a new server, so torch is not yet imported in it. Wall
+times are of this busy 2-core machine (AVX-512); CPU is what counts.
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ import streamlit as st
 
 from ui import shipped_data
 from ui.safe_form import Unstorable
-from ui.state import ROOT, LabModel, ShippedModel, shipped_models
+from ui.state import ROOT, LabModel, ShippedModel, TrainedModel, shipped_models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +141,7 @@ def per_model(*, name: str, version: int = 1, show_spinner: bool | str = False, 
     hashes it. A shipped model's view is read from the shipped data first; a session's own model's views are in
     a session-scoped cache."""
     options = {"show_spinner": show_spinner, "max_entries": max_entries,
-               "hash_funcs": {LabModel: _entry_key, ShippedModel: _entry_key}}
+               "hash_funcs": {LabModel: _entry_key, ShippedModel: _entry_key, TrainedModel: _entry_key}}
     shared, own = st.cache_data(**options), st.cache_data(scope="session", **options)
 
     def wrap(fn):

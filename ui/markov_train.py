@@ -179,9 +179,9 @@ def result_markov(run: LiveRun) -> None:
         return
     if run.status == RunStatus.FAILED:
         st.error(run.error)
-    if run.result is None:
+    if run.checkpoint is None:
         return
-    model, info, data = run.result
+    info, data = run.info, run.checkpoint
     hist = info["history"] or []
     last = hist[-1] if hist else {}
     kl = ", ".join(f"{n} {numbers.human(last.get(f'kl_{n}', math.nan))}" for n in run.task_cfg.strategies)

@@ -40,16 +40,10 @@ MISS = object()
 NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")  # a view's name: "<where it is shown>.<what>"
 
 INFO = "checkpoint.info"  # a checkpoint's info without its snapshots' weights (ui.state.ShippedModel.info)
-INFO_VERSION = 1  # raise when info_view's output changes
+INFO_VERSION = 1  # raise when core.model.info.info_view's output changes
 
 _log = logging.getLogger(__name__)
 read_shipped = True  # False: every view is computed (`--ship --fresh`, tests/test_shipped_views.py)
-
-
-def info_view(full_info: dict) -> dict:
-    """What the pages read of a shipped checkpoint's info (core.model.checkpoints.read_checkpoint's): all of it,
-    each snapshot's step and not its weights."""
-    return {**full_info, "snapshots": [{"step": s["step"]} for s in full_info["snapshots"]]}
 
 
 def folder_of(sha256: str | None) -> Path:

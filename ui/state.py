@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from core.model.info import info_view
 from core.training.presets import DEFAULT_PRESET
 from ui import shipped_data
 from ui.model_keys import shipped_key, step_key
@@ -97,6 +98,34 @@ class ShippedModel(LabModel):
         return _load_shipped(self.file)[1]
 
 
+class TrainedModel(LabModel):
+    """A model this session trained: its info (without weights) came with the run's end, its weights are read from
+    the checkpoint's bytes when a page first needs them (strictly, as any file: read_checkpoint). The worker read
+    the file back already (core.pool.worker.info_of), so a server that watches a run to its end, and shows how it
+    ended, imports no torch for it."""
+
+    def __init__(self, key: str, label: str, data: bytes, info: dict):
+        self.key, self.label, self.source, self.file = key, label, "trained", None
+        self.step, self.sha256, self.info, self._data = None, None, info, data
+
+    def __repr__(self) -> str:  # the dataclass's would load the weights to show them
+        return f"TrainedModel({self.label!r})"
+
+    @functools.cached_property
+    def _read(self) -> tuple[TinyCharLM, dict]:
+        from core.model.checkpoints import read_checkpoint
+
+        return read_checkpoint(self._data, name="The trained model")
+
+    @property
+    def model(self) -> TinyCharLM:
+        return self._read[0]
+
+    @property
+    def full_info(self) -> dict:
+        return self._read[1]
+
+
 _MANIFESTS: dict[str, tuple] = {}  # manifest path -> ((mtime_ns, size), the rows read from it then)
 
 
@@ -167,7 +196,7 @@ def _load_shipped(file: str) -> tuple[TinyCharLM, dict]:
 
 
 def _info_of(file: str) -> dict:
-    return shipped_data.info_view(_load_shipped(file)[1])
+    return info_view(_load_shipped(file)[1])
 
 
 @st.cache_data(show_spinner=False)
@@ -213,9 +242,17 @@ def session_models() -> dict[str, LabModel]:
     return st.session_state.setdefault("lab_models", {})
 
 
+def new_session_key() -> str:
+    return f"session:{uuid.uuid4().hex}"
+
+
 def add_session_model(model: TinyCharLM, info: dict, label: str, source: str, select: bool = True) -> LabModel:
     """Register a model in this session (and make it the picked one)."""
-    entry = LabModel(f"session:{uuid.uuid4().hex}", label, model, info, source)
+    return add_session_entry(LabModel(new_session_key(), label, model, info, source), select)
+
+
+def add_session_entry(entry: LabModel, select: bool = True) -> LabModel:
+    """Register an entry (a LabModel, or a TrainedModel not yet read) in this session (and pick it)."""
     session_models()[entry.key] = entry
     if select:
         st.session_state["picked_model"] = entry.key

@@ -16,7 +16,7 @@ import streamlit as st
 from core.pool.slots import capacity_from_env
 from ui import task_pages
 from ui.quiz import BY_RUN, record_before, recorded, restore_before
-from ui.state import add_session_model, pick_on_next_run
+from ui.state import TrainedModel, add_session_entry, new_session_key, pick_on_next_run
 from ui.train_form import settings_from_state
 
 if TYPE_CHECKING:
@@ -88,12 +88,11 @@ def session_owner() -> str:
 
 def register(run: LiveRun) -> bool:
     """Put a finished or stopped run's model in the sidebar picker (once) and pick it; True if it did now."""
-    if run.result is None or run.registered_key:
+    if run.checkpoint is None or run.registered_key:
         return False
-    model, info, _ = run.result
     n = 1 + sum(1 for m in st.session_state.get("lab_models", {}).values() if m.source == "trained")
-    entry = add_session_model(model, info, f"trained #{n}: {run.settings.label()}, step {run.step}", "trained",
-                              select=False)
+    label = f"trained #{n}: {run.settings.label()}, step {run.step}"
+    entry = add_session_entry(TrainedModel(new_session_key(), label, run.checkpoint, run.info), select=False)
     run.registered_key = entry.key
     pick_on_next_run(entry.key)
     return True

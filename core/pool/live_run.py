@@ -11,6 +11,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from core.model.info import info_view
 from core.pool.status import ACTIVE, RunStatus
 from core.training.run_config import RunConfig
 
@@ -76,6 +77,7 @@ class _Stream:
     threads: int = 0  # torch threads the pool gave the worker
     worker_threads: int = 0  # torch threads the worker reported using at its last progress message
     pid: int | None = None  # the worker process, once started
+    info: dict | None = None  # at the end: its checkpoint's info without weights, as the worker read it back
 
     def frozen(self, **changes) -> _Stream:
         """A copy that no longer changes (frames dropped: an ended run's snapshots give the film strip)."""
@@ -107,7 +109,6 @@ class Ending:
     stream: _Stream  # what it streamed, frozen
     error: str | None = None  # why a failed run failed, one sentence
     data: bytes | None = None  # the checkpoint, when it ended with a model
-    result: tuple | None = None  # (model, info, data) when the monitor already read the checkpoint back
 
 
 def _streamed(name: str):
@@ -150,8 +151,6 @@ class LiveRun:
         end = self._end
         if end is None:
             return None
-        if end.result is not None:
-            return end.result
         if end.data is not None and self._read is None:
             from core.model.checkpoints import read_checkpoint  # torch: only once a run has ended
 
@@ -159,13 +158,27 @@ class LiveRun:
             self._read = (model, info, end.data)
         return self._read if end.data is not None else None
 
+    @property
+    def checkpoint(self) -> bytes | None:
+        """The checkpoint's bytes once finished or stopped with a model, else None."""
+        return None if self._end is None else self._end.data
+
+    @property
+    def info(self) -> dict | None:
+        """The ended model's info without its weights (core.model.info.info_view), None without a model. Torch-free:
+        the worker sent it with the checkpoint. Only a model kept from a failed worker's last "saved" checkpoint is
+        read back for it here."""
+        if self.checkpoint is None:
+            return None
+        return self._end.stream.info if self._end.stream.info is not None else info_view(self.result[1])
+
     @result.setter
     def result(self, value) -> None:
         """Only None: forget the model (the ending stays, without its checkpoint)."""
         if value is not None:
             raise ValueError("A run's result is set by the pool; assign None to drop the model.")
         if self._end is not None:
-            self._end = replace(self._end, data=None, result=None)
+            self._end = replace(self._end, data=None, stream=replace(self._end.stream, info=None))
         self._read = None
 
     @property
@@ -178,8 +191,8 @@ class LiveRun:
 
     def history(self) -> list[dict]:
         """Logged rows so far; once ended with a model, its stored history (which ends at its step)."""
-        result = self.result
-        return list(result[1]["history"] if result is not None else self.rows)
+        info = self.info
+        return list(info["history"] if info is not None else self.rows)
 
     def steps_per_second(self) -> float:
         return self.step / self.seconds if self.seconds > 0 else float("nan")

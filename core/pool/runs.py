@@ -210,14 +210,13 @@ class RunPool:
     # -- bookkeeping (under the lock) -----------------------------------------------------------
 
     def _finish(self, run: LiveRun, status: str, error: str | None = None, data: bytes | None = None,
-                decoded=None, **stream) -> None:
+                **stream) -> None:
         """End one follower: its stream stops changing, its model (if any) is `data`."""
-        result = None if decoded is None else (*decoded, data)
         self._runs.pop(run.id, None)
-        run.publish(Ending(RunStatus(status), run.source.frozen(**stream), error, data, result))
+        run.publish(Ending(RunStatus(status), run.source.frozen(**stream), error, data))
 
     def _drop(self, training: _Training, status: str, error: str | None = None, data: bytes | None = None,
-              decoded=None, **stream) -> list[WorkerHandle]:
+              **stream) -> list[WorkerHandle]:
         """End a training and every follower (`stream`: fields of their frozen stream to change);
         returns its worker's handle for _kill."""
         self._trainings.pop(training.id, None)
@@ -225,8 +224,8 @@ class RunPool:
             del self._by_key[training.key]
         self._slots.release(training.id)
         training.status, training.frames = status, []
-        for i, run in enumerate(training.followers):
-            self._finish(run, status, error, data, decoded if i == 0 else None, **stream)
+        for run in training.followers:
+            self._finish(run, status, error, data, **stream)
         training.followers, training.keeps, training.saved = [], {}, None
         out = [training.handle] if training.handle is not None else []
         training.handle = None
@@ -380,28 +379,28 @@ class RunPool:
         elif kind == "error":
             return self._fail(training, f"The training stopped with an error at step {training.step}: {message[1]}.")
         elif kind == "kept":  # one follower pressed Stop: it leaves with the model of this step
-            _, token, step, seconds, data, decoded = message
+            _, token, step, seconds, data, info = message
             run = training.keeps.pop(token, None)
             if run is not None and run in training.followers:
                 training.followers.remove(run)
-                if isinstance(decoded, Unreadable):
-                    self._finish(run, RunStatus.FAILED, str(decoded), step=step, seconds=seconds)
+                if isinstance(info, Unreadable):
+                    self._finish(run, RunStatus.FAILED, str(info), step=step, seconds=seconds)
                 else:
                     kept = RunStatus.STOPPED if data is not None else RunStatus.CANCELLED
-                    self._finish(run, kept, data=data, decoded=decoded, step=step, seconds=seconds)
+                    self._finish(run, kept, data=data, step=step, seconds=seconds, info=info)
                 if not training.followers:
                     return self._drop(training, RunStatus.CANCELLED)
                 if self._slots.session_of(training.id) == session_of(run.owner):
                     self._slots.hand_over(training.id, session_of(training.followers[0].owner))
         elif kind == "done":
-            _, status, training.step, training.seconds, data, decoded = message
-            if isinstance(decoded, Unreadable):
-                return self._drop(training, RunStatus.FAILED, str(decoded))
+            _, status, training.step, training.seconds, data, info = message
+            if isinstance(info, Unreadable):
+                return self._drop(training, RunStatus.FAILED, str(info))
             if status == RunStatus.FINISHED and data is not None and training.key is not None:
-                self._finished.store(training.key, data, training.frozen(status=status))
+                self._finished.store(training.key, data, training.frozen(status=status, info=info))
                 for run in training.followers:  # a session that starts it later shares their bytes
                     self._finished.hold(training.key, data, run)
-            out = self._drop(training, status, data=data, decoded=decoded)
+            out = self._drop(training, status, data=data, info=info)
             self._reap += [(handle, time.monotonic()) for handle in out]  # it exits by itself
             return []
         return []
@@ -505,17 +504,10 @@ class Unreadable(str):
 
 
 def _decoded(message: tuple) -> tuple:
-    """A "done" or "kept" message with its checkpoint read back (or Unreadable, why not) appended. Only here,
-    at a run's end, does the server import torch (core.model.checkpoints): starting and streaming a run
-    import none."""
-    if message[0] not in ("done", "kept"):
+    """A "done" or "kept" message with the worker's reading of its checkpoint (core.pool.worker.info_of) as the
+    info without weights, or as Unreadable (why not). The worker reads the checkpoint back, so the server
+    imports no torch to start, stream or end a run: the model is loaded when a page first asks for it
+    (LiveRun.result)."""
+    if message[0] not in ("done", "kept") or not isinstance(message[-1], str):
         return message
-    data = message[-1]
-    if data is None:
-        return (*message, None)
-    from core.model.checkpoints import CheckpointError, read_checkpoint
-
-    try:
-        return (*message, read_checkpoint(data, name="The trained model"))
-    except CheckpointError as e:
-        return (*message, Unreadable(str(e)))
+    return (*message[:-1], Unreadable(message[-1]))

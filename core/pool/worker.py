@@ -10,14 +10,18 @@ the commands the server sent on its end of a Pipe and streams back what the page
                        ("frame", step, patterns, period)  with each row at the current step: every head's
                                                         pattern on the film strip's sequence (core.training.timeline)
                        ("progress", step, seconds, threads)   at most every PROGRESS_EVERY s, and at the end
-                       ("done", status, step, seconds, data)   status: finished | stopped | cancelled |
-                                                        diverged; data: checkpoint bytes or None
+                       ("done", status, step, seconds, data, info)   status: finished | stopped | cancelled |
+                                                        diverged; data: checkpoint bytes or None; info: the
+                                                        checkpoint read back here (read_checkpoint, strictly)
+                                                        without its weights (core.model.info.info_view), or
+                                                        why it could not be read (a sentence), or None
                        ("saved", step, seconds, data)   with each logged row after step 0: the checkpoint
                                                         of that step without snapshots (saved_checkpoint), which
                                                         the server keeps if the process dies before "done"
                        ("error", sentence)              the training raised
-                       ("kept", token, step, seconds, data)   answer to "keep": the checkpoint now (data
-                                                        None before the first step); training goes on
+                       ("kept", token, step, seconds, data, info)   answer to "keep": the checkpoint now
+                                                        (data None before the first step), info as for
+                                                        "done"; training goes on
     server -> worker   ("stop",)                        end at the last finished step, keep the model
                        ("keep", token)                  send the checkpoint of the last finished step and
                                                         train on (a session leaves a training others follow)
@@ -39,7 +43,8 @@ from contextlib import suppress
 
 import torch
 
-from core.model.checkpoints import checkpoint_bytes
+from core.model.checkpoints import CheckpointError, checkpoint_bytes, read_checkpoint
+from core.model.info import info_view
 from core.pool.status import RunStatus
 from core.training.heap import keep_freed_memory
 from core.training.run_config import RunConfig
@@ -63,6 +68,18 @@ def final_checkpoint(trainer: Trainer) -> bytes:
         history.append(row)
     fields["history"] = history
     return checkpoint_bytes(model, **fields)
+
+
+def info_of(data: bytes | None) -> dict | str | None:
+    """The info the server reads of a checkpoint it is sent: the file read back here, as strictly as any file
+    (read_checkpoint), without its weights; or the sentence saying why it cannot be read. Read in the worker, so
+    the server learns how a run ended without importing torch (it loads the model when a page first needs it)."""
+    if data is None:
+        return None
+    try:
+        return info_view(read_checkpoint(data, name="The trained model")[1])
+    except CheckpointError as e:
+        return str(e)
 
 
 def saved_checkpoint(trainer: Trainer) -> bytes:
@@ -112,7 +129,7 @@ class _Session:
         trainer, tokens, self.keeps = self.trainer, self.keeps, []
         for token in tokens:
             data = final_checkpoint(trainer) if trainer.step > 0 else None
-            self.conn.send(("kept", token, trainer.step, self.seconds(), data))
+            self.conn.send(("kept", token, trainer.step, self.seconds(), data, info_of(data)))
 
     def send_frame(self) -> None:
         """The heads' patterns now, on the film strip's sequence (no gradient, no random numbers)."""
@@ -155,7 +172,7 @@ def train(conn, settings: RunConfig, threads: int, killed: Callable[[], bool] | 
         status = _loop(session, killed or _never)
         session.send_news(force=True)
         data = final_checkpoint(trainer) if status in (RunStatus.FINISHED, RunStatus.STOPPED) else None
-        conn.send(("done", status, trainer.step, session.seconds(), data))
+        conn.send(("done", status, trainer.step, session.seconds(), data, info_of(data)))
     except (EOFError, BrokenPipeError, ConnectionResetError, Killed):
         return  # the server went away (nobody to report to), or the thread backend killed it
     except Exception as e:  # noqa: BLE001 -- any failure becomes one sentence for the student
