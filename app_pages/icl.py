@@ -131,12 +131,12 @@ if tokens is not None:
         "**What am I looking at?** Top: at each position, the token that actually comes next (upper row) and the "
         "model's most likely token (lower row), green when they agree and vermillion when not. Bottom: the "
         "probability the model gives its top token. Dashed lines mark where each copy of the pattern begins. "
-        "Through the first copy no model can do better than guess, nor on the first token of the second copy: it "
-        "follows the pattern's last symbol, which has not been followed by anything yet. From the second token "
-        "of the second copy on, a model with an induction circuit predicts correctly after seeing the pattern "
-        "once. Try a pattern in which a symbol occurs twice, such as `abcaXY`: the current symbol alone then does "
-        "not decide what comes next ('a' is followed once by 'b', once by 'X'). A model that matched only the "
-        "current token would have to guess between the two; one that also matches the token before it would not.")
+        "Count from a dashed line how many tokens pass before the strip turns green, and ask of each of them "
+        "whether anything earlier in the context could tell what comes next; section 2 puts the same question "
+        "to patterns that begin in the middle of a sequence. Try a pattern in which a symbol occurs twice, such "
+        "as `abcaXY`: the current symbol alone then does not decide what comes next ('a' is followed once by "
+        "'b', once by 'X'). A model that matched only the current token would have to guess between the two; one "
+        "that also matches the token before it would not.")
     repeats = quiz.repeated_symbols(list(pattern), rows, symbols.token_char) if period else None
     if repeats and repeats["n"]:
         named = "; ".join(f"'{t}' is followed by {' and by '.join(repr(f) for f in fs)}"

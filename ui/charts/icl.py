@@ -22,23 +22,31 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return df
 
 
+PLOT_WIDTH = 840
+
+
 @kept
 def prediction_strip(rows: list[dict], boundaries: list[int] = (), boundary_title: str = "copy starts") -> alt.Chart:
     """Two charts stacked: a token strip (the true next token over the model's top prediction,
     green where right, vermillion where wrong) and the probability of the top prediction per position.
     `boundaries` are positions where a copy (or a fresh pattern) begins, drawn as dashed rules."""
     df = _frame(rows)
-    width = alt.Step(10)  # fixed sizes on a discrete axis get squeezed by Streamlit; steps do not
+    # fixed sizes on a discrete axis get squeezed by Streamlit; steps do not. At most 840 px of cells, so the
+    # chart (with its axis and the legend below) fits the main column at 1400 px (940 px) instead of scrolling
+    step = max(4, min(10, PLOT_WIDTH // max(len(df), 1)))
+    width = alt.Step(step)
     x = alt.X("position:O", title="position of the predicted token", axis=alt.Axis(labelAngle=0, labelOverlap=True))
     strip_rows = pd.concat([df.assign(row="next token", sym=df["true"]), df.assign(row="predicted", sym=df["pred"])])
     tip = ["position:O", alt.Tooltip("true:N", title="next token"), alt.Tooltip("pred:N", title="predicted"),
            alt.Tooltip("p_predicted:Q", format=".3f", title="p(predicted)"),
            alt.Tooltip("p_target:Q", format=".3f", title="p(next token)")]
     base = alt.Chart(strip_rows).encode(x=x, y=alt.Y("row:N", title=None, sort=["next token", "predicted"]))
-    strip = (base.mark_rect(stroke="white").encode(
-        color=alt.Color("outcome:N", title="prediction", scale=OUTCOME), opacity=alt.value(0.85), tooltip=tip)
-        + base.mark_text(fontSize=9, color="white", fontWeight="bold").encode(text="sym:N")
-    ).properties(width=width, height=alt.Step(22), title="")
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("outcome:N", title="prediction", scale=OUTCOME, legend=alt.Legend(orient="top")),
+        opacity=alt.value(0.85), tooltip=tip)
+    if step >= 8:  # a symbol fits its cell; narrower cells tell it in the tooltip
+        cells += base.mark_text(fontSize=9, color="white", fontWeight="bold").encode(text="sym:N")
+    strip = cells.properties(width=width, height=alt.Step(22), title="")
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=alt.Y("p_predicted:Q", title="p(top prediction)", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("outcome:N", scale=OUTCOME, legend=None), tooltip=tip,
