@@ -105,7 +105,10 @@ st.table(pd.DataFrame([{"#": number[ex.name], "exercise": ex.title, "function": 
                         "difficulty": ex.difficulty, "importance": ex.importance, "minutes": ex.minutes,
                         "result on": PAGES[ex.page].title if ex.page in PAGES else ex.page}
                        for ex in EXERCISES]), hide_index=True)
-for section, title in SECTIONS.items():
+
+
+def _part(section: str, title: str) -> None:
+    """One part's header, notebook downloads and exercises."""
     st.header(title)
     model_path, model_label = markov_target if section == MARKOV_SECTION else repeat_target
     if section == MARKOV_SECTION:
@@ -134,3 +137,9 @@ for section, title in SECTIONS.items():
                     st.markdown(hint)
             with st.expander("Solution"):
                 st.code(solution, language="python")
+
+
+# one part at a time: all 32 exercises one under another made a page 19,800 px tall at 1400 px
+for (section, title), tab in zip(SECTIONS.items(), st.tabs([t.split(":")[0] for t in SECTIONS.values()])):
+    with tab:
+        _part(section, title)
