@@ -1,0 +1,83 @@
+"""The film strip's pin (ui/charts/timeline.py): the live strip's PNG tiles with queries pinned keep the pinned rows
+as they were and dim exactly the others (blended towards white as the finished strip's opacity pins.DIM dims them on
+white), and the finished strip's chart starts from the pin with its selection shared by every frame of both heads."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+from PIL import Image
+
+from ui.charts import pins, timeline
+from ui.charts.kept import sent_form
+
+
+def _strip(n: int = 12, frames: int = 3, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    patterns = {}
+    for name in ("previous-token", "induction"):
+        P = rng.random((frames, n, n)) * np.tril(np.ones((n, n)))
+        patterns[name] = (P / P.sum(-1, keepdims=True)).astype(np.float32)
+    return {"patterns": patterns, "heads": {"previous-token": (0, 1), "induction": (1, 0)},
+            "frames": [0, 50, 100][:frames], "tokens": rng.integers(0, 20, n).tolist(), "positions": n, "period": 4}
+
+
+def _decoded(png: bytes, scale: int = 2) -> np.ndarray:
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return img[::scale, ::scale]  # one pixel per weight (each is a scale x scale square)
+
+
+def test_live_tiles_with_a_pin_dim_exactly_the_other_rows():
+    t = _strip()
+    n = t["positions"]
+    plain, pinned = timeline.strip_pngs(t), timeline.strip_pngs(t, (3, 8))
+    assert plain.keys() == pinned.keys() and len(plain) == 2
+    mark = np.array([int(timeline.MARK[i:i + 2], 16) for i in (1, 3, 5)])
+    causal = np.tril(np.ones((n, n), bool))
+    for label in plain:
+        assert len(plain[label][0]) == len(pinned[label][0]) == 3
+        for before_png, after_png in zip(plain[label][0], pinned[label][0]):
+            before, after = _decoded(before_png), _decoded(after_png)
+            assert before.shape == after.shape == (n, n, 3)
+            for i in range(n):
+                row = causal[i]
+                if i in (3, 8):  # pinned: its cells as they were, its future marked
+                    assert (after[i, row] == before[i, row]).all()
+                    assert (after[i, ~row] == mark).all()
+                else:  # dimmed towards white, the future left white
+                    want = np.round(pins.DIM * before[i] + (1 - pins.DIM) * 255)
+                    assert np.abs(after[i] - want).max() <= 1, i
+                    assert (after[i, row] > before[i, row]).any() and (after[i, ~row] == 255).all()
+    assert timeline.strip_pngs(t, ()) == plain and timeline.strip_pngs(t, (99,)) == plain  # off the strip: none
+
+
+def test_a_tile_is_kept_per_content_and_pin():
+    P = _strip()["patterns"]["induction"][0]
+    assert timeline._tile_png(P, 2, (3,)) is timeline._tile_png(P.copy(), 2, (3,))
+    assert timeline._tile_png(P, 2, (3,)) != timeline._tile_png(P, 2, (4,)) != timeline._tile_png(P, 2)
+
+
+def _params(spec) -> list[dict]:
+    out = []
+    if isinstance(spec, dict):
+        out += [p for p in spec.get("params", []) if isinstance(p, dict)]
+        for v in spec.values():
+            out += _params(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            out += _params(v)
+    return out
+
+
+def test_the_finished_strip_starts_from_its_pin_and_names_the_tokens():
+    t = _strip()
+    spec = sent_form(timeline.strip.uncached(t, (5,)))
+    text = json.dumps({k: v for k, v in spec.items() if k != "datasets"})
+    assert spec["facet"]["row"]["field"] == "head" and spec["facet"]["column"]["field"] == "frame"
+    pin = [p for p in _params(spec) if p.get("name") == pins.PIN]
+    assert pin and all(p.get("value") == [{"query": 5}] for p in pin)  # one selection, shared by every panel
+    from core.model.symbols import token_char
+    assert f"'{token_char(t['tokens'][5])}'" in text and "query token" in text  # the tooltip's token lookup
+    unpinned = sent_form(timeline.strip.uncached(t))
+    assert all("value" not in p for p in _params(unpinned) if p.get("name") == pins.PIN)
