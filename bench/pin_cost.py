@@ -2,7 +2,7 @@
 `streamlit run dashboard.py` process (utime + stime from /proc/<pid>/stat, so the browser and the machine's
 other load do not count).
 
-    python bench/pin_cost.py [--clicks 20] [--page attention|archetypes]
+    python bench/pin_cost.py [--clicks 20] [--page attention|archetypes] [--keys]
 
 One headless Chromium (Debian's, at nice 19) opens the page (Attention: the every-head grid; Archetypes: the
 matrix and flow views, one chart), then:
@@ -12,11 +12,13 @@ matrix and flow views, one chart), then:
 2. hovers: the pointer moved over as many rows (the hover preview is drawn in the browser only);
 3. idle: the server left alone for as long as the clicks took (its own background cost, for comparison).
 Prints CPU-s per click and per hover, with the CPU kind and the one-thread matmul rate (bench/machine.py).
+--keys (Attention only): the clicks are alt-clicks on the single head's key columns instead, each pinning a key apart
+(the chart's on_select reruns its fragment and the address's keys= follows).
 
 Measured on the development host (AMD EPYC, AVX-512), 20 clicks each: Attention grid 0.0100 CPU-s a click,
 0.0025 a hover (102 GFLOP/s); Archetypes matrix and flow 0.0090 a click, 0.0010 a hover (96 GFLOP/s); the
-server idle as long took 0.050 CPU-s in both. Keys pinned apart (alt-click, the Attention page's single head)
-never reach the server.
+server idle as long took 0.050 CPU-s in both. Keys pinned apart (alt-click, the Attention page's single head) reach
+the server since they go into the share link (keys=): see the module's --keys figures in bench/README.md.
 """
 from __future__ import annotations
 
@@ -43,7 +45,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clicks", type=int, default=20)
     p.add_argument("--page", choices=["attention", "archetypes"], default="attention")
+    p.add_argument("--keys", action="store_true", help="alt-click key columns of the Attention page's single head")
     args = p.parse_args(argv)
+    if args.keys and args.page != "attention":
+        p.error("--keys: the Attention page's single head only")
 
     from pin_tools import first_column_panel, panels, picture
     from playwright.sync_api import sync_playwright
@@ -62,18 +67,24 @@ def main(argv=None) -> int:
             app = LabPage(ctx.new_page(), server.url)
             app.goto(args.page)
             app.wait_charts(2)
-            chart = app.charts().first
+            chart = app.charts().nth(1) if args.keys else app.charts().first
             chart.scroll_into_view_if_needed()
             app.page.mouse.move(5, 5)
             app.page.wait_for_timeout(500)
-            found = panels if args.page == "attention" else lambda img: [first_column_panel(img)]
+            if args.keys:  # the single head's pattern: the tallest panel
+                found = lambda img: sorted(panels(img), key=lambda p: -(p[1] - p[0]))  # noqa: E731
+            else:
+                found = panels if args.page == "attention" else lambda img: [first_column_panel(img)]
             top, bottom, left, right = found(picture(chart))[0]
             box = chart.bounding_box()
+            param = "keys" if args.keys else "pin"
 
             def pin_of() -> str:
-                return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query)).get("pin", "")
+                return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(app.page.url).query)).get(param, "")
 
             def row(frac: float) -> tuple[float, float]:  # a point on the causal side of the row at frac
+                if args.keys:  # the bottom row (every key is causal there), the column at frac
+                    return box["x"] + left + frac * (right - left), box["y"] + bottom - 3
                 return box["x"] + left + 0.02 * (right - left), box["y"] + top + frac * (bottom - top)
 
             fracs = [0.1 + 0.8 * ((i * 7) % args.clicks) / args.clicks for i in range(args.clicks)]
@@ -82,9 +93,13 @@ def main(argv=None) -> int:
                 for f in fs:
                     was = pin_of()
                     app.page.mouse.move(*row(f), steps=2)
+                    if args.keys:
+                        app.page.keyboard.down("Alt")
                     app.page.mouse.click(*row(f))
+                    if args.keys:
+                        app.page.keyboard.up("Alt")
                     app.page.wait_for_function(
-                        f"() => (new URLSearchParams(location.search).get('pin') || '') !== {was!r}")
+                        f"() => (new URLSearchParams(location.search).get('{param}') || '') !== {was!r}")
                     app.wait_idle()
 
             click_rows([0.5, 0.3])  # warm: the fragment's first runs
@@ -118,9 +133,9 @@ def main(argv=None) -> int:
     from core.model import cpu
 
     n = len(fracs)
-    print(f"page {args.page}")
+    print(f"page {args.page}" + (" (keys pinned apart: alt-clicks on the single head)" if args.keys else ""))
     print(f"CPU {cpu.kind()}; matmul {matmul_rate():.0f} GFLOP/s (one thread, 1024²)")
-    print(f"{n} pin clicks: server {clicks_cpu:.3f} CPU-s, {clicks_cpu / n:.4f} a click "
+    print(f"{n} {'key' if args.keys else 'pin'} clicks: server {clicks_cpu:.3f} CPU-s, {clicks_cpu / n:.4f} a click "
           f"({clicks_wall:.1f} s of wall time; the server idle as long: {idle_cpu:.3f} CPU-s)")
     print(f"{n} hovers: server {hover_cpu:.3f} CPU-s, {hover_cpu / n:.4f} a hover ({hover_wall:.1f} s of wall "
           f"time, {runs} script runs; idle for as long: {idle_cpu * hover_wall / clicks_wall:.3f} CPU-s)")

@@ -148,7 +148,7 @@ def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
 
 
 def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_them(app):
-    """On the single head, alt-click pins a key column (in the browser: the address keeps no query pin) and the
+    """On the single head, alt-click pins a key column (the address carries it as keys=, and no query pin) and the
     bars beside the pattern give each query's attention to the pinned keys, summed when alt-shift-click adds a
     second: core's pattern, column sums (core.reading.analysis.task_sequence_view)."""
     from core.model.symbols import parse_head_label
@@ -205,7 +205,9 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
     for i in k2 + np.argsort(both[k2:])[-2:]:  # the two queries that read them most (wide enough to hover)
         assert bar(i) == pytest.approx(A[i, k1] + A[i, k2], abs=2e-3)
         away(app)
-    assert "pin" not in link(app)  # keys pinned apart stay in the browser: no query pinned
+    app.page.wait_for_function(f"() => new URLSearchParams(location.search).get('keys') === '{k1},{k2}'",
+                               timeout=30_000)  # the keys go into the share link (the chart's fragment reruns)
+    assert "pin" not in link(app)  # no query pinned
     app.assert_no_exception()
 
 
