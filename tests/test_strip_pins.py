@@ -7,6 +7,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from ui.charts import pins, timeline
@@ -81,3 +82,46 @@ def test_the_finished_strip_starts_from_its_pin_and_names_the_tokens():
     assert f"'{token_char(t['tokens'][5])}'" in text and "query token" in text  # the tooltip's token lookup
     unpinned = sent_form(timeline.strip.uncached(t))
     assert all("value" not in p for p in _params(unpinned) if p.get("name") == pins.PIN)
+
+
+def _live_picker_script():
+    import streamlit as st
+
+    from ui.timeline import live_pin_picker
+
+    st.write(f"pin {list(live_pin_picker(64))}")
+
+
+def test_the_live_picker_and_the_finished_strip_share_one_pin():
+    """The live strip's picker starts from the film strips' pin (st.session_state[STRIP_PIN], which a click on the
+    finished strip sets), and what it picks becomes that pin."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.timeline import LIVE_PICK, STRIP_PIN
+
+    at = AppTest.from_function(_live_picker_script)
+    at.session_state[STRIP_PIN] = [12, 80]  # 80: past this strip's 64 positions, not pinned here
+    at.run()
+    assert at.multiselect(key=LIVE_PICK).value == [12] and at.markdown[0].value == "pin [12]"
+    at.multiselect(key=LIVE_PICK).set_value([30, 12]).run()
+    assert at.session_state[STRIP_PIN] == [12, 30] and at.markdown[0].value == "pin [12, 30]"
+    at.session_state[STRIP_PIN] = [5]  # a click on the finished strip
+    at.run()
+    assert at.multiselect(key=LIVE_PICK).value == [5] and at.markdown[0].value == "pin [5]"
+    assert not at.exception
+
+
+@pytest.mark.app
+def test_the_train_pages_shipped_film_strip_starts_from_the_pin():
+    from ui.timeline import STRIP_PIN
+
+    from helpers import open_app
+
+    at = open_app("app_pages/train.py", timeout=120)
+    at.session_state[STRIP_PIN] = [12, 30]
+    at.run()
+    assert not at.exception, at.exception
+    started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
+               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
+    assert started and all(v == [{"query": 12}, {"query": 30}] for v in started), started
+    assert any(c.value.startswith("Pinned: query 12 (") and ", 30 (" in c.value for c in at.caption)
