@@ -159,7 +159,7 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
     pinned (ui.timeline.live_pin_picker, the finished strip's pin too) are drawn at full strength, the other rows
     dimmed, from tiles kept per content and pin (a redraw between logged rows encodes none)."""
     pick, _ = st.columns([2, 3])
-    pin = live_pin_picker(strip["positions"], pick)
+    pin = live_pin_picker(strip["positions"], pick, strip["period"])
     if pin:
         rows = timeline_charts.strip_pngs(strip, pin)
     for label, (tiles, captions) in rows.items():

@@ -61,14 +61,17 @@ def _take_live_pick() -> None:
     st.session_state[STRIP_PIN] = sorted(int(p) for p in st.session_state.get(LIVE_PICK) or ())
 
 
-def live_pin_picker(positions: int, where=st) -> tuple[int, ...]:
+def live_pin_picker(positions: int, where=st, period: int = 0) -> tuple[int, ...]:
     """The live film strip's pinned queries (its PNG tiles take no click): a multiselect of query positions that
     reads and writes the film strips' shared pin (STRIP_PIN), so a pin made on the live strip is there on the
-    finished one and back. Drawn inside the live fragment, a change reruns only that fragment. Returns the pin."""
+    finished one and back. Drawn inside the live fragment, a change reruns only that fragment. Each position is
+    labelled with its copy of the pattern when the strip's sequence has a period (the server holds the sequence's
+    period, not its tokens: the worker process draws it). Returns the pin."""
     pin = pinned(STRIP_PIN, positions)
     if list(st.session_state.get(LIVE_PICK) or ()) != list(pin):
         st.session_state[LIVE_PICK] = list(pin)  # before the widget is drawn: the shared pin may have changed
     where.multiselect("Pin queries (positions)", list(range(positions)), key=LIVE_PICK, on_change=_take_live_pick,
+                      format_func=(lambda p: f"{p} (copy {p // period + 1})") if period else str,
                       max_selections=MAX_LIVE_PINS, placeholder="none: every row at full strength",
                       help="The rows of these query positions stay at full strength in every frame of both heads, "
                            "the others are dimmed; the finished film strip starts with the same pin.")
