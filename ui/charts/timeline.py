@@ -58,7 +58,7 @@ def strip(t: dict, pin: tuple[int, ...] = ()) -> alt.FacetChart:
             P = np.nan_to_num(pats[f])
             i, j = np.nonzero(np.tril(P >= 0.01))
             rows.append(pd.DataFrame({"head": label, "frame": f"{f + 1}: step {step}", "query": i, "key": j,
-                                      "weight": P[i, j].astype(float).round(3)}))
+                                      "weight": P[i, j].astype(float).round(4)}))
     df = pd.concat(rows, ignore_index=True)
     n = len(t["tokens"])
     order = _frame_labels(t)
