@@ -45,12 +45,6 @@ def cpu_seconds(pid: int) -> float:
 
 STRIP_CAPTION = """() => ([...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(
     e => /^(Click a row to pin|Pinned: query)/.test(e.innerText)) || {innerText: ''}).innerText"""
-STRIP_AT = """() => { const caption = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(
-    e => e.innerText.startsWith('Click a row to pin'));
-    return [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].filter(
-    c => c.compareDocumentPosition(caption) & Node.DOCUMENT_POSITION_FOLLOWING).length - 1 }"""
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clicks", type=int, default=20)
@@ -62,7 +56,7 @@ def main(argv=None) -> int:
 
     from pin_tools import first_column_panel, panels, picture
     from playwright.sync_api import sync_playwright
-    from strip_tools import strip_panels
+    from strip_tools import find_strip, strip_panels
 
     from streamlit_server import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer
 
@@ -79,7 +73,7 @@ def main(argv=None) -> int:
             app.goto(args.page)
             app.wait_charts(4 if args.page == "train" else 2)
             if args.page == "train":  # the shipped run's film strip: the chart just above its pin's caption
-                chart = app.charts().nth(app.page.evaluate(STRIP_AT))
+                chart = find_strip(app)[0]
             else:
                 chart = app.charts().nth(1) if args.keys else app.charts().first
             chart.scroll_into_view_if_needed()

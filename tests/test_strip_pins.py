@@ -125,3 +125,21 @@ def test_the_train_pages_shipped_film_strip_starts_from_the_pin():
                for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
     assert started and all(v == [{"query": 12}, {"query": 30}] for v in started), started
     assert any(c.value.startswith("Pinned: query 12 (") and ", 30 (" in c.value for c in at.caption)
+
+
+def test_an_exported_strip_shows_the_pin_the_browser_holds():
+    """The strip's figure for the pin the browser reports (its selection, ui.charts.export) is the figure of the strip
+    built pinned there: the other rows dimmed in every frame."""
+    import re
+
+    from ui.charts import export
+
+    def svg(spec, **kwargs) -> str:
+        return re.sub(r"gradient_\d+", "gradient", export.svg(spec, **kwargs).decode())
+
+    t = _strip(n=8, frames=2)
+    plain, pinned = sent_form(timeline.strip.uncached(t)), sent_form(timeline.strip.uncached(t, (5,)))
+    chosen = svg(plain, selected={"pin": [{"query": 5}]})
+    assert chosen == svg(pinned) and chosen != svg(plain)
+    assert len(re.findall(rf'opacity="{pins.DIM:g}"', chosen)) > 0 == len(re.findall(rf'opacity="{pins.DIM:g}"',
+                                                                                     svg(plain)))

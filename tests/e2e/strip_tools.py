@@ -20,8 +20,41 @@ def strip_panels(img: np.ndarray) -> tuple[list[tuple[int, int, int, int]], int]
     rows = _runs(mask.any(axis=1), 40, 10_000)
     out, cell = [], None
     for top, bottom in rows:
-        lefts = [a for a, _ in _runs(mask[top], 1, 6)]
-        cell = min(b - a for a, b in _runs(mask[top], 1, 6))
+        firsts = _runs(mask[top], 1, 6)
+        if not firsts:
+            return [], None
+        lefts = [a for a, _ in firsts]
+        cell = min(b - a for a, b in firsts)
         side = bottom - top
         out += [(top, bottom, left, left + side) for left in lefts]
     return out, cell
+
+
+STRIP_AT = """() => { const caption = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(
+    e => /^(Click a row to pin|Pinned: query)/.test(e.innerText));
+    if (!caption) return -1;
+    return [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].filter(
+    c => c.compareDocumentPosition(caption) & Node.DOCUMENT_POSITION_FOLLOWING).length - 1 }"""
+
+
+def find_strip(app, panels: int = 12, timeout: float = 30.0):
+    """(the film strip's chart, its panels, pixels per position) once it is drawn: the chart just above the
+    caption naming its pin, holding `panels` panels (charts above it may still be drawing: looked up again
+    until then)."""
+    import time
+
+    from pin_tools import away, picture
+
+    deadline = time.monotonic() + timeout
+    while True:
+        at = app.page.evaluate(STRIP_AT)
+        if at >= 0:
+            chart = app.charts().nth(at)
+            chart.scroll_into_view_if_needed()
+            away(app)
+            found, cell = strip_panels(picture(chart))
+            if len(found) == panels:
+                return chart, found, cell
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no film strip of {panels} panels drawn")
+        app.page.wait_for_timeout(500)

@@ -214,24 +214,17 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
 def test_the_film_strip_pins_a_query_row_in_every_frame_of_both_heads_and_releases_it(app):
     """The Train page's film strip of the shipped run (ui/charts/timeline.py strip): a click on a query row in one
     panel lights that row in every frame of both heads (its cells as they were, its future marked in vermillion)
-    and dims every other row; shift-click in another panel adds a second; a click above a diagonal releases both
-    and the strip is as before. The pin reaches the server (the caption under the strip names it)."""
-    from strip_tools import coloured, strip_panels
+    and dims every other row; hovering a row previews it the same way; shift-click in another panel adds a second; a
+    click above a diagonal releases both and the strip is as before. The pin reaches the server (the caption under
+    the strip names it)."""
+    from strip_tools import coloured, find_strip
 
     from ui.charts.timeline import MARK
 
     app.goto("train")
     assert app.wait_charts(4) >= 4
-    strip_at = app.page.evaluate("""() => { const caption = [...document.querySelectorAll(
-        '[data-testid="stCaptionContainer"]')].find(e => e.innerText.startsWith('Click a row to pin'));
-        return [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].filter(
-        c => c.compareDocumentPosition(caption) & Node.DOCUMENT_POSITION_FOLLOWING).length - 1 }""")
-    chart = app.charts().nth(strip_at)  # the chart just above the strip's caption
-    chart.scroll_into_view_if_needed()
-    away(app)
+    chart, found, cell = find_strip(app)  # two heads x six frames
     before = picture(chart)
-    found, cell = strip_panels(before)
-    assert len(found) == 12, found  # two heads x six frames
     n = (found[0][1] - found[0][0]) // cell
     mark = np.array([int(MARK[i:i + 2], 16) for i in (1, 3, 5)])
     caption = app.page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile("^Pinned: query|"
@@ -255,6 +248,13 @@ def test_the_film_strip_pins_a_query_row_in_every_frame_of_both_heads_and_releas
         return (np.abs(future - mark).sum(axis=1) < 40).mean() > 0.9 and \
             np.abs(img[y, causal] - before[y, causal]).mean() < 8
 
+    q0 = int(0.8 * n)  # hovering previews a row in the browser alone: nothing pinned
+    top, _, left, _ = found[5]
+    point_at(app, chart, left + 0.4 * (q0 + 1) * cell, top + (q0 + 0.5) * cell, click=False)
+    app.page.wait_for_timeout(300)
+    hovered = picture(chart)
+    assert all(row_lit(hovered, panel, q0) for panel in found) and pinned_now() == []
+    away(app)
     q1 = int(0.6 * n)
     click(found[2], q1)  # the previous-token head's third frame
     app.page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
