@@ -155,14 +155,13 @@ def live_run_panel(drawn_active: bool) -> None:
 
 
 def live_strip_panel(strip: dict, rows: dict) -> None:
-    """rows: {row label: (PNG tiles, captions)}, ui.charts.timeline.strip_pngs of `strip` (unpinned). The queries
-    pinned (ui.timeline.live_pin_picker, the finished strip's pin too) are drawn at full strength, the other rows
-    dimmed, from tiles kept per content and pin (a redraw between logged rows encodes none)."""
+    """The live film strip of `strip`, its queries pinned (ui.timeline.live_pin_picker, the finished strip's pin
+    too) drawn at full strength and the other rows dimmed. Its tiles are kept per content and pin
+    (ui.charts.timeline.strip_pngs), so a redraw between logged rows encodes none; rows (the unpinned tiles, as
+    _live_figures made them) is not read: they come from the same store."""
     pick, _ = st.columns([2, 3])
     pin = live_pin_picker(strip["positions"], pick, strip["period"])
-    if pin:
-        rows = timeline_charts.strip_pngs(strip, pin)
-    for label, (tiles, captions) in rows.items():
+    for label, (tiles, captions) in timeline_charts.strip_pngs(strip, pin).items():
         st.markdown(f"**{label}**")
         st.image(tiles, caption=captions)
     st.caption(

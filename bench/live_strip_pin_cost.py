@@ -5,17 +5,18 @@ worker process of its own, the browser in another, neither counts).
 
     python bench/live_strip_pin_cost.py [--seconds 20] [--shots DIR]
 
-One headless Chromium (Debian's, at nice 19) opens the Train page, trains a long run at the smallest batch (the
-live panel redraws every second), waits for the film strip, then measures the server over `--seconds` without a
-pin, then over as long with two queries pinned through the strip's picker (whose change reruns only the live
-fragment). The live panel redraws once a second (app_pages/train.py RUN_EVERY), so the server's CPU-s per second
-of wall time are its CPU-s per redraw. Prints them in both, with the CPU kind and the
-one-thread matmul rate (bench/machine.py). --shots: screenshots of the pinned live strip at 1400 and 800 px.
+One headless Chromium (Debian's, at nice 19) opens the Train page, trains a long run at the smallest batch, waits
+for the film strip, then measures the server over `--seconds` without a pin, then over as long with two queries
+pinned through the strip's picker (whose change reruns only the live fragment). A redraw is counted when the progress
+bar's step changes (the live panel redraws every RUN_EVERY seconds, app_pages/train.py, and a training run's redraw
+always shows a new step). Prints CPU-s per redraw in both, with the CPU kind and the one-thread matmul rate
+(bench/machine.py). --shots: screenshots of the pinned live strip at 1400 and 800 px.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from bench.pin_cost import cpu_seconds  # noqa: E402
+
+COUNT_REDRAWS = """() => { window.__redraws = 0; let last = null; clearInterval(window.__watch);
+    window.__watch = setInterval(() => { const bar = document.querySelector('[data-testid="stProgress"]');
+    const text = bar ? bar.innerText : null; if (text !== last) { if (last !== null) window.__redraws += 1;
+    last = text } }, 50); return 0 }"""
 
 
 def main(argv=None) -> int:
@@ -59,10 +65,11 @@ def main(argv=None) -> int:
             picker = app.page.locator('[data-testid="stMultiSelect"]').filter(has_text="Pin queries")
 
             def measure(what: str) -> None:
+                app.page.evaluate(COUNT_REDRAWS)
                 c0, s0, t0 = cpu_seconds(pid), train_step(app)[0], time.monotonic()
                 time.sleep(args.seconds)
                 cpu, wall = cpu_seconds(pid) - c0, time.monotonic() - t0
-                out[what] = (cpu, wall, train_step(app)[0] - s0)
+                out[what] = (cpu, wall, app.page.evaluate("() => window.__redraws"), train_step(app)[0] - s0)
 
             time.sleep(3)  # the first rows' tiles
             measure("no pin")
@@ -70,7 +77,7 @@ def main(argv=None) -> int:
             for q in ("20", "41"):
                 picker.locator("input").click()
                 app.page.keyboard.type(q)
-                app.page.keyboard.press("Enter")
+                app.page.get_by_role("option", name=re.compile(rf"^{q}\b")).first.click()
                 app.page.wait_for_timeout(800)
             app.page.keyboard.press("Escape")
             chosen = picker.inner_text()
@@ -94,9 +101,9 @@ def main(argv=None) -> int:
 
     print(f"CPU {cpu.kind()}; matmul {matmul_rate():.0f} GFLOP/s (one thread, 1024²)")
     print(f"picker shows: {' '.join(chosen.split())}")
-    for what, (c, wall, steps) in out.items():
-        print(f"{what}: server {c:.3f} CPU-s over {wall:.1f} s: {c / wall:.4f} CPU-s a redraw (one a second), "
-              f"{steps} training steps")
+    for what, (c, wall, redraws, steps) in out.items():
+        print(f"{what}: server {c:.3f} CPU-s over {wall:.1f} s ({c / wall:.4f} cores), {redraws} redraws: "
+              f"{c / max(redraws, 1):.4f} CPU-s a redraw; {steps} training steps")
     return 0
 
 
