@@ -7,7 +7,8 @@ worker process of its own, the browser in another, neither counts).
 
 One headless Chromium (Debian's, at nice 19) opens the Train page, trains a long run at the smallest batch, waits
 for the film strip, then measures the server over `--seconds` without a pin, then over as long with two queries
-pinned through the strip's picker (whose change reruns only the live fragment). A redraw is counted when the progress
+pinned through the strip's picker (whose change reruns only the live fragment), and both again (the redraws cost
+more as the run's curves grow). A redraw is counted when the progress
 bar's step changes (the live panel redraws every RUN_EVERY seconds, app_pages/train.py, and a training run's redraw
 always shows a new step). Prints CPU-s per redraw in both, with the CPU kind and the one-thread matmul rate
 (bench/machine.py). --shots: screenshots of the pinned live strip at 1400 and 800 px.
@@ -72,16 +73,28 @@ def main(argv=None) -> int:
                 out[what] = (cpu, wall, app.page.evaluate("() => window.__redraws"), train_step(app)[0] - s0)
 
             time.sleep(3)  # the first rows' tiles
-            measure("no pin")
             picker.scroll_into_view_if_needed()
-            for q in ("20", "41"):
-                picker.locator("input").click()
-                app.page.keyboard.type(q)
-                app.page.get_by_role("option", name=re.compile(rf"^{q}\b")).first.click()
-                app.page.wait_for_timeout(800)
-            app.page.keyboard.press("Escape")
-            chosen = picker.inner_text()
-            measure("two queries pinned")
+
+            def pin(on: bool) -> None:
+                for q in ("20", "41"):
+                    picker.locator("input").click()
+                    if on:
+                        app.page.keyboard.type(q)
+                        app.page.get_by_role("option", name=re.compile(rf"^{q}\b")).first.click()
+                    else:
+                        app.page.keyboard.press("Backspace")
+                    app.page.wait_for_timeout(800)
+                app.page.keyboard.press("Escape")
+
+            # alternately, twice: a redraw costs more as the run's curves grow, whatever the pin
+            for round_ in (1, 2):
+                measure(f"no pin ({round_})")
+                pin(True)
+                chosen = picker.inner_text()
+                measure(f"two queries pinned ({round_})")
+                if round_ == 1:
+                    pin(False)
+                    assert "copy" not in picker.inner_text(), picker.inner_text()  # nothing pinned
             if args.shots:
                 args.shots.mkdir(parents=True, exist_ok=True)
                 for width in (1400, 800):
