@@ -1,6 +1,10 @@
 """Timeline charts for the Train page (ui.timeline): the loss curve with the film strip's markers, the
 film strip of two heads' patterns, the in-context-learning score and the loss by position.
 
+The film strip pins queries (ui/charts/pins.py): a click on a row pins it in every frame of both heads, the others
+dimmed. Its live form, PNG tiles redrawn while a run trains (strip_pngs), takes no click: the pinned rows are drawn
+in the tiles (pinned_colour) from a picker beside them (ui.timeline.live_pin_picker), the same pin.
+
 Input: the dict core.training.timeline.timeline returns (numpy arrays and lists).
 """
 from __future__ import annotations
