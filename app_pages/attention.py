@@ -111,8 +111,9 @@ if view is not None:
         layer, head = symbols.parse_head_label(pick)
         left, right = chart_and_note()  # side by side where both fit, the note below where not
         with left:
-            pinnable(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period, pin),
-                     "att_head_pin", "qi", "att_pin", "attention")
+            pinnable(charts.head_heatmap(patterns[layer, head], view.labels, view.predicted, view.period, pin,
+                                         pinned("att_keys", len(view.tokens))),
+                     "att_head_pin", "qi", "att_pin", "attention", keys=("kj", "att_keys"))
         right.caption(
             "**What am I looking at?** The same pattern with each position's token on the axes (position · "
             "character, ␣ = space). Hover a cell for the query and key tokens, the weight and the model's "

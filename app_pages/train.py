@@ -20,7 +20,7 @@ from ui.python_panel import python_panel
 from ui.quiz import ask, ask_before, ask_recorded, show_recorded
 from ui.seeds import seeds_section
 from ui.state import TrainedModel, session_models
-from ui.timeline import NO_SNAPSHOTS, timeline_panel
+from ui.timeline import NO_SNAPSHOTS, live_pin_picker, timeline_panel
 from ui.train_form import settings_widgets
 from ui.train_shipped import frames, shipped_panel, shipped_runs, transition_panel
 from ui.training import capacity, pool_problem, register, reset, run_pool, shared_note, start, start_own_copy, stop
@@ -155,8 +155,13 @@ def live_run_panel(drawn_active: bool) -> None:
 
 
 def live_strip_panel(strip: dict, rows: dict) -> None:
-    """rows: {row label: (PNG tiles, captions)}, ui.charts.timeline.strip_pngs of `strip`."""
-    for label, (tiles, captions) in rows.items():
+    """The live film strip of `strip`, its queries pinned (ui.timeline.live_pin_picker, the finished strip's pin
+    too) drawn at full strength and the other rows dimmed. Its tiles are kept per content and pin
+    (ui.charts.timeline.strip_pngs), so a redraw between logged rows encodes none; rows (the unpinned tiles, as
+    _live_figures made them) is not read: they come from the same store."""
+    pick, _ = st.columns([2, 3])
+    pin = live_pin_picker(strip["positions"], pick, strip["period"])
+    for label, (tiles, captions) in timeline_charts.strip_pngs(strip, pin).items():
         st.markdown(f"**{label}**")
         st.image(tiles, caption=captions)
     st.caption(
@@ -166,8 +171,9 @@ def live_strip_panel(strip: dict, rows: dict) -> None:
         "the run so far until then). Top: the block-1 head with the highest previous-token score now; bottom "
         "(two or more blocks): the last-block head with the highest induction score now. Rows are queries, "
         "columns keys, colour the attention weight from 0 (dark purple) to 1 (yellow); white is the future, "
-        "which no query sees. When the run ends, the film strip is measured again from the checkpoint's "
-        "snapshots, with every weight in its tooltip.")
+        "which no query sees. Pin query positions above to follow them through every frame (the other rows fade; "
+        "the pinned row is marked in red across its future). When the run ends, the film strip is measured again "
+        "from the checkpoint's snapshots, with every weight in its tooltip, and keeps the pin.")
 
 
 def _measured(value, unit: str = "") -> str:

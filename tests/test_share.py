@@ -5,6 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import share
+from ui.charts import pins
 from ui.model_keys import shipped_key
 from ui.pages import ALL_PAGES
 
@@ -113,6 +114,7 @@ BAD = {
     "prompt": ["", "w " * 200, "x" * 10_000, "a," * 160],
     "corruption": ["both", "RESAMPLE", "x" * 10_000, ""],
     "pin": ["3,3", "-1", ",".join(map(str, range(share.MAX_PINS + 1))), "12,99999"],
+    "keys": ["5,5", "../../etc", "1.5", "x" * 10_000],
 }
 BAD_LINKS = [{name: values[i] for name, values in BAD.items()} for i in range(4)]
 
@@ -180,11 +182,26 @@ def test_pin_values_are_positions_checked_one_by_one():
     assert share.link_of("attention", {"att_pin": []}) == {}
 
 
-def _pinned_in_charts(at: AppTest) -> list[list[int]]:
-    """The initial value of every chart's pin selection on the page (the charts that have one)."""
+def test_keys_pinned_apart_round_trip_through_a_link_and_hostile_values_are_refused():
+    from ui.state import all_models
+    models, picked = all_models(), shipped_key(TWO)
+    state, notes = share.read_link({"keys": "9, 5"}, "attention", models, picked)
+    assert state == {"att_keys": [5, 9]} and not notes
+    assert share.link_of("attention", state) == {"keys": "5,9"}
+    assert share.link_of("attention", {"att_keys": []}) == {}
+    for bad in ["5,5", "-3", "../../etc/passwd", "1e2", "9" * 50, ",".join(map(str, range(share.MAX_PINS + 1)))]:
+        state, notes = share.read_link({"keys": bad, "pin": "12"}, "attention", models, picked)
+        assert state == {"att_pin": [12]} and len(notes) == 1 and notes[0].startswith("`keys="), (bad, notes)
+    assert share.read_link({"keys": "5"}, "archetypes", models, picked) == ({}, [])  # not that page's
+
+
+def _pinned_in_charts(at: AppTest, name: str | None = None) -> list[list[int]]:
+    """The initial value of every chart's pin selection on the page (the charts that have one), or of its
+    selection called `name`."""
     import json
 
     from ui.charts.attention import PIN
+    PIN = name or PIN
     out = []
     for chart in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
@@ -207,6 +224,9 @@ def test_a_pin_link_pins_the_queries_in_both_pattern_views_and_survives_a_change
     hostile = open_link("app_pages/attention.py", {**link, "pin": "12,../../etc"})
     assert any("`pin=" in w.value for w in hostile.sidebar.warning)
     assert "pin" not in address(hostile) and _pinned_in_charts(hostile) == [[], []]
+    keyed = open_link("app_pages/attention.py", {**link, "keys": "3,7"})  # the single head's keys pinned apart
+    assert keyed.session_state["att_keys"] == [3, 7] and _pinned_in_charts(keyed, pins.KEYS) == [[3, 7]]
+    assert address(keyed)["keys"] == "3,7"
 
 
 @pytest.mark.app

@@ -15,20 +15,29 @@ def pinned(state: str, length: int) -> tuple[int, ...]:
     return tuple(p for p in st.session_state.get(state) or () if 0 <= p < length)
 
 
-def take_pin(key: str, field: str, state: str, page: str | None):
-    """The chart's on_select: its pinned queries become the page's (st.session_state[state]); with a page,
-    the address follows (share.republish)."""
+def _chosen(key: str, name: str, field: str) -> list[int]:
+    chosen = (st.session_state.get(key) or {}).get("selection", {}).get(name) or []
+    return sorted({int(d[field]) for d in chosen if isinstance(d, dict) and d.get(field) is not None})
+
+
+def take_pin(key: str, field: str, state: str, page: str | None, keys: tuple[str, str] | None = None):
+    """The chart's on_select: its pinned queries become the page's (st.session_state[state]); with keys = (key
+    field, keys state), so do its keys pinned apart (pins.KEYS); with a page, the address follows
+    (share.republish)."""
     def take() -> None:
-        chosen = (st.session_state.get(key) or {}).get("selection", {}).get(pins.PIN) or []
-        st.session_state[state] = sorted({int(d[field]) for d in chosen if d.get(field) is not None})
+        st.session_state[state] = _chosen(key, pins.PIN, field)
+        if keys is not None:
+            st.session_state[keys[1]] = _chosen(key, pins.KEYS, keys[0])
         if page:
             share.republish(page)
     return take
 
 
 @st.fragment
-def pinnable(chart, key: str, field: str, state: str, page: str | None = None) -> None:
+def pinnable(chart, key: str, field: str, state: str, page: str | None = None,
+             keys: tuple[str, str] | None = None) -> None:
     """Draw a chart with a pin selection; a click reruns only this fragment (the chart's spec, with the pin
-    it was built with, is the kept one: the browser holds the pin it shows)."""
-    draw(st, chart, width="content", key=key, on_select=take_pin(key, field, state, page),
-         selection_mode=[pins.PIN])
+    it was built with, is the kept one: the browser holds the pin it shows). keys: (key field, state) of a chart
+    that also pins keys apart (pins.KEYS): they are kept in st.session_state[state] too."""
+    draw(st, chart, width="content", key=key, on_select=take_pin(key, field, state, page, keys),
+         selection_mode=[pins.PIN] if keys is None else [pins.PIN, pins.KEYS])

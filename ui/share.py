@@ -11,7 +11,8 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
 prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention or
-Archetypes page's patterns, counted from 0). The Causal experiments page shares period, seed, seq and
+Archetypes page's patterns, counted from 0), keys ("5,9": the key positions the Attention page's single head pins
+apart, checked as pin is). The Causal experiments page shares period, seed, seq and
 text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the widget
 state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
 its widget keys.
@@ -39,7 +40,7 @@ CUSTOM_PROMPT_KEY = "arch_custom"  # ... and the widget that holds that sentence
 # page url_path -> the parameters it shares, each mapped to its widget key on that page
 PAGE_PARAMS: dict[str, dict[str, str]] = {
     "attention": {"head": "att_head", "period": "att_period", "seed": "att_seed", "seq": "att_source",
-                  "text": "att_text", "pin": "att_pin"},
+                  "text": "att_text", "pin": "att_pin", "keys": "att_keys"},
     "circuits": {"head": "cir_head", "ablate": "cir_ablate", "mode": "cir_mode"},
     "depth": {"seed": "depth_seed"},
     "archetypes": {"archetype": "arch_name", "prompt": "arch_prompt", "pin": "arch_pin"},
@@ -209,6 +210,7 @@ PARAMS: dict[str, Param] = {
     "mode": Param(lambda v, t: _one_of(v, ABLATION_MODES)),
     "archetype": Param(_archetype),
     "pin": Param(_pin, show=lambda v, s: pin_text(v)),
+    "keys": Param(_pin, show=lambda v, s: pin_text(v)),  # key positions pinned apart (the single head's alt-click)
     "corruption": Param(_corruption),
     "prompt": Param(_prompt, store=_store_prompt,
                     show=lambda v, s: s.session.get(CUSTOM_PROMPT_KEY) if v == CUSTOM_PROMPT else v),

@@ -7,8 +7,10 @@ import streamlit as st
 
 from ui import snippets
 from ui.cache import per_model
+from ui.charts import pins
 from ui.charts import timeline as charts
 from ui.charts.kept import draw
+from ui.pins import pinned, take_pin
 from ui.python_panel import python_panel
 from ui.state import LabModel
 
@@ -18,6 +20,62 @@ def _timeline(entry: LabModel) -> dict | None:
     from core.training import timeline as tl  # a view's computation is imported in the view: it imports torch
 
     return tl.timeline(entry.model, entry.full_info)
+
+
+STRIP_PIN = "tr_strip_pin"  # the film strip's pinned queries: this run's (live and finished) and the shipped runs'
+
+
+def pinned_tokens(pin, tokens: list[int] | None) -> str:
+    """The pinned queries in a sentence: "12 (c), 30 (a)" (positions only without the tokens)."""
+    from core.model.symbols import token_char
+
+    return ", ".join(f"{p} ({token_char(int(tokens[p]))})" if tokens is not None and p < len(tokens) else str(p)
+                     for p in pin)
+
+
+@st.fragment
+def _pinnable_strip(chart, tokens: list[int], key: str) -> None:
+    """The finished film strip and the line naming its pin: a click reruns only this (the chart's spec, with the
+    pin it was built with, is the kept one: the browser holds the pin it shows)."""
+    draw(st, chart, width="content", key=key, on_select=take_pin(key, "query", STRIP_PIN, None),
+         selection_mode=[pins.PIN])
+    pin = pinned(STRIP_PIN, len(tokens))
+    st.caption(f"Pinned: query {pinned_tokens(pin, tokens)} in every frame of both heads; a click above a diagonal "
+               "releases it." if pin else
+               "Click a row to pin that query in every frame of both heads (shift-click adds one; hover to preview; "
+               "a click above a diagonal releases). The pin stays for this run, the live strip and the shipped runs.")
+
+
+def strip_panel(t: dict, name: str) -> None:
+    """The film strip of the run called `name`, with its pin (st.session_state[STRIP_PIN], shared by every film
+    strip on the page)."""
+    key = "tr_strip_" + "".join(c if c.isalnum() else "_" for c in name)
+    _pinnable_strip(charts.strip(t, pinned(STRIP_PIN, len(t["tokens"]))), list(t["tokens"]), key)
+
+
+LIVE_PICK = "tr_live_strip_pick"  # the live film strip's picker of pinned queries (its value mirrors STRIP_PIN)
+MAX_LIVE_PINS = 16
+
+
+def _take_live_pick() -> None:
+    st.session_state[STRIP_PIN] = sorted(int(p) for p in st.session_state.get(LIVE_PICK) or ())
+
+
+def live_pin_picker(positions: int, where=st, period: int = 0) -> tuple[int, ...]:
+    """The live film strip's pinned queries (its PNG tiles take no click): a multiselect of query positions that
+    reads and writes the film strips' shared pin (STRIP_PIN), so a pin made on the live strip is there on the
+    finished one and back. Drawn inside the live fragment, a change reruns only that fragment. Each position is
+    labelled with its copy of the pattern when the strip's sequence has a period (the server holds the sequence's
+    period, not its tokens: the worker process draws it). Returns the pin."""
+    pin = pinned(STRIP_PIN, positions)
+    if list(st.session_state.get(LIVE_PICK) or ()) != list(pin):
+        st.session_state[LIVE_PICK] = list(pin)  # before the widget is drawn: the shared pin may have changed
+    where.multiselect("Pin queries (positions)", list(range(positions)), key=LIVE_PICK, on_change=_take_live_pick,
+                      format_func=(lambda p: f"{p} (copy {p // period + 1})") if period else str,
+                      max_selections=MAX_LIVE_PINS, placeholder="none: every row at full strength",
+                      help="The rows of these query positions stay at full strength in every frame of both heads, "
+                           "the others are dimmed; the finished film strip starts with the same pin.")
+    return pin
 
 
 NO_SNAPSHOTS = "a format-1 file, or a 0-block model"
@@ -47,7 +105,7 @@ def timeline_panel(entry: LabModel, name: str, no_snapshots: str = NO_SNAPSHOTS)
         + "The red markers 1–6 are the steps of the film strip below.")
     python_panel(snippets.run_timeline(entry.key),
                  shows={"loss": t["loss_later"], "icl": t["icl"], "frames": t["frames"]})
-    draw(st, charts.strip(t), width="content")
+    strip_panel(t, name)
     st.caption(
         f"**What am I looking at?** Two heads' attention on the first {len(t['tokens'])} positions of one "
         f"evaluation sequence (period {t['period']}), at the six marked steps. Rows are queries, columns keys. "

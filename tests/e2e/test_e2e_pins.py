@@ -148,7 +148,7 @@ def test_an_exported_figure_shows_the_pinned_query_and_names_it(app):
 
 
 def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_them(app):
-    """On the single head, alt-click pins a key column (in the browser: the address keeps no query pin) and the
+    """On the single head, alt-click pins a key column (the address carries it as keys=, and no query pin) and the
     bars beside the pattern give each query's attention to the pinned keys, summed when alt-shift-click adds a
     second: core's pattern, column sums (core.reading.analysis.task_sequence_view)."""
     from core.model.symbols import parse_head_label
@@ -205,5 +205,85 @@ def test_alt_click_pins_keys_apart_and_the_bars_are_each_querys_attention_to_the
     for i in k2 + np.argsort(both[k2:])[-2:]:  # the two queries that read them most (wide enough to hover)
         assert bar(i) == pytest.approx(A[i, k1] + A[i, k2], abs=2e-3)
         away(app)
-    assert "pin" not in link(app)  # keys pinned apart stay in the browser: no query pinned
+    app.page.wait_for_function(f"() => new URLSearchParams(location.search).get('keys') === '{k1},{k2}'",
+                               timeout=30_000)  # the keys go into the share link (the chart's fragment reruns)
+    assert "pin" not in link(app)  # no query pinned
+    app.assert_no_exception()
+
+
+def test_the_film_strip_pins_a_query_row_in_every_frame_of_both_heads_and_releases_it(app):
+    """The Train page's film strip of the shipped run (ui/charts/timeline.py strip): a click on a query row in one
+    panel lights that row in every frame of both heads (its cells as they were, its future marked in vermillion)
+    and dims every other row; hovering a row previews it the same way; shift-click in another panel adds a second; a
+    click above a diagonal releases both and the strip is as before. The pin reaches the server (the caption under
+    the strip names it)."""
+    from strip_tools import coloured, find_strip
+
+    from ui.charts.timeline import MARK
+
+    app.goto("train")
+    assert app.wait_charts(4) >= 4
+    chart, found, cell = find_strip(app)  # two heads x six frames
+    before = picture(chart)
+    n = (found[0][1] - found[0][0]) // cell
+    mark = np.array([int(MARK[i:i + 2], 16) for i in (1, 3, 5)])
+    caption = app.page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile("^Pinned: query|"
+                                                                                                "^Click a row to pin"))
+
+    def pinned_now() -> list[int]:
+        app.page.wait_for_timeout(200)
+        app.wait_idle()
+        text = caption.first.inner_text()
+        return [] if not text.startswith("Pinned") else [int(p) for p in re.findall(r"(\d+) \(", text)]
+
+    def click(panel, query: int, shift: bool = False) -> None:
+        top, _, left, _ = panel
+        point_at(app, chart, left + 0.4 * (query + 1) * cell, top + (query + 0.5) * cell, shift=shift)
+
+    def row_lit(img, panel, q: int) -> bool:
+        top, _, left, right = panel
+        y = top + q * cell + cell // 2
+        future = img[y, left + (q + 1) * cell + 1:right - 1]
+        causal = slice(left, left + (q + 1) * cell)
+        return (np.abs(future - mark).sum(axis=1) < 40).mean() > 0.9 and \
+            np.abs(img[y, causal] - before[y, causal]).mean() < 8
+
+    q0 = int(0.8 * n)  # hovering previews a row in the browser alone: nothing pinned
+    top, _, left, _ = found[5]
+    point_at(app, chart, left + 0.4 * (q0 + 1) * cell, top + (q0 + 0.5) * cell, click=False)
+    app.page.wait_for_timeout(300)
+    hovered = picture(chart)
+    assert all(row_lit(hovered, panel, q0) for panel in found) and pinned_now() == []
+    away(app)
+    q1 = int(0.6 * n)
+    click(found[2], q1)  # the previous-token head's third frame
+    app.page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+                               ".some(e => e.innerText.startsWith('Pinned: query'))", timeout=30_000)
+    assert pinned_now() == [q1]
+    away(app)
+    after = picture(chart)
+    for panel in found:
+        top, bottom, left, right = panel
+        assert row_lit(after, panel, q1), panel
+        others = np.ones(after.shape[0], bool)
+        others[:top], others[bottom:] = False, False
+        others[top + q1 * cell - 1:top + (q1 + 1) * cell + 1] = False
+        was, now = before[others, left:right], after[others, left:right]
+        drawn = coloured(was)
+        assert drawn.sum() > 20 and now[drawn].mean() > was[drawn].mean() + 40, panel  # faded towards white
+    q2 = int(0.3 * n)
+    click(found[10], q2, shift=True)  # the induction head's fifth frame
+    app.page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+                               f".some(e => e.innerText.startsWith('Pinned: query {q2}'))", timeout=30_000)
+    assert pinned_now() == [q2, q1]
+    away(app)
+    both = picture(chart)
+    assert all(row_lit(both, panel, q) for panel in found for q in (q1, q2))
+    top, _, left, right = found[7]
+    point_at(app, chart, right - 3, top + 3 * cell)  # above the diagonal: the future, nothing to pin
+    app.page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+                               ".some(e => e.innerText.startsWith('Click a row to pin'))", timeout=30_000)
+    assert pinned_now() == []
+    away(app)
+    assert np.abs(picture(chart) - before).mean() < 1
     app.assert_no_exception()

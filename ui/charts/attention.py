@@ -103,11 +103,12 @@ def pattern_grid(patterns: np.ndarray, labels: list[str] | None = None, pin: tup
 @kept
 @_shared_params
 def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | None = None,
-                 period: int | None = None, pin: tuple[int, ...] = ()) -> alt.VConcatChart:
+                 period: int | None = None, pin: tuple[int, ...] = (), keys: tuple[int, ...] = ()
+                 ) -> alt.VConcatChart:
     """One head's pattern [T, T] with token labels on both axes; tooltips give positions, tokens and
     weight. With a period, the induction target j = i + 1 - L is outlined for comparison. Below, the
     token strip: click a query row (or a token) to pin it and read where this head sends it (pin: the
-    queries pinned to begin with).
+    queries pinned to begin with; keys: the keys pinned apart to begin with, alt-click).
 
     The data holds only (query, key, weight); token labels are looked up in the browser."""
     T = pattern.shape[-1]
@@ -126,7 +127,7 @@ def head_heatmap(pattern: np.ndarray, labels: list[str], predicted: list[str] | 
         tooltip.append(alt.Tooltip("pred:N", title="model's next-token guess at i"))
     positions = list(range(T))
     params = _params("qi", pin, keys=True)
-    keys = pins.key_params("kj")
+    keys = pins.key_params("kj", keys)
     rect = alt.Chart(data).transform_calculate(**calc).mark_rect().encode(
         x=alt.X("kj:O", title="key (position · token)", axis=x_axis, scale=alt.Scale(domain=positions)),
         y=alt.Y("qi:O", title="query (position · token)", axis=y_axis, scale=alt.Scale(domain=positions)),

@@ -56,10 +56,12 @@ def params(field: str, pin: tuple[int, ...], keys: bool = False):
     return click, hover
 
 
-def key_params(field: str):
-    """The alt-click selection of keys (`field`): alt-shift-click adds one; an alt-click on empty space releases."""
+def key_params(field: str, keys: tuple[int, ...] = ()):
+    """The alt-click selection of keys (`field`), started at `keys` (a link's `keys`): alt-shift-click adds one; an
+    alt-click on empty space releases."""
+    start = {"value": [{field: int(k)} for k in keys]} if keys else {}
     return alt.selection_point(name=KEYS, on="click[event.altKey]", toggle="event.shiftKey", fields=[field],
-                               clear="dblclick")
+                               clear="dblclick", **start)
 
 
 def keys_pinned() -> str:
