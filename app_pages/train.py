@@ -38,9 +38,10 @@ RUN_EVERY = 1.5  # seconds between redraws of a live run's progress and charts. 
 
 def _live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, reference: dict | None) -> dict:
     """The live panel's charts and film strip for a run's first n_rows logged rows and n_frames frames,
-    in the form Streamlit sends them (Vega-Lite specs, PNG tiles). Built once per new row (every 25
-    steps) and reused by the redraws in between, which then cost only the sending; each chart's spec is
-    converted by Altair once per run and shape, a new row only replacing its data (ui.charts.kept.swapped).
+    the charts in the form Streamlit sends them (Vega-Lite specs; the strip's PNG tiles: live_strip_panel).
+    Built once per new row (every 25 steps) and reused by the redraws in between, which then cost only the
+    sending; each chart's spec is converted by Altair once per run and shape, a new row only replacing its data
+    (ui.charts.kept.swapped).
     Only the latest are kept, in the session, so they go with it (a server-wide cache would keep up to
     32 of them, about 6 MB, after their sessions had ended)."""
     signature = (run.id, n_rows, n_frames, span, reference is not None)
@@ -63,8 +64,7 @@ def _build_live_figures(run: LiveRun, n_rows: int, n_frames: int, span: int, ref
         loss, acc = pd.concat([loss, ref_loss]), pd.concat([acc, ref_acc])
     strip = timeline.live_strip(run.frames[:n_frames], hist, vocab, run.strip_period) if n_frames else None
     heads = live.head_score_frame(hist)
-    tiles = timeline_charts.strip_pngs(strip) if strip else None
-    return {"hist": hist, "drop": drop, "strip": strip, "tiles": tiles,
+    return {"hist": hist, "drop": drop, "strip": strip,
             "loss": charts.loss_spec(loss, math.log(vocab), drop, span, marks=strip and strip["frames"]),
             "accuracy": charts.accuracy_spec(acc, 1 / vocab, drop, span),
             "heads": None if heads.empty else charts.head_score_spec(heads, drop, span)}
@@ -91,7 +91,7 @@ def live_charts(run: LiveRun, reference: dict | None) -> None:
            if hist and hist[0]["loss_later_copies"] > charts.LOSS_TOP * math.log(vocab) else "")
         + (" The numbered dashed lines are the steps of the film strip below." if strip else ""))
     if strip:
-        live_strip_panel(strip, fig["tiles"])
+        live_strip_panel(strip)
     chart, note = st.columns([3, 1])
     draw(chart, fig["accuracy"], width="stretch")
     note.markdown("**What am I looking at?** How often the most likely next token is the right one on the "
@@ -154,11 +154,10 @@ def live_run_panel(drawn_active: bool) -> None:
     live_charts_panel()
 
 
-def live_strip_panel(strip: dict, rows: dict) -> None:
+def live_strip_panel(strip: dict) -> None:
     """The live film strip of `strip`, its queries pinned (ui.timeline.live_pin_picker, the finished strip's pin
     too) drawn at full strength and the other rows dimmed. Its tiles are kept per content and pin
-    (ui.charts.timeline.strip_pngs), so a redraw between logged rows encodes none; rows (the unpinned tiles, as
-    _live_figures made them) is not read: they come from the same store."""
+    (ui.charts.timeline.strip_pngs), so a redraw between logged rows encodes none."""
     pick, _ = st.columns([2, 3])
     pin = live_pin_picker(strip["positions"], pick, strip["period"])
     for label, (tiles, captions) in timeline_charts.strip_pngs(strip, pin).items():

@@ -115,7 +115,7 @@ def _colour(weights: np.ndarray) -> np.ndarray:
 
 
 def strip_tiles(t: dict, scale: int = 2) -> dict[str, tuple[list[np.ndarray], list[str]]]:
-    """The film strip as images, for a strip redrawn every second while a run trains (the shipped run's
+    """The film strip as images, for a strip redrawn every few seconds while a run trains (the shipped run's
     strip as the Vega facet of `strip` is 442 KB of JSON, as twelve PNG tiles 24 KB):
     {row label: (RGB tiles [n*scale, n*scale, 3], captions)}, rows queries and columns keys."""
     out = {}
