@@ -1,6 +1,7 @@
 """What the server spends when a student changes a setting on a page for the first time, on every page.
 
-    python bench/first_change.py [--files variable-period-2block.pt ...] [--pages attention causal ...] [--json]
+    python bench/first_change.py [--files variable-period-2block.pt ...] [--pages attention causal ...]
+                                 [--emulate avx2] [--json]
 
 For each shipped checkpoint (default: the default model) and each page: a fresh AppTest session opens the page
 from empty memory caches, reading the shipped data as a new server does (checkpoints/data/), with every
@@ -181,13 +182,21 @@ def main(argv=None) -> int:
     ap.add_argument("--files", nargs="*", default=["variable-period-2block.pt"],
                     help="shipped checkpoint files (default: the default model)")
     ap.add_argument("--pages", nargs="*", help="url paths (home for Home; default: every page but Train)")
+    ap.add_argument("--emulate", choices=("native", "avx2", "sse4"), default="native",
+                    help="measure as this CPU kind (core.model.cpu.emulate): the bench starts itself again with "
+                         "its environment, before torch is imported")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    from core.model import cpu
+
+    wanted = cpu.emulate(args.emulate)
+    if any(os.environ.get(k) != v for k, v in wanted.items()):
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]],
+                  {**os.environ, **wanted})
     import logging
 
     logging.disable(logging.CRITICAL)
     os.environ["ATTENTION_LAB_PREDICT"] = "off"
-    from core.model import cpu
     from ui.pages import ALL_PAGES
 
     rate = matmul_rate()
