@@ -87,3 +87,38 @@ def test_only_the_sweep_readings_read_the_sweeps():
     differ = {n for n in names if not same(getattr(readings, n)(first), getattr(readings, n)(joined))}
     assert differ <= SWEEP_READINGS, f"these readings need the sweeps: {differ - SWEEP_READINGS}"
     assert differ, "no reading changed with the sweeps: the check saw nothing"
+
+
+@pytest.mark.parametrize("corruption", ["first-copy", "resample"])
+@torch.no_grad()
+def test_the_sweeps_shortcuts_match_one_run_per_position(corruption):
+    """patching's sweeps leave out the positions where a patch changes nothing (the same stream in both runs, or
+    past the last scored position) and read the last block's head patches off one unembedding: each cell must
+    still be what one patched run through the model gives."""
+    from core.causal import patching
+
+    model, task = tiny()
+    runs = patching.task_runs(model, task, 4, 2, 5, corruption)
+    T, L, H = runs.clean.shape[1], model.cfg.n_layers, model.cfg.n_heads
+    tol = 2e-6 / abs(runs.m_clean - runs.m_corrupted)  # float32 noise of M (a few 1e-7 nats), as an effect
+
+    def effect(stream, start):
+        logits, _ = model.run_with_hooks(resid=stream, start=start)
+        return float(runs.effect(float(patching.metric(logits, runs.clean, runs.periods))))
+
+    resid, noised = patching.resid_patch_effects(model, runs), patching.resid_patch_effects(model, runs, True)
+    heads = patching.head_position_effects(model, runs)
+    for p in range(T):
+        for layer in range(L):
+            clean, corr = runs.clean_cache["resid"][layer].clone(), runs.corrupted_cache["resid"][layer].clone()
+            one, other = corr.clone(), clean.clone()
+            one[:, p], other[:, p] = clean[:, p], corr[:, p]
+            assert resid[layer, p] == pytest.approx(effect(one, layer), abs=tol), (layer, p)
+            assert noised[layer, p] == pytest.approx(effect(other, layer), abs=tol), (layer, p)
+            delta = runs.clean_cache["head_out"][layer] - runs.corrupted_cache["head_out"][layer]
+            for hd in range(H):
+                stream = runs.corrupted_cache["resid"][layer + 1].clone()
+                stream[:, p] += delta[:, hd, p]
+                assert heads[layer, hd, p] == pytest.approx(effect(stream, layer + 1), abs=tol), (layer, hd, p)
+    if corruption == "first-copy":  # the embeddings past the first copy are the same: nothing to restore there
+        assert (resid[0, 5:] == 0).all() and (noised[0, 5:] == 1).all()
