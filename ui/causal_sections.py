@@ -110,7 +110,7 @@ FRESH_SEED = 10_000  # added to the page's seed: the sequences the circuit is sc
 
 
 @per_model(name="causal.research_checks", show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32,
-           version=2)
+           version=3)
 def research_checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
                     budget: int, corruption: str) -> dict:
     """checks.all_checks on the runs of the page's experiments (the cached ones), the circuit scored again on
