@@ -127,7 +127,7 @@ SWEEP_READINGS = frozenset({"position_sum_sentence", "attribution_sentence", "fi
                             "atp_star_sentence"})
 
 
-@per_model(name="causal.reading", show_spinner=False, max_entries=256)
+@per_model(name="causal.reading", show_spinner=False, max_entries=256, version=2)
 def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
             corruption: str, name: str, research: bool = True):
     """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
