@@ -82,13 +82,13 @@ try:
                                  help=f"The model was trained on periods {task.period_min}–{task.period_max} in "
                                       f"sequences of {task.seq_len} tokens.")
         seed = c2.number_input("Sample seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.task_experiments(entry, int(period), int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
+        res = sections.first_part(entry, int(period), None, int(seed), corruption, advanced)
         what = f"{N_SEQS} sampled sequences of period {int(period)}"
     else:
         text = c1.text_input("A pattern followed by at least one full copy", DEFAULT_TEXT, key="cz_text",
                              help=f"One character = one token ({describe_alphabet(cfg.vocab_size)}).")
         seed = c2.number_input("Corruption seed", 0, share.SEED_MAX, 0, key="cz_seed")
-        res = sections.text_experiments(entry, text, int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
+        res = sections.first_part(entry, None, text, int(seed), corruption, advanced)
         what = (f"your sequence (period {res.period}) against {N_SEQS} random corruptions of its first copy"
                 if corruption == "first-copy" else
                 f"your sequence (period {res.period}) against {N_SEQS} random sequences of the same period")
@@ -133,9 +133,6 @@ if cfg.n_layers and gap < SMALL_GAP:
                "**variable-period-2block**, or a period the model was trained on.")
 
 checks = {}
-if cfg.n_layers and advanced:
-    checks = sections.research_checks(entry, None if period is None else int(period), text, int(seed),
-                                      sweeps, POSITION_BUDGET, corruption)
 if cfg.n_layers:
     # -----------------------------------------------------------------------------------------
     st.header("1 · Which heads carry the answer")
@@ -168,6 +165,10 @@ if cfg.n_layers:
     st.header("2 · Where the answer sits: the residual stream, one position at a time")
     st.markdown(f"**Takeaway:** restore the clean {link('residual stream')} at one position and depth at a time "
                 "to see where the answer is stored on its way to the output.")
+    asked = None if period is None else int(period)  # section 1 is on screen: now the sweeps, with their spinner
+    res = sections.with_sweeps(res, entry, asked, text, int(seed), sweeps, POSITION_BUDGET, corruption, advanced)
+    if advanced:
+        checks = sections.research_checks(entry, asked, text, int(seed), sweeps, POSITION_BUDGET, corruption)
     period = res.period
     if res.resid is None:
         slow = res.position_cost / POSITION_BUDGET

@@ -4,7 +4,6 @@ gradient estimates, the circuit) wait for the researcher view."""
 
 import pytest
 
-from core.causal.results import POSITION_BUDGET
 from core.quiz import causal as quiz_causal
 from ui.model_keys import shipped_key
 
@@ -56,7 +55,7 @@ def test_answers_stay_hidden_until_answered_then_a_right_answer_stays_right_when
 
     entry = ShippedModel(TWO_BLOCK, "x")
     period = at.number_input(key="cz_period_" + shipped_key(TWO_BLOCK)).value
-    res = causal_sections.task_experiments(entry, int(period), 0, None, POSITION_BUDGET, "first-copy")
+    res = causal_sections.task_experiments(entry, int(period), 0, "first-copy")
     q = quiz_causal.patched_heads(res.heads, res.gap)
     assert q.answer is not None and q.answer in radios[block_q].options
     radios[block_q].set_value(q.answer).run()

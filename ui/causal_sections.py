@@ -4,6 +4,7 @@ as a whole, drawn from core.causal.results.Experiments and core.causal.checks.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import altair as alt
 import pandas as pd
@@ -40,40 +41,76 @@ N_SEQS = 32  # sampled sequences (or corruptions of a typed one) per experiment
 
 
 @per_model(name="causal.task_experiments",
-           show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32, version=2)
-def task_experiments(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int,
-                     corruption: str, research: bool = True) -> dict:
-    """research=False: what the page shows outside its researcher view, a quarter of the CPU on the 2-block model
+           show_spinner="Patching every head and path (a second or two)…", max_entries=32, version=3)
+def task_experiments(entry: LabModel, period: int, seed: int, corruption: str, research: bool = True) -> dict:
+    """Everything but the position sweeps (task_sweeps, drawn after section 1); research=False: what the page
+    shows outside its researcher view, a quarter of the CPU on the 2-block model
     (core.causal.experiments.experiments)."""
     from core.causal import experiments
 
-    return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption,
-                                        research)
+    return experiments.task_experiments(entry.model, entry.task, period, N_SEQS, seed, False, 0, corruption, research)
 
 
 @per_model(name="causal.text_experiments",
-           show_spinner="Patching every head, stream position and path (a few seconds)…", max_entries=32)
-def text_experiments(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int,
-                     corruption: str, research: bool = True) -> dict:
+           show_spinner="Patching every head and path (a second or two)…", max_entries=32, version=2)
+def text_experiments(entry: LabModel, text: str, seed: int, corruption: str, research: bool = True) -> dict:
     from core.causal import experiments
 
     tokens = encode_text(text, entry.model.cfg.vocab_size)
-    return experiments.text_experiments(entry.model, tokens, N_SEQS, seed, positions, budget, corruption, research)
+    return experiments.text_experiments(entry.model, tokens, N_SEQS, seed, False, 0, corruption, research)
+
+
+SWEEPS_SPINNER = "Patching one position at a time for sections 2 and 3 (a few seconds)…"
+
+
+@per_model(name="causal.task_sweeps", show_spinner=SWEEPS_SPINNER, max_entries=32)
+def task_sweeps(entry: LabModel, period: int, seed: int, positions: bool | None, budget: int, corruption: str,
+                research: bool = True) -> dict:
+    """core.causal.experiments.task_sweeps: the position sweeps of task_experiments' runs (None where the budget
+    leaves them out): most of the experiments' CPU, so the page computes them after drawing section 1."""
+    from core.causal import experiments
+
+    return experiments.task_sweeps(entry.model, entry.task, period, N_SEQS, seed, positions, budget, corruption,
+                                   research)
+
+
+@per_model(name="causal.text_sweeps", show_spinner=SWEEPS_SPINNER, max_entries=32)
+def text_sweeps(entry: LabModel, text: str, seed: int, positions: bool | None, budget: int, corruption: str,
+                research: bool = True) -> dict:
+    from core.causal import experiments
+
+    tokens = encode_text(text, entry.model.cfg.vocab_size)
+    return experiments.text_sweeps(entry.model, tokens, N_SEQS, seed, positions, budget, corruption, research)
+
+
+def first_part(entry: LabModel, period: int | None, text: str | None, seed: int, corruption: str,
+               research: bool = True):
+    """The page's experiments without the position sweeps: sampled at `period`, or on the typed `text` when it
+    is given (research: the researcher view's too)."""
+    return (task_experiments(entry, period, seed, corruption, research) if text is None else
+            text_experiments(entry, text, seed, corruption, research))
+
+
+def with_sweeps(res, entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
+                budget: int, corruption: str, research: bool = True):
+    """res (first_part's) with the position sweeps filled in (each None where the budget leaves them out)."""
+    sweeps = (task_sweeps(entry, period, seed, positions, budget, corruption, research) if text is None else
+              text_sweeps(entry, text, seed, positions, budget, corruption, research))
+    return replace(res, **sweeps)
 
 
 def experiments(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
                 budget: int, corruption: str, research: bool = True):
-    """The page's experiments: sampled at `period`, or on the typed `text` when it is given (research: the
-    researcher view's too)."""
-    return (task_experiments(entry, period, seed, positions, budget, corruption, research) if text is None else
-            text_experiments(entry, text, seed, positions, budget, corruption, research))
+    """The page's experiments, the position sweeps in (first_part, then with_sweeps)."""
+    return with_sweeps(first_part(entry, period, text, seed, corruption, research), entry, period, text, seed,
+                       positions, budget, corruption, research)
 
 
 FRESH_SEED = 10_000  # added to the page's seed: the sequences the circuit is scored on again, never chosen on
 
 
 @per_model(name="causal.research_checks", show_spinner="GradDrop and the RoPE-aware composition score…", max_entries=32,
-           version=2)
+           version=3)
 def research_checks(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None,
                     budget: int, corruption: str) -> dict:
     """checks.all_checks on the runs of the page's experiments (the cached ones), the circuit scored again on
@@ -85,12 +122,21 @@ def research_checks(entry: LabModel, period: int | None, text: str | None, seed:
     return checks.all_checks(entry.model, runs_of(entry, period, text, seed, corruption, N_SEQS), res, fresh)
 
 
-@per_model(name="causal.reading", show_spinner=False, max_entries=256)
+# the readings that read the position sweeps: every other one reads first_part alone, so it is ready before them
+SWEEP_READINGS = frozenset({"position_sum_sentence", "attribution_sentence", "first_order_sentence",
+                            "atp_star_sentence"})
+
+
+@per_model(name="causal.reading", show_spinner=False, max_entries=256, version=2)
 def reading(entry: LabModel, period: int | None, text: str | None, seed: int, positions: bool | None, budget: int,
             corruption: str, name: str, research: bool = True):
     """core.causal.readings.<name> of the page's experiments, read once like them: a warm rerun of the page
-    spent a quarter of its CPU reading the same sentences off the same tables."""
-    return getattr(readings, name)(experiments(entry, period, text, seed, positions, budget, corruption, research))
+    spent a quarter of its CPU reading the same sentences off the same tables. Only SWEEP_READINGS wait for the
+    position sweeps."""
+    res = first_part(entry, period, text, seed, corruption, research)
+    if name in SWEEP_READINGS:
+        res = with_sweeps(res, entry, period, text, seed, positions, budget, corruption, research)
+    return getattr(readings, name)(res)
 
 
 @per_model(name="causal.path_positions",

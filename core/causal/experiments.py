@@ -96,13 +96,13 @@ def position_sweep_cost(model: TinyCharLM, runs: patching.PatchRuns) -> int:
 def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = True,
                 research: bool = True) -> Experiments:
     """Every experiment of the page on one pair of runs (Experiments). positions=False leaves out the
-    position sweeps (resid, resid_noise, head_positions, embedding_window and attribution are then None):
-    on a large model they cost minutes (position_sweep_cost). research=False leaves out what only the page's
+    position sweeps (position_sweeps: resid, resid_noise, head_positions, embedding_window and attribution are
+    then None): on a large model they cost minutes (position_sweep_cost), and on the 2-block model they are most
+    of the rest, so the page draws what comes before them first. research=False leaves out what only the page's
     researcher view shows and costs most of the rest (resid_noise, attribution and circuit are then None: on
     the 2-block model about three quarters of the CPU, the circuit alone more than half)."""
     cfg = model.cfg
     periods = runs.periods.unique()
-    out_positions = patching.head_position_effects(model, runs) if positions and cfg.n_layers else None
     heads = with_labels(patching.head_patch_effects(model, runs))
     every = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
     full = runs.clean_full if runs.clean_full is not None else runs.clean
@@ -112,7 +112,7 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
     labels = token_labels(seq)
     lens["token"] = [labels[i] for i in lens["position"]]
     lens["target_token"] = [labels[i] for i in lens["target"]]
-    return Experiments(
+    out = Experiments(
         m_clean=runs.m_clean, m_corrupted=runs.m_corrupted, n_seqs=int(runs.clean.shape[0]),
         period=int(periods[0]) if len(periods) == 1 else None,
         clean=labels[:runs.clean.shape[1]], corrupted=token_labels(runs.corrupted[0]),
@@ -120,15 +120,11 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         all_heads=float(runs.effect(patching.patch_heads(model, runs, every))) if every else float("nan"),
         resid_last=(patching.resid_all_positions_effect(model, runs, cfg.n_layers - 1)
                     if cfg.n_layers else float("nan")),
-        resid=patching.resid_patch_effects(model, runs) if positions else None,
-        resid_noise=patching.resid_patch_effects(model, runs, noising=True) if positions and research else None,
-        head_positions=(out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
-                        if out_positions is not None else None),
+        resid=None, resid_noise=None, head_positions=None,
         position_cost=position_sweep_cost(model, runs),
-        embedding_window=embedding_window(model, runs) if positions and cfg.n_layers else None,
+        embedding_window=None,
         noise=_noise_frame(model, runs),
-        attribution=(atp.attribution_agreement(model, runs, out_positions) if positions and research and cfg.n_layers
-                     else None),
+        attribution=None,
         head_rows=[head_label(l, h) for l, h in every],
         paths=paths,
         corruption=runs.corruption,
@@ -140,6 +136,28 @@ def experiments(model: TinyCharLM, runs: patching.PatchRuns, positions: bool = T
         circuit=circuit.page_circuit(model, runs) if research and cfg.n_layers == 2 else None,
         composition=composition.composition_vs_paths(model, paths) if cfg.n_layers >= 2 and len(paths) else None,
     )
+    return replace(out, **position_sweeps(model, runs, research)) if positions else out
+
+
+SWEEP_FIELDS = ("resid", "resid_noise", "head_positions", "embedding_window", "attribution")
+
+
+def position_sweeps(model: TinyCharLM, runs: patching.PatchRuns, research: bool = True) -> dict:
+    """The one-position-at-a-time part of experiments(), {field of Experiments: value} for SWEEP_FIELDS: the
+    stream restored at each position before each block (resid; resid_noise, noising, only with research), each
+    head's output at each position (head_positions), the embedding window and attribution patching against the
+    exact head sweep (only with research). Without blocks every value is None but resid and resid_noise ([0, T])."""
+    cfg = model.cfg
+    out_positions = patching.head_position_effects(model, runs) if cfg.n_layers else None
+    return {
+        "resid": patching.resid_patch_effects(model, runs),
+        "resid_noise": patching.resid_patch_effects(model, runs, noising=True) if research else None,
+        "head_positions": (out_positions.reshape(cfg.n_layers * cfg.n_heads, runs.clean.shape[1])
+                           if out_positions is not None else None),
+        "embedding_window": embedding_window(model, runs) if cfg.n_layers else None,
+        "attribution": (atp.attribution_agreement(model, runs, out_positions) if research and cfg.n_layers
+                        else None),
+    }
 
 
 def _noise_frame(model: TinyCharLM, runs: patching.PatchRuns) -> pd.DataFrame:
@@ -191,6 +209,31 @@ def text_experiments(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int
     research as in task_experiments)."""
     runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
     return replace(experiments(model, runs, _positions(model, runs, positions, budget), research), typed=True)
+
+
+def task_sweeps(model: TinyCharLM, task: TaskConfig, period: int, n_seqs: int, seed: int = 0,
+                positions: bool | None = None, budget: int = POSITION_BUDGET, corruption: str = "first-copy",
+                research: bool = True) -> dict:
+    """position_sweeps() on the runs of task_experiments() with the same arguments, every value None where it
+    would not run them (positions, budget): task_experiments(..., positions=p) is
+    replace(task_experiments(..., positions=False), **task_sweeps(..., positions=p))."""
+    runs = patching.task_runs(model, task, n_seqs, seed, period, corruption)
+    return _sweeps_or_none(model, runs, positions, budget, research)
+
+
+def text_sweeps(model: TinyCharLM, tokens: torch.Tensor, n_corruptions: int, seed: int = 0,
+                positions: bool | None = None, budget: int = POSITION_BUDGET, corruption: str = "first-copy",
+                research: bool = True) -> dict:
+    """task_sweeps() for text_experiments()."""
+    runs = typed_runs(model, tokens, n_corruptions, seed, corruption)
+    return _sweeps_or_none(model, runs, positions, budget, research)
+
+
+def _sweeps_or_none(model: TinyCharLM, runs: patching.PatchRuns, positions: bool | None, budget: int,
+                    research: bool) -> dict:
+    if _positions(model, runs, positions, budget):
+        return position_sweeps(model, runs, research)
+    return dict.fromkeys(SWEEP_FIELDS)
 
 
 def mechanism_over_training(model: TinyCharLM, info: dict, period: int, n_seqs: int, seed: int = 0,

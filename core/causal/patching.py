@@ -227,6 +227,30 @@ def head_patch_effects(model: TinyCharLM, runs: PatchRuns) -> pd.DataFrame:
     return df
 
 
+def _sweep_positions(runs: PatchRuns, piece: torch.Tensor, into: torch.Tensor) -> torch.Tensor:
+    """The positions p a one-position patch of `piece` into the run whose stream is `into` (both [B, T, ...]) can
+    change M at: where the two differ in some sequence, and at or before the last position whose logits M scores
+    (a patch at p changes only positions p and later). Elsewhere the patched run is the run patched into, and
+    its M that run's. Under first-copy the token embeddings past the first copy are the same in both runs: half
+    of the stream's first row is left out so."""
+    T = runs.clean.shape[1]
+    scored = target_mask(runs.periods, T).any(0).nonzero()  # logits positions i = t - 1 that M reads
+    last = int(scored.max()) if len(scored) else -1
+    differs = (piece != into).flatten(2).any(-1).any(0) if piece.dim() > 2 else (piece != into).any(0)
+    return torch.nonzero(differs & (torch.arange(T) <= last)).flatten()
+
+
+def _position_metrics(model: TinyCharLM, runs: PatchRuns, make, where: torch.Tensor, start: int,
+                      unpatched: float) -> torch.Tensor:
+    """M of one-position patches at every position: [T], computed (_lazy_metrics, make(ps) -> streams [len(ps),
+    B, T, D] patched at positions ps) only at `where` (_sweep_positions); `unpatched`, the M of the run patched
+    into, elsewhere."""
+    out = torch.full((runs.clean.shape[1],), float(unpatched))
+    if len(where):
+        out[where] = _lazy_metrics(model, runs, lambda lo, hi: make(where[lo:hi]), len(where), start).float()
+    return out
+
+
 @torch.no_grad()
 def resid_patch_effects(model: TinyCharLM, runs: PatchRuns, noising: bool = False) -> np.ndarray:
     """Patching (2): the clean stream entering block l at one position p into the corrupted run
@@ -241,12 +265,29 @@ def resid_patch_effects(model: TinyCharLM, runs: PatchRuns, noising: bool = Fals
         if noising:
             clean, corr = corr, clean  # the piece patched in, the run it goes into
 
-        def make(lo, hi, clean=clean, corr=corr):  # bound now: called within this iteration
-            sel = eye[lo:hi, None, :, None]  # [G, 1, T, 1]: patch position p = lo..hi-1
+        def make(ps, clean=clean, corr=corr):  # bound now: called within this iteration
+            sel = eye[ps, None, :, None]  # [G, 1, T, 1]: patch position p in ps
             return torch.where(sel, clean[None], corr[None])
 
-        out[layer] = runs.effect(_lazy_metrics(model, runs, make, T, layer).numpy())
+        m = _position_metrics(model, runs, make, _sweep_positions(runs, clean, corr), layer,
+                              runs.m_clean if noising else runs.m_corrupted)
+        out[layer] = runs.effect(m.numpy())
     return out
+
+
+@torch.no_grad()
+def _last_block_position_metrics(model: TinyCharLM, runs: PatchRuns, base: torch.Tensor,
+                                 patched: torch.Tensor) -> torch.Tensor:
+    """M of each run whose final stream is `patched` [B, T, D] at one position p and `base` elsewhere, for every
+    p: [T]. No block is above such a patch, so only position p's logits change: M(p) is M(base) plus the change
+    of the scored log-probabilities at p over the number of scored targets. Both streams go through the
+    unembedding once, instead of one run per position."""
+    logits, _ = model.run_with_hooks(resid=torch.stack([base, patched]), start=model.cfg.n_layers)  # [2, B, T, V]
+    mask = target_mask(runs.periods, runs.clean.shape[1])  # [B, T-1]: the target at t is read at position t-1
+    logp = logits[:, :, :-1].log_softmax(-1).gather(-1, runs.clean[:, 1:].expand(2, -1, -1)[..., None])[..., 0]
+    logp = logp.double() * mask
+    change = (logp[1] - logp[0]).sum(0)  # [T-1]
+    return (logp[0].sum() + torch.cat([change, change.new_zeros(1)])) / mask.sum()
 
 
 @torch.no_grad()
@@ -255,19 +296,23 @@ def head_position_effects(model: TinyCharLM, runs: PatchRuns) -> np.ndarray:
 
     Returns patch effects [n_layers, n_heads, T]."""
     B, T = runs.clean.shape
-    H = model.cfg.n_heads
-    out = np.zeros((model.cfg.n_layers, H, T))
+    H, L = model.cfg.n_heads, model.cfg.n_layers
+    out = np.zeros((L, H, T))
     eye = torch.eye(T)
-    for layer in range(model.cfg.n_layers):
+    for layer in range(L):
         delta = runs.clean_cache["head_out"][layer] - runs.corrupted_cache["head_out"][layer]  # [B, H, T, D]
         base = runs.corrupted_cache["resid"][layer + 1]
         for hd in range(H):
             d = delta[:, hd]
+            if layer == L - 1:
+                m = _last_block_position_metrics(model, runs, base, base + d)
+            else:
+                def make(ps, base=base, d=d):
+                    return base[None] + d[None] * eye[ps, None, :, None]
 
-            def make(lo, hi, base=base, d=d):
-                return base[None] + d[None] * eye[lo:hi, None, :, None]
-
-            out[layer, hd] = runs.effect(_lazy_metrics(model, runs, make, T, layer + 1).numpy())
+                m = _position_metrics(model, runs, make, _sweep_positions(runs, base + d, base), layer + 1,
+                                      runs.m_corrupted)
+            out[layer, hd] = runs.effect(m.numpy())
     return out
 
 

@@ -14,15 +14,28 @@ from . import DIVERGING, SEQUENTIAL, numbered
 from .kept import kept
 
 PAD = alt.AutoSizeParams(type="pad")
+# The widest position grid's plot, in px: with its axis and colour legend beside it (about 250 px) it fits the
+# main column of a 1400 px window (940 px with the sidebar open); narrower windows scroll it (no chart here has
+# a click selection, so scrolling loses nothing)
+GRID_WIDTH = 660
+CELL = 12  # px per position while the grid is narrower than GRID_WIDTH
+
+
+def grid_width(T: int) -> int:
+    """The plot width of a grid over T positions: CELL px a position, at least 300, at most GRID_WIDTH."""
+    return min(GRID_WIDTH, max(300, CELL * T))
 EFFECT_SCALE = alt.Scale(scheme=DIVERGING, domain=[-1, 1], clamp=True)
 EFFECT_TITLE = "patch effect"
 
 
-def _effect_cells(base: alt.Chart, keys: list[str], font_size: int) -> list[alt.Chart]:
+def _effect_cells(base: alt.Chart, keys: list[str], font_size: int,
+                  legend: alt.Legend | None = None) -> list[alt.Chart]:
     """A heatmap's cells coloured by patch_effect on EFFECT_SCALE, with the value written in each
-    (white on the dark ends); the tooltip names the cell by `keys` (Altair shorthands)."""
+    (white on the dark ends); the tooltip names the cell by `keys` (Altair shorthands); legend: where the colour
+    legend goes (None: Vega-Lite's, on the right)."""
     rect = base.mark_rect().encode(
-        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE),
+        color=alt.Color("patch_effect:Q", title=EFFECT_TITLE, scale=EFFECT_SCALE,
+                        **({"legend": legend} if legend is not None else {})),
         tooltip=[alt.Tooltip(k) for k in keys] + [alt.Tooltip("patch_effect:Q", format=".3f")])
     text = base.mark_text(fontSize=font_size).encode(
         text=alt.Text("patch_effect:Q", format=".2f"),
@@ -36,8 +49,10 @@ def head_effects(df: pd.DataFrame, title: str) -> alt.LayerChart:
     data = numbered(df).astype({"block": str, "head": str})
     base = alt.Chart(data).encode(x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("block:O", title="block"))
-    return alt.layer(*_effect_cells(base, ["block:O", "head:O"], 12), title=title).properties(
-        width=int(60 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
+    # 52 px a head and the legend below: four heads fit the page's narrow column at 1400 px (305 px)
+    return alt.layer(*_effect_cells(base, ["block:O", "head:O"], 11, legend=alt.Legend(orient="bottom")),
+                     title=title).properties(
+        width=int(52 * data["head"].nunique()), height=max(130, int(50 * data["block"].nunique())), autosize=PAD)
 
 
 @kept
@@ -67,7 +82,7 @@ def position_effects(grid: np.ndarray, rows: list[str], title: str, row_title: s
                               "what": ["second copy starts", "third copy starts"][: 1 + (2 * period < T)]})
         layers.append(alt.Chart(marks).mark_rule(color="black", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=28 * R + 10,
+    return alt.layer(*layers, title=title).properties(width=grid_width(T), height=28 * R + 10,
                                                       autosize=PAD)
 
 
@@ -101,21 +116,24 @@ def lens_grid(df: pd.DataFrame, period: int | None, title: str) -> alt.LayerChar
         marks = pd.DataFrame({"position": [period - 1], "what": ["first prediction of a second-copy token"]})
         layers.append(alt.Chart(marks).mark_rule(color="white", strokeDash=[4, 3]).encode(
             x=alt.X("position:O"), tooltip=["what:N"]))
-    return alt.layer(*layers, title=title).properties(width=min(820, max(300, 12 * T)), height=30 * len(stages) + 10,
+    return alt.layer(*layers, title=title).properties(width=grid_width(T), height=30 * len(stages) + 10,
                                                       autosize=PAD)
 
 
 @kept
 def lens_by_copy(df: pd.DataFrame, value: str, title: str, value_title: str, log: bool = False) -> alt.Chart:
-    """df: stage_label, copy, <value> -> one line per copy over the stages."""
+    """df: stage_label, copy, <value> -> one line per copy over the stages (the legend below: beside it the
+    chart passed its half of the main column)."""
     stages = list(dict.fromkeys(df["stage_label"]))
     scale = alt.Scale(type="log") if log else alt.Scale(domain=[0, 1])
     return alt.Chart(df, title=title).mark_line(point=True).encode(
         x=alt.X("stage_label:N", title="read after", sort=stages, axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{value}:Q", title=value_title, scale=scale),
         # one legend for both channels (Vega-Lite merges them: same field, title and sort)
-        color=alt.Color("copy:N", title="targets in the", sort=["first", "second", "later"]),
-        strokeDash=alt.StrokeDash("copy:N", title="targets in the", sort=["first", "second", "later"]),
+        color=alt.Color("copy:N", title="targets in the", sort=["first", "second", "later"],
+                        legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("copy:N", title="targets in the", sort=["first", "second", "later"],
+                                  legend=alt.Legend(orient="bottom")),
         tooltip=["stage_label:N", "copy:N", alt.Tooltip(f"{value}:Q", format=".3f"), "n:Q"],
     ).properties(width=300, height=220, autosize=PAD)
 
