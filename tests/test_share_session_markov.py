@@ -1,12 +1,16 @@
 """ui/share.py: a share link cannot carry a model trained in this session, whatever its task (issue 58: a link copied
 with a Markov model of the session picked silently opened the shipped repeat model). The note says so, and the link
 carries none of the settings a visit with a repeat model left in the session: the Markov model's own version of the
-page does not draw them, so they would open another model's view."""
+page does not draw them, so they would open another model's view. A shipped Markov model's own Attention page shares
+its own head, seed and pinned queries (issue 57: the pin goes into links on every page that draws attention)."""
+
+import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import share
+from ui.charts import pins
 
 from helpers import ROOT
 
@@ -44,3 +48,50 @@ def test_a_page_drawn_by_the_tasks_own_version_puts_no_widget_settings_in_the_li
     session = {"picked_model": "shipped:markov/markov-2block.pt", "att_head": "2.1", "att_period": 24}
     assert share.link_of("attention", session, widgets=False) == {"model": "markov/markov-2block"}
     assert share.link_of("attention", session)["head"] == "2.1"  # drawn by the page itself, they are the view
+
+
+MARKOV_KEY = "shipped:markov/markov-2block.pt"
+
+
+def test_a_shipped_markov_models_attention_page_shares_its_own_head_seed_and_pin():
+    """The Markov model's own Attention page (ui/markov_reading.py) draws its own head, seed and pinned queries
+    (share.TASK_PAGE_PARAMS): a link names them and opening it sets them; bad values get notes."""
+    from ui.state import all_models  # outside Streamlit: the shipped models only
+
+    session = {"picked_model": MARKOV_KEY, "att_mk_head": "2.1", "att_mk_seed": 3, "att_mk_pin": [5, 9],
+               "att_head": "1.1", "att_pin": [40]}  # a repeat model's visit left these: not this page's
+    link = share.link_of("attention", session, True, "markov")
+    assert link == {"model": "markov/markov-2block", "head": "2.1", "seed": "3", "pin": "5,9"}
+    state, notes = share.read_link(link, "attention", all_models(), "shipped:variable-period-2block.pt")
+    assert notes == [] and state == {"picked_model": MARKOV_KEY, "att_mk_head": "2.1", "att_mk_seed": 3,
+                                     "att_mk_pin": [5, 9]}
+    bad = {"model": "markov/markov-2block", "head": "9.9", "seed": "-1", "pin": "5,100000"}
+    state, notes = share.read_link(bad, "attention", all_models(), None)
+    assert state == {"picked_model": MARKOV_KEY}
+    assert {n.split("=")[0].strip("`") for n in notes} == {"head", "seed", "pin"}, notes
+
+
+@pytest.mark.app
+def test_a_link_opens_the_markov_reading_with_its_pin_and_keeps_it_in_the_address():
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.run()
+    at.switch_page("app_pages/attention.py")
+    at.query_params.clear()
+    at.query_params.update({"model": "markov/markov-2block", "pin": "5,9", "seed": "3"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["att_mk_pin"] == [5, 9] and at.number_input(key="att_mk_seed").value == 3
+    assert _address(at) == {"model": "markov/markov-2block", "head": at.session_state["att_mk_head"], "seed": "3",
+                            "pin": "5,9"}
+    started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
+               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN]
+    assert len(started) >= 2 and all(v in ([{"query": 5}, {"query": 9}], [{"qi": 5}, {"qi": 9}]) for v in started), \
+        started  # the grid and the one head start from the pin
+
+
+def _params(spec) -> list[dict]:
+    """Every selection parameter in a Vega-Lite spec, however deep."""
+    if isinstance(spec, dict):
+        return [p for p in spec.get("params", []) if isinstance(p, dict)] + [
+            p for v in spec.values() for p in _params(v)]
+    return [p for v in spec for p in _params(v)] if isinstance(spec, list) else []

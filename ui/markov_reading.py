@@ -11,11 +11,13 @@ from core.model import symbols
 from ui import share
 from ui.cache import per_model
 from ui.charts import attention as charts
-from ui.charts.kept import draw
 from ui.layout import chart_and_note
 from ui.markov_train import comparison_table, paper_run_panel
+from ui.pins import pinnable, pinned
 from ui.state import LabModel
 from ui.steps import heads_at_step
+
+PIN = "att_mk_pin"  # the queries pinned on a Markov model's Attention page (its grid and its one head)
 
 
 @per_model(name="markov.attention_view", show_spinner="Running the model on fresh chains…", max_entries=64,
@@ -102,7 +104,8 @@ def attention_section(entry: LabModel) -> None:
                "whose previous token is the query's token, which move with the sequence. Click a row (or a state "
                "in the strip below) to pin that query in every head and read where they look (shift-click adds "
                "one; a click above a diagonal releases).")
-    draw(st, charts.pattern_grid(view.raw, view.labels), width="content")
+    pin = pinned(PIN, len(view.tokens))  # kept in the session: it survives a change of head, step or seed
+    pinnable(charts.pattern_grid(view.raw, view.labels, pin), "att_mk_grid_pin", "query", PIN)
 
     st.subheader("One head, up close")
     labels = symbols.head_labels(cfg.n_layers, cfg.n_heads)
@@ -110,7 +113,8 @@ def attention_section(entry: LabModel) -> None:
                                            index=min(len(labels) - 1, cfg.n_heads))
     layer, head = symbols.parse_head_label(pick)
     left, right = chart_and_note()
-    draw(left, charts.head_heatmap(view.raw[layer, head], view.labels), width="content")
+    with left:
+        pinnable(charts.head_heatmap(view.raw[layer, head], view.labels, pin=pin), "att_mk_head_pin", "qi", PIN)
     right.caption("**What am I looking at?** The same pattern with each position's state on the axes (position · "
                   "state). Hover a cell for the query and key and the weight.")
     right.markdown(f"**Sequence** ({len(view.tokens)} states):")

@@ -10,12 +10,13 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
-prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention or
-Archetypes page's patterns, counted from 0), keys ("5,9": the key positions the Attention page's single head pins
-apart, checked as pin is). The Causal experiments page shares period, seed, seq and
-text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the widget
-state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
-its widget keys.
+prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention page
+(a Markov model's too) or the Archetypes page's patterns, counted from 0), keys ("5,9": the key positions
+the Attention page's single head pins apart, checked as pin is). The Causal experiments page shares period,
+seed, seq and text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the
+widget state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
+its widget keys, TASK_PAGE_PARAMS those of a page a task draws itself (a Markov model's Attention page: head,
+seed, pin).
 """
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
                "corruption": "cz_corruption"},
 }
 
+# The page a task draws itself (ui/task_pages.py) shares its own settings: (task, page url_path) -> parameters
+TASK_PAGE_PARAMS: dict[tuple[str, str], dict[str, str]] = {
+    ("markov", "attention"): {"head": "att_mk_head", "seed": "att_mk_seed", "pin": "att_mk_pin"},
+}
 
 class Refused(Exception):
     """A link value that cannot be used; the message completes "`name=value` ..." in the note."""
@@ -225,9 +230,17 @@ def preset_of(key: str) -> str | None:
     return file[:-3] if file.endswith(".pt") else file
 
 
-def _page_keys(page: str, picked: Any) -> dict[str, str]:
-    """`page`'s parameters -> their widget keys, for the picked model's key."""
-    return {name: key.format(model=picked or "") for name, key in PAGE_PARAMS.get(page, {}).items()}
+def _page_keys(page: str, picked: Any, task: str | None = None) -> dict[str, str]:
+    """`page`'s parameters -> their widget keys, for the picked model's key and task (the page a task draws
+    itself has its own: TASK_PAGE_PARAMS)."""
+    params = TASK_PAGE_PARAMS.get((task, page), PAGE_PARAMS.get(page, {}))
+    return {name: key.format(model=picked or "") for name, key in params.items()}
+
+
+def _shared_by(page: str) -> set[str]:
+    """Every parameter `page` shares, for any model's task."""
+    return {*PAGE_PARAMS.get(page, {}), *(n for (_, p), params in TASK_PAGE_PARAMS.items() if p == page
+                                         for n in params)}
 
 
 def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], picked: str | None
@@ -240,7 +253,7 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     notes: list[str] = []
     raw: dict[str, str] = {}
     for name, value in params.items():
-        if name != "model" and name not in PAGE_PARAMS.get(page, {}):
+        if name != "model" and name not in _shared_by(page):
             continue  # parameters of other pages are ignored quietly
         value = str(value)
         if len(value) > MAX_VALUE_CHARS:
@@ -259,7 +272,7 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     if entry is None:
         return state, notes
     target = Target(page, entry.model, entry.info["task"])
-    keys = _page_keys(page, picked)
+    keys = _page_keys(page, picked, entry.info["task"].name)
     for name, param in PARAMS.items():
         if name not in raw or name not in keys:
             continue
@@ -270,14 +283,15 @@ def read_link(params: Mapping[str, str], page: str, models: Mapping[str, Any], p
     return state, notes
 
 
-def link_of(page: str, session: Mapping[str, Any], widgets: bool = True) -> dict[str, str]:
-    """The parameters of the view on screen: the picked shipped model and `page`'s widget values (none when not
-    `widgets`: the picked model's task draws its own version of the page, or none, so they are not on screen)."""
+def link_of(page: str, session: Mapping[str, Any], widgets: bool = True, task: str | None = None) -> dict[str, str]:
+    """The parameters of the view on screen: the picked shipped model and `page`'s widget values for the model's
+    `task` (none when not `widgets`: the picked model's task draws its own version of the page without
+    parameters, or none, so they are not on screen)."""
     out: dict[str, str] = {}
     name = preset_of(str(session.get("picked_model", "")))
     if name:
         out["model"] = name
-    keys = _page_keys(page, session.get("picked_model", "")) if widgets else {}
+    keys = _page_keys(page, session.get("picked_model", ""), task) if widgets else {}
     screen = Screen(page, session, keys)
     for param, key in keys.items():
         if key in session:
@@ -309,18 +323,22 @@ def apply_link(page: str) -> None:
     st.session_state["share_last"] = params
 
 
-def _page_widgets_on_screen(page: str) -> bool:
-    """Whether `page`'s own widgets are drawn for the picked model: not when its task has its own version of the
-    page (a Markov model's Attention and Causal pages) or does not get the page at all (ui/task_pages.py). The
-    settings left in the session by a visit with another model are then not the view on screen: a link carrying
-    them would open another model's page with them."""
+def _on_screen(page: str) -> tuple[bool, str | None]:
+    """Whether the widgets a link of `page` carries are drawn for the picked model, and its task. Not when the
+    task draws its own version of the page (a Markov model's Causal page) or does not get it (ui/task_pages.py):
+    the settings left in the session by a visit with another model are then not the view on screen, and a link
+    carrying them would open another model's page with them. A task's own version with parameters of its own
+    (TASK_PAGE_PARAMS: a Markov model's Attention page) carries them when the link can name the model."""
     from ui import task_pages
     from ui.state import selected_model
 
     entry = selected_model()
     if entry is None:
-        return True
-    return task_pages.own(entry.task.name, page) is None and task_pages.not_offered_note(entry, page) is None
+        return True, None
+    task = entry.task.name
+    if (task, page) in TASK_PAGE_PARAMS:
+        return preset_of(entry.key) is not None, task
+    return task_pages.own(task, page) is None and task_pages.not_offered_note(entry, page) is None, task
 
 
 def republish(page: str) -> None:
@@ -328,7 +346,7 @@ def republish(page: str) -> None:
     a link carries, such as the pinned tokens)."""
     import streamlit as st
 
-    link = link_of(page, st.session_state, _page_widgets_on_screen(page))
+    link = link_of(page, st.session_state, *_on_screen(page))
     if {k: st.query_params[k] for k in st.query_params} != link:
         st.query_params.from_dict(link)
     st.session_state["share_last"] = link
@@ -339,7 +357,7 @@ def publish(page: str) -> None:
     link carries (and any problem with the link that opened this view)."""
     import streamlit as st
 
-    link = link_of(page, st.session_state, _page_widgets_on_screen(page))
+    link = link_of(page, st.session_state, *_on_screen(page))
     if {k: st.query_params[k] for k in st.query_params} != link:
         st.query_params.from_dict(link)
     st.session_state["share_last"] = link

@@ -39,11 +39,15 @@ def test_causal_answers_wait_for_the_question_and_the_page_fits_a_first_read(app
     hidden = app.wait_charts(2)
     assert hidden == 2  # the two position sweeps ask nothing; the head, path and lens charts wait
     assert app.page.get_by_text("Pick an answer to see every head's patch effect").count() == 1
+    waiting = app.page.get_by_text("Pick an answer to see").count()
+    assert waiting == 3, waiting
     assert main_height(app) <= MAX_HEIGHT["causal"], main_height(app)
     app.after(app.page.get_by_role("button", name="Skip").first.click, timeout=300_000)
     app.assert_no_exception()
-    assert app.wait_charts(3) == 3  # the head chart, after the skip
+    assert app.wait_charts(3) >= 3  # the head chart, after the skip
     assert app.page.get_by_text("Skipped: the answer is").count() == 1
+    # the other two questions' charts still wait (counting charts alone raced the page's last redraws under load)
+    assert app.page.get_by_text("Pick an answer to see").count() == waiting - 1
     app.screenshot("lessons_causal_after_skip")
 
 
