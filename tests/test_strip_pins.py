@@ -143,3 +143,30 @@ def test_an_exported_strip_shows_the_pin_the_browser_holds():
     assert chosen == svg(pinned) and chosen != svg(plain)
     assert len(re.findall(rf'opacity="{pins.DIM:g}"', chosen)) > 0 == len(re.findall(rf'opacity="{pins.DIM:g}"',
                                                                                      svg(plain)))
+
+
+@pytest.mark.app
+def test_a_link_pins_the_train_pages_film_strips_and_the_address_keeps_the_pin():
+    """The film strips' pin goes into links (ui/share.py PAGE_PARAMS["train"]): a link's pin starts the shipped
+    run's strip pinned, and the address the page writes back still carries it."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.timeline import STRIP_PIN
+
+    from helpers import ROOT
+
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/train.py")
+    at.query_params.clear()
+    at.query_params.update({"pin": "12,30"})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state[STRIP_PIN] == [12, 30]
+    address = {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert address.get("pin") == "12,30", address
+    started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
+               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
+    assert started and all(v == [{"query": 12}, {"query": 30}] for v in started), started
+    holds = [c.value for c in at.sidebar.caption]
+    assert any("film strip's pinned queries" in c for c in holds), holds

@@ -11,12 +11,12 @@ must equal the preset name of a shipped checkpoint, compared as a string.
 Parameters (all optional): model, head ("2.3", counted from 1), period, seed, seq ("task" or "text"),
 text (a typed sequence), ablate ("1.2,2.3"), mode ("zero" or "mean"), archetype, prompt (a preset
 prompt's name or a sentence of your own), pin ("12,30": the query positions pinned on the Attention page
-(a Markov model's too) or the Archetypes page's patterns, counted from 0), keys ("5,9": the key positions
-the Attention page's single head pins apart, checked as pin is). The Causal experiments page shares period,
-seed, seq and text too. Each parameter but `model` is one row of PARAMS (its parser, how it is stored in the
-widget state, how the widget value is written back into the link); PAGE_PARAMS maps a page's parameters to
-its widget keys, TASK_PAGE_PARAMS those of a page a task draws itself (a Markov model's Attention page: head,
-seed, pin).
+(a Markov model's too), the Archetypes page's patterns or the Train page's film strips, counted from 0), keys
+("5,9": the key positions the Attention page's single head pins apart, checked as pin is). The Causal
+experiments page shares period, seed, seq and text too. Each parameter but `model` is one row of PARAMS (its
+parser, how it is stored in the widget state, how the widget value is written back into the link);
+PAGE_PARAMS maps a page's parameters to its widget keys, TASK_PAGE_PARAMS those of a page a task draws itself
+(a Markov model's Attention page: head, seed, pin).
 """
 from __future__ import annotations
 
@@ -48,7 +48,11 @@ PAGE_PARAMS: dict[str, dict[str, str]] = {
     # the causal page keys its period input by the model ({model}: the picked model's key)
     "causal": {"period": "cz_period_{model}", "seed": "cz_seed", "seq": "cz_source", "text": "cz_text",
                "corruption": "cz_corruption"},
+    "train": {"pin": "tr_strip_pin"},  # the film strips' pinned queries; a training itself is no link's
 }
+# what the address holds, said in the sidebar (every other page that shares: "this view (model and settings)")
+HOLDS = {"train": "the picked model and the film strip's pinned queries (a training is not carried: its "
+                  "settings train it again)"}
 
 # The page a task draws itself (ui/task_pages.py) shares its own settings: (task, page url_path) -> parameters
 TASK_PAGE_PARAMS: dict[tuple[str, str], dict[str, str]] = {
@@ -370,4 +374,5 @@ def publish(page: str) -> None:
                        "cannot carry it: whoever opens this page's address gets a shipped model instead. "
                        "Download the checkpoint to share it.")
         elif page in PAGE_PARAMS:
-            st.caption("🔗 The address bar holds this view (model and settings): copy it to share the view.")
+            st.caption(f"🔗 The address bar holds {HOLDS.get(page, 'this view (model and settings)')}: copy it to "
+                       "share the view.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import snippets
+from ui import share, snippets
 from ui.cache import per_model
 from ui.charts import pins
 from ui.charts import timeline as charts
@@ -37,7 +37,7 @@ def pinned_tokens(pin, tokens: list[int] | None) -> str:
 def _pinnable_strip(chart, tokens: list[int], key: str) -> None:
     """The finished film strip and the line naming its pin: a click reruns only this (the chart's spec, with the
     pin it was built with, is the kept one: the browser holds the pin it shows)."""
-    draw(st, chart, width="content", key=key, on_select=take_pin(key, "query", STRIP_PIN, None),
+    draw(st, chart, width="content", key=key, on_select=take_pin(key, "query", STRIP_PIN, "train"),
          selection_mode=[pins.PIN])
     pin = pinned(STRIP_PIN, len(tokens))
     st.caption(f"Pinned: query {pinned_tokens(pin, tokens)} in every frame of both heads; a click above a diagonal "
@@ -59,6 +59,7 @@ MAX_LIVE_PINS = 16
 
 def _take_live_pick() -> None:
     st.session_state[STRIP_PIN] = sorted(int(p) for p in st.session_state.get(LIVE_PICK) or ())
+    share.republish("train")
 
 
 def live_pin_picker(positions: int, where=st, period: int = 0) -> tuple[int, ...]:
