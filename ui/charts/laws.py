@@ -9,6 +9,7 @@ from .kept import kept
 
 LINE_COLOURS = ["#000000", OKABE_ITO[5], OKABE_ITO[2]]  # the fit, then each prediction (vermillion, green)
 RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped (purple)
+NEVER = "never dropped (at the cap)"  # short enough for the legend under a chart in an 800 px window
 
 
 @kept
@@ -24,12 +25,12 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
     y = alt.Y("y:Q", title="drop step (log)", scale=y_scale)
     tip = [alt.Tooltip("x:Q", title=x_title.split(" (")[0]), "seed:Q", alt.Tooltip("drop_step:Q", title="drop step"),
            "dropped:N"]
-    kind = alt.Color("run:N", title="run", scale=alt.Scale(domain=["dropped", "never dropped (drawn at the cap)"],
+    kind = alt.Color("run:N", title="run", scale=alt.Scale(domain=["dropped", NEVER],
                                                            range=RUN_COLOURS))
-    runs = runs.assign(run=runs["dropped"].map({True: "dropped", False: "never dropped (drawn at the cap)"}))
+    runs = runs.assign(run=runs["dropped"].map({True: "dropped", False: NEVER}))
     dots = alt.Chart(runs).mark_point(filled=True, size=45, opacity=0.75).encode(
         x=x, y=y, color=kind, shape=alt.Shape("run:N", legend=None, scale=alt.Scale(
-            domain=["dropped", "never dropped (drawn at the cap)"], range=["circle", "triangle-up"])),
+            domain=["dropped", NEVER], range=["circle", "triangle-up"])),
         tooltip=tip)
     medians = runs.drop_duplicates("x")
     spread = alt.Chart(medians).mark_rule(strokeWidth=3, opacity=0.35, color="#555555").encode(
@@ -60,7 +61,7 @@ def clamps_chart(runs: pd.DataFrame) -> alt.LayerChart:
     x_scale = alt.Scale(type="log", nice=False, domain=[max(1.0, float(runs["y"].min()) / 1.4),
                                                         float(runs["y"].max()) * 1.4])
     x = alt.X("y:Q", title="drop step (log)", scale=x_scale)
-    kinds = ["dropped", "never dropped (drawn at the cap)"]
+    kinds = ["dropped", NEVER]
     runs = runs.assign(run=runs["dropped"].map({True: kinds[0], False: kinds[1]}))
     dots = alt.Chart(runs).mark_point(filled=True, size=45, opacity=0.75).encode(
         x=x, y=y, color=alt.Color("run:N", title="run", scale=alt.Scale(domain=kinds, range=RUN_COLOURS)),
