@@ -18,7 +18,8 @@ read from the grid's own props and each column must be as wide as its header's a
 grid's fonts and padding, measured with a canvas); at 1400 px the grid must also fit its box (no column
 hidden behind a horizontal scroll bar), and so must an st.table. At 800 px a wide table may scroll.
 
-Legends: a chart (drawn as SVG) with two or more lines of different colours has a legend. Colour bars
+Legends: a chart (drawn as SVG) with two or more lines of different colours has a legend, and no legend, axis
+title or chart title runs past the chart's box where the chart does not scroll (its container cuts it). Colour bars
 survive a change of the address: no chart points a fill at the page's address (Vega's SVG gradients do,
 vega/vega#3948, and go blank once ui/share.py rewrites the query), and the pages with colour bars draw them
 on a canvas (ui.charts.kept.on_canvas_if_gradient)."""
@@ -155,6 +156,20 @@ BOXES_JS = r"""
 CASES = [(p, None) for p in PAGES] + [("depth", "zero-block")]
 
 
+# An SVG chart's legend, axis title or title whose text runs past the chart's box while the box does not scroll:
+# the chart's container clips it (a legend under a chart in an 800 px window did: "never dropped (drawn at the ca")
+CHART_TEXT_JS = """() => { const out = [];
+  document.querySelectorAll('[data-testid="stVegaLiteChart"]').forEach((c, i) => {
+    const box = c.getBoundingClientRect();
+    if (c.scrollWidth > c.clientWidth + SLACK) return;  // a wide chart scrolls: its text can be reached
+    c.querySelectorAll('g.role-legend text, g.role-axis-title text, g.role-title text').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width > 0 && r.right > box.right + SLACK)
+        out.push(`chart ${i}: ${JSON.stringify(t.textContent.slice(0, 60))} ${Math.round(r.right - box.right)} px`);
+    });
+  }); return out; }""".replace("SLACK", str(BOX_SLACK + 1))
+
+
 @pytest.mark.parametrize(("path", "model"), CASES, ids=[p or "home" if m is None else f"{p}-{m}" for p, m in CASES])
 def test_page_loads_reads_at_both_widths_and_cuts_nothing_off(new_app, server, path, model):
     app = new_app(server)
@@ -205,6 +220,7 @@ def test_page_loads_reads_at_both_widths_and_cuts_nothing_off(new_app, server, p
                 ".filter(t => t.scrollWidth > t.clientWidth + SLACK).map(t => [t.scrollWidth, t.clientWidth])"
                 .replace("SLACK", str(SLACK)))]
         problems += [f"{width} px, no legend: {c}" for c in app.page.evaluate(LEGENDS_JS)]
+        problems += [f"{width} px, chart text cut off at its box: {c}" for c in app.page.evaluate(CHART_TEXT_JS)]
         app.screenshot(f"pixels-{path or 'home'}{'-' + model if model else ''}-{width}")
     app.assert_no_exception()
     assert not server.tracebacks(), server.tracebacks()[-1]

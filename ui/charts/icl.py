@@ -72,14 +72,14 @@ def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart
             if n >= 20:  # too few targets give a noisy point
                 rows.append({"k": k, "accuracy": a, "targets": n, "series": name})
     df = pd.DataFrame(rows)
-    x_title = ("tokens since the new pattern's second copy began (0 = its first token, 1 = the first one a "
-               "context-reader can know)"
-               if relative else "tokens since the pattern began (0 = the restart itself)")
+    x_title = (["tokens since the new pattern's second copy began", "(0 = its first token, 1 = the first one a "
+                "context-reader can know)"]  # two lines: one is wider than the chart in an 800 px window
+               if relative else ["tokens since the pattern began", "(0 = the restart itself)"])
     lines = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=alt.X("k:Q", title=x_title),
         y=alt.Y("accuracy:Q", title="next-token accuracy", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("series:N", title=None, scale=alt.Scale(range=[OKABE_ITO[5], OKABE_ITO[4]]),
-                        legend=alt.Legend(orient="bottom")),
+                        legend=alt.Legend(orient="bottom", direction="vertical")),
         strokeDash=alt.StrokeDash("series:N", legend=None),
         tooltip=[alt.Tooltip("k:Q", title="tokens"), alt.Tooltip("accuracy:Q", format=".3f"), "targets:Q", "series:N"])
     chance_rule = alt.Chart(pd.DataFrame({"y": [chance], "what": ["chance (1/V)"]})).mark_rule(
@@ -87,7 +87,7 @@ def restart_curve_chart(curve: dict, relative: bool, chance: float) -> alt.Chart
     layers = [lines, chance_rule]
     if relative:
         layers.append(alt.Chart(pd.DataFrame({"k": [0]})).mark_rule(color="#333").encode(x="k:Q"))
-    return alt.layer(*layers).properties(width=640, height=260)
+    return alt.layer(*layers).properties(height=260)
 
 
 @kept

@@ -44,7 +44,8 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
         names = list(dict.fromkeys(lines["line"]))
         layers.append(alt.Chart(lines).mark_line(strokeWidth=2).encode(
             x=x, y=alt.Y("y:Q", scale=y_scale),
-            color=alt.Color("line:N", title="line", scale=alt.Scale(domain=names, range=LINE_COLOURS[:len(names)])),
+            color=alt.Color("line:N", title="line", scale=alt.Scale(domain=names, range=LINE_COLOURS[:len(names)]),
+                            legend=alt.Legend(orient="top")),  # above: beside the runs' it passes a narrow chart
             strokeDash=alt.StrokeDash("line:N", legend=None, scale=alt.Scale(
                 domain=names, range=[[1, 0]] + [[6, 4]] * (len(names) - 1)))))
     return (alt.layer(*layers).resolve_scale(color="independent").properties(height=height)
@@ -132,7 +133,8 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str) -> alt.La
     tip = [alt.Tooltip("x:Q", title=x_title), "seed:Q", "stage:N", alt.Tooltip("step:Q", title="onset step"), "run:N"]
     dots = alt.Chart(runs).mark_point(size=45, opacity=0.8).encode(
         x=x, y=y, color=colour, fill=colour,
-        shape=alt.Shape("run:N", title="run", scale=alt.Scale(domain=kinds, range=["circle", "triangle-up"])),
+        shape=alt.Shape("run:N", title="run", scale=alt.Scale(domain=kinds, range=["circle", "triangle-up"]),
+                        legend=alt.Legend(orient="top")),  # above: beside the stages' it passes a narrow chart
         tooltip=tip)
     medians = runs.drop_duplicates(["x", "stage"]).assign(
         x_mid=lambda f: f["x"] * (1 + (f["stage"].map({s: i for i, s in enumerate(stages)}) - 0.5) * 0.06))
@@ -149,7 +151,7 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str) -> alt.La
         layers.append(alt.Chart(line).mark_line(strokeWidth=2, color="#000000", strokeDash=[6, 3]).encode(
             x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
     return (alt.layer(*layers).properties(height=380)
-            .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, symbolOpacity=1))
+            .configure_legend(orient="bottom", direction="vertical", labelLimit=320, symbolOpacity=1))
 
 
 def prior_chart(runs: pd.DataFrame) -> alt.LayerChart:
@@ -174,4 +176,4 @@ def prior_chart(runs: pd.DataFrame) -> alt.LayerChart:
     ticks = alt.Chart(arms_frame.dropna(subset=["median"])).mark_tick(thickness=3, size=26, color="#000000").encode(
         x=alt.X("median:Q", scale=x_scale), y=y, tooltip=["arm:N", alt.Tooltip("median:Q", format=",")])
     return (alt.layer(bars, dots, ticks).properties(height=300)
-            .configure_legend(orient="bottom", direction="horizontal", symbolOpacity=1))
+            .configure_legend(orient="bottom", direction="vertical", symbolOpacity=1))

@@ -205,5 +205,5 @@ def by_position(t: dict) -> alt.Chart:
             rows.append({"position": pos, "loss": float(v), "step": f"step {t['steps'][idx]} ({when})"})
     return alt.Chart(pd.DataFrame(rows)).mark_line().encode(
         x=alt.X("position:Q", title="position of the predicted token"), y=alt.Y("loss:Q", title="loss (nats)"),
-        color=alt.Color("step:N", title=None, legend=alt.Legend(orient="top")),
+        color=alt.Color("step:N", title=None, legend=alt.Legend(orient="top", direction="vertical")),
         tooltip=["position:Q", alt.Tooltip("loss:Q", format=".3f"), "step:N"]).properties(height=220)
