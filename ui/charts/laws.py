@@ -12,6 +12,10 @@ RUN_COLOURS = [OKABE_ITO[1], OKABE_ITO[6]]  # dropped (sky blue), never dropped 
 NEVER = "never dropped (at the cap)"  # short enough for the legend under a chart in an 800 px window
 
 
+LEGENDS_HEIGHT = 80  # px: the legend above a chart whose two legends would not fit side by side below it (a
+# chart's height is the whole figure's as Streamlit fits it to its column, legends included)
+
+
 @kept
 def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int = 380) -> alt.LayerChart:
     """Every run's drop step (a dot; a hollow triangle at the cap for a run that never dropped), each
@@ -48,7 +52,8 @@ def law_chart(runs: pd.DataFrame, lines: pd.DataFrame, x_title: str, height: int
                             legend=alt.Legend(orient="top")),  # above: beside the runs' it passes a narrow chart
             strokeDash=alt.StrokeDash("line:N", legend=None, scale=alt.Scale(
                 domain=names, range=[[1, 0]] + [[6, 4]] * (len(names) - 1)))))
-    return (alt.layer(*layers).resolve_scale(color="independent").properties(height=height)
+    return (alt.layer(*layers).resolve_scale(color="independent")
+            .properties(height=height + (LEGENDS_HEIGHT if len(lines) else 0))
             .configure_legend(orient="bottom", direction="vertical", columns=1, labelLimit=320))
 
 
@@ -150,7 +155,7 @@ def markov_chart(runs: pd.DataFrame, line: pd.DataFrame, x_title: str) -> alt.La
     if len(line):
         layers.append(alt.Chart(line).mark_line(strokeWidth=2, color="#000000", strokeDash=[6, 3]).encode(
             x=alt.X("x:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), tooltip=["line:N"]))
-    return (alt.layer(*layers).properties(height=380)
+    return (alt.layer(*layers).properties(height=380 + LEGENDS_HEIGHT)
             .configure_legend(orient="bottom", direction="vertical", labelLimit=320, symbolOpacity=1))
 
 
