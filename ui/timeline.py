@@ -73,9 +73,10 @@ def live_pin_picker(positions: int, where=st, period: int = 0) -> tuple[int, ...
         st.session_state[LIVE_PICK] = list(pin)  # before the widget is drawn: the shared pin may have changed
     where.multiselect("Pin queries (positions)", list(range(positions)), key=LIVE_PICK, on_change=_take_live_pick,
                       format_func=(lambda p: f"{p} (copy {p // period + 1})") if period else str,
-                      max_selections=MAX_LIVE_PINS, placeholder="none: every row at full strength",
+                      max_selections=MAX_LIVE_PINS, placeholder="none pinned",  # fits the picker's column at 800 px
                       help="The rows of these query positions stay at full strength in every frame of both heads, "
-                           "the others are dimmed; the finished film strip starts with the same pin.")
+                           "the others are dimmed (none pinned: every row at full strength); the finished film "
+                           "strip starts with the same pin.")
     return pin
 
 
