@@ -47,10 +47,11 @@ def pytest_addoption(parser):
 # whole, in collection order, so these go first and the many short files fill in behind them; handed out last, a
 # 70 s file left the other worker idle for most of it. xdist's own order (most tests first) put them late.
 LONGEST_FIRST = ("tests/e2e/test_e2e_pixels.py", "tests/e2e/test_e2e_train.py", "tests/test_python_panels.py",
-                 "tests/test_markov_shipped.py", "tests/test_cpu_kinds.py", "tests/test_shipped_views.py",
-                 "tests/e2e/test_e2e_predict.py", "tests/test_notebook.py", "tests/e2e/test_e2e_pins.py",
+                 "tests/test_cpu_kinds.py", "tests/test_markov_shipped.py", "tests/test_shipped_views.py",
+                 "tests/test_notebook.py", "tests/e2e/test_e2e_pins.py", "tests/e2e/test_e2e_predict.py",
                  "tests/e2e/test_e2e_workers.py", "tests/test_pages_causal.py", "tests/test_hardening.py",
-                 "tests/test_ray.py")
+                 "tests/test_ray.py", "tests/test_view_names.py", "tests/e2e/test_e2e_upload.py",
+                 "tests/test_patching.py")
 
 
 def pytest_configure(config):
