@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
     from test_e2e_train import long_run, press, smallest_batch, train_step, wait_for
 
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer
+    from streamlit_server import StreamlitServer, bench_tab
 
     server = StreamlitServer(name="live_strip_pin_cost", env={"ATTENTION_LAB_PREDICT": "off"})
     os.nice(19)
@@ -52,10 +52,7 @@ def main(argv=None) -> int:
     out = {}
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-            ctx.set_default_timeout(60_000)
-            app = LabPage(ctx.new_page(), server.url)
+            app = bench_tab(pw, server)
             app.goto("train")
             smallest_batch(app)
             long_run(app)
@@ -105,7 +102,7 @@ def main(argv=None) -> int:
             press(app, "Stop", wait_idle=False)
             app.page.wait_for_timeout(3_000)
             app.assert_no_exception()
-            browser.close()
+            app.page.context.browser.close()
     finally:
         server.stop()
 

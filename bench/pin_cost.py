@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
     from strip_tools import find_strip, strip_panels
 
-    from streamlit_server import CHROMIUM, CHROMIUM_ARGS, LabPage, StreamlitServer
+    from streamlit_server import StreamlitServer, bench_tab
 
     # the patterns as a student sees them once the page's question is answered (ui/quiz.py hides them before)
     server = StreamlitServer(name="pin_cost", env={"ATTENTION_LAB_PREDICT": "off"})
@@ -66,10 +66,7 @@ def main(argv=None) -> int:
     pid = server.proc.pid
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-            ctx.set_default_timeout(60_000)
-            app = LabPage(ctx.new_page(), server.url)
+            app = bench_tab(pw, server)
             app.goto(args.page)
             app.wait_charts(4 if args.page == "train" else 2)
             if args.page == "train":  # the shipped run's film strip: the chart just above its pin's caption
@@ -138,7 +135,7 @@ def main(argv=None) -> int:
             time.sleep(clicks_wall)
             idle_cpu = cpu_seconds(pid) - c0
             app.assert_no_exception()
-            browser.close()
+            app.page.context.browser.close()
     finally:
         server.stop()
 

@@ -110,6 +110,15 @@ def repo_files() -> set[str]:
     return out
 
 
+def bench_tab(pw, server: StreamlitServer, width: int = 1400, height: int = 900) -> LabPage:
+    """A bench's tab (bench/pin_cost.py, bench/live_strip_pin_cost.py): Debian's Chromium, one context at
+    `width` x `height`, waits of 60 s."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    ctx.set_default_timeout(60_000)
+    return LabPage(ctx.new_page(), server.url)
+
+
 class LabPage:
     """One browser tab on the lab, with the waits Streamlit needs."""
 
