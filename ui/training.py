@@ -126,9 +126,9 @@ def shared_note(run: LiveRun) -> str:
             "that run: it ends with the very model your own training would make.")
 
 
-STOP_ANSWER = 0.4  # seconds the Stop button waits for the model before the page answers "Stopping…": a warm
-# server has it in about 0.3 s; a server's first ended run also imports torch to read it (about 1.5 s, in the
-# pool's monitor), and the page's once-a-second fragment then draws it when it lands
+STOP_ANSWER = 0.4  # seconds the Stop button waits for the model before the page answers "Stopping…": the worker
+# finishes its step and sends the model in about 0.3 s at the defaults; after a longer step (a large batch) the
+# page says "Stopping…" and its live fragment draws the model when it lands (bench/train_page_time.py)
 
 
 def stop() -> None:
