@@ -95,3 +95,19 @@ def _params(spec) -> list[dict]:
         return [p for p in spec.get("params", []) if isinstance(p, dict)] + [
             p for v in spec.values() for p in _params(v)]
     return [p for v in spec for p in _params(v)] if isinstance(spec, list) else []
+
+
+@pytest.mark.app
+def test_a_shipped_markov_models_causal_page_says_its_link_carries_only_the_model():
+    """The Markov model's own Causal page has settings no link carries: the sidebar says the address holds the model
+    only (before, it said it held the view, model and settings)."""
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.run()
+    at.switch_page("app_pages/causal.py")
+    at.query_params.clear()
+    at.query_params.update({"model": "markov/markov-2block"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _address(at) == {"model": "markov/markov-2block"}
+    said = [c.value for c in at.sidebar.caption]
+    assert any("not this page's settings" in c for c in said) and not any("copy it to share" in c for c in said), said

@@ -361,7 +361,8 @@ def publish(page: str) -> None:
     link carries (and any problem with the link that opened this view)."""
     import streamlit as st
 
-    link = link_of(page, st.session_state, *_on_screen(page))
+    on_screen, task = _on_screen(page)
+    link = link_of(page, st.session_state, on_screen, task)
     if {k: st.query_params[k] for k in st.query_params} != link:
         st.query_params.from_dict(link)
     st.session_state["share_last"] = link
@@ -373,6 +374,9 @@ def publish(page: str) -> None:
             st.caption("🔗 This model was trained or uploaded in your session and lives only there, so a link "
                        "cannot carry it: whoever opens this page's address gets a shipped model instead. "
                        "Download the checkpoint to share it.")
-        elif page in PAGE_PARAMS:
+        elif page in PAGE_PARAMS and on_screen:
             st.caption(f"🔗 The address bar holds {HOLDS.get(page, 'this view (model and settings)')}: copy it to "
                        "share the view.")
+        elif page in PAGE_PARAMS:  # the model's task draws its own version of the page, whose settings no link carries
+            st.caption("🔗 The address bar holds the picked model, not this page's settings for it: a link opens the "
+                       "page at its defaults.")
