@@ -97,6 +97,39 @@ def open_app(page: str | None = None, file: str | None = None, timeout: float = 
     return at
 
 
+def open_link(page: str, params: dict, timeout: float = 120):
+    """A fresh session opening `page` (a page file, or "home") with `params` in its address."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=timeout)
+    at.run()
+    if page != "home":
+        at.switch_page(page)
+    at.query_params.clear()
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def address(at) -> dict:
+    """The address an AppTest session's page wrote: parameter -> its (last) value."""
+    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+def spec_params(spec) -> list[dict]:
+    """Every selection parameter of a Vega-Lite spec (a dict, or a drawn chart's JSON string), however deep."""
+    import json
+
+    def found(node) -> list[dict]:
+        if isinstance(node, dict):
+            return [p for p in node.get("params", []) if isinstance(p, dict)] + [
+                p for v in node.values() for p in found(v)]
+        return [p for v in node for p in found(v)] if isinstance(node, list) else []
+
+    return found(json.loads(spec) if isinstance(spec, str) else spec)
+
+
 def torch_bytes(obj) -> bytes:
     """torch.save(obj) into bytes."""
     buf = io.BytesIO()

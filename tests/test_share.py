@@ -9,28 +9,12 @@ from ui.charts import pins
 from ui.model_keys import shipped_key
 from ui.pages import ALL_PAGES
 
-from helpers import ROOT, SHIPPED
+from helpers import ROOT, SHIPPED, address, open_link
 
 TWO, ONE = "variable-period-2block.pt", "variable-period-1block.pt"
 PAGES = [p.file or "home" for p in ALL_PAGES]
 
 
-
-def open_link(page: str, params: dict) -> AppTest:
-    """A fresh session opening `page` with `params` in its address."""
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
-    at.run()
-    if page != "home":
-        at.switch_page(page)
-    at.query_params.clear()
-    at.query_params.update(params)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def address(at: AppTest) -> dict:
-    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
 
 
 @pytest.fixture(autouse=True)

@@ -4,21 +4,15 @@ carries none of the settings a visit with a repeat model left in the session: th
 page does not draw them, so they would open another model's view. A shipped Markov model's own Attention page shares
 its own head, seed and pinned queries (issue 57: the pin goes into links on every page that draws attention)."""
 
-import json
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui import share
 from ui.charts import pins
 
-from helpers import ROOT
+from helpers import ROOT, address, open_link, spec_params
 
 MARKOV = ROOT / "checkpoints" / "markov" / "markov-2block.pt"
-
-
-def _address(at: AppTest) -> dict:
-    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
 
 
 @pytest.mark.app
@@ -30,7 +24,7 @@ def test_a_session_markov_model_gets_the_note_and_no_model_in_its_link(page):
     at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
     at.run()
     at.switch_page(page).run()  # the shipped repeat model first: its widgets' settings stay in the session
-    assert not at.exception and _address(at).get("model") == "variable-period-2block"
+    assert not at.exception and address(at).get("model") == "variable-period-2block"
     model, info = read_checkpoint(MARKOV)
     at.session_state["lab_models"] = {"session:mk": LabModel("session:mk", "trained #1 (markov)", model, info,
                                                              "trained")}
@@ -38,7 +32,7 @@ def test_a_session_markov_model_gets_the_note_and_no_model_in_its_link(page):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["picked_model"] == "session:mk"
-    assert _address(at) == {}  # no model, and not the repeat model's head, period or corruption either
+    assert address(at) == {}  # no model, and not the repeat model's head, period or corruption either
     assert any("cannot carry it" in c.value for c in at.sidebar.caption), [c.value for c in at.sidebar.caption]
     assert not any("copy it to share the view" in c.value for c in at.sidebar.caption)
     assert share.link_of("causal", {"picked_model": "session:mk"}) == {}
@@ -73,41 +67,22 @@ def test_a_shipped_markov_models_attention_page_shares_its_own_head_seed_and_pin
 
 @pytest.mark.app
 def test_a_link_opens_the_markov_reading_with_its_pin_and_keeps_it_in_the_address():
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
-    at.run()
-    at.switch_page("app_pages/attention.py")
-    at.query_params.clear()
-    at.query_params.update({"model": "markov/markov-2block", "pin": "5,9", "seed": "3"})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_link("app_pages/attention.py", {"model": "markov/markov-2block", "pin": "5,9", "seed": "3"}, 180)
     assert at.session_state["att_mk_pin"] == [5, 9] and at.number_input(key="att_mk_seed").value == 3
-    assert _address(at) == {"model": "markov/markov-2block", "head": at.session_state["att_mk_head"], "seed": "3",
+    assert address(at) == {"model": "markov/markov-2block", "head": at.session_state["att_mk_head"], "seed": "3",
                             "pin": "5,9"}
     started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
-               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN]
+               for p in spec_params(c.proto.spec) if p.get("name") == pins.PIN]
     assert len(started) >= 2 and all(v in ([{"query": 5}, {"query": 9}], [{"qi": 5}, {"qi": 9}]) for v in started), \
         started  # the grid and the one head start from the pin
 
-
-def _params(spec) -> list[dict]:
-    """Every selection parameter in a Vega-Lite spec, however deep."""
-    if isinstance(spec, dict):
-        return [p for p in spec.get("params", []) if isinstance(p, dict)] + [
-            p for v in spec.values() for p in _params(v)]
-    return [p for v in spec for p in _params(v)] if isinstance(spec, list) else []
 
 
 @pytest.mark.app
 def test_a_shipped_markov_models_causal_page_says_its_link_carries_only_the_model():
     """The Markov model's own Causal page has settings no link carries: the sidebar says the address holds the model
     only (before, it said it held the view, model and settings)."""
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
-    at.run()
-    at.switch_page("app_pages/causal.py")
-    at.query_params.clear()
-    at.query_params.update({"model": "markov/markov-2block"})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert _address(at) == {"model": "markov/markov-2block"}
+    at = open_link("app_pages/causal.py", {"model": "markov/markov-2block"}, 180)
+    assert address(at) == {"model": "markov/markov-2block"}
     said = [c.value for c in at.sidebar.caption]
     assert any("not this page's settings" in c for c in said) and not any("copy it to share" in c for c in said), said

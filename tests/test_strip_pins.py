@@ -13,6 +13,8 @@ from PIL import Image
 from ui.charts import pins, timeline
 from ui.charts.kept import sent_form
 
+from helpers import address, open_app, open_link, spec_params
+
 
 def _strip(n: int = 12, frames: int = 3, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
@@ -59,29 +61,18 @@ def test_a_tile_is_kept_per_content_and_pin():
     assert timeline._tile_png(P, 2, (3,)) != timeline._tile_png(P, 2, (4,)) != timeline._tile_png(P, 2)
 
 
-def _params(spec) -> list[dict]:
-    out = []
-    if isinstance(spec, dict):
-        out += [p for p in spec.get("params", []) if isinstance(p, dict)]
-        for v in spec.values():
-            out += _params(v)
-    elif isinstance(spec, list):
-        for v in spec:
-            out += _params(v)
-    return out
-
 
 def test_the_finished_strip_starts_from_its_pin_and_names_the_tokens():
     t = _strip()
     spec = sent_form(timeline.strip.uncached(t, (5,)))
     text = json.dumps({k: v for k, v in spec.items() if k != "datasets"})
     assert spec["facet"]["row"]["field"] == "head" and spec["facet"]["column"]["field"] == "frame"
-    pin = [p for p in _params(spec) if p.get("name") == pins.PIN]
+    pin = [p for p in spec_params(spec) if p.get("name") == pins.PIN]
     assert pin and all(p.get("value") == [{"query": 5}] for p in pin)  # one selection, shared by every panel
     from core.model.symbols import token_char
     assert f"'{token_char(t['tokens'][5])}'" in text and "query token" in text  # the tooltip's token lookup
     unpinned = sent_form(timeline.strip.uncached(t))
-    assert all("value" not in p for p in _params(unpinned) if p.get("name") == pins.PIN)
+    assert all("value" not in p for p in spec_params(unpinned) if p.get("name") == pins.PIN)
 
 
 def _live_picker_script():
@@ -115,14 +106,12 @@ def test_the_live_picker_and_the_finished_strip_share_one_pin():
 def test_the_train_pages_shipped_film_strip_starts_from_the_pin():
     from ui.timeline import STRIP_PIN
 
-    from helpers import open_app
-
     at = open_app("app_pages/train.py", timeout=120)
     at.session_state[STRIP_PIN] = [12, 30]
     at.run()
     assert not at.exception, at.exception
     started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
-               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
+               for p in spec_params(c.proto.spec) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
     assert started and all(v == [{"query": 12}, {"query": 30}] for v in started), started
     assert any(c.value.startswith("Pinned: query 12 (") and ", 30 (" in c.value for c in at.caption)
 
@@ -149,24 +138,13 @@ def test_an_exported_strip_shows_the_pin_the_browser_holds():
 def test_a_link_pins_the_train_pages_film_strips_and_the_address_keeps_the_pin():
     """The film strips' pin goes into links (ui/share.py PAGE_PARAMS["train"]): a link's pin starts the shipped
     run's strip pinned, and the address the page writes back still carries it."""
-    from streamlit.testing.v1 import AppTest
-
     from ui.timeline import STRIP_PIN
 
-    from helpers import ROOT
-
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
-    at.run()
-    at.switch_page("app_pages/train.py")
-    at.query_params.clear()
-    at.query_params.update({"pin": "12,30"})
-    at.run()
-    assert not at.exception, at.exception
+    at = open_link("app_pages/train.py", {"pin": "12,30"})
     assert at.session_state[STRIP_PIN] == [12, 30]
-    address = {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
-    assert address.get("pin") == "12,30", address
+    assert address(at).get("pin") == "12,30", address(at)
     started = [p.get("value") for c in at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
-               for p in _params(json.loads(c.proto.spec)) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
+               for p in spec_params(c.proto.spec) if p.get("name") == pins.PIN and "facet" in c.proto.spec]
     assert started and all(v == [{"query": 12}, {"query": 30}] for v in started), started
     holds = [c.value for c in at.sidebar.caption]
     assert any("film strip's pinned queries" in c for c in holds), holds
