@@ -47,6 +47,18 @@ def _file_of(preset: str) -> str:
     return next((r["file"] for r in shipped_files() if r.get("preset", r["file"]) == preset), f"{preset}.pt")
 
 
+def _answered(predicted: dict[str, bool] | None, key: str, waiting: str, ask_here: bool, question, hides: str) -> bool:
+    """Whether what answers a training question may be drawn: with the predictions asked before Train (`predicted`),
+    once that one is answered or skipped (else `waiting` says why nothing shows); without them, after the question
+    (`question()`) is asked here, when `ask_here`."""
+    if predicted is not None:
+        if not predicted.get(key, True):
+            st.caption(waiting)
+            return False
+        return True
+    return not ask_here or ask(question(), hides=hides)
+
+
 def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = None) -> None:
     """The shipped runs' curves and head scores; `questions`: with the training questions (False when this
     session's run already asks them). `predicted`: {question key: answered or skipped} of the questions asked
@@ -60,15 +72,10 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
         return
     losses = [frames(name, info)[0] for name, info in runs.items()]
     vocab = next(iter(runs.values()))["config"].vocab_size
-    if predicted is not None:
-        shown = predicted.get("q_first", True)
-        if not shown:
-            st.caption("The curves of the shipped runs answer the first prediction above: they show once you "
-                       "answer or skip it.")
-    else:
-        shown = not (questions and DEFAULT_PRESET in runs) or ask(
-            quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab),
-            hides="the shipped runs' curves")
+    shown = _answered(predicted, "q_first", "The curves of the shipped runs answer the first prediction above: they "
+                      "show once you answer or skip it.", questions and DEFAULT_PRESET in runs,
+                      lambda: quiz_training.first_copy_during_drop(runs[DEFAULT_PRESET]["history"], vocab),
+                      "the shipped runs' curves")
     curves, curves_shown = pd.concat(losses), shown
     if shown:
         chart, note = st.columns([3, 1])
@@ -85,14 +92,10 @@ def shipped_panel(questions: bool = True, predicted: dict[str, bool] | None = No
         python_panel(snippets.shipped_curves([_file_of(name) for name in runs]), shows={"loss": curves["loss"]})
     if DEFAULT_PRESET in runs:
         heads, drop = _heads(DEFAULT_PRESET, runs[DEFAULT_PRESET])
-        if predicted is not None:
-            shown = predicted.get("q_timing", True)
-            if not shown:
-                st.caption("Every head's scores over the shipped run, and its film strip, answer the second "
-                           "prediction above: they show once you answer or skip both.")
-        else:
-            shown = not questions or ask(quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
-                                         hides="every head's scores over training")
+        shown = _answered(predicted, "q_timing", "Every head's scores over the shipped run, and its film strip, "
+                          "answer the second prediction above: they show once you answer or skip both.", questions,
+                          lambda: quiz_training.prev_head_timing(runs[DEFAULT_PRESET]["history"], vocab),
+                          "every head's scores over training")
         if shown:
             chart, note = st.columns([3, 1])
             draw(chart, _shipped_head_scores(heads, drop))
