@@ -87,6 +87,17 @@ def away(app) -> None:
     app.page.wait_for_timeout(300)
 
 
+def first_chart(app, path: str):
+    """Open the page at `path` and return its first chart, once two have drawn, scrolled into view with the
+    pointer moved off it (nothing hovered)."""
+    app.goto(path)
+    assert app.wait_charts(2) >= 2
+    chart = app.charts().first
+    chart.scroll_into_view_if_needed()
+    away(app)
+    return chart
+
+
 def download(app, label: str):
     """The first chart's Export menu, `label` ("SVG", "PNG", "CSV"): the download."""
     app.page.locator('[data-testid="stPopover"] button').first.click()

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from pin_tools import away, first_column_panel, link, picture, pins, point_at
+from pin_tools import away, first_chart, first_column_panel, link, picture, pins, point_at
 
 from core.archetypes import catalogue as arc
 from ui.charts import OKABE_ITO
@@ -42,11 +42,7 @@ def _bar_tooltip(app, chart, img, left: int, side: int, below: int, T: int, k: i
 
 
 def test_pins_in_the_matrix_and_the_flow_show_the_generated_patterns_rows(app):
-    app.goto("archetypes")
-    assert app.wait_charts(2) >= 2
-    chart = app.charts().first
-    chart.scroll_into_view_if_needed()
-    away(app)
+    chart = first_chart(app, "archetypes")
     address = link(app)
     tokens = arc.tokenize(arc.PRESET_PROMPTS[address["prompt"]])
     A = arc.archetype_pattern(address["archetype"], tokens, arc.ArchetypeSettings(6.0, 0.8)).numpy()  # the defaults

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from pin_tools import away, download, link, panels, picture, pins, point_at, row_band
+from pin_tools import away, download, first_chart, link, panels, picture, pins, point_at, row_band
 
 from core.model.checkpoints import read_checkpoint
 from core.reading.analysis import task_sequence_view
@@ -28,11 +28,7 @@ BACKGROUND = np.array([int(ZERO_FILL[i:i + 2], 16) for i in (1, 3, 5)])
 
 
 def _grid(app):
-    app.goto("attention")
-    assert app.wait_charts(2) >= 2
-    chart = app.charts().first
-    chart.scroll_into_view_if_needed()
-    away(app)
+    chart = first_chart(app, "attention")
     before = picture(chart)
     found = panels(before)
     assert len(found) >= 2, "the grid's heatmap panels were not found in its picture"
